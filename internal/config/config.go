@@ -1,0 +1,257 @@
+// Package config is edgeq's typed configuration: the YAML file of CONTRACT section 2, its defaults, the
+// EDGEQ_* environment overrides, validation with field paths, and what a hot reload may change.
+//
+// It is the only package that knows viper. Everything else receives a *Config that has passed Validate
+// and treats it as read-only: a reload builds a new *Config instead of mutating the old one.
+package config
+
+import "time"
+
+// Config is the whole configuration. The yaml tags are the key names of the file and, upper-cased with
+// "." replaced by "_" and prefixed by EDGEQ_, of the environment variables.
+type Config struct {
+	Server      Server      `yaml:"server"`
+	Admin       Admin       `yaml:"admin"`
+	Origin      Origin      `yaml:"origin"`
+	Redis       Redis       `yaml:"redis"`
+	Tokens      Tokens      `yaml:"tokens"`
+	Identity    Identity    `yaml:"identity"`
+	Turnstile   Turnstile   `yaml:"turnstile"`
+	Queues      []Queue     `yaml:"queues"`
+	Routes      []Route     `yaml:"routes"`
+	Products    []Product   `yaml:"products"`
+	Auctions    []Auction   `yaml:"auctions"`
+	Limits      Limits      `yaml:"limits"`
+	Pages       Pages       `yaml:"pages"`
+	StoreHealth StoreHealth `yaml:"store_health"`
+	Log         Log         `yaml:"log"`
+}
+
+// Server is the public listener: the waiting room and the proxied traffic.
+type Server struct {
+	Listen          string        `yaml:"listen"`
+	Prefix          string        `yaml:"prefix"`
+	TrustedProxies  []string      `yaml:"trusted_proxies"`
+	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// Admin is the operator listener: /api/*, /metrics, /healthz, /readyz.
+type Admin struct {
+	Listen string `yaml:"listen"`
+	APIKey string `yaml:"api_key" secret:"true"`
+}
+
+// Origin is the unmodified shop edgeq sits in front of.
+type Origin struct {
+	URL     string        `yaml:"url"`
+	Timeout time.Duration `yaml:"timeout"`
+}
+
+// Redis selects the store: embedded (Addr and Addrs empty), a single server (Addr), a Cluster (Addrs) or
+// Sentinel (Addrs with MasterName).
+type Redis struct {
+	Addr       string   `yaml:"addr"`
+	Addrs      []string `yaml:"addrs"`
+	MasterName string   `yaml:"master_name"`
+	Username   string   `yaml:"username"`
+	Password   string   `yaml:"password" secret:"true"`
+	DB         int      `yaml:"db"`
+	TLS        bool     `yaml:"tls"`
+	KeyPrefix  string   `yaml:"key_prefix"`
+}
+
+// Embedded reports whether no Redis is configured and the in-process store is used.
+func (r Redis) Embedded() bool { return r.Addr == "" && len(r.Addrs) == 0 }
+
+// Tokens configures the signed access tokens.
+type Tokens struct {
+	SigningKeyFile string        `yaml:"signing_key_file"`
+	VerifyKeyFiles []string      `yaml:"verify_key_files"`
+	Issuer         string        `yaml:"issuer"`
+	CookieSecure   string        `yaml:"cookie_secure"`
+	Leeway         time.Duration `yaml:"leeway"`
+}
+
+// Identity configures how user identities are turned into pseudonyms before they are stored.
+type Identity struct {
+	Secret string `yaml:"secret" secret:"true"`
+}
+
+// Turnstile configures Cloudflare Turnstile checks.
+type Turnstile struct {
+	SiteKey      string        `yaml:"site_key"`
+	SecretKey    string        `yaml:"secret_key" secret:"true"`
+	VerifyURL    string        `yaml:"verify_url"`
+	ScriptURL    string        `yaml:"script_url"`
+	Timeout      time.Duration `yaml:"timeout"`
+	Hostnames    []string      `yaml:"hostnames"`
+	ClearanceTTL time.Duration `yaml:"clearance_ttl"`
+	OnError      string        `yaml:"on_error"`
+}
+
+// Queue is one waiting room.
+type Queue struct {
+	ID               string        `yaml:"id"`
+	Title            string        `yaml:"title"`
+	Capacity         int           `yaml:"capacity"`
+	ReleasePerMinute int           `yaml:"release_per_minute"`
+	TokenTTL         time.Duration `yaml:"token_ttl"`
+	PositionExpiry   time.Duration `yaml:"position_expiry"`
+	AbandonAfter     time.Duration `yaml:"abandon_after"`
+	Turnstile        bool          `yaml:"turnstile"`
+}
+
+func (q *Queue) applyDefaults() {
+	q.Capacity = 100
+	q.TokenTTL = 10 * time.Minute
+	q.PositionExpiry = 5 * time.Minute
+}
+
+// Route is one protected path pattern. Requests matching no route pass through ungated.
+type Route struct {
+	Name         string    `yaml:"name"`
+	Match        string    `yaml:"match"`
+	Queue        string    `yaml:"queue"`
+	Turnstile    bool      `yaml:"turnstile"`
+	OnStoreError string    `yaml:"on_store_error"`
+	Admission    Admission `yaml:"admission"`
+}
+
+func (r *Route) applyDefaults() {
+	r.OnStoreError = OnStoreErrorClosed
+	r.Admission.applyDefaults()
+}
+
+// Route.OnStoreError values.
+const (
+	OnStoreErrorClosed = "closed"
+	OnStoreErrorOpen   = "open"
+)
+
+// Admission is the atomic check a route runs on Redis before the origin sees the request. Type "" means
+// the route has no admission step. The field sources use the syntax of FieldSource.
+type Admission struct {
+	Type      string   `yaml:"type"`
+	Product   string   `yaml:"product"`
+	Auction   string   `yaml:"auction"`
+	Amount    string   `yaml:"amount"`
+	User      string   `yaml:"user"`
+	Quantity  string   `yaml:"quantity"`
+	ReleaseOn []string `yaml:"release_on"`
+}
+
+// Admission.Type values.
+const (
+	AdmissionStock = "stock"
+	AdmissionBid   = "bid"
+)
+
+func (a *Admission) applyDefaults() {
+	a.User = "token"
+	a.ReleaseOn = []string{"5xx", "error"}
+}
+
+// Product is a stock-admitted item. Stock is only the initial stock: it is seeded when the product is
+// absent from the store and never overwrites live stock.
+type Product struct {
+	ID           string `yaml:"id"`
+	Stock        int64  `yaml:"stock"`
+	PerUserLimit int    `yaml:"per_user_limit"`
+	Name         string `yaml:"name"`
+	Price        int64  `yaml:"price"`
+	ImageURL     string `yaml:"image_url"`
+}
+
+func (p *Product) applyDefaults() { p.PerUserLimit = 1 }
+
+// Auction is a bid-admitted item. Money values are decimal strings with at most two places.
+type Auction struct {
+	ID            string    `yaml:"id"`
+	StartingPrice string    `yaml:"starting_price"`
+	MinIncrement  string    `yaml:"min_increment"`
+	EndsAt        time.Time `yaml:"ends_at"`
+	Owner         string    `yaml:"owner"`
+}
+
+func (a *Auction) applyDefaults() { a.MinIncrement = "1.00" }
+
+// Limits are per-client-IP rate limits; 0 turns one off.
+type Limits struct {
+	JoinPerIPPerMinute   int `yaml:"join_per_ip_per_minute"`
+	StatusPerIPPerMinute int `yaml:"status_per_ip_per_minute"`
+}
+
+// Pages configures the pages edgeq renders for browsers.
+type Pages struct {
+	TemplatesDir    string `yaml:"templates_dir"`
+	DefaultLanguage string `yaml:"default_language"`
+	Brand           string `yaml:"brand"`
+}
+
+// StoreHealth is the hysteresis of the store health check (seed 001).
+type StoreHealth struct {
+	Interval           time.Duration `yaml:"interval"`
+	FailuresToDegrade  int           `yaml:"failures_to_degrade"`
+	SuccessesToRecover int           `yaml:"successes_to_recover"`
+	Cooldown           time.Duration `yaml:"cooldown"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Default returns the configuration used for every key the file and the environment leave unset.
+func Default() *Config {
+	return &Config{
+		Server: Server{
+			Listen:          ":8080",
+			Prefix:          "/_edgeq",
+			TrustedProxies:  []string{},
+			MaxBodyBytes:    1 << 20,
+			ShutdownTimeout: 20 * time.Second,
+		},
+		Admin:  Admin{Listen: "127.0.0.1:9090"},
+		Origin: Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},
+		Redis:  Redis{Addrs: []string{}, KeyPrefix: "edgeq"},
+		Tokens: Tokens{
+			VerifyKeyFiles: []string{},
+			Issuer:         "edgeq",
+			CookieSecure:   "auto",
+			Leeway:         5 * time.Second,
+		},
+		Turnstile: Turnstile{
+			VerifyURL:    "https://challenges.cloudflare.com/turnstile/v0/siteverify",
+			ScriptURL:    "https://challenges.cloudflare.com/turnstile/v0/api.js",
+			Timeout:      5 * time.Second,
+			Hostnames:    []string{},
+			ClearanceTTL: 30 * time.Minute,
+			OnError:      "closed",
+		},
+		Queues:   []Queue{},
+		Routes:   []Route{},
+		Products: []Product{},
+		Auctions: []Auction{},
+		Limits:   Limits{JoinPerIPPerMinute: 30, StatusPerIPPerMinute: 120},
+		Pages:    Pages{DefaultLanguage: "en", Brand: "edgeq"},
+		StoreHealth: StoreHealth{
+			Interval:           2 * time.Second,
+			FailuresToDegrade:  3,
+			SuccessesToRecover: 5,
+			Cooldown:           30 * time.Second,
+		},
+		Log: Log{Level: "info", Format: "json"},
+	}
+}
+
+// QueueByID returns the queue with that id, or nil.
+func (c *Config) QueueByID(id string) *Queue {
+	for i := range c.Queues {
+		if c.Queues[i].ID == id {
+			return &c.Queues[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+)
+
+// hotKeys are the top-level and nested keys a reload applies without a restart (CONTRACT section 8).
+var hotKeys = []string{"queues", "routes", "products", "auctions", "log.level"}
+
+// RestartKeys lists the keys whose values differ between old and next but only take effect after a
+// restart (listeners, store, keys, ...). A reload applies the rest and logs these as ignored.
+func RestartKeys(old, next *Config) []string {
+	var changed []string
+	ov, nv := reflect.ValueOf(old).Elem(), reflect.ValueOf(next).Elem()
+	for _, key := range leafKeys(ov.Type(), "") {
+		if isHot(key) {
+			continue
+		}
+		if !reflect.DeepEqual(fieldAt(ov, key).Interface(), fieldAt(nv, key).Interface()) {
+			changed = append(changed, key)
+		}
+	}
+	return changed
+}
+
+func isHot(key string) bool {
+	for _, h := range hotKeys {
+		if key == h || strings.HasPrefix(key, h+".") {
+			return true
+		}
+	}
+	return false
+}
+
+func fieldAt(v reflect.Value, key string) reflect.Value {
+	for part := range strings.SplitSeq(key, ".") {
+		v = v.Field(fieldsByKey(v.Type())[part])
+	}
+	return v
+}

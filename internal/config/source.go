@@ -1,0 +1,114 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// FieldSource says where in a request an admission field is read: "path:product" (a wildcard of the
+// route pattern), "query:id", "form:amount", "json:items.0.sku" (a dotted path; numbers index arrays),
+// "header:X-User" or "cookie:session".
+type FieldSource struct {
+	Kind string // path, query, form, json, header, cookie
+	Name string // wildcard, parameter, field, header or cookie name; a dotted path for json
+}
+
+func (s FieldSource) String() string { return s.Kind + ":" + s.Name }
+
+// JSONPath splits the dotted path of a json source into its steps.
+func (s FieldSource) JSONPath() []string { return strings.Split(s.Name, ".") }
+
+var (
+	sourceKinds = map[string]bool{"path": true, "query": true, "form": true, "json": true, "header": true, "cookie": true}
+	// RFC 9110 token characters, which covers header and cookie names and sensible form/query keys.
+	tokenName    = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
+	wildcardName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	jsonStep     = regexp.MustCompile(`^[^.]{1,128}$`)
+)
+
+// ParseFieldSource parses the "kind:name" syntax of admission field sources.
+func ParseFieldSource(text string) (FieldSource, error) {
+	kind, name, ok := strings.Cut(text, ":")
+	if !ok || !sourceKinds[kind] {
+		return FieldSource{}, fmt.Errorf("%q is not a field source (use path:, query:, form:, json:, header: or cookie: followed by a name)", text)
+	}
+	src := FieldSource{Kind: kind, Name: name}
+	switch kind {
+	case "path":
+		if !wildcardName.MatchString(name) {
+			return src, fmt.Errorf("%q: path wildcard name must be a Go identifier", text)
+		}
+	case "json":
+		if len(name) > 512 {
+			return src, fmt.Errorf("%q: json path is too long", text)
+		}
+		for _, step := range strings.Split(name, ".") {
+			if !jsonStep.MatchString(step) {
+				return src, fmt.Errorf("%q: json path has an empty or too long step", text)
+			}
+		}
+	default:
+		if !tokenName.MatchString(name) {
+			return src, fmt.Errorf("%q: %s name must be 1-128 token characters", text, kind)
+		}
+	}
+	return src, nil
+}
+
+// UserSource says how an admission identifies the user: "token" (the queue request id of the access
+// token), or "cookie:NAME" / "header:NAME".
+type UserSource struct {
+	FromToken bool
+	Field     FieldSource // when !FromToken: a cookie or header source
+}
+
+// ParseUserSource parses the syntax of routes[].admission.user.
+func ParseUserSource(text string) (UserSource, error) {
+	if text == "token" {
+		return UserSource{FromToken: true}, nil
+	}
+	src, err := ParseFieldSource(text)
+	if err != nil || (src.Kind != "cookie" && src.Kind != "header") {
+		return UserSource{}, fmt.Errorf("%q: user must be token, cookie:NAME or header:NAME", text)
+	}
+	return UserSource{Field: src}, nil
+}
+
+// ReleaseOutcome is one entry of routes[].admission.release_on: a status class ("5xx"), an exact status
+// ("503") or "error" (transport failure or timeout before the origin answered).
+type ReleaseOutcome struct {
+	Class  int // 1..5 for "1xx".."5xx", else 0
+	Status int // exact status, else 0
+	Error  bool
+}
+
+// ParseReleaseOutcome parses one release_on entry.
+func ParseReleaseOutcome(text string) (ReleaseOutcome, error) {
+	if text == "error" {
+		return ReleaseOutcome{Error: true}, nil
+	}
+	if len(text) == 3 && text[1:] == "xx" && text[0] >= '1' && text[0] <= '5' {
+		return ReleaseOutcome{Class: int(text[0] - '0')}, nil
+	}
+	if code, err := strconv.Atoi(text); err == nil && len(text) == 3 && code >= 100 && code <= 599 {
+		return ReleaseOutcome{Status: code}, nil
+	}
+	return ReleaseOutcome{}, fmt.Errorf("%q: use a status class (5xx), a status code (503) or error", text)
+}
+
+// Matches reports whether an origin outcome (a status, or transportErr when the origin never answered)
+// is this one.
+func (o ReleaseOutcome) Matches(status int, transportErr bool) bool {
+	switch {
+	case o.Error:
+		return transportErr
+	case transportErr:
+		return false
+	case o.Class != 0:
+		return status/100 == o.Class
+	default:
+		return status == o.Status
+	}
+}

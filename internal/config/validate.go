@@ -1,0 +1,440 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/money"
+)
+
+// ID is the syntax of queue, product and auction ids, and of route names: they appear in URLs, Redis
+// hash tags and metric labels, so they are kept short and plain.
+var ID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+var (
+	prefixSyntax    = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
+	keyPrefixSyntax = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
+	wildcardInPath  = regexp.MustCompile(`\{([^{}]*)\}`)
+)
+
+// Languages are the built-in page languages.
+var Languages = []string{"en", "zh-TW", "zh-CN"}
+
+// check collects problems with their field paths.
+type check struct{ problems []Problem }
+
+func (c *check) add(path, format string, args ...any) {
+	c.problems = append(c.problems, Problem{Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (c *check) oneOf(path, value string, allowed ...string) {
+	if !slices.Contains(allowed, value) {
+		c.add(path, "%q is not one of %s", value, strings.Join(allowed, ", "))
+	}
+}
+
+func (c *check) atLeast(path string, value, minimum int64) {
+	if value < minimum {
+		c.add(path, "must be at least %d, not %d", minimum, value)
+	}
+}
+
+func (c *check) durationAtLeast(path string, value, minimum time.Duration) {
+	if value < minimum {
+		c.add(path, "must be at least %s, not %s", minimum, value)
+	}
+}
+
+func (c *check) hostPort(path, value string) {
+	host, port, err := net.SplitHostPort(value)
+	if err != nil {
+		c.add(path, "%q is not host:port", value)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		c.add(path, "%q has an invalid port", value)
+	}
+	if strings.ContainsAny(host, " /") {
+		c.add(path, "%q has an invalid host", value)
+	}
+}
+
+func (c *check) httpURL(path, value string) {
+	u, err := url.Parse(value)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		c.add(path, "%q is not an absolute http(s) URL", value)
+	}
+}
+
+func (c *check) id(path, value string) {
+	if !ID.MatchString(value) {
+		c.add(path, "%q must be 1-64 characters of A-Z a-z 0-9 _ -", value)
+	}
+}
+
+func (c *check) money(path, value string) {
+	cents, err := money.Parse(value)
+	if err != nil {
+		c.add(path, "%q: %v", value, err)
+	} else if cents <= 0 {
+		c.add(path, "must be greater than zero")
+	}
+}
+
+func (cfg *Config) problems() []Problem {
+	c := &check{}
+	cfg.checkServer(c)
+	cfg.checkRedis(c)
+	cfg.checkTokens(c)
+	cfg.checkTurnstile(c)
+	cfg.checkQueues(c)
+	cfg.checkRoutes(c)
+	cfg.checkProducts(c)
+	cfg.checkAuctions(c)
+
+	c.atLeast("limits.join_per_ip_per_minute", int64(cfg.Limits.JoinPerIPPerMinute), 0)
+	c.atLeast("limits.status_per_ip_per_minute", int64(cfg.Limits.StatusPerIPPerMinute), 0)
+	c.oneOf("pages.default_language", cfg.Pages.DefaultLanguage, Languages...)
+	if strings.TrimSpace(cfg.Pages.Brand) == "" {
+		c.add("pages.brand", "must not be empty")
+	}
+	c.durationAtLeast("store_health.interval", cfg.StoreHealth.Interval, 100*time.Millisecond)
+	c.atLeast("store_health.failures_to_degrade", int64(cfg.StoreHealth.FailuresToDegrade), 1)
+	c.atLeast("store_health.successes_to_recover", int64(cfg.StoreHealth.SuccessesToRecover), 1)
+	c.durationAtLeast("store_health.cooldown", cfg.StoreHealth.Cooldown, 0)
+	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
+	c.oneOf("log.format", cfg.Log.Format, "json", "text")
+	return c.problems
+}
+
+func (cfg *Config) checkServer(c *check) {
+	c.hostPort("server.listen", cfg.Server.Listen)
+	if !prefixSyntax.MatchString(cfg.Server.Prefix) {
+		c.add("server.prefix", "%q must be a path such as /_edgeq (no trailing slash, no wildcards)", cfg.Server.Prefix)
+	}
+	for i, p := range cfg.Server.TrustedProxies {
+		if _, err := ParseTrustedProxy(p); err != nil {
+			c.add(fmt.Sprintf("server.trusted_proxies[%d]", i), "%v", err)
+		}
+	}
+	c.atLeast("server.max_body_bytes", cfg.Server.MaxBodyBytes, 1)
+	c.durationAtLeast("server.shutdown_timeout", cfg.Server.ShutdownTimeout, 0)
+
+	c.hostPort("admin.listen", cfg.Admin.Listen)
+	if cfg.Admin.Listen == cfg.Server.Listen {
+		c.add("admin.listen", "must differ from server.listen: the admin API is never served on the public listener")
+	}
+
+	c.httpURL("origin.url", cfg.Origin.URL)
+	if u, err := url.Parse(cfg.Origin.URL); err == nil && (u.RawQuery != "" || u.Fragment != "" || u.User != nil) {
+		c.add("origin.url", "must not carry a query, fragment or credentials")
+	}
+	c.durationAtLeast("origin.timeout", cfg.Origin.Timeout, time.Millisecond)
+}
+
+// ParseTrustedProxy reads a CIDR ("10.0.0.0/8") or a single address ("10.1.2.3", meaning /32 or /128).
+func ParseTrustedProxy(text string) (netip.Prefix, error) {
+	if p, err := netip.ParsePrefix(text); err == nil {
+		return p.Masked(), nil
+	}
+	if a, err := netip.ParseAddr(text); err == nil {
+		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
+	}
+	return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an IP address", text)
+}
+
+func (cfg *Config) checkRedis(c *check) {
+	r := cfg.Redis
+	if r.Addr != "" {
+		c.hostPort("redis.addr", r.Addr)
+		if len(r.Addrs) > 0 {
+			c.add("redis.addrs", "set either redis.addr (one server) or redis.addrs (Cluster or Sentinel), not both")
+		}
+	}
+	for i, a := range r.Addrs {
+		c.hostPort(fmt.Sprintf("redis.addrs[%d]", i), a)
+	}
+	if r.MasterName != "" && len(r.Addrs) == 0 {
+		c.add("redis.master_name", "Sentinel needs the sentinel addresses in redis.addrs")
+	}
+	c.atLeast("redis.db", int64(r.DB), 0)
+	if r.DB != 0 && len(r.Addrs) > 0 && r.MasterName == "" {
+		c.add("redis.db", "Redis Cluster only has database 0")
+	}
+	if !keyPrefixSyntax.MatchString(r.KeyPrefix) {
+		c.add("redis.key_prefix", "%q must be 1-64 characters of A-Z a-z 0-9 _ . : - (braces would break hash tags)", r.KeyPrefix)
+	}
+	if r.Embedded() && (r.Password != "" || r.Username != "" || r.TLS) {
+		c.add("redis", "username, password or tls are set but no redis.addr or redis.addrs: the embedded store would ignore them")
+	}
+}
+
+func (cfg *Config) checkTokens(c *check) {
+	if strings.TrimSpace(cfg.Tokens.Issuer) == "" {
+		c.add("tokens.issuer", "must not be empty")
+	}
+	c.oneOf("tokens.cookie_secure", cfg.Tokens.CookieSecure, "auto", "always", "never")
+	c.durationAtLeast("tokens.leeway", cfg.Tokens.Leeway, 0)
+	if cfg.Tokens.Leeway > 5*time.Minute {
+		c.add("tokens.leeway", "%s is more than 5m: expired tokens would keep working too long", cfg.Tokens.Leeway)
+	}
+	for i, f := range cfg.Tokens.VerifyKeyFiles {
+		if strings.TrimSpace(f) == "" {
+			c.add(fmt.Sprintf("tokens.verify_key_files[%d]", i), "must not be empty")
+		}
+	}
+}
+
+func (cfg *Config) checkTurnstile(c *check) {
+	t := cfg.Turnstile
+	c.httpURL("turnstile.verify_url", t.VerifyURL)
+	if !strings.HasPrefix(t.ScriptURL, "/") || strings.HasPrefix(t.ScriptURL, "//") {
+		c.httpURL("turnstile.script_url", t.ScriptURL)
+	}
+	c.durationAtLeast("turnstile.timeout", t.Timeout, time.Millisecond)
+	c.durationAtLeast("turnstile.clearance_ttl", t.ClearanceTTL, time.Second)
+	c.oneOf("turnstile.on_error", t.OnError, "closed", "open")
+	for i, h := range t.Hostnames {
+		if strings.TrimSpace(h) == "" || strings.ContainsAny(h, "/ ") {
+			c.add(fmt.Sprintf("turnstile.hostnames[%d]", i), "%q is not a hostname", h)
+		}
+	}
+	var wanted []string
+	for i, q := range cfg.Queues {
+		if q.Turnstile {
+			wanted = append(wanted, fmt.Sprintf("queues[%d]", i))
+		}
+	}
+	for i, r := range cfg.Routes {
+		if r.Turnstile {
+			wanted = append(wanted, fmt.Sprintf("routes[%d]", i))
+		}
+	}
+	if len(wanted) > 0 {
+		if t.SiteKey == "" {
+			c.add("turnstile.site_key", "required because %s ask for Turnstile", strings.Join(wanted, ", "))
+		}
+		if t.SecretKey == "" {
+			c.add("turnstile.secret_key", "required because %s ask for Turnstile", strings.Join(wanted, ", "))
+		}
+	}
+}
+
+func (cfg *Config) checkQueues(c *check) {
+	seen := map[string]int{}
+	for i, q := range cfg.Queues {
+		p := fmt.Sprintf("queues[%d]", i)
+		c.id(p+".id", q.ID)
+		if j, dup := seen[q.ID]; dup {
+			c.add(p+".id", "%q is already the id of queues[%d]", q.ID, j)
+		}
+		seen[q.ID] = i
+		if len(q.Title) > 200 {
+			c.add(p+".title", "must be at most 200 characters")
+		}
+		c.atLeast(p+".capacity", int64(q.Capacity), 0)
+		c.atLeast(p+".release_per_minute", int64(q.ReleasePerMinute), 0)
+		c.durationAtLeast(p+".token_ttl", q.TokenTTL, time.Second)
+		c.durationAtLeast(p+".position_expiry", q.PositionExpiry, 0)
+		c.durationAtLeast(p+".abandon_after", q.AbandonAfter, 0)
+	}
+}
+
+func (cfg *Config) checkRoutes(c *check) {
+	seen := map[string]int{}
+	for i, r := range cfg.Routes {
+		p := fmt.Sprintf("routes[%d]", i)
+		c.id(p+".name", r.Name)
+		if j, dup := seen[r.Name]; dup {
+			c.add(p+".name", "%q is already the name of routes[%d]", r.Name, j)
+		}
+		seen[r.Name] = i
+		wildcards, err := CheckPattern(r.Match)
+		if err != nil {
+			c.add(p+".match", "%v", err)
+		} else if path := PatternPath(r.Match); path == cfg.Server.Prefix || strings.HasPrefix(path, cfg.Server.Prefix+"/") {
+			c.add(p+".match", "%q is inside server.prefix %s, which edgeq reserves for its own endpoints", r.Match, cfg.Server.Prefix)
+		}
+		if r.Queue != "" && cfg.QueueByID(r.Queue) == nil {
+			c.add(p+".queue", "%q is not the id of any queue", r.Queue)
+		}
+		c.oneOf(p+".on_store_error", r.OnStoreError, OnStoreErrorClosed, OnStoreErrorOpen)
+		cfg.checkAdmission(c, p+".admission", r, wildcards)
+	}
+}
+
+func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []string) {
+	a := r.Admission
+	source := func(field, value string, required bool) {
+		if value == "" {
+			if required {
+				c.add(p+"."+field, "required for %s admission", a.Type)
+			}
+			return
+		}
+		src, err := ParseFieldSource(value)
+		if err != nil {
+			c.add(p+"."+field, "%v", err)
+			return
+		}
+		if src.Kind == "path" && wildcards != nil && !slices.Contains(wildcards, src.Name) {
+			c.add(p+"."+field, "%q: the pattern %q has no wildcard {%s}", value, r.Match, src.Name)
+		}
+	}
+	unused := func(field, value string) {
+		if value != "" {
+			c.add(p+"."+field, "not used by %q admission", a.Type)
+		}
+	}
+	switch a.Type {
+	case "":
+		for field, value := range map[string]string{"product": a.Product, "auction": a.Auction, "amount": a.Amount, "quantity": a.Quantity} {
+			if value != "" {
+				c.add(p+"."+field, "set, but admission.type is empty (use stock or bid)")
+			}
+		}
+		return
+	case AdmissionStock:
+		source("product", a.Product, true)
+		source("quantity", a.Quantity, false)
+		unused("auction", a.Auction)
+		unused("amount", a.Amount)
+	case AdmissionBid:
+		source("auction", a.Auction, true)
+		source("amount", a.Amount, true)
+		unused("product", a.Product)
+		unused("quantity", a.Quantity)
+	default:
+		c.add(p+".type", "%q is not one of stock, bid", a.Type)
+		return
+	}
+	if user, err := ParseUserSource(a.User); err != nil {
+		c.add(p+".user", "%v", err)
+	} else if user.FromToken && r.Queue == "" {
+		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
+	}
+	for i, o := range a.ReleaseOn {
+		if _, err := ParseReleaseOutcome(o); err != nil {
+			c.add(fmt.Sprintf("%s.release_on[%d]", p, i), "%v", err)
+		}
+	}
+}
+
+// CheckPattern reports whether pattern is a valid net/http ServeMux pattern and returns the names of
+// its wildcards.
+func CheckPattern(pattern string) (wildcards []string, err error) {
+	if strings.TrimSpace(pattern) == "" {
+		return nil, fmt.Errorf("must not be empty")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			wildcards, err = nil, fmt.Errorf("%q is not a ServeMux pattern ([METHOD ][HOST]/path with {wildcards}): %v", pattern, r)
+		}
+	}()
+	http.NewServeMux().Handle(pattern, http.NotFoundHandler())
+	for _, m := range wildcardInPath.FindAllStringSubmatch(PatternPath(pattern), -1) {
+		name := strings.TrimSuffix(m[1], "...")
+		if name != "$" {
+			wildcards = append(wildcards, name)
+		}
+	}
+	return wildcards, nil
+}
+
+// PatternPath returns the path part of a ServeMux pattern: "POST shop.example/checkout/{id}" ->
+// "/checkout/{id}".
+func PatternPath(pattern string) string {
+	rest := strings.TrimSpace(pattern)
+	if i := strings.IndexAny(rest, " \t"); i >= 0 {
+		rest = strings.TrimLeft(rest[i:], " \t")
+	}
+	if i := strings.Index(rest, "/"); i >= 0 {
+		return rest[i:]
+	}
+	return rest
+}
+
+func (cfg *Config) checkProducts(c *check) {
+	seen := map[string]int{}
+	for i, pr := range cfg.Products {
+		p := fmt.Sprintf("products[%d]", i)
+		c.id(p+".id", pr.ID)
+		if j, dup := seen[pr.ID]; dup {
+			c.add(p+".id", "%q is already the id of products[%d]", pr.ID, j)
+		}
+		seen[pr.ID] = i
+		c.atLeast(p+".stock", pr.Stock, 0)
+		c.atLeast(p+".per_user_limit", int64(pr.PerUserLimit), 1)
+		c.atLeast(p+".price", pr.Price, 0)
+		if len(pr.Name) > 200 {
+			c.add(p+".name", "must be at most 200 characters")
+		}
+		if pr.ImageURL != "" && !strings.HasPrefix(pr.ImageURL, "/") {
+			c.httpURL(p+".image_url", pr.ImageURL)
+		}
+	}
+}
+
+func (cfg *Config) checkAuctions(c *check) {
+	seen := map[string]int{}
+	for i, a := range cfg.Auctions {
+		p := fmt.Sprintf("auctions[%d]", i)
+		c.id(p+".id", a.ID)
+		if j, dup := seen[a.ID]; dup {
+			c.add(p+".id", "%q is already the id of auctions[%d]", a.ID, j)
+		}
+		seen[a.ID] = i
+		c.money(p+".starting_price", a.StartingPrice)
+		c.money(p+".min_increment", a.MinIncrement)
+		if a.EndsAt.IsZero() {
+			c.add(p+".ends_at", "required (RFC 3339 time such as 2026-12-01T12:00:00Z)")
+		}
+		if len(a.Owner) > 256 {
+			c.add(p+".owner", "must be at most 256 characters")
+		}
+	}
+}
+
+// sortProblems orders problems by field path, reading list indexes as numbers, so output is stable.
+func sortProblems(problems []Problem) {
+	sort.SliceStable(problems, func(i, j int) bool { return pathLess(problems[i].Path, problems[j].Path) })
+}
+
+func pathLess(a, b string) bool {
+	for a != "" && b != "" {
+		if isDigit(a[0]) && isDigit(b[0]) {
+			na, ra := leadingNumber(a)
+			nb, rb := leadingNumber(b)
+			if na != nb {
+				return na < nb
+			}
+			a, b = ra, rb
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func leadingNumber(s string) (int, string) {
+	i := 0
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	n, _ := strconv.Atoi(s[:i])
+	return n, s[i:]
+}
