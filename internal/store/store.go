@@ -1,0 +1,128 @@
+// Package store connects edgeq to Redis: a go-redis UniversalClient built from the configuration (one
+// server, Cluster or Sentinel, with TLS and auth), or the embedded in-process store when no Redis is
+// configured, plus the key builders and the health check every other package relies on.
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+)
+
+// Store is the shared state of every edgeq replica.
+type Store struct {
+	Client redis.UniversalClient
+	Keys   Keys
+
+	embedded *miniredis.Miniredis // nil for a real Redis
+}
+
+// Open connects to the Redis described by cfg, or starts the embedded store when cfg names none. It
+// does not wait for Redis to answer: a store that is down at start makes edgeq not ready, not dead.
+func Open(cfg config.Redis, logger *slog.Logger) (*Store, error) {
+	keys := Keys{Prefix: cfg.KeyPrefix}
+	if cfg.Embedded() {
+		logger.Warn("redis.addr and redis.addrs are empty: using the embedded in-memory store; " +
+			"it lives in this process only, keeps nothing across restarts and cannot be shared by replicas")
+		return OpenEmbedded(keys)
+	}
+	opts := clientOptions(cfg)
+	var client redis.UniversalClient
+	switch {
+	case cfg.MasterName != "":
+		client = redis.NewFailoverClient(opts.Failover())
+	case len(cfg.Addrs) > 0:
+		// Any addrs without master_name means Cluster, even a single seed address: go-redis's own rule
+		// (one address = one server) would silently break hash-slot routing behind a single endpoint.
+		client = redis.NewClusterClient(opts.Cluster())
+	default:
+		client = redis.NewClient(opts.Simple())
+	}
+	return &Store{Client: client, Keys: keys}, nil
+}
+
+func clientOptions(cfg config.Redis) *redis.UniversalOptions {
+	addrs := cfg.Addrs
+	if cfg.Addr != "" {
+		addrs = []string{cfg.Addr}
+	}
+	opts := &redis.UniversalOptions{
+		Addrs:      addrs,
+		MasterName: cfg.MasterName,
+		Username:   cfg.Username,
+		Password:   cfg.Password,
+		DB:         cfg.DB,
+		// Short timeouts: a gateway must fail fast and degrade rather than stack requests behind a slow
+		// store. Scripts are O(1) or bounded, so 1 s is generous.
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  time.Second,
+		WriteTimeout: time.Second,
+		// Enough connections for bursts of admissions on a few cores.
+		PoolSize: 64,
+	}
+	if cfg.MasterName != "" {
+		// Sentinel authentication uses the same credentials unless told otherwise.
+		opts.SentinelUsername, opts.SentinelPassword = cfg.Username, cfg.Password
+	}
+	if cfg.TLS {
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	return opts
+}
+
+// OpenEmbedded starts an in-process store (miniredis) on a loopback port. The same Lua scripts run on it
+// as on Redis; it is for trying edgeq and for tests, never for a deployment with more than one process.
+func OpenEmbedded(keys Keys) (*Store, error) {
+	m := miniredis.NewMiniRedis()
+	// miniredis only ages TTLs on FastForward unless told to follow the clock; a gateway needs real expiry.
+	m.ClockTTL(true)
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("start embedded store: %w", err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 64})
+	return &Store{Client: client, Keys: keys, embedded: m}, nil
+}
+
+// Wrap makes a Store of an existing client; tests use it to give each test its own key prefix.
+func Wrap(client redis.UniversalClient, keys Keys) *Store {
+	return &Store{Client: client, Keys: keys}
+}
+
+// Addr returns the address of the embedded store, or "" for a real Redis.
+func (s *Store) Addr() string {
+	if s.embedded == nil {
+		return ""
+	}
+	return s.embedded.Addr()
+}
+
+// Embedded reports whether this is the in-process store.
+func (s *Store) Embedded() bool { return s.embedded != nil }
+
+// Ping checks that the store answers; readiness and health use it.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.Client.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("store ping: %w", err)
+	}
+	return nil
+}
+
+// Close releases the client and stops the embedded store.
+func (s *Store) Close() error {
+	err := s.Client.Close()
+	if s.embedded != nil {
+		s.embedded.Close()
+	}
+	if errors.Is(err, redis.ErrClosed) {
+		return nil
+	}
+	return err
+}
