@@ -21,10 +21,10 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 func TestKeys_ExactStringsWithHashTags(t *testing.T) {
 	k := store.Keys{Prefix: "edgeq"}
 	cases := map[string]string{
-		k.Queue("drop", "counter"):         "edgeq:{q:drop}:counter",
-		k.Product("1", "stock"):            "edgeq:{p:1}:stock",
-		k.Auction("42", "highest"):         "edgeq:{a:42}:highest",
-		k.Global("admissions", "by_time"):  "edgeq:{admissions}:by_time",
+		k.Queue("drop", "counter"):          "edgeq:{q:drop}:counter",
+		k.Product("1", "stock"):             "edgeq:{p:1}:stock",
+		k.Auction("42", "highest"):          "edgeq:{a:42}:highest",
+		k.Global("admissions", "by_time"):   "edgeq:{admissions}:by_time",
 		store.Keys{"shop1"}.Queue("q", "x"): "shop1:{q:q}:x",
 	}
 	for got, want := range cases {
