@@ -1,0 +1,105 @@
+// Package metrics holds edgeq's Prometheus collectors (CONTRACT section 9). Collectors are registered on
+// a registry the caller injects, never on the global default, so tests and several servers in one
+// process do not collide. Labels are bounded: route and queue names from the configuration and result
+// codes, never anything a visitor controls.
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+const namespace = "edgeq"
+
+// Route labels for requests that match no configured route.
+const (
+	RoutePassThrough = "_passthrough" // proxied ungated
+	RouteEdgeq       = "_edgeq"       // edgeq's own endpoints under server.prefix
+)
+
+// Origin error kinds (edgeq_origin_errors_total{kind}).
+const (
+	OriginTimeout     = "timeout"     // no response headers within origin.timeout (504)
+	OriginUnavailable = "unavailable" // refused, reset, DNS, bad response (502)
+	OriginClientGone  = "client_gone" // the visitor left first (499, not the origin's fault)
+)
+
+// latencyBuckets suit a gateway: most answers take a millisecond, the origin may take seconds.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
+
+// Metrics is the set of collectors.
+type Metrics struct {
+	HTTPRequests   *prometheus.CounterVec
+	HTTPDuration   *prometheus.HistogramVec
+	OriginDuration prometheus.Histogram
+	OriginErrors   *prometheus.CounterVec
+	StoreUp        prometheus.Gauge
+	StoreDegraded  prometheus.Gauge
+	ConfigReloads  *prometheus.CounterVec
+}
+
+// New creates the collectors and registers them, with the Go runtime and process collectors, on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "http_requests_total",
+			Help: "Requests on the public listener by route (configured name, _passthrough or _edgeq) and status code.",
+		}, []string{"route", "code"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "http_request_duration_seconds",
+			Help:    "Time from request to the end of the response on the public listener, by route.",
+			Buckets: latencyBuckets,
+		}, []string{"route"}),
+		OriginDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "origin_duration_seconds",
+			Help:    "Time until the origin's response headers (or its failure).",
+			Buckets: latencyBuckets,
+		}),
+		OriginErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "origin_errors_total",
+			Help: "Proxied requests that got no origin response, by kind: timeout, unavailable, client_gone.",
+		}, []string{"kind"}),
+		StoreUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "store_up",
+			Help: "1 if the latest store PING succeeded, else 0.",
+		}),
+		StoreDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "store_degraded",
+			Help: "1 while the store counts as unavailable (hysteresis of store_health), else 0.",
+		}),
+		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "config_reload_total",
+			Help: "Configuration reloads by result: ok or error (refused, old configuration kept).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.OriginDuration, m.OriginErrors,
+		m.StoreUp, m.StoreDegraded, m.ConfigReloads,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Known label values start at zero so dashboards and alerts see the series before the first event.
+	for _, kind := range []string{OriginTimeout, OriginUnavailable, OriginClientGone} {
+		m.OriginErrors.WithLabelValues(kind)
+	}
+	for _, result := range []string{"ok", "error"} {
+		m.ConfigReloads.WithLabelValues(result)
+	}
+	m.StoreUp.Set(1)
+	return m
+}
+
+// ObserveStore records a store health result; it fits store.NewHealth's observe argument.
+func (m *Metrics) ObserveStore(up, degraded bool) {
+	m.StoreUp.Set(boolFloat(up))
+	m.StoreDegraded.Set(boolFloat(degraded))
+}
+
+// StatusLabel renders a status code as a label value.
+func StatusLabel(code int) string { return strconv.Itoa(code) }
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,164 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeq/edgeq/templates"
+)
+
+// WantsHTML reports whether r is a browser navigation (GET or HEAD accepting text/html), which gets an
+// HTML page instead of a JSON body (CONTRACT section 3).
+func WantsHTML(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	for _, accept := range r.Header.Values("Accept") {
+		if strings.Contains(accept, "text/html") {
+			return true
+		}
+	}
+	return false
+}
+
+// WriteJSON writes v as a JSON answer that no cache keeps.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only reachable with a value that cannot be marshalled, which is a bug in edgeq.
+		http.Error(w, `{"success":false,"error":"INTERNAL","message":"response encoding failed"}`, http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// PageSecurityHeaders are set on every page edgeq renders: nothing is framed, nothing but edgeq's own
+// assets loads.
+func PageSecurityHeaders(h http.Header, csp string) {
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Content-Security-Policy", csp)
+}
+
+// DefaultCSP allows edgeq's own styles and scripts only.
+const DefaultCSP = "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+// Responder writes the answers edgeq gives itself: error bodies and pages.
+type Responder struct {
+	Pages *templates.Set
+	Brand string
+	Lang  string
+}
+
+// PageBase is the data every page template gets.
+type PageBase struct {
+	Brand         string
+	Lang          string
+	CorrelationID string
+}
+
+// Base returns the page data common to every page for r.
+func (rs *Responder) Base(r *http.Request) PageBase {
+	return PageBase{Brand: rs.Brand, Lang: rs.Lang, CorrelationID: RequestFrom(r.Context()).CorrelationID}
+}
+
+// ErrorPage is the data of error.html.
+type ErrorPage struct {
+	PageBase
+	Status  int
+	Code    string
+	Heading string
+	Message string
+	Retry   bool // the condition is temporary: offer to try again
+}
+
+// Error answers with e: an HTML page for browser navigations, the CONTRACT JSON body otherwise. Any
+// other error is answered as 500 INTERNAL. The cause, if any, is logged, never shown.
+func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		e = ErrInternal.Because(err)
+	}
+	logger := RequestFrom(r.Context()).Logger
+	if e.Cause != nil {
+		level := slog.LevelInfo
+		if e.Status >= 500 {
+			level = slog.LevelWarn
+		}
+		logger.Log(r.Context(), level, "request refused", "status", e.Status, "code", e.Code, "cause", e.Cause.Error())
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	}
+	if WantsHTML(r) {
+		data := ErrorPage{
+			PageBase: rs.Base(r), Status: e.Status, Code: e.Code, Heading: heading(e.Status), Message: e.Message,
+			Retry: e.Status == http.StatusTooManyRequests || e.Status >= 500,
+		}
+		rs.Page(w, r, e.Status, "error.html", data)
+		return
+	}
+	body := make(map[string]any, 3+len(e.Fields))
+	for k, v := range e.Fields {
+		body[k] = v
+	}
+	body["success"], body["error"], body["message"] = false, e.Code, e.Message
+	WriteJSON(w, e.Status, body)
+}
+
+// Page renders a page template with status. A template failure (only possible with an operator's
+// override that fails at run time) is logged and answered with a plain 500.
+func (rs *Responder) Page(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+	var buf strings.Builder
+	if err := rs.Pages.Render(&buf, page, data); err != nil {
+		RequestFrom(r.Context()).Logger.Error("page rendering failed", "page", page, "error", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	PageSecurityHeaders(w.Header(), DefaultCSP)
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	w.Write([]byte(buf.String()))
+}
+
+func heading(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "That request did not look right"
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return "Access denied"
+	case http.StatusNotFound:
+		return "Page not found"
+	case http.StatusGone:
+		return "This link has expired"
+	case http.StatusRequestEntityTooLarge:
+		return "That was too much at once"
+	case http.StatusTooManyRequests:
+		return "Slow down a little"
+	case http.StatusBadGateway:
+		return "The shop is not answering"
+	case http.StatusServiceUnavailable:
+		return "Temporarily unavailable"
+	case http.StatusGatewayTimeout:
+		return "The shop is taking too long"
+	}
+	if status >= 500 {
+		return "Something went wrong"
+	}
+	return http.StatusText(status)
+}

@@ -1,0 +1,244 @@
+// Package proxy is edgeq's public handler: it gives every request a correlation id and a trusted client
+// address, strips what clients must not send, matches the route table (first match wins, no match
+// passes through), runs the gate chain of the matched route and forwards to the origin with
+// httputil.ReverseProxy.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Options configures a Proxy.
+type Options struct {
+	Origin         *url.URL
+	OriginTimeout  time.Duration  // until the origin's response headers
+	Prefix         string         // server.prefix: requests below it go to Endpoints
+	TrustedProxies []netip.Prefix // peers whose X-Forwarded-* headers are believed
+	Endpoints      http.Handler   // edgeq's own public endpoints under Prefix
+	Steps          []Step         // the gate chain, outermost first
+	Responder      *web.Responder
+	Metrics        *metrics.Metrics
+	Logger         *slog.Logger
+	Transport      http.RoundTripper // nil: NewTransport(OriginTimeout)
+}
+
+// Proxy is the public http.Handler.
+type Proxy struct {
+	origin    *url.URL
+	prefix    string
+	trusted   trustedSet
+	endpoints http.Handler
+	steps     []Step
+	responder *web.Responder
+	metrics   *metrics.Metrics
+	logger    *slog.Logger
+	reverse   *httputil.ReverseProxy
+	table     atomic.Pointer[Table]
+}
+
+// New builds a proxy with an empty route table; Use installs one.
+func New(opts Options) *Proxy {
+	p := &Proxy{
+		origin:    opts.Origin,
+		prefix:    opts.Prefix,
+		trusted:   trustedSet(opts.TrustedProxies),
+		endpoints: opts.Endpoints,
+		steps:     opts.Steps,
+		responder: opts.Responder,
+		metrics:   opts.Metrics,
+		logger:    opts.Logger,
+	}
+	transport := opts.Transport
+	if transport == nil {
+		transport = NewTransport(opts.OriginTimeout)
+	}
+	p.reverse = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      transport,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.originError,
+		// FlushInterval 0: ReverseProxy flushes responses without a Content-Length (chunked, SSE) after
+		// every write, so streams reach the visitor as they arrive, and buffers the rest.
+		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+	}
+	p.table.Store(&Table{Missing: map[string][]string{}})
+	return p
+}
+
+// Use installs a compiled route table; requests already in flight finish on the old one.
+func (p *Proxy) Use(t *Table) { p.table.Store(t) }
+
+// CurrentTable returns the installed route table.
+func (p *Proxy) CurrentTable() *Table { return p.table.Load() }
+
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	stripEdgeqHeaders(r.Header)
+	id := correlationID(r.Header)
+	r.Header.Set(CorrelationHeader, id)
+	w.Header().Set(CorrelationHeader, id)
+	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	info := &web.Request{
+		CorrelationID: id,
+		ClientIP:      client,
+		Secure:        isHTTPS(r, peerTrusted),
+		Logger:        p.logger.With("correlation_id", id),
+	}
+	ctx := web.WithRequest(r.Context(), info)
+	rec := &recorder{ResponseWriter: w}
+	defer p.finish(rec, r, info, start)
+
+	if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, p.prefix+"/") {
+		info.Route = metrics.RouteEdgeq
+		p.endpoints.ServeHTTP(rec, r.WithContext(ctx))
+		return
+	}
+	r = r.WithContext(context.WithValue(ctx, outcomeKey{}, &Outcome{}))
+	if route := p.table.Load().match(r); route != nil {
+		info.Route = route.name
+		info.Logger = info.Logger.With("route", route.name)
+		// The route's mux sets r.Pattern and the path wildcards, then runs the gate chain.
+		route.mux.ServeHTTP(rec, r)
+		return
+	}
+	info.Route = metrics.RoutePassThrough
+	p.forward(rec, r)
+}
+
+// finish writes the access log line and the request metrics. It runs deferred, so it also covers a
+// response aborted with http.ErrAbortHandler (the origin broke off mid-body).
+func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start time.Time) {
+	elapsed := time.Since(start)
+	status := rec.status
+	if status == 0 {
+		// Nothing was written: the handler panicked, or the client left before the answer.
+		status = StatusClientClosed
+		if r.Context().Err() == nil {
+			status = http.StatusInternalServerError
+		}
+	}
+	p.metrics.HTTPRequests.WithLabelValues(info.Route, metrics.StatusLabel(status)).Inc()
+	p.metrics.HTTPDuration.WithLabelValues(info.Route).Observe(elapsed.Seconds())
+	info.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("route", info.Route),
+		slog.Int("status", status),
+		slog.Int64("bytes", rec.bytes),
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.String("client_ip", info.ClientIP.String()),
+	)
+}
+
+// StatusClientClosed is logged (never sent: nobody is listening) when the visitor left before the
+// origin answered, after nginx's convention. It is not an origin fault.
+const StatusClientClosed = 499
+
+// forward sends r to the origin.
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
+	if o := OutcomeFrom(r.Context()); o != nil {
+		o.Forwarded = true
+		o.started = time.Now()
+	}
+	p.reverse.ServeHTTP(w, r)
+}
+
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(p.origin)
+	// Keep the Host the visitor asked for, so the shop builds its own links as it would without edgeq;
+	// X-Forwarded-Host says the same for shops that read it.
+	pr.Out.Host = pr.In.Host
+	info := web.RequestFrom(pr.In.Context())
+	_, peerTrusted := p.trusted.clientAddress(pr.In.RemoteAddr, nil)
+
+	// Rewrite starts with the X-Forwarded-* headers removed. Keep a trusted proxy's chain and append
+	// the peer; from anyone else, start a new chain with the peer.
+	peer := parsePeer(pr.In.RemoteAddr)
+	chain := peer.String()
+	if prior := pr.In.Header.Values("X-Forwarded-For"); peerTrusted && len(prior) > 0 {
+		chain = strings.Join(prior, ", ") + ", " + chain
+	}
+	if peer.IsValid() {
+		pr.Out.Header.Set("X-Forwarded-For", chain)
+	}
+	proto := "http"
+	if info.Secure {
+		proto = "https"
+	}
+	pr.Out.Header.Set("X-Forwarded-Proto", proto)
+	host := pr.In.Host
+	if fh := pr.In.Header.Get("X-Forwarded-Host"); peerTrusted && fh != "" {
+		host = fh
+	}
+	pr.Out.Header.Set("X-Forwarded-Host", host)
+	stripEdgeqCookies(pr.Out.Header)
+}
+
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	if o := OutcomeFrom(resp.Request.Context()); o != nil {
+		p.metrics.OriginDuration.Observe(time.Since(o.started).Seconds())
+		o.Status = resp.StatusCode
+		o.Command = resp.Header.Get(CommandHeader)
+	}
+	resp.Header.Del(CommandHeader)
+	return nil
+}
+
+// originError maps a failed round trip to an answer: 504 when the origin was too slow, 499 (logged
+// only) when the visitor left, 502 otherwise.
+func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
+	if o := OutcomeFrom(r.Context()); o != nil {
+		p.metrics.OriginDuration.Observe(time.Since(o.started).Seconds())
+		o.TransportError = true
+	}
+	logger := web.RequestFrom(r.Context()).Logger
+	var netErr net.Error
+	switch {
+	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
+		p.metrics.OriginErrors.WithLabelValues(metrics.OriginClientGone).Inc()
+		logger.Info("client left before the origin answered", "error", err.Error())
+		w.WriteHeader(StatusClientClosed)
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		p.metrics.OriginErrors.WithLabelValues(metrics.OriginTimeout).Inc()
+		p.responder.Error(w, r, web.ErrOriginTimeout.Because(err))
+	default:
+		p.metrics.OriginErrors.WithLabelValues(metrics.OriginUnavailable).Inc()
+		p.responder.Error(w, r, web.ErrOriginUnavailable.Because(err))
+	}
+}
+
+// NewTransport is the transport to the origin. Every timeout is explicit: a gateway in front of a shop
+// under a traffic spike must not pile up connections to an origin that stopped answering.
+func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		// Never route origin traffic through an HTTP_PROXY from the environment.
+		Proxy: nil,
+		DialContext: (&net.Dialer{
+			Timeout:   5 * time.Second,  // a reachable origin accepts in milliseconds; more is an outage
+			KeepAlive: 30 * time.Second, // notice dead peers on idle pooled connections
+		}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,      // a stuck handshake otherwise holds a connection forever
+		ResponseHeaderTimeout: responseHeaderTimeout, // origin.timeout: 504 ORIGIN_TIMEOUT after it
+		ExpectContinueTimeout: time.Second,           // send the body anyway if the origin ignores Expect
+		IdleConnTimeout:       90 * time.Second,      // below common origin keep-alive limits
+		// Spikes are the point: keep many warm connections instead of Go's default of 2 per host.
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 1024,
+		ForceAttemptHTTP2:   true,
+		// Pass Accept-Encoding and compressed bodies through untouched instead of decompressing.
+		DisableCompression: true,
+	}
+}

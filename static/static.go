@@ -1,0 +1,74 @@
+// Package static serves the CSS, scripts and images of edgeq's pages from the binary. Each file is served
+// under a name that carries a hash of its content ("edgeq.3f9a0c1d2e.css"), with a one-year immutable
+// cache lifetime: a new release changes the name, so browsers never keep a stale copy.
+package static
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+)
+
+//go:embed *.css
+var files embed.FS
+
+// Assets serves the embedded files below a URL base such as "/_edgeq/static/".
+type Assets struct {
+	base    string
+	byName  map[string]string // "edgeq.css" -> "edgeq.<hash>.css"
+	content map[string]asset  // hashed name -> file
+}
+
+type asset struct {
+	body        []byte
+	contentType string
+}
+
+// New indexes the embedded files for serving below base (which must end in "/").
+func New(base string) *Assets {
+	a := &Assets{base: base, byName: map[string]string{}, content: map[string]asset{}}
+	entries, _ := fs.ReadDir(files, ".")
+	for _, e := range entries {
+		body, _ := files.ReadFile(e.Name())
+		sum := sha256.Sum256(body)
+		ext := path.Ext(e.Name())
+		hashed := strings.TrimSuffix(e.Name(), ext) + "." + hex.EncodeToString(sum[:5]) + ext
+		a.byName[e.Name()] = hashed
+		a.content[hashed] = asset{body: body, contentType: mime.TypeByExtension(ext)}
+	}
+	return a
+}
+
+// URL returns the versioned URL of an embedded file, for templates. An unknown name returns "" (and
+// templates.Parse's tests make sure every name a template uses exists).
+func (a *Assets) URL(name string) string {
+	hashed, ok := a.byName[name]
+	if !ok {
+		return ""
+	}
+	return a.base + hashed
+}
+
+// ServeHTTP serves a versioned file; any other name is 404.
+func (a *Assets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, a.base)
+	f, ok := a.content[name]
+	if !ok || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		http.NotFound(w, r)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", f.contentType)
+	h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// ServeContent handles Range, HEAD and conditional requests; the zero modtime skips Last-Modified,
+	// the hashed name makes an ETag unnecessary.
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(f.body))
+}

@@ -1,0 +1,106 @@
+// Package templates holds the HTML pages edgeq renders for browsers. They are embedded in the binary and
+// parsed once at start-up, so a broken template stops edgeq from starting instead of failing a visitor.
+// An operator can replace any page by putting a file of the same name in pages.templates_dir.
+package templates
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+//go:embed *.html
+var builtin embed.FS
+
+// layout is the frame every page is rendered in; the pages define its blocks.
+const layout = "layout.html"
+
+// Pages are the page templates, each parsed together with the layout.
+var Pages = []string{"error.html"}
+
+// Set is the parsed pages.
+type Set struct {
+	pages map[string]*template.Template
+}
+
+// Parse parses the layout and every page. A file in overrideDir (if not "") with the name of a built-in
+// template replaces it; a file there that names no built-in template is an error, since it would
+// otherwise be silently ignored. funcs are available to every template.
+func Parse(overrideDir string, funcs template.FuncMap) (*Set, error) {
+	read := func(name string) (string, error) {
+		if overrideDir != "" {
+			b, err := os.ReadFile(filepath.Join(overrideDir, name))
+			if err == nil {
+				return string(b), nil
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				return "", fmt.Errorf("template override %s: %w", name, err)
+			}
+		}
+		b, err := builtin.ReadFile(name)
+		return string(b), err
+	}
+	if overrideDir != "" {
+		if err := checkOverrides(overrideDir); err != nil {
+			return nil, err
+		}
+	}
+	layoutText, err := read(layout)
+	if err != nil {
+		return nil, err
+	}
+	set := &Set{pages: make(map[string]*template.Template, len(Pages))}
+	for _, name := range Pages {
+		text, err := read(name)
+		if err != nil {
+			return nil, err
+		}
+		t, err := template.New(layout).Funcs(funcs).Option("missingkey=error").Parse(layoutText)
+		if err != nil {
+			return nil, fmt.Errorf("template %s: %w", layout, err)
+		}
+		if _, err := t.New(name).Parse(text); err != nil {
+			return nil, fmt.Errorf("template %s: %w", name, err)
+		}
+		set.pages[name] = t
+	}
+	return set, nil
+}
+
+func checkOverrides(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("pages.templates_dir: %w", err)
+	}
+	known := map[string]bool{layout: true}
+	for _, p := range Pages {
+		known[p] = true
+	}
+	for _, e := range entries {
+		if !e.IsDir() && filepath.Ext(e.Name()) == ".html" && !known[e.Name()] {
+			return fmt.Errorf("pages.templates_dir: %s replaces no built-in template (built-in: %s, %v)", e.Name(), layout, Pages)
+		}
+	}
+	return nil
+}
+
+// Render executes page with data into a buffer and only then writes it, so a template error never
+// sends half a page.
+func (s *Set) Render(w io.Writer, page string, data any) error {
+	t, ok := s.pages[page]
+	if !ok {
+		return fmt.Errorf("no template %q", page)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, layout, data); err != nil {
+		return fmt.Errorf("render %s: %w", page, err)
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
