@@ -1,45 +1,21 @@
 package proxy
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // CorrelationHeader carries the id that ties a request's log lines on edgeq and the origin together.
-const CorrelationHeader = "X-Correlation-ID"
+const CorrelationHeader = web.CorrelationHeader
 
 // edgeqHeaderPrefix starts the headers edgeq sends the origin; a client must never be able to send one.
 const edgeqHeaderPrefix = "Edgeq-"
 
 // edgeqCookiePrefix starts edgeq's own cookies, which the origin never sees.
 const edgeqCookiePrefix = "edgeq_"
-
-// correlationID returns the client's X-Correlation-ID when it is sane (1-128 characters of letters,
-// digits and . _ : -), else a new random one. Anything else could inject into logs or headers.
-func correlationID(h http.Header) string {
-	if id := h.Get(CorrelationHeader); saneID(id) {
-		return id
-	}
-	var b [16]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-func saneID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-			return false
-		}
-	}
-	return true
-}
 
 // stripEdgeqHeaders removes every Edgeq-* header a client sent: only edgeq may tell the origin about
 // queues, requests and admissions.

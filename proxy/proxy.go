@@ -87,7 +87,7 @@ func (p *Proxy) CurrentTable() *Table { return p.table.Load() }
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	stripEdgeqHeaders(r.Header)
-	id := correlationID(r.Header)
+	id := web.CorrelationID(r.Header)
 	r.Header.Set(CorrelationHeader, id)
 	w.Header().Set(CorrelationHeader, id)
 	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
@@ -109,7 +109,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(context.WithValue(ctx, outcomeKey{}, &Outcome{}))
 	if route := p.table.Load().match(r); route != nil {
 		info.Route = route.name
-		info.Logger = info.Logger.With("route", route.name)
 		// The route's mux sets r.Pattern and the path wildcards, then runs the gate chain.
 		route.mux.ServeHTTP(rec, r)
 		return

@@ -39,3 +39,15 @@ func fieldAt(v reflect.Value, key string) reflect.Value {
 	}
 	return v
 }
+
+// WithHot returns a copy of running with the hot-reloadable keys taken from next: what a reload puts in
+// force. Keys that need a restart keep their running values, so every reader of the configuration sees
+// what is actually in effect.
+func WithHot(running, next *Config) *Config {
+	out := *running
+	ov, nv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(next).Elem()
+	for _, key := range hotKeys {
+		fieldAt(ov, key).Set(fieldAt(nv, key))
+	}
+	return &out
+}

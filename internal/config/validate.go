@@ -130,7 +130,7 @@ func (cfg *Config) checkServer(c *check) {
 	c.durationAtLeast("server.shutdown_timeout", cfg.Server.ShutdownTimeout, 0)
 
 	c.hostPort("admin.listen", cfg.Admin.Listen)
-	if cfg.Admin.Listen == cfg.Server.Listen {
+	if cfg.Admin.Listen == cfg.Server.Listen && !strings.HasSuffix(cfg.Admin.Listen, ":0") {
 		c.add("admin.listen", "must differ from server.listen: the admin API is never served on the public listener")
 	}
 

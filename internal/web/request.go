@@ -2,7 +2,10 @@ package web
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
+	"net/http"
 	"net/netip"
 )
 
@@ -29,4 +32,31 @@ func RequestFrom(ctx context.Context) *Request {
 		return r
 	}
 	return &Request{Logger: slog.Default()}
+}
+
+// CorrelationHeader carries the id that ties a request's log lines on edgeq and the origin together.
+const CorrelationHeader = "X-Correlation-ID"
+
+// CorrelationID returns the client's X-Correlation-ID when it is sane (1-128 characters of letters,
+// digits and . _ : -), else a new random one. Anything else could inject into logs or headers.
+func CorrelationID(h http.Header) string {
+	if id := h.Get(CorrelationHeader); saneID(id) {
+		return id
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func saneID(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
 }

@@ -94,13 +94,14 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	if !errors.As(err, &e) {
 		e = ErrInternal.Because(err)
 	}
-	logger := RequestFrom(r.Context()).Logger
+	info := RequestFrom(r.Context())
 	if e.Cause != nil {
 		level := slog.LevelInfo
 		if e.Status >= 500 {
 			level = slog.LevelWarn
 		}
-		logger.Log(r.Context(), level, "request refused", "status", e.Status, "code", e.Code, "cause", e.Cause.Error())
+		info.Logger.Log(r.Context(), level, "request refused", "route", info.Route, "status", e.Status, "code", e.Code,
+			"cause", e.Cause.Error())
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))

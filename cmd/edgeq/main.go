@@ -1,0 +1,188 @@
+// Command edgeq is an edge gateway for traffic spikes: a reverse proxy with a virtual waiting room,
+// signed access tokens and atomic admission on Redis, put in front of an unmodified shop.
+//
+//	edgeq [serve] [-config FILE]   run the gateway (FILE also from EDGEQ_CONFIG)
+//	edgeq check -config FILE       validate a configuration file
+//	edgeq keygen [-out FILE]       write a new Ed25519 signing key (PKCS#8 PEM)
+//	edgeq version                  print the version
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/internal/token"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version.
+var version = ""
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit code: 0 success or clean shutdown, 1 a
+// configuration or start-up error (one line on stderr), 2 bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	command := "serve"
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		command, args = args[0], args[1:]
+	}
+	switch command {
+	case "serve":
+		return serve(args, stderr)
+	case "check":
+		return check(args, stdout, stderr)
+	case "keygen":
+		return keygen(args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "edgeq", versionString())
+		return 0
+	case "help", "-h", "--help":
+		usage(stdout)
+		return 0
+	}
+	fmt.Fprintf(stderr, "edgeq: unknown command %q\n", command)
+	usage(stderr)
+	return 2
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  edgeq [serve] [-config FILE]   run the gateway (FILE also from EDGEQ_CONFIG)
+  edgeq check -config FILE       validate a configuration file
+  edgeq keygen [-out FILE]       write a new Ed25519 signing key (PKCS#8 PEM)
+  edgeq version                  print the version
+`)
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("edgeq "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := newFlags("serve", stderr)
+	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range hup {
+			select {
+			case reload <- struct{}{}:
+			default: // a reload is already pending
+			}
+		}
+	}()
+	err := server.Run(ctx, server.Options{ConfigPath: *configPath, LogOutput: stderr, Reload: reload})
+	if err != nil {
+		var startup *server.StartupError
+		if errors.As(err, &startup) {
+			fmt.Fprintln(stderr, "edgeq:", startup.Error())
+		} else {
+			fmt.Fprintln(stderr, "edgeq:", err)
+		}
+		return 1
+	}
+	return 0
+}
+
+func check(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("check", stderr)
+	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "edgeq check: -config FILE is required")
+		return 2
+	}
+	problems, err := server.Check(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "edgeq:", err)
+		return 1
+	}
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stdout, p.Error())
+		}
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", *configPath, len(problems))
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", *configPath)
+	return 0
+}
+
+func keygen(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("keygen", stderr)
+	out := fs.String("out", "", "write the key to FILE (mode 0600, never overwritten) instead of stdout")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	key, err := token.GenerateKey()
+	if err == nil {
+		var pemBytes []byte
+		if pemBytes, err = token.MarshalPrivateKey(key); err == nil {
+			if *out == "" {
+				_, err = stdout.Write(pemBytes)
+			} else {
+				err = writeNew(*out, pemBytes)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "edgeq keygen:", err)
+		return 1
+	}
+	if *out != "" {
+		fmt.Fprintf(stderr, "wrote %s (kid %s)\n", *out, token.KeyID(key.Public().(ed25519.PublicKey)))
+	}
+	return 0
+}
+
+// writeNew creates path with mode 0600 and fails if it exists: an existing key is never replaced by
+// accident.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func versionString() string {
+	v := version
+	info, ok := debug.ReadBuildInfo()
+	if v == "" && ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v = info.Main.Version
+	}
+	if v == "" {
+		v = "dev"
+	}
+	goVersion := ""
+	if ok {
+		goVersion = " (" + info.GoVersion + ")"
+	}
+	return v + goVersion
+}

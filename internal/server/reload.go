@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/proxy"
+)
+
+// gateway holds what a hot reload swaps (CONTRACT section 8).
+type gateway struct {
+	cfg     atomic.Pointer[config.Config] // the configuration in force
+	path    string
+	level   *slog.LevelVar
+	logger  *slog.Logger
+	metrics *metrics.Metrics
+	proxy   *proxy.Proxy
+
+	loadedSum [sha256.Size]byte // of the file last loaded, to skip events that changed nothing
+}
+
+// reloadDebounce lets an editor or a ConfigMap update finish writing before the file is read.
+const reloadDebounce = 200 * time.Millisecond
+
+// watch reloads on every value of forced (SIGHUP) and when the configuration file changes. It watches
+// the file's directory rather than the file, because editors and Kubernetes ConfigMap updates replace
+// the file (rename, symlink swap) instead of writing it in place.
+func (g *gateway) watch(ctx context.Context, forced <-chan struct{}) {
+	g.loadedSum = fileSum(g.path)
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if g.path != "" {
+		w, err := fsnotify.NewWatcher()
+		if err == nil {
+			err = w.Add(filepath.Dir(g.path))
+		}
+		if err != nil {
+			g.logger.Warn("cannot watch the configuration file; reload with SIGHUP", "error", err.Error())
+		} else {
+			defer w.Close()
+			events, errs = w.Events, w.Errors
+		}
+	}
+	base := filepath.Base(g.path)
+	debounce := time.NewTimer(time.Hour)
+	debounce.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-forced:
+			if !ok {
+				forced = nil
+				continue
+			}
+			g.reload("signal", true)
+		case ev := <-events:
+			name := filepath.Base(ev.Name)
+			// "..data" is the symlink Kubernetes swaps when a mounted ConfigMap changes.
+			if name == base || name == "..data" {
+				debounce.Reset(reloadDebounce)
+			}
+		case err := <-errs:
+			g.logger.Warn("configuration file watch error", "error", err.Error())
+		case <-debounce.C:
+			g.reload("file change", false)
+		}
+	}
+}
+
+// reload loads, validates and applies the configuration file. An invalid file is refused whole: the
+// running configuration stays and the error is logged and counted.
+func (g *gateway) reload(trigger string, force bool) {
+	sum := fileSum(g.path)
+	if !force && sum == g.loadedSum {
+		return // touched, or a neighbour changed: nothing to do
+	}
+	g.loadedSum = sum
+	next, err := config.Load(g.path)
+	if err != nil {
+		g.refuse(trigger, config.OneLine(err))
+		return
+	}
+	table, err := g.proxy.Compile(next.Routes)
+	if err != nil {
+		g.refuse(trigger, err.Error())
+		return
+	}
+	running := g.cfg.Load()
+	if ignored := config.RestartKeys(running, next); len(ignored) > 0 {
+		g.logger.Warn("configuration keys changed that only take effect after a restart; ignored until then",
+			"keys", strings.Join(ignored, ","))
+	}
+	g.proxy.Use(table)
+	warnMissing(g.logger, table)
+	g.level.Set(parseLevel(next.Log.Level))
+	g.cfg.Store(config.WithHot(running, next))
+	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()
+	g.logger.Info("configuration reloaded", "trigger", trigger, "routes", strings.Join(table.Routes(), ","),
+		"log_level", next.Log.Level)
+}
+
+func (g *gateway) refuse(trigger, reason string) {
+	g.metrics.ConfigReloads.WithLabelValues("error").Inc()
+	g.logger.Error("configuration reload refused; the running configuration stays", "trigger", trigger, "error", reason)
+}
+
+func fileSum(path string) [sha256.Size]byte {
+	if path == "" {
+		return [sha256.Size]byte{}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return [sha256.Size]byte{}
+	}
+	defer f.Close()
+	h := sha256.New()
+	io.Copy(h, f)
+	var sum [sha256.Size]byte
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+func parseLevel(level string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

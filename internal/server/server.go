@@ -1,0 +1,276 @@
+// Package server assembles edgeq from its parts and runs it: configuration, logging, store, metrics,
+// the public proxy, the admin listener, hot reload and graceful shutdown. cmd/edgeq is a thin wrapper
+// around Run.
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/internal/admin"
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/proxy"
+	"github.com/edgeq/edgeq/static"
+	"github.com/edgeq/edgeq/templates"
+)
+
+// Options configures Run.
+type Options struct {
+	ConfigPath string          // "" runs on defaults and EDGEQ_* variables only
+	LogOutput  io.Writer       // where logs go (stderr)
+	Reload     <-chan struct{} // a value forces a reload (SIGHUP)
+	// Started, if set, is called once both listeners are bound, with their addresses (tests listen on
+	// port 0 and learn the ports here).
+	Started func(public, admin net.Addr)
+}
+
+// StartupError is a failure before edgeq could serve: a bad configuration, a key that will not load, a
+// port in use. cmd/edgeq exits 1 with its one-line message.
+type StartupError struct{ Err error }
+
+func (e *StartupError) Error() string { return e.Err.Error() }
+func (e *StartupError) Unwrap() error { return e.Err }
+
+func startupErr(format string, args ...any) error {
+	return &StartupError{Err: fmt.Errorf(format, args...)}
+}
+
+// Run serves until ctx is cancelled, then stops accepting, lets in-flight requests finish within
+// server.shutdown_timeout and returns nil. It returns a *StartupError when it cannot start.
+func Run(ctx context.Context, opts Options) error {
+	cfg, err := config.Load(opts.ConfigPath)
+	if err != nil {
+		return startupErr("configuration: %s", config.OneLine(err))
+	}
+	level := new(slog.LevelVar)
+	level.Set(parseLevel(cfg.Log.Level))
+	logger := newLogger(opts.LogOutput, cfg.Log.Format, level)
+
+	built, err := build(cfg, logger)
+	if err != nil {
+		return &StartupError{Err: err}
+	}
+	defer built.store.Close()
+
+	g := &gateway{
+		path:    opts.ConfigPath,
+		level:   level,
+		logger:  logger,
+		metrics: built.metrics,
+		proxy:   built.proxy,
+	}
+	g.cfg.Store(cfg)
+
+	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return startupErr("server.listen: %v", err)
+	}
+	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		publicLn.Close()
+		return startupErr("admin.listen: %v", err)
+	}
+
+	health := store.NewHealth(built.store.Ping, cfg.StoreHealth, logger, built.metrics.ObserveStore)
+	var draining atomic.Bool
+	adminHandler := admin.Handler(admin.Options{
+		APIKey:    cfg.Admin.APIKey,
+		Gatherer:  built.registry,
+		Responder: built.responder,
+		Logger:    logger,
+		Ready: func(ctx context.Context) map[string]error {
+			checks := map[string]error{"store": built.store.Ping(ctx), "config": nil}
+			if g.cfg.Load() == nil {
+				checks["config"] = errors.New("no configuration loaded")
+			}
+			if draining.Load() {
+				checks["shutdown"] = errors.New("draining: shutting down")
+			}
+			return checks
+		},
+	})
+
+	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
+	public := &http.Server{
+		Handler: built.proxy,
+		// Slow-client protection: headers must arrive promptly. Bodies and responses have no overall
+		// deadline, because uploads, streams and WebSockets legitimately take long.
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          errorLog,
+	}
+	adminServer := &http.Server{
+		Handler:           adminHandler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          errorLog,
+	}
+
+	runCtx, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	background.Go(func() { health.Run(runCtx) })
+	background.Go(func() { g.watch(runCtx, opts.Reload) })
+
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- public.Serve(publicLn) }()
+	go func() { serveErr <- adminServer.Serve(adminLn) }()
+	logger.Info("edgeq started",
+		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(), "origin", cfg.Origin.URL,
+		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath)
+	if opts.Started != nil {
+		opts.Started(publicLn.Addr(), adminLn.Addr())
+	}
+
+	var failure error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		failure = fmt.Errorf("listener failed: %w", err)
+	}
+
+	draining.Store(true)
+	timeout := g.cfg.Load().Server.ShutdownTimeout
+	logger.Info("shutting down: draining in-flight requests", "timeout", timeout.String())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var shutdown sync.WaitGroup
+	var publicErr error
+	shutdown.Go(func() { publicErr = public.Shutdown(shutdownCtx) })
+	shutdown.Go(func() { adminServer.Shutdown(shutdownCtx) })
+	shutdown.Wait()
+	stopBackground()
+	background.Wait()
+	if publicErr != nil {
+		logger.Warn("shutdown timeout reached: requests still in flight were cut off", "error", publicErr.Error())
+		public.Close()
+	}
+	logger.Info("edgeq stopped")
+	return failure
+}
+
+// parts is everything build makes from a configuration.
+type parts struct {
+	store     *store.Store
+	registry  *prometheus.Registry
+	metrics   *metrics.Metrics
+	responder *web.Responder
+	proxy     *proxy.Proxy
+}
+
+// build turns a validated configuration into the running parts; any error is a start-up error.
+func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
+	if err := checkKeys(cfg, logger); err != nil {
+		return nil, err
+	}
+	assets := static.New(cfg.Server.Prefix + "/static/")
+	pages, err := templates.Parse(cfg.Pages.TemplatesDir, template.FuncMap{"static": assets.URL})
+	if err != nil {
+		return nil, fmt.Errorf("pages: %w", err)
+	}
+	responder := &web.Responder{Pages: pages, Brand: cfg.Pages.Brand, Lang: cfg.Pages.DefaultLanguage}
+
+	origin, err := url.Parse(cfg.Origin.URL)
+	if err != nil {
+		return nil, fmt.Errorf("origin.url: %w", err)
+	}
+	trusted := make([]netip.Prefix, 0, len(cfg.Server.TrustedProxies))
+	for _, p := range cfg.Server.TrustedProxies {
+		prefix, err := config.ParseTrustedProxy(p)
+		if err != nil {
+			return nil, fmt.Errorf("server.trusted_proxies: %w", err)
+		}
+		trusted = append(trusted, prefix)
+	}
+
+	st, err := store.Open(cfg.Redis, logger)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	registry := prometheus.NewRegistry()
+	m := metrics.New(registry)
+
+	endpoints := http.NewServeMux()
+	endpoints.Handle("GET "+cfg.Server.Prefix+"/static/", assets)
+
+	p := proxy.New(proxy.Options{
+		Origin:         origin,
+		OriginTimeout:  cfg.Origin.Timeout,
+		Prefix:         cfg.Server.Prefix,
+		TrustedProxies: trusted,
+		Endpoints:      web.Routes(endpoints, responder),
+		Responder:      responder,
+		Metrics:        m,
+		Logger:         logger,
+	})
+	table, err := p.Compile(cfg.Routes)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	warnMissing(logger, table)
+	p.Use(table)
+	return &parts{store: st, registry: registry, metrics: m, responder: responder, proxy: p}, nil
+}
+
+// checkKeys loads the token keys so a broken key file stops start-up instead of the first visitor.
+func checkKeys(cfg *config.Config, logger *slog.Logger) error {
+	if cfg.Tokens.SigningKeyFile == "" && len(cfg.Queues) > 0 {
+		logger.Warn("tokens.signing_key_file is empty: an ephemeral signing key will be used; tokens die with " +
+			"this process and other replicas cannot verify them (create a key with `edgeq keygen -out FILE`)")
+	}
+	if cfg.Tokens.SigningKeyFile != "" {
+		key, err := token.LoadSigningKey(cfg.Tokens.SigningKeyFile)
+		if err != nil {
+			return fmt.Errorf("tokens.signing_key_file: %w", err)
+		}
+		logger.Info("signing key loaded", "kid", token.KeyID(key.Public().(ed25519.PublicKey)))
+	}
+	for i, path := range cfg.Tokens.VerifyKeyFiles {
+		if _, err := token.LoadVerifyKey(path); err != nil {
+			return fmt.Errorf("tokens.verify_key_files[%d]: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// warnMissing logs routes whose gate this build cannot enforce; they answer 503 GATE_UNAVAILABLE.
+func warnMissing(logger *slog.Logger, t *proxy.Table) {
+	for route, missing := range t.Missing {
+		logger.Warn("route asks for checks this build does not enforce: it is closed (503 GATE_UNAVAILABLE) "+
+			"rather than open", "route", route, "missing", missing)
+	}
+}
+
+func storeKind(r config.Redis) string {
+	switch {
+	case r.Embedded():
+		return "embedded"
+	case r.MasterName != "":
+		return "sentinel"
+	case len(r.Addrs) > 0:
+		return "cluster"
+	}
+	return "redis"
+}

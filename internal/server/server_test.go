@@ -1,0 +1,327 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// instance is edgeq running in-process on loopback ports chosen by the kernel.
+type instance struct {
+	public, admin string // base URLs
+	configPath    string
+	logs          *lockedBuffer
+	reload        chan struct{}
+	cancel        context.CancelFunc
+	done          chan error
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func configText(originURL, routes string) string {
+	return fmt.Sprintf(`
+server:
+  listen: "127.0.0.1:0"
+  shutdown_timeout: 10s
+admin:
+  listen: "127.0.0.1:0"
+  api_key: "test-key"
+origin:
+  url: %q
+log:
+  level: info
+routes:
+%s
+`, originURL, routes)
+}
+
+func start(t *testing.T, text string) *instance {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "edgeq.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in := &instance{configPath: path, logs: &lockedBuffer{}, reload: make(chan struct{}, 1), cancel: cancel, done: make(chan error, 1)}
+	started := make(chan struct{})
+	go func() {
+		in.done <- Run(ctx, Options{ConfigPath: path, LogOutput: in.logs, Reload: in.reload, Started: func(public, admin net.Addr) {
+			in.public, in.admin = "http://"+public.String(), "http://"+admin.String()
+			close(started)
+		}})
+	}()
+	select {
+	case <-started:
+	case err := <-in.done:
+		t.Fatalf("Run: %v\nlogs:\n%s", err, in.logs)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-in.done
+	})
+	return in
+}
+
+func (in *instance) rewrite(t *testing.T, text string) {
+	t.Helper()
+	// Write a new file and rename it over the old one, as editors and deploy tools do.
+	tmp := in.configPath + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, in.configPath); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// metric returns the value of one sample line of /metrics, 0 if absent.
+func (in *instance) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	resp, err := http.Get(in.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	s := bufio.NewScanner(resp.Body)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		if value, ok := strings.CutPrefix(s.Text(), series+" "); ok {
+			v, _ := strconv.ParseFloat(value, 64)
+			return v
+		}
+	}
+	return 0
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 15s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func newOrigin(t *testing.T) *httptest.Server {
+	t.Helper()
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "origin ", r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	return origin
+}
+
+const routeA = `  - { name: route_a, match: "GET /a" }`
+const routeB = `  - { name: route_b, match: "GET /b" }`
+
+func TestReload_NewRouteAppearsWithoutRestart(t *testing.T) {
+	origin := newOrigin(t)
+	in := start(t, configText(origin.URL, routeA))
+	get(t, in.public+"/b")
+	if v := in.metric(t, `edgeq_http_requests_total{code="200",route="_passthrough"}`); v != 1 {
+		t.Fatalf("/b before the reload: passthrough count %v", v)
+	}
+	in.rewrite(t, configText(origin.URL, routeA+"\n"+routeB))
+	eventually(t, "reload", func() bool { return in.metric(t, `edgeq_config_reload_total{result="ok"}`) == 1 })
+	if status := get(t, in.public+"/b"); status != 200 {
+		t.Fatalf("/b after the reload: %d", status)
+	}
+	if v := in.metric(t, `edgeq_http_requests_total{code="200",route="route_b"}`); v != 1 {
+		t.Fatalf("/b after the reload is not served by route_b: %v\n%s", v, in.logs)
+	}
+	if !strings.Contains(in.logs.String(), `"routes":"route_a,route_b"`) {
+		t.Fatalf("reload not logged:\n%s", in.logs)
+	}
+}
+
+func TestReload_BrokenFileIsRefusedAndOldRoutesKeepWorking(t *testing.T) {
+	origin := newOrigin(t)
+	in := start(t, configText(origin.URL, routeA))
+	in.rewrite(t, configText(origin.URL, routeA+"\n  - { name: broken, match: \"GET /b/{x\" }"))
+	eventually(t, "refused reload", func() bool { return in.metric(t, `edgeq_config_reload_total{result="error"}`) == 1 })
+	if status := get(t, in.public+"/a"); status != 200 {
+		t.Fatalf("/a after a refused reload: %d", status)
+	}
+	if v := in.metric(t, `edgeq_http_requests_total{code="200",route="route_a"}`); v != 1 {
+		t.Fatalf("route_a stopped serving after a refused reload: %v", v)
+	}
+	logs := in.logs.String()
+	if !strings.Contains(logs, "configuration reload refused") || !strings.Contains(logs, "routes[1].match") {
+		t.Fatalf("refusal not logged with the field:\n%s", logs)
+	}
+	if in.metric(t, `edgeq_config_reload_total{result="ok"}`) != 0 {
+		t.Fatal("a broken file counted as a good reload")
+	}
+	// Fixing the file is picked up.
+	in.rewrite(t, configText(origin.URL, routeA+"\n"+routeB))
+	eventually(t, "reload after the fix", func() bool { return in.metric(t, `edgeq_config_reload_total{result="ok"}`) == 1 })
+}
+
+func TestReload_SignalForcesAReload(t *testing.T) {
+	origin := newOrigin(t)
+	in := start(t, configText(origin.URL, routeA))
+	in.reload <- struct{}{}
+	eventually(t, "forced reload", func() bool { return in.metric(t, `edgeq_config_reload_total{result="ok"}`) == 1 })
+}
+
+func TestReload_LogLevelIsHotAndRestartKeysAreIgnored(t *testing.T) {
+	origin := newOrigin(t)
+	in := start(t, configText(origin.URL, routeA))
+	oldPublic := in.public
+	next := strings.Replace(configText(origin.URL, routeA), "level: info", "level: warn", 1)
+	next = strings.Replace(next, `listen: "127.0.0.1:0"
+  shutdown_timeout`, `listen: "127.0.0.1:1"
+  shutdown_timeout`, 1)
+	next = strings.Replace(next, `api_key: "test-key"`, `api_key: "other-key"`, 1)
+	in.rewrite(t, next)
+	eventually(t, "reload", func() bool { return in.metric(t, `edgeq_config_reload_total{result="ok"}`) == 1 })
+	logs := in.logs.String()
+	if !strings.Contains(logs, "only take effect after a restart") || !strings.Contains(logs, `"keys":"server.listen,admin.api_key"`) {
+		t.Fatalf("restart keys not reported:\n%s", logs)
+	}
+	// Info lines stop: a request no longer writes an access line.
+	before := strings.Count(in.logs.String(), `"msg":"request"`)
+	get(t, oldPublic+"/a")
+	if after := strings.Count(in.logs.String(), `"msg":"request"`); after != before {
+		t.Fatalf("access line logged at level warn (%d -> %d)", before, after)
+	}
+	// The old admin key still works: listeners and keys change only with a restart.
+	req, _ := http.NewRequest("GET", in.admin+"/api/none", nil)
+	req.Header.Set("Authorization", "Bearer test-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("old key after reload: %d, want 404 (authorised, no such endpoint)", resp.StatusCode)
+	}
+}
+
+func TestShutdown_InFlightRequestCompletes(t *testing.T) {
+	arrived := make(chan struct{})
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		time.Sleep(300 * time.Millisecond)
+		fmt.Fprint(w, "finished")
+	}))
+	defer origin.Close()
+	in := start(t, configText(origin.URL, routeA))
+	result := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(in.public + "/slow")
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		result <- string(body)
+	}()
+	<-arrived
+	in.cancel()
+	if err := <-in.done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+	if got := <-result; got != "finished" {
+		t.Fatalf("in-flight request got %q", got)
+	}
+	in.done <- nil // for the cleanup
+	if _, err := http.Get(in.public + "/a"); err == nil {
+		t.Fatal("still accepting after shutdown")
+	}
+}
+
+func TestStartupErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(text), 0o644)
+		return p
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cases := map[string]struct{ path, want string }{
+		"invalid file": {write("bad.yaml", "server: {listen: nope}\n"), `configuration: server.listen: "nope" is not host:port`},
+		"port in use":  {write("busy.yaml", fmt.Sprintf("server: {listen: %q}\nadmin: {listen: \"127.0.0.1:0\"}\n", busy.Addr())), "server.listen: listen tcp"},
+		"bad key file": {write("key.yaml", "tokens: {signing_key_file: "+filepath.Join(dir, "missing.pem")+"}\n"), "tokens.signing_key_file: open"},
+		"bad template": {write("tpl.yaml", "pages: {templates_dir: "+dir+"}\n"), "pages: template error.html: "},
+		"missing file": {filepath.Join(dir, "nope.yaml"), "nope.yaml"},
+	}
+	os.WriteFile(filepath.Join(dir, "error.html"), []byte(`{{define "main"}}{{.Nope`), 0o644)
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := Run(context.Background(), Options{ConfigPath: c.path, LogOutput: io.Discard})
+			var startup *StartupError
+			if !errors.As(err, &startup) || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("err = %v, want a one-line start-up error containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	problems, err := Check("../../config.example.yaml")
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("config.example.yaml: %v %v", problems, err)
+	}
+	problems, err = Check("../config/testdata/bad/everything.yaml")
+	if err != nil || len(problems) != 6 {
+		t.Fatalf("everything.yaml: %v %v", problems, err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "error.html"), []byte(`{{define "main"}}{{if}}{{end}}`), 0o644)
+	path := filepath.Join(dir, "c.yaml")
+	os.WriteFile(path, []byte("pages: {templates_dir: "+dir+"}\ntokens: {signing_key_file: /nonexistent.pem}\n"), 0o644)
+	problems, err = Check(path)
+	if err != nil || len(problems) != 2 || problems[0].Path != "tokens" || problems[1].Path != "pages.templates_dir" {
+		t.Fatalf("preflight problems = %v, %v", problems, err)
+	}
+	if _, err := Check(filepath.Join(dir, "missing.yaml")); err == nil {
+		t.Fatal("a missing file must be an error")
+	}
+}
