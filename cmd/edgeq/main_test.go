@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/token"
+)
+
+// The test binary doubles as the edgeq binary: with this variable set it runs main, so tests exercise
+// real processes, signals and exit codes without a separate build step.
+const asBinary = "EDGEQ_TESTBINARY_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asBinary) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func edgeq(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asBinary+"=1")
+	return cmd
+}
+
+func runEdgeq(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := edgeq(args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return exit.ExitCode(), out.String(), errOut.String()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String(), errOut.String()
+}
+
+func TestCheck_GoodFileExitsZero(t *testing.T) {
+	code, stdout, _ := runEdgeq(t, "check", "-config", "../../config.example.yaml")
+	if code != 0 || !strings.Contains(stdout, "ok") {
+		t.Fatalf("exit %d: %s", code, stdout)
+	}
+}
+
+func TestCheck_BadFileReportsEveryProblemAndExitsOne(t *testing.T) {
+	code, stdout, stderr := runEdgeq(t, "check", "-config", "../../internal/config/testdata/bad/everything.yaml")
+	if code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	want := []string{
+		"server.listne: unknown key",
+		`origin.timeout: invalid duration "5 seconds"`,
+		`routes[0].match: "PUT" is not a ServeMux pattern`,
+		`routes[1].queue: "nope" is not the id of any queue`,
+		`queues[0].id: "bad id" must be`,
+		`origin.url: "shop.example" is not an absolute http(s) URL`,
+	}
+	for _, w := range want {
+		if !strings.Contains(stdout, w) {
+			t.Errorf("missing %q in:\n%s", w, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "6 problem(s)") {
+		t.Errorf("stderr: %s", stderr)
+	}
+}
+
+func TestCheck_Usage(t *testing.T) {
+	if code, _, stderr := runEdgeq(t, "check"); code != 2 || !strings.Contains(stderr, "-config FILE is required") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if code, _, _ := runEdgeq(t, "frobnicate"); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := runEdgeq(t, "version")
+	if code != 0 || !strings.HasPrefix(stdout, "edgeq ") || !strings.Contains(stdout, "go1.") {
+		t.Fatalf("exit %d: %q", code, stdout)
+	}
+}
+
+func TestKeygen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "signing.pem")
+	code, _, stderr := runEdgeq(t, "keygen", "-out", path)
+	if code != 0 || !strings.Contains(stderr, "kid ") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	info, err := os.Stat(path)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v mode %v", err, info.Mode())
+	}
+	if _, err := token.LoadSigningKey(path); err != nil {
+		t.Fatal(err)
+	}
+	// Never overwrite a key.
+	before, _ := os.ReadFile(path)
+	if code, _, _ := runEdgeq(t, "keygen", "-out", path); code != 1 {
+		t.Fatalf("second keygen to the same file: exit %d", code)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("the existing key was changed")
+	}
+	// To stdout.
+	code, stdout, _ := runEdgeq(t, "keygen")
+	if code != 0 || !strings.HasPrefix(stdout, "-----BEGIN PRIVATE KEY-----") {
+		t.Fatalf("exit %d: %s", code, stdout)
+	}
+}
+
+func TestServe_BadConfigExitsOneWithOneLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(path, []byte("origin: {url: \"\"}\nqueues: [{id: \"a b\"}]\n"), 0o644)
+	code, _, stderr := runEdgeq(t, "-config", path)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if code != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], "edgeq: configuration: ") ||
+		!strings.Contains(lines[0], "origin.url") || !strings.Contains(lines[0], "queues[0].id") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+	// EDGEQ_CONFIG names the file too.
+	cmd := edgeq("serve")
+	cmd.Env = append(cmd.Env, "EDGEQ_CONFIG="+path)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err == nil || !strings.Contains(errOut.String(), "origin.url") {
+		t.Fatalf("EDGEQ_CONFIG: %v %s", err, errOut.String())
+	}
+}
+
+// SIGTERM with a slow request in flight: the request completes, then the process exits 0.
+func TestServe_SIGTERMDrainsInFlightRequests(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		time.Sleep(500 * time.Millisecond)
+		fmt.Fprint(w, "slow answer")
+	}))
+	defer origin.Close()
+	path := filepath.Join(t.TempDir(), "edgeq.yaml")
+	os.WriteFile(path, []byte(fmt.Sprintf(`
+server: {listen: "127.0.0.1:0", shutdown_timeout: 10s}
+admin: {listen: "127.0.0.1:0"}
+origin: {url: %q}
+`, origin.URL)), 0o644)
+
+	cmd := edgeq("serve", "-config", path)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	public := waitForStart(t, stderr)
+
+	result := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + public + "/slow")
+		if err != nil {
+			result <- "error: " + err.Error()
+			return
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		result <- fmt.Sprintf("%d %s", resp.StatusCode, body)
+	}()
+	<-arrived
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-result; got != "200 slow answer" {
+		t.Fatalf("in-flight request: %s", got)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("edgeq did not exit 0 after SIGTERM: %v", err)
+	}
+}
+
+// waitForStart reads edgeq's JSON log until the start line and returns the public address; the rest of
+// the log keeps being drained so the process never blocks on a full pipe.
+func waitForStart(t *testing.T, stderr io.Reader) string {
+	t.Helper()
+	lines := bufio.NewScanner(stderr)
+	found := make(chan string, 1)
+	go func() {
+		for lines.Scan() {
+			var entry struct {
+				Msg    string `json:"msg"`
+				Public string `json:"public"`
+			}
+			if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "edgeq started" {
+				found <- entry.Public
+			}
+		}
+		close(found)
+	}()
+	select {
+	case addr, ok := <-found:
+		if !ok {
+			t.Fatal("edgeq exited before starting")
+		}
+		return addr
+	case <-time.After(30 * time.Second):
+		t.Fatal("edgeq did not start within 30s")
+	}
+	return ""
+}
