@@ -14,8 +14,11 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
@@ -47,6 +50,8 @@ type Proxy struct {
 	logger    *slog.Logger
 	reverse   *httputil.ReverseProxy
 	table     atomic.Pointer[Table]
+
+	passDuration, edgeqDuration prometheus.Observer
 }
 
 // New builds a proxy with an empty route table; Use installs one.
@@ -73,7 +78,11 @@ func New(opts Options) *Proxy {
 		// FlushInterval 0: ReverseProxy flushes responses without a Content-Length (chunked, SSE) after
 		// every write, so streams reach the visitor as they arrive, and buffers the rest.
 		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		// Reuse copy buffers: ReverseProxy otherwise allocates 32 KiB per request.
+		BufferPool: NewBufferPool(),
 	}
+	p.passDuration = opts.Metrics.HTTPDuration.WithLabelValues(metrics.RoutePassThrough)
+	p.edgeqDuration = opts.Metrics.HTTPDuration.WithLabelValues(metrics.RouteEdgeq)
 	p.table.Store(&Table{Missing: map[string][]string{}})
 	return p
 }
@@ -91,35 +100,37 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Header.Set(CorrelationHeader, id)
 	w.Header().Set(CorrelationHeader, id)
 	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
-	info := &web.Request{
-		CorrelationID: id,
-		ClientIP:      client,
-		Secure:        isHTTPS(r, peerTrusted),
-		Logger:        p.logger.With("correlation_id", id),
-	}
+	info := web.NewRequest(p.logger, id)
+	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
 	ctx := web.WithRequest(r.Context(), info)
 	rec := &recorder{ResponseWriter: w}
-	defer p.finish(rec, r, info, start)
+	var duration prometheus.Observer
+	defer func() { p.finish(rec, r, info, start, duration) }()
 
 	if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, p.prefix+"/") {
-		info.Route = metrics.RouteEdgeq
+		info.Route, duration = metrics.RouteEdgeq, p.edgeqDuration
 		p.endpoints.ServeHTTP(rec, r.WithContext(ctx))
 		return
 	}
 	r = r.WithContext(context.WithValue(ctx, outcomeKey{}, &Outcome{}))
-	if route := p.table.Load().match(r); route != nil {
-		info.Route = route.name
+	route, routed, redirect := p.table.Load().lookup(r)
+	switch {
+	case route == nil:
+		info.Route, duration = metrics.RoutePassThrough, p.passDuration
+		p.forward(rec, r)
+	case redirect != "":
+		info.Route, duration = route.name, route.duration
+		http.Redirect(rec, r, redirect, http.StatusTemporaryRedirect)
+	default:
+		info.Route, duration = route.name, route.duration
 		// The route's mux sets r.Pattern and the path wildcards, then runs the gate chain.
-		route.mux.ServeHTTP(rec, r)
-		return
+		route.mux.ServeHTTP(rec, routed)
 	}
-	info.Route = metrics.RoutePassThrough
-	p.forward(rec, r)
 }
 
 // finish writes the access log line and the request metrics. It runs deferred, so it also covers a
 // response aborted with http.ErrAbortHandler (the origin broke off mid-body).
-func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start time.Time) {
+func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start time.Time, duration prometheus.Observer) {
 	elapsed := time.Since(start)
 	status := rec.status
 	if status == 0 {
@@ -130,8 +141,12 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 		}
 	}
 	p.metrics.HTTPRequests.WithLabelValues(info.Route, metrics.StatusLabel(status)).Inc()
-	p.metrics.HTTPDuration.WithLabelValues(info.Route).Observe(elapsed.Seconds())
-	info.Logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+	duration.Observe(elapsed.Seconds())
+	if !p.logger.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	p.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+		slog.String("correlation_id", info.CorrelationID),
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.String("route", info.Route),
@@ -203,7 +218,7 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 		p.metrics.OriginDuration.Observe(time.Since(o.started).Seconds())
 		o.TransportError = true
 	}
-	logger := web.RequestFrom(r.Context()).Logger
+	logger := web.RequestFrom(r.Context()).Logger()
 	var netErr net.Error
 	switch {
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
@@ -218,6 +233,16 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 		p.responder.Error(w, r, web.ErrOriginUnavailable.Because(err))
 	}
 }
+
+// bufferPool implements httputil.BufferPool with a sync.Pool of 32 KiB buffers.
+type bufferPool struct{ pool sync.Pool }
+
+func NewBufferPool() *bufferPool {
+	return &bufferPool{pool: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+}
+
+func (b *bufferPool) Get() []byte  { return *b.pool.Get().(*[]byte) }
+func (b *bufferPool) Put(p []byte) { b.pool.Put(&p) }
 
 // NewTransport is the transport to the origin. Every timeout is explicit: a gateway in front of a shop
 // under a traffic spike must not pile up connections to an origin that stopped answering.

@@ -586,26 +586,59 @@ func TestRoutes_FirstMatchWinsAndTheRestPassesThrough(t *testing.T) {
 	}
 }
 
-func TestRoutes_UncleanPathOfAProtectedRouteIsRedirectedNotForwarded(t *testing.T) {
+// Paths an origin's router may treat as a protected one must meet the gate: unclean paths are
+// redirected to their clean form, encoded and trailing-slash variants are gated directly.
+func TestRoutes_PathVariantsCannotSlipPastTheGate(t *testing.T) {
 	refuse := stepFunc{requirement: RequireQueue, wrap: func(route config.Route, next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "gated", 403) })
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Product", r.PathValue("p"))
+			http.Error(w, "gated", 403)
+		})
 	}}
 	rg := newRig(t, rigOptions{steps: []Step{refuse}, routes: []config.Route{{Name: "c", Match: "POST /checkout/{p}", Queue: "drop"}}})
-	for _, path := range []string{"/x/../checkout/1", "/checkout//1", "/checkout/./1"} {
+	cases := []struct {
+		path, want, product string
+	}{
+		{"/checkout/1", "403", "1"},
+		{"/checkout/1/", "403", "1"},
+		{"/checkout%2F1", "403", "1"},
+		{"/chec%6bout/1", "403", "1"},
+		{"/x/../checkout/1", "307 /checkout/1", ""},
+		{"/checkout//1", "307 /checkout/1", ""},
+		{"/checkout/./1", "307 /checkout/1", ""},
+		{"/%2e%2e/checkout/1", "307 /checkout/1", ""},
+		{"/checkout/../checkout//1?x=1", "307 /checkout/1?x=1", ""},
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, c := range cases {
 		req, _ := http.NewRequest("POST", rg.server.URL, nil)
-		req.URL.Opaque = path // send the path exactly as written
-		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		req.URL.Opaque, req.URL.RawQuery, _ = strings.Cut(c.path, "?") // sent exactly as written
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "/checkout/1" {
-			t.Errorf("%s: status %d Location %q, want 307 to /checkout/1", path, resp.StatusCode, resp.Header.Get("Location"))
+		got := fmt.Sprint(resp.StatusCode)
+		if resp.StatusCode == http.StatusTemporaryRedirect {
+			got += " " + resp.Header.Get("Location")
+		}
+		if got != c.want || resp.Header.Get("X-Product") != c.product {
+			t.Errorf("%s: got %q product %q, want %q product %q", c.path, got, resp.Header.Get("X-Product"), c.want, c.product)
 		}
 	}
 	if rg.hits.Load() != 0 {
 		t.Fatalf("%d requests reached the origin around the gate", rg.hits.Load())
+	}
+	// Paths no route claims in any form pass through untouched.
+	req, _ := http.NewRequest("POST", rg.server.URL, nil)
+	req.URL.Opaque = "/shop//cart"
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || rg.hits.Load() != 1 {
+		t.Fatalf("unclean unprotected path: status %d, hits %d", resp.StatusCode, rg.hits.Load())
 	}
 }
 

@@ -3,7 +3,12 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"path"
 	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/web"
@@ -20,8 +25,15 @@ type Table struct {
 type compiledRoute struct {
 	name string
 	// One ServeMux per route gives first-match-wins over ServeMux patterns (a single mux would pick
-	// the most specific pattern instead), with ServeMux's own matching, path cleaning and {wildcards}.
+	// the most specific pattern instead), with ServeMux's own matching and {wildcards}.
 	mux *http.ServeMux
+	// method and literal reject most non-matching requests before the mux is asked: the pattern's
+	// method ("" for any) and the literal start of its path up to the first wildcard, without a
+	// trailing slash.
+	method  string
+	literal string
+	// duration is this route's latency histogram, resolved once instead of per request.
+	duration prometheus.Observer
 }
 
 // Compile builds the route table: each route's handler is the gate chain of steps ending in the proxy.
@@ -49,7 +61,11 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 		if err := register(mux, route.Match, handler); err != nil {
 			return nil, fmt.Errorf("routes[%d].match: %w", i, err)
 		}
-		t.routes = append(t.routes, compiledRoute{name: route.Name, mux: mux})
+		method, literal := patternPrefilter(route.Match)
+		t.routes = append(t.routes, compiledRoute{
+			name: route.Name, mux: mux, method: method, literal: literal,
+			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),
+		})
 	}
 	return t, nil
 }
@@ -64,14 +80,94 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 	return nil
 }
 
-// match returns the first route whose pattern matches r, or nil.
-func (t *Table) match(r *http.Request) *compiledRoute {
+// patternPrefilter extracts the method and the literal path start of a ServeMux pattern.
+func patternPrefilter(pattern string) (method, literal string) {
+	pattern = strings.TrimSpace(pattern)
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		method = pattern[:i]
+	}
+	literal = config.PatternPath(pattern)
+	if i := strings.IndexByte(literal, '{'); i >= 0 {
+		literal = literal[:i]
+	}
+	return method, strings.TrimSuffix(literal, "/")
+}
+
+// lookup finds the first route for r. Matching works on the canonical form of the path, the one an
+// origin's router is likely to act on: percent-decoded, cleaned of "//", "." and ".." segments, and, if
+// nothing matches, without a trailing slash. So "/checkout%2F1", "/x/../checkout/1" and
+// "/checkout/1/" cannot slip past a "POST /checkout/{product}" route.
+//
+// It returns the route and the request to serve it with (carrying the canonical path, which is what
+// the gate checked and what the origin receives), or, for an unclean path of a route, the clean path
+// to redirect to. No route: all zero, and the request passes through untouched.
+func (t *Table) lookup(r *http.Request) (route *compiledRoute, req *http.Request, redirect string) {
+	if len(t.routes) == 0 {
+		return nil, nil, ""
+	}
+	decoded := r.URL.Path
+	clean := cleanPath(decoded)
+	req = r
+	if clean != decoded || r.URL.RawPath != "" {
+		req = withPath(r, clean)
+	}
+	route = t.first(req, clean)
+	if route == nil && len(clean) > 1 && clean[len(clean)-1] == '/' {
+		stripped := clean[:len(clean)-1]
+		req = withPath(r, stripped)
+		route = t.first(req, stripped)
+	}
+	if route == nil {
+		return nil, nil, ""
+	}
+	if clean != decoded {
+		return route, nil, (&url.URL{Path: clean, RawQuery: r.URL.RawQuery}).String()
+	}
+	return route, req, ""
+}
+
+func (t *Table) first(r *http.Request, cleanPath string) *compiledRoute {
 	for i := range t.routes {
-		if _, pattern := t.routes[i].mux.Handler(r); pattern != "" {
-			return &t.routes[i]
+		cr := &t.routes[i]
+		if cr.method != "" && r.Method != cr.method && (cr.method != http.MethodGet || r.Method != http.MethodHead) {
+			continue
+		}
+		if !strings.HasPrefix(cleanPath, cr.literal) {
+			continue
+		}
+		if _, pattern := cr.mux.Handler(r); pattern != "" {
+			return cr
 		}
 	}
 	return nil
+}
+
+// withPath returns a shallow copy of r whose URL has the given decoded path.
+func withPath(r *http.Request, p string) *http.Request {
+	u := *r.URL
+	u.Path, u.RawPath = p, ""
+	r2 := r.WithContext(r.Context()) // a shallow copy
+	r2.URL = &u
+	return r2
+}
+
+// cleanPath is ServeMux's canonical path: rooted, with "//", "." and ".." resolved and a trailing slash
+// kept.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		np += "/"
+	}
+	return np
 }
 
 // Routes returns the names of the compiled routes in order.

@@ -93,9 +93,9 @@ func withRequestInfo(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := web.CorrelationID(r.Header)
 		w.Header().Set(web.CorrelationHeader, id)
-		info := &web.Request{CorrelationID: id, Logger: logger.With("listener", "admin", "correlation_id", id)}
+		info := web.NewRequest(logger.With("listener", "admin"), id)
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			info.Logger.Info("admin request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			info.Logger().Info("admin request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
 		}
 		next.ServeHTTP(w, r.WithContext(web.WithRequest(r.Context(), info)))
 	})

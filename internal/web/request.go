@@ -16,7 +16,26 @@ type Request struct {
 	ClientIP      netip.Addr // after trusted-proxy processing of X-Forwarded-For
 	Secure        bool       // the client's connection was HTTPS (directly, or per a trusted proxy)
 	Route         string     // metrics label of the matched route
-	Logger        *slog.Logger
+
+	base   *slog.Logger
+	logger *slog.Logger
+}
+
+// NewRequest starts the information of a request whose log lines go to base.
+func NewRequest(base *slog.Logger, correlationID string) *Request {
+	return &Request{CorrelationID: correlationID, base: base}
+}
+
+// Logger returns a logger whose lines carry the correlation id. It is built on first use: most
+// requests log nothing but their access line, which adds the id itself.
+func (r *Request) Logger() *slog.Logger {
+	if r.logger == nil {
+		if r.base == nil {
+			r.base = slog.Default()
+		}
+		r.logger = r.base.With("correlation_id", r.CorrelationID)
+	}
+	return r.logger
 }
 
 type requestKey struct{}
@@ -31,7 +50,7 @@ func RequestFrom(ctx context.Context) *Request {
 	if r, ok := ctx.Value(requestKey{}).(*Request); ok {
 		return r
 	}
-	return &Request{Logger: slog.Default()}
+	return &Request{base: slog.Default()}
 }
 
 // CorrelationHeader carries the id that ties a request's log lines on edgeq and the origin together.

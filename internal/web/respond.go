@@ -100,7 +100,7 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		if e.Status >= 500 {
 			level = slog.LevelWarn
 		}
-		info.Logger.Log(r.Context(), level, "request refused", "route", info.Route, "status", e.Status, "code", e.Code,
+		info.Logger().Log(r.Context(), level, "request refused", "route", info.Route, "status", e.Status, "code", e.Code,
 			"cause", e.Cause.Error())
 	}
 	if e.RetryAfter > 0 {
@@ -127,7 +127,7 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 func (rs *Responder) Page(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
 	var buf strings.Builder
 	if err := rs.Pages.Render(&buf, page, data); err != nil {
-		RequestFrom(r.Context()).Logger.Error("page rendering failed", "page", page, "error", err)
+		RequestFrom(r.Context()).Logger().Error("page rendering failed", "page", page, "error", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}

@@ -1,0 +1,120 @@
+// Command edgeq-bench measures edgeq against baselines in one run, so the figures compare like with
+// like on whatever machine runs it.
+//
+//	edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
+//
+// overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
+// (pass-through, a plain route, a route through the gate seam), plus a bare proxy with pooled copy
+// buffers as edgeq has, printing requests/s and latency
+// percentiles for each and the ratio edgeq / bare proxy.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/bench"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "overhead":
+		err = overhead(os.Args[2:], os.Stdout)
+	default:
+		usage()
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "edgeq-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]")
+}
+
+// loadFlags are the knobs every scenario shares.
+type loadFlags struct {
+	duration    time.Duration
+	rounds      int
+	concurrency int
+}
+
+func parseLoadFlags(name string, args []string) (loadFlags, error) {
+	var f loadFlags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.DurationVar(&f.duration, "duration", 10*time.Second, "load time per target, split over the rounds")
+	fs.IntVar(&f.rounds, "rounds", 5, "rounds; targets take turns in each round so drift hits all alike")
+	fs.IntVar(&f.concurrency, "concurrency", 32, "concurrent clients")
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if f.rounds < 1 || f.concurrency < 1 || f.duration <= 0 {
+		return f, fmt.Errorf("duration, rounds and concurrency must be positive")
+	}
+	return f, nil
+}
+
+// target is one thing to measure.
+type target struct {
+	name string
+	req  bench.Request
+}
+
+// measure runs every target for f.duration in total, round-robin over f.rounds rounds.
+func measure(f loadFlags, targets []target, want int) []bench.Sample {
+	client := bench.NewClient(f.concurrency)
+	samples := make([]bench.Sample, len(targets))
+	for i, t := range targets {
+		samples[i].Name = t.name
+		// Warm connections and caches so the first round is not penalised.
+		bench.Run(client, t.name, t.req, want, f.concurrency, 200*time.Millisecond)
+	}
+	per := f.duration / time.Duration(f.rounds)
+	for range f.rounds {
+		for i, t := range targets {
+			samples[i].Add(bench.Run(client, t.name, t.req, want, f.concurrency, per))
+		}
+	}
+	return samples
+}
+
+func machine() string {
+	model := "unknown CPU"
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if name, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(name), ":"))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+func printTable(w io.Writer, f loadFlags, samples []bench.Sample) {
+	fmt.Fprintf(w, "machine: %s\n", machine())
+	fmt.Fprintf(w, "load: %d concurrent clients, %s per target in %d rounds, client and servers in one process on loopback\n\n",
+		f.concurrency, f.duration, f.rounds)
+	for _, s := range samples {
+		fmt.Fprintln(w, s)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| target | requests/s | p50 | p99 |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	for _, s := range samples {
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(),
+			s.Percentile(0.50).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
+	}
+}

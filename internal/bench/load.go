@@ -1,0 +1,116 @@
+// Package bench is edgeq's load harness: a closed-loop HTTP load generator (a fixed number of clients,
+// each sending its next request when the previous one is answered) that reports throughput and latency
+// percentiles, used by cmd/edgeq-bench to compare targets measured in the same run.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Request describes what every client sends.
+type Request struct {
+	Method string
+	URL    string
+	Header http.Header
+}
+
+// Sample is what one or more load runs against one target measured.
+type Sample struct {
+	Name      string
+	Errors    int             // transport errors and unexpected statuses
+	Elapsed   time.Duration   // wall time under load
+	Latencies []time.Duration // of the successful requests
+}
+
+// Add merges another round of the same target.
+func (s *Sample) Add(o Sample) {
+	s.Errors += o.Errors
+	s.Elapsed += o.Elapsed
+	s.Latencies = append(s.Latencies, o.Latencies...)
+}
+
+// RPS is the rate of successful requests.
+func (s Sample) RPS() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(len(s.Latencies)) / s.Elapsed.Seconds()
+}
+
+// Percentile returns the q-quantile (0..1) of the successful requests' latencies.
+func (s Sample) Percentile(q float64) time.Duration {
+	if len(s.Latencies) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(s.Latencies)
+	slices.Sort(sorted)
+	return sorted[int(float64(len(sorted)-1)*q)]
+}
+
+func (s Sample) String() string {
+	return fmt.Sprintf("%-26s %9.0f req/s   p50 %9s   p99 %9s   errors %d", s.Name, s.RPS(),
+		s.Percentile(0.50).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond), s.Errors)
+}
+
+// NewClient returns an HTTP client that keeps a warm connection for every load client.
+func NewClient(concurrency int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        concurrency * 2,
+		MaxIdleConnsPerHost: concurrency * 2,
+		DisableCompression:  true,
+	}}
+}
+
+// Run drives req from concurrency clients for duration. Responses with another status than want
+// count as errors.
+func Run(client *http.Client, name string, req Request, want, concurrency int, duration time.Duration) Sample {
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+	perClient := make([]Sample, concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range concurrency {
+		wg.Go(func() {
+			own := &perClient[i]
+			own.Latencies = make([]time.Duration, 0, 4096)
+			for ctx.Err() == nil {
+				r, err := http.NewRequest(req.Method, req.URL, nil)
+				if err != nil {
+					own.Errors++
+					return
+				}
+				for k, v := range req.Header {
+					r.Header[k] = v
+				}
+				t0 := time.Now()
+				resp, err := client.Do(r)
+				if err != nil {
+					own.Errors++
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != want {
+					own.Errors++
+					continue
+				}
+				own.Latencies = append(own.Latencies, time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	total := Sample{Name: name, Elapsed: time.Since(start)}
+	for _, s := range perClient {
+		total.Errors += s.Errors
+		total.Latencies = append(total.Latencies, s.Latencies...)
+	}
+	return total
+}
