@@ -254,6 +254,9 @@ func (cfg *Config) checkRoutes(c *check) {
 	for i, r := range cfg.Routes {
 		p := fmt.Sprintf("routes[%d]", i)
 		c.id(p+".name", r.Name)
+		if strings.HasPrefix(r.Name, "_") {
+			c.add(p+".name", "%q: names starting with _ are reserved for edgeq's own metric labels (_passthrough, _edgeq)", r.Name)
+		}
 		if j, dup := seen[r.Name]; dup {
 			c.add(p+".name", "%q is already the name of routes[%d]", r.Name, j)
 		}

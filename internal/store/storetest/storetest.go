@@ -86,6 +86,7 @@ type redisServer struct {
 	address  string
 	err      error
 	cmd      *exec.Cmd
+	dir      string
 	fallback *store.Store
 }
 
@@ -116,6 +117,7 @@ func (s *redisServer) start() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	s.dir = dir
 	// A port picked by the kernel can be taken by someone else before redis binds it; try a few.
 	var lastErr error
 	for range 5 {
@@ -178,6 +180,9 @@ func freePort() (int, error) {
 func (s *redisServer) stop() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Kill()
+	}
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
 	}
 	if s.fallback != nil {
 		s.fallback.Close()

@@ -1,0 +1,24 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build: a static edgeq binary (CGO_ENABLED=0) on a distroless, non-root base.
+#
+#   docker build -t edgeq .
+#   docker run -p 8080:8080 -p 9090:9090 -v $PWD/config.yaml:/etc/edgeq/config.yaml:ro edgeq
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/edgeq ./cmd/edgeq
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/edgeq /usr/local/bin/edgeq
+# In a container the admin listener must be reachable by probes and Prometheus: bind it on all
+# interfaces (the /api/* endpoints stay disabled until admin.api_key is set). Publish port 9090 only
+# to your cluster network, never to the internet.
+ENV EDGEQ_ADMIN_LISTEN=":9090"
+EXPOSE 8080 9090
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/edgeq"]
+CMD ["serve", "-config", "/etc/edgeq/config.yaml"]

@@ -1,0 +1,48 @@
+// Command demoshop is a small in-memory web shop: a product list, product pages with a checkout form,
+// an auction with a bid form, and confirmation pages. It is the origin of edgeq's quick start and
+// end-to-end tests, and it knows nothing about what runs in front of it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:3000", "address to listen on")
+	verbose := flag.Bool("v", false, "log every request")
+	flag.Parse()
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	shop, err := newShop(logger)
+	if err != nil {
+		logger.Error("cannot start", "error", err)
+		os.Exit(1)
+	}
+	srv := &http.Server{Addr: *listen, Handler: shop, ReadHeaderTimeout: 10 * time.Second}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdown)
+	}()
+	logger.Info("demo shop listening", "url", "http://"+*listen+"/")
+	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Error("demo shop stopped", "error", err)
+		os.Exit(1)
+	}
+}
