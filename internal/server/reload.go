@@ -33,24 +33,40 @@ type gateway struct {
 // reloadDebounce lets an editor or a ConfigMap update finish writing before the file is read.
 const reloadDebounce = 200 * time.Millisecond
 
-// watch reloads on every value of forced (SIGHUP) and when the configuration file changes. It watches
-// the file's directory rather than the file, because editors and Kubernetes ConfigMap updates replace
-// the file (rename, symlink swap) instead of writing it in place.
-func (g *gateway) watch(ctx context.Context, forced <-chan struct{}) {
-	g.loadedSum = fileSum(g.path)
+// fileWatch is the watch on the configuration file's directory. It watches the directory rather
+// than the file, because editors and Kubernetes ConfigMap updates replace the file (rename, symlink
+// swap) instead of writing it in place.
+type fileWatch struct {
+	watcher *fsnotify.Watcher // nil when there is no file or it cannot be watched
+}
+
+// watchFile starts watching before Run reports itself started, so no change made after that is
+// missed.
+func (g *gateway) watchFile() *fileWatch {
+	if g.path == "" {
+		return &fileWatch{}
+	}
+	w, err := fsnotify.NewWatcher()
+	if err == nil {
+		if err = w.Add(filepath.Dir(g.path)); err != nil {
+			w.Close()
+		}
+	}
+	if err != nil {
+		g.logger.Warn("cannot watch the configuration file; reload with SIGHUP", "error", err.Error())
+		return &fileWatch{}
+	}
+	return &fileWatch{watcher: w}
+}
+
+// watch reloads on every value of forced (SIGHUP) and when the configuration file changes, until ctx
+// ends.
+func (g *gateway) watch(ctx context.Context, fw *fileWatch, forced <-chan struct{}) {
 	var events <-chan fsnotify.Event
 	var errs <-chan error
-	if g.path != "" {
-		w, err := fsnotify.NewWatcher()
-		if err == nil {
-			err = w.Add(filepath.Dir(g.path))
-		}
-		if err != nil {
-			g.logger.Warn("cannot watch the configuration file; reload with SIGHUP", "error", err.Error())
-		} else {
-			defer w.Close()
-			events, errs = w.Events, w.Errors
-		}
+	if fw.watcher != nil {
+		defer fw.watcher.Close()
+		events, errs = fw.watcher.Events, fw.watcher.Errors
 	}
 	base := filepath.Base(g.path)
 	debounce := time.NewTimer(time.Hour)

@@ -56,6 +56,8 @@ func startupErr(format string, args ...any) error {
 // Run serves until ctx is cancelled, then stops accepting, lets in-flight requests finish within
 // server.shutdown_timeout and returns nil. It returns a *StartupError when it cannot start.
 func Run(ctx context.Context, opts Options) error {
+	// The checksum is taken before loading, so a change that lands in between is reloaded, not missed.
+	loadedSum := fileSum(opts.ConfigPath)
 	cfg, err := config.Load(opts.ConfigPath)
 	if err != nil {
 		return startupErr("configuration: %s", config.OneLine(err))
@@ -71,11 +73,12 @@ func Run(ctx context.Context, opts Options) error {
 	defer built.store.Close()
 
 	g := &gateway{
-		path:    opts.ConfigPath,
-		level:   level,
-		logger:  logger,
-		metrics: built.metrics,
-		proxy:   built.proxy,
+		path:      opts.ConfigPath,
+		loadedSum: loadedSum,
+		level:     level,
+		logger:    logger,
+		metrics:   built.metrics,
+		proxy:     built.proxy,
 	}
 	g.cfg.Store(cfg)
 
@@ -131,7 +134,8 @@ func Run(ctx context.Context, opts Options) error {
 	runCtx, stopBackground := context.WithCancel(context.Background())
 	var background sync.WaitGroup
 	background.Go(func() { health.Run(runCtx) })
-	background.Go(func() { g.watch(runCtx, opts.Reload) })
+	fileWatch := g.watchFile()
+	background.Go(func() { g.watch(runCtx, fileWatch, opts.Reload) })
 
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- public.Serve(publicLn) }()
