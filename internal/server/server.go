@@ -65,6 +65,7 @@ func Run(ctx context.Context, opts Options) error {
 	level := new(slog.LevelVar)
 	level.Set(parseLevel(cfg.Log.Level))
 	logger := newLogger(opts.LogOutput, cfg.Log.Format, level)
+	routeClientLogs.Do(func() { store.RouteClientLogs(logger) })
 
 	built, err := build(cfg, logger)
 	if err != nil {
@@ -173,6 +174,9 @@ func Run(ctx context.Context, opts Options) error {
 	logger.Info("edgeq stopped")
 	return failure
 }
+
+// routeClientLogs makes the first Run of the process own go-redis's process-wide logger.
+var routeClientLogs sync.Once
 
 // parts is everything build makes from a configuration.
 type parts struct {

@@ -126,3 +126,17 @@ func (s *Store) Close() error {
 	}
 	return err
 }
+
+// redisLogger routes go-redis's own messages (dial retries and the like) into edgeq's structured log at
+// debug level, instead of unstructured lines on stderr. Store health reports outages at warn level.
+type redisLogger struct{ logger *slog.Logger }
+
+func (l redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.Log(ctx, slog.LevelDebug, "redis client: "+fmt.Sprintf(format, v...))
+}
+
+// RouteClientLogs sends go-redis's process-wide log output to logger. go-redis keeps one logger per
+// process, so only the program's main wiring calls this, once.
+func RouteClientLogs(logger *slog.Logger) {
+	redis.SetLogger(redisLogger{logger: logger})
+}
