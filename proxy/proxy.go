@@ -112,7 +112,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.endpoints.ServeHTTP(rec, r.WithContext(ctx))
 		return
 	}
-	r = r.WithContext(context.WithValue(ctx, outcomeKey{}, &Outcome{}))
+	r = r.WithContext(web.WithOutcome(ctx))
 	route, routed, redirect := p.table.Load().lookup(r)
 	switch {
 	case route == nil:
@@ -163,9 +163,9 @@ const StatusClientClosed = 499
 
 // forward sends r to the origin.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
-	if o := OutcomeFrom(r.Context()); o != nil {
+	if o := web.OutcomeFrom(r.Context()); o != nil {
 		o.Forwarded = true
-		o.started = time.Now()
+		o.Started = time.Now()
 	}
 	p.reverse.ServeHTTP(w, r)
 }
@@ -202,20 +202,20 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
-	if o := OutcomeFrom(resp.Request.Context()); o != nil {
-		p.metrics.OriginDuration.Observe(time.Since(o.started).Seconds())
+	if o := web.OutcomeFrom(resp.Request.Context()); o != nil {
+		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
 		o.Status = resp.StatusCode
-		o.Command = resp.Header.Get(CommandHeader)
+		o.Command = resp.Header.Get(web.CommandHeader)
 	}
-	resp.Header.Del(CommandHeader)
+	resp.Header.Del(web.CommandHeader)
 	return nil
 }
 
 // originError maps a failed round trip to an answer: 504 when the origin was too slow, 499 (logged
 // only) when the visitor left, 502 otherwise.
 func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
-	if o := OutcomeFrom(r.Context()); o != nil {
-		p.metrics.OriginDuration.Observe(time.Since(o.started).Seconds())
+	if o := web.OutcomeFrom(r.Context()); o != nil {
+		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
 		o.TransportError = true
 	}
 	logger := web.RequestFrom(r.Context()).Logger()

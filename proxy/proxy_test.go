@@ -496,7 +496,7 @@ func TestOriginCommandIsRecordedAndNotForwarded(t *testing.T) {
 	step := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			next.ServeHTTP(w, r)
-			o := OutcomeFrom(r.Context())
+			o := web.OutcomeFrom(r.Context())
 			seen.Store(*o)
 		})
 	}}
@@ -512,7 +512,7 @@ func TestOriginCommandIsRecordedAndNotForwarded(t *testing.T) {
 	if resp.Header.Get("Edgeq-Command") != "" || resp.StatusCode != 201 {
 		t.Fatalf("status %d, Edgeq-Command forwarded: %q", resp.StatusCode, resp.Header.Get("Edgeq-Command"))
 	}
-	o := seen.Load().(Outcome)
+	o := seen.Load().(web.Outcome)
 	if !o.Forwarded || o.Status != 201 || o.Command != "complete" || o.TransportError {
 		t.Fatalf("outcome = %+v", o)
 	}

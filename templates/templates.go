@@ -22,7 +22,27 @@ var builtin embed.FS
 const layout = "layout.html"
 
 // Pages are the page templates, each parsed together with the layout.
-var Pages = []string{"error.html"}
+var Pages = []string{"error.html", "wait.html"}
+
+// builtinFuncs are available to every template, before the caller's funcs.
+var builtinFuncs = template.FuncMap{"duration": humanDuration}
+
+// humanDuration renders a wait in seconds for people: "under a minute", "about 4 minutes", "about 2
+// hours".
+func humanDuration(seconds int64) string {
+	switch {
+	case seconds < 60:
+		return "under a minute"
+	case seconds < 90:
+		return "about a minute"
+	case seconds < 3600:
+		return fmt.Sprintf("about %d minutes", (seconds+30)/60)
+	case seconds < 5400:
+		return "about an hour"
+	default:
+		return fmt.Sprintf("about %d hours", (seconds+1800)/3600)
+	}
+}
 
 // Set is the parsed pages.
 type Set struct {
@@ -61,7 +81,7 @@ func Parse(overrideDir string, funcs template.FuncMap) (*Set, error) {
 		if err != nil {
 			return nil, err
 		}
-		t, err := template.New(layout).Funcs(funcs).Option("missingkey=error").Parse(layoutText)
+		t, err := template.New(layout).Funcs(builtinFuncs).Funcs(funcs).Option("missingkey=error").Parse(layoutText)
 		if err != nil {
 			return nil, fmt.Errorf("template %s: %w", layout, err)
 		}

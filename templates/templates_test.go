@@ -16,22 +16,41 @@ type page struct {
 	Retry                                              bool
 }
 
+type waitPage struct {
+	Brand, Lang, CorrelationID, QueueID, Title, Self string
+	Position, Ahead, ETASeconds                      int64
+	RefreshSeconds                                   int
+}
+
 func TestParse_BuiltinPagesRender(t *testing.T) {
 	set, err := Parse("", funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range Pages {
+	cases := []struct {
+		name string
+		data any
+		want []string
+	}{
+		{"error.html", page{Brand: "Shop", Lang: "en", Status: 502, Code: "ORIGIN_UNAVAILABLE",
+			Heading: "The shop is not answering", Message: "<b>try</b>", CorrelationID: "abc", Retry: true},
+			[]string{"The shop is not answering", "&lt;b&gt;try&lt;/b&gt;", "abc"}},
+		{"wait.html", waitPage{Brand: "Shop", Lang: "en", QueueID: "drop", Title: "<i>Drop</i>", Position: 42,
+			Ahead: 41, ETASeconds: 300, RefreshSeconds: 5, Self: "/_edgeq/wait/drop?return=%2F"},
+			[]string{"&lt;i&gt;Drop&lt;/i&gt;", ">42<", ">41<", "about 5 minutes", `content="5"`}},
+	}
+	if len(cases) != len(Pages) {
+		t.Fatalf("pages %v: add a case for each", Pages)
+	}
+	for _, c := range cases {
 		var b strings.Builder
-		err := set.Render(&b, name, page{Brand: "Shop", Lang: "en", Status: 502, Code: "ORIGIN_UNAVAILABLE",
-			Heading: "The shop is not answering", Message: "<b>try</b>", CorrelationID: "abc", Retry: true})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
+		if err := set.Render(&b, c.name, c.data); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
 		}
 		out := b.String()
-		for _, want := range []string{`<html lang="en">`, "/_edgeq/static/edgeq.css", "The shop is not answering", "&lt;b&gt;try&lt;/b&gt;", "abc"} {
+		for _, want := range append(c.want, `<html lang="en">`, "/_edgeq/static/edgeq.css") {
 			if !strings.Contains(out, want) {
-				t.Errorf("%s lacks %q:\n%s", name, want, out)
+				t.Errorf("%s lacks %q:\n%s", c.name, want, out)
 			}
 		}
 	}

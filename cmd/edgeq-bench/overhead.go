@@ -135,7 +135,7 @@ func (seamStep) Wrap(route config.Route, next http.Handler) (http.Handler, error
 		return next, nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if proxy.OutcomeFrom(r.Context()) == nil {
+		if web.OutcomeFrom(r.Context()) == nil {
 			http.Error(w, "no outcome", http.StatusInternalServerError)
 			return
 		}

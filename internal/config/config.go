@@ -102,6 +102,13 @@ type Queue struct {
 	Turnstile        bool          `yaml:"turnstile"`
 }
 
+// DefaultQueue is a queue with every setting at its default (and no id).
+func DefaultQueue() Queue {
+	var q Queue
+	q.applyDefaults()
+	return q
+}
+
 func (q *Queue) applyDefaults() {
 	q.Capacity = 100
 	q.TokenTTL = 10 * time.Minute

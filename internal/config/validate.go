@@ -26,6 +26,13 @@ var (
 	wildcardInPath  = regexp.MustCompile(`\{([^{}]*)\}`)
 )
 
+// Queue duration bounds: a revocation is remembered for MaxTokenTTL; the waiting page polls at least
+// every MinAbandonAfter/3.
+const (
+	MaxTokenTTL     = 24 * time.Hour
+	MinAbandonAfter = 10 * time.Second
+)
+
 // Languages are the built-in page languages.
 var Languages = []string{"en", "zh-TW", "zh-CN"}
 
@@ -233,19 +240,50 @@ func (cfg *Config) checkQueues(c *check) {
 	seen := map[string]int{}
 	for i, q := range cfg.Queues {
 		p := fmt.Sprintf("queues[%d]", i)
-		c.id(p+".id", q.ID)
+		checkQueue(c, p, q)
 		if j, dup := seen[q.ID]; dup {
 			c.add(p+".id", "%q is already the id of queues[%d]", q.ID, j)
 		}
 		seen[q.ID] = i
-		if len(q.Title) > 200 {
-			c.add(p+".title", "must be at most 200 characters")
+	}
+}
+
+// ValidateQueue checks one queue's settings with the rules of the configuration file (for queues
+// created through the admin API); problem paths start at the queue's own keys.
+func ValidateQueue(q Queue) error {
+	c := &check{}
+	checkQueue(c, "", q)
+	for i := range c.problems {
+		c.problems[i].Path = strings.TrimPrefix(c.problems[i].Path, ".")
+	}
+	if len(c.problems) > 0 {
+		return asError(c.problems)
+	}
+	return nil
+}
+
+func checkQueue(c *check, p string, q Queue) {
+	c.id(p+".id", q.ID)
+	if len(q.Title) > 200 {
+		c.add(p+".title", "must be at most 200 characters")
+	}
+	c.atLeast(p+".capacity", int64(q.Capacity), 0)
+	c.atLeast(p+".release_per_minute", int64(q.ReleasePerMinute), 0)
+	c.durationAtLeast(p+".token_ttl", q.TokenTTL, time.Second)
+	if q.TokenTTL > MaxTokenTTL {
+		c.add(p+".token_ttl", "must be at most %s, not %s", MaxTokenTTL, q.TokenTTL)
+	}
+	c.durationAtLeast(p+".position_expiry", q.PositionExpiry, 0)
+	if q.AbandonAfter != 0 && q.AbandonAfter < MinAbandonAfter {
+		c.add(p+".abandon_after", "must be 0 (off) or at least %s, not %s: the waiting page must be able to poll in time", MinAbandonAfter, q.AbandonAfter)
+	}
+	for _, d := range []struct {
+		field string
+		value time.Duration
+	}{{"position_expiry", q.PositionExpiry}, {"abandon_after", q.AbandonAfter}, {"token_ttl", q.TokenTTL}} {
+		if d.value%time.Second != 0 {
+			c.add(p+"."+d.field, "%s is not a whole number of seconds", d.value)
 		}
-		c.atLeast(p+".capacity", int64(q.Capacity), 0)
-		c.atLeast(p+".release_per_minute", int64(q.ReleasePerMinute), 0)
-		c.durationAtLeast(p+".token_ttl", q.TokenTTL, time.Second)
-		c.durationAtLeast(p+".position_expiry", q.PositionExpiry, 0)
-		c.durationAtLeast(p+".abandon_after", q.AbandonAfter, 0)
 	}
 }
 

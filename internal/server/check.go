@@ -24,7 +24,7 @@ func Check(path string) ([]config.Problem, error) {
 		return problems, nil
 	}
 	var problems []config.Problem
-	if err := checkKeys(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+	if _, err := loadKeys(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		problems = append(problems, config.Problem{Path: "tokens", Reason: err.Error()})
 	}
 	assets := static.New(cfg.Server.Prefix + "/static/")

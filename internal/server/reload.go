@@ -16,6 +16,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/proxy"
+	"github.com/edgeq/edgeq/waitroom"
 )
 
 // gateway holds what a hot reload swaps (CONTRACT section 8).
@@ -26,6 +27,7 @@ type gateway struct {
 	logger  *slog.Logger
 	metrics *metrics.Metrics
 	proxy   *proxy.Proxy
+	room    *waitroom.Room
 
 	loadedSum [sha256.Size]byte // of the file last loaded, to skip events that changed nothing
 }
@@ -122,6 +124,13 @@ func (g *gateway) reload(trigger string, force bool) {
 	warnMissing(g.logger, table)
 	g.level.Set(parseLevel(next.Log.Level))
 	g.cfg.Store(config.WithHot(running, next))
+	// Queue settings go to the store (capacity changes take effect at once); the file was valid, so a
+	// store error here is not a refused reload: the room's tick keeps retrying missing queues.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := g.room.Apply(ctx, next.Queues, running.Queues); err != nil {
+		g.logger.Warn("queue settings not written to the store", "error", err.Error())
+	}
+	cancel()
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()
 	g.logger.Info("configuration reloaded", "trigger", trigger, "routes", strings.Join(table.Routes(), ","),
 		"log_level", next.Log.Level)

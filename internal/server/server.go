@@ -30,6 +30,7 @@ import (
 	"github.com/edgeq/edgeq/proxy"
 	"github.com/edgeq/edgeq/static"
 	"github.com/edgeq/edgeq/templates"
+	"github.com/edgeq/edgeq/waitroom"
 )
 
 // Options configures Run.
@@ -76,6 +77,7 @@ func Run(ctx context.Context, opts Options) error {
 	g := &gateway{
 		path:      opts.ConfigPath,
 		loadedSum: loadedSum,
+		room:      built.room,
 		level:     level,
 		logger:    logger,
 		metrics:   built.metrics,
@@ -96,6 +98,7 @@ func Run(ctx context.Context, opts Options) error {
 	health := store.NewHealth(built.store.Ping, cfg.StoreHealth, logger, built.metrics.ObserveStore)
 	var draining atomic.Bool
 	adminHandler := admin.Handler(admin.Options{
+		API:       []func(*http.ServeMux){built.room.RegisterAdmin},
 		APIKey:    cfg.Admin.APIKey,
 		Gatherer:  built.registry,
 		Responder: built.responder,
@@ -133,7 +136,15 @@ func Run(ctx context.Context, opts Options) error {
 	}
 
 	runCtx, stopBackground := context.WithCancel(context.Background())
+	// The configuration's queues are written to the store before serving; if the store is not
+	// reachable yet, the room's tick recreates them as soon as it is.
+	applyCtx, cancelApply := context.WithTimeout(runCtx, 5*time.Second)
+	if err := built.room.Apply(applyCtx, cfg.Queues, nil); err != nil {
+		logger.Warn("queues not written to the store yet; retrying in the background", "error", err.Error())
+	}
+	cancelApply()
 	var background sync.WaitGroup
+	background.Go(func() { built.room.Run(runCtx) })
 	background.Go(func() { health.Run(runCtx) })
 	fileWatch := g.watchFile()
 	background.Go(func() { g.watch(runCtx, fileWatch, opts.Reload) })
@@ -185,11 +196,13 @@ type parts struct {
 	metrics   *metrics.Metrics
 	responder *web.Responder
 	proxy     *proxy.Proxy
+	room      *waitroom.Room
 }
 
 // build turns a validated configuration into the running parts; any error is a start-up error.
 func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
-	if err := checkKeys(cfg, logger); err != nil {
+	keyring, err := loadKeys(cfg, logger)
+	if err != nil {
 		return nil, err
 	}
 	assets := static.New(cfg.Server.Prefix + "/static/")
@@ -219,8 +232,23 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry)
 
+	room := waitroom.New(waitroom.Options{
+		Store:     st,
+		Keyring:   keyring,
+		Verifier:  token.NewVerifier(keyring, cfg.Tokens.Issuer, cfg.Tokens.Leeway),
+		Issuer:    cfg.Tokens.Issuer,
+		IDKey:     keyring.DeriveKey("edgeq request ids v1"),
+		Prefix:    cfg.Server.Prefix,
+		Cookies:   waitroom.CookiePolicy{Secure: cfg.Tokens.CookieSecure},
+		Limits:    cfg.Limits,
+		Responder: responder,
+		Logger:    logger,
+	})
+	registry.MustRegister(room.Collector())
+
 	endpoints := http.NewServeMux()
 	endpoints.Handle("GET "+cfg.Server.Prefix+"/static/", assets)
+	room.Register(endpoints)
 
 	p := proxy.New(proxy.Options{
 		Origin:         origin,
@@ -228,6 +256,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Prefix:         cfg.Server.Prefix,
 		TrustedProxies: trusted,
 		Endpoints:      web.Routes(endpoints, responder),
+		Steps:          []proxy.Step{room.Gate()},
 		Responder:      responder,
 		Metrics:        m,
 		Logger:         logger,
@@ -239,28 +268,38 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	warnMissing(logger, table)
 	p.Use(table)
-	return &parts{store: st, registry: registry, metrics: m, responder: responder, proxy: p}, nil
+	return &parts{store: st, registry: registry, metrics: m, responder: responder, proxy: p, room: room}, nil
 }
 
-// checkKeys loads the token keys so a broken key file stops start-up instead of the first visitor.
-func checkKeys(cfg *config.Config, logger *slog.Logger) error {
-	if cfg.Tokens.SigningKeyFile == "" && len(cfg.Queues) > 0 {
-		logger.Warn("tokens.signing_key_file is empty: an ephemeral signing key will be used; tokens die with " +
-			"this process and other replicas cannot verify them (create a key with `edgeq keygen -out FILE`)")
-	}
-	if cfg.Tokens.SigningKeyFile != "" {
-		key, err := token.LoadSigningKey(cfg.Tokens.SigningKeyFile)
-		if err != nil {
-			return fmt.Errorf("tokens.signing_key_file: %w", err)
+// loadKeys loads the token keys, or makes an ephemeral signing key, so a broken key file stops
+// start-up instead of the first visitor.
+func loadKeys(cfg *config.Config, logger *slog.Logger) (*token.Keyring, error) {
+	var signing ed25519.PrivateKey
+	if cfg.Tokens.SigningKeyFile == "" {
+		if len(cfg.Queues) > 0 {
+			logger.Warn("tokens.signing_key_file is empty: an ephemeral signing key is used; tokens die with " +
+				"this process and other replicas cannot verify them (create a key with `edgeq keygen -out FILE`)")
 		}
-		logger.Info("signing key loaded", "kid", token.KeyID(key.Public().(ed25519.PublicKey)))
+		var err error
+		if signing, err = token.GenerateKey(); err != nil {
+			return nil, fmt.Errorf("ephemeral signing key: %w", err)
+		}
+	} else {
+		var err error
+		if signing, err = token.LoadSigningKey(cfg.Tokens.SigningKeyFile); err != nil {
+			return nil, fmt.Errorf("tokens.signing_key_file: %w", err)
+		}
+		logger.Info("signing key loaded", "kid", token.KeyID(signing.Public().(ed25519.PublicKey)))
 	}
+	var older []ed25519.PublicKey
 	for i, path := range cfg.Tokens.VerifyKeyFiles {
-		if _, err := token.LoadVerifyKey(path); err != nil {
-			return fmt.Errorf("tokens.verify_key_files[%d]: %w", i, err)
+		key, err := token.LoadVerifyKey(path)
+		if err != nil {
+			return nil, fmt.Errorf("tokens.verify_key_files[%d]: %w", i, err)
 		}
+		older = append(older, key)
 	}
-	return nil
+	return token.NewKeyring(signing, older...), nil
 }
 
 // warnMissing logs routes whose gate this build cannot enforce; they answer 503 GATE_UNAVAILABLE.

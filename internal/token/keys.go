@@ -4,6 +4,7 @@ package token
 
 import (
 	"crypto/ed25519"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
@@ -96,4 +97,13 @@ func KeyID(pub ed25519.PublicKey) string {
 	canonical := `{"crv":"Ed25519","kty":"OKP","x":"` + base64.RawURLEncoding.EncodeToString(pub) + `"}`
 	sum := sha256.Sum256([]byte(canonical))
 	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// DeriveKey derives a secret for another purpose from the signing key (HMAC-SHA256 of the purpose
+// under the key's seed), so operators manage one secret, and every replica with the same signing key
+// derives the same value.
+func (k *Keyring) DeriveKey(purpose string) []byte {
+	m := hmac.New(sha256.New, k.signing.Seed())
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
 }

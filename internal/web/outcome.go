@@ -1,4 +1,4 @@
-package proxy
+package web
 
 import (
 	"context"
@@ -17,7 +17,12 @@ type Outcome struct {
 	TransportError bool   // no answer: refused, reset, timed out
 	Command        string // the origin's Edgeq-Command header, removed from the response
 
-	started time.Time // when forwarding began, for edgeq_origin_duration_seconds
+	Started time.Time // when forwarding began, for edgeq_origin_duration_seconds
+}
+
+// WithOutcome returns ctx carrying a fresh Outcome.
+func WithOutcome(ctx context.Context) context.Context {
+	return context.WithValue(ctx, outcomeKey{}, &Outcome{})
 }
 
 type outcomeKey struct{}

@@ -1,0 +1,393 @@
+package waitroom
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Errors of the admin queue API.
+var (
+	errQueueExistsAPI   = &web.Error{Status: http.StatusConflict, Code: "QUEUE_EXISTS", Message: "A queue with this id exists."}
+	errQueueMissingAPI  = &web.Error{Status: http.StatusNotFound, Code: "QUEUE_NOT_FOUND", Message: "There is no such queue."}
+	errRequestMissing   = &web.Error{Status: http.StatusNotFound, Code: "REQUEST_NOT_FOUND", Message: "There is no such request in this queue."}
+	errNotServedAPI     = &web.Error{Status: http.StatusConflict, Code: "NOT_SERVED", Message: "A waiting visitor cannot complete: it has not been served."}
+	errAlreadyFinishAPI = &web.Error{Status: http.StatusConflict, Code: "ALREADY_FINISHED", Message: "This visitor's session is already over."}
+)
+
+const (
+	maxIncrementBy    = 100_000 // bounds the work of one increment_serving_position
+	maxAdminBodyBytes = 64 << 10
+)
+
+// RegisterAdmin adds the queue API of CONTRACT section 7 (seed 004's private API) to the admin mux.
+func (r *Room) RegisterAdmin(mux *http.ServeMux) {
+	mux.HandleFunc("POST /api/queue", r.adminCreate)
+	mux.HandleFunc("PUT /api/queue", r.adminUpdate)
+	mux.HandleFunc("GET /api/queue/{id}", r.adminGet)
+	mux.HandleFunc("DELETE /api/queue/{id}", r.adminDelete)
+	mux.HandleFunc("POST /api/queue/increment_serving_position", r.adminIncrement)
+	mux.HandleFunc("POST /api/queue/update_token_status", r.adminUpdateTokenStatus)
+	mux.HandleFunc("GET /api/queue/{queue_id}/active_token_num", r.adminActiveTokens)
+	mux.HandleFunc("GET /api/queues", r.adminList)
+}
+
+// queueRequest is the JSON body of POST/PUT /api/queue. Pointers tell absent fields from zero: on PUT
+// only the fields present change; on POST absent fields take the configuration defaults.
+type queueRequest struct {
+	ID                        *string `json:"id"`
+	QueueID                   *string `json:"queue_id"`
+	Title                     *string `json:"title"`
+	Capacity                  *int64  `json:"capacity"`
+	ReleasePerMinute          *int64  `json:"release_per_minute"`
+	TokenValiditySecond       *int64  `json:"token_validity_second"`
+	EnableQueuePositionExpiry *bool   `json:"enable_queue_position_expiry"`
+	PositionExpirySecond      *int64  `json:"position_expiry_second"`
+	AbandonAfterSecond        *int64  `json:"abandon_after_second"`
+	Turnstile                 *bool   `json:"turnstile"`
+}
+
+// QueueInfo is a queue as the admin API shows it: seed 004's fields, edgeq's settings and live counters.
+type QueueInfo struct {
+	ID                        string  `json:"id"`
+	QueueID                   string  `json:"queue_id"`
+	Title                     string  `json:"title"`
+	Capacity                  int64   `json:"capacity"`
+	ReleasePerMinute          int64   `json:"release_per_minute"`
+	TokenValiditySecond       int64   `json:"token_validity_second"`
+	EnableQueuePositionExpiry bool    `json:"enable_queue_position_expiry"`
+	PositionExpirySecond      int64   `json:"position_expiry_second"`
+	AbandonAfterSecond        int64   `json:"abandon_after_second"`
+	Turnstile                 bool    `json:"turnstile"`
+	FromConfig                bool    `json:"from_config"`
+	ServingPos                int64   `json:"serving_pos"`
+	AssignedPos               int64   `json:"assigned_pos"`
+	WaitingNum                int64   `json:"waiting_num"`
+	ActiveNum                 int64   `json:"active_num"`
+	ServingRate               float64 `json:"serving_rate_per_second"`
+}
+
+func (r *Room) info(id string, s *snapshot) QueueInfo {
+	_, fromConfig := (*r.configured.Load())[id]
+	return QueueInfo{
+		ID: id, QueueID: id, Title: s.Title, Capacity: s.Capacity, ReleasePerMinute: s.ReleasePerMinute,
+		TokenValiditySecond: int64(s.TokenTTL / time.Second), EnableQueuePositionExpiry: s.PositionExpiry > 0,
+		PositionExpirySecond: int64(s.PositionExpiry / time.Second), AbandonAfterSecond: int64(s.AbandonAfter / time.Second),
+		Turnstile: s.Turnstile, FromConfig: fromConfig, ServingPos: s.Serving, AssignedPos: s.Counter,
+		WaitingNum: s.Waiting(), ActiveNum: s.Tokens(), ServingRate: s.ServingRate,
+	}
+}
+
+func decodeJSON(w http.ResponseWriter, req *http.Request, v any) *web.Error {
+	req.Body = http.MaxBytesReader(w, req.Body, maxAdminBodyBytes)
+	dec := json.NewDecoder(req.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	if dec.More() {
+		return ErrInvalidRequest.Because(errors.New("trailing data after the JSON object"))
+	}
+	return nil
+}
+
+// toSettings merges a request over base and validates the result with the configuration's rules.
+func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
+	id := base.ID
+	for _, v := range []*string{q.QueueID, q.ID} {
+		if v != nil {
+			if id != "" && *v != id {
+				return base, ErrInvalidRequest.Because(errors.New("id and queue_id differ"))
+			}
+			id = *v
+		}
+	}
+	s := base
+	s.ID = id
+	if q.Title != nil {
+		s.Title = *q.Title
+	}
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&s.Capacity, q.Capacity)
+	set(&s.ReleasePerMinute, q.ReleasePerMinute)
+	set(&s.TokenTTL, q.TokenValiditySecond)
+	set(&s.PositionExpiry, q.PositionExpirySecond)
+	set(&s.AbandonAfter, q.AbandonAfterSecond)
+	if q.EnableQueuePositionExpiry != nil && !*q.EnableQueuePositionExpiry {
+		s.PositionExpiry = 0
+	}
+	if q.Turnstile != nil {
+		s.Turnstile = *q.Turnstile
+	}
+	if s.Title == "" {
+		s.Title = s.ID
+	}
+	// The same rules as the configuration file, reported with the API's field names.
+	cq := config.Queue{
+		ID: s.ID, Title: s.Title, Capacity: int(s.Capacity), ReleasePerMinute: int(s.ReleasePerMinute),
+		TokenTTL: time.Duration(s.TokenTTL) * time.Second, PositionExpiry: time.Duration(s.PositionExpiry) * time.Second,
+		AbandonAfter: time.Duration(s.AbandonAfter) * time.Second, Turnstile: s.Turnstile,
+	}
+	if err := config.ValidateQueue(cq); err != nil {
+		return s, ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err)
+	}
+	return s, nil
+}
+
+func defaultSettings() settings { return settingsOf(config.DefaultQueue()) }
+
+func (r *Room) adminCreate(w http.ResponseWriter, req *http.Request) {
+	var body queueRequest
+	if e := decodeJSON(w, req, &body); e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	s, e := body.toSettings(defaultSettings())
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	if _, err := r.upsert(req.Context(), "create", s); err != nil {
+		r.adminStoreError(w, req, err)
+		return
+	}
+	r.writeQueue(w, req, s.ID)
+}
+
+func (r *Room) adminUpdate(w http.ResponseWriter, req *http.Request) {
+	var body queueRequest
+	if e := decodeJSON(w, req, &body); e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	id := ""
+	for _, v := range []*string{body.QueueID, body.ID} {
+		if v != nil {
+			id = *v
+		}
+	}
+	if !config.ID.MatchString(id) {
+		r.responder.Error(w, req, ErrInvalidRequest.With("field", "queue_id"))
+		return
+	}
+	current := r.snapshotOf(req.Context(), id)
+	if current == nil {
+		r.responder.Error(w, req, errQueueMissingAPI)
+		return
+	}
+	s, e := body.toSettings(settingsOfSnapshot(id, current))
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	if _, err := r.upsert(req.Context(), "update", s); err != nil {
+		r.adminStoreError(w, req, err)
+		return
+	}
+	r.writeQueue(w, req, id)
+}
+
+func settingsOfSnapshot(id string, s *snapshot) settings {
+	return settings{
+		ID: id, Title: s.Title, Capacity: s.Capacity, ReleasePerMinute: s.ReleasePerMinute,
+		TokenTTL: int64(s.TokenTTL / time.Second), PositionExpiry: int64(s.PositionExpiry / time.Second),
+		AbandonAfter: int64(s.AbandonAfter / time.Second), Turnstile: s.Turnstile,
+	}
+}
+
+func (r *Room) adminStoreError(w http.ResponseWriter, req *http.Request, err error) {
+	switch {
+	case errors.Is(err, errQueueExists):
+		r.responder.Error(w, req, errQueueExistsAPI)
+	case errors.Is(err, errQueueNotFound):
+		r.responder.Error(w, req, errQueueMissingAPI)
+	default:
+		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+	}
+}
+
+func (r *Room) writeQueue(w http.ResponseWriter, req *http.Request, id string) {
+	s := r.snapshotOf(req.Context(), id)
+	if s == nil {
+		r.responder.Error(w, req, errQueueMissingAPI)
+		return
+	}
+	web.WriteJSON(w, http.StatusOK, r.info(id, s))
+}
+
+func (r *Room) adminGet(w http.ResponseWriter, req *http.Request) {
+	id := req.PathValue("id")
+	if !config.ID.MatchString(id) {
+		r.responder.Error(w, req, ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	if q := r.tracked(id); q != nil {
+		r.refresh(req.Context(), q) // the admin API shows the latest, not the last tick
+	}
+	r.writeQueue(w, req, id)
+}
+
+func (r *Room) adminDelete(w http.ResponseWriter, req *http.Request) {
+	id := req.PathValue("id")
+	if !config.ID.MatchString(id) {
+		r.responder.Error(w, req, ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	existed, err := r.scripts.remove.Run(req.Context(), r.client, queueKeys(r.keys, id)).Int()
+	if err != nil {
+		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+		return
+	}
+	if existed == 0 {
+		r.responder.Error(w, req, errQueueMissingAPI)
+		return
+	}
+	r.client.SRem(req.Context(), queueIndexKey(r.keys), id)
+	r.untrack(id)
+	result := map[string]any{"id": id, "deleted": true}
+	if _, fromConfig := (*r.configured.Load())[id]; fromConfig {
+		// The configuration file declares it: it comes back empty, with a new epoch.
+		r.logger.Warn("queue of the configuration file deleted through the API: it is recreated empty", "queue", id)
+		r.track(id)
+		r.refresh(req.Context(), r.tracked(id))
+		result["recreated_from_config"] = true
+	}
+	web.WriteJSON(w, http.StatusOK, result)
+}
+
+// formFields reads the form body of the seed-004 POST endpoints.
+func formFields(w http.ResponseWriter, req *http.Request) *web.Error {
+	req.Body = http.MaxBytesReader(w, req.Body, maxAdminBodyBytes)
+	if err := req.ParseForm(); err != nil {
+		return bodyError(err)
+	}
+	return nil
+}
+
+func (r *Room) adminIncrement(w http.ResponseWriter, req *http.Request) {
+	if e := formFields(w, req); e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	id := req.PostForm.Get("queue_id")
+	n, err := strconv.ParseInt(req.PostForm.Get("increment_by"), 10, 64)
+	if !config.ID.MatchString(id) || err != nil || n < 1 || n > int64(maxIncrementBy) {
+		r.responder.Error(w, req, ErrInvalidRequest.With("problems",
+			fmt.Sprintf("queue_id must be a queue id and increment_by an integer 1..%d", maxIncrementBy)))
+		return
+	}
+	res := r.scripts.run(req.Context(), r.client, r.scripts.increment, queueKeys(r.keys, id), n)
+	code, serving := res.int(0), res.int(1)
+	if res.err != nil {
+		r.responder.Error(w, req, ErrStoreUnavailable.Because(res.err))
+		return
+	}
+	if code == 1 {
+		r.responder.Error(w, req, errQueueMissingAPI)
+		return
+	}
+	if q := r.tracked(id); q != nil {
+		r.refresh(req.Context(), q)
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"serving_pos": serving})
+}
+
+// UpdateTokenStatus ends a visitor's session: status 1 COMPLETED, 2 ABANDONED (seed 004).
+func (r *Room) adminUpdateTokenStatus(w http.ResponseWriter, req *http.Request) {
+	if e := formFields(w, req); e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	id, requestID := req.PostForm.Get("queue_id"), req.PostForm.Get("request_id")
+	var final State
+	switch req.PostForm.Get("status") {
+	case "1":
+		final = StateCompleted
+	case "2":
+		final = StateAbandoned
+	default:
+		r.responder.Error(w, req, ErrInvalidRequest.With("field", "status"))
+		return
+	}
+	if !config.ID.MatchString(id) {
+		r.responder.Error(w, req, ErrInvalidRequest.With("field", "queue_id"))
+		return
+	}
+	s := r.snapshotOf(req.Context(), id)
+	if s == nil {
+		r.responder.Error(w, req, errQueueMissingAPI)
+		return
+	}
+	pos, e := r.requestFor(id, requestID, s)
+	if e != nil {
+		if e == ErrRequestNotFound {
+			e = errRequestMissing
+		}
+		r.responder.Error(w, req, e)
+		return
+	}
+	state, err := r.finish(req.Context(), id, s.Epoch, pos, final)
+	switch {
+	case errors.Is(err, errRequestNotFound):
+		r.responder.Error(w, req, errRequestMissing)
+	case errors.Is(err, errNotServed):
+		r.responder.Error(w, req, errNotServedAPI)
+	case errors.Is(err, errAlreadyFinished):
+		if state == final {
+			web.WriteJSON(w, http.StatusOK, map[string]any{"queue_id": id, "request_id": requestID, "queue_status": state.Status()})
+			return
+		}
+		r.responder.Error(w, req, errAlreadyFinishAPI.With("queue_status", state.Status()))
+	case err != nil:
+		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+	default:
+		web.WriteJSON(w, http.StatusOK, map[string]any{"queue_id": id, "request_id": requestID, "queue_status": state.Status()})
+	}
+}
+
+func (r *Room) adminActiveTokens(w http.ResponseWriter, req *http.Request) {
+	id := req.PathValue("queue_id")
+	if !config.ID.MatchString(id) {
+		r.responder.Error(w, req, ErrInvalidRequest.With("field", "queue_id"))
+		return
+	}
+	s := r.snapshotOf(req.Context(), id)
+	if s == nil {
+		r.responder.Error(w, req, errQueueMissingAPI)
+		return
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"active_num": s.Tokens()})
+}
+
+func (r *Room) adminList(w http.ResponseWriter, req *http.Request) {
+	r.discover(req.Context())
+	items := []QueueInfo{}
+	for _, q := range r.all() {
+		if s := q.snap.Load(); s != nil {
+			items = append(items, r.info(q.id, s))
+		}
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(items)})
+}
+
+// Queues returns every tracked queue, for the metrics collector and the dashboard.
+func (r *Room) Queues(ctx context.Context) []QueueInfo {
+	var out []QueueInfo
+	for _, q := range r.all() {
+		if s := q.snap.Load(); s != nil {
+			out = append(out, r.info(q.id, s))
+		}
+	}
+	return out
+}

@@ -1,0 +1,442 @@
+package waitroom
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ratelimit"
+	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Errors of the waiting-room endpoints (CONTRACT section 3).
+var (
+	ErrInvalidRequest   = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST", Message: "The request is missing a field or has a malformed one."}
+	ErrQueueNotFound    = &web.Error{Status: http.StatusBadRequest, Code: "QUEUE_NOT_FOUND", Message: "There is no such queue."}
+	ErrRequestNotFound  = &web.Error{Status: http.StatusNotFound, Code: "REQUEST_NOT_FOUND", Message: "This place in the queue is unknown."}
+	ErrExpired          = &web.Error{Status: http.StatusGone, Code: "EXPIRED", Message: "This place in the queue is no longer valid. Please join the queue again."}
+	ErrNotYetServed     = &web.Error{Status: http.StatusAccepted, Code: "NOT_YET_SERVED", Message: "Your turn has not come yet."}
+	ErrRateLimited      = &web.Error{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED", Message: "Too many requests from your network. Please wait a moment."}
+	ErrStoreUnavailable = &web.Error{Status: http.StatusServiceUnavailable, Code: "STORE_UNAVAILABLE", Message: "The waiting room is briefly unavailable. Please try again in a moment.", RetryAfter: 5 * time.Second}
+	ErrQueueRequired    = &web.Error{Status: http.StatusForbidden, Code: "QUEUE_REQUIRED", Message: "This page needs a place in the waiting room first."}
+	ErrTurnstileMissing = &web.Error{Status: http.StatusServiceUnavailable, Code: "GATE_UNAVAILABLE", Message: "This queue requires a bot check that this build of edgeq does not provide yet."}
+)
+
+// maxFormBytes bounds the bodies of assign_queue_pos and generate_token: a few short fields.
+const maxFormBytes = 16 << 10
+
+// Register adds the public waiting-room endpoints under the prefix to mux.
+func (r *Room) Register(mux *http.ServeMux) {
+	p := r.opts.Prefix
+	mux.HandleFunc("POST "+p+"/assign_queue_pos", r.handleAssign)
+	mux.HandleFunc("GET "+p+"/queue_pos/{queue_id}/{request_id}", r.handleQueuePos)
+	mux.HandleFunc("GET "+p+"/serving_pos/{queue_id}", r.handleServingPos)
+	mux.HandleFunc("GET "+p+"/waiting_num/{queue_id}", r.handleWaitingNum)
+	mux.HandleFunc("POST "+p+"/generate_token", r.handleGenerateToken)
+	mux.HandleFunc("GET "+p+"/status/{queue_id}/{request_id}", r.handleStatus)
+	mux.HandleFunc("GET "+p+"/jwks.json", r.handleJWKS)
+	mux.HandleFunc("GET "+p+"/wait/{queue_id}", r.handleWait)
+}
+
+// fields reads a form (urlencoded or multipart) or JSON object body into strings.
+func fields(w http.ResponseWriter, req *http.Request, names ...string) (map[string]string, error) {
+	req.Body = http.MaxBytesReader(w, req.Body, maxFormBytes)
+	out := make(map[string]string, len(names))
+	mediaType, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if mediaType == "application/json" {
+		var body map[string]any
+		dec := json.NewDecoder(req.Body)
+		dec.UseNumber()
+		if err := dec.Decode(&body); err != nil {
+			return nil, err
+		}
+		for _, n := range names {
+			switch v := body[n].(type) {
+			case string:
+				out[n] = v
+			case json.Number:
+				out[n] = v.String()
+			case nil:
+			default:
+				return nil, errors.New(n + " must be a string")
+			}
+		}
+		return out, nil
+	}
+	if err := req.ParseForm(); err != nil {
+		return nil, err
+	}
+	for _, n := range names {
+		out[n] = req.PostForm.Get(n)
+	}
+	return out, nil
+}
+
+func bodyError(err error) *web.Error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return web.ErrPayloadTooLarge
+	}
+	return ErrInvalidRequest.Because(err)
+}
+
+// queueFor validates a queue id and returns its snapshot.
+func (r *Room) queueFor(ctx context.Context, id string) (*snapshot, *web.Error) {
+	if !config.ID.MatchString(id) {
+		return nil, ErrInvalidRequest.With("field", "queue_id")
+	}
+	s := r.snapshotOf(ctx, id)
+	if s == nil {
+		return nil, ErrQueueNotFound
+	}
+	return s, nil
+}
+
+// requestFor resolves a request id of a queue to its position.
+func (r *Room) requestFor(queueID, requestID string, s *snapshot) (int64, *web.Error) {
+	if _, ok := parseUUID(requestID); !ok {
+		return 0, ErrInvalidRequest.With("field", "request_id")
+	}
+	// A genuine id was minted for an assigned position, even if this replica's snapshot is too old
+	// to count it yet; the scripts check positions against the store.
+	pos, ok := r.ids.position(queueID, s.Epoch, requestID)
+	if !ok {
+		return 0, ErrRequestNotFound
+	}
+	return pos, nil
+}
+
+// allowPoll applies limits.status_per_ip_per_minute, in process: polls must never cost a Redis call.
+func (r *Room) allowPoll(req *http.Request) *web.Error {
+	limit := ratelimit.PerMinute(r.limits.StatusPerIPPerMinute)
+	ok, retry := r.polls.Allow(ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP), limit)
+	if !ok {
+		e := *ErrRateLimited
+		e.RetryAfter = retry
+		return &e
+	}
+	return nil
+}
+
+// allowJoin applies limits.join_per_ip_per_minute on Redis, shared by every replica.
+func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
+	limit := ratelimit.PerMinute(r.limits.JoinPerIPPerMinute)
+	key := r.keys.Global("rl:"+ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP), "join")
+	ok, retry, err := r.joins.Allow(ctx, key, limit)
+	if err != nil {
+		return ErrStoreUnavailable.Because(err)
+	}
+	if !ok {
+		e := *ErrRateLimited
+		e.RetryAfter = retry
+		return &e
+	}
+	return nil
+}
+
+// joined is the outcome of a join.
+type joined struct {
+	RequestID string
+	Position  int64
+	State     State
+	IssuedAt  int64 // set when the join was served at once with claim
+	Expires   int64
+}
+
+// join gives the visitor a position in the queue, or the one its request cookie already holds while
+// that is not finished: assign_queue_pos is idempotent per browser.
+func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool) (joined, *web.Error) {
+	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok {
+		st := StateWaiting
+		if pos <= s.Serving {
+			var err error
+			if st, err = r.lookup(ctx, queueID, s.Epoch, pos); err != nil {
+				return joined{}, ErrStoreUnavailable.Because(err)
+			}
+		}
+		if !st.Final() {
+			r.heartbeat(queueID, s, pos)
+			return joined{RequestID: id, Position: pos, State: st}, nil
+		}
+	}
+	if e := r.allowJoin(ctx, req); e != nil {
+		return joined{}, e
+	}
+	flag := "0"
+	if claim {
+		flag = "1"
+	}
+	res := r.scripts.run(ctx, r.client, r.scripts.assign, queueKeys(r.keys, queueID), flag, 0)
+	code, pos, epoch, st, iat, exp := res.int(0), res.int(1), res.str(3), State(res.int(4)), res.int(5), res.int(6)
+	if res.err != nil {
+		return joined{}, ErrStoreUnavailable.Because(res.err)
+	}
+	if code == 1 {
+		return joined{}, ErrQueueNotFound
+	}
+	if st == StateToken {
+		r.tokensIssued.WithLabelValues(queueID).Inc()
+	}
+	id := r.ids.make(queueID, epoch, pos)
+	r.opts.Cookies.set(w, req, r.cookieName("rq", queueID), id, requestCookieLife)
+	return joined{RequestID: id, Position: pos, State: st, IssuedAt: iat, Expires: exp}, nil
+}
+
+// lookup reads the state of a position that the serving position has reached.
+func (r *Room) lookup(ctx context.Context, queueID, epoch string, pos int64) (State, error) {
+	res := r.scripts.run(ctx, r.client, r.scripts.lookup, queueKeys(r.keys, queueID), pos, epoch)
+	code, st := res.int(0), State(res.int(1))
+	if res.err != nil {
+		return 0, res.err
+	}
+	if code == 1 {
+		return 0, errRequestNotFound
+	}
+	return st, nil
+}
+
+func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
+	f, err := fields(w, req, "queue_id", "cf-turnstile-response", "turnstile_token")
+	if err != nil {
+		r.responder.Error(w, req, bodyError(err))
+		return
+	}
+	s, e := r.queueFor(req.Context(), f["queue_id"])
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	if s.Turnstile {
+		r.responder.Error(w, req, ErrTurnstileMissing)
+		return
+	}
+	j, e := r.join(req.Context(), w, req, f["queue_id"], s, false)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"request_id": j.RequestID})
+}
+
+func (r *Room) handleQueuePos(w http.ResponseWriter, req *http.Request) {
+	if e := r.allowPoll(req); e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	queueID := req.PathValue("queue_id")
+	s, e := r.queueFor(req.Context(), queueID)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	pos, e := r.requestFor(queueID, req.PathValue("request_id"), s)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	if pos <= s.Serving {
+		st, err := r.lookup(req.Context(), queueID, s.Epoch, pos)
+		if err != nil {
+			r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+			return
+		}
+		if st.Final() {
+			r.responder.Error(w, req, ErrExpired.With("queue_status", st.Status()))
+			return
+		}
+	}
+	r.heartbeat(queueID, s, pos)
+	web.WriteJSON(w, http.StatusOK, map[string]any{"position": pos})
+}
+
+func (r *Room) handleServingPos(w http.ResponseWriter, req *http.Request) {
+	s, e := r.queueFor(req.Context(), req.PathValue("queue_id"))
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	r.touch(req, req.PathValue("queue_id"), s)
+	web.WriteJSON(w, http.StatusOK, map[string]any{"position": s.Serving})
+}
+
+func (r *Room) handleWaitingNum(w http.ResponseWriter, req *http.Request) {
+	s, e := r.queueFor(req.Context(), req.PathValue("queue_id"))
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	r.touch(req, req.PathValue("queue_id"), s)
+	web.WriteJSON(w, http.StatusOK, map[string]any{"waiting_num": s.Waiting()})
+}
+
+// touch records a heartbeat for the visitor of the request cookie, if any.
+func (r *Room) touch(req *http.Request, queueID string, s *snapshot) {
+	if _, pos, ok := r.requestFromCookie(req, queueID, s); ok {
+		r.heartbeat(queueID, s, pos)
+	}
+}
+
+// issued is a token ready to hand out.
+type issued struct {
+	Raw     string
+	Expires time.Time
+}
+
+// issueToken runs token.lua for a position and signs the token it describes. A position not reached
+// yet gives ErrNotYetServed, a finished one ErrExpired.
+func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requestID string, pos int64) (issued, *web.Error) {
+	res := r.scripts.run(ctx, r.client, r.scripts.token, queueKeys(r.keys, queueID), pos, s.Epoch)
+	code, st, iat, exp, tsv, fresh := res.int(0), State(res.int(1)), res.int(2), res.int(3), res.int(4), res.int(5)
+	if res.err != nil {
+		return issued{}, ErrStoreUnavailable.Because(res.err)
+	}
+	switch code {
+	case 1:
+		return issued{}, ErrRequestNotFound
+	case 2:
+		return issued{}, ErrNotYetServed.With("queue_position", pos).With("serving_position", s.Serving)
+	case 3:
+		return issued{}, ErrExpired.With("queue_status", st.Status())
+	}
+	if fresh == 1 {
+		r.tokensIssued.WithLabelValues(queueID).Inc()
+	}
+	return r.sign(queueID, s.Epoch, requestID, pos, iat, exp, tsv)
+}
+
+// sign builds the token of a position. Its claims depend only on stored values, and Ed25519 is
+// deterministic, so issuing again while the token is live returns the very same token.
+func (r *Room) sign(queueID, epoch, requestID string, pos, iat, exp, tsv int64) (issued, *web.Error) {
+	raw, err := r.opts.Keyring.Sign(token.Claims{
+		Issuer: r.opts.Issuer, Queue: queueID, RequestID: requestID, Position: pos,
+		IssuedAt: iat, NotBefore: iat, Expires: exp, ID: tokenID(queueID, epoch, pos, iat), TurnstileAt: tsv,
+	})
+	if err != nil {
+		return issued{}, web.ErrInternal.Because(err)
+	}
+	return issued{Raw: raw, Expires: time.Unix(exp, 0)}, nil
+}
+
+// tokenID is a token's jti: unique per queue incarnation, position and issue time.
+func tokenID(queueID, epoch string, pos, iat int64) string {
+	h := sha256.New()
+	h.Write([]byte(queueID + "\x00" + epoch + "\x00"))
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[0:8], uint64(pos))
+	binary.BigEndian.PutUint64(b[8:16], uint64(iat))
+	h.Write(b[:])
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+// setTokenCookie hands a token to a browser.
+func (r *Room) setTokenCookie(w http.ResponseWriter, req *http.Request, queueID string, t issued) {
+	r.opts.Cookies.set(w, req, r.cookieName("tk", queueID), t.Raw, time.Until(t.Expires))
+}
+
+func (r *Room) handleGenerateToken(w http.ResponseWriter, req *http.Request) {
+	f, err := fields(w, req, "queue_id", "request_id")
+	if err != nil {
+		r.responder.Error(w, req, bodyError(err))
+		return
+	}
+	queueID := f["queue_id"]
+	s, e := r.queueFor(req.Context(), queueID)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	pos, e := r.requestFor(queueID, f["request_id"], s)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	r.heartbeat(queueID, s, pos)
+	t, e := r.issueToken(req.Context(), queueID, s, f["request_id"], pos)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	r.setTokenCookie(w, req, queueID, t)
+	web.WriteJSON(w, http.StatusOK, map[string]any{
+		"access_token": t.Raw, "token_type": "Bearer", "expires_in": max(0, int64(time.Until(t.Expires)/time.Second)),
+	})
+}
+
+// Status is the body of GET status (seed 000's names).
+type Status struct {
+	QueueID           string `json:"queue_id"`
+	RequestID         string `json:"request_id"`
+	QueueStatus       string `json:"queue_status"`
+	QueuePosition     int64  `json:"queue_position"`
+	ServingPosition   int64  `json:"serving_position"`
+	Ahead             int64  `json:"ahead"`
+	TotalInWaiting    int64  `json:"total_in_waiting"`
+	TotalInActive     int64  `json:"total_in_active"`
+	EstimatedWaitTime int64  `json:"estimated_wait_time"` // seconds; -1 unknown
+}
+
+// status describes a visitor's place. Waiting visitors are answered from the snapshot alone; only a
+// visitor the serving position has reached costs a lookup.
+func (r *Room) status(ctx context.Context, queueID, requestID string, pos int64, s *snapshot) (Status, error) {
+	st := Status{
+		QueueID: queueID, RequestID: requestID, QueueStatus: StateWaiting.Status(), QueuePosition: pos,
+		ServingPosition: s.Serving, Ahead: max(0, pos-s.Serving-1), TotalInWaiting: s.Waiting(),
+		TotalInActive: s.Active, EstimatedWaitTime: s.eta(pos - s.Serving),
+	}
+	if pos <= s.Serving {
+		state, err := r.lookup(ctx, queueID, s.Epoch, pos)
+		if err != nil {
+			return st, err
+		}
+		st.QueueStatus = state.Status()
+	}
+	return st, nil
+}
+
+func (r *Room) handleStatus(w http.ResponseWriter, req *http.Request) {
+	if e := r.allowPoll(req); e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	queueID, requestID := req.PathValue("queue_id"), req.PathValue("request_id")
+	s, e := r.queueFor(req.Context(), queueID)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	pos, e := r.requestFor(queueID, requestID, s)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
+	st, err := r.status(req.Context(), queueID, requestID, pos, s)
+	if err != nil {
+		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+		return
+	}
+	r.heartbeat(queueID, s, pos)
+	code := http.StatusOK
+	if st.QueueStatus != "waiting" && st.QueueStatus != "served" {
+		code = http.StatusGone
+	}
+	web.WriteJSON(w, code, st)
+}
+
+func (r *Room) handleJWKS(w http.ResponseWriter, req *http.Request) {
+	body := r.opts.Keyring.JWKS()
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, string(body))
+}

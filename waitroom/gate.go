@@ -1,0 +1,151 @@
+package waitroom
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Gate is the queue step of the gate chain (CONTRACT section 4, step 1): a route with a queue needs a
+// valid access token for that queue. It satisfies proxy.Step.
+type Gate struct{ room *Room }
+
+// Gate returns the room's gate step.
+func (r *Room) Gate() Gate { return Gate{room: r} }
+
+// Requirement is the route setting this step enforces (proxy.RequireQueue).
+func (Gate) Requirement() string { return "queue" }
+
+// Headers edgeq adds for the origin on gated requests.
+const (
+	HeaderQueueID   = "Edgeq-Queue-Id"
+	HeaderRequestID = "Edgeq-Request-Id"
+)
+
+// Wrap returns the route's handler: next when the route has no queue.
+func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) {
+	if route.Queue == "" {
+		return next, nil
+	}
+	queueID, r := route.Queue, g.room
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ctx := req.Context()
+		// A valid token costs no Redis call: the signature check is cached, the epoch comes from the
+		// snapshot and revocations arrive by pub/sub.
+		if claims, fromHeader, ok := r.validToken(ctx, req, queueID); ok {
+			r.forward(w, req, next, queueID, claims, fromHeader)
+			return
+		}
+		if !web.WantsHTML(req) {
+			waitURL := r.waitURL(queueID, req.URL.RequestURI())
+			r.responder.Error(w, req, ErrQueueRequired.With("wait_url", waitURL))
+			return
+		}
+		r.admit(w, req, next, queueID)
+	}), nil
+}
+
+// validToken finds the request's token for queueID (the queue's cookie, or Authorization: Bearer) and
+// checks it: signature, claims, audience, the request id inside it, and revocation.
+func (r *Room) validToken(ctx context.Context, req *http.Request, queueID string) (token.Claims, bool, bool) {
+	s := r.snapshotOf(ctx, queueID)
+	if s == nil {
+		return token.Claims{}, false, false
+	}
+	check := func(raw string) (token.Claims, bool) {
+		c, err := r.opts.Verifier.Verify(raw, queueID)
+		if err != nil {
+			return c, false
+		}
+		// The request id binds the token to this incarnation of the queue and to its position.
+		pos, ok := r.ids.position(queueID, s.Epoch, c.RequestID)
+		if !ok || pos != c.Position || r.isRevoked(queueID, s.Epoch, pos) {
+			return c, false
+		}
+		return c, true
+	}
+	if cookie, err := req.Cookie(r.cookieName("tk", queueID)); err == nil {
+		if c, ok := check(cookie.Value); ok {
+			return c, false, true
+		}
+	}
+	if raw, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok {
+		if c, ok := check(strings.TrimSpace(raw)); ok {
+			return c, true, true
+		}
+	}
+	return token.Claims{}, false, false
+}
+
+// forward sends a request with a valid token on, telling the origin who it is, and acts on an
+// Edgeq-Command the origin answers with.
+func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handler, queueID string, c token.Claims, fromHeader bool) {
+	if fromHeader {
+		req.Header.Del("Authorization") // edgeq's token is none of the origin's business
+	}
+	req.Header.Set(HeaderQueueID, queueID)
+	req.Header.Set(HeaderRequestID, c.RequestID)
+	next.ServeHTTP(w, req)
+	o := web.OutcomeFrom(req.Context())
+	if o == nil || o.Command == "" {
+		return
+	}
+	final := StateCompleted
+	switch strings.ToLower(strings.TrimSpace(o.Command)) {
+	case "complete":
+	case "abandon":
+		final = StateAbandoned
+	default:
+		web.RequestFrom(req.Context()).Logger().Warn("origin sent an unknown Edgeq-Command", "command", o.Command)
+		return
+	}
+	s := r.snapshotOf(req.Context(), queueID)
+	if s == nil {
+		return
+	}
+	// The visitor's response is on its way; finishing must not die with the visitor's connection.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), 5*time.Second)
+	defer cancel()
+	if _, err := r.finish(ctx, queueID, s.Epoch, c.Position, final); err != nil && err != errAlreadyFinished {
+		web.RequestFrom(req.Context()).Logger().Warn("origin command failed", "command", o.Command, "error", err.Error())
+	}
+}
+
+// admit handles a browser navigation without a valid token: a visitor already served (its request
+// cookie says where it stands) gets its token now; when the queue has room and nobody waits, a
+// newcomer is served at once; everyone else goes to the waiting page.
+func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler, queueID string) {
+	ctx := req.Context()
+	s := r.snapshotOf(ctx, queueID)
+	if s == nil {
+		r.responder.Error(w, req, ErrStoreUnavailable)
+		return
+	}
+	returnTo := req.URL.RequestURI()
+	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok && pos <= s.Serving {
+		if t, e := r.issueToken(ctx, queueID, s, id, pos); e == nil {
+			r.setTokenCookie(w, req, queueID, t)
+			r.forward(w, req, next, queueID, token.Claims{RequestID: id, Position: pos}, false)
+			return
+		}
+	}
+	if s.hasRoom() && !s.Turnstile {
+		if _, _, held := r.requestFromCookie(req, queueID, s); !held {
+			j, e := r.join(ctx, w, req, queueID, s, true)
+			if e == nil && j.State == StateToken && j.Expires > 0 {
+				t, e := r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
+				if e == nil {
+					r.setTokenCookie(w, req, queueID, t)
+					r.forward(w, req, next, queueID, token.Claims{RequestID: j.RequestID, Position: j.Position}, false)
+					return
+				}
+			}
+		}
+	}
+	http.Redirect(w, req, r.waitURL(queueID, returnTo), http.StatusFound)
+}

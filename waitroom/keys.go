@@ -1,0 +1,25 @@
+package waitroom
+
+import "github.com/edgeq/edgeq/internal/store"
+
+// queueKeys returns the KEYS every queue script receives, in lib.lua's order. All share the queue's
+// hash tag, so each script touches one Redis Cluster slot.
+func queueKeys(k store.Keys, queue string) []string {
+	return []string{
+		k.Queue(queue, "meta"),
+		k.Queue(queue, "counter"),
+		k.Queue(queue, "serving"),
+		k.Queue(queue, "active"),
+		k.Queue(queue, "state"),
+		k.Queue(queue, "hb"),
+		k.Queue(queue, "tok"),
+		k.Queue(queue, "revoked"),
+	}
+}
+
+// queueIndexKey is the set of every queue id, for listing and for replicas discovering queues created
+// through the admin API. It is outside the queues' hash tags and never used in a script with them.
+func queueIndexKey(k store.Keys) string { return k.Global("queues", "index") }
+
+// revocationChannel is where finish events are published for every replica.
+func revocationChannel(k store.Keys) string { return k.Prefix + ":revocations" }

@@ -1,0 +1,95 @@
+package waitroom
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+)
+
+// requestIDs mints and checks request ids. A request id is formatted as a UUID (RFC 9562 version 8,
+// "custom") and carries the visitor's position (40 bits) and 82 bits of an HMAC over the queue, the
+// queue's epoch and the position. So any replica learns a visitor's position from the id alone,
+// without asking Redis — which is what keeps polling cost independent of the number of waiters —
+// and nobody can make up an id for a position they were not given. The epoch changes when a queue is
+// deleted and created again, which invalidates every id (and token) of the old queue.
+type requestIDs struct{ key []byte }
+
+const maxPosition = 1<<40 - 1
+
+func (r requestIDs) mac(queue, epoch string, pos int64) []byte {
+	m := hmac.New(sha256.New, r.key)
+	m.Write([]byte("edgeq request id v1\x00"))
+	m.Write([]byte(queue))
+	m.Write([]byte{0})
+	m.Write([]byte(epoch))
+	var p [8]byte
+	binary.BigEndian.PutUint64(p[:], uint64(pos))
+	m.Write(p[:])
+	return m.Sum(nil)
+}
+
+// make returns the request id of a position.
+func (r requestIDs) make(queue, epoch string, pos int64) string {
+	var b [16]byte
+	var p [8]byte
+	binary.BigEndian.PutUint64(p[:], uint64(pos))
+	copy(b[0:5], p[3:8])
+	copy(b[5:16], r.mac(queue, epoch, pos))
+	b[6] = b[6]&0x0f | 0x80 // version 8
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	return formatUUID(b)
+}
+
+// position returns the position a request id was minted for, if it is genuine for queue and epoch.
+func (r requestIDs) position(queue, epoch, id string) (int64, bool) {
+	b, ok := parseUUID(id)
+	if !ok || b[6]>>4 != 8 || b[8]>>6 != 2 {
+		return 0, false
+	}
+	var p [8]byte
+	copy(p[3:8], b[0:5])
+	pos := int64(binary.BigEndian.Uint64(p[:]))
+	if pos < 1 {
+		return 0, false
+	}
+	want := r.mac(queue, epoch, pos)
+	want[1] = want[1]&0x0f | 0x80
+	want[3] = want[3]&0x3f | 0x80
+	if !hmac.Equal(b[5:16], want[:11]) {
+		return 0, false
+	}
+	return pos, true
+}
+
+func formatUUID(b [16]byte) string {
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:36], b[10:16])
+	return string(out[:])
+}
+
+// parseUUID accepts exactly the canonical lower-case 8-4-4-4-12 form.
+func parseUUID(s string) ([16]byte, bool) {
+	var b [16]byte
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return b, false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'F' {
+			return b, false
+		}
+	}
+	hexPart := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
+	if _, err := hex.Decode(b[:], []byte(hexPart)); err != nil {
+		return b, false
+	}
+	return b, true
+}

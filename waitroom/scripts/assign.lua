@@ -1,0 +1,24 @@
+-- assign.lua: give a new visitor the next position, gap-free and in arrival order, then run the inlet.
+-- KEYS: see lib.lua
+-- ARGV[1] claim: "1" to issue the token at once if the new position is served by this very call
+--         (the gate's "served at once" path), else "0"
+-- ARGV[2] tsv: unix time of the Turnstile check passed to join, "0" if none
+-- returns {code, position, serving, epoch, state, iat, exp}
+--   code 0 ok; 1 queue not found. state is the new position's ST_ value; iat/exp are set when a token
+--   was issued (state 2).
+if redis.call('EXISTS', K_META) == 0 then return {1, 0, 0, '', 0, 0, 0} end
+local now = now_ms()
+local pos = redis.call('INCR', K_COUNTER)
+set_hb(pos, math.floor(now / 1000))
+local tsv = tonumber(ARGV[2])
+if tsv > 0 then
+  redis.call('HSET', K_TOK, pos, '0:0:' .. tsv)
+end
+inlet(now)
+local st = get_state(pos)
+local iat, exp = 0, 0
+if ARGV[1] == '1' and st == ST_SERVED then
+  iat, exp = issue(pos, now)
+  st = ST_TOKEN
+end
+return {0, pos, num(redis.call('GET', K_SERVING)), redis.call('HGET', K_META, 'epoch'), st, iat, exp}

@@ -1,0 +1,30 @@
+-- upsert.lua: create or update a queue's settings, then run the inlet (a raised capacity serves at once).
+-- KEYS: see lib.lua
+-- ARGV[1] mode: "create" (fails if the queue exists), "update" (fails if it does not), "upsert"
+-- ARGV[2] capacity   ARGV[3] release per minute   ARGV[4] token ttl (s)   ARGV[5] position expiry (s, 0 never)
+-- ARGV[6] abandon after (s, 0 off)   ARGV[7] turnstile (0/1)   ARGV[8] title
+-- ARGV[9] epoch for a new queue (random, from the caller)
+-- returns {code, epoch, created}: code 0 ok, 1 exists (create), 2 not found (update)
+local mode = ARGV[1]
+local exists = redis.call('EXISTS', K_META) == 1
+if mode == 'create' and exists then return {1, '', 0} end
+if mode == 'update' and not exists then return {2, '', 0} end
+local now = now_ms()
+local abandon = tonumber(ARGV[6])
+if exists then
+  -- Turning abandonment on counts every waiter as seen now: heartbeats were not needed before.
+  if abandon > 0 and meta_num('abandon') == 0 then
+    redis.call('HSET', K_META, 'abandon_since', math.floor(now / 1000))
+  end
+else
+  redis.call('HSET', K_META, 'epoch', ARGV[9], 'created_at', now, 'unclaimed', 0,
+    'abandon_since', math.floor(now / 1000))
+  redis.call('SETNX', K_COUNTER, 0)
+  redis.call('SETNX', K_SERVING, 0)
+end
+redis.call('HSET', K_META, 'capacity', ARGV[2], 'rate', ARGV[3], 'ttl', ARGV[4], 'pexp', ARGV[5],
+  'abandon', ARGV[6], 'turnstile', ARGV[7], 'title', ARGV[8])
+inlet(now)
+local created = 0
+if not exists then created = 1 end
+return {0, redis.call('HGET', K_META, 'epoch'), created}
