@@ -218,7 +218,7 @@ func (r *Room) adminStoreError(w http.ResponseWriter, req *http.Request, err err
 }
 
 func (r *Room) writeQueue(w http.ResponseWriter, req *http.Request, id string) {
-	s := r.snapshotOf(req.Context(), id)
+	s := r.fresh(req.Context(), id)
 	if s == nil {
 		r.responder.Error(w, req, errQueueMissingAPI)
 		return
@@ -232,10 +232,15 @@ func (r *Room) adminGet(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, ErrInvalidRequest.With("field", "id"))
 		return
 	}
-	if q := r.tracked(id); q != nil {
-		r.refresh(req.Context(), q) // the admin API shows the latest, not the last tick
-	}
 	r.writeQueue(w, req, id)
+}
+
+// fresh returns a just-refreshed snapshot: the admin API shows the latest, not the last tick.
+func (r *Room) fresh(ctx context.Context, id string) *snapshot {
+	if q := r.tracked(id); q != nil {
+		return r.refresh(ctx, q)
+	}
+	return r.snapshotOf(ctx, id)
 }
 
 func (r *Room) adminDelete(w http.ResponseWriter, req *http.Request) {
@@ -362,7 +367,7 @@ func (r *Room) adminActiveTokens(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, ErrInvalidRequest.With("field", "queue_id"))
 		return
 	}
-	s := r.snapshotOf(req.Context(), id)
+	s := r.fresh(req.Context(), id)
 	if s == nil {
 		r.responder.Error(w, req, errQueueMissingAPI)
 		return

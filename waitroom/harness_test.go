@@ -174,6 +174,10 @@ func (v *visitor) do(method, path string, form url.Values, header http.Header) a
 	if err != nil {
 		v.h.t.Fatal(err)
 	}
+	return readAnswer(resp)
+}
+
+func readAnswer(resp *http.Response) answer {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	a := answer{status: resp.StatusCode, header: resp.Header, body: string(raw)}
@@ -213,11 +217,7 @@ func (h *harness) adminDo(req *http.Request) answer {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	a := answer{status: resp.StatusCode, header: resp.Header, body: string(raw)}
-	json.Unmarshal(raw, &a.json)
-	return a
+	return readAnswer(resp)
 }
 
 // eventually polls cond; the deadline only bounds a broken test.

@@ -3,12 +3,14 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -324,4 +326,43 @@ func TestCheck(t *testing.T) {
 	if _, err := Check(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Fatal("a missing file must be an error")
 	}
+}
+
+// Acceptance 5 of the waiting room: raising capacity in the file serves more visitors, no restart.
+func TestReload_RaisingCapacityServesMoreVisitors(t *testing.T) {
+	origin := newOrigin(t)
+	withQueue := func(capacity int) string {
+		return configText(origin.URL, routeA) + fmt.Sprintf("queues:\n  - { id: drop, capacity: %d }\n", capacity)
+	}
+	in := start(t, withQueue(1))
+	post := func(path string, form url.Values) (int, map[string]any) {
+		resp, err := http.PostForm(in.public+path, form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	var ids []string
+	for range 3 {
+		status, body := post("/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
+		if status != 200 {
+			t.Fatalf("assign: %d %v", status, body)
+		}
+		ids = append(ids, body["request_id"].(string))
+	}
+	token := func(i int) int {
+		status, _ := post("/_edgeq/generate_token", url.Values{"queue_id": {"drop"}, "request_id": {ids[i]}})
+		return status
+	}
+	if token(0) != 200 || token(1) != http.StatusAccepted {
+		t.Fatal("capacity 1 should serve exactly the first visitor")
+	}
+	in.rewrite(t, withQueue(3))
+	eventually(t, "second and third visitors served after raising capacity", func() bool { return token(1) == 200 && token(2) == 200 })
+	eventually(t, "edgeq_queue_active_tokens reaches 3", func() bool {
+		return in.metric(t, `edgeq_queue_active_tokens{queue="drop"}`) == 3
+	})
 }
