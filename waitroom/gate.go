@@ -33,11 +33,12 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 		return next, nil
 	}
 	queueID, r := route.Queue, g.room
+	tokenCookie := r.cookieName("tk", queueID)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
 		// A valid token costs no Redis call: the signature check is cached, the epoch comes from the
 		// snapshot and revocations arrive by pub/sub.
-		if claims, fromHeader, ok := r.validToken(ctx, req, queueID); ok {
+		if claims, fromHeader, ok := r.validToken(ctx, req, queueID, tokenCookie); ok {
 			r.forward(w, req, next, queueID, claims, fromHeader)
 			return
 		}
@@ -52,7 +53,7 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 
 // validToken finds the request's token for queueID (the queue's cookie, or Authorization: Bearer) and
 // checks it: signature, claims, audience, the request id inside it, and revocation.
-func (r *Room) validToken(ctx context.Context, req *http.Request, queueID string) (token.Claims, bool, bool) {
+func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, tokenCookie string) (token.Claims, bool, bool) {
 	s := r.snapshotOf(ctx, queueID)
 	if s == nil {
 		return token.Claims{}, false, false
@@ -69,8 +70,8 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID string
 		}
 		return c, true
 	}
-	if cookie, err := req.Cookie(r.cookieName("tk", queueID)); err == nil {
-		if c, ok := check(cookie.Value); ok {
+	if raw, found := cookieValue(req.Header, tokenCookie); found {
+		if c, ok := check(raw); ok {
 			return c, false, true
 		}
 	}
@@ -148,4 +149,20 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 		}
 	}
 	http.Redirect(w, req, r.waitURL(queueID, returnTo), http.StatusFound)
+}
+
+// cookieValue finds one cookie in the Cookie headers without parsing every cookie (the gate runs on
+// every request). The value is not validated here: only a value that verifies as a token is used.
+func cookieValue(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			part = strings.TrimSpace(part)
+			if len(part) > len(name) && part[len(name)] == '=' && part[:len(name)] == name {
+				return strings.Trim(part[len(name)+1:], `"`), true
+			}
+		}
+	}
+	return "", false
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
+	"sync"
 )
 
 // requestIDs mints and checks request ids. A request id is formatted as a UUID (RFC 9562 version 8,
@@ -13,12 +15,23 @@ import (
 // without asking Redis — which is what keeps polling cost independent of the number of waiters —
 // and nobody can make up an id for a position they were not given. The epoch changes when a queue is
 // deleted and created again, which invalidates every id (and token) of the old queue.
-type requestIDs struct{ key []byte }
+type requestIDs struct {
+	key []byte
+	// macs reuses keyed HMAC states: hmac.New is most of the cost of checking an id, and the gate
+	// checks one on every request.
+	macs *sync.Pool
+}
+
+func newRequestIDs(key []byte) requestIDs {
+	return requestIDs{key: key, macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+}
 
 const maxPosition = 1<<40 - 1
 
 func (r requestIDs) mac(queue, epoch string, pos int64) []byte {
-	m := hmac.New(sha256.New, r.key)
+	m := r.macs.Get().(hash.Hash)
+	defer r.macs.Put(m)
+	m.Reset()
 	m.Write([]byte("edgeq request id v1\x00"))
 	m.Write([]byte(queue))
 	m.Write([]byte{0})
@@ -26,7 +39,8 @@ func (r requestIDs) mac(queue, epoch string, pos int64) []byte {
 	var p [8]byte
 	binary.BigEndian.PutUint64(p[:], uint64(pos))
 	m.Write(p[:])
-	return m.Sum(nil)
+	var sum [sha256.Size]byte
+	return m.Sum(sum[:0])
 }
 
 // make returns the request id of a position.

@@ -101,7 +101,7 @@ func New(opts Options) *Room {
 		client:    opts.Store.Client,
 		keys:      opts.Store.Keys,
 		scripts:   loadScripts(),
-		ids:       requestIDs{key: opts.IDKey},
+		ids:       newRequestIDs(opts.IDKey),
 		logger:    opts.Logger,
 		responder: opts.Responder,
 		queues:    map[string]*queue{},

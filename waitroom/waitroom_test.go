@@ -472,7 +472,7 @@ func FuzzSafeReturn(f *testing.F) {
 }
 
 func TestRequestIDs(t *testing.T) {
-	ids := requestIDs{key: []byte("k")}
+	ids := newRequestIDs([]byte("k"))
 	id := ids.make("drop", "e1", 42)
 	if _, ok := parseUUID(id); !ok || id[14] != '8' || !strings.ContainsAny(id[19:20], "89ab") {
 		t.Fatalf("%q is not a version-8 UUID", id)
@@ -483,7 +483,7 @@ func TestRequestIDs(t *testing.T) {
 	for name, check := range map[string]func() bool{
 		"other queue": func() bool { _, ok := ids.position("other", "e1", id); return ok },
 		"other epoch": func() bool { _, ok := ids.position("drop", "e2", id); return ok },
-		"other key":   func() bool { _, ok := (requestIDs{key: []byte("x")}).position("drop", "e1", id); return ok },
+		"other key":   func() bool { _, ok := newRequestIDs([]byte("x")).position("drop", "e1", id); return ok },
 		"upper case":  func() bool { _, ok := ids.position("drop", "e1", strings.ToUpper(id)); return ok },
 		"changed position": func() bool {
 			forged := "00000000-00" + id[11:]
@@ -498,7 +498,7 @@ func TestRequestIDs(t *testing.T) {
 }
 
 func FuzzRequestID(f *testing.F) {
-	ids := requestIDs{key: []byte("fuzz")}
+	ids := newRequestIDs([]byte("fuzz"))
 	good := ids.make("q", "e", 7)
 	f.Add(good)
 	f.Add("00000000-0000-8000-8000-000000000000")

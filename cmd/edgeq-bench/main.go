@@ -2,11 +2,16 @@
 // like on whatever machine runs it.
 //
 //	edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
+//	edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
 //
 // overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
 // (pass-through, a plain route, a route through the gate seam), plus a bare proxy with pooled copy
 // buffers as edgeq has, printing requests/s and latency
 // percentiles for each and the ratio edgeq / bare proxy.
+//
+// waitroom: joins and token issuance per second, status polling with many waiters and the Redis
+// commands it costs, Redis memory per waiting visitor, and a gated GET with a valid token against a
+// bare proxy, on a private redis-server.
 package main
 
 import (
@@ -30,6 +35,8 @@ func main() {
 	switch os.Args[1] {
 	case "overhead":
 		err = overhead(os.Args[2:], os.Stdout)
+	case "waitroom":
+		err = waitroomBench(os.Args[2:], os.Stdout)
 	default:
 		usage()
 		os.Exit(2)
@@ -41,7 +48,9 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]")
+	fmt.Fprintln(os.Stderr, `usage:
+  edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
+  edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]`)
 }
 
 // loadFlags are the knobs every scenario shares.
@@ -79,12 +88,12 @@ func measure(f loadFlags, targets []target, want int) []bench.Sample {
 	for i, t := range targets {
 		samples[i].Name = t.name
 		// Warm connections and caches so the first round is not penalised.
-		bench.Run(client, t.name, t.req, want, f.concurrency, 200*time.Millisecond)
+		bench.Run(client, t.name, bench.Fixed(t.req), want, f.concurrency, 200*time.Millisecond)
 	}
 	per := f.duration / time.Duration(f.rounds)
 	for range f.rounds {
 		for i, t := range targets {
-			samples[i].Add(bench.Run(client, t.name, t.req, want, f.concurrency, per))
+			samples[i].Add(bench.Run(client, t.name, bench.Fixed(t.req), want, f.concurrency, per))
 		}
 	}
 	return samples

@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -14,12 +15,20 @@ import (
 	"time"
 )
 
-// Request describes what every client sends.
+// Request describes one request.
 type Request struct {
 	Method string
 	URL    string
 	Header http.Header
+	Body   []byte
 }
+
+// Source gives the request a client sends next; false ends that client's run early (a source of a
+// fixed number of requests).
+type Source func() (Request, bool)
+
+// Fixed sends the same request forever.
+func Fixed(r Request) Source { return func() (Request, bool) { return r, true } }
 
 // Sample is what one or more load runs against one target measured.
 type Sample struct {
@@ -69,9 +78,9 @@ func NewClient(concurrency int) *http.Client {
 	}}
 }
 
-// Run drives req from concurrency clients for duration. Responses with another status than want
-// count as errors.
-func Run(client *http.Client, name string, req Request, want, concurrency int, duration time.Duration) Sample {
+// Run drives requests from src with concurrency clients for duration (or until src runs out).
+// Responses with another status than want count as errors.
+func Run(client *http.Client, name string, src Source, want, concurrency int, duration time.Duration) Sample {
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
 	perClient := make([]Sample, concurrency)
@@ -82,7 +91,15 @@ func Run(client *http.Client, name string, req Request, want, concurrency int, d
 			own := &perClient[i]
 			own.Latencies = make([]time.Duration, 0, 4096)
 			for ctx.Err() == nil {
-				r, err := http.NewRequest(req.Method, req.URL, nil)
+				req, more := src()
+				if !more {
+					return
+				}
+				var body io.Reader
+				if req.Body != nil {
+					body = bytes.NewReader(req.Body)
+				}
+				r, err := http.NewRequest(req.Method, req.URL, body)
 				if err != nil {
 					own.Errors++
 					return

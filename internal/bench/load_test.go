@@ -16,7 +16,7 @@ func TestRunCountsEveryAnswer(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	s := Run(NewClient(4), "t", Request{Method: "GET", URL: srv.URL}, 200, 4, 200*time.Millisecond)
+	s := Run(NewClient(4), "t", Fixed(Request{Method: "GET", URL: srv.URL}), 200, 4, 200*time.Millisecond)
 	if got := int64(len(s.Latencies) + s.Errors); got != served.Load() {
 		t.Fatalf("ok %d + errors %d != served %d", len(s.Latencies), s.Errors, served.Load())
 	}

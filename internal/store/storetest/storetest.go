@@ -7,21 +7,18 @@
 package storetest
 
 import (
-	"context"
+	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
 
 // Main runs the tests of a package and then stops its private redis-server. Call it from TestMain.
@@ -85,8 +82,7 @@ type redisServer struct {
 	once     sync.Once
 	address  string
 	err      error
-	cmd      *exec.Cmd
-	dir      string
+	server   *redisserver.Server
 	fallback *store.Store
 }
 
@@ -98,8 +94,8 @@ func (s *redisServer) addr() (string, error) {
 }
 
 func (s *redisServer) start() (string, error) {
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
+	srv, err := redisserver.Start()
+	if errors.Is(err, redisserver.ErrNotInstalled) {
 		if InCI() {
 			return "", fmt.Errorf("redis-server is not installed but CI is set: tests that run Lua need a real Redis " +
 				"(install it with `apt-get install redis-server`; .ci/run does this)")
@@ -113,76 +109,16 @@ func (s *redisServer) start() (string, error) {
 		s.fallback = emb
 		return emb.Addr(), nil
 	}
-	dir, err := os.MkdirTemp("", "edgeq-redis-")
 	if err != nil {
 		return "", err
 	}
-	s.dir = dir
-	// A port picked by the kernel can be taken by someone else before redis binds it; try a few.
-	var lastErr error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			return "", err
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		cmd := exec.Command(path,
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--maxclients", "10000", "--loglevel", "warning")
-		// Take the server down with the test binary even if it dies without running Main's cleanup.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			return "", fmt.Errorf("start redis-server: %w", err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		if lastErr = waitReady(addr, exited); lastErr == nil {
-			s.cmd = cmd
-			return addr, nil
-		}
-		cmd.Process.Kill()
-		<-exited
-	}
-	return "", fmt.Errorf("redis-server did not start: %w", lastErr)
-}
-
-func waitReady(addr string, exited <-chan error) error {
-	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer client.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("redis-server exited: %v", err)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := client.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("redis-server at %s did not answer PING in 10s", addr)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	s.server = srv
+	return srv.Addr(), nil
 }
 
 func (s *redisServer) stop() {
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-	}
-	if s.dir != "" {
-		os.RemoveAll(s.dir)
+	if s.server != nil {
+		s.server.Stop()
 	}
 	if s.fallback != nil {
 		s.fallback.Close()

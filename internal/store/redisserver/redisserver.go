@@ -1,0 +1,113 @@
+// Package redisserver runs a private redis-server process on a free loopback port, for tests and
+// benchmarks that must measure real Redis rather than the embedded store.
+package redisserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotInstalled means redis-server is not on PATH.
+var ErrNotInstalled = errors.New("redis-server is not installed")
+
+// Server is a running private redis-server.
+type Server struct {
+	addr   string
+	dir    string
+	cmd    *exec.Cmd
+	exited chan error
+}
+
+// Start launches redis-server with no persistence on a free port, retrying if another process takes
+// the port first, and waits until it answers PING. extra arguments are passed on (e.g. "--appendonly",
+// "yes").
+func Start(extra ...string) (*Server, error) {
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	dir, err := os.MkdirTemp("", "edgeq-redis-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		args := append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--maxclients", "10000", "--loglevel", "warning",
+		}, extra...)
+		cmd := exec.Command(path, args...)
+		// Take the server down with its parent even if the parent dies without cleaning up.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("start redis-server: %w", err)
+		}
+		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: cmd, exited: make(chan error, 1)}
+		go func() { s.exited <- cmd.Wait() }()
+		if lastErr = s.waitReady(); lastErr == nil {
+			return s, nil
+		}
+		cmd.Process.Kill()
+		<-s.exited
+	}
+	os.RemoveAll(dir)
+	return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return s.addr }
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	s.cmd.Process.Kill()
+	<-s.exited
+	s.exited <- nil // later Stops return at once
+	os.RemoveAll(s.dir)
+}
+
+func (s *Server) waitReady() error {
+	client := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
+	defer client.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-s.exited:
+			s.exited <- err
+			return fmt.Errorf("redis-server exited: %v", err)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := client.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("redis-server at %s did not answer PING in 10s", s.addr)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
