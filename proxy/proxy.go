@@ -112,7 +112,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.endpoints.ServeHTTP(rec, r.WithContext(ctx))
 		return
 	}
-	r = r.WithContext(web.WithOutcome(ctx))
+	info.TrackOutcome()
+	r = r.WithContext(ctx)
 	route, routed, redirect := p.table.Load().lookup(r)
 	switch {
 	case route == nil:

@@ -20,15 +20,15 @@ type Outcome struct {
 	Started time.Time // when forwarding began, for edgeq_origin_duration_seconds
 }
 
-// WithOutcome returns ctx carrying a fresh Outcome.
-func WithOutcome(ctx context.Context) context.Context {
-	return context.WithValue(ctx, outcomeKey{}, &Outcome{})
-}
+// TrackOutcome makes r record the outcome of forwarding (the proxy does this for every request bound
+// for the origin). The Outcome lives inside the Request: no allocation of its own.
+func (r *Request) TrackOutcome() { r.outcome = &r.outcomeValue }
 
-type outcomeKey struct{}
-
-// OutcomeFrom returns the Outcome of the request carrying ctx, or nil outside a route.
+// OutcomeFrom returns the Outcome of the request carrying ctx, or nil for requests that are not
+// forwarded (edgeq's own endpoints).
 func OutcomeFrom(ctx context.Context) *Outcome {
-	o, _ := ctx.Value(outcomeKey{}).(*Outcome)
-	return o
+	if r, ok := ctx.Value(requestKey{}).(*Request); ok {
+		return r.outcome
+	}
+	return nil
 }

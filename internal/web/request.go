@@ -17,8 +17,10 @@ type Request struct {
 	Secure        bool       // the client's connection was HTTPS (directly, or per a trusted proxy)
 	Route         string     // metrics label of the matched route
 
-	base   *slog.Logger
-	logger *slog.Logger
+	base         *slog.Logger
+	logger       *slog.Logger
+	outcome      *Outcome // nil unless TrackOutcome was called
+	outcomeValue Outcome
 }
 
 // NewRequest starts the information of a request whose log lines go to base.
