@@ -29,10 +29,12 @@ demo: build
 test:
 	$(GO) test -race -count=1 ./...
 
-# Pass-through overhead: origin direct, bare ReverseProxy, edgeq, measured in one run.
+# Pass-through overhead (origin direct, bare ReverseProxy, edgeq, measured in one run) and the waiting
+# room on a private redis-server.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./proxy/
+	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
 	$(GO) run ./cmd/edgeq-bench overhead
+	$(GO) run ./cmd/edgeq-bench waitroom
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

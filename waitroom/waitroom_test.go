@@ -357,12 +357,29 @@ func TestGate(t *testing.T) {
 		if r.status != http.StatusForbidden || r.json["error"] != "QUEUE_REQUIRED" || r.json["wait_url"] != "/_edgeq/wait/a?return=%2Fa%2Fpage" {
 			t.Fatalf("API client: %d %s", r.status, r.body)
 		}
-		// The token of queue a does not open queue b.
-		tokA := cookieOf(first.do("GET", "/a/again", nil, browser).header, "edgeq_tk_a")
-		_ = tokA
-		r = first.do("GET", "/b/page", nil, http.Header{"Accept": {"application/json"}})
-		if r.status != http.StatusForbidden {
-			t.Fatalf("queue-A visitor on a queue-B route: %d", r.status)
+		// The token of queue a does not open queue b: not as a's cookie, not as b's cookie, not as a
+		// bearer token.
+		var tokA string
+		for _, c := range first.client.Jar.Cookies(mustURL(rp.public.URL)) {
+			if c.Name == "edgeq_tk_a" {
+				tokA = c.Value
+			}
+		}
+		if tokA == "" {
+			t.Fatal("no token cookie for queue a")
+		}
+		api := http.Header{"Accept": {"application/json"}}
+		for name, hdr := range map[string]http.Header{
+			"a's cookie":    api,
+			"as b's cookie": {"Accept": api["Accept"], "Cookie": {"edgeq_tk_b=" + tokA}},
+			"as bearer":     {"Accept": api["Accept"], "Authorization": {"Bearer " + tokA}},
+		} {
+			if r := first.do("GET", "/b/page", nil, hdr); r.status != http.StatusForbidden || r.json["error"] != "QUEUE_REQUIRED" {
+				t.Fatalf("queue-A token %s on a queue-B route: %d %s", name, r.status, r.body)
+			}
+		}
+		if r := first.do("GET", "/a/page", nil, http.Header{"Authorization": {"Bearer " + tokA}}); r.status != 200 {
+			t.Fatalf("the same token on its own queue: %d", r.status)
 		}
 		hits := h.hits.Load()
 		for _, hdr := range []string{"Bearer not-a-token", "Bearer " + strings.Repeat("x", 100)} {
