@@ -1,0 +1,156 @@
+package turnstile_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+func client(t *testing.T, s *store.Store, verifyURL, secret, onError string, hostnames ...string) (*turnstile.Client, *prometheus.Registry) {
+	t.Helper()
+	cfg := config.Default().Turnstile
+	cfg.SiteKey, cfg.SecretKey, cfg.VerifyURL, cfg.OnError = turnstiletest.SiteKey, secret, verifyURL, onError
+	cfg.Timeout = 300 * time.Millisecond
+	cfg.Hostnames = hostnames
+	reg := prometheus.NewRegistry()
+	return turnstile.New(cfg, s, reg), reg
+}
+
+func TestVerify_Table(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		fake := turnstiletest.New()
+		srv := httptest.NewServer(fake)
+		defer srv.Close()
+		verifyURL := srv.URL + "/turnstile/v0/siteverify"
+		c, reg := client(t, s, verifyURL, turnstiletest.Secret, "closed")
+		ctx := context.Background()
+		good := fake.Mint("shop.example", "edgeq_join")
+
+		cases := []struct {
+			name   string
+			chk    turnstile.Check
+			ok     bool
+			result string
+		}{
+			{"missing", turnstile.Check{Host: "shop.example"}, false, turnstile.ResultMissing},
+			{"garbage", turnstile.Check{Response: "not-a-token", Host: "shop.example"}, false, turnstile.ResultInvalid},
+			{"oversized", turnstile.Check{Response: string(make([]byte, 3000)), Host: "shop.example"}, false, turnstile.ResultInvalid},
+			{"good", turnstile.Check{Response: good, Host: "shop.example:8443", Action: "edgeq_join", RemoteIP: "203.0.113.9"}, true, turnstile.ResultSuccess},
+			{"replayed", turnstile.Check{Response: good, Host: "shop.example", Action: "edgeq_join"}, false, turnstile.ResultReplayed},
+			{"wrong hostname", turnstile.Check{Response: fake.Mint("evil.example", ""), Host: "shop.example"}, false, turnstile.ResultHostname},
+			{"wrong action", turnstile.Check{Response: fake.Mint("shop.example", "other"), Host: "shop.example", Action: "edgeq_join"}, false, turnstile.ResultAction},
+			{"any action when none is expected", turnstile.Check{Response: fake.Mint("shop.example", "shop_widget"), Host: "shop.example"}, true, turnstile.ResultSuccess},
+		}
+		for _, c2 := range cases {
+			t.Run(c2.name, func(t *testing.T) {
+				v := c.Verify(ctx, c2.chk)
+				if v.OK != c2.ok || v.Result != c2.result {
+					t.Fatalf("verdict %+v, want ok=%v result=%s", v, c2.ok, c2.result)
+				}
+				if v.OK && (v.At.IsZero() || time.Since(v.At) > time.Minute) {
+					t.Fatalf("challenge time %s", v.At)
+				}
+			})
+		}
+		if got := testutil.ToFloat64(c.Counter().WithLabelValues(turnstile.ResultSuccess)); got != 2 {
+			t.Errorf("success counter %v", got)
+		}
+		_ = reg
+
+		// A response spent at Cloudflare (not through this edgeq) is refused by siteverify itself.
+		spent := fake.Mint("shop.example", "")
+		other, _ := client(t, nil, verifyURL, turnstiletest.Secret, "closed")
+		if v := other.Verify(ctx, turnstile.Check{Response: spent, Host: "shop.example"}); !v.OK {
+			t.Fatalf("first use elsewhere: %+v", v)
+		}
+		if v := c.Verify(ctx, turnstile.Check{Response: spent, Host: "shop.example"}); v.OK || v.Result != turnstile.ResultInvalid {
+			t.Fatalf("spent at siteverify: %+v", v)
+		}
+	})
+}
+
+func TestVerify_RetriesOnceOnInternalError(t *testing.T) {
+	fake := turnstiletest.New()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	c, _ := client(t, storetest.Embedded(t), srv.URL+"/turnstile/v0/siteverify", turnstiletest.Secret, "closed", "shop.example")
+	fake.InternalErrors.Store(1)
+	if v := c.Verify(context.Background(), turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "x"}); !v.OK {
+		t.Fatalf("after one internal-error: %+v", v)
+	}
+	if fake.Calls.Load() != 2 {
+		t.Fatalf("siteverify called %d times, want 2", fake.Calls.Load())
+	}
+	// Two in a row: siteverify is unavailable, and on_error decides.
+	fake.InternalErrors.Store(2)
+	if v := c.Verify(context.Background(), turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "x"}); v.OK || v.Result != turnstile.ResultUnavailableClosed {
+		t.Fatalf("after two internal-errors: %+v", v)
+	}
+}
+
+func TestVerify_SiteverifyDown(t *testing.T) {
+	fake := turnstiletest.New()
+	slow := httptest.NewServer(fake)
+	defer slow.Close()
+	fake.Delay.Store(int64(2 * time.Second))
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	for _, target := range []struct{ name, url string }{
+		{"unreachable", down.URL + "/siteverify"},
+		{"timeout", slow.URL + "/turnstile/v0/siteverify"},
+	} {
+		for _, policy := range []struct {
+			onError string
+			ok      bool
+			result  string
+		}{{"closed", false, turnstile.ResultUnavailableClosed}, {"open", true, turnstile.ResultUnavailableOpen}} {
+			t.Run(target.name+" "+policy.onError, func(t *testing.T) {
+				c, _ := client(t, storetest.Embedded(t), target.url, turnstiletest.Secret, policy.onError, "shop.example")
+				v := c.Verify(context.Background(), turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "shop.example"})
+				if v.OK != policy.ok || v.Result != policy.result {
+					t.Fatalf("verdict %+v", v)
+				}
+				if got := testutil.ToFloat64(c.Counter().WithLabelValues(policy.result)); got != 1 {
+					t.Fatalf("counter %s = %v", policy.result, got)
+				}
+			})
+		}
+	}
+}
+
+func TestVerify_DummySecrets(t *testing.T) {
+	fake := turnstiletest.New()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	cases := []struct {
+		secret, response string
+		ok               bool
+	}{
+		{turnstiletest.DummySecretPass, turnstiletest.DummyToken, true},
+		{turnstiletest.DummySecretPass, fake.Mint("localhost", ""), false}, // dummy secrets take only the dummy token
+		{turnstiletest.DummySecretFail, turnstiletest.DummyToken, false},
+		{turnstiletest.DummySecretSpent, turnstiletest.DummyToken, false},
+	}
+	for _, c := range cases {
+		cl, _ := client(t, nil, srv.URL+"/turnstile/v0/siteverify", c.secret, "closed")
+		if v := cl.Verify(context.Background(), turnstile.Check{Response: c.response, Host: "localhost:8080"}); v.OK != c.ok {
+			t.Errorf("%s with %q: %+v", c.secret, c.response, v)
+		}
+	}
+	if !turnstile.IsTestingSecret(turnstiletest.DummySecretPass) || turnstile.IsTestingSecret(turnstiletest.Secret) {
+		t.Fatal("IsTestingSecret")
+	}
+}

@@ -1,0 +1,326 @@
+package templates
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Languages the built-in pages speak. Operator templates may use the same keys.
+var Languages = []string{"en", "zh-TW", "zh-CN"}
+
+// Text is one language's strings; templates call {{.Text.T "key"}}.
+type Text struct {
+	lang    string
+	strings map[string]string
+}
+
+// Lang is the BCP 47 tag of the text's language, for <html lang>.
+func (t Text) Lang() string { return t.lang }
+
+// T returns the string for key, formatted with args (fmt verbs); English when the language lacks it,
+// and the key itself when no language has it (a missing key shows up on the page, not as a crash).
+func (t Text) T(key string, args ...any) string {
+	s, ok := t.strings[key]
+	if !ok {
+		if s, ok = catalog["en"][key]; !ok {
+			return key
+		}
+	}
+	if len(args) > 0 {
+		return fmt.Sprintf(s, args...)
+	}
+	return s
+}
+
+// Has reports whether the language (or English) has key.
+func (t Text) Has(key string) bool {
+	_, ok := t.strings[key]
+	if !ok {
+		_, ok = catalog["en"][key]
+	}
+	return ok
+}
+
+// Strings returns the strings of keys with a prefix, for the page scripts.
+func (t Text) Strings(prefix string) map[string]string {
+	out := map[string]string{}
+	for k := range catalog["en"] {
+		if strings.HasPrefix(k, prefix) {
+			out[strings.TrimPrefix(k, prefix)] = t.T(k)
+		}
+	}
+	return out
+}
+
+// For returns the text of a language ("en" for one not built in).
+func For(lang string) Text {
+	if s, ok := catalog[lang]; ok {
+		return Text{lang: lang, strings: s}
+	}
+	return Text{lang: "en", strings: catalog["en"]}
+}
+
+// Negotiate picks the built-in language an Accept-Language header prefers (RFC 9110 section 12.5.4),
+// or fallback. Chinese is told apart by script or region: Hant, TW, HK and MO read Traditional
+// (zh-TW); Hans, CN, SG and a bare "zh" read Simplified (zh-CN).
+func Negotiate(acceptLanguage, fallback string) string {
+	type choice struct {
+		lang string
+		q    float64
+		pos  int
+	}
+	var choices []choice
+	for i, part := range strings.Split(acceptLanguage, ",") {
+		tag, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		q := 1.0
+		if v, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		if lang := builtin(tag); lang != "" && q > 0 {
+			choices = append(choices, choice{lang, q, i})
+		}
+	}
+	if len(choices) == 0 {
+		return fallback
+	}
+	sort.SliceStable(choices, func(a, b int) bool { return choices[a].q > choices[b].q })
+	return choices[0].lang
+}
+
+func builtin(tag string) string {
+	parts := strings.Split(strings.ToLower(strings.TrimSpace(tag)), "-")
+	switch parts[0] {
+	case "en":
+		return "en"
+	case "zh":
+		for _, p := range parts[1:] {
+			switch p {
+			case "hant", "tw", "hk", "mo":
+				return "zh-TW"
+			case "hans", "cn", "sg":
+				return "zh-CN"
+			}
+		}
+		return "zh-CN"
+	}
+	return ""
+}
+
+// catalog holds every built-in string. Keys are grouped by page; wait.js.* are handed to the waiting
+// page's script.
+var catalog = map[string]map[string]string{
+	"en": {
+		"ref":          "Reference",
+		"back_to_shop": "Back to the shop",
+		"try_again":    "Try again",
+
+		"error.400": "That request did not look right",
+		"error.401": "Access denied",
+		"error.403": "Access denied",
+		"error.404": "Page not found",
+		"error.405": "Not allowed here",
+		"error.410": "This link has expired",
+		"error.413": "That was too much at once",
+		"error.429": "Slow down a little",
+		"error.500": "Something went wrong",
+		"error.502": "The shop is not answering",
+		"error.503": "Temporarily unavailable",
+		"error.504": "The shop is taking too long",
+
+		"msg.NOT_FOUND":               "There is nothing at this address.",
+		"msg.QUEUE_NOT_FOUND":         "There is no such waiting room.",
+		"msg.QUEUE_REQUIRED":          "This page needs a place in the waiting room first.",
+		"msg.RATE_LIMITED":            "Too many requests from your network. Please wait a moment and try again.",
+		"msg.STORE_UNAVAILABLE":       "The waiting room is briefly unavailable. Please try again in a moment.",
+		"msg.ORIGIN_UNAVAILABLE":      "The shop is not answering right now. Please try again in a moment.",
+		"msg.ORIGIN_TIMEOUT":          "The shop took too long to answer. Please try again in a moment.",
+		"msg.GATE_UNAVAILABLE":        "This page is protected by a check that is not available right now.",
+		"msg.TURNSTILE_REQUIRED":      "Please complete the quick check first.",
+		"msg.INVALID_TURNSTILE_TOKEN": "The check did not succeed. Please try again.",
+		"msg.EXPIRED":                 "Your place in the queue is no longer valid. Please join again.",
+
+		"wait.title":        "Waiting room",
+		"wait.lead":         "You are in the queue. Keep this page open: it updates by itself and takes you on when it is your turn.",
+		"wait.lead_nojs":    "You are in the queue. This page refreshes every few seconds and takes you on when it is your turn.",
+		"wait.your_number":  "Your number",
+		"wait.ahead":        "Ahead of you",
+		"wait.eta":          "Estimated wait",
+		"wait.eta_unknown":  "Calculating…",
+		"wait.eta_now":      "Any moment",
+		"wait.updated":      "Updated",
+		"wait.refresh":      "Refresh now",
+		"wait.progress":     "Your progress through the queue",
+		"wait.join_lead":    "Many people want in right now. Complete the quick check to take your place in the queue.",
+		"wait.join":         "Join the queue",
+		"wait.needs_js":     "This waiting room needs JavaScript for a quick check that you are not a robot.",
+		"wait.js.served":    "It is your turn! Taking you to the shop…",
+		"wait.js.expired":   "Your place in the queue has expired.",
+		"wait.js.rejoin":    "Join the queue again",
+		"wait.js.offline":   "Connection lost. Retrying…",
+		"wait.js.just_now":  "just now",
+		"wait.js.seconds":   "%d s ago",
+		"wait.js.minutes":   "%d min ago",
+		"wait.js.under_min": "Under a minute",
+		"wait.js.about_min": "About %d minutes",
+		"wait.js.one_min":   "About a minute",
+		"wait.js.about_hr":  "About %d hours",
+		"wait.js.eta_now":   "Any moment",
+		"wait.js.eta_unknown": "Calculating…",
+
+		"challenge.title":  "A quick check",
+		"challenge.lead":   "Before you continue, please confirm you are a person.",
+		"challenge.submit": "Continue",
+		"challenge.failed": "The check did not succeed. Please try again.",
+
+		"soldout.title": "Sold out",
+		"soldout.lead":  "Sorry — this item is sold out.",
+
+		"expired.title":  "Your place has expired",
+		"expired.lead":   "You were away for too long or did not continue in time, so your place went to the next person.",
+		"expired.rejoin": "Join the queue again",
+	},
+	"zh-TW": {
+		"ref":          "參考編號",
+		"back_to_shop": "回到商店",
+		"try_again":    "再試一次",
+
+		"error.400": "這個請求看起來不太對",
+		"error.401": "沒有存取權限",
+		"error.403": "沒有存取權限",
+		"error.404": "找不到這個頁面",
+		"error.405": "這裡不允許這個操作",
+		"error.410": "這個連結已失效",
+		"error.413": "一次送出的資料太多了",
+		"error.429": "請稍微放慢一點",
+		"error.500": "發生了一點問題",
+		"error.502": "商店目前沒有回應",
+		"error.503": "暫時無法使用",
+		"error.504": "商店回應太慢了",
+
+		"msg.NOT_FOUND":               "這個網址沒有任何內容。",
+		"msg.QUEUE_NOT_FOUND":         "沒有這個等候室。",
+		"msg.QUEUE_REQUIRED":          "進入這個頁面前，請先在等候室排隊。",
+		"msg.RATE_LIMITED":            "來自你的網路的請求太多了，請稍候再試。",
+		"msg.STORE_UNAVAILABLE":       "等候室暫時無法使用，請稍後再試。",
+		"msg.ORIGIN_UNAVAILABLE":      "商店目前沒有回應，請稍後再試。",
+		"msg.ORIGIN_TIMEOUT":          "商店回應時間太長，請稍後再試。",
+		"msg.GATE_UNAVAILABLE":        "這個頁面的檢查目前無法使用。",
+		"msg.TURNSTILE_REQUIRED":      "請先完成簡單的驗證。",
+		"msg.INVALID_TURNSTILE_TOKEN": "驗證沒有通過，請再試一次。",
+		"msg.EXPIRED":                 "你在隊伍中的位置已失效，請重新排隊。",
+
+		"wait.title":        "等候室",
+		"wait.lead":         "你已在排隊中。請保持這個頁面開啟：它會自動更新，輪到你時會自動帶你進入。",
+		"wait.lead_nojs":    "你已在排隊中。這個頁面每隔幾秒會重新整理，輪到你時會自動帶你進入。",
+		"wait.your_number":  "你的號碼",
+		"wait.ahead":        "前面還有",
+		"wait.eta":          "預估等候時間",
+		"wait.eta_unknown":  "計算中…",
+		"wait.eta_now":      "即將輪到你",
+		"wait.updated":      "更新於",
+		"wait.refresh":      "立即重新整理",
+		"wait.progress":     "你的排隊進度",
+		"wait.join_lead":    "現在有很多人想進入。完成簡單的驗證後即可開始排隊。",
+		"wait.join":         "開始排隊",
+		"wait.needs_js":     "這個等候室需要 JavaScript 來確認你不是機器人。",
+		"wait.js.served":    "輪到你了！正在帶你進入商店…",
+		"wait.js.expired":   "你在隊伍中的位置已失效。",
+		"wait.js.rejoin":    "重新排隊",
+		"wait.js.offline":   "連線中斷，正在重試…",
+		"wait.js.just_now":  "剛剛",
+		"wait.js.seconds":   "%d 秒前",
+		"wait.js.minutes":   "%d 分鐘前",
+		"wait.js.under_min": "不到一分鐘",
+		"wait.js.about_min": "約 %d 分鐘",
+		"wait.js.one_min":   "約一分鐘",
+		"wait.js.about_hr":  "約 %d 小時",
+		"wait.js.eta_now":   "即將輪到你",
+		"wait.js.eta_unknown": "計算中…",
+
+		"challenge.title":  "簡單驗證",
+		"challenge.lead":   "繼續之前，請確認你是真人。",
+		"challenge.submit": "繼續",
+		"challenge.failed": "驗證沒有通過，請再試一次。",
+
+		"soldout.title": "已售完",
+		"soldout.lead":  "很抱歉，這件商品已經售完。",
+
+		"expired.title":  "你的位置已失效",
+		"expired.lead":   "你離開太久或沒有及時繼續，你的位置已讓給下一位。",
+		"expired.rejoin": "重新排隊",
+	},
+	"zh-CN": {
+		"ref":          "参考编号",
+		"back_to_shop": "返回商店",
+		"try_again":    "重试",
+
+		"error.400": "这个请求看起来不太对",
+		"error.401": "没有访问权限",
+		"error.403": "没有访问权限",
+		"error.404": "找不到这个页面",
+		"error.405": "这里不允许这个操作",
+		"error.410": "这个链接已失效",
+		"error.413": "一次提交的数据太多了",
+		"error.429": "请稍微放慢一点",
+		"error.500": "出了点问题",
+		"error.502": "商店暂时没有响应",
+		"error.503": "暂时无法使用",
+		"error.504": "商店响应太慢了",
+
+		"msg.NOT_FOUND":               "这个地址没有任何内容。",
+		"msg.QUEUE_NOT_FOUND":         "没有这个等候室。",
+		"msg.QUEUE_REQUIRED":          "进入这个页面前，请先在等候室排队。",
+		"msg.RATE_LIMITED":            "来自你的网络的请求太多了，请稍后再试。",
+		"msg.STORE_UNAVAILABLE":       "等候室暂时无法使用，请稍后再试。",
+		"msg.ORIGIN_UNAVAILABLE":      "商店暂时没有响应，请稍后再试。",
+		"msg.ORIGIN_TIMEOUT":          "商店响应时间太长，请稍后再试。",
+		"msg.GATE_UNAVAILABLE":        "这个页面的检查暂时无法使用。",
+		"msg.TURNSTILE_REQUIRED":      "请先完成简单的验证。",
+		"msg.INVALID_TURNSTILE_TOKEN": "验证没有通过，请重试。",
+		"msg.EXPIRED":                 "你在队伍中的位置已失效，请重新排队。",
+
+		"wait.title":        "等候室",
+		"wait.lead":         "你已在排队中。请保持此页面打开：它会自动更新，轮到你时会自动带你进入。",
+		"wait.lead_nojs":    "你已在排队中。此页面每隔几秒会刷新，轮到你时会自动带你进入。",
+		"wait.your_number":  "你的号码",
+		"wait.ahead":        "前面还有",
+		"wait.eta":          "预计等候时间",
+		"wait.eta_unknown":  "计算中…",
+		"wait.eta_now":      "马上就轮到你",
+		"wait.updated":      "更新于",
+		"wait.refresh":      "立即刷新",
+		"wait.progress":     "你的排队进度",
+		"wait.join_lead":    "现在有很多人想进入。完成简单的验证后即可开始排队。",
+		"wait.join":         "开始排队",
+		"wait.needs_js":     "这个等候室需要 JavaScript 来确认你不是机器人。",
+		"wait.js.served":    "轮到你了！正在带你进入商店…",
+		"wait.js.expired":   "你在队伍中的位置已失效。",
+		"wait.js.rejoin":    "重新排队",
+		"wait.js.offline":   "连接中断，正在重试…",
+		"wait.js.just_now":  "刚刚",
+		"wait.js.seconds":   "%d 秒前",
+		"wait.js.minutes":   "%d 分钟前",
+		"wait.js.under_min": "不到一分钟",
+		"wait.js.about_min": "约 %d 分钟",
+		"wait.js.one_min":   "约一分钟",
+		"wait.js.about_hr":  "约 %d 小时",
+		"wait.js.eta_now":   "马上就轮到你",
+		"wait.js.eta_unknown": "计算中…",
+
+		"challenge.title":  "简单验证",
+		"challenge.lead":   "继续之前，请确认你是真人。",
+		"challenge.submit": "继续",
+		"challenge.failed": "验证没有通过，请重试。",
+
+		"soldout.title": "已售罄",
+		"soldout.lead":  "很抱歉，这件商品已经售罄。",
+
+		"expired.title":  "你的位置已失效",
+		"expired.lead":   "你离开太久或没有及时继续，你的位置已让给下一位。",
+		"expired.rejoin": "重新排队",
+	},
+}
