@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-//go:embed *.css
+//go:embed *.css *.js
 var files embed.FS
 
 // Assets serves the embedded files below a URL base such as "/_edgeq/static/".

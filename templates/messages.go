@@ -34,6 +34,25 @@ func (t Text) T(key string, args ...any) string {
 	return s
 }
 
+// Duration renders a wait in seconds for people ("about 4 minutes"); 0 is "any moment", a negative
+// wait is unknown.
+func (t Text) Duration(seconds int64) string {
+	switch {
+	case seconds < 0:
+		return t.T("wait.js.eta_unknown")
+	case seconds == 0:
+		return t.T("wait.js.eta_now")
+	case seconds < 60:
+		return t.T("wait.js.under_min")
+	case seconds < 90:
+		return t.T("wait.js.one_min")
+	case seconds < 5400:
+		return t.T("wait.js.about_min", (seconds+30)/60)
+	default:
+		return t.T("wait.js.about_hr", (seconds+1800)/3600)
+	}
+}
+
 // Has reports whether the language (or English) has key.
 func (t Text) Has(key string) bool {
 	_, ok := t.strings[key]
@@ -80,7 +99,7 @@ func Negotiate(acceptLanguage, fallback string) string {
 				q = f
 			}
 		}
-		if lang := builtin(tag); lang != "" && q > 0 {
+		if lang := builtinLanguage(tag); lang != "" && q > 0 {
 			choices = append(choices, choice{lang, q, i})
 		}
 	}
@@ -91,7 +110,7 @@ func Negotiate(acceptLanguage, fallback string) string {
 	return choices[0].lang
 }
 
-func builtin(tag string) string {
+func builtinLanguage(tag string) string {
 	parts := strings.Split(strings.ToLower(strings.TrimSpace(tag)), "-")
 	switch parts[0] {
 	case "en":
@@ -143,32 +162,32 @@ var catalog = map[string]map[string]string{
 		"msg.INVALID_TURNSTILE_TOKEN": "The check did not succeed. Please try again.",
 		"msg.EXPIRED":                 "Your place in the queue is no longer valid. Please join again.",
 
-		"wait.title":        "Waiting room",
-		"wait.lead":         "You are in the queue. Keep this page open: it updates by itself and takes you on when it is your turn.",
-		"wait.lead_nojs":    "You are in the queue. This page refreshes every few seconds and takes you on when it is your turn.",
-		"wait.your_number":  "Your number",
-		"wait.ahead":        "Ahead of you",
-		"wait.eta":          "Estimated wait",
-		"wait.eta_unknown":  "Calculating…",
-		"wait.eta_now":      "Any moment",
-		"wait.updated":      "Updated",
-		"wait.refresh":      "Refresh now",
-		"wait.progress":     "Your progress through the queue",
-		"wait.join_lead":    "Many people want in right now. Complete the quick check to take your place in the queue.",
-		"wait.join":         "Join the queue",
-		"wait.needs_js":     "This waiting room needs JavaScript for a quick check that you are not a robot.",
-		"wait.js.served":    "It is your turn! Taking you to the shop…",
-		"wait.js.expired":   "Your place in the queue has expired.",
-		"wait.js.rejoin":    "Join the queue again",
-		"wait.js.offline":   "Connection lost. Retrying…",
-		"wait.js.just_now":  "just now",
-		"wait.js.seconds":   "%d s ago",
-		"wait.js.minutes":   "%d min ago",
-		"wait.js.under_min": "Under a minute",
-		"wait.js.about_min": "About %d minutes",
-		"wait.js.one_min":   "About a minute",
-		"wait.js.about_hr":  "About %d hours",
-		"wait.js.eta_now":   "Any moment",
+		"wait.title":          "Waiting room",
+		"wait.lead":           "You are in the queue. Keep this page open: it updates by itself and takes you on when it is your turn.",
+		"wait.lead_nojs":      "You are in the queue. This page refreshes every few seconds and takes you on when it is your turn.",
+		"wait.your_number":    "Your number",
+		"wait.ahead":          "Ahead of you",
+		"wait.eta":            "Estimated wait",
+		"wait.eta_unknown":    "Calculating…",
+		"wait.eta_now":        "Any moment",
+		"wait.updated":        "Updated",
+		"wait.refresh":        "Refresh now",
+		"wait.progress":       "Your progress through the queue",
+		"wait.join_lead":      "Many people want in right now. Complete the quick check to take your place in the queue.",
+		"wait.join":           "Join the queue",
+		"wait.needs_js":       "This waiting room needs JavaScript for a quick check that you are not a robot.",
+		"wait.js.served":      "It is your turn! Taking you to the shop…",
+		"wait.js.expired":     "Your place in the queue has expired.",
+		"wait.js.rejoin":      "Join the queue again",
+		"wait.js.offline":     "Connection lost. Retrying…",
+		"wait.js.just_now":    "just now",
+		"wait.js.seconds":     "%d s ago",
+		"wait.js.minutes":     "%d min ago",
+		"wait.js.under_min":   "Under a minute",
+		"wait.js.about_min":   "About %d minutes",
+		"wait.js.one_min":     "About a minute",
+		"wait.js.about_hr":    "About %d hours",
+		"wait.js.eta_now":     "Any moment",
 		"wait.js.eta_unknown": "Calculating…",
 
 		"challenge.title":  "A quick check",
@@ -213,32 +232,32 @@ var catalog = map[string]map[string]string{
 		"msg.INVALID_TURNSTILE_TOKEN": "驗證沒有通過，請再試一次。",
 		"msg.EXPIRED":                 "你在隊伍中的位置已失效，請重新排隊。",
 
-		"wait.title":        "等候室",
-		"wait.lead":         "你已在排隊中。請保持這個頁面開啟：它會自動更新，輪到你時會自動帶你進入。",
-		"wait.lead_nojs":    "你已在排隊中。這個頁面每隔幾秒會重新整理，輪到你時會自動帶你進入。",
-		"wait.your_number":  "你的號碼",
-		"wait.ahead":        "前面還有",
-		"wait.eta":          "預估等候時間",
-		"wait.eta_unknown":  "計算中…",
-		"wait.eta_now":      "即將輪到你",
-		"wait.updated":      "更新於",
-		"wait.refresh":      "立即重新整理",
-		"wait.progress":     "你的排隊進度",
-		"wait.join_lead":    "現在有很多人想進入。完成簡單的驗證後即可開始排隊。",
-		"wait.join":         "開始排隊",
-		"wait.needs_js":     "這個等候室需要 JavaScript 來確認你不是機器人。",
-		"wait.js.served":    "輪到你了！正在帶你進入商店…",
-		"wait.js.expired":   "你在隊伍中的位置已失效。",
-		"wait.js.rejoin":    "重新排隊",
-		"wait.js.offline":   "連線中斷，正在重試…",
-		"wait.js.just_now":  "剛剛",
-		"wait.js.seconds":   "%d 秒前",
-		"wait.js.minutes":   "%d 分鐘前",
-		"wait.js.under_min": "不到一分鐘",
-		"wait.js.about_min": "約 %d 分鐘",
-		"wait.js.one_min":   "約一分鐘",
-		"wait.js.about_hr":  "約 %d 小時",
-		"wait.js.eta_now":   "即將輪到你",
+		"wait.title":          "等候室",
+		"wait.lead":           "你已在排隊中。請保持這個頁面開啟：它會自動更新，輪到你時會自動帶你進入。",
+		"wait.lead_nojs":      "你已在排隊中。這個頁面每隔幾秒會重新整理，輪到你時會自動帶你進入。",
+		"wait.your_number":    "你的號碼",
+		"wait.ahead":          "前面還有",
+		"wait.eta":            "預估等候時間",
+		"wait.eta_unknown":    "計算中…",
+		"wait.eta_now":        "即將輪到你",
+		"wait.updated":        "更新於",
+		"wait.refresh":        "立即重新整理",
+		"wait.progress":       "你的排隊進度",
+		"wait.join_lead":      "現在有很多人想進入。完成簡單的驗證後即可開始排隊。",
+		"wait.join":           "開始排隊",
+		"wait.needs_js":       "這個等候室需要 JavaScript 來確認你不是機器人。",
+		"wait.js.served":      "輪到你了！正在帶你進入商店…",
+		"wait.js.expired":     "你在隊伍中的位置已失效。",
+		"wait.js.rejoin":      "重新排隊",
+		"wait.js.offline":     "連線中斷，正在重試…",
+		"wait.js.just_now":    "剛剛",
+		"wait.js.seconds":     "%d 秒前",
+		"wait.js.minutes":     "%d 分鐘前",
+		"wait.js.under_min":   "不到一分鐘",
+		"wait.js.about_min":   "約 %d 分鐘",
+		"wait.js.one_min":     "約一分鐘",
+		"wait.js.about_hr":    "約 %d 小時",
+		"wait.js.eta_now":     "即將輪到你",
 		"wait.js.eta_unknown": "計算中…",
 
 		"challenge.title":  "簡單驗證",
@@ -283,32 +302,32 @@ var catalog = map[string]map[string]string{
 		"msg.INVALID_TURNSTILE_TOKEN": "验证没有通过，请重试。",
 		"msg.EXPIRED":                 "你在队伍中的位置已失效，请重新排队。",
 
-		"wait.title":        "等候室",
-		"wait.lead":         "你已在排队中。请保持此页面打开：它会自动更新，轮到你时会自动带你进入。",
-		"wait.lead_nojs":    "你已在排队中。此页面每隔几秒会刷新，轮到你时会自动带你进入。",
-		"wait.your_number":  "你的号码",
-		"wait.ahead":        "前面还有",
-		"wait.eta":          "预计等候时间",
-		"wait.eta_unknown":  "计算中…",
-		"wait.eta_now":      "马上就轮到你",
-		"wait.updated":      "更新于",
-		"wait.refresh":      "立即刷新",
-		"wait.progress":     "你的排队进度",
-		"wait.join_lead":    "现在有很多人想进入。完成简单的验证后即可开始排队。",
-		"wait.join":         "开始排队",
-		"wait.needs_js":     "这个等候室需要 JavaScript 来确认你不是机器人。",
-		"wait.js.served":    "轮到你了！正在带你进入商店…",
-		"wait.js.expired":   "你在队伍中的位置已失效。",
-		"wait.js.rejoin":    "重新排队",
-		"wait.js.offline":   "连接中断，正在重试…",
-		"wait.js.just_now":  "刚刚",
-		"wait.js.seconds":   "%d 秒前",
-		"wait.js.minutes":   "%d 分钟前",
-		"wait.js.under_min": "不到一分钟",
-		"wait.js.about_min": "约 %d 分钟",
-		"wait.js.one_min":   "约一分钟",
-		"wait.js.about_hr":  "约 %d 小时",
-		"wait.js.eta_now":   "马上就轮到你",
+		"wait.title":          "等候室",
+		"wait.lead":           "你已在排队中。请保持此页面打开：它会自动更新，轮到你时会自动带你进入。",
+		"wait.lead_nojs":      "你已在排队中。此页面每隔几秒会刷新，轮到你时会自动带你进入。",
+		"wait.your_number":    "你的号码",
+		"wait.ahead":          "前面还有",
+		"wait.eta":            "预计等候时间",
+		"wait.eta_unknown":    "计算中…",
+		"wait.eta_now":        "马上就轮到你",
+		"wait.updated":        "更新于",
+		"wait.refresh":        "立即刷新",
+		"wait.progress":       "你的排队进度",
+		"wait.join_lead":      "现在有很多人想进入。完成简单的验证后即可开始排队。",
+		"wait.join":           "开始排队",
+		"wait.needs_js":       "这个等候室需要 JavaScript 来确认你不是机器人。",
+		"wait.js.served":      "轮到你了！正在带你进入商店…",
+		"wait.js.expired":     "你在队伍中的位置已失效。",
+		"wait.js.rejoin":      "重新排队",
+		"wait.js.offline":     "连接中断，正在重试…",
+		"wait.js.just_now":    "刚刚",
+		"wait.js.seconds":     "%d 秒前",
+		"wait.js.minutes":     "%d 分钟前",
+		"wait.js.under_min":   "不到一分钟",
+		"wait.js.about_min":   "约 %d 分钟",
+		"wait.js.one_min":     "约一分钟",
+		"wait.js.about_hr":    "约 %d 小时",
+		"wait.js.eta_now":     "马上就轮到你",
 		"wait.js.eta_unknown": "计算中…",
 
 		"challenge.title":  "简单验证",

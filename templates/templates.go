@@ -6,6 +6,7 @@ package templates
 import (
 	"bytes"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -22,26 +23,16 @@ var builtin embed.FS
 const layout = "layout.html"
 
 // Pages are the page templates, each parsed together with the layout.
-var Pages = []string{"error.html", "wait.html"}
+var Pages = []string{"error.html", "wait.html", "challenge.html", "soldout.html", "expired.html"}
 
 // builtinFuncs are available to every template, before the caller's funcs.
-var builtinFuncs = template.FuncMap{"duration": humanDuration}
+var builtinFuncs = template.FuncMap{"json": toJSON}
 
-// humanDuration renders a wait in seconds for people: "under a minute", "about 4 minutes", "about 2
-// hours".
-func humanDuration(seconds int64) string {
-	switch {
-	case seconds < 60:
-		return "under a minute"
-	case seconds < 90:
-		return "about a minute"
-	case seconds < 3600:
-		return fmt.Sprintf("about %d minutes", (seconds+30)/60)
-	case seconds < 5400:
-		return "about an hour"
-	default:
-		return fmt.Sprintf("about %d hours", (seconds+1800)/3600)
-	}
+// toJSON renders v as JSON text, for data attributes that page scripts read (html/template escapes it
+// for the attribute).
+func toJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
 }
 
 // Set is the parsed pages.

@@ -10,17 +10,41 @@ import (
 
 var funcs = template.FuncMap{"static": func(name string) string { return "/_edgeq/static/" + name }}
 
-type page struct {
-	Brand, Lang, CorrelationID, Code, Heading, Message string
-	Status                                             int
-	Retry                                              bool
+// base mirrors web.PageBase (templates cannot import web).
+type base struct {
+	Brand, Lang, CorrelationID string
+	Text                       Text
+}
+
+type errorPage struct {
+	base
+	Code, Heading, Message string
+	Status                 int
+	Retry                  bool
 }
 
 type waitPage struct {
-	Brand, Lang, CorrelationID, QueueID, Title, Self string
-	Position, Ahead, ETASeconds                      int64
-	RefreshSeconds                                   int
+	base
+	QueueID, Title, RequestID, UpdatedAt, UpdatedClock           string
+	Return, Self, RejoinURL, StatusURL, TokenURL                 string
+	SiteKey, ScriptURL, Action                                   string
+	Joined, Failed                                               bool
+	Position, Ahead, ETASeconds, PollMs, HiddenPollMs, MaxPollMs int64
+	Progress, RefreshSeconds                                     int
 }
+
+type challengePage struct {
+	base
+	SiteKey, ScriptURL, Action, Self string
+	Failed                           bool
+}
+
+type expiredPage struct {
+	base
+	Title, RejoinURL string
+}
+
+func en() base { return base{Brand: "Shop", Lang: "en", CorrelationID: "abc", Text: For("en")} }
 
 func TestParse_BuiltinPagesRender(t *testing.T) {
 	set, err := Parse("", funcs)
@@ -32,12 +56,19 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 		data any
 		want []string
 	}{
-		{"error.html", page{Brand: "Shop", Lang: "en", Status: 502, Code: "ORIGIN_UNAVAILABLE",
-			Heading: "The shop is not answering", Message: "<b>try</b>", CorrelationID: "abc", Retry: true},
-			[]string{"The shop is not answering", "&lt;b&gt;try&lt;/b&gt;", "abc"}},
-		{"wait.html", waitPage{Brand: "Shop", Lang: "en", QueueID: "drop", Title: "<i>Drop</i>", Position: 42,
-			Ahead: 41, ETASeconds: 300, RefreshSeconds: 5, Self: "/_edgeq/wait/drop?return=%2F"},
-			[]string{"&lt;i&gt;Drop&lt;/i&gt;", ">42<", ">41<", "about 5 minutes", `content="5"`}},
+		{"error.html", errorPage{base: en(), Status: 502, Code: "ORIGIN_UNAVAILABLE",
+			Heading: "The shop is not answering", Message: "<b>try</b>", Retry: true},
+			[]string{"The shop is not answering", "&lt;b&gt;try&lt;/b&gt;", "Try again"}},
+		{"wait.html", waitPage{base: en(), QueueID: "drop", Title: "<i>Drop</i>", Joined: true, Position: 42,
+			Ahead: 41, ETASeconds: 300, RefreshSeconds: 5, Self: "/_edgeq/wait/drop?return=%2F", Return: `/p?x="><script>`},
+			[]string{"&lt;i&gt;Drop&lt;/i&gt;", `id="position">42<`, `id="ahead">41<`, "About 5 minutes", `content="5"`,
+				`data-return="/p?x=&#34;&gt;&lt;script&gt;"`, "aria-live", "<progress"}},
+		{"challenge.html", challengePage{base: en(), SiteKey: "k", ScriptURL: "https://c.example/api.js", Action: "edgeq_challenge",
+			Self: "/_edgeq/challenge?return=%2F", Failed: true},
+			[]string{`class="cf-turnstile" data-sitekey="k"`, `src="https://c.example/api.js"`, "did not succeed"}},
+		{"soldout.html", errorPage{base: en(), Status: 409, Code: "INSUFFICIENT_STOCK"}, []string{"Sold out"}},
+		{"expired.html", expiredPage{base: en(), Title: "Drop", RejoinURL: "/_edgeq/wait/drop?rejoin=1"},
+			[]string{"Your place has expired", `href="/_edgeq/wait/drop?rejoin=1"`}},
 	}
 	if len(cases) != len(Pages) {
 		t.Fatalf("pages %v: add a case for each", Pages)
@@ -48,11 +79,54 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		out := b.String()
-		for _, want := range append(c.want, `<html lang="en">`, "/_edgeq/static/edgeq.css") {
+		for _, want := range append(c.want, `<html lang="en">`, "/_edgeq/static/edgeq.css", "Reference <code>abc</code>") {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s lacks %q:\n%s", c.name, want, out)
 			}
 		}
+	}
+}
+
+func TestLanguages(t *testing.T) {
+	cases := map[string]string{
+		"":                        "en",
+		"en-US,en;q=0.9":          "en",
+		"zh-TW,zh;q=0.9,en;q=0.8": "zh-TW",
+		"zh-Hant-HK":              "zh-TW",
+		"zh-HK":                   "zh-TW",
+		"zh-CN":                   "zh-CN",
+		"zh-Hans,en;q=0.5":        "zh-CN",
+		"zh":                      "zh-CN",
+		"fr-FR,fr;q=0.9":          "en",
+		"fr-FR,zh-TW;q=0.5":       "zh-TW",
+		"en;q=0.3,zh-TW;q=0.8":    "zh-TW",
+		"zh-TW;q=0":               "en",
+		"*":                       "en",
+	}
+	for header, want := range cases {
+		if got := Negotiate(header, "en"); got != want {
+			t.Errorf("Negotiate(%q) = %s, want %s", header, got, want)
+		}
+	}
+	if Negotiate("de", "zh-TW") != "zh-TW" {
+		t.Error("the fallback is not used")
+	}
+	// Every language has every key English has, and every %d placeholder it has.
+	for _, lang := range Languages {
+		for key, en := range catalog["en"] {
+			s, ok := catalog[lang][key]
+			if !ok {
+				t.Errorf("%s lacks %s", lang, key)
+				continue
+			}
+			if strings.Count(s, "%d") != strings.Count(en, "%d") {
+				t.Errorf("%s %s: placeholders differ from English", lang, key)
+			}
+		}
+	}
+	tw := For("zh-TW")
+	if tw.T("wait.title") != "等候室" || tw.Duration(600) != "約 10 分鐘" || For("xx").Lang() != "en" {
+		t.Errorf("zh-TW texts: %q %q", tw.T("wait.title"), tw.Duration(600))
 	}
 }
 
@@ -64,7 +138,7 @@ func TestParse_OverrideReplacesABuiltinPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := set.Render(&b, "error.html", page{Brand: "B", Lang: "en", Code: "X"}); err != nil {
+	if err := set.Render(&b, "error.html", errorPage{base: en(), Code: "X"}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(b.String(), "<p>Custom X</p>") || !strings.Contains(b.String(), "<header") {
@@ -97,7 +171,7 @@ func TestRender_FailureWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
-	if err := set.Render(&b, "error.html", page{Brand: "B", Lang: "en"}); err == nil {
+	if err := set.Render(&b, "error.html", errorPage{base: en()}); err == nil {
 		t.Fatal("want an execution error")
 	}
 	if b.Len() != 0 {

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -29,8 +31,12 @@ var (
 	ErrRateLimited      = &web.Error{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED", Message: "Too many requests from your network. Please wait a moment."}
 	ErrStoreUnavailable = &web.Error{Status: http.StatusServiceUnavailable, Code: "STORE_UNAVAILABLE", Message: "The waiting room is briefly unavailable. Please try again in a moment.", RetryAfter: 5 * time.Second}
 	ErrQueueRequired    = &web.Error{Status: http.StatusForbidden, Code: "QUEUE_REQUIRED", Message: "This page needs a place in the waiting room first."}
-	ErrTurnstileMissing = &web.Error{Status: http.StatusServiceUnavailable, Code: "GATE_UNAVAILABLE", Message: "This queue requires a bot check that this build of edgeq does not provide yet."}
+	ErrTurnstileMissing = &web.Error{Status: http.StatusServiceUnavailable, Code: "GATE_UNAVAILABLE", Message: "This queue requires a Turnstile check, but Turnstile is not configured."}
+	ErrInvalidTurnstile = &web.Error{Status: http.StatusForbidden, Code: "INVALID_TURNSTILE_TOKEN", Message: "The Turnstile check did not succeed."}
 )
+
+// requestCookieLife is how long a request cookie lasts: long enough for any wait.
+const requestCookieLife = 24 * time.Hour
 
 // maxFormBytes bounds the bodies of assign_queue_pos and generate_token: a few short fields.
 const maxFormBytes = 16 << 10
@@ -46,6 +52,7 @@ func (r *Room) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+p+"/status/{queue_id}/{request_id}", r.handleStatus)
 	mux.HandleFunc("GET "+p+"/jwks.json", r.handleJWKS)
 	mux.HandleFunc("GET "+p+"/wait/{queue_id}", r.handleWait)
+	mux.HandleFunc("POST "+p+"/wait/{queue_id}", r.handleWait)
 }
 
 // fields reads a form (urlencoded or multipart) or JSON object body into strings.
@@ -144,31 +151,48 @@ func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
 	return nil
 }
 
-// joined is the outcome of a join.
+// joined is a visitor's place.
 type joined struct {
 	RequestID string
 	Position  int64
 	State     State
 	IssuedAt  int64 // set when the join was served at once with claim
 	Expires   int64
+	TSV       int64 // Turnstile time the place was taken with
 }
 
-// join gives the visitor a position in the queue, or the one its request cookie already holds while
-// that is not finished: assign_queue_pos is idempotent per browser.
-func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool) (joined, *web.Error) {
-	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok {
-		st := StateWaiting
-		if pos <= s.Serving {
-			var err error
-			if st, err = r.lookup(ctx, queueID, s.Epoch, pos); err != nil {
-				return joined{}, ErrStoreUnavailable.Because(err)
-			}
-		}
-		if !st.Final() {
-			r.heartbeat(queueID, s, pos)
-			return joined{RequestID: id, Position: pos, State: st}, nil
+// held returns the place the visitor's request cookie holds, with its state, when the cookie is
+// genuine for the queue. ok is false without such a cookie.
+func (r *Room) held(ctx context.Context, req *http.Request, queueID string, s *snapshot) (j joined, ok bool, e *web.Error) {
+	id, pos, ok := r.requestFromCookie(req, queueID, s)
+	if !ok {
+		return joined{}, false, nil
+	}
+	st := StateWaiting
+	if pos <= s.Serving {
+		var err error
+		if st, err = r.lookup(ctx, queueID, s.Epoch, pos); err != nil {
+			return joined{}, false, ErrStoreUnavailable.Because(err)
 		}
 	}
+	return joined{RequestID: id, Position: pos, State: st}, true, nil
+}
+
+// live returns the unfinished place the visitor's request cookie holds: assign_queue_pos is
+// idempotent per browser.
+func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *snapshot) (joined, bool, *web.Error) {
+	j, ok, e := r.held(ctx, req, queueID, s)
+	if e != nil || !ok || j.State.Final() {
+		return joined{}, false, e
+	}
+	r.heartbeat(queueID, s, j.Position)
+	return j, true, nil
+}
+
+// assign takes a new place in the queue (limits.join_per_ip_per_minute applies) and hands the request
+// cookie over. With claim, a visitor served by this very call also gets its token. tsv is the time of
+// the Turnstile check passed to join, 0 if none.
+func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e
 	}
@@ -176,7 +200,7 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 	if claim {
 		flag = "1"
 	}
-	res := r.scripts.run(ctx, r.client, r.scripts.assign, queueKeys(r.keys, queueID), flag, 0)
+	res := r.scripts.run(ctx, r.client, r.scripts.assign, queueKeys(r.keys, queueID), flag, tsv)
 	code, pos, epoch, st, iat, exp := res.int(0), res.int(1), res.str(3), State(res.int(4)), res.int(5), res.int(6)
 	if res.err != nil {
 		return joined{}, ErrStoreUnavailable.Because(res.err)
@@ -188,8 +212,24 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 		r.tokensIssued.WithLabelValues(queueID).Inc()
 	}
 	id := r.ids.make(queueID, epoch, pos)
-	r.opts.Cookies.set(w, req, r.cookieName("rq", queueID), id, requestCookieLife)
-	return joined{RequestID: id, Position: pos, State: st, IssuedAt: iat, Expires: exp}, nil
+	r.opts.Cookies.Set(w, req, r.cookieName("rq", queueID), id, requestCookieLife)
+	return joined{RequestID: id, Position: pos, State: st, IssuedAt: iat, Expires: exp, TSV: tsv}, nil
+}
+
+// verifyJoin runs the join-time Turnstile check of a queue that asks for one (queues[].turnstile):
+// the Turnstile time on success, 403 INVALID_TURNSTILE_TOKEN otherwise. No place is taken before it
+// passes.
+func (r *Room) verifyJoin(ctx context.Context, req *http.Request, response, action string) (int64, *web.Error) {
+	if r.opts.Turnstile == nil {
+		return 0, ErrTurnstileMissing
+	}
+	v := r.opts.Turnstile.Verify(ctx, turnstile.Check{
+		Response: response, RemoteIP: web.RequestFrom(ctx).ClientIP.String(), Host: req.Host, Action: action,
+	})
+	if !v.OK {
+		return 0, ErrInvalidTurnstile.Because(fmt.Errorf("turnstile %s %v", v.Result, v.Codes))
+	}
+	return v.At.Unix(), nil
 }
 
 // lookup reads the state of a position that the serving position has reached.
@@ -216,11 +256,21 @@ func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, e)
 		return
 	}
-	if s.Turnstile {
-		r.responder.Error(w, req, ErrTurnstileMissing)
-		return
+	ctx, queueID := req.Context(), f["queue_id"]
+	j, ok, e := r.live(ctx, req, queueID, s)
+	if e == nil && !ok {
+		var tsv int64
+		if s.Turnstile {
+			response := f["cf-turnstile-response"]
+			if response == "" {
+				response = f["turnstile_token"]
+			}
+			tsv, e = r.verifyJoin(ctx, req, response, "")
+		}
+		if e == nil {
+			j, e = r.assign(ctx, w, req, queueID, false, tsv)
+		}
 	}
-	j, e := r.join(req.Context(), w, req, f["queue_id"], s, false)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return
@@ -340,7 +390,7 @@ func tokenID(queueID, epoch string, pos, iat int64) string {
 
 // setTokenCookie hands a token to a browser.
 func (r *Room) setTokenCookie(w http.ResponseWriter, req *http.Request, queueID string, t issued) {
-	r.opts.Cookies.set(w, req, r.cookieName("tk", queueID), t.Raw, time.Until(t.Expires))
+	r.opts.Cookies.Set(w, req, r.cookieName("tk", queueID), t.Raw, time.Until(t.Expires))
 }
 
 func (r *Room) handleGenerateToken(w http.ResponseWriter, req *http.Request) {

@@ -42,7 +42,7 @@ func BenchmarkGate(b *testing.B) {
 	keys := token.NewKeyring(key)
 	room := New(Options{
 		Store: s, Keyring: keys, Verifier: token.NewVerifier(keys, "edgeq", 5*time.Second), Issuer: "edgeq",
-		IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: CookiePolicy{Secure: "auto"},
+		IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
 		Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: slog.New(slog.DiscardHandler),
 	})
 	ctx := context.Background()

@@ -68,9 +68,12 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, token
 		if !ok || pos != c.Position || r.isRevoked(queueID, s.Epoch, pos) {
 			return c, false
 		}
+		if c.TurnstileAt > 0 {
+			web.RequestFrom(ctx).TurnstileAt = time.Unix(c.TurnstileAt, 0)
+		}
 		return c, true
 	}
-	if raw, found := cookieValue(req.Header, tokenCookie); found {
+	if raw, found := web.CookieValue(req.Header, tokenCookie); found {
 		if c, ok := check(raw); ok {
 			return c, false, true
 		}
@@ -137,7 +140,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	}
 	if s.hasRoom() && !s.Turnstile {
 		if _, _, held := r.requestFromCookie(req, queueID, s); !held {
-			j, e := r.join(ctx, w, req, queueID, s, true)
+			j, e := r.assign(ctx, w, req, queueID, true, 0)
 			if e == nil && j.State == StateToken && j.Expires > 0 {
 				t, e := r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
 				if e == nil {
@@ -149,20 +152,4 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 		}
 	}
 	http.Redirect(w, req, r.waitURL(queueID, returnTo), http.StatusFound)
-}
-
-// cookieValue finds one cookie in the Cookie headers without parsing every cookie (the gate runs on
-// every request). The value is not validated here: only a value that verifies as a token is used.
-func cookieValue(h http.Header, name string) (string, bool) {
-	for _, line := range h["Cookie"] {
-		for line != "" {
-			var part string
-			part, line, _ = strings.Cut(line, ";")
-			part = strings.TrimSpace(part)
-			if len(part) > len(name) && part[len(name)] == '=' && part[:len(name)] == name {
-				return strings.Trim(part[len(name)+1:], `"`), true
-			}
-		}
-	}
-	return "", false
 }

@@ -24,6 +24,8 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
 	"github.com/edgeq/edgeq/static"
@@ -54,9 +56,40 @@ type harness struct {
 	queues   []config.Queue
 	routes   []config.Route
 	command  atomic.Value // Edgeq-Command the origin answers with
+	bodies   chan string  // request bodies the origin received, when not nil
+
+	// Turnstile, when the harness was built withTurnstile: the stand-in siteverify and its server.
+	fake   *turnstiletest.Server
+	fakeTS *httptest.Server
+	onErr  string
+}
+
+// withTurnstile makes the harness's replicas check Turnstile against a stand-in siteverify, with
+// turnstile.on_error set to onError.
+func (h *harness) withTurnstile(onError string) *harness {
+	h.fake = turnstiletest.New()
+	h.fakeTS = httptest.NewServer(h.fake)
+	h.t.Cleanup(h.fakeTS.Close)
+	h.onErr = onError
+	return h
 }
 
 func newHarness(t *testing.T, s *store.Store, queues []config.Queue, routes []config.Route) *harness {
+	t.Helper()
+	h := buildHarness(t, s, queues, routes)
+	h.addReplica()
+	return h
+}
+
+// newTurnstileHarness is newHarness with Turnstile checks (see withTurnstile).
+func newTurnstileHarness(t *testing.T, s *store.Store, onError string, queues []config.Queue, routes []config.Route) *harness {
+	t.Helper()
+	h := buildHarness(t, s, queues, routes).withTurnstile(onError)
+	h.addReplica()
+	return h
+}
+
+func buildHarness(t *testing.T, s *store.Store, queues []config.Queue, routes []config.Route) *harness {
 	t.Helper()
 	key, err := token.GenerateKey()
 	if err != nil {
@@ -69,10 +102,13 @@ func newHarness(t *testing.T, s *store.Store, queues []config.Queue, routes []co
 		if cmd := h.command.Load().(string); cmd != "" {
 			w.Header().Set("Edgeq-Command", cmd)
 		}
+		if h.bodies != nil {
+			body, _ := io.ReadAll(r.Body)
+			h.bodies <- string(body)
+		}
 		fmt.Fprintf(w, "origin %s queue=%s request=%s", r.URL.Path, r.Header.Get(HeaderQueueID), r.Header.Get(HeaderRequestID))
 	}))
 	t.Cleanup(h.origin.Close)
-	h.addReplica()
 	return h
 }
 
@@ -92,22 +128,41 @@ func (h *harness) addReplica() *replica {
 	}
 	responder := &web.Responder{Pages: pages, Brand: "edgeq", Lang: "en"}
 	logger := slog.New(slog.DiscardHandler)
+	endpoints := http.NewServeMux()
+	var ts *turnstile.Client
+	var tsGate *turnstile.Gate
+	if h.fake != nil {
+		cfg := config.Default().Turnstile
+		cfg.SiteKey, cfg.SecretKey, cfg.OnError = turnstiletest.SiteKey, turnstiletest.Secret, h.onErr
+		cfg.VerifyURL, cfg.ScriptURL = h.fakeTS.URL+"/turnstile/v0/siteverify", h.fakeTS.URL+"/turnstile/v0/api.js"
+		cfg.Hostnames = []string{"shop.example"}
+		cfg.Timeout = 500 * time.Millisecond
+		ts = turnstile.New(cfg, h.store, prometheus.NewRegistry())
+		tsGate = turnstile.NewGate(turnstile.GateOptions{
+			Client: ts, ClearanceTTL: 30 * time.Minute, Key: h.keys.DeriveKey("edgeq turnstile clearance v1"),
+			Prefix: "/_edgeq", MaxBodyBytes: 1 << 20, Cookies: web.Cookies{Secure: "auto"}, Responder: responder,
+		})
+		tsGate.Register(endpoints)
+	}
 	room := New(Options{
 		Store: h.store, Keyring: h.keys, Verifier: token.NewVerifier(h.keys, "edgeq", 5*time.Second), Issuer: "edgeq",
-		IDKey: h.keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: CookiePolicy{Secure: "auto"},
-		Responder: responder, Logger: logger, Tick: 20 * time.Millisecond,
+		IDKey: h.keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
+		Responder: responder, Logger: logger, Tick: 20 * time.Millisecond, Turnstile: ts,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := room.Apply(ctx, h.queues, nil); err != nil {
 		t.Fatal(err)
 	}
-	endpoints := http.NewServeMux()
 	room.Register(endpoints)
+	steps := []proxy.Step{room.Gate()}
+	if tsGate != nil {
+		steps = append(steps, tsGate)
+	}
 	originURL, _ := url.Parse(h.origin.URL)
 	reg := prometheus.NewRegistry()
 	p := proxy.New(proxy.Options{
 		Origin: originURL, OriginTimeout: 5 * time.Second, Prefix: "/_edgeq", Endpoints: web.Routes(endpoints, responder),
-		Steps: []proxy.Step{room.Gate()}, Responder: responder, Metrics: metrics.New(reg), Logger: logger,
+		Steps: steps, Responder: responder, Metrics: metrics.New(reg), Logger: logger,
 	})
 	table, err := p.Compile(h.routes)
 	if err != nil {
@@ -168,6 +223,10 @@ func (v *visitor) do(method, path string, form url.Values, header http.Header) a
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
 	for k, vals := range header {
+		if k == "Host" {
+			req.Host = vals[0]
+			continue
+		}
 		req.Header[k] = vals
 	}
 	resp, err := v.client.Do(req)

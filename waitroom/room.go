@@ -31,6 +31,7 @@ import (
 	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -42,10 +43,12 @@ type Options struct {
 	Issuer    string
 	IDKey     []byte // MAC key of request ids (derived from the signing key)
 	Prefix    string // server.prefix
-	Cookies   CookiePolicy
+	Cookies   web.Cookies
 	Limits    config.Limits
 	Responder *web.Responder
 	Logger    *slog.Logger
+	// Turnstile checks joins of queues with turnstile: true; nil when Turnstile is not configured.
+	Turnstile *turnstile.Client
 	// MaxTokenTTL bounds how long a revocation must be remembered (validation caps token_ttl).
 	MaxTokenTTL time.Duration
 	// Tick is the inlet and snapshot period; 0 means DefaultTick.

@@ -1,33 +1,58 @@
 package waitroom
 
 import (
+	"context"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
 var errNoSuchWaitingRoom = &web.Error{Status: http.StatusNotFound, Code: "QUEUE_NOT_FOUND", Message: "There is no such waiting room."}
 
+// joinAction is the widget action of the waiting page's join form; the check insists on it, so a
+// response solved for another widget cannot be used to join.
+const joinAction = "edgeq_join"
+
 // WaitPage is the data of wait.html.
 type WaitPage struct {
 	web.PageBase
-	QueueID        string
-	Title          string
-	Position       int64
-	Ahead          int64
-	ETASeconds     int64 // -1 unknown
-	RefreshSeconds int
-	Self           string // this page, to refresh
+	QueueID string
+	Title   string
+	// Joined is false while a queue that asks for Turnstile shows its join form.
+	Joined       bool
+	RequestID    string
+	Position     int64
+	Ahead        int64
+	ETASeconds   int64 // -1 unknown
+	Progress     int   // percent of the line served up to the visitor
+	UpdatedAt    string
+	UpdatedClock string
+	// Scripts and links.
+	Return, Self, RejoinURL, StatusURL, TokenURL string
+	PollMs, HiddenPollMs, MaxPollMs              int64
+	RefreshSeconds                               int
+	// The join form of a Turnstile queue.
+	SiteKey, ScriptURL, Action string
+	Failed                     bool
 }
 
-// handleWait serves the waiting page: it joins the visitor (or finds the place its request cookie
-// holds), and once the visitor is served issues the token and sends them on to return. Without
-// JavaScript the page refreshes itself.
+// ExpiredPage is the data of expired.html.
+type ExpiredPage struct {
+	web.PageBase
+	Title     string
+	RejoinURL string
+}
+
+// handleWait serves the waiting page (GET) and the join form of queues that ask for Turnstile (POST).
+// It finds the visitor's place from its request cookie or takes a new one; once the visitor is served
+// it issues the token and sends the visitor on to return (303). Without JavaScript the page refreshes
+// itself; with it, wait.js polls and moves on by itself.
 func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
-	queueID := req.PathValue("queue_id")
-	returnTo := SafeReturn(req.URL.Query().Get("return"))
-	s, e := r.queueFor(req.Context(), queueID)
+	ctx, queueID := req.Context(), req.PathValue("queue_id")
+	s, e := r.queueFor(ctx, queueID)
 	if e == ErrQueueNotFound {
 		e = errNoSuchWaitingRoom
 	}
@@ -35,53 +60,133 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, e)
 		return
 	}
-	if s.Turnstile {
-		r.responder.Error(w, req, ErrTurnstileMissing)
-		return
-	}
 	if e := r.allowPoll(req); e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
-	j, e := r.join(req.Context(), w, req, queueID, s, true)
+	returnTo := web.SafeReturn(req.URL.Query().Get("return"))
+	page := r.pageLinks(queueID, returnTo)
+
+	j, ok, e := r.held(ctx, req, queueID, s)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
-	if j.State == StateToken && j.Expires > 0 {
-		t, e := r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
-		if e == nil {
-			r.setTokenCookie(w, req, queueID, t)
-			http.Redirect(w, req, returnTo, http.StatusSeeOther)
+	if ok && j.State.Final() {
+		// A visitor whose place expired or was given up is told so, and joins again only when asking to;
+		// one who completed a visit simply joins again.
+		if j.State != StateCompleted && req.URL.Query().Get("rejoin") == "" && req.Method == http.MethodGet {
+			r.responder.Page(w, req, http.StatusGone, "expired.html", ExpiredPage{
+				PageBase: r.responder.Base(req), Title: s.Title, RejoinURL: page.RejoinURL,
+			})
 			return
 		}
+		ok = false
 	}
-	if j.State == StateServed || j.State == StateToken {
-		t, e := r.issueToken(req.Context(), queueID, s, j.RequestID, j.Position)
-		if e == nil {
-			r.setTokenCookie(w, req, queueID, t)
-			http.Redirect(w, req, returnTo, http.StatusSeeOther)
-			return
+	if ok {
+		r.heartbeat(queueID, s, j.Position)
+	} else {
+		var tsv int64
+		if s.Turnstile {
+			if req.Method != http.MethodPost {
+				r.joinForm(w, req, s, page, http.StatusOK, false)
+				return
+			}
+			req.Body = http.MaxBytesReader(w, req.Body, maxFormBytes)
+			var e *web.Error
+			if tsv, e = r.verifyJoin(ctx, req, req.PostFormValue("cf-turnstile-response"), joinAction); e != nil {
+				if e.Code == ErrInvalidTurnstile.Code {
+					r.joinForm(w, req, s, page, http.StatusForbidden, true)
+					return
+				}
+				r.responder.Error(w, req, e)
+				return
+			}
 		}
-		if e.Status >= 500 {
+		if j, e = r.assign(ctx, w, req, queueID, !s.Turnstile, tsv); e != nil {
 			r.responder.Error(w, req, e)
 			return
 		}
 	}
-	w.Header().Set("Cache-Control", "no-store")
-	r.responder.Page(w, req, http.StatusOK, "wait.html", WaitPage{
-		PageBase: r.responder.Base(req), QueueID: queueID, Title: s.Title, Position: j.Position,
-		Ahead: max(0, j.Position-s.Serving-1), ETASeconds: s.eta(j.Position - s.Serving),
-		RefreshSeconds: r.refreshSeconds(s), Self: req.URL.RequestURI(),
-	})
+	if req.Method == http.MethodPost {
+		// Post/redirect/get: the page the visitor reloads is the GET one.
+		http.Redirect(w, req, page.Self, http.StatusSeeOther)
+		return
+	}
+	if r.sendOn(ctx, w, req, queueID, s, j, returnTo) {
+		return
+	}
+	r.renderWait(w, req, s, j, page)
 }
 
-// refreshSeconds is the no-JavaScript page's refresh period: every 5 s, and always well inside
-// abandon_after so a visitor who keeps the page open is never taken for gone.
-func (r *Room) refreshSeconds(s *snapshot) int {
-	refresh := 5 * time.Second
-	if s.AbandonAfter > 0 {
-		refresh = min(refresh, s.AbandonAfter/3)
+// sendOn issues the token of a served visitor and redirects it to returnTo.
+func (r *Room) sendOn(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, j joined, returnTo string) bool {
+	var t issued
+	switch {
+	case j.State == StateToken && j.Expires > 0: // served by the join itself
+		var e *web.Error
+		if t, e = r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, j.TSV); e != nil {
+			return false
+		}
+	case j.State == StateServed || j.State == StateToken:
+		var e *web.Error
+		if t, e = r.issueToken(ctx, queueID, s, j.RequestID, j.Position); e != nil {
+			return false
+		}
+	default:
+		return false
 	}
-	return max(1, int(refresh/time.Second))
+	r.setTokenCookie(w, req, queueID, t)
+	http.Redirect(w, req, returnTo, http.StatusSeeOther)
+	return true
+}
+
+// pageLinks are the URLs a waiting page links to.
+func (r *Room) pageLinks(queueID, returnTo string) WaitPage {
+	p := r.opts.Prefix
+	self := p + "/wait/" + url.PathEscape(queueID) + "?return=" + url.QueryEscape(returnTo)
+	return WaitPage{
+		QueueID: queueID, Return: returnTo, Self: self, RejoinURL: self + "&rejoin=1",
+		TokenURL: p + "/generate_token",
+	}
+}
+
+func (r *Room) renderWait(w http.ResponseWriter, req *http.Request, s *snapshot, j joined, page WaitPage) {
+	now := time.Now().UTC()
+	poll, hidden, maxPoll := r.pollIntervals(s)
+	page.PageBase = r.responder.Base(req)
+	page.Title, page.Joined = s.Title, true
+	page.RequestID, page.Position = j.RequestID, j.Position
+	page.Ahead = max(0, j.Position-s.Serving-1)
+	page.ETASeconds = s.eta(j.Position - s.Serving)
+	page.Progress = int(min(100, max(0, 100*s.Serving/max(1, j.Position))))
+	page.UpdatedAt, page.UpdatedClock = now.Format(time.RFC3339), now.Format("15:04:05 UTC")
+	page.StatusURL = r.opts.Prefix + "/status/" + url.PathEscape(page.QueueID) + "/" + j.RequestID
+	page.PollMs, page.HiddenPollMs, page.MaxPollMs = poll.Milliseconds(), hidden.Milliseconds(), maxPoll.Milliseconds()
+	page.RefreshSeconds = int(poll / time.Second)
+	w.Header().Set("Cache-Control", "no-store")
+	r.responder.Page(w, req, http.StatusOK, "wait.html", page)
+}
+
+func (r *Room) joinForm(w http.ResponseWriter, req *http.Request, s *snapshot, page WaitPage, status int, failed bool) {
+	if r.opts.Turnstile == nil {
+		r.responder.Error(w, req, ErrTurnstileMissing)
+		return
+	}
+	page.PageBase = r.responder.Base(req)
+	page.Title = s.Title
+	page.SiteKey, page.ScriptURL, page.Action, page.Failed = r.opts.Turnstile.SiteKey(), r.opts.Turnstile.ScriptURL(), joinAction, failed
+	r.responder.PageCSP(w, req, status, "wait.html", page, turnstile.PageCSP(r.opts.Turnstile.ScriptURL()))
+}
+
+// pollIntervals are the waiting page's polling periods: in view, hidden, and the longest back-off. All
+// stay at a third of abandon_after or less, so a visitor who keeps the page open, even in a background
+// tab, is never taken for gone.
+func (r *Room) pollIntervals(s *snapshot) (poll, hidden, maxPoll time.Duration) {
+	poll, hidden, maxPoll = 4*time.Second, 15*time.Second, 30*time.Second
+	if s.AbandonAfter > 0 {
+		limit := s.AbandonAfter / 3
+		poll, hidden, maxPoll = min(poll, limit), min(hidden, limit), min(maxPoll, limit)
+	}
+	return max(poll, time.Second), max(hidden, time.Second), max(maxPoll, time.Second)
 }

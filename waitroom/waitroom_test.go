@@ -411,7 +411,7 @@ func TestWaitPage_ServedVisitorGoesBackToReturn(t *testing.T) {
 			t.Fatalf("waiting page: %d %s", r.status, r.body)
 		}
 		again := v.do("GET", page, nil, browser)
-		if !strings.Contains(again.body, "<dd>2</dd>") || !strings.Contains(r.body, "<dd>2</dd>") {
+		if !strings.Contains(again.body, `id="position">2<`) || !strings.Contains(r.body, `id="position">2<`) {
 			t.Fatalf("reload changed the place:\n%s", again.body)
 		}
 		// The holder leaves; the waiting page now sends the visitor on with a token.
@@ -444,48 +444,6 @@ func TestWaitPage_ServedVisitorGoesBackToReturn(t *testing.T) {
 func mustURL(s string) *url.URL {
 	u, _ := url.Parse(s)
 	return u
-}
-
-func TestSafeReturn(t *testing.T) {
-	cases := map[string]string{
-		"/p/item?a=1":                   "/p/item?a=1",
-		"/":                             "/",
-		"":                              "/",
-		"//evil.example":                "/",
-		"/\\evil.example":               "/",
-		"https://evil.example/":         "/",
-		"javascript:alert(1)":           "/",
-		"evil.example":                  "/",
-		"/ok/../../x":                   "/ok/../../x",
-		"/a\nb":                         "/",
-		"/a\\b":                         "/",
-		"/%2F%2Fevil.example":           "/%2F%2Fevil.example",
-		"/" + strings.Repeat("a", 3000): "/",
-	}
-	for in, want := range cases {
-		if got := SafeReturn(in); got != want {
-			t.Errorf("SafeReturn(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func FuzzSafeReturn(f *testing.F) {
-	for _, s := range []string{"/", "//x", "/\\x", "https://x", "/a?b#c", "\t//x", "/%09/x"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, in string) {
-		out := SafeReturn(in)
-		u, err := url.Parse(out)
-		if err != nil || u.Host != "" || u.Scheme != "" || !strings.HasPrefix(out, "/") ||
-			strings.HasPrefix(out, "//") || strings.ContainsAny(out, "\\\t\r\n") {
-			t.Fatalf("SafeReturn(%q) = %q leads off-site", in, out)
-		}
-		// Resolved against a page of the site, it stays on the site.
-		base, _ := url.Parse("https://shop.example/_edgeq/wait/q")
-		if got := base.ResolveReference(u); got.Host != "shop.example" {
-			t.Fatalf("SafeReturn(%q) = %q resolves to host %q", in, out, got.Host)
-		}
-	})
 }
 
 func TestRequestIDs(t *testing.T) {

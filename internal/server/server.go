@@ -26,6 +26,7 @@ import (
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
 	"github.com/edgeq/edgeq/static"
@@ -232,6 +233,21 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry)
 
+	var ts *turnstile.Client
+	var tsGate *turnstile.Gate
+	if cfg.Turnstile.SiteKey != "" && cfg.Turnstile.SecretKey != "" {
+		if turnstile.IsTestingSecret(cfg.Turnstile.SecretKey) {
+			logger.Warn("turnstile.secret_key is one of Cloudflare's dummy testing secrets: fine for tests, " +
+				"never for a real sale")
+		}
+		ts = turnstile.New(cfg.Turnstile, st, registry)
+		tsGate = turnstile.NewGate(turnstile.GateOptions{
+			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: keyring.DeriveKey("edgeq turnstile clearance v1"),
+			Prefix: cfg.Server.Prefix, MaxBodyBytes: cfg.Server.MaxBodyBytes,
+			Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure}, Responder: responder,
+		})
+	}
+
 	room := waitroom.New(waitroom.Options{
 		Store:     st,
 		Keyring:   keyring,
@@ -239,16 +255,22 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Issuer:    cfg.Tokens.Issuer,
 		IDKey:     keyring.DeriveKey("edgeq request ids v1"),
 		Prefix:    cfg.Server.Prefix,
-		Cookies:   waitroom.CookiePolicy{Secure: cfg.Tokens.CookieSecure},
+		Cookies:   web.Cookies{Secure: cfg.Tokens.CookieSecure},
 		Limits:    cfg.Limits,
 		Responder: responder,
 		Logger:    logger,
+		Turnstile: ts,
 	})
 	registry.MustRegister(room.Collector())
 
 	endpoints := http.NewServeMux()
 	endpoints.Handle("GET "+cfg.Server.Prefix+"/static/", assets)
 	room.Register(endpoints)
+	steps := []proxy.Step{room.Gate()}
+	if tsGate != nil {
+		tsGate.Register(endpoints)
+		steps = append(steps, tsGate)
+	}
 
 	p := proxy.New(proxy.Options{
 		Origin:         origin,
@@ -256,7 +278,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Prefix:         cfg.Server.Prefix,
 		TrustedProxies: trusted,
 		Endpoints:      web.Routes(endpoints, responder),
-		Steps:          []proxy.Step{room.Gate()},
+		Steps:          steps,
 		Responder:      responder,
 		Metrics:        m,
 		Logger:         logger,

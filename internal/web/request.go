@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"time"
 )
 
 // Request is what edgeq knows about the request being served; the proxy builds it first thing and every
@@ -16,6 +17,9 @@ type Request struct {
 	ClientIP      netip.Addr // after trusted-proxy processing of X-Forwarded-For
 	Secure        bool       // the client's connection was HTTPS (directly, or per a trusted proxy)
 	Route         string     // metrics label of the matched route
+	// TurnstileAt is when the visitor passed a Turnstile check, as carried by a valid access token
+	// (its tsv claim); zero if unknown. The queue step sets it for the Turnstile step.
+	TurnstileAt time.Time
 
 	base         *slog.Logger
 	logger       *slog.Logger

@@ -68,13 +68,16 @@ type Responder struct {
 // PageBase is the data every page template gets.
 type PageBase struct {
 	Brand         string
-	Lang          string
+	Lang          string         // BCP 47 tag of the page's language
+	Text          templates.Text // {{.Text.T "key"}}
 	CorrelationID string
 }
 
-// Base returns the page data common to every page for r.
+// Base returns the page data common to every page for r, in the language the visitor's
+// Accept-Language prefers among the built-in ones (pages.default_language otherwise).
 func (rs *Responder) Base(r *http.Request) PageBase {
-	return PageBase{Brand: rs.Brand, Lang: rs.Lang, CorrelationID: RequestFrom(r.Context()).CorrelationID}
+	text := templates.For(templates.Negotiate(r.Header.Get("Accept-Language"), rs.Lang))
+	return PageBase{Brand: rs.Brand, Lang: text.Lang(), Text: text, CorrelationID: RequestFrom(r.Context()).CorrelationID}
 }
 
 // ErrorPage is the data of error.html.
@@ -107,9 +110,13 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
 	if WantsHTML(r) {
+		base := rs.Base(r)
 		data := ErrorPage{
-			PageBase: rs.Base(r), Status: e.Status, Code: e.Code, Heading: heading(e.Status), Message: e.Message,
+			PageBase: base, Status: e.Status, Code: e.Code, Heading: heading(base.Text, e.Status), Message: e.Message,
 			Retry: e.Status == http.StatusTooManyRequests || e.Status >= 500,
+		}
+		if key := "msg." + e.Code; base.Text.Has(key) {
+			data.Message = base.Text.T(key)
 		}
 		rs.Page(w, r, e.Status, "error.html", data)
 		return
@@ -122,44 +129,34 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	WriteJSON(w, e.Status, body)
 }
 
-// Page renders a page template with status. A template failure (only possible with an operator's
-// override that fails at run time) is logged and answered with a plain 500.
+// Page renders a page template with status and the default Content-Security-Policy.
 func (rs *Responder) Page(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+	rs.PageCSP(w, r, status, page, data, DefaultCSP)
+}
+
+// PageCSP renders a page with its own Content-Security-Policy (pages that load the Turnstile widget).
+// A template failure (only possible with an operator's override that fails at run time) is logged and
+// answered with a plain 500.
+func (rs *Responder) PageCSP(w http.ResponseWriter, r *http.Request, status int, page string, data any, csp string) {
 	var buf strings.Builder
 	if err := rs.Pages.Render(&buf, page, data); err != nil {
 		RequestFrom(r.Context()).Logger().Error("page rendering failed", "page", page, "error", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	PageSecurityHeaders(w.Header(), DefaultCSP)
+	PageSecurityHeaders(w.Header(), csp)
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	w.Write([]byte(buf.String()))
 }
 
-func heading(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return "That request did not look right"
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return "Access denied"
-	case http.StatusNotFound:
-		return "Page not found"
-	case http.StatusGone:
-		return "This link has expired"
-	case http.StatusRequestEntityTooLarge:
-		return "That was too much at once"
-	case http.StatusTooManyRequests:
-		return "Slow down a little"
-	case http.StatusBadGateway:
-		return "The shop is not answering"
-	case http.StatusServiceUnavailable:
-		return "Temporarily unavailable"
-	case http.StatusGatewayTimeout:
-		return "The shop is taking too long"
+// heading is the page title of an error status, in the page's language.
+func heading(t templates.Text, status int) string {
+	if key := "error." + strconv.Itoa(status); t.Has(key) {
+		return t.T(key)
 	}
 	if status >= 500 {
-		return "Something went wrong"
+		return t.T("error.500")
 	}
 	return http.StatusText(status)
 }

@@ -1,0 +1,215 @@
+package turnstile
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Errors of the route-level check (CONTRACT section 4, step 2).
+var (
+	ErrRequired = &web.Error{Status: http.StatusForbidden, Code: "TURNSTILE_REQUIRED", Message: "A Turnstile check is required: send a cf-turnstile-response field or CF-Turnstile-Response header."}
+	ErrInvalid  = &web.Error{Status: http.StatusForbidden, Code: "INVALID_TURNSTILE_TOKEN", Message: "The Turnstile check did not succeed."}
+)
+
+// ResponseHeader and ResponseField carry a fresh Turnstile response on a protected request.
+const (
+	ResponseHeader = "CF-Turnstile-Response"
+	ResponseField  = "cf-turnstile-response"
+)
+
+// clearanceCookie remembers a passed check in the browser for clearance_ttl.
+const clearanceCookie = "edgeq_clearance"
+
+// challengeAction is the widget action of edgeq's challenge page.
+const challengeAction = "edgeq_challenge"
+
+// GateOptions configures the Turnstile step.
+type GateOptions struct {
+	Client       *Client
+	ClearanceTTL time.Duration
+	Key          []byte // MAC key of the clearance cookie (derived from the signing key)
+	Prefix       string
+	MaxBodyBytes int64
+	Cookies      web.Cookies
+	Responder    *web.Responder
+}
+
+// Gate is the Turnstile step of the gate chain and the challenge page. It satisfies proxy.Step.
+type Gate struct{ o GateOptions }
+
+// NewGate builds the step.
+func NewGate(o GateOptions) *Gate { return &Gate{o: o} }
+
+// Requirement is the route setting this step enforces (proxy.RequireTurnstile).
+func (*Gate) Requirement() string { return "turnstile" }
+
+// Wrap returns next for routes without turnstile: true. Otherwise a request passes with a clearance
+// younger than clearance_ttl — from the visitor's access token (its tsv claim) or the clearance cookie —
+// or with a fresh response verified now; browsers without one are sent to the challenge page, other
+// clients get 403 TURNSTILE_REQUIRED.
+func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) {
+	if !route.Turnstile {
+		return next, nil
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		info := web.RequestFrom(r.Context())
+		if g.fresh(info.TurnstileAt) || g.cleared(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		response := r.Header.Get(ResponseHeader)
+		if response == "" {
+			var err error
+			if response, err = g.formResponse(r); err != nil {
+				g.o.Responder.Error(w, r, err)
+				return
+			}
+		}
+		if response == "" {
+			if web.WantsHTML(r) {
+				http.Redirect(w, r, g.ChallengeURL(r.URL.RequestURI()), http.StatusFound)
+				return
+			}
+			g.o.Responder.Error(w, r, ErrRequired)
+			return
+		}
+		v := g.o.Client.Verify(r.Context(), Check{Response: response, RemoteIP: info.ClientIP.String(), Host: r.Host})
+		if !v.OK {
+			g.o.Responder.Error(w, r, ErrInvalid.Because(fmt.Errorf("turnstile %s %v", v.Result, v.Codes)))
+			return
+		}
+		g.setClearance(w, r, v.At)
+		next.ServeHTTP(w, r)
+	}), nil
+}
+
+// formResponse finds cf-turnstile-response in a form body, leaving the body intact for the origin.
+func (g *Gate) formResponse(r *http.Request) (string, error) {
+	ct := r.Header.Get("Content-Type")
+	if !strings.HasPrefix(ct, "application/x-www-form-urlencoded") && !strings.HasPrefix(ct, "multipart/form-data") {
+		return "", nil
+	}
+	body, err := web.BufferBody(r, g.o.MaxBodyBytes)
+	if err != nil {
+		return "", err
+	}
+	value, _, err := web.FormField(body, ct, ResponseField)
+	if err != nil {
+		return "", web.ErrInvalidBody.Because(err)
+	}
+	return value, nil
+}
+
+// ChallengeURL is the challenge page that returns to returnTo.
+func (g *Gate) ChallengeURL(returnTo string) string {
+	return g.o.Prefix + "/challenge?return=" + url.QueryEscape(returnTo)
+}
+
+func (g *Gate) fresh(at time.Time) bool {
+	return !at.IsZero() && time.Since(at) < g.o.ClearanceTTL
+}
+
+// The clearance cookie is "<payload>.<mac>": payload = base64url(check time | random), mac =
+// base64url(first 16 bytes of HMAC-SHA256(key, payload)).
+func (g *Gate) clearanceValue(at time.Time) string {
+	var raw [16]byte
+	binary.BigEndian.PutUint64(raw[0:8], uint64(at.Unix()))
+	rand.Read(raw[8:])
+	payload := base64.RawURLEncoding.EncodeToString(raw[:])
+	return payload + "." + g.clearanceMAC(payload)
+}
+
+func (g *Gate) clearanceMAC(payload string) string {
+	m := hmac.New(sha256.New, g.o.Key)
+	m.Write([]byte("edgeq clearance\x00" + payload))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+func (g *Gate) cleared(r *http.Request) bool {
+	value, ok := web.CookieValue(r.Header, clearanceCookie)
+	if !ok {
+		return false
+	}
+	payload, mac, ok := strings.Cut(value, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(g.clearanceMAC(payload))) {
+		return false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || len(raw) != 16 {
+		return false
+	}
+	return g.fresh(time.Unix(int64(binary.BigEndian.Uint64(raw[0:8])), 0))
+}
+
+func (g *Gate) setClearance(w http.ResponseWriter, r *http.Request, at time.Time) {
+	g.o.Cookies.Set(w, r, clearanceCookie, g.clearanceValue(at), g.o.ClearanceTTL-time.Since(at))
+}
+
+// ChallengePage is the data of challenge.html.
+type ChallengePage struct {
+	web.PageBase
+	SiteKey, ScriptURL, Action, Self string
+	Failed                           bool
+}
+
+// Register adds the challenge page: GET shows the widget, POST checks it and, on success, sets the
+// clearance cookie and answers 303 to return.
+func (g *Gate) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+g.o.Prefix+"/challenge", g.challenge)
+	mux.HandleFunc("POST "+g.o.Prefix+"/challenge", g.challenge)
+}
+
+func (g *Gate) challenge(w http.ResponseWriter, r *http.Request) {
+	returnTo := web.SafeReturn(r.URL.Query().Get("return"))
+	failed := false
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+		v := g.o.Client.Verify(r.Context(), Check{
+			Response: r.PostFormValue(ResponseField), RemoteIP: web.RequestFrom(r.Context()).ClientIP.String(),
+			Host: r.Host, Action: challengeAction,
+		})
+		if v.OK {
+			g.setClearance(w, r, v.At)
+			http.Redirect(w, r, returnTo, http.StatusSeeOther)
+			return
+		}
+		failed = true
+	}
+	status := http.StatusOK
+	if failed {
+		status = http.StatusForbidden
+	}
+	g.o.Responder.PageCSP(w, r, status, "challenge.html", ChallengePage{
+		PageBase: g.o.Responder.Base(r), SiteKey: g.o.Client.SiteKey(), ScriptURL: g.o.Client.ScriptURL(),
+		Action: challengeAction, Self: g.ChallengeURL(returnTo), Failed: failed,
+	}, PageCSP(g.o.Client.ScriptURL()))
+}
+
+// PageCSP is the Content-Security-Policy of pages that show the widget: edgeq's own assets, plus the
+// widget script's origin for scripts, frames and requests.
+func PageCSP(scriptURL string) string {
+	origin := ""
+	if u, err := url.Parse(scriptURL); err == nil && u.Host != "" {
+		origin = " " + u.Scheme + "://" + u.Host
+	}
+	return "default-src 'none'; style-src 'self'; script-src 'self'" + origin + "; frame-src" + nonEmpty(origin) +
+		"; img-src 'self' data:; connect-src 'self'" + origin + "; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+}
+
+func nonEmpty(origin string) string {
+	if origin == "" {
+		return " 'none'"
+	}
+	return origin
+}

@@ -1,0 +1,63 @@
+package web
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+)
+
+// BufferBody reads r's body (at most limit bytes) and puts an identical one back, so a step can look
+// into it and the origin still receives it byte for byte. A larger body is ErrPayloadTooLarge.
+func BufferBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	r.Body.Close()
+	if err != nil {
+		return nil, ErrInvalidBody.Because(err)
+	}
+	if int64(len(body)) > limit {
+		return nil, ErrPayloadTooLarge
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return body, nil
+}
+
+// ErrInvalidBody is a body that could not be read or parsed.
+var ErrInvalidBody = &Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST", Message: "The request body could not be read."}
+
+// FormField returns one field of a buffered form body (urlencoded or multipart); ok is false for
+// bodies of other types.
+func FormField(body []byte, contentType, name string) (value string, ok bool, err error) {
+	mediaType, params, _ := mime.ParseMediaType(contentType)
+	switch mediaType {
+	case "application/x-www-form-urlencoded":
+		values, err := url.ParseQuery(string(body))
+		if err != nil {
+			return "", true, err
+		}
+		return values.Get(name), true, nil
+	case "multipart/form-data":
+		mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
+		for {
+			part, err := mr.NextPart()
+			if errors.Is(err, io.EOF) {
+				return "", true, nil
+			}
+			if err != nil {
+				return "", true, err
+			}
+			if part.FormName() == name && part.FileName() == "" {
+				v, err := io.ReadAll(io.LimitReader(part, 64<<10))
+				return string(v), true, err
+			}
+		}
+	}
+	return "", false, nil
+}

@@ -1,0 +1,63 @@
+package web
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Cookies sets edgeq's cookies (CONTRACT section 5): names start with edgeq_ (so the proxy never
+// forwards them to the origin), HttpOnly, SameSite=Lax, Path=/, Max-Age the remaining life. Secure is
+// tokens.cookie_secure: "auto" marks them Secure when the visitor's connection is HTTPS (directly or
+// per a trusted proxy), "always" and "never" do what they say.
+type Cookies struct {
+	Secure string
+}
+
+// Set writes a cookie.
+func (p Cookies) Set(w http.ResponseWriter, r *http.Request, name, value string, life time.Duration) {
+	secure := p.Secure == "always" || (p.Secure == "auto" && RequestFrom(r.Context()).Secure)
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: max(1, int(life/time.Second)),
+		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// CookieValue finds one cookie in the Cookie headers without parsing every cookie (gates run on every
+// request). The value is not validated here: callers only trust values that verify.
+func CookieValue(h http.Header, name string) (string, bool) {
+	for _, line := range h["Cookie"] {
+		for line != "" {
+			var part string
+			part, line, _ = strings.Cut(line, ";")
+			part = strings.TrimSpace(part)
+			if len(part) > len(name) && part[len(name)] == '=' && part[:len(name)] == name {
+				return strings.Trim(part[len(name)+1:], `"`), true
+			}
+		}
+	}
+	return "", false
+}
+
+// SafeReturn returns target if it is a same-site relative path ("/..." but not "//..." or "/\..."),
+// else "/": the waiting page and the challenge send visitors there, so it must never lead off-site.
+func SafeReturn(target string) string {
+	if len(target) == 0 || len(target) > 2048 || target[0] != '/' {
+		return "/"
+	}
+	if len(target) > 1 && (target[1] == '/' || target[1] == '\\') {
+		return "/"
+	}
+	for i := 0; i < len(target); i++ {
+		// Browsers read a backslash as a slash, and drop tabs and newlines from URLs.
+		if c := target[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return "/"
+		}
+	}
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") {
+		return "/"
+	}
+	return target
+}
