@@ -1,6 +1,5 @@
-// Command demoshop is a small in-memory web shop: a product list, product pages with a checkout form,
-// an auction with a bid form, and confirmation pages. It is the origin of edgeq's quick start and
-// end-to-end tests, and it knows nothing about what runs in front of it.
+// Command demoshop runs the demo shop (internal/demoshop): the origin of edgeq's quick start. It knows
+// nothing about edgeq.
 package main
 
 import (
@@ -13,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/demoshop"
 )
 
 func main() {
@@ -25,7 +26,7 @@ func main() {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	shop, err := newShop(logger)
+	shop, err := demoshop.New(logger)
 	if err != nil {
 		logger.Error("cannot start", "error", err)
 		os.Exit(1)

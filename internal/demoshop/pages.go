@@ -1,4 +1,4 @@
-package main
+package demoshop
 
 import (
 	"html/template"

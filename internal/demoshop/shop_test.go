@@ -1,4 +1,4 @@
-package main
+package demoshop
 
 import (
 	"bufio"
@@ -15,7 +15,7 @@ import (
 
 func newTestShop(t *testing.T) *httptest.Server {
 	t.Helper()
-	s, err := newShop(slog.New(slog.DiscardHandler))
+	s, err := New(slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package main
+// Package demoshop is a small in-memory web shop: a product list, product pages with a checkout form,
+// an auction with a bid form, and confirmation pages. It is the origin of edgeq's quick start and
+// end-to-end tests, and it knows nothing about what runs in front of it.
+package demoshop
 
 import (
 	"bytes"
@@ -39,8 +42,8 @@ type order struct {
 	Quantity int    `json:"quantity"`
 }
 
-// shop is the whole demo shop: state behind one mutex, pages parsed at start.
-type shop struct {
+// Shop is the whole demo shop: state behind one mutex, pages parsed at start.
+type Shop struct {
 	logger *slog.Logger
 	pages  *pages
 	mux    *http.ServeMux
@@ -52,12 +55,13 @@ type shop struct {
 	bids     int
 }
 
-func newShop(logger *slog.Logger) (*shop, error) {
+// New builds a shop with its seed products and auction.
+func New(logger *slog.Logger) (*Shop, error) {
 	p, err := parsePages()
 	if err != nil {
 		return nil, err
 	}
-	s := &shop{
+	s := &Shop{
 		logger: logger,
 		pages:  p,
 		products: []*product{
@@ -85,7 +89,7 @@ func newShop(logger *slog.Logger) (*shop, error) {
 	return s, nil
 }
 
-func (s *shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	s.mux.ServeHTTP(rec, r)
 	s.logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status)
@@ -99,7 +103,7 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int)        { w.status = code; w.ResponseWriter.WriteHeader(code) }
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func (s *shop) findProduct(id string) *product {
+func (s *Shop) findProduct(id string) *product {
 	for _, p := range s.products {
 		if p.ID == id {
 			return p
@@ -108,7 +112,7 @@ func (s *shop) findProduct(id string) *product {
 	return nil
 }
 
-func (s *shop) findAuction(id string) *auction {
+func (s *Shop) findAuction(id string) *auction {
 	for _, a := range s.auctions {
 		if a.ID == id {
 			return a
@@ -124,7 +128,7 @@ func (a *auction) highest() int64 {
 	return a.Bids[len(a.Bids)-1].Amount
 }
 
-func (s *shop) home(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) home(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	data := homeData{}
 	for _, p := range s.products {
@@ -137,7 +141,7 @@ func (s *shop) home(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "home", data)
 }
 
-func (s *shop) productPage(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) productPage(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	p := s.findProduct(r.PathValue("id"))
 	var view product
@@ -152,7 +156,7 @@ func (s *shop) productPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "product", view)
 }
 
-func (s *shop) checkout(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) checkout(w http.ResponseWriter, r *http.Request) {
 	quantity := 1
 	if q := r.FormValue("quantity"); q != "" {
 		n, err := strconv.Atoi(q)
@@ -189,7 +193,7 @@ func (s *shop) checkout(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *shop) auctionPage(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) auctionPage(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	a := s.findAuction(r.PathValue("id"))
 	var view auctionData
@@ -204,7 +208,7 @@ func (s *shop) auctionPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "auction", view)
 }
 
-func (s *shop) placeBid(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) placeBid(w http.ResponseWriter, r *http.Request) {
 	amount, err := parseMoney(r.FormValue("amount"))
 	if err != nil || amount <= 0 {
 		s.fail(w, r, http.StatusBadRequest, "Invalid amount", "Enter an amount such as 123.45.")
@@ -237,14 +241,14 @@ func (s *shop) placeBid(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *shop) ordersPage(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) ordersPage(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	orders := slices.Clone(s.orders)
 	s.mu.Unlock()
 	s.render(w, http.StatusOK, "orders", orders)
 }
 
-func (s *shop) ordersJSON(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) ordersJSON(w http.ResponseWriter, r *http.Request) {
 	type bidJSON struct {
 		Auction string `json:"auction"`
 		Amount  string `json:"amount"`
@@ -271,7 +275,7 @@ func (s *shop) ordersJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 // slow answers after ms milliseconds (at most a minute), or gives up when the client leaves.
-func (s *shop) slow(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) slow(w http.ResponseWriter, r *http.Request) {
 	ms, _ := strconv.Atoi(r.URL.Query().Get("ms"))
 	wait := time.Duration(min(max(ms, 0), 60_000)) * time.Millisecond
 	select {
@@ -282,7 +286,7 @@ func (s *shop) slow(w http.ResponseWriter, r *http.Request) {
 }
 
 // stream sends n lines, interval_ms apart, flushing each: a long-running response to test proxies.
-func (s *shop) stream(w http.ResponseWriter, r *http.Request) {
+func (s *Shop) stream(w http.ResponseWriter, r *http.Request) {
 	n, err := strconv.Atoi(r.URL.Query().Get("n"))
 	if err != nil || n < 1 {
 		n = 5
@@ -310,7 +314,7 @@ func (s *shop) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *shop) fail(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+func (s *Shop) fail(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 	if wantsJSON(r) {
 		writeJSON(w, status, map[string]string{"error": title, "message": message})
 		return
@@ -318,7 +322,7 @@ func (s *shop) fail(w http.ResponseWriter, r *http.Request, status int, title, m
 	s.render(w, status, "problem", confirmedData{Title: title, Message: message})
 }
 
-func (s *shop) render(w http.ResponseWriter, status int, page string, data any) {
+func (s *Shop) render(w http.ResponseWriter, status int, page string, data any) {
 	var buf bytes.Buffer
 	if err := s.pages.render(&buf, page, data); err != nil {
 		s.logger.Error("render", "page", page, "error", err)

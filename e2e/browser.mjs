@@ -1,0 +1,195 @@
+// Browser scenarios of edgeq's pages, in headless Chromium through playwright-core. The Go test
+// e2e_test.go starts the demo shop, edgeq and the Turnstile stand-in, then runs
+//
+//   node browser.mjs <scenario>
+//
+// with the addresses in the environment. A scenario throws (exit 1) on the first broken expectation.
+import { chromium } from 'playwright-core';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const env = process.env;
+const base = env.EDGEQ_URL;
+const executablePath = env.CHROMIUM || '/usr/bin/chromium';
+// The flags the project runs Chromium with: no network of its own, no first-run noise.
+const flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--no-first-run'];
+
+const desktop = { viewport: { width: 1280, height: 800 } };
+const phone = { viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true };
+
+function expect(ok, message) {
+  if (!ok) throw new Error(message);
+}
+
+function log(...args) {
+  console.log('[e2e]', ...args);
+}
+
+// browser opens a fresh Chromium with its own new --user-data-dir.
+async function browser(options = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'edgeq-chromium-'));
+  const context = await chromium.launchPersistentContext(dir, {
+    executablePath, headless: true, args: flags, locale: 'en-US', ...options,
+  });
+  const page = context.pages()[0] || await context.newPage();
+  const dialogs = [];
+  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss().catch(() => {}); });
+  const consoleErrors = [];
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+  return {
+    page, dialogs, consoleErrors,
+    async close() { await context.close(); rmSync(dir, { recursive: true, force: true }); },
+  };
+}
+
+async function text(page, selector) {
+  return ((await page.textContent(selector)) || '').trim();
+}
+
+async function complete(queue, requestID) {
+  const resp = await fetch(env.EDGEQ_ADMIN_URL + '/api/queue/update_token_status', {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ' + env.EDGEQ_ADMIN_KEY, 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ queue_id: queue, request_id: requestID, status: '1' }),
+  });
+  expect(resp.ok, `completing ${requestID} of ${queue}: ${resp.status} ${await resp.text()}`);
+}
+
+async function screenshot(page, name) {
+  if (!env.SCREENSHOT_DIR) return;
+  mkdirSync(env.SCREENSHOT_DIR, { recursive: true });
+  await page.screenshot({ path: join(env.SCREENSHOT_DIR, name + '.png'), fullPage: true });
+  log('screenshot', name);
+}
+
+// waitroom: a gated product page while another visitor holds the only slot. The waiting page shows
+// the position and an estimated wait, keeps the position across a reload, and lands on the shop page
+// by itself once the slot frees.
+async function waitroom() {
+  const b = await browser(desktop);
+  const { page } = b;
+  try {
+    await page.goto(base + '/products/2');
+    expect(page.url().startsWith(base + '/_edgeq/wait/drop?return=%2Fproducts%2F2'), 'not on the waiting page: ' + page.url());
+    await page.waitForFunction(() => document.documentElement.classList.contains('js'));
+    const position = await text(page, '#position');
+    const eta = await text(page, '#eta');
+    log('position', position, 'ahead', await text(page, '#ahead'), 'eta', eta);
+    expect(/^\d+$/.test(position), 'no position: ' + position);
+    expect(eta !== '' && eta !== 'Calculating…', 'no estimated wait: ' + eta);
+    expect(await page.getAttribute('#main dl', 'aria-live') === 'polite', 'updates are not announced');
+
+    await page.reload();
+    expect(await text(page, '#position') === position, 'the reload changed the position');
+
+    await complete('drop', env.HOLDER);
+    await page.waitForURL(base + '/products/2', { timeout: 30000 });
+    const heading = await text(page, 'h1');
+    expect(heading === 'Limited sneaker B', 'landed on: ' + heading);
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+    log('landed on', page.url());
+  } finally {
+    await b.close();
+  }
+}
+
+// nojs: the same with JavaScript off: the page refreshes itself and the server sends the visitor on.
+async function nojs() {
+  const b = await browser({ ...desktop, javaScriptEnabled: false });
+  const { page } = b;
+  try {
+    await page.goto(base + '/orders');
+    expect(page.url().startsWith(base + '/_edgeq/wait/quiet'), 'not on the waiting page: ' + page.url());
+    const position = await text(page, '#position');
+    expect(/^\d+$/.test(position), 'no server-rendered position: ' + position);
+    log('position', position);
+    expect((await page.content()).includes('http-equiv="refresh"'), 'no meta refresh');
+    await complete('quiet', env.HOLDER);
+    await page.waitForURL(base + '/orders', { timeout: 30000 });
+    expect((await text(page, 'h1')) === 'Orders', 'landed on: ' + await text(page, 'h1'));
+    log('landed on', page.url());
+  } finally {
+    await b.close();
+  }
+}
+
+// turnstile: a queue that asks for Turnstile shows the widget; ticking it and joining gives a place,
+// and the visitor lands on the shop page when the slot frees.
+async function turnstile() {
+  const b = await browser(desktop);
+  const { page } = b;
+  try {
+    await page.goto(base + '/auctions/42');
+    expect(page.url().startsWith(base + '/_edgeq/wait/club'), 'not on the waiting page: ' + page.url());
+    await page.waitForSelector('[data-testid=turnstile-checkbox]');
+    await page.check('[data-testid=turnstile-checkbox]');
+    await page.waitForFunction(() => {
+      const input = document.querySelector('input[name=cf-turnstile-response]');
+      return input && input.value.length > 0;
+    });
+    await screenshot(page, 'turnstile-join-desktop-en');
+    await Promise.all([page.waitForURL(/\/_edgeq\/wait\/club/), page.click('button[type=submit]')]);
+    await page.waitForSelector('#position');
+    log('joined at position', await text(page, '#position'));
+    await complete('club', env.HOLDER);
+    await page.waitForURL(base + '/auctions/42', { timeout: 30000 });
+    expect((await text(page, 'h1')) === 'Signed match ball', 'landed on: ' + await text(page, 'h1'));
+    log('landed on', page.url());
+  } finally {
+    await b.close();
+  }
+}
+
+// screenshots: the waiting page at desktop and phone width, in English and Traditional Chinese.
+async function screenshots() {
+  for (const [device, options] of [['desktop', desktop], ['phone', phone]]) {
+    for (const locale of ['en', 'zh-TW']) {
+      const b = await browser({ ...options, locale });
+      try {
+        await b.page.goto(base + '/_edgeq/wait/shots?return=%2Fproducts%2F1');
+        await b.page.waitForFunction(() => document.documentElement.classList.contains('js'));
+        expect(await b.page.getAttribute('html', 'lang') === locale, 'page language ' + await b.page.getAttribute('html', 'lang'));
+        if (locale === 'zh-TW') expect((await text(b.page, '.status')) === '等候室', 'not in Traditional Chinese');
+        await b.page.waitForTimeout(300); // let the first poll settle the numbers
+        await screenshot(b.page, `wait-${device}-${locale}`);
+      } finally {
+        await b.close();
+      }
+    }
+  }
+}
+
+// xss: markup in a queue title and in return is shown as text and never runs; return leading off-site
+// falls back to "/".
+async function xss() {
+  const b = await browser(desktop);
+  const { page } = b;
+  try {
+    const evil = '"><img src=x onerror=alert(1)><script>alert(2)</script>';
+    await page.goto(base + '/_edgeq/wait/xss?return=' + encodeURIComponent('/p' + evil));
+    await page.waitForFunction(() => document.documentElement.classList.contains('js'));
+    const title = await text(page, 'h1');
+    expect(title.includes('<script>'), 'the title markup is not shown as text: ' + title);
+    expect(await page.$('h1 script, h1 img') === null, 'the title markup became elements');
+    const ret = await page.getAttribute('#wait', 'data-return');
+    expect(ret === '/p' + evil, 'return attribute changed: ' + ret);
+    for (const target of ['//evil.example', 'https://evil.example/x', '/\\evil.example']) {
+      await page.goto(base + '/_edgeq/wait/xss?return=' + encodeURIComponent(target));
+      const r = await page.getAttribute('#wait', 'data-return');
+      expect(r === '/', `return=${target} became ${r}`);
+    }
+    expect(b.dialogs.length === 0, 'a script ran: ' + b.dialogs.join(', '));
+  } finally {
+    await b.close();
+  }
+}
+
+const scenarios = { waitroom, nojs, turnstile, screenshots, xss };
+const name = process.argv[2];
+if (!scenarios[name]) {
+  console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));
+  process.exit(2);
+}
+scenarios[name]().then(() => log(name, 'ok'), (err) => { console.error('[e2e]', name, 'FAILED:', err.message); process.exit(1); });

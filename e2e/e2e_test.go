@@ -1,0 +1,247 @@
+// Package e2e runs edgeq's pages in a real headless Chromium: the demo shop, edgeq (the real server
+// wiring) on the private redis-server, and the Turnstile stand-in, driven by browser.mjs through
+// playwright-core.
+//
+// Requirements: Chromium at /usr/bin/chromium (Debian packages chromium, chromium-driver), Node.js,
+// and `npm ci` in this directory. With CI set, a missing one fails the test; otherwise the test is
+// skipped and says what to install.
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/demoshop"
+	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+const adminKey = "e2e-admin-key"
+
+// requireBrowser checks that Chromium, Node.js and playwright-core are there.
+func requireBrowser(t *testing.T) (node string) {
+	t.Helper()
+	var missing []string
+	chromium := os.Getenv("CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		missing = append(missing, "Chromium at "+chromium+" (apt-get install chromium chromium-driver)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		missing = append(missing, "Node.js (apt-get install nodejs npm)")
+	}
+	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
+		missing = append(missing, "playwright-core (npm ci in e2e/)")
+	}
+	if len(missing) > 0 {
+		msg := "browser tests need " + strings.Join(missing, ", ") + "; .ci/run installs them"
+		if storetest.InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg + " (skipped outside CI)")
+	}
+	return node
+}
+
+// stack is a running deployment for the browser.
+type stack struct {
+	edgeq, admin string
+	fake         *turnstiletest.Server
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	shop, err := demoshop.New(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := httptest.NewServer(shop)
+	t.Cleanup(origin.Close)
+	fake := turnstiletest.New()
+	ts := httptest.NewServer(fake)
+	t.Cleanup(ts.Close)
+
+	cfg := fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: %q}
+origin: {url: %q}
+redis: {addr: %q}
+limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
+log: {level: warn}
+turnstile:
+  site_key: %q
+  secret_key: %q
+  verify_url: "%s/turnstile/v0/siteverify"
+  script_url: "%s/turnstile/v0/api.js"
+queues:
+  - {id: drop, title: "Sneaker drop", capacity: 1}
+  - {id: quiet, title: "Order history", capacity: 1}
+  - {id: club, title: "Auction room", capacity: 1, turnstile: true}
+  - {id: shots, title: "Sneaker drop", capacity: 0}
+  - {id: xss, title: "<script>alert('title')</script>", capacity: 0}
+routes:
+  - {name: products, match: "GET /products/{id}", queue: drop}
+  - {name: orders, match: "GET /orders", queue: quiet}
+  - {name: auctions, match: "GET /auctions/{id}", queue: club}
+`, adminKey, origin.URL, storetest.RedisAddr(t), turnstiletest.SiteKey, turnstiletest.Secret, ts.URL, ts.URL)
+	path := filepath.Join(t.TempDir(), "edgeq.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: os.Stderr, Started: func(public, admin net.Addr) {
+			started <- [2]string{"http://" + public.String(), "http://" + admin.String()}
+		}})
+	}()
+	select {
+	case addrs := <-started:
+		t.Cleanup(func() { cancel(); <-done })
+		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake}
+	case err := <-done:
+		cancel()
+		t.Fatalf("edgeq did not start: %v", err)
+	}
+	return nil
+}
+
+// join takes a place as a plain HTTP client and returns its request id.
+func (s *stack) join(t *testing.T, queue string, form url.Values) string {
+	t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	form.Set("queue_id", queue)
+	resp, err := http.PostForm(s.edgeq+"/_edgeq/assign_queue_pos", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		RequestID string `json:"request_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != 200 || body.RequestID == "" {
+		t.Fatalf("join %s: %d", queue, resp.StatusCode)
+	}
+	return body.RequestID
+}
+
+// hold takes the queue's only slot: a visitor who is served and keeps its token.
+func (s *stack) hold(t *testing.T, queue string, form url.Values) string {
+	t.Helper()
+	id := s.join(t, queue, form)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.PostForm(s.edgeq+"/_edgeq/generate_token", url.Values{"queue_id": {queue}, "request_id": {id}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			return id
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("holder of %s never served", queue)
+	return ""
+}
+
+func (s *stack) adminPost(t *testing.T, path string, form url.Values) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.admin+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin %s: %d", path, resp.StatusCode)
+	}
+}
+
+// warm lets visitors through a capacity-1 queue one after another for a few seconds, so edgeq has
+// measured a serving rate and shows a real estimated wait.
+func (s *stack) warm(t *testing.T, queue string) {
+	t.Helper()
+	for range 6 {
+		id := s.hold(t, queue, nil)
+		s.adminPost(t, "/api/queue/update_token_status", url.Values{"queue_id": {queue}, "request_id": {id}, "status": {"1"}})
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func runScenario(t *testing.T, node string, s *stack, scenario string, extra ...string) {
+	t.Helper()
+	cmd := exec.Command(node, "browser.mjs", scenario)
+	cmd.Env = append(os.Environ(), "EDGEQ_URL="+s.edgeq, "EDGEQ_ADMIN_URL="+s.admin, "EDGEQ_ADMIN_KEY="+adminKey)
+	cmd.Env = append(cmd.Env, extra...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("scenario %s failed: %v", scenario, err)
+	}
+}
+
+func TestBrowser(t *testing.T) {
+	node := requireBrowser(t)
+	s := startStack(t)
+	shots, _ := filepath.Abs("../docs/screenshots")
+
+	t.Run("waiting page lands on the shop page when the slot frees", func(t *testing.T) {
+		s.warm(t, "drop")
+		holder := s.hold(t, "drop", nil)
+		runScenario(t, node, s, "waitroom", "HOLDER="+holder)
+	})
+	t.Run("without JavaScript", func(t *testing.T) {
+		holder := s.hold(t, "quiet", nil)
+		runScenario(t, node, s, "nojs", "HOLDER="+holder)
+	})
+	t.Run("through the Turnstile widget", func(t *testing.T) {
+		holder := s.hold(t, "club", url.Values{"cf-turnstile-response": {s.fake.Mint("127.0.0.1", "")}})
+		runScenario(t, node, s, "turnstile", "HOLDER="+holder, "SCREENSHOT_DIR="+shots)
+	})
+	t.Run("screenshots in two sizes and two languages", func(t *testing.T) {
+		for range 41 {
+			s.join(t, "shots", nil)
+		}
+		for range 4 {
+			s.adminPost(t, "/api/queue/increment_serving_position", url.Values{"queue_id": {"shots"}, "increment_by": {"3"}})
+			time.Sleep(700 * time.Millisecond)
+		}
+		runScenario(t, node, s, "screenshots", "SCREENSHOT_DIR="+shots)
+		for _, name := range []string{"wait-desktop-en", "wait-desktop-zh-TW", "wait-phone-en", "wait-phone-zh-TW"} {
+			if info, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || info.Size() < 5000 {
+				t.Fatalf("screenshot %s: %v", name, err)
+			}
+		}
+	})
+	t.Run("markup in titles and return paths stays text", func(t *testing.T) {
+		runScenario(t, node, s, "xss")
+	})
+}
