@@ -4,7 +4,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test bench lint clean
+.PHONY: build demo test bench lint clean screenshots
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgeq ./cmd/edgeq
@@ -28,6 +28,10 @@ demo: build
 # installed (and the embedded store otherwise, unless CI is set, where a missing redis-server fails).
 test:
 	$(GO) test -race -count=1 ./...
+
+# Retake the screenshots in docs/screenshots (headless Chromium; see e2e/).
+screenshots:
+	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -run TestBrowser ./e2e/
 
 # Pass-through overhead (origin direct, bare ReverseProxy, edgeq, measured in one run) and the waiting
 # room on a private redis-server.

@@ -211,7 +211,12 @@ func runScenario(t *testing.T, node string, s *stack, scenario string, extra ...
 func TestBrowser(t *testing.T) {
 	node := requireBrowser(t)
 	s := startStack(t)
-	shots, _ := filepath.Abs("../docs/screenshots")
+	// Screenshots go to a temporary directory, or, with UPDATE_SCREENSHOTS=1 (make screenshots), to
+	// docs/screenshots where the README shows them.
+	shots := t.TempDir()
+	if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
+		shots, _ = filepath.Abs("../docs/screenshots")
+	}
 
 	t.Run("waiting page lands on the shop page when the slot frees", func(t *testing.T) {
 		s.warm(t, "drop")

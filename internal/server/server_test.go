@@ -366,3 +366,37 @@ func TestReload_RaisingCapacityServesMoreVisitors(t *testing.T) {
 		return in.metric(t, `edgeq_queue_active_tokens{queue="drop"}`) == 3
 	})
 }
+
+// An operator's template replaces the built-in waiting page; a broken one stops check and start-up.
+func TestTemplateOverride_WaitingPage(t *testing.T) {
+	origin := newOrigin(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "wait.html"), []byte(
+		`{{define "title"}}{{.Title}}{{end}}{{define "main"}}<p id="custom">Our own queue page: you are number {{.Position}}</p>{{end}}`), 0o644)
+	in := start(t, configText(origin.URL, routeA)+"queues:\n  - { id: drop, capacity: 0 }\npages:\n  templates_dir: "+dir+"\n")
+	req, _ := http.NewRequest("GET", in.public+"/_edgeq/wait/drop?return=%2F", nil)
+	req.Header.Set("Accept", "text/html")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `<p id="custom">Our own queue page: you are number 1</p>`) {
+		t.Fatalf("override not used: %d\n%s", resp.StatusCode, body)
+	}
+
+	broken := t.TempDir()
+	os.WriteFile(filepath.Join(broken, "wait.html"), []byte(`{{define "main"}}{{.Position`), 0o644)
+	path := filepath.Join(t.TempDir(), "edgeq.yaml")
+	os.WriteFile(path, []byte("pages:\n  templates_dir: "+broken+"\n"), 0o644)
+	problems, err := Check(path)
+	if err != nil || len(problems) != 1 || problems[0].Path != "pages.templates_dir" || !strings.Contains(problems[0].Reason, "wait.html") {
+		t.Fatalf("check: %v %v", problems, err)
+	}
+	var startup *StartupError
+	if err := Run(context.Background(), Options{ConfigPath: path, LogOutput: io.Discard}); !errors.As(err, &startup) ||
+		!strings.Contains(err.Error(), "wait.html") {
+		t.Fatalf("start-up with a broken override: %v", err)
+	}
+}
