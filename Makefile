@@ -25,8 +25,10 @@ demo: build
 	EDGEQ_LOG_FORMAT=$${EDGEQ_LOG_FORMAT:-text} $(BIN)/edgeq serve -config config.example.yaml
 
 # The full suite, with the race detector. Tests that run Lua use a private redis-server when one is
-# installed (and the embedded store otherwise, unless CI is set, where a missing redis-server fails).
+# installed (and the embedded store otherwise); browser tests need Chromium and e2e/node_modules (they
+# are skipped without them). With CI set, anything missing fails instead.
 test:
+	@[ -d e2e/node_modules ] || ! command -v npm >/dev/null || (cd e2e && npm ci --no-audit --no-fund --loglevel=error)
 	$(GO) test -race -count=1 ./...
 
 # Retake the screenshots in docs/screenshots (headless Chromium; see e2e/).
