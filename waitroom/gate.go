@@ -94,6 +94,7 @@ func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handl
 	}
 	req.Header.Set(HeaderQueueID, queueID)
 	req.Header.Set(HeaderRequestID, c.RequestID)
+	web.RequestFrom(req.Context()).QueueRequestID = c.RequestID
 	next.ServeHTTP(w, req)
 	o := web.OutcomeFrom(req.Context())
 	if o == nil || o.Command == "" {

@@ -408,20 +408,38 @@ func (cfg *Config) checkProducts(c *check) {
 	seen := map[string]int{}
 	for i, pr := range cfg.Products {
 		p := fmt.Sprintf("products[%d]", i)
-		c.id(p+".id", pr.ID)
+		checkProduct(c, p, pr)
 		if j, dup := seen[pr.ID]; dup {
 			c.add(p+".id", "%q is already the id of products[%d]", pr.ID, j)
 		}
 		seen[pr.ID] = i
-		c.atLeast(p+".stock", pr.Stock, 0)
-		c.atLeast(p+".per_user_limit", int64(pr.PerUserLimit), 1)
-		c.atLeast(p+".price", pr.Price, 0)
-		if len(pr.Name) > 200 {
-			c.add(p+".name", "must be at most 200 characters")
-		}
-		if pr.ImageURL != "" && !strings.HasPrefix(pr.ImageURL, "/") {
-			c.httpURL(p+".image_url", pr.ImageURL)
-		}
+	}
+}
+
+// ValidateProduct checks one product with the rules of the configuration file (for products created
+// through the admin API); problem paths start at the product's own keys.
+func ValidateProduct(pr Product) error {
+	c := &check{}
+	checkProduct(c, "", pr)
+	for i := range c.problems {
+		c.problems[i].Path = strings.TrimPrefix(c.problems[i].Path, ".")
+	}
+	if len(c.problems) > 0 {
+		return asError(c.problems)
+	}
+	return nil
+}
+
+func checkProduct(c *check, p string, pr Product) {
+	c.id(p+".id", pr.ID)
+	c.atLeast(p+".stock", pr.Stock, 0)
+	c.atLeast(p+".per_user_limit", int64(pr.PerUserLimit), 1)
+	c.atLeast(p+".price", pr.Price, 0)
+	if len(pr.Name) > 200 {
+		c.add(p+".name", "must be at most 200 characters")
+	}
+	if pr.ImageURL != "" && !strings.HasPrefix(pr.ImageURL, "/") {
+		c.httpURL(p+".image_url", pr.ImageURL)
 	}
 }
 

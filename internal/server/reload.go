@@ -13,6 +13,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/proxy"
@@ -21,13 +22,14 @@ import (
 
 // gateway holds what a hot reload swaps (CONTRACT section 8).
 type gateway struct {
-	cfg     atomic.Pointer[config.Config] // the configuration in force
-	path    string
-	level   *slog.LevelVar
-	logger  *slog.Logger
-	metrics *metrics.Metrics
-	proxy   *proxy.Proxy
-	room    *waitroom.Room
+	cfg       atomic.Pointer[config.Config] // the configuration in force
+	path      string
+	level     *slog.LevelVar
+	logger    *slog.Logger
+	metrics   *metrics.Metrics
+	proxy     *proxy.Proxy
+	room      *waitroom.Room
+	admission *admission.Service
 
 	loadedSum [sha256.Size]byte // of the file last loaded, to skip events that changed nothing
 }
@@ -129,6 +131,9 @@ func (g *gateway) reload(trigger string, force bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	if err := g.room.Apply(ctx, next.Queues, running.Queues); err != nil {
 		g.logger.Warn("queue settings not written to the store", "error", err.Error())
+	}
+	if err := g.admission.Apply(ctx, next.Products, running.Products); err != nil {
+		g.logger.Warn("products not written to the store", "error", err.Error())
 	}
 	cancel()
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()

@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"html/template"
@@ -21,8 +22,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/admin"
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
@@ -79,6 +82,7 @@ func Run(ctx context.Context, opts Options) error {
 		path:      opts.ConfigPath,
 		loadedSum: loadedSum,
 		room:      built.room,
+		admission: built.admission,
 		level:     level,
 		logger:    logger,
 		metrics:   built.metrics,
@@ -99,7 +103,7 @@ func Run(ctx context.Context, opts Options) error {
 	health := store.NewHealth(built.store.Ping, cfg.StoreHealth, logger, built.metrics.ObserveStore)
 	var draining atomic.Bool
 	adminHandler := admin.Handler(admin.Options{
-		API:       []func(*http.ServeMux){built.room.RegisterAdmin},
+		API:       []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin},
 		APIKey:    cfg.Admin.APIKey,
 		Gatherer:  built.registry,
 		Responder: built.responder,
@@ -143,9 +147,13 @@ func Run(ctx context.Context, opts Options) error {
 	if err := built.room.Apply(applyCtx, cfg.Queues, nil); err != nil {
 		logger.Warn("queues not written to the store yet; retrying in the background", "error", err.Error())
 	}
+	if err := built.admission.Apply(applyCtx, cfg.Products, nil); err != nil {
+		logger.Warn("products not written to the store yet; they are written on the next reload", "error", err.Error())
+	}
 	cancelApply()
 	var background sync.WaitGroup
 	background.Go(func() { built.room.Run(runCtx) })
+	background.Go(func() { built.admission.Run(runCtx) })
 	background.Go(func() { health.Run(runCtx) })
 	fileWatch := g.watchFile()
 	background.Go(func() { g.watch(runCtx, fileWatch, opts.Reload) })
@@ -198,6 +206,7 @@ type parts struct {
 	responder *web.Responder
 	proxy     *proxy.Proxy
 	room      *waitroom.Room
+	admission *admission.Service
 }
 
 // build turns a validated configuration into the running parts; any error is a start-up error.
@@ -263,14 +272,32 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	})
 	registry.MustRegister(room.Collector())
 
+	identity := []byte(cfg.Identity.Secret)
+	if len(identity) == 0 {
+		identity = keyring.DeriveKey("edgeq identity v1")
+	}
+	adm := admission.New(admission.Options{
+		Store:        st,
+		IDs:          ids.New(leaseNode(st, logger)),
+		IdentityKey:  identity,
+		MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		ClaimTTL:     cfg.Origin.Timeout + 30*time.Second,
+		Prefix:       cfg.Server.Prefix,
+		Responder:    responder,
+		Logger:       logger,
+		Registry:     registry,
+	})
+
 	endpoints := http.NewServeMux()
 	endpoints.Handle("GET "+cfg.Server.Prefix+"/static/", assets)
 	room.Register(endpoints)
+	adm.Register(endpoints)
 	steps := []proxy.Step{room.Gate()}
 	if tsGate != nil {
 		tsGate.Register(endpoints)
 		steps = append(steps, tsGate)
 	}
+	steps = append(steps, adm)
 
 	p := proxy.New(proxy.Options{
 		Origin:         origin,
@@ -290,7 +317,22 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	warnMissing(logger, table)
 	p.Use(table)
-	return &parts{store: st, registry: registry, metrics: m, responder: responder, proxy: p, room: room}, nil
+	return &parts{store: st, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm}, nil
+}
+
+// leaseNode gives this replica its node number for admission and bid ids from the store; a random one
+// if the store cannot be reached at start.
+func leaseNode(st *store.Store, logger *slog.Logger) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	n, err := ids.LeaseNode(ctx, st.Client, st.Keys.Global("edgeq", "id_nodes"))
+	if err != nil {
+		var b [2]byte
+		rand.Read(b[:])
+		n = int64(b[0])<<8 | int64(b[1])
+		logger.Warn("could not lease an id node number from the store; using a random one", "error", err.Error())
+	}
+	return n
 }
 
 // loadKeys loads the token keys, or makes an ephemeral signing key, so a broken key file stops

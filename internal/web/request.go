@@ -20,6 +20,9 @@ type Request struct {
 	// TurnstileAt is when the visitor passed a Turnstile check, as carried by a valid access token
 	// (its tsv claim); zero if unknown. The queue step sets it for the Turnstile step.
 	TurnstileAt time.Time
+	// QueueRequestID is the queue request id of the visitor's valid access token, set by the queue
+	// step: admissions with user "token" identify the visitor by it.
+	QueueRequestID string
 
 	base         *slog.Logger
 	logger       *slog.Logger

@@ -26,6 +26,20 @@ func WantsHTML(r *http.Request) bool {
 	return false
 }
 
+// IsNavigation reports whether r comes from a browser showing the answer as a page: a navigation by
+// WantsHTML, or any request the browser marks as one (Sec-Fetch-Mode: navigate, such as a form
+// submission), or a form POST that accepts HTML. Such requests get error pages instead of JSON.
+func IsNavigation(r *http.Request) bool {
+	if WantsHTML(r) || r.Header.Get("Sec-Fetch-Mode") == "navigate" {
+		return true
+	}
+	if r.Method != http.MethodPost || !strings.Contains(r.Header.Get("Accept"), "text/html") {
+		return false
+	}
+	ct := r.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "multipart/form-data")
+}
+
 // WriteJSON writes v as a JSON answer that no cache keeps.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
@@ -90,7 +104,8 @@ type ErrorPage struct {
 	Retry   bool // the condition is temporary: offer to try again
 }
 
-// Error answers with e: an HTML page for browser navigations, the CONTRACT JSON body otherwise. Any
+// Error answers with e: an HTML page for browser navigations (IsNavigation), the CONTRACT JSON body
+// otherwise. Any
 // other error is answered as 500 INTERNAL. The cause, if any, is logged, never shown.
 func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
@@ -109,7 +124,7 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	if WantsHTML(r) {
+	if IsNavigation(r) {
 		base := rs.Base(r)
 		data := ErrorPage{
 			PageBase: base, Status: e.Status, Code: e.Code, Heading: heading(base.Text, e.Status), Message: e.Message,

@@ -1,0 +1,321 @@
+// Package admission admits requests of protected routes with one atomic Lua call on Redis before the
+// origin sees them (CONTRACT sections 4 and 6): stock admission reserves units of a product (no
+// oversell, per-user limits, one purchase in flight per user) and gives them back when the origin
+// fails. Every admission is an event on the product's stream; a worker turns the events into the admin
+// indexes (seed 003).
+package admission
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Options configures the admission service.
+type Options struct {
+	Store        *store.Store
+	IDs          *ids.Generator
+	IdentityKey  []byte // HMAC key of user pseudonyms (identity.secret, or derived from the signing key)
+	MaxBodyBytes int64
+	// ClaimTTL bounds a user's in-flight claim if edgeq dies before the origin answers; it should exceed
+	// origin.timeout.
+	ClaimTTL  time.Duration
+	Prefix    string
+	Responder *web.Responder
+	Logger    *slog.Logger
+	Registry  prometheus.Registerer
+	// Worker tuning; zero values take the defaults.
+	Backoff     []time.Duration // retries of a failing event: 1 s, 2 s, 4 s
+	ClaimIdle   time.Duration   // pending events of a silent consumer are taken over after this: 30 s
+	StreamBound int64           // approximate length bound of each product's event stream: 100,000
+}
+
+// Service is stock (and, later, bid) admission, its worker and its admin views.
+type Service struct {
+	o          Options
+	client     redis.UniversalClient
+	keys       store.Keys
+	pseudonyms pseudonyms
+	logger     *slog.Logger
+	responder  *web.Responder
+	metrics    *serviceMetrics
+	products   productCache
+}
+
+// New builds the service; Run runs its event worker.
+func New(o Options) *Service {
+	if len(o.Backoff) == 0 {
+		o.Backoff = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+	}
+	if o.ClaimIdle == 0 {
+		o.ClaimIdle = 30 * time.Second
+	}
+	if o.StreamBound == 0 {
+		o.StreamBound = 100_000
+	}
+	if o.ClaimTTL == 0 {
+		o.ClaimTTL = time.Minute
+	}
+	return &Service{
+		o: o, client: o.Store.Client, keys: o.Store.Keys, pseudonyms: newPseudonyms(o.IdentityKey),
+		logger: o.Logger, responder: o.Responder, metrics: newMetrics(o.Registry),
+		products: productCache{entries: map[string]cachedProduct{}},
+	}
+}
+
+// Refusals of stock admission (CONTRACT section 6).
+var (
+	ErrInsufficientStock  = &web.Error{Status: http.StatusConflict, Code: "INSUFFICIENT_STOCK", Message: "Sorry, this item is sold out."}
+	ErrProductNotFound    = &web.Error{Status: http.StatusNotFound, Code: "PRODUCT_NOT_FOUND", Message: "There is no such product."}
+	ErrPurchaseInProgress = &web.Error{Status: http.StatusConflict, Code: "PURCHASE_IN_PROGRESS", Message: "Another purchase of yours is being processed. Please wait for it to finish."}
+	ErrAlreadyPurchased   = &web.Error{Status: http.StatusConflict, Code: "ALREADY_PURCHASED", Message: "You have already bought as many of this item as one person may."}
+	ErrStoreUnavailable   = &web.Error{Status: http.StatusServiceUnavailable, Code: "STORE_UNAVAILABLE", Message: "Purchases are briefly unavailable. Please try again in a moment.", RetryAfter: 5 * time.Second}
+	errUserMissing        = ErrInvalidRequest.With("field", "user")
+)
+
+// Headers edgeq sends the origin on admitted requests.
+const HeaderAdmissionID = "Edgeq-Admission-Id"
+
+// Requirement is the route setting this step enforces (proxy.RequireAdmission).
+func (s *Service) Requirement() string { return "admission" }
+
+// Wrap returns the route's handler: next without admission, the stock step for "stock". Bid admission
+// is not in this build: such a route is closed (503 GATE_UNAVAILABLE), never open.
+func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, error) {
+	switch route.Admission.Type {
+	case "":
+		return next, nil
+	case config.AdmissionStock:
+		return s.stockStep(route, next)
+	}
+	s.logger.Warn("bid admission is not in this build: the route is closed (503 GATE_UNAVAILABLE)", "route", route.Name)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.responder.Error(w, r, web.ErrGateUnavailable.Because(fmt.Errorf("bid admission is not in this build")))
+	}), nil
+}
+
+// admissionRequest is what a stock request asks for.
+type admissionRequest struct {
+	product  string
+	quantity int64
+	user     string // pseudonym
+}
+
+// stockStep builds the handler of a stock route from its sources (validated by config).
+func (s *Service) stockStep(route config.Route, next http.Handler) (http.Handler, error) {
+	a := route.Admission
+	productSrc, err := config.ParseFieldSource(a.Product)
+	if err != nil {
+		return nil, err
+	}
+	var quantitySrc *config.FieldSource
+	if a.Quantity != "" {
+		src, err := config.ParseFieldSource(a.Quantity)
+		if err != nil {
+			return nil, err
+		}
+		quantitySrc = &src
+	}
+	userSrc, err := config.ParseUserSource(a.User)
+	if err != nil {
+		return nil, err
+	}
+	releaseOn := make([]config.ReleaseOutcome, 0, len(a.ReleaseOn))
+	for _, text := range a.ReleaseOn {
+		o, err := config.ParseReleaseOutcome(text)
+		if err != nil {
+			return nil, err
+		}
+		releaseOn = append(releaseOn, o)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		req, e := s.readStock(r, productSrc, quantitySrc, userSrc)
+		if e != nil {
+			s.refuse(w, r, e, start)
+			return
+		}
+		id := s.o.IDs.NextString()
+		res, err := reserveScript.Run(r.Context(), s.client, stockKeys(s.keys, req.product, req.user, id),
+			id, req.user, req.quantity, s.o.ClaimTTL.Milliseconds(), int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
+		if err != nil || len(res) != 3 {
+			s.refuse(w, r, ErrStoreUnavailable.Because(fmt.Errorf("reserve: %v %v", res, err)), start)
+			return
+		}
+		if e := refusal(res[0], res[1], res[2]); e != nil {
+			s.refuse(w, r, e, start)
+			return
+		}
+		s.metrics.admissions.WithLabelValues("stock", "admitted").Inc()
+		s.metrics.duration.WithLabelValues("stock").Observe(time.Since(start).Seconds())
+		s.products.forget(req.product)
+		r.Header.Set(HeaderAdmissionID, id)
+		next.ServeHTTP(w, r)
+		s.settle(r, req, id, releaseOn)
+	}), nil
+}
+
+// recordTTL is how long an admission's record stays for release and commit to find.
+const recordTTL = 24 * time.Hour
+
+// readStock extracts and checks the fields of a stock request. Nothing is stored for a bad request.
+func (s *Service) readStock(r *http.Request, productSrc config.FieldSource, quantitySrc *config.FieldSource, userSrc config.UserSource) (admissionRequest, *web.Error) {
+	f := newFields(r, s.o.MaxBodyBytes)
+	product, found, err := f.get(productSrc)
+	if err != nil {
+		return admissionRequest{}, asWebError(err)
+	}
+	if !found {
+		return admissionRequest{}, ErrInvalidRequest.With("field", "product").Because(fmt.Errorf("no %s", productSrc))
+	}
+	if !config.ID.MatchString(product) {
+		return admissionRequest{}, ErrInvalidRequest.With("field", "product").Because(fmt.Errorf("product %q", product))
+	}
+	req := admissionRequest{product: product, quantity: 1}
+	if quantitySrc != nil {
+		text, found, err := f.get(*quantitySrc)
+		if err != nil {
+			return admissionRequest{}, asWebError(err)
+		}
+		if found {
+			q, err := strconv.ParseInt(text, 10, 64)
+			if err != nil || q < 1 || q > 1_000_000 {
+				return admissionRequest{}, ErrInvalidRequest.With("field", "quantity").Because(fmt.Errorf("quantity %q", text))
+			}
+			req.quantity = q
+		}
+	}
+	user, e := s.userOf(r, f, userSrc)
+	if e != nil {
+		return admissionRequest{}, e
+	}
+	req.user = s.pseudonyms.of(user)
+	return req, nil
+}
+
+// userOf finds the raw user identity: the queue request id of the access token, or a cookie/header.
+func (s *Service) userOf(r *http.Request, f *fields, src config.UserSource) (string, *web.Error) {
+	if src.FromToken {
+		id := web.RequestFrom(r.Context()).QueueRequestID
+		if id == "" {
+			return "", errUserMissing.Because(fmt.Errorf("no queue token on the request"))
+		}
+		return id, nil
+	}
+	v, found, err := f.get(src.Field)
+	if err != nil {
+		return "", asWebError(err)
+	}
+	if !found || len(v) > 1024 {
+		return "", errUserMissing.Because(fmt.Errorf("no %s", src.Field))
+	}
+	return v, nil
+}
+
+func asWebError(err error) *web.Error {
+	if e, ok := err.(*web.Error); ok {
+		return e
+	}
+	return ErrInvalidRequest.Because(err)
+}
+
+// refusal maps reserve.lua's answer to an error, nil when admitted.
+func refusal(code, remaining, limit int64) *web.Error {
+	switch code {
+	case 0:
+		return nil
+	case 1:
+		return ErrInsufficientStock.With("remaining_stock", remaining)
+	case 2:
+		return ErrProductNotFound
+	case 3:
+		return ErrPurchaseInProgress
+	case 4:
+		return ErrAlreadyPurchased.With("per_user_limit", limit)
+	case 5:
+		return ErrInvalidRequest.With("field", "quantity").With("per_user_limit", limit)
+	}
+	return ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
+}
+
+// refuse answers a refused admission without contacting the origin: JSON for API clients, a page for
+// browsers (the sold-out page when out of stock).
+func (s *Service) refuse(w http.ResponseWriter, r *http.Request, e *web.Error, start time.Time) {
+	s.metrics.admissions.WithLabelValues("stock", resultLabel(e)).Inc()
+	s.metrics.duration.WithLabelValues("stock").Observe(time.Since(start).Seconds())
+	if e.Code == ErrInsufficientStock.Code && web.IsNavigation(r) {
+		base := s.responder.Base(r)
+		s.responder.Page(w, r, e.Status, "soldout.html", web.ErrorPage{PageBase: base, Status: e.Status, Code: e.Code})
+		return
+	}
+	s.responder.Error(w, r, e)
+}
+
+// settle gives the units back when the origin's outcome is in release_on, and commits them otherwise.
+// It outlives the visitor's connection: a unit must never stay reserved because the visitor left.
+func (s *Service) settle(r *http.Request, req admissionRequest, id string, releaseOn []config.ReleaseOutcome) {
+	o := web.OutcomeFrom(r.Context())
+	release := o == nil || !o.Forwarded
+	if !release {
+		for _, want := range releaseOn {
+			if want.Matches(o.Status, o.TransportError) {
+				release = true
+				break
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	keys := stockKeys(s.keys, req.product, req.user, id)
+	logger := web.RequestFrom(r.Context()).Logger()
+	if release {
+		res, err := releaseScript.Run(ctx, s.client, keys, id, s.o.StreamBound).Int64Slice()
+		if err != nil {
+			logger.Error("releasing an admission failed: the unit stays reserved until the record is fixed",
+				"admission", id, "product", req.product, "error", err.Error())
+			return
+		}
+		s.metrics.admissions.WithLabelValues("stock", "released").Inc()
+		s.products.forget(req.product)
+		logger.Info("admission released", "admission", id, "product", req.product, "origin_status", statusOf(o), "result", res[0])
+		return
+	}
+	if err := commitScript.Run(ctx, s.client, keys, id).Err(); err != nil {
+		// The claim expires by itself (ClaimTTL); the units are kept either way.
+		logger.Warn("committing an admission failed", "admission", id, "error", err.Error())
+	}
+}
+
+func statusOf(o *web.Outcome) int {
+	if o == nil {
+		return 0
+	}
+	return o.Status
+}
+
+func resultLabel(e *web.Error) string {
+	switch e.Code {
+	case ErrInsufficientStock.Code:
+		return "insufficient_stock"
+	case ErrProductNotFound.Code:
+		return "product_not_found"
+	case ErrPurchaseInProgress.Code:
+		return "purchase_in_progress"
+	case ErrAlreadyPurchased.Code:
+		return "already_purchased"
+	case ErrStoreUnavailable.Code:
+		return "store_unavailable"
+	}
+	return "invalid_request"
+}

@@ -1,0 +1,569 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// Acceptance 1: 2,000 concurrent buyers for 50 units through edgeq: exactly 50 reach the origin,
+// 1,950 are refused with INSUFFICIENT_STOCK, nothing is left, and the admin views agree.
+func TestStock_FlashSaleNeverOversells(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		const buyers, units = 2000, 50
+		st := newStack(t, s, product("sneaker", units, 1))
+		st.startWorker()
+		var admitted, soldOut, other atomic.Int64
+		var wg sync.WaitGroup
+		for i := range buyers {
+			wg.Go(func() {
+				a := st.checkout("sneaker", fmt.Sprintf("buyer-%d", i), nil)
+				switch {
+				case a.status == 200:
+					admitted.Add(1)
+				case a.status == 409 && a.json["error"] == "INSUFFICIENT_STOCK":
+					soldOut.Add(1)
+				default:
+					other.Add(1)
+					t.Errorf("buyer %d: %d %s", i, a.status, a.body)
+				}
+			})
+		}
+		wg.Wait()
+		if admitted.Load() != units || soldOut.Load() != buyers-units || other.Load() != 0 {
+			t.Fatalf("admitted %d, sold out %d, other %d", admitted.Load(), soldOut.Load(), other.Load())
+		}
+		if h := st.hits.Load(); h != units {
+			t.Fatalf("%d requests reached the origin, want exactly %d", h, units)
+		}
+		if r := st.remaining("sneaker"); r != 0 {
+			t.Fatalf("remaining stock %d", r)
+		}
+		eventually(t, 10*time.Second, "worker caught up", func() bool {
+			return num(st.adminGet("/api/admissions?page_size=1").json["total_count"]) == units
+		})
+		lb := st.adminGet("/api/leaderboard")
+		items, _ := lb.json["items"].([]any)
+		if len(items) != 1 || num(items[0].(map[string]any)["sales"]) != units {
+			t.Fatalf("leaderboard %s", lb.body)
+		}
+		// Every admission the origin saw is in the admin views.
+		st.ids.Range(func(id, _ any) bool {
+			if a := st.adminGet("/api/admissions/" + id.(string)); a.status != 200 || a.json["state"] != "admitted" {
+				t.Errorf("admission %s: %d %s", id, a.status, a.body)
+			}
+			return true
+		})
+		if p := st.adminGet("/api/products").json; num(p["total_count"]) != 1 {
+			t.Fatalf("products %v", p)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "insufficient_stock")); got != buyers-units {
+			t.Fatalf("insufficient_stock counter %v", got)
+		}
+	})
+}
+
+// Acceptance 2: one user sending 20 concurrent checkouts gets exactly one.
+func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("sneaker", 100, 1))
+		st.delay.Store(int64(50 * time.Millisecond)) // keep the first in flight while the others arrive
+		var ok, inProgress, already atomic.Int64
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				a := st.checkout("sneaker", "the-same-user", nil)
+				switch {
+				case a.status == 200:
+					ok.Add(1)
+				case a.json["error"] == "PURCHASE_IN_PROGRESS":
+					inProgress.Add(1)
+				case a.json["error"] == "ALREADY_PURCHASED":
+					already.Add(1)
+				default:
+					t.Errorf("%d %s", a.status, a.body)
+				}
+			})
+		}
+		wg.Wait()
+		if ok.Load() != 1 || inProgress.Load()+already.Load() != 19 {
+			t.Fatalf("ok %d, in progress %d, already %d", ok.Load(), inProgress.Load(), already.Load())
+		}
+		if a := st.checkout("sneaker", "the-same-user", nil); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
+			t.Fatalf("afterwards: %d %s", a.status, a.body)
+		}
+		if st.hits.Load() != 1 || st.remaining("sneaker") != 99 {
+			t.Fatalf("origin hits %d, remaining %d", st.hits.Load(), st.remaining("sneaker"))
+		}
+	})
+}
+
+// Acceptance 3: an origin answering 500, or timing out, gives the unit back; a later buyer gets it.
+func TestStock_OriginFailureGivesTheUnitBack(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("last", 1, 1))
+		st.startWorker()
+		st.status.Store(500)
+		if a := st.checkout("last", "alice", nil); a.status != 500 {
+			t.Fatalf("origin 500: %d", a.status)
+		}
+		if r := st.remaining("last"); r != 1 {
+			t.Fatalf("after a 500 the unit is not back: remaining %d", r)
+		}
+		st.status.Store(200)
+		st.delay.Store(int64(2 * time.Second)) // beyond the proxy's 500 ms origin timeout
+		if a := st.checkout("last", "bob", nil); a.status != 504 {
+			t.Fatalf("slow origin: %d %s", a.status, a.body)
+		}
+		if r := st.remaining("last"); r != 1 {
+			t.Fatalf("after a timeout the unit is not back: remaining %d", r)
+		}
+		st.delay.Store(0)
+		if a := st.checkout("last", "carol", nil); a.status != 200 {
+			t.Fatalf("a later buyer: %d %s", a.status, a.body)
+		}
+		// alice, refused by the origin, may buy again: her record was released.
+		if a := st.checkout("last", "alice", nil); a.status != 409 || a.json["error"] != "INSUFFICIENT_STOCK" {
+			t.Fatalf("alice after carol: %d %s", a.status, a.body)
+		}
+		if r := st.remaining("last"); r != 0 {
+			t.Fatalf("remaining %d", r)
+		}
+		eventually(t, 10*time.Second, "events applied", func() bool {
+			return num(st.adminGet("/api/admissions").json["total_count"]) == 3
+		})
+		lb := st.adminGet("/api/leaderboard")
+		items, _ := lb.json["items"].([]any)
+		if len(items) != 1 || num(items[0].(map[string]any)["sales"]) != 1 {
+			t.Fatalf("leaderboard after two releases and one sale: %s", lb.body)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "released")); got != 2 {
+			t.Fatalf("released counter %v", got)
+		}
+	})
+}
+
+// Release and commit happen once: a second release of an admission changes nothing.
+func TestStock_ReleaseIsIdempotent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 5, 2))
+		ctx := context.Background()
+		user := st.svc.pseudonyms.of("u")
+		keys := stockKeys(s.Keys, "p", user, "42")
+		res, err := reserveScript.Run(ctx, s.Client, keys, "42", user, 2, 60000, 3600, 1000).Int64Slice()
+		if err != nil || res[0] != 0 || res[1] != 3 {
+			t.Fatalf("reserve: %v %v", res, err)
+		}
+		for i, want := range []int64{0, 2, 2} {
+			res, err := releaseScript.Run(ctx, s.Client, keys, "42", 1000).Int64Slice()
+			if err != nil || res[0] != want {
+				t.Fatalf("release %d: %v %v", i, res, err)
+			}
+		}
+		if r := st.remaining("p"); r != 5 {
+			t.Fatalf("remaining %d after releases", r)
+		}
+		if n, _ := s.Client.HLen(ctx, buyersKey(s.Keys, "p")).Result(); n != 0 {
+			t.Fatalf("buyer records left: %d", n)
+		}
+		if code, _ := commitScript.Run(ctx, s.Client, keys, "42").Int(); code != 2 {
+			t.Fatalf("commit after release: %d", code)
+		}
+	})
+}
+
+// Acceptance 5: bad input gets a clear error, changes nothing and never reaches the origin.
+func TestStock_BadInput(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 10, 1))
+		post := func(path, contentType, body string, header http.Header) answer {
+			req, _ := http.NewRequest("POST", st.public.URL+path, strings.NewReader(body))
+			if contentType != "" {
+				req.Header.Set("Content-Type", contentType)
+			}
+			req.Header.Set("Accept", "application/json")
+			for k, v := range header {
+				req.Header[k] = v
+			}
+			return do(t, req)
+		}
+		user := http.Header{"X-User": {"u1"}}
+		session := http.Header{"Cookie": {"session=s1"}}
+		form := "application/x-www-form-urlencoded"
+		cases := []struct {
+			name     string
+			path, ct string
+			body     string
+			header   http.Header
+			status   int
+			code     string
+		}{
+			{"unknown product", "/checkout/nope", form, "", user, 404, "PRODUCT_NOT_FOUND"},
+			{"malformed product id", "/checkout/a.b", form, "", user, 400, "INVALID_REQUEST"},
+			{"quantity 0", "/checkout/p", form, "quantity=0", user, 400, "INVALID_REQUEST"},
+			{"quantity over the per-user limit", "/checkout/p", form, "quantity=2", user, 400, "INVALID_REQUEST"},
+			{"quantity abc", "/checkout/p", form, "quantity=abc", user, 400, "INVALID_REQUEST"},
+			{"quantity -1", "/checkout/p", form, "quantity=-1", user, 400, "INVALID_REQUEST"},
+			{"malformed form", "/checkout/p", form, "quantity=%zz", user, 400, "INVALID_REQUEST"},
+			{"no user", "/checkout/p", form, "", nil, 400, "INVALID_REQUEST"},
+			{"wrong content type for the form", "/checkout/p", "text/plain", "quantity=1", user, 415, "UNSUPPORTED_MEDIA_TYPE"},
+			{"oversized body", "/checkout/p", form, "quantity=1&pad=" + strings.Repeat("x", 5000), user, 413, "PAYLOAD_TOO_LARGE"},
+			{"missing product in JSON", "/api/cart", "application/json", `{"items":[]}`, session, 400, "INVALID_REQUEST"},
+			{"malformed JSON", "/api/cart", "application/json", `{"items":[{"sku":"p"`, session, 400, "INVALID_REQUEST"},
+			{"JSON product of the wrong type", "/api/cart", "application/json", `{"items":[{"sku":{"x":1}}]}`, session, 400, "INVALID_REQUEST"},
+			{"JSON with trailing data", "/api/cart", "application/json", `{"items":[{"sku":"p"}]} {}`, session, 400, "INVALID_REQUEST"},
+			{"wrong content type for JSON", "/api/cart", form, `items=p`, session, 415, "UNSUPPORTED_MEDIA_TYPE"},
+			{"JSON quantity 2", "/api/cart", "application/json", `{"items":[{"sku":"p","qty":2}]}`, session, 400, "INVALID_REQUEST"},
+			{"unknown product in JSON", "/api/cart", "application/json", `{"items":[{"sku":"nope","qty":1}]}`, session, 404, "PRODUCT_NOT_FOUND"},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				a := post(c.path, c.ct, c.body, c.header)
+				if a.status != c.status || a.json["error"] != c.code || a.json["success"] != false {
+					t.Fatalf("%d %s, want %d %s", a.status, a.body, c.status, c.code)
+				}
+			})
+		}
+		if st.hits.Load() != 0 {
+			t.Fatalf("%d bad requests reached the origin", st.hits.Load())
+		}
+		if r := st.remaining("p"); r != 10 {
+			t.Fatalf("stock changed: %d", r)
+		}
+		ctx := context.Background()
+		if n, _ := s.Client.HLen(ctx, buyersKey(s.Keys, "p")).Result(); n != 0 {
+			t.Fatalf("buyer records: %d", n)
+		}
+		if n, _ := s.Client.XLen(ctx, eventsKey(s.Keys, "p")).Result(); n != 0 {
+			t.Fatalf("events: %d", n)
+		}
+		// The good versions of the same requests work, and the origin gets the body byte for byte.
+		a := post("/api/cart", "application/json", `{"items":[{"sku":"p","qty":1}],"note":"gift"}`, session)
+		if a.status != 200 {
+			t.Fatalf("JSON cart: %d %s", a.status, a.body)
+		}
+		if got, _ := url.QueryUnescape(a.header.Get("X-Body")); got != `{"items":[{"sku":"p","qty":1}],"note":"gift"}` {
+			t.Fatalf("the origin got %q", got)
+		}
+		if a := post("/checkout/p", form, "quantity=1", http.Header{"X-User": {"u2"}}); a.status != 200 {
+			t.Fatalf("form checkout: %d %s", a.status, a.body)
+		}
+	})
+}
+
+// Browsers that run out of luck see the sold-out page, not JSON.
+func TestStock_SoldOutPageForBrowsers(t *testing.T) {
+	st := newStack(t, storetest.Embedded(t), product("p", 0, 1))
+	req, _ := http.NewRequest("POST", st.public.URL+"/checkout/p", strings.NewReader("quantity=1"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "text/html,application/xhtml+xml")
+	req.Header.Set("X-User", "u")
+	a := do(t, req)
+	if a.status != 409 || !strings.Contains(a.body, "Sold out") || !strings.HasPrefix(a.header.Get("Content-Type"), "text/html") {
+		t.Fatalf("%d %s", a.status, a.body)
+	}
+	// Through a GET route too.
+	req, _ = http.NewRequest("GET", st.public.URL+"/buy?p=p", nil)
+	req.Header.Set("Accept", "text/html")
+	req.Header.Set("X-User", "u")
+	if a := do(t, req); a.status != 409 || !strings.Contains(a.body, "Sold out") {
+		t.Fatalf("GET: %d", a.status)
+	}
+}
+
+// Acceptance 4: a worker that dies after reading entries loses none of them and counts none twice.
+func TestWorker_TakeOverAfterCrash(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 300, 1))
+		for i := range 120 {
+			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.status != 200 {
+				t.Fatal(a.body)
+			}
+		}
+		// The first worker reads a batch, then dies before handling it.
+		crashed := make(chan struct{})
+		w := &worker{s: st.svc, consumer: "doomed", groups: map[string]bool{}, stopAfterRead: func(string, int) bool {
+			close(crashed)
+			return true
+		}}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go w.run(ctx)
+		<-crashed
+		pending, err := s.Client.XPending(ctx, eventsKey(s.Keys, "p"), groupName).Result()
+		if err != nil || pending.Count == 0 {
+			t.Fatalf("the crashed worker left nothing pending: %+v %v", pending, err)
+		}
+		// A second worker takes over the pending entries once they are idle, and reads the rest.
+		st.startWorker()
+		eventually(t, 15*time.Second, "all events applied", func() bool {
+			return num(st.adminGet("/api/admissions?page_size=1").json["total_count"]) == 120
+		})
+		lb := st.adminGet("/api/leaderboard")
+		items, _ := lb.json["items"].([]any)
+		if len(items) != 1 || num(items[0].(map[string]any)["sales"]) != 120 {
+			t.Fatalf("leaderboard counts %s, want 120 exactly once", lb.body)
+		}
+		eventually(t, 5*time.Second, "nothing pending", func() bool {
+			p, err := s.Client.XPending(ctx, eventsKey(s.Keys, "p"), groupName).Result()
+			return err == nil && p.Count == 0
+		})
+		// Applying an event again (a redelivery) changes nothing.
+		msgs, _ := s.Client.XRange(ctx, eventsKey(s.Keys, "p"), "-", "+").Result()
+		e, err := parseEvent("p", msgs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.svc.apply(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if sales, _ := s.Client.ZScore(ctx, leaderboardKey(s.Keys), "p").Result(); sales != 120 {
+			t.Fatalf("a redelivered event counted twice: %v", sales)
+		}
+	})
+}
+
+// Events that fail every retry go to the dead-letter set; a retry from the admin API applies them.
+func TestWorker_DeadLetters(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 10, 1))
+		st.startWorker()
+		ctx := context.Background()
+		// A malformed event, as a buggy or older writer might leave.
+		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: []any{"type", "admitted", "admission", "7", "user", "x", "qty", "many", "at", "1"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "dead-lettered", func() bool {
+			return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1
+		})
+		if got := testutil.ToFloat64(st.svc.metrics.deadLetters); got != 1 {
+			t.Fatalf("edgeq_dead_letters = %v", got)
+		}
+		dl := st.adminGet("/api/dead-letters").json["items"].([]any)[0].(map[string]any)
+		id := dl["id"].(string)
+		if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 409 {
+			t.Fatalf("retrying a malformed event: %d %s", a.status, a.body)
+		}
+		// Fix it in place and retry.
+		fixed := fmt.Sprintf(`{"id":%q,"product_id":"p","stream_id":%q,"fields":{"type":"admitted","admission":"7","user":"x","qty":"1","at":"1"},"error":"","failed_at":""}`, id, dl["stream_id"])
+		s.Client.HSet(ctx, deadKey(s.Keys), id, fixed)
+		if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 200 {
+			t.Fatalf("retry: %d %s", a.status, a.body)
+		}
+		if a := st.adminGet("/api/admissions/7"); a.status != 200 || num(a.json["quantity"]) != 1 {
+			t.Fatalf("the retried event's admission: %d %s", a.status, a.body)
+		}
+		if num(st.adminGet("/api/dead-letters").json["total_count"]) != 0 {
+			t.Fatal("the retried event is still a dead letter")
+		}
+		if a := st.adminSend("POST", "/api/dead-letters/nope/retry", "", ""); a.status != 404 {
+			t.Fatalf("unknown dead letter: %d", a.status)
+		}
+	})
+}
+
+// Acceptance 6: admin pages are newest first and stable; deleting an admission removes it from every
+// index in one transaction.
+func TestAdmin_PaginationAndDelete(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 100, 3))
+		st.startWorker()
+		for i := range 25 {
+			a := st.checkout("p", fmt.Sprintf("u%02d", i%5), nil)
+			if (i < 15 && a.status != 200) || (i >= 15 && a.json["error"] != "ALREADY_PURCHASED") {
+				t.Fatalf("checkout %d: %d %s", i, a.status, a.body)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		// u00..u04 bought 3 each (15 admissions); the other 10 were refused.
+		eventually(t, 10*time.Second, "worker", func() bool {
+			return num(st.adminGet("/api/admissions?page_size=1").json["total_count"]) == 15
+		})
+		var seen []string
+		var prev time.Time
+		for page := 1; page <= 3; page++ {
+			a := st.adminGet(fmt.Sprintf("/api/admissions?page=%d&page_size=6", page))
+			if num(a.json["page"]) != int64(page) || num(a.json["page_size"]) != 6 || num(a.json["total_count"]) != 15 {
+				t.Fatalf("page %d: %s", page, a.body)
+			}
+			for _, it := range a.json["items"].([]any) {
+				rec := it.(map[string]any)
+				at, err := time.Parse(time.RFC3339, rec["admitted_at"].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !prev.IsZero() && at.After(prev) {
+					t.Fatalf("not newest first: %s after %s", at, prev)
+				}
+				prev = at
+				seen = append(seen, rec["id"].(string))
+			}
+		}
+		if len(seen) != 15 {
+			t.Fatalf("pages held %d admissions", len(seen))
+		}
+		uniq := map[string]bool{}
+		for _, id := range seen {
+			uniq[id] = true
+		}
+		if len(uniq) != 15 {
+			t.Fatal("an admission showed on two pages")
+		}
+		again := st.adminGet("/api/admissions?page=2&page_size=6")
+		if fmt.Sprint(again.json["items"].([]any)[0].(map[string]any)["id"]) != seen[6] {
+			t.Fatal("the same page differs between calls")
+		}
+		if a := st.adminGet("/api/admissions?page=9&page_size=6"); len(a.json["items"].([]any)) != 0 {
+			t.Fatalf("past the end: %s", a.body)
+		}
+		// Per user, by the raw id or the pseudonym.
+		byRaw := st.adminGet("/api/users/u01/admissions")
+		if num(byRaw.json["total_count"]) != 3 {
+			t.Fatalf("u01: %s", byRaw.body)
+		}
+		pseudonym := byRaw.json["items"].([]any)[0].(map[string]any)["user"].(string)
+		if strings.Contains(byRaw.body, `"u01"`) {
+			t.Fatal("the raw user id is stored or shown")
+		}
+		if a := st.adminGet("/api/users/" + pseudonym + "/admissions?pseudonym=1"); num(a.json["total_count"]) != 3 {
+			t.Fatalf("by pseudonym: %s", a.body)
+		}
+		// Delete one: gone from the entity and both indexes.
+		victim := byRaw.json["items"].([]any)[0].(map[string]any)["id"].(string)
+		if a := st.adminSend("DELETE", "/api/admissions/"+victim, "", ""); a.status != 200 {
+			t.Fatalf("delete: %d %s", a.status, a.body)
+		}
+		ctx := context.Background()
+		if n, _ := s.Client.Exists(ctx, admissionKey(s.Keys, victim)).Result(); n != 0 {
+			t.Fatal("the record survived")
+		}
+		if _, err := s.Client.ZScore(ctx, byTimeKey(s.Keys), victim).Result(); err == nil {
+			t.Fatal("the time index still names it")
+		}
+		if _, err := s.Client.ZScore(ctx, userKey(s.Keys, pseudonym), victim).Result(); err == nil {
+			t.Fatal("the user index still names it")
+		}
+		if a := st.adminGet("/api/admissions/" + victim); a.status != 404 {
+			t.Fatalf("get after delete: %d", a.status)
+		}
+		if a := st.adminSend("DELETE", "/api/admissions/"+victim, "", ""); a.status != 404 {
+			t.Fatalf("delete twice: %d", a.status)
+		}
+		for _, bad := range []string{"/api/admissions?page=0", "/api/admissions?page_size=101", "/api/admissions?page=x", "/api/leaderboard?limit=0"} {
+			if a := st.adminGet(bad); a.status != 400 {
+				t.Errorf("%s: %d", bad, a.status)
+			}
+		}
+	})
+}
+
+func TestAdmin_Products(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("cfg", 5, 1))
+		js := "application/json"
+		a := st.adminSend("POST", "/api/products", js, `{"id":"new","stock":3,"per_user_limit":2,"name":"New","price":500}`)
+		if a.status != 200 || num(a.json["remaining_stock"]) != 3 || num(a.json["total_stock"]) != 3 {
+			t.Fatalf("create: %d %s", a.status, a.body)
+		}
+		for name, c := range map[string]struct {
+			body   string
+			status int
+		}{
+			"exists":        {`{"id":"new","stock":1}`, 409},
+			"unknown field": {`{"id":"x","stock":1,"colour":"red"}`, 400},
+			"no stock":      {`{"id":"x"}`, 400},
+			"bad id":        {`{"id":"x y","stock":1}`, 400},
+			"negative":      {`{"id":"x","stock":-1}`, 400},
+			"limit 0":       {`{"id":"x","stock":1,"per_user_limit":0}`, 400},
+			"wrong type":    {`{"id":"x","stock":"1"}`, 400},
+		} {
+			if a := st.adminSend("POST", "/api/products", js, c.body); a.status != c.status {
+				t.Errorf("%s: %d %s", name, a.status, a.body)
+			}
+		}
+		if a := st.adminSend("POST", "/api/products/new/restock", js, `{"amount":7}`); a.status != 200 || num(a.json["remaining_stock"]) != 10 || num(a.json["total_stock"]) != 10 {
+			t.Fatalf("restock: %d %s", a.status, a.body)
+		}
+		if a := st.adminSend("POST", "/api/products/new/restock", "application/x-www-form-urlencoded", "amount=1"); a.status != 200 {
+			t.Fatalf("restock by form: %d %s", a.status, a.body)
+		}
+		for _, body := range []string{`{"amount":0}`, `{"amount":-3}`, `{}`, `{"amount":"2"}`} {
+			if a := st.adminSend("POST", "/api/products/new/restock", js, body); a.status != 400 {
+				t.Errorf("restock %s: %d", body, a.status)
+			}
+		}
+		if a := st.adminSend("POST", "/api/products/zzz/restock", js, `{"amount":1}`); a.status != 404 {
+			t.Fatalf("restock unknown: %d", a.status)
+		}
+		// Public read, cached briefly, and 404 for unknown products.
+		req, _ := http.NewRequest("GET", st.public.URL+"/_edgeq/products/new", nil)
+		if a := do(t, req); a.status != 200 || num(a.json["remaining_stock"]) != 11 || a.json["name"] != "New" || len(a.json) != 6 {
+			t.Fatalf("public product: %d %s", a.status, a.body)
+		}
+		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products/zzz", nil)
+		if a := do(t, req); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
+			t.Fatalf("public unknown: %d %s", a.status, a.body)
+		}
+		if a := st.adminGet("/api/products"); num(a.json["total_count"]) != 2 {
+			t.Fatalf("list: %s", a.body)
+		}
+		if a := st.adminSend("DELETE", "/api/products/new", "", ""); a.status != 200 {
+			t.Fatalf("delete: %d", a.status)
+		}
+		if a := st.adminSend("DELETE", "/api/products/new", "", ""); a.status != 404 {
+			t.Fatalf("delete twice: %d", a.status)
+		}
+		// Seeding again from the configuration never overwrites live stock.
+		st.checkout("cfg", "someone", nil)
+		changed := product("cfg", 500, 2)
+		changed.Name = "Renamed"
+		if err := st.svc.Apply(context.Background(), []config.Product{changed}, []config.Product{product("cfg", 5, 1)}); err != nil {
+			t.Fatal(err)
+		}
+		p, _, _ := st.svc.product(context.Background(), "cfg")
+		if p.RemainingStock != 4 || p.Name != "Renamed" || p.PerUserLimit != 2 {
+			t.Fatalf("after a reseed: %+v", p)
+		}
+	})
+}
+
+func jsonNumber(s string) json.Number { return json.Number(s) }
+
+func TestFields_JSONPaths(t *testing.T) {
+	doc := map[string]any{"items": []any{map[string]any{"sku": "a1", "qty": jsonNumber("2")}}, "flag": true}
+	cases := []struct {
+		path  string
+		value string
+		found bool
+		err   bool
+	}{
+		{"items.0.sku", "a1", true, false},
+		{"items.0.qty", "2", true, false},
+		{"items.1.sku", "", false, false},
+		{"items.x", "", false, false},
+		{"items.-1", "", false, false},
+		{"nope", "", false, false},
+		{"flag", "", false, true},
+		{"items", "", false, true},
+	}
+	for _, c := range cases {
+		v, found, err := lookupJSON(doc, strings.Split(c.path, "."))
+		if v != c.value || found != c.found || (err != nil) != c.err {
+			t.Errorf("%s: %q %v %v", c.path, v, found, err)
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Errors of field extraction: the request cannot say what it wants.
+var (
+	ErrInvalidRequest   = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST", Message: "The request is missing a field or has a malformed one."}
+	ErrUnsupportedMedia = &web.Error{Status: http.StatusUnsupportedMediaType, Code: "UNSUPPORTED_MEDIA_TYPE", Message: "The request body is not of the expected type."}
+)
+
+// fields reads the admission fields of one request. The body is read at most once (up to
+// server.max_body_bytes, 413 beyond), parsed at most once, and put back byte for byte for the origin.
+type fields struct {
+	r       *http.Request
+	limit   int64
+	body    []byte
+	read    bool
+	form    map[string][]string
+	jsonDoc any
+	parsed  bool
+}
+
+func newFields(r *http.Request, maxBody int64) *fields { return &fields{r: r, limit: maxBody} }
+
+// get returns the value of a source; found is false when the request does not carry it.
+func (f *fields) get(src config.FieldSource) (value string, found bool, err error) {
+	switch src.Kind {
+	case "path":
+		v := f.r.PathValue(src.Name)
+		return v, v != "", nil
+	case "query":
+		q := f.r.URL.Query()
+		return q.Get(src.Name), q.Has(src.Name), nil
+	case "header":
+		v := f.r.Header.Get(src.Name)
+		return v, v != "", nil
+	case "cookie":
+		c, err := f.r.Cookie(src.Name)
+		if err != nil {
+			return "", false, nil
+		}
+		return c.Value, c.Value != "", nil
+	case "form":
+		if err := f.parseForm(); err != nil {
+			return "", false, err
+		}
+		vals, ok := f.form[src.Name]
+		if !ok || len(vals) == 0 {
+			return "", false, nil
+		}
+		return vals[0], true, nil
+	case "json":
+		if err := f.parseJSON(); err != nil {
+			return "", false, err
+		}
+		return lookupJSON(f.jsonDoc, src.JSONPath())
+	}
+	return "", false, fmt.Errorf("unknown source kind %q", src.Kind)
+}
+
+func (f *fields) readBody() error {
+	if f.read {
+		return nil
+	}
+	f.read = true
+	body, err := web.BufferBody(f.r, f.limit)
+	if err != nil {
+		return err
+	}
+	f.body = body
+	return nil
+}
+
+func (f *fields) parseForm() error {
+	if f.form != nil {
+		return nil
+	}
+	ct := f.r.Header.Get("Content-Type")
+	mediaType, params, _ := mime.ParseMediaType(ct)
+	if mediaType != "application/x-www-form-urlencoded" && mediaType != "multipart/form-data" {
+		return ErrUnsupportedMedia.Because(fmt.Errorf("content type %q, want a form", ct))
+	}
+	if err := f.readBody(); err != nil {
+		return err
+	}
+	if mediaType == "application/x-www-form-urlencoded" {
+		values, err := url.ParseQuery(string(f.body))
+		if err != nil {
+			return ErrInvalidRequest.Because(fmt.Errorf("malformed form: %w", err))
+		}
+		f.form = values
+		return nil
+	}
+	form, err := multipart.NewReader(bytes.NewReader(f.body), params["boundary"]).ReadForm(f.limit)
+	if err != nil {
+		return ErrInvalidRequest.Because(fmt.Errorf("malformed multipart form: %w", err))
+	}
+	defer form.RemoveAll()
+	f.form = form.Value
+	return nil
+}
+
+func (f *fields) parseJSON() error {
+	if f.parsed {
+		return nil
+	}
+	ct := f.r.Header.Get("Content-Type")
+	mediaType, _, _ := mime.ParseMediaType(ct)
+	if mediaType != "application/json" && !strings.HasSuffix(mediaType, "+json") {
+		return ErrUnsupportedMedia.Because(fmt.Errorf("content type %q, want JSON", ct))
+	}
+	if err := f.readBody(); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(f.body))
+	dec.UseNumber()
+	if err := dec.Decode(&f.jsonDoc); err != nil {
+		return ErrInvalidRequest.Because(fmt.Errorf("malformed JSON: %w", err))
+	}
+	if dec.More() {
+		return ErrInvalidRequest.Because(errors.New("malformed JSON: data after the value"))
+	}
+	f.parsed = true
+	return nil
+}
+
+// lookupJSON follows a dotted path: object keys by name, array elements by index.
+func lookupJSON(doc any, path []string) (string, bool, error) {
+	cur := doc
+	for _, step := range path {
+		switch node := cur.(type) {
+		case map[string]any:
+			next, ok := node[step]
+			if !ok {
+				return "", false, nil
+			}
+			cur = next
+		case []any:
+			i, err := strconv.Atoi(step)
+			if err != nil || i < 0 || i >= len(node) {
+				return "", false, nil
+			}
+			cur = node[i]
+		default:
+			return "", false, nil
+		}
+	}
+	switch v := cur.(type) {
+	case string:
+		return v, true, nil
+	case json.Number:
+		return v.String(), true, nil
+	case nil:
+		return "", false, nil
+	default:
+		return "", false, ErrInvalidRequest.Because(fmt.Errorf("json %s is not a string or number", strings.Join(path, ".")))
+	}
+}

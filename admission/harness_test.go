@@ -1,0 +1,221 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/internal/admin"
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/proxy"
+	"github.com/edgeq/edgeq/static"
+	"github.com/edgeq/edgeq/templates"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+const adminKey = "test-admin-key"
+
+// stack is edgeq with stock admission in front of a counting origin.
+type stack struct {
+	t       *testing.T
+	store   *store.Store
+	svc     *Service
+	public  *httptest.Server
+	admin   *httptest.Server
+	origin  *httptest.Server
+	hits    atomic.Int64 // requests that reached the origin
+	status  atomic.Int64 // status the origin answers with (200 by default)
+	delay   atomic.Int64 // nanoseconds the origin waits before answering
+	ids     sync.Map     // admission ids the origin received -> true
+	reg     *prometheus.Registry
+	workers sync.WaitGroup
+}
+
+// routes: checkout by form, a JSON cart, and one answered by a slow origin.
+func testRoutes() []config.Route {
+	route := func(name, match string, a config.Admission) config.Route {
+		r := config.Route{Name: name, Match: match, OnStoreError: "closed", Admission: a}
+		r.Admission.Type = "stock"
+		if r.Admission.ReleaseOn == nil {
+			r.Admission.ReleaseOn = []string{"5xx", "error"}
+		}
+		return r
+	}
+	return []config.Route{
+		route("checkout", "POST /checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User", Quantity: "form:quantity"}),
+		route("cart", "POST /api/cart", config.Admission{Product: "json:items.0.sku", User: "cookie:session", Quantity: "json:items.0.qty"}),
+		route("buy", "GET /buy", config.Admission{Product: "query:p", User: "header:X-User"}),
+	}
+}
+
+func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
+	t.Helper()
+	st := &stack{t: t, store: s, reg: prometheus.NewRegistry()}
+	st.status.Store(200)
+	st.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st.hits.Add(1)
+		if id := r.Header.Get(HeaderAdmissionID); id != "" {
+			if _, dup := st.ids.LoadOrStore(id, true); dup {
+				t.Errorf("admission %s reached the origin twice", id)
+			}
+		}
+		body, _ := io.ReadAll(r.Body)
+		if d := time.Duration(st.delay.Load()); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("X-Body", url.QueryEscape(string(body)))
+		w.WriteHeader(int(st.status.Load()))
+		io.WriteString(w, "origin took admission "+r.Header.Get(HeaderAdmissionID))
+	}))
+	t.Cleanup(st.origin.Close)
+
+	assets := static.New("/_edgeq/static/")
+	pages, err := templates.Parse("", template.FuncMap{"static": assets.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	responder := &web.Responder{Pages: pages, Brand: "edgeq", Lang: "en"}
+	logger := slog.New(slog.DiscardHandler)
+	st.svc = New(Options{
+		Store: s, IDs: ids.New(1), IdentityKey: []byte("identity"), MaxBodyBytes: 4096, ClaimTTL: time.Minute,
+		Prefix: "/_edgeq", Responder: responder, Logger: logger, Registry: st.reg,
+		Backoff:   []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
+		ClaimIdle: 300 * time.Millisecond,
+	})
+	if err := st.svc.Apply(context.Background(), products, nil); err != nil {
+		t.Fatal(err)
+	}
+	originURL, _ := url.Parse(st.origin.URL)
+	endpoints := http.NewServeMux()
+	st.svc.Register(endpoints)
+	p := proxy.New(proxy.Options{
+		Origin: originURL, OriginTimeout: 500 * time.Millisecond, Prefix: "/_edgeq",
+		Endpoints: web.Routes(endpoints, responder), Steps: []proxy.Step{st.svc}, Responder: responder,
+		Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger,
+	})
+	table, err := p.Compile(testRoutes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Use(table)
+	st.public = httptest.NewServer(p)
+	t.Cleanup(st.public.Close)
+	st.admin = httptest.NewServer(admin.Handler(admin.Options{
+		APIKey: adminKey, Gatherer: st.reg, Responder: responder, Logger: logger,
+		Ready: func(context.Context) map[string]error { return nil },
+		API:   []func(*http.ServeMux){st.svc.RegisterAdmin},
+	}))
+	t.Cleanup(st.admin.Close)
+	t.Cleanup(st.workers.Wait)
+	return st
+}
+
+// startWorker runs an event worker until the test ends.
+func (st *stack) startWorker() {
+	ctx, cancel := context.WithCancel(context.Background())
+	st.t.Cleanup(cancel)
+	st.workers.Go(func() { st.svc.Run(ctx) })
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+	json   map[string]any
+}
+
+func do(t *testing.T, req *http.Request) answer {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	a := answer{status: resp.StatusCode, header: resp.Header, body: string(raw)}
+	json.Unmarshal(raw, &a.json)
+	return a
+}
+
+// checkout posts the checkout form as user.
+func (st *stack) checkout(product, user string, form url.Values) answer {
+	st.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	req, _ := http.NewRequest("POST", st.public.URL+"/checkout/"+product, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if user != "" {
+		req.Header.Set("X-User", user)
+	}
+	return do(st.t, req)
+}
+
+func (st *stack) adminGet(path string) answer {
+	st.t.Helper()
+	req, _ := http.NewRequest("GET", st.admin.URL+path, nil)
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	return do(st.t, req)
+}
+
+func (st *stack) adminSend(method, path, contentType, body string) answer {
+	st.t.Helper()
+	req, _ := http.NewRequest(method, st.admin.URL+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	return do(st.t, req)
+}
+
+func (st *stack) remaining(product string) int64 {
+	st.t.Helper()
+	n, err := st.store.Client.Get(context.Background(), stockKey(st.store.Keys, product)).Int64()
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	return n
+}
+
+func product(id string, stock int64, perUser int) config.Product {
+	return config.Product{ID: id, Stock: stock, PerUserLimit: perUser, Name: "Product " + id, Price: 100}
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func num(v any) int64 {
+	f, _ := v.(float64)
+	return int64(f)
+}

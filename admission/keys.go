@@ -1,0 +1,32 @@
+package admission
+
+import "github.com/edgeq/edgeq/internal/store"
+
+// Product keys carry the product's hash tag ({p:<id>}), so one script sees them all on one Cluster slot.
+func infoKey(k store.Keys, product string) string   { return k.Product(product, "info") }
+func stockKey(k store.Keys, product string) string  { return k.Product(product, "stock") }
+func buyersKey(k store.Keys, product string) string { return k.Product(product, "buyers") }
+func eventsKey(k store.Keys, product string) string { return k.Product(product, "events") }
+func claimKey(k store.Keys, product, user string) string {
+	return k.Product(product, "claim:"+user)
+}
+func recordKey(k store.Keys, product, admission string) string {
+	return k.Product(product, "adm:"+admission)
+}
+
+// stockKeys are the KEYS of reserve.lua, release.lua and commit.lua.
+func stockKeys(k store.Keys, product, user, admission string) []string {
+	return []string{infoKey(k, product), stockKey(k, product), buyersKey(k, product), claimKey(k, product, user),
+		recordKey(k, product, admission), eventsKey(k, product)}
+}
+
+// The admin indexes share one hash tag ({adm}), so the worker can write an admission and all its
+// indexes in one MULTI/EXEC, on Cluster too. They are written by the worker only, at its own pace.
+func admissionKey(k store.Keys, id string) string { return k.Global("adm", "a:"+id) }
+func byTimeKey(k store.Keys) string               { return k.Global("adm", "by_time") }
+func userKey(k store.Keys, user string) string    { return k.Global("adm", "user:"+user) }
+func leaderboardKey(k store.Keys) string          { return k.Global("adm", "leaderboard") }
+func doneKey(k store.Keys, event string) string   { return k.Global("adm", "done:"+event) }
+func deadKey(k store.Keys) string                 { return k.Global("adm", "dead") }
+func deadByTimeKey(k store.Keys) string           { return k.Global("adm", "dead_by_time") }
+func productIndexKey(k store.Keys) string         { return k.Global("adm", "products") }

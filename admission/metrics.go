@@ -1,0 +1,35 @@
+package admission
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type serviceMetrics struct {
+	admissions  *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	deadLetters prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *serviceMetrics {
+	m := &serviceMetrics{
+		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgeq", Name: "admissions_total",
+			Help: "Admission decisions by type (stock, bid) and result (admitted, released, and each refusal).",
+		}, []string{"type", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "edgeq", Name: "admission_duration_seconds",
+			Help:    "Time to decide an admission (field extraction and the Lua call), by type.",
+			Buckets: []float64{.0002, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"type"}),
+		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "edgeq", Name: "dead_letters",
+			Help: "Admission events that failed every retry and wait in the dead-letter set.",
+		}),
+	}
+	for _, r := range []string{"admitted", "released", "insufficient_stock", "product_not_found",
+		"purchase_in_progress", "already_purchased", "invalid_request", "store_unavailable"} {
+		m.admissions.WithLabelValues("stock", r)
+	}
+	if reg != nil {
+		reg.MustRegister(m.admissions, m.duration, m.deadLetters)
+	}
+	return m
+}

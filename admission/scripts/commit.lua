@@ -1,0 +1,12 @@
+-- commit.lua: the origin accepted an admission: keep the units and end the user's in-flight claim.
+-- KEYS: as reserve.lua
+-- ARGV[1] admission id
+-- returns 0 committed; 1 unknown admission; 2 already released
+local state = redis.call('HGET', KEYS[5], 'state')
+if not state then return 1 end
+if state == 'released' then return 2 end
+redis.call('HSET', KEYS[5], 'state', 'committed')
+if redis.call('GET', KEYS[4]) == ARGV[1] then
+  redis.call('DEL', KEYS[4])
+end
+return 0

@@ -1,0 +1,24 @@
+-- release.lua: give an admission's units back after the origin refused or failed (release_on): stock
+-- back, buyer record reduced, released event. Idempotent per admission id.
+-- KEYS: as reserve.lua
+-- ARGV[1] admission id   ARGV[2] stream length bound
+-- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released; 3 already committed
+local state = redis.call('HGET', KEYS[5], 'state')
+if not state then return {1, 0} end
+if state == 'released' then return {2, 0} end
+if state == 'committed' then return {3, 0} end
+local user = redis.call('HGET', KEYS[5], 'user')
+local qty = tonumber(redis.call('HGET', KEYS[5], 'qty'))
+local t = redis.call('TIME')
+local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local remaining = redis.call('INCRBY', KEYS[2], qty)
+if redis.call('HINCRBY', KEYS[3], user, -qty) <= 0 then
+  redis.call('HDEL', KEYS[3], user)
+end
+redis.call('HSET', KEYS[5], 'state', 'released')
+if redis.call('GET', KEYS[4]) == ARGV[1] then
+  redis.call('DEL', KEYS[4])
+end
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'type', 'released', 'admission', ARGV[1],
+  'user', user, 'qty', qty, 'at', redis.call('HGET', KEYS[5], 'at'), 'released_at', at)
+return {0, remaining}
