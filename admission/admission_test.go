@@ -115,7 +115,7 @@ func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 // Acceptance 3: an origin answering 500, or timing out, gives the unit back; a later buyer gets it.
 func TestStock_OriginFailureGivesTheUnitBack(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		st := newStack(t, s, product("last", 1, 1))
+		st := newStackTimeout(t, s, 500*time.Millisecond, product("last", 1, 1))
 		st.startWorker()
 		st.status.Store(500)
 		if a := st.checkout("last", "alice", nil); a.status != 500 {

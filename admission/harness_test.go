@@ -68,6 +68,12 @@ func testRoutes() []config.Route {
 
 func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
 	t.Helper()
+	return newStackTimeout(t, s, 30*time.Second, products...)
+}
+
+// newStackTimeout is newStack with the proxy's origin timeout set.
+func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, products ...config.Product) *stack {
+	t.Helper()
 	st := &stack{t: t, store: s, reg: prometheus.NewRegistry()}
 	st.status.Store(200)
 	st.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,7 +117,7 @@ func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
 	endpoints := http.NewServeMux()
 	st.svc.Register(endpoints)
 	p := proxy.New(proxy.Options{
-		Origin: originURL, OriginTimeout: 500 * time.Millisecond, Prefix: "/_edgeq",
+		Origin: originURL, OriginTimeout: originTimeout, Prefix: "/_edgeq",
 		Endpoints: web.Routes(endpoints, responder), Steps: []proxy.Step{st.svc}, Responder: responder,
 		Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger,
 	})
