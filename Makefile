@@ -41,6 +41,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
 	$(GO) run ./cmd/edgeq-bench overhead
 	$(GO) run ./cmd/edgeq-bench waitroom
+	$(GO) run ./cmd/edgeq-bench admission
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -3,6 +3,7 @@
 //
 //	edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
 //	edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
+//	edgeq-bench admission [-duration 10s] [-concurrency 64]
 //
 // overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
 // (pass-through, a plain route, a route through the gate seam), plus a bare proxy with pooled copy
@@ -12,6 +13,9 @@
 // waitroom: joins and token issuance per second, status polling with many waiters and the Redis
 // commands it costs, Redis memory per waiting visitor, and a gated GET with a valid token against a
 // bare proxy, on a private redis-server.
+//
+// admission: stock admissions per second and their latency through edgeq, beside reserve.lua called
+// directly, on a private redis-server.
 package main
 
 import (
@@ -37,6 +41,8 @@ func main() {
 		err = overhead(os.Args[2:], os.Stdout)
 	case "waitroom":
 		err = waitroomBench(os.Args[2:], os.Stdout)
+	case "admission":
+		err = admissionBench(os.Args[2:], os.Stdout)
 	default:
 		usage()
 		os.Exit(2)
@@ -50,7 +56,8 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
-  edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]`)
+  edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
+  edgeq-bench admission [-duration 10s] [-concurrency 64]`)
 }
 
 // loadFlags are the knobs every scenario shares.

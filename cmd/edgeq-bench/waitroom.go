@@ -217,6 +217,11 @@ queues:
 routes:
   - {name: gated, match: "GET /gated/", queue: bench_gate}
 `, origin, redisAddr, keyPath)
+	return startEdgeqWith(dir, cfg)
+}
+
+// startEdgeqWith runs edgeq's server in this process on the configuration text, in dir.
+func startEdgeqWith(dir, cfg string) (string, func(), error) {
 	path := filepath.Join(dir, "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return "", nil, err

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/token"
+)
+
+// admissionBench measures stock admissions through edgeq (the real server wiring: a POST checkout
+// route with admission, one reserve.lua and one commit.lua per request, the proxy, the access log)
+// beside reserve.lua called directly on the same redis-server, in one run.
+func admissionBench(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("admission", flag.ContinueOnError)
+	duration := fs.Duration("duration", 10*time.Second, "load time of each measurement")
+	concurrency := fs.Int("concurrency", 64, "concurrent clients")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	redisSrv, err := redisserver.Start()
+	if err != nil {
+		return fmt.Errorf("the admission benchmark needs redis-server: %w", err)
+	}
+	defer redisSrv.Stop()
+	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("order confirmed"))
+	}))
+	if err != nil {
+		return err
+	}
+	edge, stop, err := startAdmissionEdgeq(origin, redisSrv.Addr())
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	var users atomic.Int64
+	src := func() (bench.Request, bool) {
+		u := strconv.FormatInt(users.Add(1), 10)
+		return bench.Request{Method: "POST", URL: edge + "/checkout/bench",
+			Header: http.Header{"X-User": {"buyer-" + u}, "Content-Type": {"application/x-www-form-urlencoded"}},
+			Body:   []byte("quantity=1")}, true
+	}
+	client := bench.NewClient(*concurrency)
+	bench.Run(client, "warm-up", src, 200, *concurrency, time.Second)
+	through := bench.Run(client, "admission through edgeq", src, 200, *concurrency, *duration)
+
+	raw, err := rawReserve(redisSrv.Addr(), *concurrency, *duration)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "machine: %s\n", machine())
+	fmt.Fprintf(w, "load: %d concurrent clients, %s each, redis-server on loopback, one product with ample stock, a new buyer per request\n\n",
+		*concurrency, *duration)
+	fmt.Fprintln(w, through)
+	fmt.Fprintln(w, raw)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| measurement | admissions/s | p50 | p99 |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	for _, s := range []bench.Sample{through, raw} {
+		fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(), s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
+	}
+	return nil
+}
+
+func startAdmissionEdgeq(origin, redisAddr string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "edgeq-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	key, _ := token.GenerateKey()
+	pemBytes, _ := token.MarshalPrivateKey(key)
+	keyPath := filepath.Join(dir, "signing.pem")
+	os.WriteFile(keyPath, pemBytes, 0o600)
+	cfg := fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+origin: {url: %q}
+redis: {addr: %q}
+tokens: {signing_key_file: %q}
+log: {level: info}
+products:
+  - {id: bench, stock: 1000000000, per_user_limit: 1, name: "Bench item"}
+routes:
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User", quantity: "form:quantity"}
+`, origin, redisAddr, keyPath)
+	return startEdgeqWith(dir, cfg)
+}
+
+// rawReserve calls reserve.lua directly from concurrency goroutines for duration.
+func rawReserve(addr string, concurrency int, duration time.Duration) (bench.Sample, error) {
+	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency * 2})
+	defer client.Close()
+	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
+	ctx := context.Background()
+	var ids atomic.Int64
+	ids.Store(1 << 40)
+	per := make([][]time.Duration, concurrency)
+	var errs atomic.Int64
+	deadline := time.Now().Add(duration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range concurrency {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				id := strconv.FormatInt(ids.Add(1), 10)
+				t0 := time.Now()
+				code, err := admission.Reserve(ctx, st, "bench", "raw-"+id, id)
+				if err != nil || code != 0 {
+					errs.Add(1)
+					continue
+				}
+				per[i] = append(per[i], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	s := bench.Sample{Name: "reserve.lua alone", Elapsed: time.Since(start), Errors: int(errs.Load())}
+	for _, p := range per {
+		s.Latencies = append(s.Latencies, p...)
+	}
+	slices.Sort(s.Latencies)
+	return s, nil
+}
