@@ -40,23 +40,6 @@ func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/dead-letters/{id}/retry", s.adminRetry)
 }
 
-func decodeStrict(w http.ResponseWriter, r *http.Request, v any) *web.Error {
-	r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return web.ErrPayloadTooLarge
-		}
-		return ErrInvalidRequest.Because(err)
-	}
-	if dec.More() {
-		return ErrInvalidRequest.Because(errors.New("data after the JSON object"))
-	}
-	return nil
-}
-
 func (s *Service) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ID           *string `json:"id"`
@@ -66,7 +49,7 @@ func (s *Service) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		Price        int64   `json:"price"`
 		ImageURL     string  `json:"image_url"`
 	}
-	if e := decodeStrict(w, r, &body); e != nil {
+	if e := web.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
@@ -136,7 +119,7 @@ func (s *Service) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Er
 		var body struct {
 			Amount *int64 `json:"amount"`
 		}
-		if e := decodeStrict(w, r, &body); e != nil {
+		if e := web.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
 			return 0, e
 		}
 		if body.Amount == nil {

@@ -2,7 +2,6 @@ package waitroom
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -85,19 +84,6 @@ func (r *Room) info(id string, s *snapshot) QueueInfo {
 	}
 }
 
-func decodeJSON(w http.ResponseWriter, req *http.Request, v any) *web.Error {
-	req.Body = http.MaxBytesReader(w, req.Body, maxAdminBodyBytes)
-	dec := json.NewDecoder(req.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return bodyError(err)
-	}
-	if dec.More() {
-		return ErrInvalidRequest.Because(errors.New("trailing data after the JSON object"))
-	}
-	return nil
-}
-
 // toSettings merges a request over base and validates the result with the configuration's rules.
 func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 	id := base.ID
@@ -149,7 +135,7 @@ func defaultSettings() settings { return settingsOf(config.DefaultQueue()) }
 
 func (r *Room) adminCreate(w http.ResponseWriter, req *http.Request) {
 	var body queueRequest
-	if e := decodeJSON(w, req, &body); e != nil {
+	if e := web.DecodeJSON(w, req, maxAdminBodyBytes, &body); e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
@@ -167,7 +153,7 @@ func (r *Room) adminCreate(w http.ResponseWriter, req *http.Request) {
 
 func (r *Room) adminUpdate(w http.ResponseWriter, req *http.Request) {
 	var body queueRequest
-	if e := decodeJSON(w, req, &body); e != nil {
+	if e := web.DecodeJSON(w, req, maxAdminBodyBytes, &body); e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
@@ -275,7 +261,7 @@ func (r *Room) adminDelete(w http.ResponseWriter, req *http.Request) {
 func formFields(w http.ResponseWriter, req *http.Request) *web.Error {
 	req.Body = http.MaxBytesReader(w, req.Body, maxAdminBodyBytes)
 	if err := req.ParseForm(); err != nil {
-		return bodyError(err)
+		return web.BodyError(err)
 	}
 	return nil
 }

@@ -89,14 +89,6 @@ func fields(w http.ResponseWriter, req *http.Request, names ...string) (map[stri
 	return out, nil
 }
 
-func bodyError(err error) *web.Error {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return web.ErrPayloadTooLarge
-	}
-	return ErrInvalidRequest.Because(err)
-}
-
 // queueFor validates a queue id and returns its snapshot.
 func (r *Room) queueFor(ctx context.Context, id string) (*snapshot, *web.Error) {
 	if !config.ID.MatchString(id) {
@@ -248,7 +240,7 @@ func (r *Room) lookup(ctx context.Context, queueID, epoch string, pos int64) (St
 func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 	f, err := fields(w, req, "queue_id", "cf-turnstile-response", "turnstile_token")
 	if err != nil {
-		r.responder.Error(w, req, bodyError(err))
+		r.responder.Error(w, req, web.BodyError(err))
 		return
 	}
 	s, e := r.queueFor(req.Context(), f["queue_id"])
@@ -396,7 +388,7 @@ func (r *Room) setTokenCookie(w http.ResponseWriter, req *http.Request, queueID 
 func (r *Room) handleGenerateToken(w http.ResponseWriter, req *http.Request) {
 	f, err := fields(w, req, "queue_id", "request_id")
 	if err != nil {
-		r.responder.Error(w, req, bodyError(err))
+		r.responder.Error(w, req, web.BodyError(err))
 		return
 	}
 	queueID := f["queue_id"]

@@ -251,8 +251,13 @@ func (cfg *Config) checkQueues(c *check) {
 // ValidateQueue checks one queue's settings with the rules of the configuration file (for queues
 // created through the admin API); problem paths start at the queue's own keys.
 func ValidateQueue(q Queue) error {
+	return validateOne(func(c *check) { checkQueue(c, "", q) })
+}
+
+// validateOne runs the checks of one list item outside a file: paths start at the item's keys.
+func validateOne(run func(c *check)) error {
 	c := &check{}
-	checkQueue(c, "", q)
+	run(c)
 	for i := range c.problems {
 		c.problems[i].Path = strings.TrimPrefix(c.problems[i].Path, ".")
 	}
@@ -419,15 +424,7 @@ func (cfg *Config) checkProducts(c *check) {
 // ValidateProduct checks one product with the rules of the configuration file (for products created
 // through the admin API); problem paths start at the product's own keys.
 func ValidateProduct(pr Product) error {
-	c := &check{}
-	checkProduct(c, "", pr)
-	for i := range c.problems {
-		c.problems[i].Path = strings.TrimPrefix(c.problems[i].Path, ".")
-	}
-	if len(c.problems) > 0 {
-		return asError(c.problems)
-	}
-	return nil
+	return validateOne(func(c *check) { checkProduct(c, "", pr) })
 }
 
 func checkProduct(c *check, p string, pr Product) {

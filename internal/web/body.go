@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -60,4 +61,33 @@ func FormField(body []byte, contentType, name string) (value string, ok bool, er
 		}
 	}
 	return "", false, nil
+}
+
+// ErrInvalidJSON is a JSON body that does not decode into what the endpoint takes.
+var ErrInvalidJSON = &Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST", Message: "The JSON body is malformed, has unknown fields or wrong types."}
+
+// DecodeJSON decodes one JSON object of at most limit bytes into v, strictly: unknown fields, wrong
+// types and trailing data are 400 INVALID_REQUEST, a larger body 413 PAYLOAD_TOO_LARGE (the admin API
+// takes its bodies this way).
+func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) *Error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return BodyError(err)
+	}
+	if dec.More() {
+		return ErrInvalidJSON.Because(errors.New("data after the JSON object"))
+	}
+	return nil
+}
+
+// BodyError classifies an error reading or parsing a request body: 413 for a body over its limit,
+// 400 INVALID_REQUEST otherwise.
+func BodyError(err error) *Error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return ErrPayloadTooLarge
+	}
+	return ErrInvalidJSON.Because(err)
 }
