@@ -38,7 +38,15 @@ func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/leaderboard", s.adminLeaderboard)
 	mux.HandleFunc("GET /api/dead-letters", s.adminDeadLetters)
 	mux.HandleFunc("POST /api/dead-letters/{id}/retry", s.adminRetry)
+	mux.HandleFunc("PUT /api/auctions/{id}", s.adminPutAuction)
+	mux.HandleFunc("GET /api/auctions/{id}", s.adminGetAuction)
+	mux.HandleFunc("GET /api/users/{user}/bids", s.adminUserBids)
 }
+
+// rawJSON passes a stored JSON record through unchanged.
+type rawJSON string
+
+func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
 func (s *Service) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 	var body struct {
@@ -420,9 +428,9 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 	for k, val := range d.Fields {
 		values[k] = val
 	}
-	e, err := parseEvent(d.Product, redis.XMessage{ID: d.StreamID, Values: values})
+	apply, err := s.applier(d.source(), redis.XMessage{ID: d.StreamID, Values: values})
 	if err == nil {
-		err = s.apply(ctx, e)
+		err = apply(ctx)
 	}
 	if err != nil {
 		s.responder.Error(w, r, errRetryFailed.With("error", err.Error()).Because(err))

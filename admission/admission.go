@@ -51,6 +51,7 @@ type Service struct {
 	responder  *web.Responder
 	metrics    *serviceMetrics
 	products   productCache
+	reads      auctionReads
 }
 
 // New builds the service; Run runs its event worker.
@@ -71,6 +72,7 @@ func New(o Options) *Service {
 		o: o, client: o.Store.Client, keys: o.Store.Keys, pseudonyms: newPseudonyms(o.IdentityKey),
 		logger: o.Logger, responder: o.Responder, metrics: newMetrics(o.Registry),
 		products: productCache{entries: map[string]cachedProduct{}},
+		reads:    newAuctionReads(),
 	}
 }
 
@@ -90,19 +92,17 @@ const HeaderAdmissionID = "Edgeq-Admission-Id"
 // Requirement is the route setting this step enforces (proxy.RequireAdmission).
 func (s *Service) Requirement() string { return "admission" }
 
-// Wrap returns the route's handler: next without admission, the stock step for "stock". Bid admission
-// is not in this build: such a route is closed (503 GATE_UNAVAILABLE), never open.
+// Wrap returns the route's handler: next without admission, the stock or bid step otherwise.
 func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, error) {
 	switch route.Admission.Type {
 	case "":
 		return next, nil
 	case config.AdmissionStock:
 		return s.stockStep(route, next)
+	case config.AdmissionBid:
+		return s.bidStep(route, next)
 	}
-	s.logger.Warn("bid admission is not in this build: the route is closed (503 GATE_UNAVAILABLE)", "route", route.Name)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.responder.Error(w, r, web.ErrGateUnavailable.Because(fmt.Errorf("bid admission is not in this build")))
-	}), nil
+	return nil, fmt.Errorf("unknown admission type %q", route.Admission.Type)
 }
 
 // admissionRequest is what a stock request asks for.
@@ -131,30 +131,26 @@ func (s *Service) stockStep(route config.Route, next http.Handler) (http.Handler
 	if err != nil {
 		return nil, err
 	}
-	releaseOn := make([]config.ReleaseOutcome, 0, len(a.ReleaseOn))
-	for _, text := range a.ReleaseOn {
-		o, err := config.ParseReleaseOutcome(text)
-		if err != nil {
-			return nil, err
-		}
-		releaseOn = append(releaseOn, o)
+	releaseOn, err := parseReleaseOn(a.ReleaseOn)
+	if err != nil {
+		return nil, err
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		req, e := s.readStock(r, productSrc, quantitySrc, userSrc)
 		if e != nil {
-			s.refuse(w, r, e, start)
+			s.refuseAs(w, r, "stock", e, start)
 			return
 		}
 		id := s.o.IDs.NextString()
 		res, err := reserveScript.Run(r.Context(), s.client, stockKeys(s.keys, req.product, req.user, id),
 			id, req.user, req.quantity, s.o.ClaimTTL.Milliseconds(), int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
 		if err != nil || len(res) != 3 {
-			s.refuse(w, r, ErrStoreUnavailable.Because(fmt.Errorf("reserve: %v %v", res, err)), start)
+			s.refuseAs(w, r, "stock", ErrStoreUnavailable.Because(fmt.Errorf("reserve: %v %v", res, err)), start)
 			return
 		}
 		if e := refusal(res[0], res[1], res[2]); e != nil {
-			s.refuse(w, r, e, start)
+			s.refuseAs(w, r, "stock", e, start)
 			return
 		}
 		s.metrics.admissions.WithLabelValues("stock", "admitted").Inc()
@@ -249,11 +245,11 @@ func refusal(code, remaining, limit int64) *web.Error {
 	return ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
 }
 
-// refuse answers a refused admission without contacting the origin: JSON for API clients, a page for
-// browsers (the sold-out page when out of stock).
-func (s *Service) refuse(w http.ResponseWriter, r *http.Request, e *web.Error, start time.Time) {
-	s.metrics.admissions.WithLabelValues("stock", resultLabel(e)).Inc()
-	s.metrics.duration.WithLabelValues("stock").Observe(time.Since(start).Seconds())
+// refuseAs answers a refused admission of a type (stock, bid) without contacting the origin: JSON for
+// API clients, a page for browsers (the sold-out page when out of stock).
+func (s *Service) refuseAs(w http.ResponseWriter, r *http.Request, typ string, e *web.Error, start time.Time) {
+	s.metrics.admissions.WithLabelValues(typ, resultLabel(e)).Inc()
+	s.metrics.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
 	if e.Code == ErrInsufficientStock.Code && web.IsNavigation(r) {
 		base := s.responder.Base(r)
 		s.responder.Page(w, r, e.Status, "soldout.html", web.ErrorPage{PageBase: base, Status: e.Status, Code: e.Code})
@@ -266,15 +262,7 @@ func (s *Service) refuse(w http.ResponseWriter, r *http.Request, e *web.Error, s
 // It outlives the visitor's connection: a unit must never stay reserved because the visitor left.
 func (s *Service) settle(r *http.Request, req admissionRequest, id string, releaseOn []config.ReleaseOutcome) {
 	o := web.OutcomeFrom(r.Context())
-	release := o == nil || !o.Forwarded
-	if !release {
-		for _, want := range releaseOn {
-			if want.Matches(o.Status, o.TransportError) {
-				release = true
-				break
-			}
-		}
-	}
+	release := releases(o, releaseOn)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
 	keys := stockKeys(s.keys, req.product, req.user, id)
@@ -316,6 +304,16 @@ func resultLabel(e *web.Error) string {
 		return "already_purchased"
 	case ErrStoreUnavailable.Code:
 		return "store_unavailable"
+	case ErrAuctionNotFound.Code:
+		return "auction_not_found"
+	case ErrAuctionEnded.Code:
+		return "auction_ended"
+	case ErrSelfBid.Code:
+		return "self_bid"
+	case ErrInvalidBid.Code:
+		return "invalid_bid"
+	case ErrBidTooLow.Code:
+		return "bid_too_low"
 	}
 	return "invalid_request"
 }

@@ -296,7 +296,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		}
 		// The first worker reads a batch, then dies before handling it.
 		crashed := make(chan struct{})
-		w := &worker{s: st.svc, consumer: "doomed", groups: map[string]bool{}, stopAfterRead: func(string, int) bool {
+		w := &worker{s: st.svc, consumer: "doomed", groups: map[string]bool{}, stopAfterRead: func(source, int) bool {
 			close(crashed)
 			return true
 		}}

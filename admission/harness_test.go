@@ -45,11 +45,13 @@ type stack struct {
 	status  atomic.Int64 // status the origin answers with (200 by default)
 	delay   atomic.Int64 // nanoseconds the origin waits before answering
 	ids     sync.Map     // admission ids the origin received -> true
+	bids    sync.Map     // bid ids the origin received -> amount (form value)
+	bidHits atomic.Int64 // bid requests that reached the origin
 	reg     *prometheus.Registry
 	workers sync.WaitGroup
 }
 
-// routes: checkout by form, a JSON cart, and one answered by a slow origin.
+// routes: checkout by form, a JSON cart, a query-string purchase and a bid form.
 func testRoutes() []config.Route {
 	route := func(name, match string, a config.Admission) config.Route {
 		r := config.Route{Name: name, Match: match, OnStoreError: "closed", Admission: a}
@@ -63,6 +65,8 @@ func testRoutes() []config.Route {
 		route("checkout", "POST /checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User", Quantity: "form:quantity"}),
 		route("cart", "POST /api/cart", config.Admission{Product: "json:items.0.sku", User: "cookie:session", Quantity: "json:items.0.qty"}),
 		route("buy", "GET /buy", config.Admission{Product: "query:p", User: "header:X-User"}),
+		{Name: "bid", Match: "POST /auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
+			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"}}},
 	}
 }
 
@@ -84,6 +88,13 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 			}
 		}
 		body, _ := io.ReadAll(r.Body)
+		if id := r.Header.Get(HeaderBidID); id != "" {
+			st.bidHits.Add(1)
+			form, _ := url.ParseQuery(string(body))
+			if _, dup := st.bids.LoadOrStore(id, form.Get("amount")); dup {
+				t.Errorf("bid %s reached the origin twice", id)
+			}
+		}
 		if d := time.Duration(st.delay.Load()); d > 0 {
 			select {
 			case <-time.After(d):
@@ -204,6 +215,42 @@ func (st *stack) remaining(product string) int64 {
 		st.t.Fatal(err)
 	}
 	return n
+}
+
+// bid posts the bid form as user; an empty amount leaves the field out.
+func (st *stack) bid(auction, user, amount string) answer {
+	st.t.Helper()
+	form := url.Values{}
+	if amount != "" {
+		form.Set("amount", amount)
+	}
+	req, _ := http.NewRequest("POST", st.public.URL+"/auctions/"+auction+"/bid", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	if user != "" {
+		req.Header.Set("X-User", user)
+	}
+	return do(st.t, req)
+}
+
+// get fetches a public path as JSON.
+func (st *stack) get(path string) answer {
+	st.t.Helper()
+	req, _ := http.NewRequest("GET", st.public.URL+path, nil)
+	req.Header.Set("Accept", "application/json")
+	return do(st.t, req)
+}
+
+// addAuctions seeds auctions as the configuration file does.
+func (st *stack) addAuctions(auctions ...config.Auction) {
+	st.t.Helper()
+	if err := st.svc.ApplyAuctions(context.Background(), auctions, nil); err != nil {
+		st.t.Fatal(err)
+	}
+}
+
+func auction(id, start, inc string, endsIn time.Duration) config.Auction {
+	return config.Auction{ID: id, StartingPrice: start, MinIncrement: inc, EndsAt: time.Now().Add(endsIn).UTC().Truncate(time.Second)}
 }
 
 func product(id string, stock int64, perUser int) config.Product {

@@ -30,3 +30,22 @@ func doneKey(k store.Keys, event string) string   { return k.Global("adm", "done
 func deadKey(k store.Keys) string                 { return k.Global("adm", "dead") }
 func deadByTimeKey(k store.Keys) string           { return k.Global("adm", "dead_by_time") }
 func productIndexKey(k store.Keys) string         { return k.Global("adm", "products") }
+
+// Auction keys carry the auction's hash tag ({a:<id>}).
+func auctionInfoKey(k store.Keys, auction string) string    { return k.Auction(auction, "info") }
+func auctionHighestKey(k store.Keys, auction string) string { return k.Auction(auction, "highest") }
+func auctionBidsKey(k store.Keys, auction string) string    { return k.Auction(auction, "bids") }
+func auctionBiddersKey(k store.Keys, auction string) string { return k.Auction(auction, "bidders") }
+func auctionEventsKey(k store.Keys, auction string) string  { return k.Auction(auction, "events") }
+func bidRecordKey(k store.Keys, auction, bid string) string { return k.Auction(auction, "bid:"+bid) }
+
+// bidKeys are the KEYS of bid.lua, withdraw.lua and bidcommit.lua.
+func bidKeys(k store.Keys, auction, bid string) []string {
+	return []string{auctionInfoKey(k, auction), auctionHighestKey(k, auction), auctionBidsKey(k, auction),
+		auctionBiddersKey(k, auction), bidRecordKey(k, auction, bid), auctionEventsKey(k, auction)}
+}
+
+// Admin indexes of bids, written by the worker.
+func bidJSONKey(k store.Keys, id string) string    { return k.Global("adm", "b:"+id) }
+func userBidsKey(k store.Keys, user string) string { return k.Global("adm", "ubids:"+user) }
+func auctionIndexKey(k store.Keys) string          { return k.Global("adm", "auctions") }

@@ -28,6 +28,10 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 		"purchase_in_progress", "already_purchased", "invalid_request", "store_unavailable"} {
 		m.admissions.WithLabelValues("stock", r)
 	}
+	for _, r := range []string{"admitted", "released", "auction_not_found", "auction_ended", "self_bid",
+		"invalid_bid", "bid_too_low", "invalid_request", "store_unavailable"} {
+		m.admissions.WithLabelValues("bid", r)
+	}
 	if reg != nil {
 		reg.MustRegister(m.admissions, m.duration, m.deadLetters)
 	}

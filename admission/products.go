@@ -69,12 +69,12 @@ func (s *Service) writeProduct(ctx context.Context, mode string, p config.Produc
 		return res[1] == 1, err
 	}
 	s.products.forget(p.ID)
-	return res[1] == 1, s.ensureGroup(ctx, p.ID)
+	return res[1] == 1, s.ensureStreamGroup(ctx, eventsKey(s.keys, p.ID))
 }
 
-// ensureGroup creates the worker's consumer group on a product's stream, from its first event.
-func (s *Service) ensureGroup(ctx context.Context, product string) error {
-	err := s.client.XGroupCreateMkStream(ctx, eventsKey(s.keys, product), groupName, "0").Err()
+// ensureStreamGroup creates the worker's consumer group on an event stream, from its first event.
+func (s *Service) ensureStreamGroup(ctx context.Context, stream string) error {
+	err := s.client.XGroupCreateMkStream(ctx, stream, groupName, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return err
 	}
@@ -140,9 +140,10 @@ func (c *productCache) forget(id string) {
 	delete(c.entries, id)
 }
 
-// Register adds the public product endpoint: GET {prefix}/products/{id}.
+// Register adds the public reads: GET {prefix}/products/{id} and the auction reads.
 func (s *Service) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+s.o.Prefix+"/products/{id}", s.handleProduct)
+	s.registerAuctionReads(mux)
 }
 
 func (s *Service) handleProduct(w http.ResponseWriter, r *http.Request) {

@@ -23,4 +23,9 @@ var (
 	commitScript  = script("commit.lua")
 	productScript = script("product.lua")
 	restockScript = script("restock.lua")
+
+	bidScript       = script("bid.lua")
+	withdrawScript  = script("withdraw.lua")
+	bidCommitScript = script("bidcommit.lua")
+	auctionScript   = script("auction.lua")
 )

@@ -7,12 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/store"
 )
 
 // Record is an admission as the admin API shows it, written by the worker from the events.
@@ -94,7 +98,87 @@ func (s *Service) apply(ctx context.Context, e event) error {
 	}, marker)
 }
 
-// Run is the event worker: a consumer of every product's stream in one consumer group (every replica
+// BidRecord is a bid as the admin API shows it (GET /api/users/{user}/bids), written by the worker.
+type BidRecord struct {
+	ID          string `json:"id"`
+	AuctionID   string `json:"auction_id"`
+	Bidder      string `json:"bidder"` // pseudonym
+	Amount      string `json:"amount"`
+	State       string `json:"state"` // accepted, withdrawn
+	BidAt       string `json:"bid_at"`
+	WithdrawnAt string `json:"withdrawn_at,omitempty"`
+}
+
+// bidEvent is one entry of an auction's event stream (written by bid.lua and withdraw.lua).
+type bidEvent struct {
+	StreamID string
+	Record   BidRecord
+	atMs     int64
+}
+
+func parseBidEvent(auction string, msg redis.XMessage) (bidEvent, error) {
+	str := func(k string) string { v, _ := msg.Values[k].(string); return v }
+	num := func(k string) (int64, error) { return strconv.ParseInt(str(k), 10, 64) }
+	typ := str("type")
+	amount, err1 := num("amount")
+	at, err2 := num("at")
+	if typ != "bid" && typ != "withdrawn" || str("bid") == "" || str("user") == "" || errors.Join(err1, err2) != nil {
+		return bidEvent{}, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+	}
+	e := bidEvent{StreamID: msg.ID, atMs: at, Record: BidRecord{ID: str("bid"), AuctionID: auction, Bidder: str("user"),
+		Amount: money.Format(amount), State: "accepted", BidAt: time.UnixMilli(at).UTC().Format(recordTime)}}
+	if typ == "withdrawn" {
+		w, err := num("withdrawn_at")
+		if err != nil {
+			return e, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
+		}
+		e.Record.State, e.Record.WithdrawnAt = "withdrawn", time.UnixMilli(w).UTC().Format(recordTime)
+	}
+	return e, nil
+}
+
+// applyBid indexes a bid event exactly once, like apply: the bid's JSON and the bidder's list. A
+// "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
+// the bid stays withdrawn.
+func (s *Service) applyBid(ctx context.Context, auction string, e bidEvent) error {
+	marker := doneKey(s.keys, "auction."+auction+"/"+e.StreamID)
+	record := bidJSONKey(s.keys, e.Record.ID)
+	body, err := json.Marshal(e.Record)
+	if err != nil {
+		return err
+	}
+	return s.client.Watch(ctx, func(tx *redis.Tx) error {
+		n, err := tx.Exists(ctx, marker).Result()
+		if err != nil || n == 1 {
+			return err
+		}
+		exists, err := tx.Exists(ctx, record).Result()
+		if err != nil {
+			return err
+		}
+		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			if e.Record.State == "withdrawn" || exists == 0 {
+				p.Set(ctx, record, body, 0)
+			}
+			p.ZAdd(ctx, userBidsKey(s.keys, e.Record.Bidder), redis.Z{Score: float64(e.atMs), Member: e.Record.ID})
+			p.Set(ctx, marker, 1, markerTTL)
+			return nil
+		})
+		return err
+	}, marker, record)
+}
+
+// applier parses an entry of a stream and returns what applies it.
+func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context) error, error) {
+	if src.auction {
+		e, err := parseBidEvent(src.id, msg)
+		return func(ctx context.Context) error { return s.applyBid(ctx, src.id, e) }, err
+	}
+	e, err := parseEvent(src.id, msg)
+	return func(ctx context.Context) error { return s.apply(ctx, e) }, err
+}
+
+// Run is the event worker: a consumer of every product's and auction's stream in one consumer group (every replica
 // runs one). Entries are acknowledged once applied or dead-lettered; entries left pending by a consumer
 // that stopped are taken over after ClaimIdle. It returns when ctx ends.
 func (s *Service) Run(ctx context.Context) {
@@ -105,13 +189,41 @@ func (s *Service) Run(ctx context.Context) {
 type worker struct {
 	s        *Service
 	consumer string
-	groups   map[string]bool // products whose group this worker made sure of
-	products []string
+	groups   map[string]bool // streams whose group this worker made sure of
+	streams  []source
 	listedAt time.Time
 	claimAt  time.Time
 	// stopAfterRead, for tests: when it returns true the worker stops after reading entries and before
 	// handling them, as if its process died.
-	stopAfterRead func(product string, n int) bool
+	stopAfterRead func(src source, n int) bool
+}
+
+// source is one event stream: a product's (admissions) or an auction's (bids).
+type source struct {
+	auction bool
+	id      string
+}
+
+func (src source) stream(k store.Keys) string {
+	if src.auction {
+		return auctionEventsKey(k, src.id)
+	}
+	return eventsKey(k, src.id)
+}
+
+// deadID names a dead letter: "<product>.<entry>" or "auction.<auction>.<entry>" (ids hold no dots).
+func (src source) deadID(entry string) string {
+	if src.auction {
+		return "auction." + src.id + "." + entry
+	}
+	return src.id + "." + entry
+}
+
+func (src source) String() string {
+	if src.auction {
+		return "auction " + src.id
+	}
+	return "product " + src.id
 }
 
 func consumerName() string {
@@ -140,8 +252,17 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	s := w.s
 	if time.Since(w.listedAt) > 5*time.Second {
-		if ids, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result(); err == nil {
-			w.products, w.listedAt = ids, time.Now()
+		products, err1 := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+		auctions, err2 := s.client.SMembers(ctx, auctionIndexKey(s.keys)).Result()
+		if errors.Join(err1, err2) == nil {
+			w.streams, w.listedAt = w.streams[:0], time.Now()
+			for _, id := range products {
+				w.streams = append(w.streams, source{id: id})
+			}
+			for _, id := range auctions {
+				w.streams = append(w.streams, source{auction: true, id: id})
+			}
+			maps.DeleteFunc(w.groups, func(_ string, ok bool) bool { return !ok }) // another try for those that failed
 		}
 		if n, err := s.client.HLen(ctx, deadKey(s.keys)).Result(); err == nil {
 			s.metrics.deadLetters.Set(float64(n))
@@ -151,14 +272,20 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	if claim {
 		w.claimAt = time.Now()
 	}
-	for _, product := range w.products {
-		if !w.groups[product] {
-			if s.ensureGroup(ctx, product) != nil {
+	for _, src := range w.streams {
+		stream := src.stream(s.keys)
+		if done, tried := w.groups[stream]; !done {
+			if tried {
+				continue // until the next listing
+			}
+			// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
+			err := s.client.XGroupCreate(ctx, stream, groupName, "0").Err()
+			if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+				w.groups[stream] = false
 				continue
 			}
-			w.groups[product] = true
+			w.groups[stream] = true
 		}
-		stream := eventsKey(s.keys, product)
 		res, err := s.client.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: groupName, Consumer: w.consumer, Streams: []string{stream, ">"}, Count: 100, Block: -1,
 		}).Result()
@@ -166,7 +293,7 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		if err == nil && len(res) > 0 {
 			msgs = res[0].Messages
 		} else if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-			w.groups[product] = false
+			delete(w.groups, stream)
 		}
 		if claim {
 			claimed, _, err := s.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
@@ -180,11 +307,11 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 			continue
 		}
 		busy = true
-		if w.stopAfterRead != nil && w.stopAfterRead(product, len(msgs)) {
+		if w.stopAfterRead != nil && w.stopAfterRead(src, len(msgs)) {
 			return busy, true
 		}
 		for _, msg := range msgs {
-			if !w.handle(ctx, product, msg) {
+			if !w.handle(ctx, src, msg) {
 				return busy, true
 			}
 		}
@@ -194,12 +321,12 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 
 // handle applies one entry, retrying with backoff, dead-letters it after the last retry, and
 // acknowledges it. false means ctx ended first: the entry stays pending for a later take-over.
-func (w *worker) handle(ctx context.Context, product string, msg redis.XMessage) bool {
+func (w *worker) handle(ctx context.Context, src source, msg redis.XMessage) bool {
 	s := w.s
-	e, err := parseEvent(product, msg)
+	apply, err := s.applier(src, msg)
 	if err == nil {
 		for attempt := 0; ; attempt++ {
-			if err = s.apply(ctx, e); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
+			if err = apply(ctx); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
 				break
 			}
 			select {
@@ -212,15 +339,15 @@ func (w *worker) handle(ctx context.Context, product string, msg redis.XMessage)
 		return false
 	}
 	if err != nil {
-		if derr := s.deadLetter(ctx, product, msg, err); derr != nil {
-			s.logger.Error("dead-lettering an admission event failed; it stays pending", "product", product,
+		if derr := s.deadLetter(ctx, src, msg, err); derr != nil {
+			s.logger.Error("dead-lettering an event failed; it stays pending", "stream", src.String(),
 				"entry", msg.ID, "error", derr.Error())
 			return true
 		}
-		s.logger.Warn("admission event dead-lettered after retries", "product", product, "entry", msg.ID, "error", err.Error())
+		s.logger.Warn("event dead-lettered after retries", "stream", src.String(), "entry", msg.ID, "error", err.Error())
 	}
-	if err := s.client.XAck(ctx, eventsKey(s.keys, product), groupName, msg.ID).Err(); err != nil {
-		s.logger.Warn("acknowledging an admission event failed", "product", product, "entry", msg.ID, "error", err.Error())
+	if err := s.client.XAck(ctx, src.stream(s.keys), groupName, msg.ID).Err(); err != nil {
+		s.logger.Warn("acknowledging an event failed", "stream", src.String(), "entry", msg.ID, "error", err.Error())
 	}
 	return true
 }
@@ -228,20 +355,33 @@ func (w *worker) handle(ctx context.Context, product string, msg redis.XMessage)
 // DeadLetter is an event that failed every retry.
 type DeadLetter struct {
 	ID       string            `json:"id"`
-	Product  string            `json:"product_id"`
+	Product  string            `json:"product_id,omitempty"`
+	Auction  string            `json:"auction_id,omitempty"`
 	StreamID string            `json:"stream_id"`
 	Fields   map[string]string `json:"fields"`
 	Error    string            `json:"error"`
 	FailedAt string            `json:"failed_at"`
 }
 
-func (s *Service) deadLetter(ctx context.Context, product string, msg redis.XMessage, cause error) error {
+func (d DeadLetter) source() source {
+	if d.Auction != "" {
+		return source{auction: true, id: d.Auction}
+	}
+	return source{id: d.Product}
+}
+
+func (s *Service) deadLetter(ctx context.Context, src source, msg redis.XMessage, cause error) error {
 	fields := map[string]string{}
 	for k, v := range msg.Values {
 		fields[k] = fmt.Sprint(v)
 	}
-	d := DeadLetter{ID: product + "." + msg.ID, Product: product, StreamID: msg.ID, Fields: fields,
+	d := DeadLetter{ID: src.deadID(msg.ID), StreamID: msg.ID, Fields: fields,
 		Error: cause.Error(), FailedAt: time.Now().UTC().Format(time.RFC3339)}
+	if src.auction {
+		d.Auction = src.id
+	} else {
+		d.Product = src.id
+	}
 	body, _ := json.Marshal(d)
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, deadKey(s.keys), d.ID, body)

@@ -161,6 +161,37 @@ async function screenshots() {
   }
 }
 
+// bid: the shop's own bid form through edgeq. An accepted bid reaches the shop, which confirms it; a
+// bid that does not beat it is refused by edgeq with its page (409, in the visitor's language), and
+// the highest-bid read edgeq serves shows the accepted bid.
+async function bid() {
+  const b = await browser(desktop);
+  const { page } = b;
+  try {
+    await page.goto(base + '/auctions/7');
+    expect((await text(page, 'h1')) === 'Vintage racing poster', 'not the auction page: ' + page.url());
+    await page.fill('input[name=amount]', '25.00');
+    await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+    expect((await text(page, 'h1')).includes('25.00 received'), 'the shop did not confirm: ' + await text(page, 'body'));
+
+    await page.goto(base + '/auctions/7');
+    await page.fill('input[name=amount]', '25.50');
+    const [resp] = await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+    expect(resp.status() === 409, 'a low bid answered ' + resp.status());
+    const body = await text(page, 'body');
+    expect(body.includes('Bid too low') && body.includes('bid higher') && body.includes('BID_TOO_LOW'), 'not edgeq\'s refusal page: ' + body);
+    await screenshot(page, 'bid-too-low');
+
+    const highest = await (await fetch(base + '/_edgeq/auctions/7/highest-bid')).json();
+    expect(highest.highest_bid && highest.highest_bid.amount === '25.00', 'highest bid: ' + JSON.stringify(highest));
+    const shop = await (await fetch(base + '/orders.json')).json();
+    const amounts = shop.bids.filter((x) => x.auction === '7').map((x) => x.amount);
+    expect(amounts.length === 1 && amounts[0] === '25.00', 'bids the shop received: ' + JSON.stringify(amounts));
+  } finally {
+    await b.close();
+  }
+}
+
 // xss: markup in a queue title and in return is shown as text and never runs; return leading off-site
 // falls back to "/".
 async function xss() {
@@ -186,7 +217,7 @@ async function xss() {
   }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, xss };
+const scenarios = { waitroom, nojs, turnstile, screenshots, bid, xss };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

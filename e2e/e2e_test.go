@@ -101,8 +101,14 @@ queues:
 routes:
   - {name: products, match: "GET /products/{id}", queue: drop}
   - {name: orders, match: "GET /orders", queue: quiet}
-  - {name: auctions, match: "GET /auctions/{id}", queue: club}
-`, adminKey, origin.URL, storetest.RedisAddr(t), turnstiletest.SiteKey, turnstiletest.Secret, ts.URL, ts.URL)
+  - {name: auctions, match: "GET /auctions/42", queue: club}
+  - name: bid
+    match: "POST /auctions/{id}/bid"
+    admission: {type: bid, auction: "path:id", amount: "form:amount", user: "cookie:shop_session"}
+auctions:
+  - {id: "7", starting_price: "20.00", ends_at: %q}
+`, adminKey, origin.URL, storetest.RedisAddr(t), turnstiletest.SiteKey, turnstiletest.Secret, ts.URL, ts.URL,
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	path := filepath.Join(t.TempDir(), "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -245,6 +251,9 @@ func TestBrowser(t *testing.T) {
 				t.Fatalf("screenshot %s: %v", name, err)
 			}
 		}
+	})
+	t.Run("a bid through the shop's form, and one refused by edgeq", func(t *testing.T) {
+		runScenario(t, node, s, "bid", "SCREENSHOT_DIR="+shots)
 	})
 	t.Run("markup in titles and return paths stays text", func(t *testing.T) {
 		runScenario(t, node, s, "xss")

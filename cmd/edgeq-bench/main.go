@@ -4,6 +4,7 @@
 //	edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
 //	edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
 //	edgeq-bench admission [-duration 10s] [-concurrency 64]
+//	edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-rounds 5] [-duration 5s] [-concurrency 64]
 //
 // overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
 // (pass-through, a plain route, a route through the gate seam), plus a bare proxy with pooled copy
@@ -16,6 +17,9 @@
 //
 // admission: stock admissions per second and their latency through edgeq, beside reserve.lua called
 // directly, on a private redis-server.
+//
+// bid: latency of bids, highest-bid reads and history reads through edgeq in bursts of simultaneous
+// visitors (seed 001's concurrency), a sustained bid rate, and bid.lua called directly.
 package main
 
 import (
@@ -43,6 +47,8 @@ func main() {
 		err = waitroomBench(os.Args[2:], os.Stdout)
 	case "admission":
 		err = admissionBench(os.Args[2:], os.Stdout)
+	case "bid":
+		err = bidBench(os.Args[2:], os.Stdout)
 	default:
 		usage()
 		os.Exit(2)
@@ -57,7 +63,8 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
   edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
-  edgeq-bench admission [-duration 10s] [-concurrency 64]`)
+  edgeq-bench admission [-duration 10s] [-concurrency 64]
+  edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-rounds 5] [-duration 5s] [-concurrency 64]`)
 }
 
 // loadFlags are the knobs every scenario shares.

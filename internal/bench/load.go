@@ -81,6 +81,11 @@ func NewClient(concurrency int) *http.Client {
 // Run drives requests from src with concurrency clients for duration (or until src runs out).
 // Responses with another status than want count as errors.
 func Run(client *http.Client, name string, src Source, want, concurrency int, duration time.Duration) Sample {
+	return RunOK(client, name, src, func(status int) bool { return status == want }, concurrency, duration)
+}
+
+// RunOK is Run with a test of the status: answers for which ok is false count as errors.
+func RunOK(client *http.Client, name string, src Source, ok func(status int) bool, concurrency int, duration time.Duration) Sample {
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
 	perClient := make([]Sample, concurrency)
@@ -115,7 +120,7 @@ func Run(client *http.Client, name string, src Source, want, concurrency int, du
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				if resp.StatusCode != want {
+				if !ok(resp.StatusCode) {
 					own.Errors++
 					continue
 				}
@@ -130,4 +135,54 @@ func Run(client *http.Client, name string, src Source, want, concurrency int, du
 		total.Latencies = append(total.Latencies, s.Latencies...)
 	}
 	return total
+}
+
+// Burst sends every request at once, one client each, released together (n visitors acting in the same
+// instant), and measures each answer. Answers for which ok is false count as errors.
+func Burst(client *http.Client, name string, reqs []Request, ok func(status int) bool) Sample {
+	lat := make([]time.Duration, len(reqs))
+	failed := make([]bool, len(reqs))
+	gate := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	ready.Add(len(reqs))
+	for i, req := range reqs {
+		wg.Go(func() {
+			var body io.Reader
+			if req.Body != nil {
+				body = bytes.NewReader(req.Body)
+			}
+			r, err := http.NewRequest(req.Method, req.URL, body)
+			ready.Done()
+			if err != nil {
+				failed[i] = true
+				return
+			}
+			for k, v := range req.Header {
+				r.Header[k] = v
+			}
+			<-gate
+			t0 := time.Now()
+			resp, err := client.Do(r)
+			if err != nil {
+				failed[i] = true
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			lat[i], failed[i] = time.Since(t0), !ok(resp.StatusCode)
+		})
+	}
+	ready.Wait()
+	start := time.Now()
+	close(gate)
+	wg.Wait()
+	s := Sample{Name: name, Elapsed: time.Since(start)}
+	for i, d := range lat {
+		if failed[i] {
+			s.Errors++
+		} else {
+			s.Latencies = append(s.Latencies, d)
+		}
+	}
+	return s
 }

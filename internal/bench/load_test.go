@@ -34,3 +34,34 @@ func TestPercentile(t *testing.T) {
 		t.Fatal("empty sample")
 	}
 }
+
+func TestBurstSendsEveryRequestAtOnce(t *testing.T) {
+	var inFlight, most, served atomic.Int64
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		if n == 20 {
+			close(release) // all twenty are in the server together
+		}
+		<-release
+		inFlight.Add(-1)
+		if served.Add(1) == 1 {
+			w.WriteHeader(409)
+		}
+	}))
+	defer srv.Close()
+	reqs := make([]Request, 20)
+	for i := range reqs {
+		reqs[i] = Request{Method: "GET", URL: srv.URL}
+	}
+	s := Burst(NewClient(20), "t", reqs, func(status int) bool { return status == 200 })
+	if most.Load() != 20 || s.Errors != 1 || len(s.Latencies) != 19 || s.Elapsed <= 0 {
+		t.Fatalf("most in flight %d, sample %v", most.Load(), s)
+	}
+}

@@ -444,19 +444,28 @@ func (cfg *Config) checkAuctions(c *check) {
 	seen := map[string]int{}
 	for i, a := range cfg.Auctions {
 		p := fmt.Sprintf("auctions[%d]", i)
-		c.id(p+".id", a.ID)
+		checkAuction(c, p, a)
 		if j, dup := seen[a.ID]; dup {
 			c.add(p+".id", "%q is already the id of auctions[%d]", a.ID, j)
 		}
 		seen[a.ID] = i
-		c.money(p+".starting_price", a.StartingPrice)
-		c.money(p+".min_increment", a.MinIncrement)
-		if a.EndsAt.IsZero() {
-			c.add(p+".ends_at", "required (RFC 3339 time such as 2026-12-01T12:00:00Z)")
-		}
-		if len(a.Owner) > 256 {
-			c.add(p+".owner", "must be at most 256 characters")
-		}
+	}
+}
+
+// ValidateAuction checks one auction with the rules of the configuration file (PUT /api/auctions).
+func ValidateAuction(a Auction) error {
+	return validateOne(func(c *check) { checkAuction(c, "", a) })
+}
+
+func checkAuction(c *check, p string, a Auction) {
+	c.id(p+".id", a.ID)
+	c.money(p+".starting_price", a.StartingPrice)
+	c.money(p+".min_increment", a.MinIncrement)
+	if a.EndsAt.IsZero() {
+		c.add(p+".ends_at", "required (RFC 3339 time such as 2026-12-01T12:00:00Z)")
+	}
+	if len(a.Owner) > 256 {
+		c.add(p+".owner", "must be at most 256 characters")
 	}
 }
 

@@ -5,6 +5,8 @@ package demoshop
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -55,7 +57,7 @@ type Shop struct {
 	bids     int
 }
 
-// New builds a shop with its seed products and auction.
+// New builds a shop with its seed products and auctions.
 func New(logger *slog.Logger) (*Shop, error) {
 	p, err := parsePages()
 	if err != nil {
@@ -69,7 +71,10 @@ func New(logger *slog.Logger) (*Shop, error) {
 			{ID: "2", Name: "Limited sneaker B", Price: 12999, Stock: 50},
 			{ID: "3", Name: "Team jersey", Price: 4999, Stock: 1000},
 		},
-		auctions: []*auction{{ID: "42", Title: "Signed match ball", StartingPrice: 10000}},
+		auctions: []*auction{
+			{ID: "42", Title: "Signed match ball", StartingPrice: 10000},
+			{ID: "7", Title: "Vintage racing poster", StartingPrice: 2000},
+		},
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.home)
@@ -89,7 +94,17 @@ func New(logger *slog.Logger) (*Shop, error) {
 	return s, nil
 }
 
+// SessionCookie is the shop's own session, as any shop has one: a random id set on the first visit.
+// edgeq's demo configuration identifies bidders by it.
+const SessionCookie = "shop_session"
+
 func (s *Shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, err := r.Cookie(SessionCookie); err != nil {
+		var b [16]byte
+		rand.Read(b[:])
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: hex.EncodeToString(b[:]), Path: "/",
+			HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	}
 	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	s.mux.ServeHTTP(rec, r)
 	s.logger.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status)

@@ -57,7 +57,7 @@ func TestPages(t *testing.T) {
 		{"/products/1", 200, []string{`action="/checkout/1"`, `name="quantity"`, "Buy now"}},
 		{"/products/nope", 404, []string{"Product not found"}},
 		{"/auctions/42", 200, []string{`action="/auctions/42/bid"`, `name="amount"`, "Place bid", "100.00"}},
-		{"/auctions/7", 404, []string{"Auction not found"}},
+		{"/auctions/99", 404, []string{"Auction not found"}},
 		{"/nowhere", 404, []string{"Page not found"}},
 		{"/orders", 200, []string{"No orders yet"}},
 	}
@@ -185,5 +185,33 @@ func TestParseMoney(t *testing.T) {
 		if _, err := parseMoney(in); err == nil {
 			t.Errorf("%q accepted", in)
 		}
+	}
+}
+
+func TestSessionCookie(t *testing.T) {
+	srv := newTestShop(t)
+	resp, err := http.Get(srv.URL + "/auctions/42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == SessionCookie {
+			session = c
+		}
+	}
+	if session == nil || len(session.Value) != 32 || !session.HttpOnly {
+		t.Fatalf("first visit: cookies %v", resp.Cookies())
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/", nil)
+	req.AddCookie(session)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(resp.Cookies()) != 0 {
+		t.Fatalf("a visitor with a session got another: %v", resp.Cookies())
 	}
 }

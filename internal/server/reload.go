@@ -135,6 +135,9 @@ func (g *gateway) reload(trigger string, force bool) {
 	if err := g.admission.Apply(ctx, next.Products, running.Products); err != nil {
 		g.logger.Warn("products not written to the store", "error", err.Error())
 	}
+	if err := g.admission.ApplyAuctions(ctx, next.Auctions, running.Auctions); err != nil {
+		g.logger.Warn("auctions not written to the store", "error", err.Error())
+	}
 	cancel()
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()
 	g.logger.Info("configuration reloaded", "trigger", trigger, "routes", strings.Join(table.Routes(), ","),

@@ -150,6 +150,9 @@ func Run(ctx context.Context, opts Options) error {
 	if err := built.admission.Apply(applyCtx, cfg.Products, nil); err != nil {
 		logger.Warn("products not written to the store yet; they are written on the next reload", "error", err.Error())
 	}
+	if err := built.admission.ApplyAuctions(applyCtx, cfg.Auctions, nil); err != nil {
+		logger.Warn("auctions not written to the store yet; they are written on the next reload", "error", err.Error())
+	}
 	cancelApply()
 	var background sync.WaitGroup
 	background.Go(func() { built.room.Run(runCtx) })

@@ -133,6 +133,9 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		if key := "msg." + e.Code; base.Text.Has(key) {
 			data.Message = base.Text.T(key)
 		}
+		if key := "head." + e.Code; base.Text.Has(key) {
+			data.Heading = base.Text.T(key)
+		}
 		rs.Page(w, r, e.Status, "error.html", data)
 		return
 	}

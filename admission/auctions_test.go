@@ -1,0 +1,671 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// bidOutcomes tallies what bidders were told.
+type bidOutcomes struct {
+	mu       sync.Mutex
+	accepted map[string]int // auction -> 200 answers
+	tooLow   map[string][]tooLow
+	invalid  atomic.Int64
+}
+
+type tooLow struct{ amount, highest int64 }
+
+func newBidOutcomes() *bidOutcomes {
+	return &bidOutcomes{accepted: map[string]int{}, tooLow: map[string][]tooLow{}}
+}
+
+// record files one answer; anything but 200, 409 BID_TOO_LOW or 400 INVALID_BID below the starting
+// price is an error.
+func (o *bidOutcomes) record(t *testing.T, auction string, amount int64, a answer) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case a.status == 200:
+		o.accepted[auction]++
+	case a.status == 409 && a.json["error"] == "BID_TOO_LOW":
+		h, err := money.Parse(fmt.Sprint(a.json["highest_amount"]))
+		if err != nil {
+			t.Errorf("BID_TOO_LOW without a highest_amount: %s", a.body)
+		}
+		o.tooLow[auction] = append(o.tooLow[auction], tooLow{amount, h})
+	case a.status == 400 && a.json["error"] == "INVALID_BID" && a.json["starting_price"] != nil:
+		o.invalid.Add(1)
+	default:
+		t.Errorf("bid of %s on %s: %d %s", money.Format(amount), auction, a.status, a.body)
+	}
+}
+
+// streamBid is an entry of an auction's event stream.
+type streamBid struct {
+	typ, id, user string
+	amount        int64
+}
+
+func auctionEvents(t *testing.T, st *stack, auction string) []streamBid {
+	t.Helper()
+	msgs, err := st.store.Client.XRange(context.Background(), auctionEventsKey(st.store.Keys, auction), "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]streamBid, 0, len(msgs))
+	for _, m := range msgs {
+		cents, err := strconv.ParseInt(fmt.Sprint(m.Values["amount"]), 10, 64)
+		if err != nil {
+			t.Fatalf("event %v: %v", m.Values, err)
+		}
+		out = append(out, streamBid{typ: fmt.Sprint(m.Values["type"]), id: fmt.Sprint(m.Values["bid"]),
+			user: fmt.Sprint(m.Values["user"]), amount: cents})
+	}
+	return out
+}
+
+// checkAuction proves the bid invariants of one auction with no withdrawals: accepted bids (the
+// event stream, in acceptance order) strictly increase, each reached the origin with its amount,
+// their number is the number of 200 answers, and the highest bid, the history and the stats agree.
+func checkAuction(t *testing.T, st *stack, id string, o *bidOutcomes) {
+	t.Helper()
+	events := auctionEvents(t, st, id)
+	if len(events) != o.accepted[id] {
+		t.Fatalf("auction %s: %d bid events, %d bids answered 200", id, len(events), o.accepted[id])
+	}
+	if len(events) == 0 {
+		t.Fatalf("auction %s: no bid accepted", id)
+	}
+	users := map[string]bool{}
+	amounts := map[int64]bool{}
+	for i, e := range events {
+		if e.typ != "bid" {
+			t.Fatalf("auction %s: unexpected event %+v", id, e)
+		}
+		if i > 0 && e.amount <= events[i-1].amount {
+			t.Fatalf("auction %s: accepted bid %d (%d) does not beat the one before (%d)", id, i, e.amount, events[i-1].amount)
+		}
+		seen, ok := st.bids.Load(e.id)
+		if !ok {
+			t.Fatalf("auction %s: accepted bid %s never reached the origin", id, e.id)
+		}
+		if c, err := money.Parse(seen.(string)); err != nil || c != e.amount {
+			t.Fatalf("bid %s: origin saw %q, the store has %d", e.id, seen, e.amount)
+		}
+		users[e.user] = true
+		amounts[e.amount] = true
+	}
+	last := events[len(events)-1]
+	for _, r := range o.tooLow[id] {
+		if !amounts[r.highest] || r.amount >= r.highest+100 {
+			t.Fatalf("auction %s: a bid of %d refused as too low against %d", id, r.amount, r.highest)
+		}
+	}
+	st.svc.reads.forget(id)
+	h := st.get("/_edgeq/auctions/" + id + "/highest-bid")
+	hb, _ := h.json["highest_bid"].(map[string]any)
+	if h.status != 200 || hb["bid_id"] != last.id || hb["amount"] != money.Format(last.amount) {
+		t.Fatalf("highest bid %s, want %s at %s", h.body, last.id, money.Format(last.amount))
+	}
+	// The history, newest first, is the stream backwards.
+	var history []string
+	for page := 1; ; page++ {
+		a := st.get(fmt.Sprintf("/_edgeq/auctions/%s/bids?page=%d&page_size=100", id, page))
+		if a.status != 200 || num(a.json["total_count"]) != int64(len(events)) {
+			t.Fatalf("history page %d: %d %s", page, a.status, a.body)
+		}
+		items, _ := a.json["items"].([]any)
+		if len(items) == 0 {
+			break
+		}
+		for _, it := range items {
+			history = append(history, it.(map[string]any)["bid_id"].(string))
+		}
+	}
+	for i, e := range events {
+		if history[len(history)-1-i] != e.id {
+			t.Fatalf("history %v is not the accepted bids newest first", history)
+		}
+	}
+	stats := st.get("/_edgeq/auctions/" + id + "/stats")
+	growth, _ := stats.json["price_growth"].(map[string]any)
+	if num(stats.json["total_bids"]) != int64(len(events)) || num(stats.json["unique_bidders"]) != int64(len(users)) ||
+		growth["current_highest"] != money.Format(last.amount) {
+		t.Fatalf("stats %s: want %d bids from %d bidders, highest %s", stats.body, len(events), len(users), money.Format(last.amount))
+	}
+}
+
+// randomBid waits for bidder i's moment and returns what it offers: one in twenty bids below the starting price of 100.00, half
+// the others outbid the highest they read by a random step (as bidders polling the highest do), the
+// rest a random amount around a rising line.
+func randomBid(st *stack, auction string, i int) int64 {
+	// Arrivals spread over most of a second, so bids overlap and many of them are accepted.
+	time.Sleep(rand.N(800 * time.Millisecond))
+	switch {
+	case rand.IntN(20) == 0:
+		return 1 + rand.Int64N(9999)
+	case rand.IntN(2) == 0:
+		h := st.get("/_edgeq/auctions/" + auction + "/highest-bid")
+		if hb, ok := h.json["highest_bid"].(map[string]any); ok {
+			cents, _ := money.Parse(fmt.Sprint(hb["amount"]))
+			return cents + 100 + rand.Int64N(500)
+		}
+	}
+	return 10000 + int64(i)*50 + rand.Int64N(5000)
+}
+
+// Acceptance 1: 1,000 concurrent bids with random amounts on one auction.
+func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		st.startWorker()
+		o := newBidOutcomes()
+		var wg sync.WaitGroup
+		for i := range 1000 {
+			wg.Go(func() {
+				amount := randomBid(st, "lot", i)
+				o.record(t, "lot", amount, st.bid("lot", fmt.Sprintf("bidder-%d", i%300), money.Format(amount)))
+			})
+		}
+		wg.Wait()
+		checkAuction(t, st, "lot", o)
+		if st.bidHits.Load() != int64(o.accepted["lot"]) {
+			t.Fatalf("%d bids reached the origin, %d were accepted", st.bidHits.Load(), o.accepted["lot"])
+		}
+		t.Logf("%d accepted, %d too low, %d below the starting price", o.accepted["lot"], len(o.tooLow["lot"]), o.invalid.Load())
+		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "admitted")); got != float64(o.accepted["lot"]) {
+			t.Fatalf("admitted counter %v", got)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "bid_too_low")); got != float64(len(o.tooLow["lot"])) {
+			t.Fatalf("bid_too_low counter %v", got)
+		}
+		// The worker indexes every accepted bid under its bidder.
+		eventually(t, 15*time.Second, "bids indexed", func() bool {
+			var total int64
+			for u := range 300 {
+				total += num(st.adminGet(fmt.Sprintf("/api/users/bidder-%d/bids?page_size=1", u)).json["total_count"])
+			}
+			return total == int64(o.accepted["lot"])
+		})
+	})
+}
+
+// Acceptance 2: 10 auctions x 100 concurrent bids each, all at once.
+func TestBid_TenAuctionsConcurrently(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		var ids []string
+		for a := range 10 {
+			id := fmt.Sprintf("lot-%d", a)
+			ids = append(ids, id)
+			st.addAuctions(auction(id, "100.00", "1.00", time.Hour))
+		}
+		o := newBidOutcomes()
+		var wg sync.WaitGroup
+		for i := range 1000 {
+			wg.Go(func() {
+				id := ids[i%10]
+				amount := randomBid(st, id, i/10)
+				o.record(t, id, amount, st.bid(id, fmt.Sprintf("bidder-%d", i%37), money.Format(amount)))
+			})
+		}
+		wg.Wait()
+		total := 0
+		for _, id := range ids {
+			checkAuction(t, st, id, o)
+			total += o.accepted[id]
+		}
+		if st.bidHits.Load() != int64(total) {
+			t.Fatalf("%d bids reached the origin, %d were accepted", st.bidHits.Load(), total)
+		}
+	})
+}
+
+// Acceptance 3: 5,000 concurrent highest-bid reads all succeed and cost a handful of store loads;
+// then 500 bids and 2,000 reads at once stay correct.
+func TestBid_ReadsUnderLoad(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		if a := st.bid("lot", "first", "100.00"); a.status != 200 {
+			t.Fatal(a.body)
+		}
+		client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1000, MaxIdleConnsPerHost: 1000}}
+		defer client.CloseIdleConnections()
+		read := func() (map[string]any, error) {
+			resp, err := client.Get(st.public.URL + "/_edgeq/auctions/lot/highest-bid")
+			if err != nil {
+				return nil, err
+			}
+			defer resp.Body.Close()
+			raw, _ := io.ReadAll(resp.Body)
+			var body map[string]any
+			if resp.StatusCode != 200 || json.Unmarshal(raw, &body) != nil || body["auction_id"] != "lot" {
+				return nil, fmt.Errorf("%d %s", resp.StatusCode, raw)
+			}
+			return body, nil
+		}
+
+		loadsBefore := st.svc.reads.loads.Load()
+		start := time.Now()
+		var failed atomic.Int64
+		var wg sync.WaitGroup
+		for range 5000 {
+			wg.Go(func() {
+				body, err := read()
+				if err != nil {
+					failed.Add(1)
+					t.Error(err)
+					return
+				}
+				if hb, _ := body["highest_bid"].(map[string]any); hb["amount"] != "100.00" {
+					failed.Add(1)
+					t.Errorf("highest %v", body)
+				}
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		loads := st.svc.reads.loads.Load() - loadsBefore
+		if failed.Load() != 0 {
+			t.Fatalf("%d of 5000 reads failed", failed.Load())
+		}
+		// One load per auction per readTTL at most (concurrent misses share one).
+		if limit := int64(elapsed/readTTL) + 2; loads > limit {
+			t.Fatalf("5000 reads in %s made %d store loads, want at most %d", elapsed, loads, limit)
+		}
+		t.Logf("5000 reads in %s: %d store loads", elapsed, loads)
+
+		// Mixed: every read shows an accepted bid; the invariants hold afterwards.
+		o := newBidOutcomes()
+		o.accepted["lot"] = 1 // the first bid
+		var seen sync.Map     // bid id -> amount a reader saw
+		for i := range 2500 {
+			wg.Go(func() {
+				if i%5 == 0 {
+					amount := 10100 + int64(i/5)*100 + rand.Int64N(300)
+					o.record(t, "lot", amount, st.bid("lot", fmt.Sprintf("bidder-%d", i%50), money.Format(amount)))
+					return
+				}
+				body, err := read()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				hb := body["highest_bid"].(map[string]any)
+				seen.Store(hb["bid_id"], hb["amount"])
+			})
+		}
+		wg.Wait()
+		checkAuction(t, st, "lot", o)
+		accepted := map[string]string{}
+		for _, e := range auctionEvents(t, st, "lot") {
+			accepted[e.id] = money.Format(e.amount)
+		}
+		seen.Range(func(id, amount any) bool {
+			if accepted[id.(string)] != amount {
+				t.Errorf("a reader saw bid %v at %v, which was not accepted", id, amount)
+			}
+			return true
+		})
+	})
+}
+
+// auctionState is everything the store holds for an auction, to show that a refusal changed nothing.
+func auctionState(t *testing.T, st *stack, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	c, k := st.store.Client, st.store.Keys
+	info := c.HGetAll(ctx, auctionInfoKey(k, id)).Val()
+	highest := c.HGetAll(ctx, auctionHighestKey(k, id)).Val()
+	bids := c.ZRangeWithScores(ctx, auctionBidsKey(k, id), 0, -1).Val()
+	bidders := c.HGetAll(ctx, auctionBiddersKey(k, id)).Val()
+	events := c.XLen(ctx, auctionEventsKey(k, id)).Val()
+	return fmt.Sprint(info, highest, bids, bidders, events)
+}
+
+// Acceptance 4: bad input gets its code and changes nothing.
+func TestBid_BadInput(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		owned := auction("lot", "100.00", "1.00", time.Hour)
+		owned.Owner = "seller"
+		st.addAuctions(owned, auction("over", "100.00", "1.00", -time.Minute))
+		if a := st.bid("lot", "alice", "150.00"); a.status != 200 {
+			t.Fatal(a.body)
+		}
+		cases := []struct {
+			name, auction, user, amount string
+			status                      int
+			code                        string
+		}{
+			{"letters", "lot", "bob", "abc", 400, "INVALID_BID"},
+			{"three decimals", "lot", "bob", "1.234", 400, "INVALID_BID"},
+			{"negative", "lot", "bob", "-5", 400, "INVALID_BID"},
+			{"zero", "lot", "bob", "0", 400, "INVALID_BID"},
+			{"exponent", "lot", "bob", "1e9", 400, "INVALID_BID"},
+			{"40 digits", "lot", "bob", strings.Repeat("9", 40), 400, "INVALID_BID"},
+			{"missing", "lot", "bob", "", 400, "INVALID_BID"},
+			{"spaces", "lot", "bob", " 200.00", 400, "INVALID_BID"},
+			{"too low", "lot", "bob", "150.99", 409, "BID_TOO_LOW"},
+			{"equal", "lot", "bob", "150.00", 409, "BID_TOO_LOW"},
+			{"unknown auction", "nope", "bob", "200.00", 404, "AUCTION_NOT_FOUND"},
+			{"bad auction id", "a.b", "bob", "200.00", 400, "INVALID_REQUEST"},
+			{"ended auction", "over", "bob", "200.00", 409, "AUCTION_ENDED"},
+			{"self bid", "lot", "seller", "200.00", 403, "SELF_BID"},
+			{"no user", "lot", "", "200.00", 400, "INVALID_REQUEST"},
+		}
+		before, beforeOver := auctionState(t, st, "lot"), auctionState(t, st, "over")
+		hits := st.hits.Load()
+		for _, c := range cases {
+			a := st.bid(c.auction, c.user, c.amount)
+			if a.status != c.status || a.json["error"] != c.code {
+				t.Errorf("%s: %d %s, want %d %s", c.name, a.status, a.body, c.status, c.code)
+			}
+			if c.code == "BID_TOO_LOW" && a.json["highest_amount"] != "150.00" {
+				t.Errorf("%s: highest_amount %v", c.name, a.json["highest_amount"])
+			}
+		}
+		if after := auctionState(t, st, "lot"); after != before {
+			t.Fatalf("refused bids changed the auction:\n%s\n%s", before, after)
+		}
+		if after := auctionState(t, st, "over"); after != beforeOver {
+			t.Fatalf("a bid on an ended auction changed it:\n%s\n%s", beforeOver, after)
+		}
+		if st.hits.Load() != hits {
+			t.Fatalf("%d refused bids reached the origin", st.hits.Load()-hits)
+		}
+		// Below the starting price names it.
+		fresh := auction("fresh", "100.00", "1.00", time.Hour)
+		st.addAuctions(fresh)
+		if a := st.bid("fresh", "bob", "99.99"); a.status != 400 || a.json["error"] != "INVALID_BID" || a.json["starting_price"] != "100.00" {
+			t.Fatalf("below the starting price: %d %s", a.status, a.body)
+		}
+		if a := st.bid("fresh", "bob", "100.00"); a.status != 200 {
+			t.Fatalf("the starting price itself: %d %s", a.status, a.body)
+		}
+	})
+}
+
+// Acceptance 5: an origin failure withdraws the bid and restores the previous highest.
+func TestBid_OriginFailureWithdraws(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		st.startWorker()
+		first := st.bid("lot", "alice", "150.00")
+		if first.status != 200 {
+			t.Fatal(first.body)
+		}
+		firstID := auctionEvents(t, st, "lot")[0].id
+		st.status.Store(503)
+		if a := st.bid("lot", "bob", "200.00"); a.status != 503 {
+			t.Fatalf("failed origin: %d %s", a.status, a.body)
+		}
+		st.status.Store(200)
+		h := st.get("/_edgeq/auctions/lot/highest-bid")
+		if hb, _ := h.json["highest_bid"].(map[string]any); hb["bid_id"] != firstID || hb["amount"] != "150.00" {
+			t.Fatalf("after the withdrawal the highest is %s, want %s at 150.00", h.body, firstID)
+		}
+		stats := st.get("/_edgeq/auctions/lot/stats")
+		if num(stats.json["total_bids"]) != 1 || num(stats.json["unique_bidders"]) != 1 {
+			t.Fatalf("stats after the withdrawal: %s", stats.body)
+		}
+		events := auctionEvents(t, st, "lot")
+		if len(events) != 3 || events[1].typ != "bid" || events[2].typ != "withdrawn" || events[2].id != events[1].id {
+			t.Fatalf("events %+v", events)
+		}
+		// Withdrawal is idempotent: again, it changes nothing.
+		before := auctionState(t, st, "lot")
+		keys := bidKeys(s.Keys, "lot", events[1].id)
+		if code, err := withdrawScript.Run(context.Background(), s.Client, keys, events[1].id, 1000).Int64(); err != nil || code != 2 {
+			t.Fatalf("second withdrawal: %d %v", code, err)
+		}
+		if after := auctionState(t, st, "lot"); after != before {
+			t.Fatalf("a second withdrawal changed the auction")
+		}
+		// The next bid must beat the restored highest, not the withdrawn one.
+		if a := st.bid("lot", "carol", "151.00"); a.status != 200 {
+			t.Fatalf("a bid above the restored highest: %d %s", a.status, a.body)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "released")); got != 1 {
+			t.Fatalf("released counter %v", got)
+		}
+		// The worker shows bob's bid as withdrawn.
+		eventually(t, 10*time.Second, "withdrawal indexed", func() bool {
+			items, _ := st.adminGet("/api/users/bob/bids").json["items"].([]any)
+			return len(items) == 1 && items[0].(map[string]any)["state"] == "withdrawn"
+		})
+		bob := st.adminGet("/api/users/bob/bids").json["items"].([]any)[0].(map[string]any)
+		if bob["amount"] != "200.00" || bob["auction_id"] != "lot" || bob["withdrawn_at"] == nil || strings.Contains(fmt.Sprint(bob), "bob") {
+			t.Fatalf("bob's bid record %v", bob)
+		}
+	})
+}
+
+// A withdrawn bid that is no longer the highest leaves the highest alone.
+func TestBid_WithdrawBelowTheHighest(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		ctx := context.Background()
+		bid := func(id, user string, cents int64) {
+			res, err := bidScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", id), id, user, cents, 60, 1000).Int64Slice()
+			if err != nil || res[0] != 0 {
+				t.Fatalf("bid %s: %v %v", id, res, err)
+			}
+		}
+		bid("1", "u1", 10000)
+		bid("2", "u2", 11000)
+		bid("3", "u3", 12000)
+		if code, err := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "2"), "2", 1000).Int64(); err != nil || code != 0 {
+			t.Fatalf("withdraw: %d %v", code, err)
+		}
+		if h := s.Client.HGet(ctx, auctionHighestKey(s.Keys, "lot"), "bid_id").Val(); h != "3" {
+			t.Fatalf("highest is bid %s, want 3", h)
+		}
+		for _, id := range []string{"3", "1"} {
+			if code, _ := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", id), id, 1000).Int64(); code != 0 {
+				t.Fatalf("withdraw %s: %d", id, code)
+			}
+		}
+		if n := s.Client.Exists(ctx, auctionHighestKey(s.Keys, "lot")).Val(); n != 0 {
+			t.Fatal("with every bid withdrawn there is still a highest bid")
+		}
+		// A committed bid cannot be withdrawn.
+		bid("4", "u4", 10000)
+		if code, _ := bidCommitScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4").Int64(); code != 0 {
+			t.Fatalf("commit: %d", code)
+		}
+		if code, _ := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4", 1000).Int64(); code != 3 {
+			t.Fatalf("withdrawing a committed bid: %d, want 3", code)
+		}
+	})
+}
+
+// History paging, stats and the batch read.
+func TestBid_Reads(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "100.00", "0.50", time.Hour), auction("quiet", "10.00", "1.00", time.Hour))
+		for i := range 7 {
+			if a := st.bid("lot", fmt.Sprintf("u%d", i%3), money.Format(10000+int64(i)*50)); a.status != 200 {
+				t.Fatal(a.body)
+			}
+		}
+		var all []string
+		for page := 1; page <= 3; page++ {
+			a := st.get(fmt.Sprintf("/_edgeq/auctions/lot/bids?page=%d&page_size=3", page))
+			items, _ := a.json["items"].([]any)
+			if a.status != 200 || num(a.json["total_count"]) != 7 || num(a.json["page"]) != int64(page) || num(a.json["page_size"]) != 3 {
+				t.Fatalf("page %d: %s", page, a.body)
+			}
+			for _, it := range items {
+				all = append(all, it.(map[string]any)["amount"].(string))
+			}
+		}
+		want := []string{"103.00", "102.50", "102.00", "101.50", "101.00", "100.50", "100.00"}
+		if !slices.Equal(all, want) {
+			t.Fatalf("history %v, want %v", all, want)
+		}
+		if a := st.get("/_edgeq/auctions/lot/bids?page=9"); a.status != 200 || len(a.json["items"].([]any)) != 0 || num(a.json["page_size"]) != 20 {
+			t.Fatalf("past the end: %d %s", a.status, a.body)
+		}
+		for _, q := range []string{"page=0", "page=x", "page_size=0", "page_size=101"} {
+			if a := st.get("/_edgeq/auctions/lot/bids?" + q); a.status != 400 || a.json["error"] != "INVALID_REQUEST" {
+				t.Errorf("%s: %d %s", q, a.status, a.body)
+			}
+		}
+		if a := st.get("/_edgeq/auctions/nope/bids"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
+			t.Fatalf("history of an unknown auction: %d %s", a.status, a.body)
+		}
+		stats := st.get("/_edgeq/auctions/lot/stats")
+		growth, _ := stats.json["price_growth"].(map[string]any)
+		if num(stats.json["total_bids"]) != 7 || num(stats.json["unique_bidders"]) != 3 || growth["start_price"] != "100.00" ||
+			growth["current_highest"] != "103.00" || growth["growth_rate"] != 0.03 {
+			t.Fatalf("stats %s", stats.body)
+		}
+		quiet := st.get("/_edgeq/auctions/quiet/stats")
+		if g := quiet.json["price_growth"].(map[string]any); g["current_highest"] != nil || g["growth_rate"] != 0.0 {
+			t.Fatalf("stats without bids %s", quiet.body)
+		}
+		if h := st.get("/_edgeq/auctions/quiet/highest-bid"); h.status != 200 || h.json["highest_bid"] != nil {
+			t.Fatalf("highest without bids %s", h.body)
+		}
+		// Bidders appear as pseudonyms.
+		if h := st.get("/_edgeq/auctions/lot/highest-bid"); strings.Contains(h.body, "u0") || strings.Contains(h.body, "u1") {
+			t.Fatalf("a raw user id in a public read: %s", h.body)
+		}
+
+		batch := func(body string) answer {
+			req, _ := http.NewRequest("POST", st.public.URL+"/_edgeq/bids/highest-bids/batch", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			return do(t, req)
+		}
+		a := batch(`{"auction_ids":["lot","quiet","nope"]}`)
+		var items []map[string]any
+		if err := json.Unmarshal([]byte(a.body), &items); err != nil || a.status != 200 || len(items) != 3 {
+			t.Fatalf("batch: %d %s", a.status, a.body)
+		}
+		if items[0]["highest_bid"].(map[string]any)["amount"] != "103.00" || items[1]["highest_bid"] != nil ||
+			items[2]["highest_bid"] != nil || items[2]["error"] != "AUCTION_NOT_FOUND" || items[1]["error"] != nil {
+			t.Fatalf("batch items %s", a.body)
+		}
+		many := make([]string, 101)
+		for i := range many {
+			many[i] = fmt.Sprintf("%q", fmt.Sprint("a", i))
+		}
+		for _, body := range []string{`{"auction_ids":[]}`, `{"auction_ids":[` + strings.Join(many, ",") + `]}`,
+			`{"auction_ids":["a.b"]}`, `{"auction_ids":"lot"}`, `not json`, `{"auction_ids":["lot"],"x":1}`} {
+			if a := batch(body); a.status != 400 {
+				t.Errorf("batch %.40s: %d %s", body, a.status, a.body)
+			}
+		}
+	})
+}
+
+// The admin API creates, updates and shows auctions; the configuration seeds them.
+func TestBid_AdminAuctions(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		ends := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+		a := st.adminSend("PUT", "/api/auctions/vase", "application/json",
+			`{"starting_price":"50.00","min_increment":"2.50","ends_at":"`+ends+`","owner":"seller"}`)
+		if a.status != 200 || a.json["starting_price"] != "50.00" || a.json["min_increment"] != "2.50" || a.json["ends_at"] != ends ||
+			a.json["ended"] != false || a.json["highest_bid"] != nil || strings.Contains(a.body, "seller") {
+			t.Fatalf("PUT: %d %s", a.status, a.body)
+		}
+		if b := st.bid("vase", "seller", "60.00"); b.status != 403 {
+			t.Fatalf("the owner bid on an auction made by the API: %d %s", b.status, b.body)
+		}
+		if b := st.bid("vase", "buyer", "50.00"); b.status != 200 {
+			t.Fatal(b.body)
+		}
+		if b := st.bid("vase", "other", "52.49"); b.status != 409 || b.json["highest_amount"] != "50.00" {
+			t.Fatalf("below the increment: %d %s", b.status, b.body)
+		}
+		g := st.adminGet("/api/auctions/vase")
+		if g.status != 200 || num(g.json["total_bids"]) != 1 || g.json["highest_bid"].(map[string]any)["amount"] != "50.00" {
+			t.Fatalf("GET: %d %s", g.status, g.body)
+		}
+		before := auctionState(t, st, "vase")
+		for _, body := range []string{`{"starting_price":"abc","ends_at":"` + ends + `"}`, `{"starting_price":"10.00"}`,
+			`{"starting_price":"10.00","ends_at":"tomorrow"}`, `{"starting_price":"10.00","ends_at":"` + ends + `","extra":1}`,
+			`{"starting_price":"10.00","min_increment":"0","ends_at":"` + ends + `"}`} {
+			if a := st.adminSend("PUT", "/api/auctions/vase", "application/json", body); a.status != 400 {
+				t.Errorf("PUT %s: %d %s", body, a.status, a.body)
+			}
+		}
+		if a := st.adminSend("PUT", "/api/auctions/a.b", "application/json", `{"starting_price":"10.00","ends_at":"`+ends+`"}`); a.status != 400 {
+			t.Errorf("PUT with a bad id: %d %s", a.status, a.body)
+		}
+		if after := auctionState(t, st, "vase"); after != before {
+			t.Fatalf("refused PUTs changed the auction")
+		}
+		if a := st.adminGet("/api/auctions/none"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
+			t.Fatalf("unknown: %d %s", a.status, a.body)
+		}
+		// Re-seeding from the configuration keeps the bids.
+		cfg := config.Auction{ID: "vase", StartingPrice: "50.00", MinIncrement: "5.00", EndsAt: time.Now().Add(time.Hour)}
+		if err := st.svc.ApplyAuctions(context.Background(), []config.Auction{cfg}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if g := st.adminGet("/api/auctions/vase"); g.json["min_increment"] != "5.00" || num(g.json["total_bids"]) != 1 {
+			t.Fatalf("after seeding: %s", g.body)
+		}
+		// An unchanged entry is not written again on reload.
+		s.Client.HSet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment", 700)
+		if err := st.svc.ApplyAuctions(context.Background(), []config.Auction{cfg}, []config.Auction{cfg}); err != nil {
+			t.Fatal(err)
+		}
+		if v := s.Client.HGet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment").Val(); v != "700" {
+			t.Fatalf("an unchanged auction was rewritten: %s", v)
+		}
+		if a := st.adminSend("GET", "/api/users/buyer/bids?page_size=0", "", ""); a.status != 400 {
+			t.Fatalf("bad paging: %d", a.status)
+		}
+	})
+}
+
+// An auction's bid event that cannot be applied is dead-lettered and can be retried.
+func TestBid_WorkerDeadLetters(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		ctx := context.Background()
+		stream := auctionEventsKey(s.Keys, "lot")
+		s.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []string{"type", "bid", "bid", "9", "user", "x", "amount", "oops", "at", "1"}})
+		st.startWorker()
+		eventually(t, 10*time.Second, "dead-lettered", func() bool {
+			return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1
+		})
+		items := st.adminGet("/api/dead-letters").json["items"].([]any)
+		d := items[0].(map[string]any)
+		if d["auction_id"] != "lot" || d["product_id"] != nil || !strings.HasPrefix(d["id"].(string), "auction.lot.") {
+			t.Fatalf("dead letter %v", d)
+		}
+		if a := st.adminSend("POST", "/api/dead-letters/"+d["id"].(string)+"/retry", "", ""); a.status != 409 {
+			t.Fatalf("retrying a malformed event: %d %s", a.status, a.body)
+		}
+	})
+}

@@ -1,0 +1,39 @@
+-- bid.lua: accept a bid only if it beats the highest (seed 001), atomically: the auction exists and has
+-- not ended (by Redis time), the bidder is not the owner, the amount is at least the starting price
+-- and, once there is a highest bid, at least the highest plus min_increment; then history, highest, bidder count, bid record, event.
+-- KEYS[1] info     hash   starting_price, min_increment (cents), ends_at (ms), owner (pseudonym or "")
+-- KEYS[2] highest  hash   bid_id, bidder, amount (cents), at (ms)
+-- KEYS[3] bids     zset   history: score = amount, member = "<bid id>:<at ms>:<bidder>"
+-- KEYS[4] bidders  hash   bidder pseudonym -> live bids
+-- KEYS[5] record   hash   this bid: member, bidder, amount, state (TTL: withdrawal must find it)
+-- KEYS[6] events   stream bid events for the worker
+-- ARGV[1] bid id   ARGV[2] bidder pseudonym   ARGV[3] amount (cents)   ARGV[4] record TTL (s)
+-- ARGV[5] stream length bound
+-- returns {code, highest_amount}
+--   0 accepted; 1 too low (highest_amount is the amount to beat); 2 no such auction; 3 ended;
+--   4 the owner bid; 5 below the starting price
+if redis.call('EXISTS', KEYS[1]) == 0 then return {2, 0} end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local info = redis.call('HMGET', KEYS[1], 'starting_price', 'min_increment', 'ends_at', 'owner')
+local ends_at = tonumber(info[3])
+if now >= ends_at then return {3, 0} end
+if info[4] and info[4] ~= '' and info[4] == ARGV[2] then return {4, 0} end
+local amount = tonumber(ARGV[3])
+if amount < tonumber(info[1]) then return {5, tonumber(info[1])} end
+local highest = tonumber(redis.call('HGET', KEYS[2], 'amount'))
+if highest and amount < highest + tonumber(info[2]) then return {1, highest} end
+local member = ARGV[1] .. ':' .. now .. ':' .. ARGV[2]
+redis.call('ZADD', KEYS[3], amount, member)
+redis.call('HSET', KEYS[2], 'bid_id', ARGV[1], 'bidder', ARGV[2], 'amount', amount, 'at', now)
+redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
+redis.call('HSET', KEYS[5], 'member', member, 'bidder', ARGV[2], 'amount', amount, 'at', now, 'state', 'accepted')
+redis.call('EXPIRE', KEYS[5], ARGV[4])
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[5], '*', 'type', 'bid', 'bid', ARGV[1], 'user', ARGV[2],
+  'amount', amount, 'at', now)
+-- History, bidder counts and events are kept a week past the end; the auction and its highest bid stay.
+local expire_at = math.floor(ends_at / 1000) + 7 * 24 * 3600
+redis.call('EXPIREAT', KEYS[3], expire_at)
+redis.call('EXPIREAT', KEYS[4], expire_at)
+redis.call('EXPIREAT', KEYS[6], expire_at)
+return {0, amount}

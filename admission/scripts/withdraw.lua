@@ -1,0 +1,30 @@
+-- withdraw.lua: take back a bid the origin refused or failed (release_on): it leaves the history and,
+-- if it is still the highest, the next one down becomes the highest again. Idempotent per bid id.
+-- KEYS: as bid.lua
+-- ARGV[1] bid id   ARGV[2] stream length bound
+-- returns 0 withdrawn; 1 unknown bid; 2 already withdrawn; 3 already committed
+local state = redis.call('HGET', KEYS[5], 'state')
+if not state then return 1 end
+if state == 'withdrawn' then return 2 end
+if state == 'committed' then return 3 end
+local member = redis.call('HGET', KEYS[5], 'member')
+local bidder = redis.call('HGET', KEYS[5], 'bidder')
+redis.call('ZREM', KEYS[3], member)
+if redis.call('HINCRBY', KEYS[4], bidder, -1) <= 0 then
+  redis.call('HDEL', KEYS[4], bidder)
+end
+if redis.call('HGET', KEYS[2], 'bid_id') == ARGV[1] then
+  local top = redis.call('ZREVRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+  if #top == 0 then
+    redis.call('DEL', KEYS[2])
+  else
+    local id, at, who = string.match(top[1], '^(%d+):(%d+):(.+)$')
+    redis.call('HSET', KEYS[2], 'bid_id', id, 'bidder', who, 'amount', top[2], 'at', at)
+  end
+end
+redis.call('HSET', KEYS[5], 'state', 'withdrawn')
+local t = redis.call('TIME')
+redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'type', 'withdrawn', 'bid', ARGV[1], 'user', bidder,
+  'amount', redis.call('HGET', KEYS[5], 'amount'), 'at', redis.call('HGET', KEYS[5], 'at'),
+  'withdrawn_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+return 0

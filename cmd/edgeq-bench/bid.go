@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/token"
+)
+
+// bidBench measures bid admission and the auction reads through edgeq at seed 001's concurrency:
+// bursts of 1,000 bidders, 5,000 highest-bid readers and 1,000 history readers acting in the same
+// instant, a sustained bid load, and bid.lua called directly on the same redis-server, in one run.
+func bidBench(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("bid", flag.ContinueOnError)
+	bidders := fs.Int("bidders", 1000, "bidders in each bid burst")
+	readers := fs.Int("readers", 5000, "readers in each highest-bid burst")
+	historyReaders := fs.Int("history", 1000, "readers in each history burst")
+	rounds := fs.Int("rounds", 5, "bursts of each kind")
+	duration := fs.Duration("duration", 5*time.Second, "time of the sustained bid load and of the raw script load")
+	concurrency := fs.Int("concurrency", 64, "clients of the sustained and raw loads")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *bidders < 1 || *readers < 1 || *historyReaders < 1 || *rounds < 1 || *concurrency < 1 || *duration <= 0 {
+		return fmt.Errorf("every count and the duration must be positive")
+	}
+	redisSrv, err := redisserver.Start()
+	if err != nil {
+		return fmt.Errorf("the bid benchmark needs redis-server: %w", err)
+	}
+	defer redisSrv.Stop()
+	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("bid received"))
+	}))
+	if err != nil {
+		return err
+	}
+	edge, stop, err := startBidEdgeq(origin, redisSrv.Addr())
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	// Every bid offers one cent more than the one before it was made, so most are accepted and the
+	// ones that lose a race are refused as too low; both are admission decisions and are measured.
+	var cents atomic.Int64
+	cents.Store(100)
+	bid := func() bench.Request {
+		c := cents.Add(1)
+		return bench.Request{Method: "POST", URL: edge + "/auctions/bench/bid",
+			Header: http.Header{"X-User": {"bidder-" + strconv.FormatInt(c%5000, 10)}, "Content-Type": {"application/x-www-form-urlencoded"}},
+			Body:   []byte("amount=" + money.Format(c))}
+	}
+	answered := func(status int) bool { return status == 200 || status == 409 }
+	ok := func(status int) bool { return status == 200 }
+
+	largest := max(*bidders, *readers, *historyReaders)
+	client := bench.NewClient(largest)
+	burst := func(name string, n int, next func(i int) bench.Request, accept func(int) bool) bench.Sample {
+		total := bench.Sample{Name: name}
+		for range *rounds {
+			reqs := make([]bench.Request, n)
+			for i := range reqs {
+				reqs[i] = next(i)
+			}
+			total.Add(bench.Burst(client, name, reqs, accept))
+		}
+		return total
+	}
+	// Warm-up: connections for the largest burst, scripts loaded, snapshots made.
+	bench.Burst(client, "warm-up", slices.Repeat([]bench.Request{{Method: "GET", URL: edge + "/_edgeq/auctions/bench/highest-bid"}}, largest), ok)
+	burst("warm-up", 100, func(int) bench.Request { return bid() }, answered)
+
+	bids := burst(fmt.Sprintf("bid, %d at once", *bidders), *bidders, func(int) bench.Request { return bid() }, answered)
+	highest := burst(fmt.Sprintf("highest bid, %d at once", *readers), *readers, func(int) bench.Request {
+		return bench.Request{Method: "GET", URL: edge + "/_edgeq/auctions/bench/highest-bid"}
+	}, ok)
+	history := burst(fmt.Sprintf("history, %d at once", *historyReaders), *historyReaders, func(i int) bench.Request {
+		return bench.Request{Method: "GET", URL: fmt.Sprintf("%s/_edgeq/auctions/bench/bids?page=%d&page_size=20", edge, 1+i%5)}
+	}, ok)
+	sustained := bench.RunOK(bench.NewClient(*concurrency), "bid, sustained", func() (bench.Request, bool) { return bid(), true },
+		answered, *concurrency, *duration)
+
+	raw, err := rawBids(redisSrv.Addr(), *concurrency, *duration)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "machine: %s\n", machine())
+	fmt.Fprintf(w, "load: bursts of simultaneous requests (%d rounds each), then %d closed-loop clients for %s; redis-server on loopback, one auction\n\n",
+		*rounds, *concurrency, *duration)
+	samples := []bench.Sample{bids, highest, history, sustained, raw}
+	for _, s := range samples {
+		fmt.Fprintln(w, s)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| measurement | answers | per second | p50 | p95 | p99 | seed target (p95) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
+	targets := []string{"< 100 ms", "< 50 ms", "< 200 ms", "", ""}
+	for i, s := range samples {
+		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s |\n", s.Name, len(s.Latencies), s.RPS(),
+			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.95).Round(time.Microsecond),
+			s.Percentile(0.99).Round(time.Microsecond), targets[i])
+	}
+	if n := bids.Errors + highest.Errors + history.Errors + sustained.Errors + raw.Errors; n > 0 {
+		return fmt.Errorf("%d requests failed", n)
+	}
+	return nil
+}
+
+func startBidEdgeq(origin, redisAddr string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "edgeq-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	key, _ := token.GenerateKey()
+	pemBytes, _ := token.MarshalPrivateKey(key)
+	keyPath := filepath.Join(dir, "signing.pem")
+	os.WriteFile(keyPath, pemBytes, 0o600)
+	cfg := fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0"}
+origin: {url: %q}
+redis: {addr: %q}
+tokens: {signing_key_file: %q}
+log: {level: info}
+auctions:
+  - {id: bench, starting_price: "1.00", min_increment: "0.01", ends_at: %q}
+routes:
+  - name: bid
+    match: "POST /auctions/{id}/bid"
+    admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-User"}
+`, origin, redisAddr, keyPath, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339))
+	return startEdgeqWith(dir, cfg)
+}
+
+// rawBids calls bid.lua directly from concurrency goroutines for duration, each bid a cent above the
+// one before it.
+func rawBids(addr string, concurrency int, duration time.Duration) (bench.Sample, error) {
+	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency * 2})
+	defer client.Close()
+	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
+	ctx := context.Background()
+	if err := client.HSet(ctx, st.Keys.Auction("raw", "info"), "starting_price", 100, "min_increment", 1,
+		"ends_at", time.Now().Add(time.Hour).UnixMilli(), "owner", "").Err(); err != nil {
+		return bench.Sample{}, err
+	}
+	var next atomic.Int64
+	next.Store(1 << 40)
+	per := make([][]time.Duration, concurrency)
+	var errs atomic.Int64
+	deadline := time.Now().Add(duration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range concurrency {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				n := next.Add(1)
+				id := strconv.FormatInt(n, 10)
+				t0 := time.Now()
+				code, err := admission.PlaceBid(ctx, st, "raw", "raw-"+strconv.Itoa(i), id, n)
+				if err != nil || code > 1 {
+					errs.Add(1)
+					continue
+				}
+				per[i] = append(per[i], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	s := bench.Sample{Name: "bid.lua alone", Elapsed: time.Since(start), Errors: int(errs.Load())}
+	for _, p := range per {
+		s.Latencies = append(s.Latencies, p...)
+	}
+	slices.Sort(s.Latencies)
+	return s, nil
+}
