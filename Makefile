@@ -42,6 +42,7 @@ bench:
 	$(GO) run ./cmd/edgeq-bench overhead
 	$(GO) run ./cmd/edgeq-bench waitroom
 	$(GO) run ./cmd/edgeq-bench admission
+	$(GO) run ./cmd/edgeq-bench bid
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

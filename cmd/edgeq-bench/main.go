@@ -4,7 +4,7 @@
 //	edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
 //	edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
 //	edgeq-bench admission [-duration 10s] [-concurrency 64]
-//	edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-rounds 5] [-duration 5s] [-concurrency 64]
+//	edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]
 //
 // overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
 // (pass-through, a plain route, a route through the gate seam), plus a bare proxy with pooled copy
@@ -18,8 +18,9 @@
 // admission: stock admissions per second and their latency through edgeq, beside reserve.lua called
 // directly, on a private redis-server.
 //
-// bid: latency of bids, highest-bid reads and history reads through edgeq in bursts of simultaneous
-// visitors (seed 001's concurrency), a sustained bid rate, and bid.lua called directly.
+// bid: latency of bids, highest-bid reads and history reads through edgeq under seed 001's load
+// (1,000 bidders, 5,000 and 1,000 pollers, together) and in bursts of as many simultaneous visitors,
+// a closed-loop bid rate, and bid.lua called directly.
 package main
 
 import (
@@ -64,7 +65,7 @@ func usage() {
   edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
   edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
   edgeq-bench admission [-duration 10s] [-concurrency 64]
-  edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-rounds 5] [-duration 5s] [-concurrency 64]`)
+  edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)
 }
 
 // loadFlags are the knobs every scenario shares.

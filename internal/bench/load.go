@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -185,4 +186,55 @@ func Burst(client *http.Client, name string, reqs []Request, ok func(status int)
 		}
 	}
 	return s
+}
+
+// Poll is the open-loop load of n users who each send a request every interval (each starting at a
+// random moment of the first interval) for duration: what thousands of bidders polling a page every
+// few seconds do. A latency runs from the moment the request was due, not from when it was sent, so
+// a slow answer that delays a user's next request is not hidden (no coordinated omission).
+func Poll(client *http.Client, name string, n int, interval, duration time.Duration, next func(user int) Request, ok func(status int) bool) Sample {
+	perUser := make([]Sample, n)
+	start := time.Now()
+	end := start.Add(duration)
+	var wg sync.WaitGroup
+	for u := range n {
+		wg.Go(func() {
+			own := &perUser[u]
+			due := start.Add(time.Duration(rand.Int64N(int64(interval))))
+			for due.Before(end) {
+				time.Sleep(time.Until(due))
+				req := next(u)
+				var body io.Reader
+				if req.Body != nil {
+					body = bytes.NewReader(req.Body)
+				}
+				r, err := http.NewRequest(req.Method, req.URL, body)
+				if err != nil {
+					own.Errors++
+					return
+				}
+				for k, v := range req.Header {
+					r.Header[k] = v
+				}
+				resp, err := client.Do(r)
+				if err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				if err != nil || !ok(resp.StatusCode) {
+					own.Errors++
+				} else {
+					own.Latencies = append(own.Latencies, time.Since(due))
+				}
+				due = due.Add(interval)
+			}
+		})
+	}
+	wg.Wait()
+	total := Sample{Name: name, Elapsed: time.Since(start)}
+	for _, s := range perUser {
+		total.Errors += s.Errors
+		total.Latencies = append(total.Latencies, s.Latencies...)
+	}
+	return total
 }

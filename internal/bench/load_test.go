@@ -65,3 +65,17 @@ func TestBurstSendsEveryRequestAtOnce(t *testing.T) {
 		t.Fatalf("most in flight %d, sample %v", most.Load(), s)
 	}
 }
+
+func TestPollKeepsTheSchedule(t *testing.T) {
+	var served atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+	}))
+	defer srv.Close()
+	// 10 users every 100 ms for 500 ms: each sends 5 requests (its first falls in the first interval).
+	s := Poll(NewClient(10), "t", 10, 100*time.Millisecond, 500*time.Millisecond,
+		func(int) Request { return Request{Method: "GET", URL: srv.URL} }, func(status int) bool { return status == 200 })
+	if served.Load() != 50 || len(s.Latencies) != 50 || s.Errors != 0 {
+		t.Fatalf("served %d, sample %v", served.Load(), s)
+	}
+}
