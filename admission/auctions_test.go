@@ -669,3 +669,46 @@ func TestBid_WorkerDeadLetters(t *testing.T) {
 		}
 	})
 }
+
+// After a take-over the worker may apply a release or withdrawal before the entry it undoes; the
+// record keeps the later state either way.
+func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		ctx := context.Background()
+		const pseudo = "0123456789abcdef0123456789abcdef"
+		released, err := parseEvent("p", redis.XMessage{ID: "2-0", Values: map[string]any{"type": "released",
+			"admission": "77", "user": "u", "qty": "1", "at": "1000", "released_at": "2000"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admitted, _ := parseEvent("p", redis.XMessage{ID: "1-0", Values: map[string]any{"type": "admitted",
+			"admission": "77", "user": "u", "qty": "1", "at": "1000"}})
+		withdrawn, err := parseBidEvent("lot", redis.XMessage{ID: "2-0", Values: map[string]any{"type": "withdrawn",
+			"bid": "88", "user": pseudo, "amount": "500", "at": "1000", "withdrawn_at": "2000"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		placed, _ := parseBidEvent("lot", redis.XMessage{ID: "1-0", Values: map[string]any{"type": "bid",
+			"bid": "88", "user": pseudo, "amount": "500", "at": "1000"}})
+		for _, apply := range []func() error{
+			func() error { return st.svc.apply(ctx, released) }, func() error { return st.svc.apply(ctx, admitted) },
+			func() error { return st.svc.applyBid(ctx, "lot", withdrawn) }, func() error { return st.svc.applyBid(ctx, "lot", placed) },
+		} {
+			if err := apply(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a := st.adminGet("/api/admissions/77"); a.json["state"] != "released" {
+			t.Fatalf("admission after out-of-order entries: %s", a.body)
+		}
+		items, _ := st.adminGet("/api/users/"+pseudo+"/bids?pseudonym=1").json["items"].([]any)
+		if len(items) != 1 || items[0].(map[string]any)["state"] != "withdrawn" {
+			t.Fatalf("bid after out-of-order entries: %v", items)
+		}
+		lb := st.adminGet("/api/leaderboard").json["items"].([]any)
+		if len(lb) != 0 {
+			t.Fatalf("leaderboard after an admission and its release: %v", lb)
+		}
+	})
+}

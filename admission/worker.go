@@ -70,20 +70,28 @@ const markerTTL = 7 * 24 * time.Hour
 // apply writes an event's effects, exactly once: the admission JSON, the index by time, the user's
 // index and the sales leaderboard, with a marker, in one MULTI/EXEC under WATCH of the marker. An event
 // delivered twice (a consumer took over another's pending entries) finds the marker and changes
-// nothing; two consumers racing on one event cannot both commit.
+// nothing; two consumers racing on one event cannot both commit. An "admitted" entry never overwrites
+// a record that exists: if a take-over made the release land first, the admission stays released.
 func (s *Service) apply(ctx context.Context, e event) error {
 	marker := doneKey(s.keys, e.Product+"/"+e.StreamID)
 	body, err := json.Marshal(e.Record)
 	if err != nil {
 		return err
 	}
+	record := admissionKey(s.keys, e.Record.ID)
 	return s.client.Watch(ctx, func(tx *redis.Tx) error {
 		done, err := tx.Exists(ctx, marker).Result()
 		if err != nil || done == 1 {
 			return err
 		}
+		exists, err := tx.Exists(ctx, record).Result()
+		if err != nil {
+			return err
+		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Set(ctx, admissionKey(s.keys, e.Record.ID), body, 0)
+			if e.Type == "released" || exists == 0 {
+				p.Set(ctx, record, body, 0)
+			}
 			p.ZAdd(ctx, byTimeKey(s.keys), redis.Z{Score: float64(e.atMs), Member: e.Record.ID})
 			p.ZAdd(ctx, userKey(s.keys, e.Record.User), redis.Z{Score: float64(e.atMs), Member: e.Record.ID})
 			sales := float64(e.Record.Quantity)
@@ -95,7 +103,7 @@ func (s *Service) apply(ctx context.Context, e event) error {
 			return nil
 		})
 		return err
-	}, marker)
+	}, marker, record)
 }
 
 // BidRecord is a bid as the admin API shows it (GET /api/users/{user}/bids), written by the worker.
