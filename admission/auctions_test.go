@@ -702,7 +702,7 @@ func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
 		if a := st.adminGet("/api/admissions/77"); a.json["state"] != "released" {
 			t.Fatalf("admission after out-of-order entries: %s", a.body)
 		}
-		items, _ := st.adminGet("/api/users/"+pseudo+"/bids?pseudonym=1").json["items"].([]any)
+		items, _ := st.adminGet("/api/users/" + pseudo + "/bids?pseudonym=1").json["items"].([]any)
 		if len(items) != 1 || items[0].(map[string]any)["state"] != "withdrawn" {
 			t.Fatalf("bid after out-of-order entries: %v", items)
 		}
