@@ -7,6 +7,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -52,6 +53,7 @@ type Service struct {
 	metrics    *serviceMetrics
 	products   productCache
 	reads      auctionReads
+	comp       compensations
 }
 
 // New builds the service; Run runs its event worker.
@@ -72,6 +74,7 @@ func New(o Options) *Service {
 		o: o, client: o.Store.Client, keys: o.Store.Keys, pseudonyms: newPseudonyms(o.IdentityKey),
 		logger: o.Logger, responder: o.Responder, metrics: newMetrics(o.Registry),
 		products: productCache{entries: map[string]cachedProduct{}},
+		comp:     compensations{wake: make(chan struct{}, 1)},
 		reads:    newAuctionReads(),
 	}
 }
@@ -135,8 +138,13 @@ func (s *Service) stockStep(route config.Route, next http.Handler) (http.Handler
 	if err != nil {
 		return nil, err
 	}
+	open := route.OnStoreError == config.OnStoreErrorOpen
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if web.RequestFrom(r.Context()).StoreDegraded {
+			s.refuseAs(w, r, "stock", ErrStoreUnavailable.Because(errDegraded), start)
+			return
+		}
 		req, e := s.readStock(r, productSrc, quantitySrc, userSrc)
 		if e != nil {
 			s.refuseAs(w, r, "stock", e, start)
@@ -146,7 +154,9 @@ func (s *Service) stockStep(route config.Route, next http.Handler) (http.Handler
 		res, err := reserveScript.Run(r.Context(), s.client, stockKeys(s.keys, req.product, req.user, id),
 			id, req.user, req.quantity, s.o.ClaimTTL.Milliseconds(), int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
 		if err != nil || len(res) != 3 {
-			s.refuseAs(w, r, "stock", ErrStoreUnavailable.Because(fmt.Errorf("reserve: %v %v", res, err)), start)
+			// No answer: the script may have run. Its effect is undone as soon as the store answers.
+			s.compensateLater(compensation{owner: req.product, user: req.user, id: id})
+			s.storeFailed(w, r, "stock", open, next, fmt.Errorf("reserve: %v %v", res, err), start)
 			return
 		}
 		if e := refusal(res[0], res[1], res[2]); e != nil {
@@ -245,6 +255,23 @@ func refusal(code, remaining, limit int64) *web.Error {
 	return ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
 }
 
+// errDegraded is the cause logged for admissions refused because the store counts as unavailable.
+var errDegraded = errors.New("store degraded (store_health)")
+
+// storeFailed handles an admission whose store call failed: a route with on_store_error: open goes
+// to the origin without admission (counted as "bypassed"); a closed one is answered 503.
+func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, typ string, open bool, next http.Handler, cause error, start time.Time) {
+	if !open {
+		s.refuseAs(w, r, typ, ErrStoreUnavailable.Because(cause), start)
+		return
+	}
+	s.metrics.admissions.WithLabelValues(typ, "bypassed").Inc()
+	s.metrics.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
+	web.RequestFrom(r.Context()).Logger().Warn("store unavailable: request sent on without admission (on_store_error: open)",
+		"type", typ, "error", cause.Error())
+	next.ServeHTTP(w, r)
+}
+
 // refuseAs answers a refused admission of a type (stock, bid) without contacting the origin: JSON for
 // API clients, a page for browsers (the sold-out page when out of stock).
 func (s *Service) refuseAs(w http.ResponseWriter, r *http.Request, typ string, e *web.Error, start time.Time) {
@@ -268,10 +295,11 @@ func (s *Service) settle(r *http.Request, req admissionRequest, id string, relea
 	keys := stockKeys(s.keys, req.product, req.user, id)
 	logger := web.RequestFrom(r.Context()).Logger()
 	if release {
-		res, err := releaseScript.Run(ctx, s.client, keys, id, s.o.StreamBound).Int64Slice()
+		res, err := releaseScript.Run(ctx, s.client, keys, id, s.o.StreamBound, int64(recordTTL/time.Second)).Int64Slice()
 		if err != nil {
-			logger.Error("releasing an admission failed: the unit stays reserved until the record is fixed",
+			logger.Warn("releasing an admission failed: retried until the store answers",
 				"admission", id, "product", req.product, "error", err.Error())
+			s.compensateLater(compensation{owner: req.product, user: req.user, id: id})
 			return
 		}
 		s.metrics.admissions.WithLabelValues("stock", "released").Inc()

@@ -169,7 +169,7 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
 		for i, want := range []int64{0, 2, 2} {
-			res, err := releaseScript.Run(ctx, s.Client, keys, "42", 1000).Int64Slice()
+			res, err := releaseScript.Run(ctx, s.Client, keys, "42", 1000, 60).Int64Slice()
 			if err != nil || res[0] != want {
 				t.Fatalf("release %d: %v %v", i, res, err)
 			}
@@ -566,4 +566,96 @@ func TestFields_JSONPaths(t *testing.T) {
 			t.Errorf("%s: %q %v %v", c.path, v, found, err)
 		}
 	}
+}
+
+// With the store unreachable, a closed route answers 503 and an open one sends the purchase on
+// without admission; either way the reserve call that got no answer is compensated once the store
+// is back (here it never is: the compensation stays pending).
+func TestStock_StoreUnreachable(t *testing.T) {
+	dead := store.Wrap(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond}),
+		store.Keys{Prefix: "edgeq"})
+	st := newStack(t, dead)
+	a := st.checkout("p", "alice", nil)
+	if a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" || a.header.Get("Retry-After") == "" || st.hits.Load() != 0 {
+		t.Fatalf("closed route with the store down: %d %s (origin hits %d)", a.status, a.body, st.hits.Load())
+	}
+	req, _ := http.NewRequest("POST", st.public.URL+"/open-checkout/p", nil)
+	req.Header.Set("X-User", "bob")
+	if a := do(t, req); a.status != 200 || st.hits.Load() != 1 {
+		t.Fatalf("open route with the store down: %d %s (origin hits %d)", a.status, a.body, st.hits.Load())
+	}
+	if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "bypassed")); got != 1 {
+		t.Fatalf("bypassed counter %v", got)
+	}
+	if n := st.svc.PendingCompensations(); n != 2 {
+		t.Fatalf("%d compensations pending, want 2 (one per unanswered reserve call)", n)
+	}
+}
+
+// A compensation that runs before the reserve or bid call it undoes (the call was still on its way)
+// leaves a tombstone, and the late call takes nothing.
+func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 5, 1))
+		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
+		ctx := context.Background()
+		st.svc.compensateLater(compensation{owner: "p", user: "u", id: "900"})
+		st.svc.compensateLater(compensation{bid: true, owner: "lot", id: "901"})
+		st.svc.compensateOnce(ctx)
+		if n := st.svc.PendingCompensations(); n != 0 {
+			t.Fatalf("%d compensations still pending", n)
+		}
+		res, err := reserveScript.Run(ctx, s.Client, stockKeys(s.Keys, "p", "u", "900"), "900", "u", 1, 60000, 60, 1000).Int64Slice()
+		if err != nil || res[0] != 6 || st.remaining("p") != 5 {
+			t.Fatalf("a late reserve after its compensation: %v %v, stock %d", res, err, st.remaining("p"))
+		}
+		code, err := PlaceBid(ctx, s, "lot", "u", "901", 2000)
+		if err != nil || code != 6 || s.Client.Exists(ctx, auctionHighestKey(s.Keys, "lot")).Val() != 0 {
+			t.Fatalf("a late bid after its compensation: %d %v", code, err)
+		}
+	})
+}
+
+// Issue 7, acceptance 6: an origin that hangs, resets the connection or answers garbage never leaves
+// a reserved unit or an accepted bid behind.
+func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStackTimeout(t, s, 300*time.Millisecond, product("p", 3, 3))
+		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
+		if a := st.bid("lot", "first", "10.00"); a.status != 200 {
+			t.Fatal(a.body)
+		}
+		for i, fault := range []struct {
+			name   string
+			status int
+		}{{"hang", 504}, {"reset", 502}, {"garbage", 502}} {
+			st.fault.Store(fault.name)
+			if a := st.checkout("p", "u-"+fault.name, nil); a.status != fault.status {
+				t.Errorf("%s: checkout answered %d %s", fault.name, a.status, a.body)
+			}
+			if a := st.bid("lot", "u-"+fault.name, "50.00"); a.status != fault.status {
+				t.Errorf("%s: bid answered %d %s", fault.name, a.status, a.body)
+			}
+			st.fault.Store("")
+			if r := st.remaining("p"); r != 3 {
+				t.Fatalf("%s: %d units left, want all 3 back", fault.name, r)
+			}
+			if n := s.Client.HLen(context.Background(), buyersKey(s.Keys, "p")).Val(); n != int64(i) {
+				t.Fatalf("%s: %d buyers recorded, want the %d of the earlier retries", fault.name, n, i)
+			}
+			st.svc.reads.forget("lot")
+			h := st.get("/_edgeq/auctions/lot/highest-bid")
+			if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "10.00" {
+				t.Fatalf("%s: highest bid %s, want the first bid back", fault.name, h.body)
+			}
+			// The buyer may try again at once: nothing of the failed attempt holds them back.
+			if a := st.checkout("p", "u-"+fault.name, nil); a.status != 200 {
+				t.Fatalf("%s: retry after the fault: %d %s", fault.name, a.status, a.body)
+			}
+			s.Client.IncrBy(context.Background(), stockKey(s.Keys, "p"), 1) // put the unit back for the next case
+		}
+		if n := st.svc.PendingCompensations(); n != 0 {
+			t.Fatalf("%d compensations pending", n)
+		}
+	})
 }

@@ -54,8 +54,13 @@ func (s *Service) bidStep(route config.Route, next http.Handler) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
+	open := route.OnStoreError == config.OnStoreErrorOpen
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
+		if web.RequestFrom(r.Context()).StoreDegraded {
+			s.refuseAs(w, r, "bid", ErrStoreUnavailable.Because(errDegraded), start)
+			return
+		}
 		auction, user, amount, e := s.readBid(r, auctionSrc, amountSrc, userSrc)
 		if e != nil {
 			s.refuseAs(w, r, "bid", e, start)
@@ -65,7 +70,9 @@ func (s *Service) bidStep(route config.Route, next http.Handler) (http.Handler, 
 		res, err := bidScript.Run(r.Context(), s.client, bidKeys(s.keys, auction, id),
 			id, user, amount, int64(bidRecordTTL/time.Second), s.o.StreamBound).Int64Slice()
 		if err != nil || len(res) != 2 {
-			s.refuseAs(w, r, "bid", ErrStoreUnavailable.Because(fmt.Errorf("bid: %v %v", res, err)), start)
+			// No answer: the bid may have been taken. It is withdrawn as soon as the store answers.
+			s.compensateLater(compensation{bid: true, owner: auction, id: id})
+			s.storeFailed(w, r, "bid", open, next, fmt.Errorf("bid: %v %v", res, err), start)
 			return
 		}
 		if e := bidRefusal(res[0], res[1]); e != nil {
@@ -147,9 +154,10 @@ func (s *Service) settleBid(r *http.Request, auction, id string, releaseOn []con
 	logger := web.RequestFrom(r.Context()).Logger()
 	o := web.OutcomeFrom(r.Context())
 	if releases(o, releaseOn) {
-		code, err := withdrawScript.Run(ctx, s.client, keys, id, s.o.StreamBound).Int64()
+		code, err := withdrawScript.Run(ctx, s.client, keys, id, s.o.StreamBound, int64(bidRecordTTL/time.Second)).Int64()
 		if err != nil {
-			logger.Error("withdrawing a bid failed: it stays the highest until fixed", "bid", id, "auction", auction, "error", err.Error())
+			logger.Warn("withdrawing a bid failed: retried until the store answers", "bid", id, "auction", auction, "error", err.Error())
+			s.compensateLater(compensation{bid: true, owner: auction, id: id})
 			return
 		}
 		s.metrics.admissions.WithLabelValues("bid", "released").Inc()

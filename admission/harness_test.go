@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -47,6 +48,7 @@ type stack struct {
 	ids     sync.Map     // admission ids the origin received -> true
 	bids    sync.Map     // bid ids the origin received -> amount (form value)
 	bidHits atomic.Int64 // bid requests that reached the origin
+	fault   atomic.Value // string: "" (answer), "hang", "reset" (close the connection) or "garbage" (not HTTP)
 	reg     *prometheus.Registry
 	workers sync.WaitGroup
 }
@@ -61,10 +63,15 @@ func testRoutes() []config.Route {
 		}
 		return r
 	}
+	open := func(name string, r config.Route) config.Route {
+		r.OnStoreError = config.OnStoreErrorOpen
+		return r
+	}
 	return []config.Route{
 		route("checkout", "POST /checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User", Quantity: "form:quantity"}),
 		route("cart", "POST /api/cart", config.Admission{Product: "json:items.0.sku", User: "cookie:session", Quantity: "json:items.0.qty"}),
 		route("buy", "GET /buy", config.Admission{Product: "query:p", User: "header:X-User"}),
+		open("open-checkout", route("open-checkout", "POST /open-checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User"})),
 		{Name: "bid", Match: "POST /auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"}}},
 	}
@@ -88,6 +95,27 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 			}
 		}
 		body, _ := io.ReadAll(r.Body)
+		if f, _ := st.fault.Load().(string); f != "" {
+			switch f {
+			case "hang":
+				<-r.Context().Done()
+			case "reset", "garbage":
+				conn, buf, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if f == "garbage" {
+					buf.WriteString("SURPRISE\r\n\x00\x01 not http at all\r\n\r\n")
+					buf.Flush()
+				}
+				if tcp, ok := conn.(*net.TCPConn); ok {
+					tcp.SetLinger(0) // a reset, not a clean close
+				}
+				conn.Close()
+			}
+			return
+		}
 		if id := r.Header.Get(HeaderBidID); id != "" {
 			st.bidHits.Add(1)
 			form, _ := url.ParseQuery(string(body))

@@ -6,6 +6,8 @@ type serviceMetrics struct {
 	admissions  *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	deadLetters prometheus.Gauge
+	// compensations: releases and withdrawals waiting for the store to answer.
+	compensations prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *serviceMetrics {
@@ -23,17 +25,21 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 			Namespace: "edgeq", Name: "dead_letters",
 			Help: "Admission events that failed every retry and wait in the dead-letter set.",
 		}),
+		compensations: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "edgeq", Name: "pending_compensations",
+			Help: "Releases and bid withdrawals this replica retries until the store answers.",
+		}),
 	}
 	for _, r := range []string{"admitted", "released", "insufficient_stock", "product_not_found",
-		"purchase_in_progress", "already_purchased", "invalid_request", "store_unavailable"} {
+		"purchase_in_progress", "already_purchased", "invalid_request", "store_unavailable", "bypassed"} {
 		m.admissions.WithLabelValues("stock", r)
 	}
 	for _, r := range []string{"admitted", "released", "auction_not_found", "auction_ended", "self_bid",
-		"invalid_bid", "bid_too_low", "invalid_request", "store_unavailable"} {
+		"invalid_bid", "bid_too_low", "invalid_request", "store_unavailable", "bypassed"} {
 		m.admissions.WithLabelValues("bid", r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.admissions, m.duration, m.deadLetters)
+		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations)
 	}
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -191,7 +192,10 @@ func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context)
 // that stopped are taken over after ClaimIdle. It returns when ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	w := &worker{s: s, consumer: consumerName(), groups: map[string]bool{}}
+	var wg sync.WaitGroup
+	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	w.run(ctx)
+	wg.Wait()
 }
 
 type worker struct {

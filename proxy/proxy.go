@@ -36,6 +36,9 @@ type Options struct {
 	Metrics        *metrics.Metrics
 	Logger         *slog.Logger
 	Transport      http.RoundTripper // nil: NewTransport(OriginTimeout)
+	// Degraded reports whether the store counts as unavailable (store health); nil: never. While it
+	// does, routes with on_store_error: open go to the origin without their gate chain.
+	Degraded func() bool
 }
 
 // Proxy is the public http.Handler.
@@ -50,6 +53,7 @@ type Proxy struct {
 	logger    *slog.Logger
 	reverse   *httputil.ReverseProxy
 	table     atomic.Pointer[Table]
+	degraded  func() bool
 
 	passDuration, edgeqDuration prometheus.Observer
 }
@@ -65,6 +69,10 @@ func New(opts Options) *Proxy {
 		responder: opts.Responder,
 		metrics:   opts.Metrics,
 		logger:    opts.Logger,
+		degraded:  opts.Degraded,
+	}
+	if p.degraded == nil {
+		p.degraded = func() bool { return false }
 	}
 	transport := opts.Transport
 	if transport == nil {
@@ -102,6 +110,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
 	info := web.NewRequest(p.logger, id)
 	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
+	info.StoreDegraded = p.degraded()
 	ctx := web.WithRequest(r.Context(), info)
 	rec := &recorder{ResponseWriter: w}
 	var duration prometheus.Observer
@@ -122,6 +131,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case redirect != "":
 		info.Route, duration = route.name, route.duration
 		http.Redirect(rec, r, redirect, http.StatusTemporaryRedirect)
+	case info.StoreDegraded && route.open:
+		// on_store_error: open — availability over the gate while the store is down.
+		info.Route, duration = route.name, route.duration
+		p.metrics.StoreBypass.WithLabelValues(route.name).Inc()
+		p.forward(rec, routed)
 	default:
 		info.Route, duration = route.name, route.duration
 		// The route's mux sets r.Pattern and the path wildcards, then runs the gate chain.

@@ -34,6 +34,8 @@ type compiledRoute struct {
 	literal string
 	// duration is this route's latency histogram, resolved once instead of per request.
 	duration prometheus.Observer
+	// open: on_store_error is open, so while the store is unavailable the route skips its gates.
+	open bool
 }
 
 // Compile builds the route table: each route's handler is the gate chain of steps ending in the proxy.
@@ -65,7 +67,9 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 		t.routes = append(t.routes, compiledRoute{
 			name: route.Name, mux: mux, method: method, literal: literal,
 			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),
+			open:     route.OnStoreError == config.OnStoreErrorOpen,
 		})
+		p.metrics.StoreBypass.WithLabelValues(route.Name)
 	}
 	return t, nil
 }

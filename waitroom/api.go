@@ -38,6 +38,9 @@ var (
 // requestCookieLife is how long a request cookie lasts: long enough for any wait.
 const requestCookieLife = 24 * time.Hour
 
+// errDegraded is the cause logged for requests refused because the store counts as unavailable.
+var errDegraded = errors.New("store degraded (store_health)")
+
 // maxFormBytes bounds the bodies of assign_queue_pos and generate_token: a few short fields.
 const maxFormBytes = 16 << 10
 
@@ -185,6 +188,9 @@ func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *s
 // cookie over. With claim, a visitor served by this very call also gets its token. tsv is the time of
 // the Turnstile check passed to join, 0 if none.
 func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
+	if web.RequestFrom(ctx).StoreDegraded {
+		return joined{}, ErrStoreUnavailable.Because(errDegraded)
+	}
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e
 	}
@@ -241,6 +247,11 @@ func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 	f, err := fields(w, req, "queue_id", "cf-turnstile-response", "turnstile_token")
 	if err != nil {
 		r.responder.Error(w, req, web.BodyError(err))
+		return
+	}
+	if web.RequestFrom(req.Context()).StoreDegraded {
+		// Nobody can join while the store is down; a Turnstile token is not spent on it.
+		r.responder.Error(w, req, ErrStoreUnavailable.Because(errDegraded))
 		return
 	}
 	s, e := r.queueFor(req.Context(), f["queue_id"])

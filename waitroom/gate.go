@@ -42,6 +42,11 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			r.forward(w, req, next, queueID, claims, fromHeader)
 			return
 		}
+		if web.RequestFrom(ctx).StoreDegraded {
+			// on_store_error: closed. Visitors with a valid token went on above; nobody can join now.
+			r.responder.Error(w, req, ErrStoreUnavailable.Because(errDegraded))
+			return
+		}
 		if !web.WantsHTML(req) {
 			waitURL := r.waitURL(queueID, req.URL.RequestURI())
 			r.responder.Error(w, req, ErrQueueRequired.With("wait_url", waitURL))

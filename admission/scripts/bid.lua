@@ -11,7 +11,9 @@
 -- ARGV[5] stream length bound
 -- returns {code, highest_amount}
 --   0 accepted; 1 too low (highest_amount is the amount to beat); 2 no such auction; 3 ended;
---   4 the owner bid; 5 below the starting price
+--   4 the owner bid; 5 below the starting price; 6 the id has a record already (a compensation ran
+--   before this call arrived: nothing is taken)
+if redis.call('EXISTS', KEYS[5]) == 1 then return {6, 0} end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {2, 0} end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -1,10 +1,16 @@
 -- release.lua: give an admission's units back after the origin refused or failed (release_on): stock
 -- back, buyer record reduced, released event. Idempotent per admission id.
 -- KEYS: as reserve.lua
--- ARGV[1] admission id   ARGV[2] stream length bound
+-- ARGV[1] admission id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
 -- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released; 3 already committed
+-- An unknown admission gets a tombstone (a released record), so that a reserve.lua call with this id
+-- still on its way (the caller gave up on its answer) is refused when it arrives.
 local state = redis.call('HGET', KEYS[5], 'state')
-if not state then return {1, 0} end
+if not state then
+  redis.call('HSET', KEYS[5], 'state', 'released')
+  redis.call('EXPIRE', KEYS[5], ARGV[3])
+  return {1, 0}
+end
 if state == 'released' then return {2, 0} end
 if state == 'committed' then return {3, 0} end
 local user = redis.call('HGET', KEYS[5], 'user')

@@ -10,7 +10,9 @@
 -- ARGV[4] claim TTL (ms)   ARGV[5] record TTL (s)   ARGV[6] stream length bound (approximate)
 -- returns {code, remaining, per_user_limit}
 --   0 admitted; 1 insufficient stock; 2 no such product; 3 the user has a purchase in flight;
---   4 the user reached per_user_limit; 5 quantity outside 1..per_user_limit
+--   4 the user reached per_user_limit; 5 quantity outside 1..per_user_limit; 6 the id has a record
+--   already (a compensation ran before this call arrived: nothing is taken)
+if redis.call('EXISTS', KEYS[5]) == 1 then return {6, 0, 0} end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {2, 0, 0} end
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit')) or 1
 local qty = tonumber(ARGV[3])

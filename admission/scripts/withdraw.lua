@@ -1,10 +1,16 @@
 -- withdraw.lua: take back a bid the origin refused or failed (release_on): it leaves the history and,
 -- if it is still the highest, the next one down becomes the highest again. Idempotent per bid id.
 -- KEYS: as bid.lua
--- ARGV[1] bid id   ARGV[2] stream length bound
+-- ARGV[1] bid id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
 -- returns 0 withdrawn; 1 unknown bid; 2 already withdrawn; 3 already committed
+-- An unknown bid gets a tombstone (a withdrawn record), so that a bid.lua call with this id still on
+-- its way is refused when it arrives.
 local state = redis.call('HGET', KEYS[5], 'state')
-if not state then return 1 end
+if not state then
+  redis.call('HSET', KEYS[5], 'state', 'withdrawn')
+  redis.call('EXPIRE', KEYS[5], ARGV[3])
+  return 1
+end
 if state == 'withdrawn' then return 2 end
 if state == 'committed' then return 3 end
 local member = redis.call('HGET', KEYS[5], 'member')

@@ -38,6 +38,9 @@ type Metrics struct {
 	StoreUp        prometheus.Gauge
 	StoreDegraded  prometheus.Gauge
 	ConfigReloads  *prometheus.CounterVec
+	// StoreBypass counts requests that went to the origin ungated because the store was unavailable
+	// and their route says on_store_error: open.
+	StoreBypass *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them, with the Go runtime and process collectors, on reg.
@@ -73,9 +76,13 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "config_reload_total",
 			Help: "Configuration reloads by result: ok or error (refused, old configuration kept).",
 		}, []string{"result"}),
+		StoreBypass: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "store_bypass_total",
+			Help: "Requests of on_store_error: open routes sent to the origin ungated while the store was unavailable, by route.",
+		}, []string{"route"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.OriginDuration, m.OriginErrors,
-		m.StoreUp, m.StoreDegraded, m.ConfigReloads,
+		m.StoreUp, m.StoreDegraded, m.ConfigReloads, m.StoreBypass,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Known label values start at zero so dashboards and alerts see the series before the first event.
 	for _, kind := range []string{OriginTimeout, OriginUnavailable, OriginClientGone} {

@@ -100,7 +100,7 @@ func Run(ctx context.Context, opts Options) error {
 		return startupErr("admin.listen: %v", err)
 	}
 
-	health := store.NewHealth(built.store.Ping, cfg.StoreHealth, logger, built.metrics.ObserveStore)
+	health := built.health
 	var draining atomic.Bool
 	adminHandler := admin.Handler(admin.Options{
 		API:       []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin},
@@ -144,6 +144,12 @@ func Run(ctx context.Context, opts Options) error {
 	// The configuration's queues are written to the store before serving; if the store is not
 	// reachable yet, the room's tick recreates them as soon as it is.
 	applyCtx, cancelApply := context.WithTimeout(runCtx, 5*time.Second)
+	if !built.store.Embedded() {
+		if off, err := built.store.PersistenceOff(applyCtx); err == nil && off {
+			logger.Warn("Redis persistence is off (appendonly no, no save points): a Redis restart loses queue " +
+				"positions, stock, buyers and bids; turn on appendonly yes with appendfsync everysec")
+		}
+	}
 	if err := built.room.Apply(applyCtx, cfg.Queues, nil); err != nil {
 		logger.Warn("queues not written to the store yet; retrying in the background", "error", err.Error())
 	}
@@ -204,6 +210,7 @@ var routeClientLogs sync.Once
 // parts is everything build makes from a configuration.
 type parts struct {
 	store     *store.Store
+	health    *store.Health
 	registry  *prometheus.Registry
 	metrics   *metrics.Metrics
 	responder *web.Responder
@@ -302,7 +309,9 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	steps = append(steps, adm)
 
+	health := store.NewHealth(st.Ping, cfg.StoreHealth, logger, m.ObserveStore)
 	p := proxy.New(proxy.Options{
+		Degraded:       health.Degraded,
 		Origin:         origin,
 		OriginTimeout:  cfg.Origin.Timeout,
 		Prefix:         cfg.Server.Prefix,
@@ -320,7 +329,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	warnMissing(logger, table)
 	p.Use(table)
-	return &parts{store: st, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm}, nil
+	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm}, nil
 }
 
 // leaseNode gives this replica its node number for admission and bid ids from the store; a random one

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -113,6 +114,21 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("store ping: %w", err)
 	}
 	return nil
+}
+
+// PersistenceOff reports whether Redis says it keeps nothing on disk: no append-only file and no RDB
+// save points (CONFIG GET appendonly, save). An error means it could not tell (CONFIG is disabled on
+// many managed services); the embedded store is never asked.
+func (s *Store) PersistenceOff(ctx context.Context) (bool, error) {
+	aof, err := s.Client.ConfigGet(ctx, "appendonly").Result()
+	if err != nil {
+		return false, err
+	}
+	save, err := s.Client.ConfigGet(ctx, "save").Result()
+	if err != nil {
+		return false, err
+	}
+	return aof["appendonly"] == "no" && strings.TrimSpace(save["save"]) == "", nil
 }
 
 // Close releases the client and stops the embedded store.

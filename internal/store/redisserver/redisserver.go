@@ -23,6 +23,8 @@ var ErrNotInstalled = errors.New("redis-server is not installed")
 type Server struct {
 	addr   string
 	dir    string
+	path   string
+	args   []string
 	cmd    *exec.Cmd
 	exited chan error
 }
@@ -51,24 +53,52 @@ func Start(extra ...string) (*Server, error) {
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--maxclients", "10000", "--loglevel", "warning",
 		}, extra...)
-		cmd := exec.Command(path, args...)
-		// Take the server down with its parent even if the parent dies without cleaning up.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
+		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, path: path, args: args}
+		if err := s.launch(); err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("start redis-server: %w", err)
+			return nil, err
 		}
-		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, cmd: cmd, exited: make(chan error, 1)}
-		go func() { s.exited <- cmd.Wait() }()
 		if lastErr = s.waitReady(); lastErr == nil {
 			return s, nil
 		}
-		cmd.Process.Kill()
+		s.cmd.Process.Kill()
 		<-s.exited
 	}
 	os.RemoveAll(dir)
 	return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
 }
+
+func (s *Server) launch() error {
+	cmd := exec.Command(s.path, s.args...)
+	// Take the server down with its parent even if the parent dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	s.cmd, s.exited = cmd, make(chan error, 1)
+	go func() { s.exited <- cmd.Wait() }()
+	return nil
+}
+
+// Kill ends the server with SIGKILL, as a crash would, and keeps its directory (and so its append-only
+// file, if it has one) for Restart.
+func (s *Server) Kill() {
+	s.cmd.Process.Kill()
+	err := <-s.exited
+	s.exited <- err
+}
+
+// Restart starts the server again after Kill, on the same port with the same arguments and directory,
+// and waits until it answers PING.
+func (s *Server) Restart() error {
+	if err := s.launch(); err != nil {
+		return err
+	}
+	return s.waitReady()
+}
+
+// Dir is the server's working directory (where an append-only file goes).
+func (s *Server) Dir() string { return s.dir }
 
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.addr }

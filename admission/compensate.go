@@ -1,0 +1,124 @@
+package admission
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A compensation is a release (stock) or withdrawal (bid) the store has not confirmed yet: the origin
+// failed an admission while the store was unreachable, or a reserve or bid call failed without an
+// answer, so the script may have run. Compensations are retried until the store answers; a unit or a
+// bid is never left behind because the store was briefly away.
+//
+// For an id the store never saw, the retried script leaves a tombstone (the record, marked released
+// or withdrawn, with the record TTL), and reserve.lua and bid.lua refuse an id that has a record: a
+// reserve or bid call still on its way when the compensation ran can no longer take anything.
+type compensation struct {
+	bid   bool
+	owner string // product or auction id
+	user  string // pseudonym (stock keys include the user's claim)
+	id    string // admission or bid id
+	since time.Time
+}
+
+// maxPending bounds the compensations a replica remembers; beyond it the oldest are dropped with an
+// error log (their records expire after recordTTL, which frees nothing: an operator must look).
+const maxPending = 100_000
+
+type compensations struct {
+	mu      sync.Mutex
+	pending []compensation
+	wake    chan struct{}
+}
+
+// compensateLater queues a release or withdrawal for the retry loop.
+func (s *Service) compensateLater(c compensation) {
+	c.since = time.Now()
+	s.comp.mu.Lock()
+	if len(s.comp.pending) >= maxPending {
+		dropped := s.comp.pending[0]
+		s.comp.pending = s.comp.pending[1:]
+		s.logger.Error("too many pending compensations: one is dropped and needs an operator",
+			"id", dropped.id, "owner", dropped.owner, "bid", dropped.bid)
+	}
+	s.comp.pending = append(s.comp.pending, c)
+	n := len(s.comp.pending)
+	s.comp.mu.Unlock()
+	s.metrics.compensations.Set(float64(n))
+	select {
+	case s.comp.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runCompensations retries pending compensations until ctx ends: at once when one is queued, then
+// every retry interval while some remain.
+func (s *Service) runCompensations(ctx context.Context, retry time.Duration) {
+	timer := time.NewTimer(retry)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.comp.wake:
+		case <-timer.C:
+		}
+		s.compensateOnce(ctx)
+		timer.Reset(retry)
+	}
+}
+
+// compensateOnce tries every pending compensation once and keeps those that failed.
+func (s *Service) compensateOnce(ctx context.Context) {
+	s.comp.mu.Lock()
+	batch := s.comp.pending
+	s.comp.pending = nil
+	s.comp.mu.Unlock()
+	var failed []compensation
+	for i, c := range batch {
+		if ctx.Err() != nil {
+			failed = append(failed, batch[i:]...)
+			break
+		}
+		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.compensate(callCtx, c)
+		cancel()
+		if err != nil {
+			failed = append(failed, c)
+			continue
+		}
+		s.logger.Info("compensation applied", "id", c.id, "owner", c.owner, "bid", c.bid,
+			"after", time.Since(c.since).Round(time.Millisecond).String())
+	}
+	s.comp.mu.Lock()
+	s.comp.pending = append(failed, s.comp.pending...)
+	n := len(s.comp.pending)
+	s.comp.mu.Unlock()
+	s.metrics.compensations.Set(float64(n))
+}
+
+// compensate runs the release or withdrawal of c, leaving a tombstone for an id the store never saw.
+func (s *Service) compensate(ctx context.Context, c compensation) error {
+	ttl := int64(recordTTL / time.Second)
+	if c.bid {
+		err := withdrawScript.Run(ctx, s.client, bidKeys(s.keys, c.owner, c.id), c.id, s.o.StreamBound, ttl).Err()
+		if err == nil {
+			s.reads.forget(c.owner)
+		}
+		return err
+	}
+	err := releaseScript.Run(ctx, s.client, stockKeys(s.keys, c.owner, c.user, c.id), c.id, s.o.StreamBound, ttl).Err()
+	if err == nil {
+		s.products.forget(c.owner)
+	}
+	return err
+}
+
+// PendingCompensations reports how many releases and withdrawals wait for the store (for tests and
+// the admin view).
+func (s *Service) PendingCompensations() int {
+	s.comp.mu.Lock()
+	defer s.comp.mu.Unlock()
+	return len(s.comp.pending)
+}

@@ -1,0 +1,419 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// privateRedis starts a redis-server of the test's own, with the append-only file on (appendfsync
+// everysec, as the production notes recommend), that the test may kill and restart.
+func privateRedis(t *testing.T) *redisserver.Server {
+	t.Helper()
+	srv, err := redisserver.Start("--appendonly", "yes", "--appendfsync", "everysec")
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		if storetest.InCI() {
+			t.Fatal("this test needs redis-server (apt-get install redis-server); .ci/run installs it")
+		}
+		t.Skip("redis-server is not installed (apt-get install redis-server); skipped outside CI")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
+}
+
+// outageConfig is a sale: a queue with room for everyone, a product of 100 units, a closed checkout,
+// a gated product page (closed) and a gated news page (open), with a quick store health check.
+func outageConfig(originURL, redisAddr string) string {
+	return fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q, timeout: 20s}
+redis: {addr: %q}
+log: {level: warn}
+limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
+store_health: {interval: 100ms, failures_to_degrade: 2, successes_to_recover: 2, cooldown: 0s}
+queues:
+  - {id: drop, capacity: 100000, token_ttl: 10m}
+products:
+  - {id: sneaker, stock: 100, per_user_limit: 1, name: "Sneaker"}
+routes:
+  - {name: products, match: "GET /products/{id}", queue: drop}
+  - {name: news, match: "GET /news", queue: drop, on_store_error: open}
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+`, originURL, redisAddr)
+}
+
+// joinAndToken takes a place in a queue and returns its request id and access token.
+func joinAndToken(t *testing.T, in *instance, queue string) (string, string) {
+	t.Helper()
+	resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {queue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var joined struct {
+		RequestID string `json:"request_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&joined)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || joined.RequestID == "" {
+		t.Fatalf("join: %d", resp.StatusCode)
+	}
+	var tok struct {
+		AccessToken string `json:"access_token"`
+	}
+	eventually(t, "token issued", func() bool {
+		resp, err := http.PostForm(in.public+"/_edgeq/generate_token", url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}})
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == 200 && json.NewDecoder(resp.Body).Decode(&tok) == nil && tok.AccessToken != ""
+	})
+	return joined.RequestID, tok.AccessToken
+}
+
+type reply struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func send(method, target string, header http.Header) (reply, error) {
+	req, err := http.NewRequest(method, target, nil)
+	if err != nil {
+		return reply{}, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return reply{}, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}, nil
+}
+
+// Issue 7, acceptance 1: Redis is killed in the middle of a flash sale (100 units, 1,000 buyers who
+// retry until they get a definite answer) and restarted. While it is down the closed checkout answers
+// 503 with Retry-After, joins are refused, gated pages keep working for visitors with a token, and the
+// open route passes. Afterwards: no oversell, no lost unit, nobody above the limit, nothing pending.
+func TestStoreOutage_FlashSaleLosesNothing(t *testing.T) {
+	redisSrv := privateRedis(t)
+	var (
+		mu      sync.Mutex
+		sold    = map[string]string{} // admission id -> buyer, for purchases the origin accepted
+		perUser = map[string]int{}
+		killed  = make(chan struct{})
+		kill    sync.Once
+	)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("Edgeq-Admission-Id")
+		if id == "" {
+			fmt.Fprint(w, "page ", r.URL.Path)
+			return
+		}
+		time.Sleep(time.Duration(5+rand.IntN(30)) * time.Millisecond)
+		if rand.IntN(10) == 0 { // the shop fails one purchase in ten: the unit must come back
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		mu.Lock()
+		if _, dup := sold[id]; dup {
+			t.Errorf("admission %s reached the origin twice", id)
+		}
+		sold[id] = r.Header.Get("X-User")
+		perUser[r.Header.Get("X-User")]++
+		n := len(sold)
+		mu.Unlock()
+		if n == 40 {
+			// Mid-sale, with purchases in flight: Redis dies.
+			kill.Do(func() { redisSrv.Kill(); close(killed) })
+		}
+		fmt.Fprint(w, "order placed")
+	}))
+	t.Cleanup(origin.Close)
+	in := start(t, outageConfig(origin.URL, redisSrv.Addr()))
+	_, token := joinAndToken(t, in, "drop")
+	bearer := http.Header{"Authorization": {"Bearer " + token}}
+
+	// 1,000 buyers, each retrying until the answer is definite.
+	var (
+		wg                     sync.WaitGroup
+		bought, soldOut, limit atomic.Int64
+		unavailable            atomic.Int64
+	)
+	deadline := time.Now().Add(60 * time.Second)
+	for i := range 1000 {
+		wg.Go(func() {
+			h := http.Header{"X-User": {fmt.Sprintf("buyer-%d", i)}, "Accept": {"application/json"}}
+			for time.Now().Before(deadline) {
+				a, err := send("POST", in.public+"/checkout/sneaker", h)
+				switch {
+				case err != nil:
+				case a.status == 200:
+					bought.Add(1)
+					return
+				case a.status == 409 && strings.Contains(a.body, "INSUFFICIENT_STOCK"):
+					soldOut.Add(1)
+					return
+				case a.status == 409 && strings.Contains(a.body, "ALREADY_PURCHASED"):
+					limit.Add(1)
+					return
+				case a.status == 503 && strings.Contains(a.body, "STORE_UNAVAILABLE"):
+					unavailable.Add(1)
+					if a.header.Get("Retry-After") == "" {
+						t.Errorf("503 without Retry-After")
+					}
+				case a.status == 500, a.status == 409 && strings.Contains(a.body, "PURCHASE_IN_PROGRESS"):
+				default:
+					t.Errorf("buyer %d: %d %s", i, a.status, a.body)
+					return
+				}
+				time.Sleep(time.Duration(50+rand.IntN(100)) * time.Millisecond)
+			}
+			t.Errorf("buyer %d got no definite answer in time", i)
+		})
+	}
+
+	select {
+	case <-killed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sale never reached 40 purchases")
+	}
+	eventually(t, "edgeq notices the store is down", func() bool { return in.metric(t, "edgeq_store_degraded") == 1 })
+	// While Redis is down.
+	if a, _ := send("POST", in.public+"/checkout/sneaker", http.Header{"X-User": {"late"}, "Accept": {"application/json"}}); a.status != 503 ||
+		!strings.Contains(a.body, "STORE_UNAVAILABLE") || a.header.Get("Retry-After") == "" {
+		t.Errorf("closed checkout during the outage: %d %s", a.status, a.body)
+	}
+	if a, _ := send("GET", in.public+"/products/1", bearer); a.status != 200 || a.body != "page /products/1" {
+		t.Errorf("a gated page with a valid token during the outage: %d %s", a.status, a.body)
+	}
+	if a, _ := send("GET", in.public+"/products/1", http.Header{"Accept": {"text/html"}}); a.status != 503 ||
+		!strings.Contains(a.body, "<html") || a.header.Get("Retry-After") == "" {
+		t.Errorf("a gated page without a token during the outage: %d", a.status)
+	}
+	if a, _ := send("GET", in.public+"/news", nil); a.status != 200 || a.body != "page /news" {
+		t.Errorf("the open route during the outage: %d %s", a.status, a.body)
+	}
+	if in.metric(t, `edgeq_store_bypass_total{route="news"}`) < 1 {
+		t.Error("the open route's pass is not counted")
+	}
+	if resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}}); err != nil || resp.StatusCode != 503 {
+		t.Errorf("a join during the outage: %v %v", resp.StatusCode, err)
+	} else {
+		resp.Body.Close()
+	}
+	time.Sleep(time.Second)
+	if err := redisSrv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	eventually(t, "edgeq recovers", func() bool { return in.metric(t, "edgeq_store_degraded") == 0 })
+	eventually(t, "compensations applied", func() bool { return in.metric(t, "edgeq_pending_compensations") == 0 })
+
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	defer rdb.Close()
+	stock, err := rdb.Get(ctx, "edgeq:{p:sneaker}:stock").Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buyers, err := rdb.HGetAll(ctx, "edgeq:{p:sneaker}:buyers").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	for who, n := range buyers {
+		if n != "1" {
+			t.Errorf("buyer %s holds %s units, the limit is 1", who, n)
+		}
+		held++
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for user, n := range perUser {
+		if n > 1 {
+			t.Errorf("the origin accepted %d purchases of %s", n, user)
+		}
+	}
+	t.Logf("sold %d, stock left %d, buyers recorded %d; answers: %d bought, %d sold out, %d at the limit, %d store unavailable",
+		len(sold), stock, held, bought.Load(), soldOut.Load(), limit.Load(), unavailable.Load())
+	if stock < 0 || int64(len(sold))+stock != 100 {
+		t.Fatalf("units: %d sold + %d in stock != 100 (oversold or lost)", len(sold), stock)
+	}
+	if held != int64(len(sold)) || bought.Load() != int64(len(sold)) {
+		t.Fatalf("%d buyers recorded, %d purchases at the origin, %d buyers told they bought", held, len(sold), bought.Load())
+	}
+	if unavailable.Load() == 0 {
+		t.Fatal("no buyer was answered 503 during the outage")
+	}
+}
+
+// Issue 7, acceptance 3: Redis with an append-only file (appendfsync everysec) is killed mid-sale and
+// restarted. Queue positions, the serving position, a completed visitor's revocation, tokens, stock
+// and buyers all survive: visitors and buyers carry on as if nothing happened. (A killed process
+// loses nothing it had written to its AOF; everysec only bounds the loss to a second if the whole
+// machine fails.)
+func TestStoreRestart_AOFKeepsTheSale(t *testing.T) {
+	redisSrv := privateRedis(t)
+	origin := newOrigin(t)
+	cfg := strings.Replace(outageConfig(origin.URL, redisSrv.Addr()), "{id: drop, capacity: 100000, token_ttl: 10m}",
+		"{id: drop, capacity: 3, token_ttl: 10m}", 1)
+	in := start(t, cfg)
+	if strings.Contains(in.logs.String(), "persistence is off") {
+		t.Fatalf("edgeq warned about persistence on a Redis with an append-only file:\n%s", in.logs)
+	}
+	ids := make([]string, 3)
+	tokens := make([]string, 3)
+	for i := range 3 {
+		ids[i], tokens[i] = joinAndToken(t, in, "drop")
+	}
+	waiting := make([]string, 2) // positions 4 and 5: capacity is 3
+	for i := range waiting {
+		resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j struct {
+			RequestID string `json:"request_id"`
+		}
+		json.NewDecoder(resp.Body).Decode(&j)
+		resp.Body.Close()
+		waiting[i] = j.RequestID
+	}
+	for i := range 4 {
+		if a, _ := send("POST", in.public+"/checkout/sneaker", http.Header{"X-User": {fmt.Sprintf("buyer-%d", i)}}); a.status != 200 {
+			t.Fatalf("purchase %d: %d %s", i, a.status, a.body)
+		}
+	}
+	// Visitor 3 finishes: its token is revoked and position 4 is served.
+	adminForm(t, in, "/api/queue/update_token_status", url.Values{"queue_id": {"drop"}, "request_id": {ids[2]}, "status": {"1"}})
+	eventually(t, "position 4 served", func() bool { return position(t, in, "serving_pos/drop") == 4 })
+
+	redisSrv.Kill()
+	if err := redisSrv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+
+	bearer := func(tok string) http.Header {
+		return http.Header{"Authorization": {"Bearer " + tok}, "Accept": {"application/json"}}
+	}
+	eventually(t, "a token issued before the restart still opens the page", func() bool {
+		a, err := send("GET", in.public+"/products/1", bearer(tokens[0]))
+		return err == nil && a.status == 200
+	})
+	if a, _ := send("GET", in.public+"/products/1", bearer(tokens[2])); a.status == 200 {
+		t.Fatal("the completed visitor's token works again after the restart")
+	}
+	if p := position(t, in, "serving_pos/drop"); p != 4 {
+		t.Fatalf("serving position %d after the restart, want 4", p)
+	}
+	if p := position(t, in, "queue_pos/drop/"+waiting[1]); p != 5 {
+		t.Fatalf("the waiting visitor's position is %d after the restart, want 5", p)
+	}
+	_, _ = joinAndTokenless(t, in)
+	if a, _ := send("GET", in.public+"/_edgeq/products/sneaker", nil); !strings.Contains(a.body, `"remaining_stock":96`) {
+		t.Fatalf("stock after the restart: %s", a.body)
+	}
+	if a, _ := send("POST", in.public+"/checkout/sneaker", http.Header{"X-User": {"buyer-0"}, "Accept": {"application/json"}}); a.status != 409 ||
+		!strings.Contains(a.body, "ALREADY_PURCHASED") {
+		t.Fatalf("a buyer of before the restart buys again: %d %s", a.status, a.body)
+	}
+	if a, _ := send("POST", in.public+"/checkout/sneaker", http.Header{"X-User": {"buyer-9"}}); a.status != 200 {
+		t.Fatalf("a new purchase after the restart: %d %s", a.status, a.body)
+	}
+}
+
+// joinAndTokenless joins the queue once more: the position continues after the restart (6), it is
+// not handed out twice.
+func joinAndTokenless(t *testing.T, in *instance) (string, int) {
+	t.Helper()
+	resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var j struct {
+		RequestID string `json:"request_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&j)
+	resp.Body.Close()
+	if p := position(t, in, "queue_pos/drop/"+j.RequestID); p != 6 {
+		t.Fatalf("a join after the restart got position %d, want 6", p)
+	}
+	return j.RequestID, 6
+}
+
+// position reads {"position": n} from a public waiting-room endpoint.
+func position(t *testing.T, in *instance, path string) int {
+	t.Helper()
+	a, err := send("GET", in.public+"/_edgeq/"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Position int `json:"position"`
+	}
+	if err := json.Unmarshal([]byte(a.body), &body); err != nil || a.status != 200 {
+		t.Fatalf("%s: %d %s", path, a.status, a.body)
+	}
+	return body.Position
+}
+
+func adminForm(t *testing.T, in *instance, path string, form url.Values) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", in.admin+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer test-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("admin %s: %d %s", path, resp.StatusCode, b)
+	}
+}
+
+// edgeq warns at start when the Redis it is given keeps nothing on disk.
+func TestStart_WarnsWhenRedisPersistenceIsOff(t *testing.T) {
+	srv, err := redisserver.Start() // no AOF, no save points
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		if storetest.InCI() {
+			t.Fatal("this test needs redis-server; .ci/run installs it")
+		}
+		t.Skip("redis-server is not installed; skipped outside CI")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	in := start(t, outageConfig(newOrigin(t).URL, srv.Addr()))
+	if !strings.Contains(in.logs.String(), "Redis persistence is off") {
+		t.Fatalf("no warning about persistence:\n%s", in.logs)
+	}
+}
