@@ -33,6 +33,13 @@ type Server struct {
 // the port first, and waits until it answers PING. extra arguments are passed on (e.g. "--appendonly",
 // "yes").
 func Start(extra ...string) (*Server, error) {
+	return start(freePort, func(string) []string { return extra })
+}
+
+// start launches redis-server on a port from pickPort with the arguments extra gives for its
+// directory, retrying with another port when the server does not come up (another process took the
+// port between the pick and the bind).
+func start(pickPort func() (int, error), extra func(dir string) []string) (*Server, error) {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNotInstalled
@@ -43,7 +50,7 @@ func Start(extra ...string) (*Server, error) {
 	}
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		port, err := pickPort()
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -52,7 +59,7 @@ func Start(extra ...string) (*Server, error) {
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--maxclients", "10000", "--loglevel", "warning",
-		}, extra...)
+		}, extra(dir)...)
 		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, path: path, args: args}
 		if err := s.launch(); err != nil {
 			os.RemoveAll(dir)

@@ -1,12 +1,14 @@
 // Package storetest gives tests real stores: a private redis-server per test package, started on a free
-// port the first time a test asks for it, and the embedded store. Scripts are never tested against a
-// mock.
+// port the first time a test asks for it, a private 3-master Redis Cluster, likewise, and the embedded
+// store. Scripts are never tested against a mock.
 //
-// When redis-server is not installed, tests fail with a clear message if the CI environment variable is
-// set; outside CI they fall back to the embedded store and say so once.
+// When redis-server (or, for the cluster, redis-cli) is not installed, tests fail with a clear message
+// if the CI environment variable is set; outside CI they fall back to what there is (the single Redis,
+// or the embedded store) and say so once.
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,10 +23,12 @@ import (
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
 
-// Main runs the tests of a package and then stops its private redis-server. Call it from TestMain.
+// Main runs the tests of a package and then stops its private redis-server and cluster. Call it from
+// TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
 	server.stop()
+	cluster.stop()
 	os.Exit(code)
 }
 
@@ -36,6 +40,15 @@ func Each(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	t.Run("embedded", func(t *testing.T) { fn(t, Embedded(t)) })
 }
 
+// EachWithCluster is Each plus a third subtest, "cluster", on the package's private 3-master Redis
+// Cluster through a go-redis ClusterClient: for the tests whose invariants must hold when the keys of
+// different products, auctions and queues live on different nodes.
+func EachWithCluster(t *testing.T, fn func(t *testing.T, s *store.Store)) {
+	t.Helper()
+	Each(t, fn)
+	t.Run("cluster", func(t *testing.T) { fn(t, Cluster(t)) })
+}
+
 // Redis returns a store on the package's private redis-server with a key prefix private to this call.
 func Redis(t testing.TB) *store.Store {
 	t.Helper()
@@ -43,6 +56,46 @@ func Redis(t testing.TB) *store.Store {
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128})
 	t.Cleanup(func() { client.Close() })
 	return store.Wrap(client, store.Keys{Prefix: UniquePrefix()})
+}
+
+// Cluster returns a store on the package's private Redis Cluster (three masters, started on first use)
+// through a ClusterClient, with a key prefix private to this call.
+func Cluster(t testing.TB) *store.Store {
+	t.Helper()
+	addrs := ClusterAddrs(t)
+	if addrs == nil {
+		return Redis(t) // no cluster outside CI: said once on stderr
+	}
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: 128})
+	t.Cleanup(func() { client.Close() })
+	return store.Wrap(client, store.Keys{Prefix: UniquePrefix()})
+}
+
+// ClusterAddrs returns the addresses of the package's private Redis Cluster nodes, starting it on first
+// use; nil when redis-server or redis-cli is missing outside CI.
+func ClusterAddrs(t testing.TB) []string {
+	t.Helper()
+	addrs, err := cluster.addrs()
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	return addrs
+}
+
+// MasterOf returns the address of the cluster master holding key, so that a test can make sure its keys
+// are spread over the nodes (a cross-slot mistake only shows when they are); "" when s is not on a
+// Redis Cluster.
+func MasterOf(t testing.TB, s *store.Store, key string) string {
+	t.Helper()
+	client, ok := s.Client.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	master, err := client.MasterForKey(context.Background(), key)
+	if err != nil {
+		t.Fatalf("storetest: master of %s: %v", key, err)
+	}
+	return master.Options().Addr
 }
 
 // Embedded returns a fresh embedded store, closed when the test ends.
@@ -122,5 +175,47 @@ func (s *redisServer) stop() {
 	}
 	if s.fallback != nil {
 		s.fallback.Close()
+	}
+}
+
+// clusterMasters is the size of the test cluster: the smallest Redis Cluster there is, and enough for
+// the keys of a handful of products or queues to land on different nodes.
+const clusterMasters = 3
+
+type redisCluster struct {
+	once    sync.Once
+	address []string
+	err     error
+	cluster *redisserver.Cluster
+}
+
+var cluster redisCluster
+
+func (c *redisCluster) addrs() ([]string, error) {
+	c.once.Do(func() { c.address, c.err = c.start() })
+	return c.address, c.err
+}
+
+func (c *redisCluster) start() ([]string, error) {
+	cl, err := redisserver.StartCluster(clusterMasters)
+	if errors.Is(err, redisserver.ErrNotInstalled) || errors.Is(err, redisserver.ErrCLINotInstalled) {
+		if InCI() {
+			return nil, fmt.Errorf("%v but CI is set: the invariant tests must also run on a Redis Cluster "+
+				"(apt-get install redis-server, which brings redis-tools and so redis-cli; .ci/run does this)", err)
+		}
+		fmt.Fprintf(os.Stderr, "storetest: %v; tests that ask for a Redis Cluster run on the single private Redis "+
+			"(or the embedded store) instead (with CI=true this is an error)\n", err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.cluster = cl
+	return cl.Addrs(), nil
+}
+
+func (c *redisCluster) stop() {
+	if c.cluster != nil {
+		c.cluster.Stop()
 	}
 }
