@@ -178,9 +178,16 @@ const StatusClientClosed = 499
 
 // forward sends r to the origin.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
-	if o := web.OutcomeFrom(r.Context()); o != nil {
+	o := web.OutcomeFrom(r.Context())
+	if o != nil {
 		o.Forwarded = true
 		o.Started = time.Now()
+		if r.Body != nil && r.Body != http.NoBody {
+			// Remember a failure to read the visitor's body (a malformed chunk, a client that stops
+			// mid-body), so it is answered as the visitor's error and not blamed on the origin.
+			o.Body = &web.BodyWatch{ReadCloser: r.Body}
+			r.Body = o.Body
+		}
 	}
 	p.reverse.ServeHTTP(w, r)
 }
@@ -229,13 +236,22 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // originError maps a failed round trip to an answer: 504 when the origin was too slow, 499 (logged
 // only) when the visitor left, 502 otherwise.
 func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
+	var bodyErr error
 	if o := web.OutcomeFrom(r.Context()); o != nil {
 		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
 		o.TransportError = true
+		if o.Body != nil {
+			bodyErr = o.Body.Err()
+		}
 	}
 	logger := web.RequestFrom(r.Context()).Logger()
 	var netErr net.Error
 	switch {
+	case bodyErr != nil:
+		// Not the origin's fault: the visitor's body could not be read to the end. The origin saw a
+		// request whose body broke off, which it discards.
+		logger.Info("request body unreadable; the origin got a truncated request", "error", bodyErr.Error())
+		p.responder.Error(w, r, web.ErrMalformedBody.Because(bodyErr))
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		p.metrics.OriginErrors.WithLabelValues(metrics.OriginClientGone).Inc()
 		logger.Info("client left before the origin answered", "error", err.Error())

@@ -34,6 +34,10 @@ type Server struct {
 	TrustedProxies  []string      `yaml:"trusted_proxies"`
 	MaxBodyBytes    int64         `yaml:"max_body_bytes"`
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// ReadHeaderTimeout and IdleTimeout protect against slow clients (slowloris): a request's headers
+	// must arrive within the first, and a kept-alive connection with no request is closed after the second.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 }
 
 // Admin is the operator listener: /api/*, /metrics, /healthz, /readyz.
@@ -214,11 +218,13 @@ type Log struct {
 func Default() *Config {
 	return &Config{
 		Server: Server{
-			Listen:          ":8080",
-			Prefix:          "/_edgeq",
-			TrustedProxies:  []string{},
-			MaxBodyBytes:    1 << 20,
-			ShutdownTimeout: 20 * time.Second,
+			Listen:            ":8080",
+			Prefix:            "/_edgeq",
+			TrustedProxies:    []string{},
+			MaxBodyBytes:      1 << 20,
+			ShutdownTimeout:   20 * time.Second,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       120 * time.Second,
 		},
 		Admin:  Admin{Listen: "127.0.0.1:9090"},
 		Origin: Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},

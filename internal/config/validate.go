@@ -135,6 +135,8 @@ func (cfg *Config) checkServer(c *check) {
 	}
 	c.atLeast("server.max_body_bytes", cfg.Server.MaxBodyBytes, 1)
 	c.durationAtLeast("server.shutdown_timeout", cfg.Server.ShutdownTimeout, 0)
+	c.durationAtLeast("server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 100*time.Millisecond)
+	c.durationAtLeast("server.idle_timeout", cfg.Server.IdleTimeout, 100*time.Millisecond)
 
 	c.hostPort("admin.listen", cfg.Admin.Listen)
 	if cfg.Admin.Listen == cfg.Server.Listen && !strings.HasSuffix(cfg.Admin.Listen, ":0") {

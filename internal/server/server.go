@@ -123,11 +123,13 @@ func Run(ctx context.Context, opts Options) error {
 	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	public := &http.Server{
 		Handler: built.proxy,
-		// Slow-client protection: headers must arrive promptly. Bodies and responses have no overall
-		// deadline, because uploads, streams and WebSockets legitimately take long.
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		// Slow-client protection: headers must arrive within server.read_header_timeout and idle
+		// connections close after server.idle_timeout. Bodies and responses have no overall deadline,
+		// because uploads, streams and WebSockets legitimately take long; the admission step reads at
+		// most server.max_body_bytes.
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errorLog,
 	}
 	adminServer := &http.Server{
@@ -136,7 +138,7 @@ func Run(ctx context.Context, opts Options) error {
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errorLog,
 	}
 
@@ -205,6 +207,9 @@ func Run(ctx context.Context, opts Options) error {
 }
 
 // routeClientLogs makes the first Run of the process own go-redis's process-wide logger.
+// maxHeaderBytes bounds a request's header block on both listeners (431 beyond).
+const maxHeaderBytes = 64 << 10
+
 var routeClientLogs sync.Once
 
 // parts is everything build makes from a configuration.

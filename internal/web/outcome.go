@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"io"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,7 +19,32 @@ type Outcome struct {
 	TransportError bool   // no answer: refused, reset, timed out
 	Command        string // the origin's Edgeq-Command header, removed from the response
 
-	Started time.Time // when forwarding began, for edgeq_origin_duration_seconds
+	Started time.Time  // when forwarding began, for edgeq_origin_duration_seconds
+	Body    *BodyWatch // the visitor's body as the origin transport reads it, nil without a body
+}
+
+// BodyWatch wraps a request body and records the first error reading it other than its end, so a
+// broken client body is not mistaken for an origin fault. The transport reads it on its own
+// goroutine, hence the atomic.
+type BodyWatch struct {
+	io.ReadCloser
+	err atomic.Pointer[error]
+}
+
+func (b *BodyWatch) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// Err returns the first read error, nil if the body has read cleanly so far.
+func (b *BodyWatch) Err() error {
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
+	return nil
 }
 
 // TrackOutcome makes r record the outcome of forwarding (the proxy does this for every request bound
