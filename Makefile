@@ -4,7 +4,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: build demo test bench lint clean screenshots
+.PHONY: build demo test fuzz bench lint clean screenshots
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgeq ./cmd/edgeq
@@ -30,6 +30,23 @@ demo: build
 test:
 	@[ -d e2e/node_modules ] || ! command -v npm >/dev/null || (cd e2e && npm ci --no-audit --no-fund --loglevel=error)
 	$(GO) test -race -count=1 ./...
+
+# Fuzz every parser of visitor-controlled input for FUZZTIME each (CI runs this after `make test`).
+# Plain `go test` already replays the committed corpora in testdata/fuzz; this searches for new inputs.
+# A failure writes the input under testdata/fuzz/<target>/: commit it with the fix.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./admission:FuzzFields ./admission:FuzzLookupJSON \
+	./internal/web:FuzzCookieValue ./internal/web:FuzzCorrelationID ./internal/web:FuzzSafeReturn \
+	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders \
+	./internal/token:FuzzVerify ./waitroom:FuzzRequestID ./internal/money:FuzzParse \
+	./internal/store:FuzzEntityKeys
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 # Retake the screenshots in docs/screenshots (headless Chromium; see e2e/).
 screenshots:

@@ -52,7 +52,9 @@ func stripEdgeqCookies(h http.Header) {
 			kept = append(kept, line)
 			continue
 		}
-		if joined := strings.TrimSpace(strings.Join(parts, ";")); joined != "" {
+		// Trim only what HTTP calls whitespace: trimming more (a form feed, say) could turn a cookie the
+		// origin would have ignored into one it reads.
+		if joined := strings.Trim(strings.Join(parts, ";"), " \t"); joined != "" {
 			kept = append(kept, joined)
 		}
 	}

@@ -450,3 +450,37 @@ func TestAdminAPI_NotOnThePublicPort(t *testing.T) {
 		t.Fatalf("serving position after a public admin call: %v %s", err, serving.body)
 	}
 }
+
+// Secrets never reach the logs: not at start, not on admin calls with right or wrong keys, not on a
+// reload that changes them (named, never shown), not from a visitor's Authorization header.
+func TestLogs_NeverContainSecrets(t *testing.T) {
+	origin := newRecordingOrigin(t)
+	secrets := []string{"admin-key-ABC123", "identity-secret-DEF456", "visitor-bearer-GHI789", "admin-key-JKL012"}
+	text := func(adminKey string) string {
+		return strings.Replace(strings.Replace(hostileConfig(origin.URL), "log: {level: error}", "log: {level: debug}", 1),
+			`api_key: "the-admin-key"`, `api_key: "`+adminKey+`"`, 1) + "identity: {secret: \"" + secrets[1] + "\"}\n"
+	}
+	in := start(t, text(secrets[0]))
+	for _, key := range []string{secrets[0], "wrong-" + secrets[0], ""} {
+		if _, err := send("GET", in.admin+"/api/queues", http.Header{"Authorization": {"Bearer " + key}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := send("GET", in.public+"/protected", http.Header{"Authorization": {"Bearer " + secrets[2]}}); err != nil {
+		t.Fatal(err)
+	}
+	in.rewrite(t, text(secrets[3]))
+	eventually(t, "reload logged", func() bool { return strings.Contains(in.logs.String(), "admin.api_key") })
+	logs := in.logs.String()
+	// The events above were logged (so the check below looks at something).
+	for _, want := range []string{`"msg":"admin request"`, `"path":"/protected"`, `"keys":"admin.api_key"`} {
+		if !strings.Contains(logs, want) {
+			t.Fatalf("no %s in the logs\n%s", want, logs)
+		}
+	}
+	for _, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("secret %q appears in the logs", s)
+		}
+	}
+}

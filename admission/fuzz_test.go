@@ -1,0 +1,109 @@
+package admission
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// FuzzFields feeds visitor-controlled requests (content type, body, query, headers) to field
+// extraction with every kind of source, JSON paths included. Whatever comes in: no panic, a refusal
+// is a 4xx with a code, a found value really is in the request, and the body the origin receives is
+// the one the visitor sent, byte for byte.
+func FuzzFields(f *testing.F) {
+	seeds := []struct{ contentType, body, source string }{
+		{"application/x-www-form-urlencoded", "product=1&quantity=2", "form:quantity"},
+		{"application/x-www-form-urlencoded", "a=%zz", "form:a"},
+		{"multipart/form-data; boundary=xyz", "--xyz\r\nContent-Disposition: form-data; name=\"amount\"\r\n\r\n12.50\r\n--xyz--\r\n", "form:amount"},
+		{"application/json", `{"items":[{"sku":"a1","qty":2}]}`, "json:items.0.sku"},
+		{"application/json", `{"items":[{"sku":"a1","qty":2}]}`, "json:items.0.qty"},
+		{"application/vnd.api+json", `{"a":{"b":null}}`, "json:a.b"},
+		{"application/json", `{"a":1} {"b":2}`, "json:a"},
+		{"application/json", `[1,2,3]`, "json:1"},
+		{"application/json", `{"a":[[["x"]]]}`, "json:a.0.0.0"},
+		{"text/plain", "hello", "form:x"},
+		{"", "", "query:p"},
+		{"", "", "header:X-User"},
+		{"", "", "cookie:session"},
+		{"application/json", strings.Repeat("[", 600), "json:a"},
+	}
+	for _, s := range seeds {
+		f.Add(s.contentType, []byte(s.body), s.source, "p=1&p=2", "session=abc; other=1", "alice")
+	}
+	f.Fuzz(func(t *testing.T, contentType string, body []byte, sourceText, query, cookie, user string) {
+		src, err := config.ParseFieldSource(sourceText)
+		if err != nil {
+			return // not a source an operator could configure
+		}
+		const limit = 4096
+		r := httptest.NewRequest("POST", "/checkout", bytes.NewReader(body))
+		r.URL.RawQuery = query
+		if contentType != "" {
+			r.Header.Set("Content-Type", contentType)
+		}
+		r.Header.Set("Cookie", cookie)
+		r.Header.Set("X-User", user)
+		fl := newFields(r, limit)
+		value, found, err := fl.get(src)
+		if err != nil {
+			var we *web.Error
+			if !errors.As(err, &we) || we.Status < 400 || we.Status > 499 || we.Code == "" {
+				t.Fatalf("%s on %q: error %v is not a visitor error with a code", sourceText, body, err)
+			}
+			if found || value != "" {
+				t.Fatalf("%s: error %v with a value %q", sourceText, err, value)
+			}
+		}
+		// The origin's copy of the body is untouched (when it was read at all and under the limit).
+		if fl.read && len(body) <= limit {
+			got, rerr := io.ReadAll(r.Body)
+			if rerr != nil || !bytes.Equal(got, body) {
+				t.Fatalf("body changed on its way to the origin: %q -> %q (%v)", body, got, rerr)
+			}
+		}
+		// A second lookup answers the same without reading the body again.
+		value2, found2, err2 := fl.get(src)
+		if value2 != value || found2 != found || (err2 == nil) != (err == nil) {
+			t.Fatalf("%s: second lookup %q %v %v, first %q %v %v", sourceText, value2, found2, err2, value, found, err)
+		}
+	})
+}
+
+// FuzzLookupJSON walks arbitrary documents with arbitrary dotted paths: no panic, and a found value is
+// a string or number of the document.
+func FuzzLookupJSON(f *testing.F) {
+	f.Add(`{"items":[{"sku":"a1","qty":2}]}`, "items.0.sku")
+	f.Add(`{"a":{"b":[1,{"c":"d"}]}}`, "a.b.1.c")
+	f.Add(`[0,1]`, "99999999999999999999")
+	f.Add(`{"":{"":"x"}}`, ".")
+	f.Add(`{"a":true}`, "a")
+	f.Fuzz(func(t *testing.T, doc, path string) {
+		dec := json.NewDecoder(strings.NewReader(doc))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return
+		}
+		value, found, err := lookupJSON(v, strings.Split(path, "."))
+		if err != nil && found {
+			t.Fatalf("error %v and found", err)
+		}
+		if !found {
+			return
+		}
+		// The value is one of the document's strings or numbers: re-encoded, it appears in the
+		// re-encoded document (numbers keep their literal with UseNumber).
+		canonical, _ := json.Marshal(v)
+		quoted, _ := json.Marshal(value)
+		if !bytes.Contains(canonical, quoted) && !bytes.Contains(canonical, []byte(value)) {
+			t.Fatalf("found %q, which is not in %s", value, canonical)
+		}
+	})
+}

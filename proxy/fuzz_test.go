@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// FuzzClientAddress: whatever X-Forwarded-For says, an untrusted peer is the client; a trusted peer's
+// chain can only name an address that appears in it (or the peer itself), and the walk never ends on
+// a trusted address while an untrusted one stands to its right.
+func FuzzClientAddress(f *testing.F) {
+	f.Add("198.51.100.7:1234", "1.2.3.4")
+	f.Add("10.0.0.2:1234", "6.6.6.6, 203.0.113.5, 10.1.1.1")
+	f.Add("10.0.0.2:1", "6.6.6.6, not-an-ip, 10.1.1.1")
+	f.Add("[2001:db8::1]:443", "[2001:db8::2], 2001:db9::5")
+	f.Add("[::ffff:10.0.0.2]:1", "::ffff:203.0.113.5")
+	f.Add("garbage", ",,,")
+	trusted := trustedSet{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")}
+	f.Fuzz(func(t *testing.T, remote, xff string) {
+		client, peerTrusted := trusted.clientAddress(remote, []string{xff})
+		peer := parsePeer(remote)
+		if peerTrusted != (peer.IsValid() && trusted.contains(peer)) {
+			t.Fatalf("peer %q trusted=%v", remote, peerTrusted)
+		}
+		if !peerTrusted {
+			if client != peer {
+				t.Fatalf("untrusted peer %q: client %s taken from X-Forwarded-For %q", remote, client, xff)
+			}
+			return
+		}
+		if client == peer {
+			return
+		}
+		found := false
+		for entry := range strings.SplitSeq(xff, ",") {
+			if a, err := netip.ParseAddr(strings.Trim(strings.TrimSpace(entry), "[]")); err == nil && a.Unmap() == client {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("client %s is not in X-Forwarded-For %q", client, xff)
+		}
+	})
+}
+
+// FuzzStripEdgeqCookies: after stripping, net/http's parser sees no edgeq_* cookie in what the origin
+// receives, and every other cookie it saw before is still there with the same value, in order.
+func FuzzStripEdgeqCookies(f *testing.F) {
+	f.Add("a=1; edgeq_tk_drop=abc; b=2", "edgeq_rq_drop=x")
+	f.Add("edgeq_tk_drop=abc", "")
+	f.Add(" edgeq_x=1 ;; c=3", "Edgeq_tk=upper; d=4")
+	f.Add(`q="v;w"; edgeq_a=1`, "=;=")
+	f.Fuzz(func(t *testing.T, line1, line2 string) {
+		h := http.Header{"Cookie": {line1, line2}}
+		before := (&http.Request{Header: h.Clone()}).Cookies()
+		stripEdgeqCookies(h)
+		after := (&http.Request{Header: h}).Cookies()
+		var want []string
+		for _, c := range before {
+			if !strings.HasPrefix(c.Name, edgeqCookiePrefix) {
+				want = append(want, c.Name+"="+c.Value)
+			}
+		}
+		var got []string
+		for _, c := range after {
+			if strings.HasPrefix(c.Name, edgeqCookiePrefix) {
+				t.Fatalf("cookie %s reached the origin (%q, %q)", c.Name, line1, line2)
+			}
+			got = append(got, c.Name+"="+c.Value)
+		}
+		if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("other cookies changed: %q -> %q (lines %q, %q)", want, got, line1, line2)
+		}
+	})
+}
+
+// FuzzStripEdgeqHeaders: no header whose name starts with Edgeq- in any case survives, and no other
+// header is touched.
+func FuzzStripEdgeqHeaders(f *testing.F) {
+	f.Add("Edgeq-Request-Id", "X-Other")
+	f.Add("edgeq-admission-id", "EDGEQ-")
+	f.Add("Edgeq", "Edgeqx-A")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		h := http.Header{a: {"1"}, b: {"2"}, "Keep": {"3"}}
+		stripEdgeqHeaders(h)
+		for _, name := range []string{a, b, "Keep"} {
+			edgeq := len(name) >= 6 && strings.EqualFold(name[:6], "edgeq-")
+			if _, present := h[name]; present == edgeq {
+				t.Fatalf("header %q present=%v after stripping", name, present)
+			}
+		}
+	})
+}
