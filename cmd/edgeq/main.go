@@ -1,10 +1,10 @@
 // Command edgeq is an edge gateway for traffic spikes: a reverse proxy with a virtual waiting room,
 // signed access tokens and atomic admission on Redis, put in front of an unmodified shop.
 //
-//	edgeq [serve] [-config FILE]   run the gateway (FILE also from EDGEQ_CONFIG)
-//	edgeq check -config FILE       validate a configuration file
-//	edgeq keygen [-out FILE]       write a new Ed25519 signing key (PKCS#8 PEM)
-//	edgeq version                  print the version
+//	edgeq [serve] [-config FILE]       run the gateway (FILE also from EDGEQ_CONFIG)
+//	edgeq check -config FILE [-print]  validate a configuration file; -print shows the effective one
+//	edgeq keygen [-out FILE]           write a new Ed25519 signing key (PKCS#8 PEM)
+//	edgeq version                      print the version
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/server"
 	"github.com/edgeq/edgeq/internal/token"
 )
@@ -58,10 +59,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  edgeq [serve] [-config FILE]   run the gateway (FILE also from EDGEQ_CONFIG)
-  edgeq check -config FILE       validate a configuration file
-  edgeq keygen [-out FILE]       write a new Ed25519 signing key (PKCS#8 PEM)
-  edgeq version                  print the version
+  edgeq [serve] [-config FILE]       run the gateway (FILE also from EDGEQ_CONFIG)
+  edgeq check -config FILE [-print]  validate a configuration file; -print shows the effective one
+  edgeq keygen [-out FILE]           write a new Ed25519 signing key (PKCS#8 PEM)
+  edgeq version                      print the version
 `)
 }
 
@@ -107,6 +108,7 @@ func serve(args []string, stderr io.Writer) int {
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("check", stderr)
 	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	print := fs.Bool("print", false, "print the effective configuration (defaults and EDGEQ_* applied, secrets masked)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -125,6 +127,17 @@ func check(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "%s: %d problem(s)\n", *configPath, len(problems))
 		return 1
+	}
+	if *print {
+		cfg, err := config.Load(*configPath)
+		if err == nil {
+			err = config.Print(cfg, stdout)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "edgeq:", err)
+			return 1
+		}
+		return 0
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", *configPath)
 	return 0

@@ -1,0 +1,85 @@
+package config
+
+import (
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Masked is what Print shows instead of a secret that is set.
+const Masked = "********"
+
+// Print writes the effective configuration as YAML — defaults filled in, environment overrides applied,
+// every key in the order of config.example.yaml — with secrets that are set shown as Masked. Durations
+// and times are written the way the file takes them, so the output (secrets aside) loads as the same
+// configuration.
+func Print(cfg *Config, w io.Writer) error {
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(node(reflect.ValueOf(cfg).Elem(), false)); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+func node(v reflect.Value, secret bool) *yaml.Node {
+	scalar := func(tag, value string) *yaml.Node {
+		n := &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value}
+		if tag == "!!str" {
+			n.Style = yaml.DoubleQuotedStyle
+		}
+		return n
+	}
+	switch v.Type() {
+	case durationType:
+		return scalar("!!str", time.Duration(v.Int()).String())
+	case timeType:
+		t := v.Interface().(time.Time)
+		if t.IsZero() {
+			return scalar("!!str", "")
+		}
+		return scalar("!!str", t.Format(time.RFC3339))
+	}
+	switch v.Kind() {
+	case reflect.Struct:
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "" || name == "-" {
+				continue
+			}
+			key := scalar("!!str", name)
+			key.Style = 0
+			m.Content = append(m.Content, key, node(v.Field(i), f.Tag.Get("secret") == "true"))
+		}
+		return m
+	case reflect.Slice:
+		s := &yaml.Node{Kind: yaml.SequenceNode}
+		if v.Type().Elem().Kind() != reflect.Struct {
+			s.Style = yaml.FlowStyle
+		}
+		for i := 0; i < v.Len(); i++ {
+			s.Content = append(s.Content, node(v.Index(i), secret))
+		}
+		return s
+	case reflect.String:
+		if secret && v.String() != "" {
+			return scalar("!!str", Masked)
+		}
+		return scalar("!!str", v.String())
+	case reflect.Bool:
+		return scalar("!!bool", strconv.FormatBool(v.Bool()))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return scalar("!!int", strconv.FormatInt(v.Int(), 10))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return scalar("!!int", strconv.FormatUint(v.Uint(), 10))
+	case reflect.Float32, reflect.Float64:
+		return scalar("!!float", strconv.FormatFloat(v.Float(), 'g', -1, 64))
+	}
+	return scalar("!!str", v.String())
+}
