@@ -51,6 +51,7 @@ type queueRequest struct {
 	PositionExpirySecond      *int64  `json:"position_expiry_second"`
 	AbandonAfterSecond        *int64  `json:"abandon_after_second"`
 	Turnstile                 *bool   `json:"turnstile"`
+	Paused                    *bool   `json:"paused"`
 }
 
 // QueueInfo is a queue as the admin API shows it: seed 004's fields, edgeq's settings and live counters.
@@ -65,6 +66,7 @@ type QueueInfo struct {
 	PositionExpirySecond      int64   `json:"position_expiry_second"`
 	AbandonAfterSecond        int64   `json:"abandon_after_second"`
 	Turnstile                 bool    `json:"turnstile"`
+	Paused                    bool    `json:"paused"`
 	FromConfig                bool    `json:"from_config"`
 	ServingPos                int64   `json:"serving_pos"`
 	AssignedPos               int64   `json:"assigned_pos"`
@@ -79,7 +81,7 @@ func (r *Room) info(id string, s *snapshot) QueueInfo {
 		ID: id, QueueID: id, Title: s.Title, Capacity: s.Capacity, ReleasePerMinute: s.ReleasePerMinute,
 		TokenValiditySecond: int64(s.TokenTTL / time.Second), EnableQueuePositionExpiry: s.PositionExpiry > 0,
 		PositionExpirySecond: int64(s.PositionExpiry / time.Second), AbandonAfterSecond: int64(s.AbandonAfter / time.Second),
-		Turnstile: s.Turnstile, FromConfig: fromConfig, ServingPos: s.Serving, AssignedPos: s.Counter,
+		Turnstile: s.Turnstile, Paused: s.Paused, FromConfig: fromConfig, ServingPos: s.Serving, AssignedPos: s.Counter,
 		WaitingNum: s.Waiting(), ActiveNum: s.Tokens(), ServingRate: s.ServingRate,
 	}
 }
@@ -115,6 +117,12 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 	}
 	if q.Turnstile != nil {
 		s.Turnstile = *q.Turnstile
+	}
+	if q.Paused != nil {
+		s.Pause = "0"
+		if *q.Paused {
+			s.Pause = "1"
+		}
 	}
 	if s.Title == "" {
 		s.Title = s.ID

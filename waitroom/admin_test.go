@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -179,4 +180,63 @@ func TestAdminQueueAPI_NeedsTheKey(t *testing.T) {
 	if resp.StatusCode != 401 {
 		t.Fatalf("without the key: %d", resp.StatusCode)
 	}
+}
+
+// Pausing a queue stops serving newcomers even with room inside; joins go on, the operator can still
+// move the serving position by hand, a reload of the configuration keeps the pause, and resuming
+// serves at once.
+func TestAdminPauseAndResume(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		q := testQueue("drop", 10)
+		h := newHarness(t, s, []config.Queue{q}, nil)
+		rp := h.replicas[0]
+		if a := h.adminJSON(rp, "PUT", "/api/queue", `{"queue_id":"drop","paused":true}`); a.status != 200 || a.json["paused"] != true {
+			t.Fatalf("pause: %d %s", a.status, a.body)
+		}
+		vs := make([]*visitor, 3)
+		ids := make([]string, 3)
+		for i := range vs {
+			vs[i] = h.visitor(rp)
+			a := vs[i].assign("drop")
+			if a.status != 200 {
+				t.Fatalf("join while paused: %d %s", a.status, a.body)
+			}
+			ids[i] = str(a.json["request_id"])
+		}
+		if a := vs[0].generate("drop", ids[0]); a.status != http.StatusAccepted {
+			t.Fatalf("paused queue with room served someone: %d", a.status)
+		}
+		// A reload that does not touch the queue, and one that does, both keep it paused.
+		if err := rp.room.Apply(context.Background(), []config.Queue{q}, []config.Queue{q}); err != nil {
+			t.Fatal(err)
+		}
+		q2 := q
+		q2.Title = "Renamed"
+		if err := rp.room.Apply(context.Background(), []config.Queue{q2}, []config.Queue{q}); err != nil {
+			t.Fatal(err)
+		}
+		if a := h.adminJSON(rp, "GET", "/api/queue/drop", ""); a.json["paused"] != true || a.json["title"] != "Renamed" {
+			t.Fatalf("after reloads: %s", a.body)
+		}
+		if a := h.adminForm(rp, "/api/queue/increment_serving_position", url.Values{"queue_id": {"drop"}, "increment_by": {"1"}}); num(a.json["serving_pos"]) != 1 {
+			t.Fatalf("manual increment while paused: %s", a.body)
+		}
+		if a := vs[0].generate("drop", ids[0]); a.status != 200 {
+			t.Fatalf("served by hand while paused: %d", a.status)
+		}
+		if a := vs[1].generate("drop", ids[1]); a.status != http.StatusAccepted {
+			t.Fatalf("second visitor served while paused: %d", a.status)
+		}
+		if a := h.adminJSON(rp, "PUT", "/api/queue", `{"queue_id":"drop","paused":false}`); a.status != 200 || a.json["paused"] != false {
+			t.Fatalf("resume: %d %s", a.status, a.body)
+		}
+		for i := 1; i < 3; i++ {
+			if a := vs[i].generate("drop", ids[i]); a.status != 200 {
+				t.Fatalf("visitor %d after resume: %d", i+1, a.status)
+			}
+		}
+		if a := h.adminJSON(rp, "PUT", "/api/queue", `{"queue_id":"drop","paused":"yes"}`); a.status != 400 {
+			t.Fatalf("paused of the wrong type: %d", a.status)
+		}
+	})
 }

@@ -228,6 +228,9 @@ type settings struct {
 	PositionExpiry   int64 // seconds, 0 never
 	AbandonAfter     int64 // seconds, 0 off
 	Turnstile        bool
+	// Pause is "" to keep the queue's paused state (the configuration file never changes it), "1" to
+	// pause (nobody new is served; joins and tokens already issued go on) or "0" to resume.
+	Pause string
 }
 
 func settingsOf(q config.Queue) settings {
@@ -252,7 +255,7 @@ func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, err
 		turnstile = 1
 	}
 	res := r.scripts.run(ctx, r.client, r.scripts.upsert, queueKeys(r.keys, s.ID), mode, s.Capacity,
-		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, turnstile, s.Title, hex.EncodeToString(epoch[:]))
+		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, turnstile, s.Title, hex.EncodeToString(epoch[:]), s.Pause)
 	code, gotEpoch, created := res.int(0), res.str(1), res.int(2)
 	if res.err != nil {
 		return "", res.err

@@ -4,6 +4,7 @@
 -- ARGV[2] capacity   ARGV[3] release per minute   ARGV[4] token ttl (s)   ARGV[5] position expiry (s, 0 never)
 -- ARGV[6] abandon after (s, 0 off)   ARGV[7] turnstile (0/1)   ARGV[8] title
 -- ARGV[9] epoch for a new queue (random, from the caller)
+-- ARGV[10] paused: "" keeps the current state (new queues start running), "0" runs, "1" pauses
 -- returns {code, epoch, created}: code 0 ok, 1 exists (create), 2 not found (update)
 local mode = ARGV[1]
 local exists = redis.call('EXISTS', K_META) == 1
@@ -24,6 +25,9 @@ else
 end
 redis.call('HSET', K_META, 'capacity', ARGV[2], 'rate', ARGV[3], 'ttl', ARGV[4], 'pexp', ARGV[5],
   'abandon', ARGV[6], 'turnstile', ARGV[7], 'title', ARGV[8])
+if ARGV[10] == '0' or ARGV[10] == '1' then
+  redis.call('HSET', K_META, 'paused', ARGV[10])
+end
 inlet(now)
 local created = 0
 if not exists then created = 1 end
