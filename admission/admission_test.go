@@ -23,7 +23,7 @@ import (
 // Acceptance 1: 2,000 concurrent buyers for 50 units through edgeq: exactly 50 reach the origin,
 // 1,950 are refused with INSUFFICIENT_STOCK, nothing is left, and the admin views agree.
 func TestStock_FlashSaleNeverOversells(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		const buyers, units = 2000, 50
 		st := newStack(t, s, product("sneaker", units, 1))
 		st.startWorker()
@@ -79,7 +79,7 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 
 // Acceptance 2: one user sending 20 concurrent checkouts gets exactly one.
 func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("sneaker", 100, 1))
 		st.delay.Store(int64(50 * time.Millisecond)) // keep the first in flight while the others arrive
 		var ok, inProgress, already atomic.Int64
@@ -114,7 +114,7 @@ func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 
 // Acceptance 3: an origin answering 500, or timing out, gives the unit back; a later buyer gets it.
 func TestStock_OriginFailureGivesTheUnitBack(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStackTimeout(t, s, 500*time.Millisecond, product("last", 1, 1))
 		st.startWorker()
 		st.status.Store(500)
@@ -287,7 +287,7 @@ func TestStock_SoldOutPageForBrowsers(t *testing.T) {
 
 // Acceptance 4: a worker that dies after reading entries loses none of them and counts none twice.
 func TestWorker_TakeOverAfterCrash(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 300, 1))
 		for i := range 120 {
 			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.status != 200 {
@@ -339,7 +339,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 
 // Events that fail every retry go to the dead-letter set; a retry from the admin API applies them.
 func TestWorker_DeadLetters(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 1))
 		st.startWorker()
 		ctx := context.Background()
@@ -379,7 +379,7 @@ func TestWorker_DeadLetters(t *testing.T) {
 // Acceptance 6: admin pages are newest first and stable; deleting an admission removes it from every
 // index in one transaction.
 func TestAdmin_PaginationAndDelete(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 100, 3))
 		st.startWorker()
 		for i := range 25 {
@@ -472,7 +472,7 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 }
 
 func TestAdmin_Products(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("cfg", 5, 1))
 		js := "application/json"
 		a := st.adminSend("POST", "/api/products", js, `{"id":"new","stock":3,"per_user_limit":2,"name":"New","price":500}`)

@@ -175,7 +175,7 @@ func randomBid(st *stack, auction string, i int) int64 {
 
 // Acceptance 1: 1,000 concurrent bids with random amounts on one auction.
 func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
 		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
 		st.startWorker()
@@ -212,7 +212,7 @@ func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
 
 // Acceptance 2: 10 auctions x 100 concurrent bids each, all at once.
 func TestBid_TenAuctionsConcurrently(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
 		var ids []string
 		for a := range 10 {
@@ -409,7 +409,7 @@ func TestBid_BadInput(t *testing.T) {
 
 // Acceptance 5: an origin failure withdraws the bid and restores the previous highest.
 func TestBid_OriginFailureWithdraws(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
 		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
 		st.startWorker()
@@ -649,7 +649,7 @@ func TestBid_AdminAuctions(t *testing.T) {
 
 // An auction's bid event that cannot be applied is dead-lettered and can be retried.
 func TestBid_WorkerDeadLetters(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
 		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
 		ctx := context.Background()
@@ -673,7 +673,7 @@ func TestBid_WorkerDeadLetters(t *testing.T) {
 // After a take-over the worker may apply a release or withdrawal before the entry it undoes; the
 // record keeps the later state either way.
 func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
 		ctx := context.Background()
 		const pseudo = "0123456789abcdef0123456789abcdef"

@@ -51,6 +51,8 @@ type stack struct {
 	fault   atomic.Value // string: "" (answer), "hang", "reset" (close the connection) or "garbage" (not HTTP)
 	reg     *prometheus.Registry
 	workers sync.WaitGroup
+
+	originTimeout time.Duration
 }
 
 // routes: checkout by form, a JSON cart, a query-string purchase and a bid form.
@@ -85,7 +87,7 @@ func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
 // newStackTimeout is newStack with the proxy's origin timeout set.
 func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, products ...config.Product) *stack {
 	t.Helper()
-	st := &stack{t: t, store: s, reg: prometheus.NewRegistry()}
+	st := &stack{t: t, store: s, originTimeout: originTimeout}
 	st.status.Store(200)
 	st.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st.hits.Add(1)
@@ -117,6 +119,7 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 			return
 		}
 		if id := r.Header.Get(HeaderBidID); id != "" {
+			w.Header().Set("X-Bid-Id", id) // so that a bidder learns which id its bid got
 			st.bidHits.Add(1)
 			form, _ := url.ParseQuery(string(body))
 			if _, dup := st.bids.LoadOrStore(id, form.Get("amount")); dup {
@@ -135,7 +138,26 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 		io.WriteString(w, "origin took admission "+r.Header.Get(HeaderAdmissionID))
 	}))
 	t.Cleanup(st.origin.Close)
+	st.edge(1, products)
+	return st
+}
 
+// replica is another edgeq replica in front of st's origin, on st's store, as a second process would
+// be: its own node id (so its own admission and bid ids), service, proxy, listeners and metrics. What
+// reaches the origin is counted on st.
+func (st *stack) replica(node int64, products ...config.Product) *stack {
+	st.t.Helper()
+	r := &stack{t: st.t, store: st.store, origin: st.origin, originTimeout: st.originTimeout}
+	r.edge(node, products)
+	return r
+}
+
+// edge builds edgeq in front of st.origin: the admission service with ids of node, seeded with
+// products, its proxy and public listener, and its admin listener.
+func (st *stack) edge(node int64, products []config.Product) {
+	t := st.t
+	t.Helper()
+	st.reg = prometheus.NewRegistry()
 	assets := static.New("/_edgeq/static/")
 	pages, err := templates.Parse("", template.FuncMap{"static": assets.URL})
 	if err != nil {
@@ -144,7 +166,7 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 	responder := &web.Responder{Pages: pages, Brand: "edgeq", Lang: "en"}
 	logger := slog.New(slog.DiscardHandler)
 	st.svc = New(Options{
-		Store: s, IDs: ids.New(1), IdentityKey: []byte("identity"), MaxBodyBytes: 4096, ClaimTTL: time.Minute,
+		Store: st.store, IDs: ids.New(node), IdentityKey: []byte("identity"), MaxBodyBytes: 4096, ClaimTTL: time.Minute,
 		Prefix: "/_edgeq", Responder: responder, Logger: logger, Registry: st.reg,
 		Backoff:   []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
 		ClaimIdle: 300 * time.Millisecond,
@@ -156,7 +178,7 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 	endpoints := http.NewServeMux()
 	st.svc.Register(endpoints)
 	p := proxy.New(proxy.Options{
-		Origin: originURL, OriginTimeout: originTimeout, Prefix: "/_edgeq",
+		Origin: originURL, OriginTimeout: st.originTimeout, Prefix: "/_edgeq",
 		Endpoints: web.Routes(endpoints, responder), Steps: []proxy.Step{st.svc}, Responder: responder,
 		Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger,
 	})
@@ -174,7 +196,6 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 	}))
 	t.Cleanup(st.admin.Close)
 	t.Cleanup(st.workers.Wait)
-	return st
 }
 
 // startWorker runs an event worker until the test ends.

@@ -18,7 +18,7 @@ import (
 // served-and-unfinished never exceeds capacity, the serving position never decreases, and no token is
 // ever issued to a position above it.
 func TestInvariants_ThreeReplicasUnderConcurrency(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		const capacity, visitors = 5, 150
 		h := newHarness(t, s, []config.Queue{testQueue("drop", capacity)}, nil)
 		replicas := []*replica{h.replicas[0], h.addReplica(), h.addReplica()}

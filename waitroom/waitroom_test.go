@@ -17,7 +17,7 @@ import (
 
 // Acceptance 1: concurrent joins get exactly positions 1..n, no gaps, no duplicates.
 func TestAssign_ConcurrentJoinsGetGapFreePositions(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s, []config.Queue{testQueue("drop", 0)}, nil)
 		rp := h.replicas[0]
 		const n = 1000
@@ -93,7 +93,7 @@ func cookieOf(h http.Header, name string) *http.Cookie {
 // Acceptance 2: capacity 3 and 10 visitors; completing one serves the fourth; the completed token is
 // refused on a second replica.
 func TestCapacity_CompletingOneServesTheNextAndRevokesEverywhere(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s, []config.Queue{testQueue("drop", 3)},
 			[]config.Route{{Name: "checkout", Match: "POST /checkout/{p}", Queue: "drop"}})
 		first := h.replicas[0]

@@ -1,0 +1,349 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// Issue 7: two edgeq replicas (each its own node id, service, proxy and worker) share one store and one
+// origin, and take a flash sale and an auction's bids at the same time, requests alternating between
+// them. The stock and bid invariants of ARCHITECTURE must hold across replicas exactly as within one:
+// stock never below zero, sold + remaining = initial, no buyer above per_user_limit, every admission
+// once at the origin, accepted bids strictly increasing with the highest the largest of them, ids
+// unique across replicas, and the two workers index every event once.
+func TestReplicas_StockAndBidInvariants(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		const units, perUser, buyers = 100, 2, 1000
+		const bidders, bids = 200, 600
+		const collectors, spare = 100, 10_000
+		productID, auctionID := spreadIDs(t, s)
+		const spareID = "spare"
+		products := []config.Product{product(productID, units, perUser), product(spareID, spare, perUser)}
+		first := newStack(t, s, products...)
+		second := first.replica(2, products...)
+		replicas := []*stack{first, second}
+		lot := auction(auctionID, "100.00", "1.00", time.Hour)
+		first.addAuctions(lot)
+		second.addAuctions(lot)
+		first.startWorker()
+		second.startWorker()
+		ctx := context.Background()
+
+		// A watcher samples the stock while the sale runs.
+		stop := make(chan struct{})
+		var samples atomic.Int64
+		var watcher sync.WaitGroup
+		watcher.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n, err := s.Client.Get(ctx, stockKey(s.Keys, productID)).Int64()
+				if err != nil {
+					continue
+				}
+				samples.Add(1)
+				if n < 0 {
+					t.Errorf("stock went below zero: %d", n)
+				}
+				time.Sleep(time.Millisecond) // sample, do not flood the store the replicas need
+			}
+		})
+
+		// Every admission id is checked against the replica that answered: each makes its own ids.
+		type sale struct{ product, buyer string }
+		var mu sync.Mutex
+		admittedIDs := map[string]sale{} // admission id -> what it bought
+		perBuyer := map[sale]int{}
+		byReplica := [2]int{}
+		checkout := func(r int, productID, buyer string) (refusal string) {
+			a := replicas[r].checkout(productID, buyer, nil)
+			switch {
+			case a.status == 200:
+				id, ok := strings.CutPrefix(a.body, "origin took admission ")
+				if !ok || id == "" {
+					t.Errorf("%s admitted without an admission id at the origin: %s", buyer, a.body)
+					return ""
+				}
+				if node := nodeOf(t, id); node != uint64(r+1) {
+					t.Errorf("replica %d admitted %s with an id of node %d", r+1, buyer, node)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if other, dup := admittedIDs[id]; dup {
+					t.Errorf("admission id %s given to %v and %s", id, other, buyer)
+				}
+				admittedIDs[id] = sale{productID, buyer}
+				perBuyer[sale{productID, buyer}]++
+				byReplica[r]++
+				return ""
+			case a.status == 409 && (a.json["error"] == "INSUFFICIENT_STOCK" || a.json["error"] == "PURCHASE_IN_PROGRESS" ||
+				a.json["error"] == "ALREADY_PURCHASED"):
+				return a.json["error"].(string)
+			default:
+				t.Errorf("%s: %d %s", buyer, a.status, a.body)
+				return "?"
+			}
+		}
+		// Bidders arrive over most of a second with amounts rising with time, so that bids race across
+		// the replicas and many, not all, are accepted.
+		o := newBidOutcomes()
+		acceptedIDs := map[string]int{} // bid id -> replica that answered
+		start := time.Now()
+		bid := func(j int) {
+			r := j % 2
+			time.Sleep(rand.N(800 * time.Millisecond))
+			amount := 10000 + time.Since(start).Milliseconds()*200 + rand.Int64N(200)
+			a := replicas[r].bid(auctionID, fmt.Sprintf("bidder-%d", j%bidders), money.Format(amount))
+			o.record(t, auctionID, amount, a)
+			if a.status != 200 {
+				return
+			}
+			id := a.header.Get("X-Bid-Id")
+			if node := nodeOf(t, id); node != uint64(r+1) {
+				t.Errorf("replica %d accepted bid %s with an id of node %d", r+1, id, node)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if _, dup := acceptedIDs[id]; dup {
+				t.Errorf("bid id %s answered twice", id)
+			}
+			acceptedIDs[id] = r
+		}
+		// The flash sale: each buyer sends two checkouts at once, one to each replica.
+		var wg sync.WaitGroup
+		for i := range buyers {
+			wg.Go(func() { checkout(i%2, productID, fmt.Sprintf("buyer-%d", i)) })
+			wg.Go(func() { checkout((i+1)%2, productID, fmt.Sprintf("buyer-%d", i)) })
+		}
+		for j := range bids {
+			wg.Go(func() { bid(j) })
+		}
+		wg.Wait()
+		close(stop)
+		watcher.Wait()
+		if samples.Load() == 0 {
+			t.Fatal("the watcher never read the stock")
+		}
+
+		// Then collectors of a product with stock to spare send pairs of checkouts, one to each
+		// replica, until told they reached the limit: the per-user limit, not the stock, stops each.
+		// (After the rush, not during it: a commit that times out under the rush's load leaves the
+		// claim for ClaimTTL, by design, and a collector would wait for it.)
+		for k := range collectors {
+			wg.Go(func() {
+				collector := fmt.Sprintf("collector-%d", k)
+				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+					var both sync.WaitGroup
+					var limited atomic.Bool
+					for r := range 2 {
+						both.Go(func() {
+							if checkout(r, spareID, collector) == "ALREADY_PURCHASED" {
+								limited.Store(true)
+							}
+						})
+					}
+					both.Wait()
+					if limited.Load() {
+						return
+					}
+				}
+				t.Errorf("%s was never told ALREADY_PURCHASED", collector)
+			})
+		}
+		wg.Wait()
+
+		// Stock: sold + remaining = initial for both products, the sale sold out, every collector got
+		// exactly the limit, and the buyer records agree with what the buyers were told.
+		for _, p := range []struct {
+			id       string
+			initial  int64
+			soldOut  bool
+			atLimit  bool
+			visitors int
+		}{{productID, units, true, false, buyers}, {spareID, spare, false, true, collectors}} {
+			remaining := first.remaining(p.id)
+			buyersHash, err := s.Client.HGetAll(ctx, buyersKey(s.Keys, p.id)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sold int64
+			for pseudonym, v := range buyersHash {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil || n < 1 || n > perUser {
+					t.Errorf("%s: buyer %s holds %q units, limit %d", p.id, pseudonym, v, perUser)
+				}
+				sold += n
+			}
+			answered := 0
+			for _, bought := range admittedIDs {
+				if bought.product == p.id {
+					answered++
+				}
+			}
+			if sold+remaining != p.initial || int64(answered) != sold || p.soldOut && remaining != 0 {
+				t.Fatalf("%s: sold %d (buyer records) + remaining %d, initial %d; %d admissions answered 200",
+					p.id, sold, remaining, p.initial, answered)
+			}
+			if p.atLimit && sold != int64(p.visitors*perUser) {
+				t.Fatalf("%s: %d collectors bought %d units, want %d each", p.id, p.visitors, sold, perUser)
+			}
+			if total := s.Client.HGet(ctx, infoKey(s.Keys, p.id), "total_stock").Val(); total != strconv.FormatInt(p.initial, 10) {
+				t.Fatalf("%s: total_stock %s", p.id, total)
+			}
+			for bought, n := range perBuyer {
+				if bought.product != p.id {
+					continue
+				}
+				if n > perUser || p.atLimit && n != perUser {
+					t.Errorf("%s was admitted %d times to %s, limit %d", bought.buyer, n, p.id, perUser)
+				}
+				if got := buyersHash[first.svc.pseudonyms.of(bought.buyer)]; got != strconv.Itoa(n) {
+					t.Errorf("%s: %s admitted %d times, the store records %q", p.id, bought.buyer, n, got)
+				}
+			}
+		}
+		reached := 0
+		first.ids.Range(func(id, _ any) bool {
+			reached++
+			if _, ok := admittedIDs[id.(string)]; !ok {
+				t.Errorf("admission %s reached the origin without a 200 to its buyer", id)
+			}
+			return true
+		})
+		if reached != len(admittedIDs) {
+			t.Fatalf("%d admission ids reached the origin, %d admissions were answered 200", reached, len(admittedIDs))
+		}
+		var counted float64
+		for _, rp := range replicas {
+			counted += testutil.ToFloat64(rp.svc.metrics.admissions.WithLabelValues("stock", "admitted"))
+		}
+		if counted != float64(len(admittedIDs)) {
+			t.Fatalf("the replicas counted %v admissions, %d were answered 200", counted, len(admittedIDs))
+		}
+
+		// Bids: strictly increasing in acceptance order, each at the origin once, the highest the largest.
+		checkAuction(t, first, auctionID, o)
+		events := auctionEvents(t, first, auctionID)
+		bidsByReplica := [2]int{}
+		inStore := map[string]bool{}
+		for _, e := range events {
+			r, ok := acceptedIDs[e.id]
+			if !ok || inStore[e.id] {
+				t.Fatalf("accepted bid %s: answered 200 %v, twice in the store %v", e.id, ok, inStore[e.id])
+			}
+			inStore[e.id] = true
+			bidsByReplica[r]++
+		}
+		if len(acceptedIDs) != len(events) {
+			t.Fatalf("%d bids answered 200, %d accepted in the store", len(acceptedIDs), len(events))
+		}
+		var maxAccepted int64
+		first.bids.Range(func(_, amount any) bool {
+			cents, err := money.Parse(amount.(string))
+			if err != nil {
+				t.Errorf("the origin got amount %q", amount)
+			}
+			maxAccepted = max(maxAccepted, cents)
+			return true
+		})
+		for _, rp := range replicas {
+			rp.svc.reads.forget(auctionID)
+			h := rp.get("/_edgeq/auctions/" + auctionID + "/highest-bid")
+			hb, _ := h.json["highest_bid"].(map[string]any)
+			if h.status != 200 || hb["amount"] != money.Format(maxAccepted) {
+				t.Fatalf("highest bid on a replica: %s, want the largest accepted, %s", h.body, money.Format(maxAccepted))
+			}
+		}
+		if want := int64(reached + len(events)); first.hits.Load() != want {
+			t.Fatalf("%d requests reached the origin, want %d admissions + %d accepted bids", first.hits.Load(), reached, len(events))
+		}
+
+		// The two workers index every event exactly once.
+		eventually(t, 30*time.Second, "admissions indexed", func() bool {
+			return num(second.adminGet("/api/admissions?page_size=1").json["total_count"]) == int64(len(admittedIDs))
+		})
+		lb := first.adminGet("/api/leaderboard")
+		items, _ := lb.json["items"].([]any)
+		sales := map[string]int64{}
+		for _, it := range items {
+			row, _ := it.(map[string]any)
+			sales[fmt.Sprint(row["product_id"])] = num(row["sales"])
+		}
+		if len(sales) != 2 || sales[productID] != units || sales[spareID] != collectors*perUser {
+			t.Fatalf("leaderboard %s, want %d and %d sales counted once", lb.body, units, collectors*perUser)
+		}
+		eventually(t, 30*time.Second, "bids indexed", func() bool {
+			var total int64
+			for b := range bidders {
+				total += num(replicas[b%2].adminGet(fmt.Sprintf("/api/users/bidder-%d/bids?page_size=1", b)).json["total_count"])
+			}
+			return total == int64(len(events))
+		})
+		for _, stream := range []string{eventsKey(s.Keys, productID), eventsKey(s.Keys, spareID), auctionEventsKey(s.Keys, auctionID)} {
+			eventually(t, 30*time.Second, "nothing pending on "+stream, func() bool {
+				p, err := s.Client.XPending(ctx, stream, groupName).Result()
+				return err == nil && p.Count == 0
+			})
+		}
+		t.Logf("admissions by replica %v, accepted bids by replica %v, %d too low, %d below the start",
+			byReplica, bidsByReplica, len(o.tooLow[auctionID]), o.invalid.Load())
+	})
+}
+
+// spreadIDs picks a product and an auction id. On a cluster they are chosen so that the product's keys,
+// the auction's keys and the admin indexes ({adm}) live on three different masters: the workers then
+// read streams on two nodes and write indexes on a third, and a command spanning them cannot pass.
+func spreadIDs(t *testing.T, s *store.Store) (productID, auctionID string) {
+	t.Helper()
+	adm := storetest.MasterOf(t, s, byTimeKey(s.Keys))
+	if adm == "" {
+		return "sale", "lot"
+	}
+	var productNode string
+	for i := 0; productID == "" || auctionID == ""; i++ {
+		if i == 1000 {
+			t.Fatalf("no ids spread over three masters (product %q, auction %q)", productID, auctionID)
+		}
+		if productID == "" {
+			id := fmt.Sprintf("sale-%d", i)
+			if node := storetest.MasterOf(t, s, stockKey(s.Keys, id)); node != adm {
+				productID, productNode = id, node
+			}
+			continue
+		}
+		id := fmt.Sprintf("lot-%d", i)
+		if node := storetest.MasterOf(t, s, auctionInfoKey(s.Keys, id)); node != adm && node != productNode {
+			auctionID = id
+		}
+	}
+	return productID, auctionID
+}
+
+// nodeOf returns the node number inside an id (internal/ids: 41 bits of time, 10 of node, 12 of
+// sequence); 0, never a replica's, for what is not an id. Tests call it from many goroutines.
+func nodeOf(t *testing.T, id string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(id, 10, 64)
+	if err != nil {
+		t.Errorf("id %q: %v", id, err)
+		return 0
+	}
+	return n >> 12 & 1023
+}
