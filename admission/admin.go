@@ -40,6 +40,7 @@ func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/dead-letters/{id}/retry", s.adminRetry)
 	mux.HandleFunc("PUT /api/auctions/{id}", s.adminPutAuction)
 	mux.HandleFunc("GET /api/auctions/{id}", s.adminGetAuction)
+	mux.HandleFunc("GET /api/auctions", s.adminListAuctions)
 	mux.HandleFunc("GET /api/users/{user}/bids", s.adminUserBids)
 }
 

@@ -558,6 +558,29 @@ func (s *Service) adminGetAuction(w http.ResponseWriter, r *http.Request) {
 	s.writeAuctionJSON(w, r, r.PathValue("id"))
 }
 
+// adminListAuctions lists every auction (configured or created through the API), sorted by id, from
+// the same short-lived per-replica views as the public reads.
+func (s *Service) adminListAuctions(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.client.SMembers(r.Context(), auctionIndexKey(s.keys)).Result()
+	if err != nil {
+		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		return
+	}
+	slices.Sort(ids)
+	items := []Auction{}
+	for _, id := range ids {
+		v, err := s.view(r.Context(), id)
+		if err != nil {
+			s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+			return
+		}
+		if v.found {
+			items = append(items, auctionOf(id, v))
+		}
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(items)})
+}
+
 func (s *Service) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id string) {
 	s.reads.forget(id)
 	v, err := s.view(r.Context(), id)
@@ -569,9 +592,13 @@ func (s *Service) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id st
 		s.responder.Error(w, r, ErrAuctionNotFound)
 		return
 	}
-	web.WriteJSON(w, http.StatusOK, Auction{ID: id, StartingPrice: money.Format(v.startCents), MinIncrement: money.Format(v.incCents),
+	web.WriteJSON(w, http.StatusOK, auctionOf(id, v))
+}
+
+func auctionOf(id string, v *auctionView) Auction {
+	return Auction{ID: id, StartingPrice: money.Format(v.startCents), MinIncrement: money.Format(v.incCents),
 		EndsAt: v.endsAt.Format(time.RFC3339), Ended: !time.Now().Before(v.endsAt), HighestBid: v.highest,
-		TotalBids: v.totalBids, UniqueBidders: v.bidders})
+		TotalBids: v.totalBids, UniqueBidders: v.bidders}
 }
 
 // adminUserBids lists a user's bids (from the worker's index), newest first.

@@ -608,6 +608,12 @@ func TestBid_AdminAuctions(t *testing.T) {
 		if g.status != 200 || num(g.json["total_bids"]) != 1 || g.json["highest_bid"].(map[string]any)["amount"] != "50.00" {
 			t.Fatalf("GET: %d %s", g.status, g.body)
 		}
+		list := st.adminGet("/api/auctions")
+		items, _ := list.json["items"].([]any)
+		if list.status != 200 || len(items) != 1 || num(list.json["total_count"]) != 1 ||
+			items[0].(map[string]any)["id"] != "vase" || num(items[0].(map[string]any)["total_bids"]) != 1 {
+			t.Fatalf("list: %d %s", list.status, list.body)
+		}
 		before := auctionState(t, st, "vase")
 		for _, body := range []string{`{"starting_price":"abc","ends_at":"` + ends + `"}`, `{"starting_price":"10.00"}`,
 			`{"starting_price":"10.00","ends_at":"tomorrow"}`, `{"starting_price":"10.00","ends_at":"` + ends + `","extra":1}`,

@@ -217,7 +217,107 @@ async function xss() {
   }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, bid, xss };
+// api calls the admin API with the bearer key (the test's own view, beside the browser's).
+async function api(path) {
+  const resp = await fetch(env.EDGEQ_ADMIN_URL + path, { headers: { Authorization: 'Bearer ' + env.EDGEQ_ADMIN_KEY } });
+  expect(resp.ok, `${path}: ${resp.status}`);
+  return resp.json();
+}
+
+async function queueCard(page, id) {
+  return page.locator(`.queue[data-queue="${id}"]`);
+}
+
+async function field(card, name) {
+  return ((await card.locator(`[data-f="${name}"]`).textContent()) || '').trim();
+}
+
+// dashboard: the operator dashboard while the Go side runs a flash sale on queue "sale". Without the
+// key the browser is refused; with it (Basic credentials) the numbers and charts move, and the
+// controls change capacity, pause and resume the queue and move the serving position, live.
+async function dashboard() {
+  const bare = await fetch(env.EDGEQ_ADMIN_URL + '/dashboard');
+  expect(bare.status === 401 && /^Basic /.test(bare.headers.get('www-authenticate') || ''),
+    'dashboard without the key: ' + bare.status + ' ' + bare.headers.get('www-authenticate'));
+  // A browser with a wrong key is refused: the 401 stays (or Chromium gives up asking).
+  const wrong = await browser({ ...desktop, httpCredentials: { username: 'operator', password: 'not-the-key' } });
+  try {
+    let failed = '';
+    const resp = await wrong.page.goto(env.EDGEQ_ADMIN_URL + '/dashboard').catch((e) => { failed = e.message; });
+    expect((resp && resp.status() === 401) || failed.includes('ERR_INVALID_AUTH_CREDENTIALS'),
+      'a wrong key: ' + (resp ? resp.status() : failed));
+    expect(await wrong.page.$('#queues') === null, 'a wrong key shows the dashboard');
+  } finally {
+    await wrong.close();
+  }
+
+  const b = await browser({ viewport: { width: 1400, height: 1000 }, httpCredentials: { username: 'operator', password: env.EDGEQ_ADMIN_KEY } });
+  const { page } = b;
+  try {
+    const resp = await page.goto(env.EDGEQ_ADMIN_URL + '/dashboard');
+    expect(resp.status() === 200, 'dashboard answered ' + resp.status());
+    const card = await queueCard(page, 'sale');
+    await card.waitFor({ timeout: 15000 });
+    const before = { positions: await field(card, 'positions'), stock: await page.locator('#products tbody tr').first().textContent() };
+    log('at first', JSON.stringify(before));
+    // Numbers move while the sale runs.
+    await page.waitForFunction(() => Number(document.body.dataset.polls || 0) >= 6, null, { timeout: 20000 });
+    const after = { positions: await field(card, 'positions'), stock: await page.locator('#products tbody tr').first().textContent() };
+    log('later', JSON.stringify(after));
+    expect(after.positions !== before.positions, 'serving/assigned did not move: ' + after.positions);
+    expect(after.stock !== before.stock, 'remaining stock did not move: ' + after.stock);
+    const points = Number(await card.locator('svg[data-chart="positions"]').getAttribute('data-points'));
+    expect(points >= 5, 'the positions chart has ' + points + ' points');
+    const line = await card.locator('svg[data-chart="waiting"] polyline').getAttribute('points');
+    expect(line && line.split(' ').length >= 5, 'no waiting line: ' + line);
+    expect((await page.locator('#admissions tbody tr').count()) >= 1 &&
+      !(await text(page, '#admissions tbody')).includes('None'), 'no recent admissions');
+    expect((await text(page, '#store')) === 'store: ok', 'store badge: ' + await text(page, '#store'));
+    expect((await text(page, '#auctions tbody')).includes('7'), 'auction 7 missing: ' + await text(page, '#auctions tbody'));
+    // The queue title with markup is text.
+    expect((await field(await queueCard(page, 'xss'), 'title')).includes('<script>'), 'xss title not shown as text');
+
+    // Capacity from the dashboard takes effect live.
+    await card.locator('input[name="capacity"]').fill('8');
+    await card.locator('button[data-action="capacity"]').click();
+    await card.locator('[data-f="result"]', { hasText: 'capacity now 8' }).waitFor({ timeout: 10000 });
+    let q = await api('/api/queue/sale');
+    expect(q.capacity === 8, 'capacity after the control: ' + q.capacity);
+    await page.waitForFunction(() => {
+      const dd = document.querySelector('.queue[data-queue="sale"] [data-f="inside"]');
+      return dd && / \/ 8$/.test(dd.textContent);
+    }, null, { timeout: 10000 });
+    await screenshot(page, 'dashboard');
+
+    // Pause and resume.
+    await card.locator('button[data-action="pause"]').click();
+    await card.locator('[data-f="state"]', { hasText: 'paused' }).waitFor({ timeout: 10000 });
+    q = await api('/api/queue/sale');
+    expect(q.paused === true, 'not paused: ' + JSON.stringify(q));
+    await card.locator('button[data-action="pause"]').click();
+    await card.locator('[data-f="state"]', { hasText: 'running' }).waitFor({ timeout: 10000 });
+    expect((await api('/api/queue/sale')).paused === false, 'not resumed');
+
+    // Serve the next visitors by hand.
+    const serving = (await api('/api/queue/sale')).serving_pos;
+    await card.locator('input[name="increment"]').fill('2');
+    await card.locator('button[data-action="increment"]').click();
+    await card.locator('[data-f="result"]', { hasText: 'serving position now' }).waitFor({ timeout: 10000 });
+    expect((await api('/api/queue/sale')).serving_pos >= serving, 'serving position went back');
+
+    // A refused change is reported, not swallowed.
+    await card.locator('input[name="capacity"]').fill('-1');
+    await card.locator('button[data-action="capacity"]').click();
+    await card.locator('[data-f="result"]', { hasText: 'refused' }).waitFor({ timeout: 10000 });
+    expect((await api('/api/queue/sale')).capacity === 8, 'a refused capacity changed the queue');
+
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+  } finally {
+    await b.close();
+  }
+}
+
+const scenarios = { waitroom, nojs, turnstile, screenshots, bid, xss, dashboard };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

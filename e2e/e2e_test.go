@@ -21,6 +21,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,10 +100,17 @@ queues:
   - {id: club, title: "Auction room", capacity: 1, turnstile: true}
   - {id: shots, title: "Sneaker drop", capacity: 0}
   - {id: xss, title: "<script>alert('title')</script>", capacity: 0}
+  - {id: sale, title: "Flash sale", capacity: 3}
+products:
+  - {id: "1", stock: 300, per_user_limit: 1, name: "Limited sneaker A"}
 routes:
   - {name: products, match: "GET /products/{id}", queue: drop}
   - {name: orders, match: "GET /orders", queue: quiet}
   - {name: auctions, match: "GET /auctions/42", queue: club}
+  - name: checkout
+    match: "POST /checkout/{product}"
+    queue: sale
+    admission: {type: stock, product: "path:product", user: token}
   - name: bid
     match: "POST /auctions/{id}/bid"
     admission: {type: bid, auction: "path:id", amount: "form:amount", user: "cookie:shop_session"}
@@ -258,4 +267,94 @@ func TestBrowser(t *testing.T) {
 	t.Run("markup in titles and return paths stays text", func(t *testing.T) {
 		runScenario(t, node, s, "xss")
 	})
+	t.Run("the operator dashboard during a sale", func(t *testing.T) {
+		stop := s.sale(t, "sale", "1")
+		defer stop()
+		runScenario(t, node, s, "dashboard", "SCREENSHOT_DIR="+shots)
+		stop()
+		if info, err := os.Stat(filepath.Join(shots, "dashboard.png")); err != nil || info.Size() < 20000 {
+			t.Fatalf("dashboard screenshot: %v", err)
+		}
+	})
+}
+
+// sale simulates a flash sale on queue until stop is called: a visitor joins every 150 ms, waits to
+// be served, buys one unit of product with the token, and finishes (freeing the slot) a moment later.
+func (s *stack) sale(t *testing.T, queue, product string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var bought atomic.Int64
+	visit := func() {
+		defer wg.Done()
+		resp, err := http.PostForm(s.edgeq+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {queue}})
+		if err != nil {
+			return
+		}
+		var joined struct {
+			RequestID string `json:"request_id"`
+		}
+		json.NewDecoder(resp.Body).Decode(&joined)
+		resp.Body.Close()
+		var tok struct {
+			AccessToken string `json:"access_token"`
+		}
+		for tok.AccessToken == "" {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			resp, err := http.PostForm(s.edgeq+"/_edgeq/generate_token", url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}})
+			if err != nil {
+				return
+			}
+			if resp.StatusCode == 200 {
+				json.NewDecoder(resp.Body).Decode(&tok)
+			}
+			resp.Body.Close()
+		}
+		req, _ := http.NewRequestWithContext(ctx, "POST", s.edgeq+"/checkout/"+product, nil)
+		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+		req.Header.Set("Accept", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				bought.Add(1)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(700 * time.Millisecond):
+		}
+		form := url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}, "status": {"1"}}
+		req, _ = http.NewRequest("POST", s.admin+"/api/queue/update_token_status", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer "+adminKey)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(150 * time.Millisecond):
+				wg.Add(1)
+				go visit()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			t.Logf("simulated sale: %d purchases", bought.Load())
+		})
+	}
 }

@@ -115,3 +115,19 @@ func (s *Set) Render(w io.Writer, page string, data any) error {
 	_, err := w.Write(buf.Bytes())
 	return err
 }
+
+// dashboardPage is the operator dashboard: a page of its own (no shopper layout, no override).
+const dashboardPage = "dashboard.html"
+
+// Dashboard parses the operator dashboard page. funcs must provide "static" (asset URLs).
+func Dashboard(funcs template.FuncMap) (*template.Template, error) {
+	text, err := builtin.ReadFile(dashboardPage)
+	if err != nil {
+		return nil, err
+	}
+	t, err := template.New(dashboardPage).Funcs(builtinFuncs).Funcs(funcs).Option("missingkey=error").Parse(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("template %s: %w", dashboardPage, err)
+	}
+	return t, nil
+}

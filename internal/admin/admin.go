@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -28,6 +29,9 @@ type Options struct {
 	Logger    *slog.Logger
 	// API registers the /api/* endpoints of the features (queues, products, ...) on mux.
 	API []func(mux *http.ServeMux)
+	// Dashboard serves GET /dashboard and its assets below /dashboard/ (see NewDashboard); nil leaves it
+	// out. Like the API it needs the key, and is off without one.
+	Dashboard http.Handler
 }
 
 // Handler builds the admin handler.
@@ -59,38 +63,87 @@ func Handler(opts Options) http.Handler {
 			register(api)
 		}
 		mux.Handle("/api/", RequireKey(opts.APIKey, opts.Responder, web.Routes(api, opts.Responder)))
+		if opts.Dashboard != nil {
+			page := requireKey(opts.APIKey, opts.Responder, opts.Dashboard, true)
+			mux.Handle("GET /dashboard", page)
+			mux.Handle("GET /dashboard/", page)
+		}
 	}
 	return withRequestInfo(opts.Logger, web.Routes(mux, opts.Responder))
 }
 
-// RequireKey lets a request through only with "Authorization: Bearer <key>". Both sides are hashed
-// before the constant-time comparison, so neither the key's content nor its length leaks through timing.
+// DashboardHeader must accompany every state-changing API call authenticated with Basic credentials.
+// Browsers attach cached Basic credentials to any request for the admin origin, including one forged
+// by another site's form; such a form cannot set a custom header (and a cross-site script cannot
+// without a CORS preflight edgeq never grants), so the header proves the call came from the dashboard.
+const DashboardHeader = "X-Edgeq-Dashboard"
+
+// RequireKey lets a request through only with the admin key: "Authorization: Bearer <key>", or HTTP
+// Basic with the key as password (any user name: what a browser sends for the dashboard). Both sides are
+// hashed before the constant-time comparison, so neither the key's content nor its length leaks through
+// timing.
 func RequireKey(key string, rs *web.Responder, next http.Handler) http.Handler {
+	return requireKey(key, rs, next, false)
+}
+
+// requireKey is RequireKey; challengeBasic makes a refusal ask the browser for Basic credentials (the
+// dashboard page), instead of only naming the Bearer scheme (the API).
+func requireKey(key string, rs *web.Responder, next http.Handler, challengeBasic bool) http.Handler {
 	want := sha256.Sum256([]byte(key))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !keyMatches(want, r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="edgeq admin"`)
+		ok, basic := keyMatches(want, r.Header.Get("Authorization"))
+		if !ok {
+			if challengeBasic {
+				// Basic only: Chromium refuses a 401 that also names a scheme it cannot answer.
+				w.Header().Set("WWW-Authenticate", `Basic realm="edgeq admin", charset="UTF-8"`)
+			} else {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="edgeq admin"`)
+			}
 			rs.Error(w, r, web.ErrUnauthorized)
+			return
+		}
+		if basic && !safeMethod(r.Method) && r.Header.Get(DashboardHeader) != "1" {
+			rs.Error(w, r, errNotFromDashboard)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// keyMatches reports whether an Authorization header carries the key whose SHA-256 is want. The work
-// does not depend on where a wrong key differs, nor on its length beyond hashing it.
-func keyMatches(want [sha256.Size]byte, authorization string) bool {
-	given, ok := bearer(authorization)
-	got := sha256.Sum256([]byte(given))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok
+var errNotFromDashboard = &web.Error{Status: http.StatusForbidden, Code: "FORBIDDEN",
+	Message: "A change made with Basic credentials must come from the dashboard (" + DashboardHeader + " header)."}
+
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
-func bearer(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+// keyMatches reports whether an Authorization header carries the key whose SHA-256 is want, and
+// whether it came as Basic credentials. The work does not depend on where a wrong key differs, nor on
+// its length beyond hashing it.
+func keyMatches(want [sha256.Size]byte, authorization string) (ok, basic bool) {
+	given, ok, basic := credential(authorization)
+	got := sha256.Sum256([]byte(given))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1 && ok, basic
+}
+
+// credential extracts the key from "Bearer <key>" or "Basic base64(<user>:<key>)".
+func credential(header string) (key string, ok, basic bool) {
+	scheme, value, found := strings.Cut(header, " ")
+	if !found {
+		return "", false, false
 	}
-	return strings.TrimSpace(token), true
+	switch {
+	case strings.EqualFold(scheme, "Bearer"):
+		return strings.TrimSpace(value), true, false
+	case strings.EqualFold(scheme, "Basic"):
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(value))
+		if err != nil {
+			return "", false, true
+		}
+		_, password, found := strings.Cut(string(raw), ":")
+		return password, found, true
+	}
+	return "", false, false
 }
 
 // withRequestInfo gives admin requests a correlation id and logger like public ones, and logs API calls

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"html/template"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,12 +34,20 @@ func newAdmin(t *testing.T, key string, ready func(context.Context) map[string]e
 	if ready == nil {
 		ready = func(context.Context) map[string]error { return map[string]error{"store": nil, "config": nil} }
 	}
+	dashboard, err := NewDashboard("edgeq")
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(Handler(Options{
-		APIKey: key, Gatherer: reg, Ready: ready, Logger: slog.New(slog.DiscardHandler),
+		Dashboard: dashboard,
+		APIKey:    key, Gatherer: reg, Ready: ready, Logger: slog.New(slog.DiscardHandler),
 		Responder: &web.Responder{Pages: pages, Brand: "edgeq", Lang: "en"},
 		API: []func(*http.ServeMux){func(mux *http.ServeMux) {
 			mux.HandleFunc("GET /api/ping", func(w http.ResponseWriter, r *http.Request) {
 				web.WriteJSON(w, 200, map[string]string{"pong": "yes"})
+			})
+			mux.HandleFunc("POST /api/ping", func(w http.ResponseWriter, r *http.Request) {
+				web.WriteJSON(w, 200, map[string]string{"changed": "yes"})
 			})
 		}},
 	}))
@@ -130,5 +140,90 @@ func TestProbesAndMetricsNeedNoKey(t *testing.T) {
 	}
 	if status, body := get(t, srv.URL+"/metrics", ""); status != 200 || !strings.Contains(body, "edgeq_store_up") {
 		t.Fatalf("metrics %d", status)
+	}
+}
+
+func basic(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+}
+
+// The dashboard is behind the key: a browser is asked for Basic credentials (the key as password),
+// the page and its assets then load with a strict CSP, and the API accepts the same credentials —
+// but a change made with them must carry the dashboard's header, which a cross-site form cannot send.
+func TestDashboard_BehindTheKey(t *testing.T) {
+	srv := newAdmin(t, "s3cret-key", nil)
+	resp, err := http.Get(srv.URL + "/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	challenges := strings.Join(resp.Header.Values("WWW-Authenticate"), " | ")
+	if resp.StatusCode != 401 || !strings.Contains(challenges, `Basic realm="edgeq admin"`) {
+		t.Fatalf("no key: %d, challenges %q", resp.StatusCode, challenges)
+	}
+	for _, auth := range []string{basic("admin", "wrong"), basic("s3cret-key", ""), "Basic !!!", basic("", "s3cret-ke")} {
+		if status, _ := get(t, srv.URL+"/dashboard", auth); status != 401 {
+			t.Errorf("%q: %d", auth, status)
+		}
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/dashboard", nil)
+	req.Header.Set("Authorization", basic("anyone", "s3cret-key"))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "script-src 'self'") ||
+		resp.Header.Get("X-Frame-Options") != "DENY" || !strings.Contains(string(page), `id="queues"`) {
+		t.Fatalf("page: %d %v\n%s", resp.StatusCode, resp.Header, page)
+	}
+	assets := regexp.MustCompile(`/dashboard/static/dashboard\.[0-9a-f]+\.(js|css)`).FindAllString(string(page), -1)
+	if len(assets) != 2 {
+		t.Fatalf("assets in the page: %v", assets)
+	}
+	for _, a := range assets {
+		if status, _ := get(t, srv.URL+a, ""); status != 401 {
+			t.Errorf("asset %s without the key: %d", a, status)
+		}
+		if status, body := get(t, srv.URL+a, basic("x", "s3cret-key")); status != 200 || len(body) < 100 {
+			t.Errorf("asset %s: %d", a, status)
+		}
+	}
+
+	post := func(auth, header string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/ping", nil)
+		req.Header.Set("Authorization", auth)
+		if header != "" {
+			req.Header.Set(DashboardHeader, header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := post(basic("x", "s3cret-key"), ""); s != 403 {
+		t.Errorf("change with Basic credentials and no dashboard header: %d", s)
+	}
+	if s := post(basic("x", "s3cret-key"), "1"); s != 200 {
+		t.Errorf("change from the dashboard: %d", s)
+	}
+	if s := post("Bearer s3cret-key", ""); s != 200 {
+		t.Errorf("change with the bearer key: %d", s)
+	}
+	if s := post(basic("x", "wrong"), "1"); s != 401 {
+		t.Errorf("change with a wrong key: %d", s)
+	}
+	if status, _ := get(t, srv.URL+"/api/ping", basic("x", "s3cret-key")); status != 200 {
+		t.Errorf("read with Basic credentials: %d", status)
+	}
+}
+
+func TestDashboard_OffWithoutKey(t *testing.T) {
+	srv := newAdmin(t, "", nil)
+	if status, _ := get(t, srv.URL+"/dashboard", basic("x", "")); status != 404 {
+		t.Fatalf("dashboard without a configured key: %d", status)
 	}
 }

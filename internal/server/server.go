@@ -102,7 +102,14 @@ func Run(ctx context.Context, opts Options) error {
 
 	health := built.health
 	var draining atomic.Bool
+	dashboard, err := admin.NewDashboard(cfg.Pages.Brand)
+	if err != nil {
+		publicLn.Close()
+		adminLn.Close()
+		return startupErr("dashboard: %v", err)
+	}
 	adminHandler := admin.Handler(admin.Options{
+		Dashboard: dashboard,
 		API:       []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin},
 		APIKey:    cfg.Admin.APIKey,
 		Gatherer:  built.registry,
