@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -117,14 +118,38 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // PersistenceOff reports whether Redis says it keeps nothing on disk: no append-only file and no RDB
-// save points (CONFIG GET appendonly, save). An error means it could not tell (CONFIG is disabled on
-// many managed services); the embedded store is never asked.
+// save points (CONFIG GET appendonly, save). On a Cluster it is true when any master keeps nothing: that
+// master's slots (some products' stock, some queues) would come back empty after a restart. An error
+// means it could not tell (CONFIG is disabled on many managed services); the embedded store is never
+// asked.
 func (s *Store) PersistenceOff(ctx context.Context) (bool, error) {
-	aof, err := s.Client.ConfigGet(ctx, "appendonly").Result()
+	cluster, ok := s.Client.(*redis.ClusterClient)
+	if !ok {
+		return persistenceOff(ctx, s.Client)
+	}
+	// A ClusterClient sends CONFIG GET, which names no key, to whichever node it picks, so one call
+	// answers for one node at random; each master is asked instead.
+	var mu sync.Mutex
+	anyOff := false
+	err := cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+		off, err := persistenceOff(ctx, master)
+		mu.Lock()
+		anyOff = anyOff || off
+		mu.Unlock()
+		return err
+	})
 	if err != nil {
 		return false, err
 	}
-	save, err := s.Client.ConfigGet(ctx, "save").Result()
+	return anyOff, nil
+}
+
+func persistenceOff(ctx context.Context, client redis.Cmdable) (bool, error) {
+	aof, err := client.ConfigGet(ctx, "appendonly").Result()
+	if err != nil {
+		return false, err
+	}
+	save, err := client.ConfigGet(ctx, "save").Result()
 	if err != nil {
 		return false, err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -246,5 +247,59 @@ func TestHealth_RunPingsAndStops(t *testing.T) {
 		}
 		cancel()
 		<-done
+	})
+}
+
+// PersistenceOff follows CONFIG GET on one server, and on a Cluster asks every master: one master
+// keeping nothing on disk is enough to warn, whichever node a keyless command would have reached.
+func TestStore_PersistenceOff(t *testing.T) {
+	ctx := context.Background()
+	setAOF := func(t *testing.T, addr, value string) {
+		t.Helper()
+		node := redis.NewClient(&redis.Options{Addr: addr})
+		defer node.Close()
+		if err := node.ConfigSet(ctx, "appendonly", value).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(t *testing.T, s *store.Store, off bool) {
+		t.Helper()
+		for range 10 { // on a cluster a keyless command reaches one node or another
+			got, err := s.PersistenceOff(ctx)
+			if err != nil || got != off {
+				t.Fatalf("PersistenceOff = %v, %v; want %v", got, err, off)
+			}
+		}
+	}
+	t.Run("redis", func(t *testing.T) {
+		if _, err := exec.LookPath("redis-server"); err != nil && !storetest.InCI() {
+			t.Log("redis-server is not installed: the embedded store has no CONFIG to ask")
+			return
+		}
+		s := storetest.Redis(t)
+		addr := storetest.RedisAddr(t)
+		want(t, s, true) // the private server keeps nothing
+		setAOF(t, addr, "yes")
+		t.Cleanup(func() { setAOF(t, addr, "no") })
+		want(t, s, false)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		addrs := storetest.ClusterAddrs(t)
+		if addrs == nil {
+			t.Log("redis-server or redis-cli is not installed: there is no cluster here")
+			return
+		}
+		s := storetest.Cluster(t)
+		want(t, s, true)
+		for _, addr := range addrs {
+			setAOF(t, addr, "yes")
+			t.Cleanup(func() { setAOF(t, addr, "no") })
+		}
+		want(t, s, false)
+		for _, addr := range addrs {
+			setAOF(t, addr, "no")
+			want(t, s, true)
+			setAOF(t, addr, "yes")
+		}
 	})
 }
