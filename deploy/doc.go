@@ -1,0 +1,6 @@
+// Package deploy holds the files that run edgeq in production — Kubernetes manifests (kubernetes/),
+// Prometheus alerting rules and a scrape job (prometheus/), a Grafana dashboard (grafana/) and a
+// systemd unit (systemd/) — and the tests that keep them honest: the manifests have the shape
+// docs/deploy.md promises and carry a configuration the real loader accepts, and every metric the
+// dashboard and the alerts use is one a running edgeq exports.
+package deploy
