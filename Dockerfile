@@ -2,7 +2,10 @@
 # Multi-stage build: a static edgeq binary (CGO_ENABLED=0) on a distroless, non-root base.
 #
 #   docker build -t edgeq .
-#   docker run -p 8080:8080 -p 9090:9090 -v $PWD/config.yaml:/etc/edgeq/config.yaml:ro edgeq
+#   docker run -p 8080:8080 -p 127.0.0.1:9090:9090 -v $PWD/edgeq-etc:/etc/edgeq:ro edgeq
+#
+# Mount the directory holding config.yaml (not the file alone, or saved edits are not seen);
+# docs/deploy.md has the whole recipe.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

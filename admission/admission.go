@@ -85,7 +85,7 @@ var (
 	ErrProductNotFound    = &web.Error{Status: http.StatusNotFound, Code: "PRODUCT_NOT_FOUND", Message: "There is no such product."}
 	ErrPurchaseInProgress = &web.Error{Status: http.StatusConflict, Code: "PURCHASE_IN_PROGRESS", Message: "Another purchase of yours is being processed. Please wait for it to finish."}
 	ErrAlreadyPurchased   = &web.Error{Status: http.StatusConflict, Code: "ALREADY_PURCHASED", Message: "You have already bought as many of this item as one person may."}
-	ErrStoreUnavailable   = &web.Error{Status: http.StatusServiceUnavailable, Code: "STORE_UNAVAILABLE", Message: "Purchases are briefly unavailable. Please try again in a moment.", RetryAfter: 5 * time.Second}
+	ErrStoreUnavailable   = &web.Error{Status: http.StatusServiceUnavailable, Code: "STORE_UNAVAILABLE", Message: "Purchases and bids are briefly unavailable. Please try again in a moment.", RetryAfter: 5 * time.Second}
 	errUserMissing        = ErrInvalidRequest.With("field", "user")
 )
 

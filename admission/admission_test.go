@@ -579,6 +579,15 @@ func TestStock_StoreUnreachable(t *testing.T) {
 	if a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" || a.header.Get("Retry-After") == "" || st.hits.Load() != 0 {
 		t.Fatalf("closed route with the store down: %d %s (origin hits %d)", a.status, a.body, st.hits.Load())
 	}
+	// A shopper's browser gets the friendly page, about what it tried (not about a waiting room).
+	page, _ := http.NewRequest("POST", st.public.URL+"/checkout/p", strings.NewReader("quantity=1"))
+	page.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	page.Header.Set("Accept", "text/html")
+	page.Header.Set("X-User", "carol")
+	if a := do(t, page); a.status != 503 || a.header.Get("Retry-After") == "" || !strings.Contains(a.body, "briefly unavailable") ||
+		strings.Contains(a.body, "waiting room") || st.hits.Load() != 0 {
+		t.Fatalf("closed route with the store down, in a browser: %d %s", a.status, a.body)
+	}
 	req, _ := http.NewRequest("POST", st.public.URL+"/open-checkout/p", nil)
 	req.Header.Set("X-User", "bob")
 	if a := do(t, req); a.status != 200 || st.hits.Load() != 1 {
@@ -587,8 +596,8 @@ func TestStock_StoreUnreachable(t *testing.T) {
 	if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "bypassed")); got != 1 {
 		t.Fatalf("bypassed counter %v", got)
 	}
-	if n := st.svc.PendingCompensations(); n != 2 {
-		t.Fatalf("%d compensations pending, want 2 (one per unanswered reserve call)", n)
+	if n := st.svc.PendingCompensations(); n != 3 {
+		t.Fatalf("%d compensations pending, want 3 (one per unanswered reserve call)", n)
 	}
 }
 

@@ -53,13 +53,15 @@ func (s *Service) compensateLater(c compensation) {
 }
 
 // runCompensations retries pending compensations until ctx ends: at once when one is queued, then
-// every retry interval while some remain.
+// every retry interval while some remain. When ctx ends it makes a last attempt (the process is
+// shutting down after draining its requests, and the store is still open) and logs what is left.
 func (s *Service) runCompensations(ctx context.Context, retry time.Duration) {
 	timer := time.NewTimer(retry)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			s.finishCompensations(FinalAttempt)
 			return
 		case <-s.comp.wake:
 		case <-timer.C:
@@ -96,6 +98,35 @@ func (s *Service) compensateOnce(ctx context.Context) {
 	n := len(s.comp.pending)
 	s.comp.mu.Unlock()
 	s.metrics.compensations.Set(float64(n))
+}
+
+// FinalAttempt bounds the last try at pending compensations when a replica stops, after it has
+// drained its requests: process supervisors must allow for it on top of server.shutdown_timeout.
+const FinalAttempt = 5 * time.Second
+
+// finishCompensations tries the pending compensations once more within limit and logs each one that
+// is still pending: it lives only in this process, so an operator must give it back by hand.
+func (s *Service) finishCompensations(limit time.Duration) {
+	if s.PendingCompensations() == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	s.compensateOnce(ctx)
+	cancel()
+	s.comp.mu.Lock()
+	left := s.comp.pending
+	s.comp.pending = nil
+	s.comp.mu.Unlock()
+	s.metrics.compensations.Set(0)
+	const listed = 1000
+	for i, c := range left {
+		if i == listed {
+			s.logger.Error("more compensations were lost at shutdown", "count", len(left)-listed)
+			break
+		}
+		s.logger.Error("compensation lost at shutdown: the store did not answer; give it back by hand",
+			"id", c.id, "owner", c.owner, "bid", c.bid)
+	}
 }
 
 // compensate runs the release or withdrawal of c, leaving a tombstone for an id the store never saw.

@@ -20,6 +20,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/server"
 	"github.com/edgeq/edgeq/internal/token"
@@ -646,16 +647,16 @@ func TestKubernetes_ConfigMapConfigurationLoadsAndMatchesTheManifests(t *testing
 		}
 	}
 
-	// SIGTERM drains for up to server.shutdown_timeout after the preStop pause; the kubelet must not
-	// SIGKILL before that.
+	// SIGTERM drains for up to server.shutdown_timeout after the preStop pause, then pending
+	// compensations get a last attempt; the kubelet must not SIGKILL before that.
 	grace := s.deploySpec.Template.Spec.TerminationGracePeriodSeconds
 	var preStop time.Duration
 	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
 		preStop = time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
 	}
-	if grace == nil || time.Duration(*grace)*time.Second <= preStop+cfg.Server.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop pause %s plus server.shutdown_timeout %s",
-			show(grace), preStop, cfg.Server.ShutdownTimeout)
+	if grace == nil || time.Duration(*grace)*time.Second <= preStop+cfg.Server.ShutdownTimeout+admission.FinalAttempt {
+		t.Errorf("terminationGracePeriodSeconds %s is not above the preStop pause %s plus server.shutdown_timeout %s plus %s for pending compensations",
+			show(grace), preStop, cfg.Server.ShutdownTimeout, admission.FinalAttempt)
 	}
 
 	// `edgeq check` accepts the file too (key files and page templates): with a real key in place of

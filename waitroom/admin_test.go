@@ -240,3 +240,49 @@ func TestAdminPauseAndResume(t *testing.T) {
 		}
 	})
 }
+
+// A change made through the admin API survives a replica that starts with the same configuration
+// file, and gives way once the file's entry for the queue changes.
+func TestAdminChange_LastsUntilTheFileChanges(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		q := testQueue("drop", 10)
+		h := newHarness(t, s, []config.Queue{q}, nil)
+		rp := h.replicas[0]
+		if a := h.adminJSON(rp, "PUT", "/api/queue", `{"queue_id":"drop","capacity":25,"title":"Set by hand"}`); a.status != 200 {
+			t.Fatalf("put: %d %s", a.status, a.body)
+		}
+		// A replica starting (no previous configuration) with the same file.
+		if err := rp.room.Apply(context.Background(), []config.Queue{q}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if a := h.adminJSON(rp, "GET", "/api/queue/drop", ""); num(a.json["capacity"]) != 25 || a.json["title"] != "Set by hand" {
+			t.Fatalf("a start with the same file undid the admin change: %s", a.body)
+		}
+		// A reload that leaves the entry alone changes nothing either.
+		if err := rp.room.Apply(context.Background(), []config.Queue{q}, []config.Queue{q}); err != nil {
+			t.Fatal(err)
+		}
+		if a := h.adminJSON(rp, "GET", "/api/queue/drop", ""); num(a.json["capacity"]) != 25 {
+			t.Fatalf("an unchanged reload undid the admin change: %s", a.body)
+		}
+		// A start with a changed entry writes the file's settings.
+		q2 := q
+		q2.Capacity = 15
+		if err := rp.room.Apply(context.Background(), []config.Queue{q2}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if a := h.adminJSON(rp, "GET", "/api/queue/drop", ""); num(a.json["capacity"]) != 15 || a.json["title"] == "Set by hand" {
+			t.Fatalf("a changed file entry was not applied: %s", a.body)
+		}
+		// And after that, a start with that same file keeps the next admin change again.
+		if a := h.adminJSON(rp, "PUT", "/api/queue", `{"queue_id":"drop","capacity":40}`); a.status != 200 {
+			t.Fatalf("put: %d %s", a.status, a.body)
+		}
+		if err := rp.room.Apply(context.Background(), []config.Queue{q2}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if a := h.adminJSON(rp, "GET", "/api/queue/drop", ""); num(a.json["capacity"]) != 40 {
+			t.Fatalf("a second start undid the admin change: %s", a.body)
+		}
+	})
+}

@@ -123,6 +123,7 @@ func (r *Room) allowPoll(req *http.Request) *web.Error {
 	limit := ratelimit.PerMinute(r.limits.StatusPerIPPerMinute)
 	ok, retry := r.polls.Allow(ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP), limit)
 	if !ok {
+		r.rateLimited.WithLabelValues("status").Inc()
 		e := *ErrRateLimited
 		e.RetryAfter = retry
 		return &e
@@ -139,6 +140,7 @@ func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
 		return ErrStoreUnavailable.Because(err)
 	}
 	if !ok {
+		r.rateLimited.WithLabelValues("join").Inc()
 		e := *ErrRateLimited
 		e.RetryAfter = retry
 		return &e

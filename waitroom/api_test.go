@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
@@ -156,6 +158,9 @@ func TestLimits(t *testing.T) {
 		if last.status != 429 || last.json["error"] != "RATE_LIMITED" || last.header.Get("Retry-After") == "" {
 			t.Fatalf("third join: %d %s (Retry-After %q)", last.status, last.body, last.header.Get("Retry-After"))
 		}
+		if n := testutil.ToFloat64(rp.room.rateLimited.WithLabelValues("join")); n != 1 {
+			t.Fatalf("edgeq_rate_limited_total{limit=join} %v, want 1", n)
+		}
 		// serving_pos is not limited; status and queue_pos are, together.
 		v := h.visitor(rp)
 		for range 5 {
@@ -172,6 +177,9 @@ func TestLimits(t *testing.T) {
 		last = v.do("GET", "/_edgeq/queue_pos/drop/00000001-0000-8000-8000-000000000000", nil, nil)
 		if last.status != 429 || last.header.Get("Retry-After") == "" {
 			t.Fatalf("fourth poll: %d %s", last.status, last.body)
+		}
+		if n := testutil.ToFloat64(rp.room.rateLimited.WithLabelValues("status")); n != 1 {
+			t.Fatalf("edgeq_rate_limited_total{limit=status} %v, want 1", n)
 		}
 	})
 }

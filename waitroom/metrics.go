@@ -9,9 +9,16 @@ var (
 	descServing  = prometheus.NewDesc("edgeq_queue_serving_position", "The queue's serving position.", []string{"queue"}, nil)
 	descAssigned = prometheus.NewDesc("edgeq_queue_assigned_position", "The last position handed out.", []string{"queue"}, nil)
 	descActive   = prometheus.NewDesc("edgeq_queue_active_tokens", "Live access tokens (visitors inside).", []string{"queue"}, nil)
+
+	// Beyond CONTRACT 9: the settings and the measured pace, so dashboards and alerts can put the
+	// line next to the room it waits for without asking the admin API.
+	descCapacity = prometheus.NewDesc("edgeq_queue_capacity", "The queue's capacity: visitors allowed inside at once.", []string{"queue"}, nil)
+	descPaused   = prometheus.NewDesc("edgeq_queue_paused", "1 while the queue is paused (nobody is let in), else 0.", []string{"queue"}, nil)
+	descRate     = prometheus.NewDesc("edgeq_queue_serving_rate", "Positions let in per second, measured over the last minute (0 until known).", []string{"queue"}, nil)
 )
 
-// Collector returns the room's metrics: the queue gauges and edgeq_tokens_issued_total.
+// Collector returns the room's metrics: the queue gauges, edgeq_tokens_issued_total and
+// edgeq_rate_limited_total.
 func (r *Room) Collector() prometheus.Collector { return collector{r} }
 
 type collector struct{ r *Room }
@@ -21,7 +28,11 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descServing
 	ch <- descAssigned
 	ch <- descActive
+	ch <- descCapacity
+	ch <- descPaused
+	ch <- descRate
 	c.r.tokensIssued.Describe(ch)
+	c.r.rateLimited.Describe(ch)
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -34,6 +45,14 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descServing, prometheus.GaugeValue, float64(s.Serving), q.id)
 		ch <- prometheus.MustNewConstMetric(descAssigned, prometheus.GaugeValue, float64(s.Counter), q.id)
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(s.Tokens()), q.id)
+		ch <- prometheus.MustNewConstMetric(descCapacity, prometheus.GaugeValue, float64(s.Capacity), q.id)
+		paused := 0.0
+		if s.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, paused, q.id)
+		ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, s.ServingRate, q.id)
 	}
 	c.r.tokensIssued.Collect(ch)
+	c.r.rateLimited.Collect(ch)
 }

@@ -10,6 +10,7 @@ package waitroom
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -41,7 +42,7 @@ type Options struct {
 	Keyring   *token.Keyring
 	Verifier  *token.Verifier
 	Issuer    string
-	IDKey     []byte // MAC key of request ids (derived from the signing key)
+	IDKey     []byte // MAC key of request ids (derived from identity.secret, else from the signing key)
 	Prefix    string // server.prefix
 	Cookies   web.Cookies
 	Limits    config.Limits
@@ -83,6 +84,7 @@ type Room struct {
 	limits     config.Limits
 
 	tokensIssued *prometheus.CounterVec
+	rateLimited  *prometheus.CounterVec // by limit: join, status
 }
 
 // revocation names one revoked token: the queue, the queue's epoch and the position.
@@ -116,6 +118,12 @@ func New(opts Options) *Room {
 		tokensIssued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "tokens_issued_total", Help: "Access tokens issued, by queue.",
 		}, []string{"queue"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, status).",
+		}, []string{"limit"}),
+	}
+	for _, limit := range []string{"join", "status"} {
+		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series
 	}
 	r.heartbeats.pending = map[string]map[int64]struct{}{}
 	r.limits = opts.Limits
@@ -209,7 +217,7 @@ func (r *Room) Apply(ctx context.Context, queues []config.Queue, previous []conf
 			r.track(q.ID)
 			continue
 		}
-		if _, err := r.upsert(ctx, "upsert", settingsOf(q)); err != nil {
+		if _, err := r.upsert(ctx, "file", settingsOf(q)); err != nil {
 			errs = append(errs, fmt.Errorf("queue %s: %w", q.ID, err))
 			continue
 		}
@@ -246,7 +254,16 @@ var (
 	errQueueNotFound = errors.New("waitroom: queue not found")
 )
 
-// upsert writes a queue's settings (mode create, update or upsert) and returns its epoch.
+// fingerprint identifies a configuration file's entry for a queue: the file's settings are written
+// again only when it changes, so a replica that starts does not undo what the admin API set.
+func (s settings) fingerprint() string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%q|%d|%d|%d|%d|%d|%t|%q", s.ID, s.Capacity, s.ReleasePerMinute,
+		s.TokenTTL, s.PositionExpiry, s.AbandonAfter, s.Turnstile, s.Title))
+	return hex.EncodeToString(sum[:16])
+}
+
+// upsert writes a queue's settings (mode create, update or file, see upsert.lua) and returns its
+// epoch.
 func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, error) {
 	var epoch [8]byte
 	rand.Read(epoch[:])
@@ -254,8 +271,13 @@ func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, err
 	if s.Turnstile {
 		turnstile = 1
 	}
+	fingerprint := ""
+	if mode == "file" {
+		fingerprint = s.fingerprint()
+	}
 	res := r.scripts.run(ctx, r.client, r.scripts.upsert, queueKeys(r.keys, s.ID), mode, s.Capacity,
-		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, turnstile, s.Title, hex.EncodeToString(epoch[:]), s.Pause)
+		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, turnstile, s.Title, hex.EncodeToString(epoch[:]), s.Pause,
+		fingerprint)
 	code, gotEpoch, created := res.int(0), res.str(1), res.int(2)
 	if res.err != nil {
 		return "", res.err
@@ -362,7 +384,7 @@ func (r *Room) refresh(ctx context.Context, q *queue) *snapshot {
 	if res.int(0) == 1 {
 		if cq, ok := (*r.configured.Load())[q.id]; ok {
 			r.logger.Warn("queue of the configuration file missing from the store: recreating it", "queue", q.id)
-			if _, err := r.upsert(ctx, "upsert", settingsOf(cq)); err != nil {
+			if _, err := r.upsert(ctx, "file", settingsOf(cq)); err != nil {
 				r.logger.Warn("recreating queue failed", "queue", q.id, "error", err.Error())
 			}
 			return q.snap.Load()

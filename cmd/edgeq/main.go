@@ -35,6 +35,10 @@ func main() {
 // configuration or start-up error (one line on stderr), 2 bad usage.
 func run(args []string, stdout, stderr io.Writer) int {
 	command := "serve"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		usage(stdout)
+		return 0
+	}
 	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
 		command, args = args[0], args[1:]
 	}
@@ -66,6 +70,15 @@ func usage(w io.Writer) {
 `)
 }
 
+// parseExit is the exit code of a failed flag parse: 0 when help was asked for (the flags were
+// printed), 2 for bad usage.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("edgeq "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -76,7 +89,7 @@ func serve(args []string, stderr io.Writer) int {
 	fs := newFlags("serve", stderr)
 	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -110,7 +123,7 @@ func check(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
 	print := fs.Bool("print", false, "print the effective configuration (defaults and EDGEQ_* applied, secrets masked)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	if *configPath == "" {
 		fmt.Fprintln(stderr, "edgeq check: -config FILE is required")
@@ -147,7 +160,7 @@ func keygen(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("keygen", stderr)
 	out := fs.String("out", "", "write the key to FILE (mode 0600, never overwritten) instead of stdout")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseExit(err)
 	}
 	key, err := token.GenerateKey()
 	if err == nil {

@@ -91,6 +91,22 @@ func TestCheck_Usage(t *testing.T) {
 	}
 }
 
+// -h lists the commands and exits 0, before and after a command.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}} {
+		code, stdout, _ := runEdgeq(t, args...)
+		if code != 0 || !strings.Contains(stdout, "edgeq check -config FILE") || !strings.Contains(stdout, "edgeq keygen") {
+			t.Fatalf("%v: exit %d: %q", args, code, stdout)
+		}
+	}
+	for _, command := range []string{"serve", "check", "keygen"} {
+		code, _, stderr := runEdgeq(t, command, "-h")
+		if code != 0 || !strings.Contains(stderr, "Usage of edgeq "+command) {
+			t.Fatalf("%s -h: exit %d: %q", command, code, stderr)
+		}
+	}
+}
+
 func TestVersion(t *testing.T) {
 	code, stdout, _ := runEdgeq(t, "version")
 	if code != 0 || !strings.HasPrefix(stdout, "edgeq ") || !strings.Contains(stdout, "go1.") {

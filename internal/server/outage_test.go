@@ -26,7 +26,13 @@ import (
 // everysec, as the production notes recommend), that the test may kill and restart.
 func privateRedis(t *testing.T) *redisserver.Server {
 	t.Helper()
-	srv, err := redisserver.Start("--appendonly", "yes", "--appendfsync", "everysec")
+	return privateRedisWith(t, "--appendonly", "yes", "--appendfsync", "everysec")
+}
+
+// privateRedisWith starts a redis-server of its own with extra arguments, stopped when t ends.
+func privateRedisWith(t *testing.T, extra ...string) *redisserver.Server {
+	t.Helper()
+	srv, err := redisserver.Start(extra...)
 	if errors.Is(err, redisserver.ErrNotInstalled) {
 		if storetest.InCI() {
 			t.Fatal("this test needs redis-server (apt-get install redis-server); .ci/run installs it")
@@ -401,17 +407,7 @@ func adminForm(t *testing.T, in *instance, path string, form url.Values) {
 
 // edgeq warns at start when the Redis it is given keeps nothing on disk.
 func TestStart_WarnsWhenRedisPersistenceIsOff(t *testing.T) {
-	srv, err := redisserver.Start() // no AOF, no save points
-	if errors.Is(err, redisserver.ErrNotInstalled) {
-		if storetest.InCI() {
-			t.Fatal("this test needs redis-server; .ci/run installs it")
-		}
-		t.Skip("redis-server is not installed; skipped outside CI")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Stop)
+	srv := privateRedisWith(t) // no AOF, no save points
 	in := start(t, outageConfig(newOrigin(t).URL, srv.Addr()))
 	if !strings.Contains(in.logs.String(), "Redis persistence is off") {
 		t.Fatalf("no warning about persistence:\n%s", in.logs)

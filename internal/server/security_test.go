@@ -147,10 +147,13 @@ func TestSmuggling_AmbiguousFramingNeverReachesTheOriginTwice(t *testing.T) {
 		// Folded into X-A's value: the framing is Content-Length 0 and "0\r\n\r\n" is a bad request line.
 		{"obs-fold continuation line", "POST /open HTTP/1.1\r\nHost: shop\r\nContent-Length: 0\r\nX-A: b\r\n Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, false, "200"},
 		// A bare LF ends a header line for Go's parser: chunked wins and the smuggled request is a
-		// malformed chunk, which edgeq answers 400 (the shop sees a request whose body breaks off).
+		// malformed chunk, which edgeq answers 400 (the shop may see a request whose body breaks off).
 		{"bare LF in a header", "POST /open HTTP/1.1\r\nHost: shop\r\nX-A: b\nTransfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n" + smuggled, false, "400"},
 		{"HTTP/1.0 with chunked", "POST /open HTTP/1.0\r\nHost: shop\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled, false, "200"},
 	}
+	// In these the body breaks off while edgeq forwards it, so whether the shop's handler saw the
+	// request start depends on timing: at most once, and never the smuggled request.
+	partial := map[string]bool{"bare LF in a header": true}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// Each case has its own path, so a request that reaches the shop late is still counted
@@ -186,7 +189,7 @@ func TestSmuggling_AmbiguousFramingNeverReachesTheOriginTwice(t *testing.T) {
 			}
 			// Accepted: exactly one request reached the shop, and if edgeq read anything more from the
 			// connection, edgeq answered it itself: the gate's 403 (the smuggler has no token) or 400.
-			if len(seen) != 1 || codes[0] != c.first {
+			if (len(seen) != 1 && !(partial[c.name] && len(seen) == 0)) || codes[0] != c.first {
 				t.Fatalf("edgeq answered %v (want %s first), shop saw %+v\n%q", codes, c.first, seen, raw)
 			}
 			for _, code := range codes[1:] {

@@ -182,6 +182,13 @@ func Run(ctx context.Context, opts Options) error {
 	logger.Info("edgeq started",
 		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(), "origin", cfg.Origin.URL,
 		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath)
+	if len(cfg.Routes) == 0 {
+		how := "add routes to the configuration file"
+		if opts.ConfigPath == "" {
+			how = "no configuration file was given (-config FILE or EDGEQ_CONFIG)"
+		}
+		logger.Warn("no routes: every request goes to the origin ungated, with no queue or admission", "hint", how)
+	}
 	if opts.Started != nil {
 		opts.Started(publicLn.Addr(), adminLn.Addr())
 	}
@@ -264,6 +271,15 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry)
 
+	// derive gives the MAC keys of request ids and clearance cookies. They come from identity.secret
+	// when it is set, so that rotating the signing key (the old one in tokens.verify_key_files) keeps
+	// every place in line, every live token and every clearance valid; otherwise from the signing key.
+	derive := keyring.DeriveKey
+	if cfg.Identity.Secret != "" {
+		root := []byte(cfg.Identity.Secret)
+		derive = func(purpose string) []byte { return token.DeriveKey(root, purpose) }
+	}
+
 	var ts *turnstile.Client
 	var tsGate *turnstile.Gate
 	if cfg.Turnstile.SiteKey != "" && cfg.Turnstile.SecretKey != "" {
@@ -273,7 +289,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		}
 		ts = turnstile.New(cfg.Turnstile, st, registry)
 		tsGate = turnstile.NewGate(turnstile.GateOptions{
-			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: keyring.DeriveKey("edgeq turnstile clearance v1"),
+			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: derive("edgeq turnstile clearance v1"),
 			Prefix: cfg.Server.Prefix, MaxBodyBytes: cfg.Server.MaxBodyBytes,
 			Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure}, Responder: responder,
 		})
@@ -284,7 +300,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Keyring:   keyring,
 		Verifier:  token.NewVerifier(keyring, cfg.Tokens.Issuer, cfg.Tokens.Leeway),
 		Issuer:    cfg.Tokens.Issuer,
-		IDKey:     keyring.DeriveKey("edgeq request ids v1"),
+		IDKey:     derive("edgeq request ids v1"),
 		Prefix:    cfg.Server.Prefix,
 		Cookies:   web.Cookies{Secure: cfg.Tokens.CookieSecure},
 		Limits:    cfg.Limits,

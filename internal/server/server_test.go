@@ -157,6 +157,22 @@ func newOrigin(t *testing.T) *httptest.Server {
 const routeA = `  - { name: route_a, match: "GET /a" }`
 const routeB = `  - { name: route_b, match: "GET /b" }`
 
+// A configuration without routes works (a plain proxy) but says so at start.
+func TestStart_WarnsWithoutRoutes(t *testing.T) {
+	origin := newOrigin(t)
+	in := start(t, strings.Replace(configText(origin.URL, ""), "routes:\n", "", 1))
+	if !strings.Contains(in.logs.String(), "no routes: every request goes to the origin ungated") {
+		t.Fatalf("no warning about the missing routes:\n%s", in.logs)
+	}
+	if code := get(t, in.public+"/anything"); code != 200 {
+		t.Fatalf("ungated request: %d", code)
+	}
+	with := start(t, configText(origin.URL, routeA))
+	if strings.Contains(with.logs.String(), "no routes") {
+		t.Fatalf("warned with a route configured:\n%s", with.logs)
+	}
+}
+
 func TestReload_NewRouteAppearsWithoutRestart(t *testing.T) {
 	origin := newOrigin(t)
 	in := start(t, configText(origin.URL, routeA))
@@ -360,7 +376,13 @@ func TestReload_RaisingCapacityServesMoreVisitors(t *testing.T) {
 	if token(0) != 200 || token(1) != http.StatusAccepted {
 		t.Fatal("capacity 1 should serve exactly the first visitor")
 	}
+	if c := in.metric(t, `edgeq_queue_capacity{queue="drop"}`); c != 1 {
+		t.Fatalf("edgeq_queue_capacity %v, want 1", c)
+	}
 	in.rewrite(t, withQueue(3))
+	eventually(t, "edgeq_queue_capacity follows the file", func() bool {
+		return in.metric(t, `edgeq_queue_capacity{queue="drop"}`) == 3
+	})
 	eventually(t, "second and third visitors served after raising capacity", func() bool { return token(1) == 200 && token(2) == 200 })
 	eventually(t, "edgeq_queue_active_tokens reaches 3", func() bool {
 		return in.metric(t, `edgeq_queue_active_tokens{queue="drop"}`) == 3

@@ -89,7 +89,10 @@ func OpenEmbedded(keys Keys) (*Store, error) {
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start embedded store: %w", err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 64})
+	// miniredis runs one command at a time, so a burst queues for a connection; in one process there is
+	// no network to fail fast from, so waiting for one is better than refusing (go-redis's default pool
+	// timeout, 4 s, turns a busy demo into 503s).
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 64, PoolTimeout: 30 * time.Second})
 	return &Store{Client: client, Keys: keys, embedded: m}, nil
 }
 
@@ -109,8 +112,22 @@ func (s *Store) Addr() string {
 // Embedded reports whether this is the in-process store.
 func (s *Store) Embedded() bool { return s.embedded != nil }
 
-// Ping checks that the store answers; readiness and health use it.
+// Ping checks that the store answers (on a Cluster: every master); readiness and health use it.
 func (s *Store) Ping(ctx context.Context) error {
+	if cluster, ok := s.Client.(*redis.ClusterClient); ok {
+		// A keyless PING reaches one node at random; every master holds some queues, products and
+		// auctions, so each is asked, and the store is up only when all of them answer.
+		err := cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
+			if err := master.Ping(ctx).Err(); err != nil {
+				return fmt.Errorf("%s: %w", master.Options().Addr, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("store ping: %w", err)
+		}
+		return nil
+	}
 	if err := s.Client.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("store ping: %w", err)
 	}

@@ -229,7 +229,8 @@ func TestHealth_Hysteresis(t *testing.T) {
 
 func TestHealth_RunPingsAndStops(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		cfg := config.StoreHealth{Interval: 10 * time.Millisecond, FailuresToDegrade: 1, SuccessesToRecover: 1}
+		// The ping timeout is the interval: long enough that a loaded machine does not fail a live store.
+		cfg := config.StoreHealth{Interval: 250 * time.Millisecond, FailuresToDegrade: 1, SuccessesToRecover: 1}
 		pings := make(chan bool, 100)
 		h := store.NewHealth(s.Ping, cfg, slog.New(slog.DiscardHandler), func(up, _ bool) {
 			select {

@@ -103,7 +103,13 @@ func KeyID(pub ed25519.PublicKey) string {
 // under the key's seed), so operators manage one secret, and every replica with the same signing key
 // derives the same value.
 func (k *Keyring) DeriveKey(purpose string) []byte {
-	m := hmac.New(sha256.New, k.signing.Seed())
+	return DeriveKey(k.signing.Seed(), purpose)
+}
+
+// DeriveKey derives a secret for purpose from a root secret: HMAC-SHA256 of the purpose under the
+// root. Different purposes give independent keys.
+func DeriveKey(root []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, root)
 	m.Write([]byte(purpose))
 	return m.Sum(nil)
 }

@@ -38,7 +38,7 @@ const challengeAction = "edgeq_challenge"
 type GateOptions struct {
 	Client       *Client
 	ClearanceTTL time.Duration
-	Key          []byte // MAC key of the clearance cookie (derived from the signing key)
+	Key          []byte // MAC key of the clearance cookie (derived from identity.secret, else from the signing key)
 	Prefix       string
 	MaxBodyBytes int64
 	Cookies      web.Cookies

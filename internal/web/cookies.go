@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"time"
@@ -26,15 +27,31 @@ func (p Cookies) Set(w http.ResponseWriter, r *http.Request, name, value string,
 
 // CookieValue finds one cookie in the Cookie headers without parsing every cookie (gates run on every
 // request). The value is not validated here: callers only trust values that verify.
+//
+// It reads the header as net/http does (so the gate and an origin written in Go agree on what a
+// browser sent): parts split at ";", ASCII whitespace trimmed around each part and before the "=",
+// one pair of surrounding double quotes removed.
 func CookieValue(h http.Header, name string) (string, bool) {
+	if name == "" {
+		return "", false
+	}
 	for _, line := range h["Cookie"] {
 		for line != "" {
 			var part string
 			part, line, _ = strings.Cut(line, ";")
-			part = strings.TrimSpace(part)
-			if len(part) > len(name) && part[len(name)] == '=' && part[:len(name)] == name {
-				return strings.Trim(part[len(name)+1:], `"`), true
+			part = textproto.TrimString(part)
+			if len(part) <= len(name) || part[:len(name)] != name {
+				continue
 			}
+			rest := textproto.TrimString(part[len(name):])
+			if rest == "" || rest[0] != '=' {
+				continue
+			}
+			v := rest[1:]
+			if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
+				v = v[1 : len(v)-1]
+			}
+			return v, true
 		}
 	}
 	return "", false

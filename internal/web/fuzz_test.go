@@ -7,14 +7,16 @@ import (
 )
 
 // FuzzCookieValue: the gate's own Cookie scan never panics, never returns more than one cookie's
-// value, and agrees with net/http's parser whenever the header holds one well-formed cookie of that
-// name.
+// value, and agrees with net/http's parser whenever the header holds a single cookie that net/http
+// accepts.
 func FuzzCookieValue(f *testing.F) {
 	f.Add("a=1; edgeq_tk_drop=abc.def; b=2", "edgeq_tk_drop")
 	f.Add(`edgeq_tk_drop="quoted"`, "edgeq_tk_drop")
 	f.Add("edgeq_tk_drop=;edgeq_tk_drop=second", "edgeq_tk_drop")
 	f.Add("edgeq_tk_drop", "edgeq_tk_drop")
 	f.Add(";;;=;", "")
+	f.Add("p =p=", "p")
+	f.Add("edgeq_tk_drop\t= v ", "edgeq_tk_drop")
 	f.Add("x=\x00\xff; edgeq_rq_q=1", "edgeq_rq_q")
 	f.Fuzz(func(t *testing.T, line, name string) {
 		h := http.Header{"Cookie": {line}}
@@ -23,15 +25,16 @@ func FuzzCookieValue(f *testing.F) {
 			if v != "" {
 				t.Fatalf("not found but value %q", v)
 			}
-		} else if strings.Contains(v, ";") || !strings.Contains(line, name+"=") {
+		} else if strings.Contains(v, ";") || !strings.Contains(line, v) || !strings.Contains(line, name) {
 			t.Fatalf("CookieValue(%q, %q) = %q spans cookies", line, name, v)
 		}
-		if name == "" || strings.Count(line, name+"=") != 1 {
+		if name == "" || strings.Contains(line, ";") {
 			return
 		}
 		r := &http.Request{Header: h}
-		if c, err := r.Cookie(name); err == nil && c.Value != "" && strings.Count(line, ";") == 0 {
-			if !found || v != c.Value {
+		if c, err := r.Cookie(name); err == nil {
+			// A bare "name" is a cookie with an empty value to net/http; to the gate it is no cookie.
+			if v != c.Value {
 				t.Fatalf("CookieValue(%q, %q) = %q %v, net/http says %q", line, name, v, found, c.Value)
 			}
 		}

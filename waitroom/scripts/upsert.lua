@@ -1,15 +1,21 @@
 -- upsert.lua: create or update a queue's settings, then run the inlet (a raised capacity serves at once).
 -- KEYS: see lib.lua
--- ARGV[1] mode: "create" (fails if the queue exists), "update" (fails if it does not), "upsert"
+-- ARGV[1] mode: "create" (fails if the queue exists), "update" (fails if it does not), "file" (the
+--   configuration file's entry: created when absent, written when ARGV[11] differs from the
+--   fingerprint of the entry written last, otherwise left as it is, with any admin API change)
 -- ARGV[2] capacity   ARGV[3] release per minute   ARGV[4] token ttl (s)   ARGV[5] position expiry (s, 0 never)
 -- ARGV[6] abandon after (s, 0 off)   ARGV[7] turnstile (0/1)   ARGV[8] title
 -- ARGV[9] epoch for a new queue (random, from the caller)
 -- ARGV[10] paused: "" keeps the current state (new queues start running), "0" runs, "1" pauses
+-- ARGV[11] fingerprint of the file's entry (mode "file" only)
 -- returns {code, epoch, created}: code 0 ok, 1 exists (create), 2 not found (update)
 local mode = ARGV[1]
 local exists = redis.call('EXISTS', K_META) == 1
 if mode == 'create' and exists then return {1, '', 0} end
 if mode == 'update' and not exists then return {2, '', 0} end
+if mode == 'file' and exists and redis.call('HGET', K_META, 'file_fp') == ARGV[11] then
+  return {0, redis.call('HGET', K_META, 'epoch'), 0}
+end
 local now = now_ms()
 local abandon = tonumber(ARGV[6])
 if exists then
@@ -27,6 +33,9 @@ redis.call('HSET', K_META, 'capacity', ARGV[2], 'rate', ARGV[3], 'ttl', ARGV[4],
   'abandon', ARGV[6], 'turnstile', ARGV[7], 'title', ARGV[8])
 if ARGV[10] == '0' or ARGV[10] == '1' then
   redis.call('HSET', K_META, 'paused', ARGV[10])
+end
+if mode == 'file' then
+  redis.call('HSET', K_META, 'file_fp', ARGV[11])
 end
 inlet(now)
 local created = 0

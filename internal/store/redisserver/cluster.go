@@ -77,6 +77,9 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
+// Node returns the i-th node, e.g. to kill it.
+func (c *Cluster) Node(i int) *Server { return c.nodes[i] }
+
 // Stop kills every node and removes their directories.
 func (c *Cluster) Stop() {
 	for _, n := range c.nodes {
