@@ -170,15 +170,23 @@ func (s *Service) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 }
 
+// adminListProducts lists the products sorted by id: every one, or a page of them with page and
+// page_size (then only that page's products are read).
 func (s *Service) adminListProducts(w http.ResponseWriter, r *http.Request) {
+	page, size, e := web.Paging(r, 0)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
 	ids, err := s.client.SMembers(r.Context(), productIndexKey(s.keys)).Result()
 	if err != nil {
 		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
 		return
 	}
 	slices.Sort(ids)
+	lo, hi, size := web.Window(int64(len(ids)), page, size)
 	items := []Product{}
-	for _, id := range ids {
+	for _, id := range ids[lo:hi] {
 		p, found, err := s.product(r.Context(), id)
 		if err != nil {
 			s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
@@ -188,28 +196,12 @@ func (s *Service) adminListProducts(w http.ResponseWriter, r *http.Request) {
 			items = append(items, p)
 		}
 	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(items)})
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(ids), "page": page, "page_size": size})
 }
 
 // paging reads page (from 1) and page_size (1..100, default 20).
 func paging(r *http.Request) (page, size int64, e *web.Error) {
-	page, size = 1, 20
-	q := r.URL.Query()
-	if v := q.Get("page"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > 1_000_000 {
-			return 0, 0, ErrInvalidRequest.With("field", "page")
-		}
-		page = n
-	}
-	if v := q.Get("page_size"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > 100 {
-			return 0, 0, ErrInvalidRequest.With("field", "page_size")
-		}
-		size = n
-	}
-	return page, size, nil
+	return web.Paging(r, 20)
 }
 
 // pageOf lists an index newest first: ZREVRANGE for the page's ids, then one MGET for their records

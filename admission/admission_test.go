@@ -518,8 +518,20 @@ func TestAdmin_Products(t *testing.T) {
 		if a := do(t, req); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
 			t.Fatalf("public unknown: %d %s", a.status, a.body)
 		}
-		if a := st.adminGet("/api/products"); num(a.json["total_count"]) != 2 {
+		if a := st.adminGet("/api/products"); num(a.json["total_count"]) != 2 || len(a.json["items"].([]any)) != 2 || num(a.json["page_size"]) != 2 {
 			t.Fatalf("list: %s", a.body)
+		}
+		// Pages of the list, sorted by id.
+		for page, id := range []string{"cfg", "new"} {
+			a := st.adminGet(fmt.Sprintf("/api/products?page=%d&page_size=1", page+1))
+			items, _ := a.json["items"].([]any)
+			if a.status != 200 || len(items) != 1 || items[0].(map[string]any)["id"] != id || num(a.json["total_count"]) != 2 ||
+				num(a.json["page"]) != int64(page+1) || num(a.json["page_size"]) != 1 {
+				t.Fatalf("list page %d: %s", page+1, a.body)
+			}
+		}
+		if a := st.adminGet("/api/products?page=0"); a.status != 400 || a.json["field"] != "page" {
+			t.Fatalf("list with page=0: %d %s", a.status, a.body)
 		}
 		if a := st.adminSend("DELETE", "/api/products/new", "", ""); a.status != 200 {
 			t.Fatalf("delete: %d", a.status)

@@ -558,17 +558,23 @@ func (s *Service) adminGetAuction(w http.ResponseWriter, r *http.Request) {
 	s.writeAuctionJSON(w, r, r.PathValue("id"))
 }
 
-// adminListAuctions lists every auction (configured or created through the API), sorted by id, from
-// the same short-lived per-replica views as the public reads.
+// adminListAuctions lists the auctions (configured or created through the API) sorted by id, every one
+// or a page of them, from the same short-lived per-replica views as the public reads.
 func (s *Service) adminListAuctions(w http.ResponseWriter, r *http.Request) {
+	page, size, e := web.Paging(r, 0)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
 	ids, err := s.client.SMembers(r.Context(), auctionIndexKey(s.keys)).Result()
 	if err != nil {
 		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
 		return
 	}
 	slices.Sort(ids)
+	lo, hi, size := web.Window(int64(len(ids)), page, size)
 	items := []Auction{}
-	for _, id := range ids {
+	for _, id := range ids[lo:hi] {
 		v, err := s.view(r.Context(), id)
 		if err != nil {
 			s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
@@ -578,7 +584,7 @@ func (s *Service) adminListAuctions(w http.ResponseWriter, r *http.Request) {
 			items = append(items, auctionOf(id, v))
 		}
 	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(items)})
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(ids), "page": page, "page_size": size})
 }
 
 func (s *Service) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id string) {

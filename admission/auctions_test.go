@@ -614,6 +614,13 @@ func TestBid_AdminAuctions(t *testing.T) {
 			items[0].(map[string]any)["id"] != "vase" || num(items[0].(map[string]any)["total_bids"]) != 1 {
 			t.Fatalf("list: %d %s", list.status, list.body)
 		}
+		if list := st.adminGet("/api/auctions?page=2&page_size=1"); list.status != 200 || len(list.json["items"].([]any)) != 0 ||
+			num(list.json["total_count"]) != 1 || num(list.json["page"]) != 2 {
+			t.Fatalf("list past the end: %d %s", list.status, list.body)
+		}
+		if list := st.adminGet("/api/auctions?page_size=101"); list.status != 400 || list.json["field"] != "page_size" {
+			t.Fatalf("list with page_size=101: %d %s", list.status, list.body)
+		}
 		before := auctionState(t, st, "vase")
 		for _, body := range []string{`{"starting_price":"abc","ends_at":"` + ends + `"}`, `{"starting_price":"10.00"}`,
 			`{"starting_price":"10.00","ends_at":"tomorrow"}`, `{"starting_price":"10.00","ends_at":"` + ends + `","extra":1}`,

@@ -369,15 +369,22 @@ func (r *Room) adminActiveTokens(w http.ResponseWriter, req *http.Request) {
 	web.WriteJSON(w, http.StatusOK, map[string]any{"active_num": s.Tokens()})
 }
 
+// adminList lists the queues sorted by id: every one, or a page of them with page and page_size.
 func (r *Room) adminList(w http.ResponseWriter, req *http.Request) {
+	page, size, e := web.Paging(req, 0)
+	if e != nil {
+		r.responder.Error(w, req, e)
+		return
+	}
 	r.discover(req.Context())
-	items := []QueueInfo{}
+	all := []QueueInfo{}
 	for _, q := range r.all() {
 		if s := q.snap.Load(); s != nil {
-			items = append(items, r.info(q.id, s))
+			all = append(all, r.info(q.id, s))
 		}
 	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(items)})
+	lo, hi, size := web.Window(int64(len(all)), page, size)
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": all[lo:hi], "total_count": len(all), "page": page, "page_size": size})
 }
 
 // Queues returns every tracked queue, for the metrics collector and the dashboard.

@@ -44,8 +44,21 @@ func TestAdminQueueAPI(t *testing.T) {
 		}
 		a = h.adminJSON(rp, "GET", "/api/queues", "")
 		items, _ := a.json["items"].([]any)
-		if a.status != 200 || len(items) != 2 || num(a.json["total_count"]) != 2 {
+		if a.status != 200 || len(items) != 2 || num(a.json["total_count"]) != 2 || num(a.json["page"]) != 1 || num(a.json["page_size"]) != 2 {
 			t.Fatalf("list: %s", a.body)
+		}
+		// A page of the list, sorted by id; past the end is empty; a bad page_size is refused.
+		a = h.adminJSON(rp, "GET", "/api/queues?page=2&page_size=1", "")
+		items, _ = a.json["items"].([]any)
+		if a.status != 200 || len(items) != 1 || items[0].(map[string]any)["queue_id"] != "vip" ||
+			num(a.json["total_count"]) != 2 || num(a.json["page"]) != 2 || num(a.json["page_size"]) != 1 {
+			t.Fatalf("list page 2: %s", a.body)
+		}
+		if a := h.adminJSON(rp, "GET", "/api/queues?page=3&page_size=1", ""); a.status != 200 || len(a.json["items"].([]any)) != 0 || num(a.json["total_count"]) != 2 {
+			t.Fatalf("list past the end: %s", a.body)
+		}
+		if a := h.adminJSON(rp, "GET", "/api/queues?page_size=0", ""); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "page_size" {
+			t.Fatalf("list with page_size=0: %d %s", a.status, a.body)
 		}
 		if a := h.adminJSON(rp, "DELETE", "/api/queue/vip", ""); a.status != 200 {
 			t.Fatalf("delete: %d %s", a.status, a.body)

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/static"
@@ -25,11 +26,22 @@ func Check(path string) ([]config.Problem, error) {
 	}
 	var problems []config.Problem
 	if _, err := loadKeys(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
-		problems = append(problems, config.Problem{Path: "tokens", Reason: err.Error()})
+		problems = append(problems, problemAt("tokens", err))
 	}
 	assets := static.New(cfg.Server.Prefix + "/static/")
 	if _, err := templates.Parse(cfg.Pages.TemplatesDir, template.FuncMap{"static": assets.URL}); err != nil {
-		problems = append(problems, config.Problem{Path: "pages.templates_dir", Reason: err.Error()})
+		problems = append(problems, problemAt("pages.templates_dir", err))
 	}
 	return problems, nil
+}
+
+// problemAt makes a problem under path of an error, using the field the error names itself when it
+// starts with one under path ("tokens.signing_key_file: open ..."), so the field is printed once.
+func problemAt(path string, err error) config.Problem {
+	msg := err.Error()
+	if field, reason, ok := strings.Cut(msg, ": "); ok &&
+		(field == path || strings.HasPrefix(field, path+".") || strings.HasPrefix(field, path+"[")) {
+		return config.Problem{Path: field, Reason: reason}
+	}
+	return config.Problem{Path: path, Reason: msg}
 }

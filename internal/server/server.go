@@ -380,10 +380,9 @@ func leaseNode(st *store.Store, logger *slog.Logger) int64 {
 func loadKeys(cfg *config.Config, logger *slog.Logger) (*token.Keyring, error) {
 	var signing ed25519.PrivateKey
 	if cfg.Tokens.SigningKeyFile == "" {
-		if len(cfg.Queues) > 0 {
-			logger.Warn("tokens.signing_key_file is empty: an ephemeral signing key is used; tokens die with " +
-				"this process and other replicas cannot verify them (create a key with `edgeq keygen -out FILE`)")
-		}
+		// Warned even without queues in the file: queues can be created through the admin API.
+		logger.Warn("tokens.signing_key_file is empty: an ephemeral signing key is used; tokens die with " +
+			"this process and other replicas cannot verify them (create a key with `edgeq keygen -out FILE`)")
 		var err error
 		if signing, err = token.GenerateKey(); err != nil {
 			return nil, fmt.Errorf("ephemeral signing key: %w", err)

@@ -173,6 +173,21 @@ func TestStart_WarnsWithoutRoutes(t *testing.T) {
 	}
 }
 
+// Without a signing key file edgeq warns, queues in the file or not (the admin API can add them).
+func TestStart_WarnsAboutAnEphemeralSigningKey(t *testing.T) {
+	origin := newOrigin(t)
+	const warning = "tokens.signing_key_file is empty: an ephemeral signing key is used"
+	without := start(t, configText(origin.URL, routeA))
+	if !strings.Contains(without.logs.String(), warning) {
+		t.Fatalf("no warning about the ephemeral key:\n%s", without.logs)
+	}
+	key := writeKey(t, t.TempDir(), "signing.pem")
+	with := start(t, configText(origin.URL, routeA)+"tokens: {signing_key_file: "+strconv.Quote(key)+"}\n")
+	if strings.Contains(with.logs.String(), "ephemeral") {
+		t.Fatalf("warned with a key file:\n%s", with.logs)
+	}
+}
+
 func TestReload_NewRouteAppearsWithoutRestart(t *testing.T) {
 	origin := newOrigin(t)
 	in := start(t, configText(origin.URL, routeA))
@@ -336,8 +351,14 @@ func TestCheck(t *testing.T) {
 	path := filepath.Join(dir, "c.yaml")
 	os.WriteFile(path, []byte("pages: {templates_dir: "+dir+"}\ntokens: {signing_key_file: /nonexistent.pem}\n"), 0o644)
 	problems, err = Check(path)
-	if err != nil || len(problems) != 2 || problems[0].Path != "tokens" || problems[1].Path != "pages.templates_dir" {
+	if err != nil || len(problems) != 2 || problems[0].Path != "tokens.signing_key_file" || problems[1].Path != "pages.templates_dir" {
 		t.Fatalf("preflight problems = %v, %v", problems, err)
+	}
+	// Each line names its field once.
+	for _, p := range problems {
+		if line := p.Error(); strings.Count(line, p.Path) != 1 || !strings.HasPrefix(line, p.Path+": ") {
+			t.Errorf("problem line %q names its field %d times", line, strings.Count(line, p.Path))
+		}
 	}
 	if _, err := Check(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Fatal("a missing file must be an error")
