@@ -163,13 +163,31 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 	p.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("correlation_id", info.CorrelationID),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", p.loggedPath(r.URL.Path)),
 		slog.String("route", info.Route),
 		slog.Int("status", status),
 		slog.Int64("bytes", rec.bytes),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
 		slog.String("client_ip", info.ClientIP.String()),
 	)
+}
+
+// loggedPath is a request's path as the access log shows it. A request id is a bearer credential
+// (generate_token turns it into the visitor's token), so the one in {prefix}/status/{queue}/{id} and
+// {prefix}/queue_pos/{queue}/{id} is logged as "{request_id}".
+func (p *Proxy) loggedPath(path string) string {
+	rest, ok := strings.CutPrefix(path, p.prefix+"/")
+	if !ok {
+		return path
+	}
+	for _, endpoint := range []string{"status/", "queue_pos/"} {
+		if tail, ok := strings.CutPrefix(rest, endpoint); ok {
+			if queue, _, found := strings.Cut(tail, "/"); found {
+				return p.prefix + "/" + endpoint + queue + "/{request_id}"
+			}
+		}
+	}
+	return path
 }
 
 // StatusClientClosed is logged (never sent: nobody is listening) when the visitor left before the
@@ -221,6 +239,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Set("X-Forwarded-Host", host)
 	stripEdgeqCookies(pr.Out.Header)
+	// The Edgeq-* headers on In are the gates' own (the client's were stripped on arrival). Put them
+	// back: a client naming them in its Connection header had them removed as hop-by-hop headers.
+	for name, values := range pr.In.Header {
+		if strings.HasPrefix(name, edgeqHeaderPrefix) {
+			pr.Out.Header[name] = values
+		}
+	}
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {

@@ -317,6 +317,32 @@ func TestClientEdgeqHeadersAndCookiesNeverReachTheOrigin(t *testing.T) {
 	}
 }
 
+// A client cannot make the proxy drop the gates' Edgeq-* headers by naming them in Connection (which
+// makes them hop-by-hop headers to ReverseProxy).
+func TestGateEdgeqHeaders_SurviveAConnectionHeader(t *testing.T) {
+	mark := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Set("Edgeq-Queue-Id", "drop")
+			r.Header.Set("Edgeq-Admission-Id", "a-1")
+			next.ServeHTTP(w, r)
+		})
+	}}
+	rg := newRig(t, rigOptions{originHandler: echoHeaders, steps: []Step{mark},
+		routes: []config.Route{{Name: "gated", Match: "/x"}}})
+	for _, conn := range []string{"", "Edgeq-Queue-Id, Edgeq-Admission-Id", "edgeq-queue-id,EDGEQ-ADMISSION-ID, close"} {
+		req := rg.request(t, "GET", "/x", nil)
+		if conn != "" {
+			req.Header.Set("Connection", conn)
+		}
+		_, body := rg.do(t, req)
+		h := decodeHeaders(t, body)
+		if h.Get("Edgeq-Queue-Id") != "drop" || h.Get("Edgeq-Admission-Id") != "a-1" {
+			t.Errorf("Connection %q: origin saw Edgeq-Queue-Id %q, Edgeq-Admission-Id %q", conn,
+				h.Get("Edgeq-Queue-Id"), h.Get("Edgeq-Admission-Id"))
+		}
+	}
+}
+
 func TestStripEdgeqCookies(t *testing.T) {
 	cases := []struct{ in, want []string }{
 		{[]string{"a=1; b=2"}, []string{"a=1; b=2"}},
@@ -556,6 +582,10 @@ func TestRoutes_FirstMatchWinsAndTheRestPassesThrough(t *testing.T) {
 		{"GET", "/drop/a/b", "", "drop_pages", ""},
 		{"HEAD", "/drop/x", "", "drop_pages", ""}, // GET patterns match HEAD
 		{"GET", "/host", "shop.example", "host_only", ""},
+		{"GET", "/host", "SHOP.Example", "host_only", ""},  // host names are case-insensitive
+		{"GET", "/host", "shop.example.", "host_only", ""}, // the fully qualified spelling
+		{"GET", "/host", "Shop.Example.:8080", "host_only", ""},
+		{"GET", "/host", "shop.example..", "", ""},
 		{"GET", "/host", "other.example", "", ""},
 		{"GET", "/elsewhere", "", "", ""},
 	}
@@ -581,7 +611,7 @@ func TestRoutes_FirstMatchWinsAndTheRestPassesThrough(t *testing.T) {
 	counter := func(route string) float64 {
 		return testutil.ToFloat64(rg.metrics.HTTPRequests.WithLabelValues(route, "200"))
 	}
-	if counter("any_checkout") != 2 || counter("drop_pages") != 2 || counter(metrics.RoutePassThrough) != 3 {
+	if counter("any_checkout") != 2 || counter("drop_pages") != 2 || counter(metrics.RoutePassThrough) != 4 {
 		t.Fatalf("route counters: checkout %v drop %v passthrough %v", counter("any_checkout"), counter("drop_pages"), counter(metrics.RoutePassThrough))
 	}
 }

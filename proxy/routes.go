@@ -97,8 +97,9 @@ func patternPrefilter(pattern string) (method, literal string) {
 	return method, strings.TrimSuffix(literal, "/")
 }
 
-// lookup finds the first route for r. Matching works on the canonical form of the path, the one an
-// origin's router is likely to act on: percent-decoded, cleaned of "//", "." and ".." segments, and, if
+// lookup finds the first route for r. Matching works on the canonical host (lower case, no trailing
+// dot: "SHOP.example.com." is the site "shop.example.com") and the canonical form of the path, the one
+// an origin's router is likely to act on: percent-decoded, cleaned of "//", "." and ".." segments, and, if
 // nothing matches, without a trailing slash. So "/checkout%2F1", "/x/../checkout/1" and
 // "/checkout/1/" cannot slip past a "POST /checkout/{product}" route.
 //
@@ -108,6 +109,10 @@ func patternPrefilter(pattern string) (method, literal string) {
 func (t *Table) lookup(r *http.Request) (route *compiledRoute, req *http.Request, redirect string) {
 	if len(t.routes) == 0 {
 		return nil, nil, ""
+	}
+	if host := canonicalHost(r.Host); host != r.Host {
+		r = r.WithContext(r.Context()) // a shallow copy, matched (and forwarded) with the canonical host
+		r.Host = host
 	}
 	decoded := r.URL.Path
 	clean := cleanPath(decoded)
@@ -144,6 +149,28 @@ func (t *Table) first(r *http.Request, cleanPath string) *compiledRoute {
 		}
 	}
 	return nil
+}
+
+// canonicalHost returns a Host header in lower case and without the trailing dot of a fully qualified
+// name, keeping any port; host names are case-insensitive, and a host pattern must not be skipped by
+// spelling the same site differently. It does not allocate when host is already canonical.
+func canonicalHost(host string) string {
+	name, port := host, ""
+	if i := strings.LastIndexByte(host, ':'); i > strings.LastIndexByte(host, ']') {
+		name, port = host[:i], host[i:]
+	}
+	trimmed := strings.TrimSuffix(name, ".")
+	upper := false
+	for i := 0; i < len(trimmed); i++ {
+		if c := trimmed[i]; 'A' <= c && c <= 'Z' {
+			upper = true
+			break
+		}
+	}
+	if !upper && len(trimmed) == len(name) {
+		return host
+	}
+	return strings.ToLower(trimmed) + port
 }
 
 // withPath returns a shallow copy of r whose URL has the given decoded path.

@@ -472,11 +472,21 @@ func TestLogs_NeverContainSecrets(t *testing.T) {
 	if _, err := send("GET", in.public+"/protected", http.Header{"Authorization": {"Bearer " + secrets[2]}}); err != nil {
 		t.Fatal(err)
 	}
+	// A request id is a credential (generate_token turns it into the visitor's token): the paths that
+	// carry one are logged without it.
+	rid, tok := joinAndToken(t, in, "drop")
+	secrets = append(secrets, rid, tok)
+	for _, path := range []string{"/_edgeq/status/drop/" + rid, "/_edgeq/queue_pos/drop/" + rid} {
+		if r, err := send("GET", in.public+path, nil); err != nil || r.status != 200 {
+			t.Fatalf("GET %s: %v %+v", path, err, r)
+		}
+	}
 	in.rewrite(t, text(secrets[3]))
 	eventually(t, "reload logged", func() bool { return strings.Contains(in.logs.String(), "admin.api_key") })
 	logs := in.logs.String()
 	// The events above were logged (so the check below looks at something).
-	for _, want := range []string{`"msg":"admin request"`, `"path":"/protected"`, `"keys":"admin.api_key"`} {
+	for _, want := range []string{`"msg":"admin request"`, `"path":"/protected"`, `"keys":"admin.api_key"`,
+		`"path":"/_edgeq/status/drop/{request_id}"`, `"path":"/_edgeq/queue_pos/drop/{request_id}"`} {
 		if !strings.Contains(logs, want) {
 			t.Fatalf("no %s in the logs\n%s", want, logs)
 		}
