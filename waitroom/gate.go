@@ -128,7 +128,8 @@ func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handl
 
 // admit handles a browser navigation without a valid token: a visitor already served (its request
 // cookie says where it stands) gets its token now; when the queue has room and nobody waits, a
-// newcomer is served at once; everyone else goes to the waiting page.
+// newcomer opening the page itself (not a frame or prefetch: see joinableLoad) is served at once;
+// everyone else goes to the waiting page.
 func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler, queueID string) {
 	ctx := req.Context()
 	s := r.snapshotOf(ctx, queueID)
@@ -144,7 +145,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 			return
 		}
 	}
-	if s.hasRoom() && !s.Turnstile {
+	if s.hasRoom() && !s.Turnstile && joinableLoad(req) == nil {
 		if _, _, held := r.requestFromCookie(req, queueID, s); !held {
 			j, e := r.assign(ctx, w, req, queueID, true, 0)
 			if e == nil && j.State == StateToken && j.Expires > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/edgeq/edgeq/internal/turnstile"
@@ -86,6 +87,10 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 	if ok {
 		r.heartbeat(queueID, s, j.Position)
 	} else {
+		if e := joinableLoad(req); e != nil {
+			r.responder.Error(w, req, e)
+			return
+		}
 		var tsv int64
 		if s.Turnstile {
 			if req.Method != http.MethodPost {
@@ -189,4 +194,23 @@ func (r *Room) pollIntervals(s *snapshot) (poll, hidden, maxPoll time.Duration) 
 		poll, hidden, maxPoll = min(poll, limit), min(hidden, limit), min(maxPoll, limit)
 	}
 	return max(poll, time.Second), max(hidden, time.Second), max(maxPoll, time.Second)
+}
+
+// ErrNotAPageLoad refuses a place in line to a load of the waiting page that is not a visitor
+// opening it: an <img>, <script> or fetch pointed at it from some other site, or a prefetch. Without
+// this, every visitor of a page embedding such a tag would take (and, with room inside, use up) a
+// place without ever seeing the waiting room.
+var ErrNotAPageLoad = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST",
+	Message: "A place in line is taken by opening the waiting page."}
+
+// joinableLoad allows joining from a top-level page load: Sec-Fetch-Dest "document" (or absent, for
+// browsers and clients that do not send it) and no prefetch or prerender in Sec-Purpose.
+func joinableLoad(req *http.Request) *web.Error {
+	if dest := req.Header.Get("Sec-Fetch-Dest"); dest != "" && dest != "document" {
+		return ErrNotAPageLoad
+	}
+	if purpose := req.Header.Get("Sec-Purpose"); strings.Contains(purpose, "prefetch") || strings.Contains(purpose, "prerender") {
+		return ErrNotAPageLoad
+	}
+	return nil
 }

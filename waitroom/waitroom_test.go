@@ -441,6 +441,50 @@ func TestWaitPage_ServedVisitorGoesBackToReturn(t *testing.T) {
 	})
 }
 
+// Loads that are not a visitor opening a page (an <img> or <iframe> on another site, a prefetch) take
+// no place and no token: otherwise a tag on a busy site would fill the queue with people who never see
+// it. A top-level load, with or without Sec-Fetch headers, still joins.
+func TestWaitPage_OnlyPageLoadsJoin(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s, []config.Queue{testQueue("drop", 5)}, []config.Route{{Name: "p", Match: "GET /p/", Queue: "drop"}})
+		rp := h.replicas[0]
+		assigned := func() int64 {
+			return num(h.adminJSON(rp, "GET", "/api/queue/drop", "").json["assigned_pos"])
+		}
+		for name, header := range map[string]http.Header{
+			"image":    {"Sec-Fetch-Dest": {"image"}, "Sec-Fetch-Mode": {"no-cors"}, "Sec-Fetch-Site": {"cross-site"}},
+			"iframe":   {"Accept": {"text/html"}, "Sec-Fetch-Dest": {"iframe"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Site": {"cross-site"}},
+			"script":   {"Sec-Fetch-Dest": {"script"}},
+			"prefetch": {"Accept": {"text/html"}, "Sec-Fetch-Dest": {"document"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Purpose": {"prefetch"}},
+		} {
+			for _, path := range []string{"/_edgeq/wait/drop", "/p/item"} {
+				v := h.visitor(rp)
+				r := v.do("GET", path, nil, header)
+				if r.status == http.StatusOK || cookieOf(r.header, "edgeq_tk_drop") != nil || cookieOf(r.header, "edgeq_rq_drop") != nil {
+					t.Errorf("%s load of %s: %d, cookies %v", name, path, r.status, r.header.Values("Set-Cookie"))
+				}
+				if path == "/_edgeq/wait/drop" && (r.status != http.StatusBadRequest || !strings.Contains(r.body, "INVALID_REQUEST") && !strings.Contains(r.body, "opening the waiting page")) {
+					t.Errorf("%s load of the waiting page: %d %s", name, r.status, r.body)
+				}
+			}
+		}
+		if n := assigned(); n != 0 {
+			t.Fatalf("%d places taken by loads that were not page loads", n)
+		}
+		// Top-level loads join: a browser with Sec-Fetch headers (cross-site link) and a client without.
+		link := http.Header{"Accept": {"text/html"}, "Sec-Fetch-Dest": {"document"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Site": {"cross-site"}}
+		if r := h.visitor(rp).do("GET", "/p/item", nil, link); r.status != http.StatusOK || cookieOf(r.header, "edgeq_tk_drop") == nil {
+			t.Fatalf("a followed link: %d", r.status)
+		}
+		if r := h.visitor(rp).do("GET", "/_edgeq/wait/drop", nil, http.Header{"Accept": {"text/html"}}); r.status != http.StatusSeeOther {
+			t.Fatalf("a plain load of the waiting page with room inside: %d", r.status)
+		}
+		if n := assigned(); n != 2 {
+			t.Fatalf("assigned %d places, want 2", n)
+		}
+	})
+}
+
 func mustURL(s string) *url.URL {
 	u, _ := url.Parse(s)
 	return u
