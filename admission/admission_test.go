@@ -229,6 +229,11 @@ func TestStock_BadInput(t *testing.T) {
 			{"wrong content type for JSON", "/api/cart", form, `items=p`, session, 415, "UNSUPPORTED_MEDIA_TYPE"},
 			{"JSON quantity 2", "/api/cart", "application/json", `{"items":[{"sku":"p","qty":2}]}`, session, 400, "INVALID_REQUEST"},
 			{"unknown product in JSON", "/api/cart", "application/json", `{"items":[{"sku":"nope","qty":1}]}`, session, 404, "PRODUCT_NOT_FOUND"},
+			// A field given twice is ambiguous (edgeq and the origin could read different copies).
+			{"quantity twice", "/checkout/p", form, "quantity=1&quantity=5", user, 400, "INVALID_REQUEST"},
+			{"two user headers", "/checkout/p", form, "", http.Header{"X-User": {"u1", "u2"}}, 400, "INVALID_REQUEST"},
+			{"two session cookies", "/api/cart", "application/json", `{"items":[{"sku":"p"}]}`, http.Header{"Cookie": {"session=s1; session=s2"}}, 400, "INVALID_REQUEST"},
+			{"session cookie in two lines", "/api/cart", "application/json", `{"items":[{"sku":"p"}]}`, http.Header{"Cookie": {"session=s1", "x=1; session=s2"}}, 400, "INVALID_REQUEST"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
@@ -237,6 +242,12 @@ func TestStock_BadInput(t *testing.T) {
 					t.Fatalf("%d %s, want %d %s", a.status, a.body, c.status, c.code)
 				}
 			})
+		}
+		req, _ := http.NewRequest("GET", st.public.URL+"/buy?p=p&p=q", nil)
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("X-User", "u1")
+		if a := do(t, req); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "p" {
+			t.Errorf("product twice in the query: %d %s", a.status, a.body)
 		}
 		if st.hits.Load() != 0 {
 			t.Fatalf("%d bad requests reached the origin", st.hits.Load())

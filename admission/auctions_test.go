@@ -386,6 +386,14 @@ func TestBid_BadInput(t *testing.T) {
 				t.Errorf("%s: highest_amount %v", c.name, a.json["highest_amount"])
 			}
 		}
+		// An amount given twice: PHP and Rails would read the last, Go the first.
+		req, _ := http.NewRequest("POST", st.public.URL+"/auctions/lot/bid", strings.NewReader("amount=5000.00&amount=200.00"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Accept", "application/json")
+		req.Header.Set("X-User", "bob")
+		if a := do(t, req); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "amount" {
+			t.Errorf("amount twice: %d %s", a.status, a.body)
+		}
 		if after := auctionState(t, st, "lot"); after != before {
 			t.Fatalf("refused bids changed the auction:\n%s\n%s", before, after)
 		}

@@ -43,23 +43,41 @@ func (f *fields) get(src config.FieldSource) (value string, found bool, err erro
 		v := f.r.PathValue(src.Name)
 		return v, v != "", nil
 	case "query":
-		q := f.r.URL.Query()
-		return q.Get(src.Name), q.Has(src.Name), nil
-	case "header":
-		v := f.r.Header.Get(src.Name)
-		return v, v != "", nil
-	case "cookie":
-		c, err := f.r.Cookie(src.Name)
-		if err != nil {
+		vals := f.r.URL.Query()[src.Name]
+		if len(vals) > 1 {
+			return "", false, ambiguous(src, len(vals))
+		}
+		if len(vals) == 0 {
 			return "", false, nil
 		}
-		return c.Value, c.Value != "", nil
+		return vals[0], true, nil
+	case "header":
+		vals := f.r.Header.Values(src.Name)
+		if len(vals) > 1 {
+			return "", false, ambiguous(src, len(vals))
+		}
+		if len(vals) == 0 {
+			return "", false, nil
+		}
+		return vals[0], vals[0] != "", nil
+	case "cookie":
+		cookies := f.r.CookiesNamed(src.Name)
+		if len(cookies) > 1 {
+			return "", false, ambiguous(src, len(cookies))
+		}
+		if len(cookies) == 0 {
+			return "", false, nil
+		}
+		return cookies[0].Value, cookies[0].Value != "", nil
 	case "form":
 		if err := f.parseForm(); err != nil {
 			return "", false, err
 		}
-		vals, ok := f.form[src.Name]
-		if !ok || len(vals) == 0 {
+		vals := f.form[src.Name]
+		if len(vals) > 1 {
+			return "", false, ambiguous(src, len(vals))
+		}
+		if len(vals) == 0 {
 			return "", false, nil
 		}
 		return vals[0], true, nil
@@ -70,6 +88,16 @@ func (f *fields) get(src config.FieldSource) (value string, found bool, err erro
 		return lookupJSON(f.jsonDoc, src.JSONPath())
 	}
 	return "", false, fmt.Errorf("unknown source kind %q", src.Kind)
+}
+
+// ErrAmbiguousField refuses a request that gives an admission field (or the user's cookie or header)
+// more than once: edgeq and the origin could read different copies (Go takes the first form value,
+// PHP and Rails the last), and the bid or purchase admitted would not be the one the shop records.
+var ErrAmbiguousField = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST",
+	Message: "The request gives a field more than once."}
+
+func ambiguous(src config.FieldSource, n int) error {
+	return ErrAmbiguousField.With("field", src.Name).Because(fmt.Errorf("%s given %d times", src, n))
 }
 
 func (f *fields) readBody() error {
