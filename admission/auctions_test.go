@@ -471,6 +471,41 @@ func TestBid_OriginFailureWithdraws(t *testing.T) {
 	})
 }
 
+// A bid the shop refuses with a 4xx (a bidder who is not signed in) is the shop's final word: kept
+// under the default release_on, withdrawn when release_on lists 4xx, as config.example.yaml's bid route
+// does. With 4xx listed nobody can park an unpayable top bid on an auction.
+func TestBid_OriginRefusalWithdraws(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		if a := st.bid("lot", "alice", "150.00"); a.status != 200 {
+			t.Fatal(a.body)
+		}
+		st.status.Store(401)
+		if a := st.bidOn("/strict/auctions/", "lot", "mallory", "999999999999.99"); a.status != 401 {
+			t.Fatalf("refused by the shop: %d %s", a.status, a.body)
+		}
+		h := st.get("/_edgeq/auctions/lot/highest-bid")
+		if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "150.00" {
+			t.Fatalf("after a refusal with 4xx in release_on the highest is %s", h.body)
+		}
+		st.status.Store(200)
+		if a := st.bidOn("/strict/auctions/", "lot", "bob", "151.00"); a.status != 200 {
+			t.Fatalf("a real bid after the refused one: %d %s", a.status, a.body)
+		}
+		// The default release_on keeps what the shop refused with a 4xx.
+		st.status.Store(401)
+		if a := st.bid("lot", "mallory", "500.00"); a.status != 401 {
+			t.Fatalf("refused by the shop: %d %s", a.status, a.body)
+		}
+		st.status.Store(200)
+		h = st.get("/_edgeq/auctions/lot/highest-bid")
+		if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "500.00" {
+			t.Fatalf("under the default release_on a 4xx commits; the highest is %s", h.body)
+		}
+	})
+}
+
 // A withdrawn bid that is no longer the highest leaves the highest alone.
 func TestBid_WithdrawBelowTheHighest(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {

@@ -76,6 +76,9 @@ func testRoutes() []config.Route {
 		open("open-checkout", route("open-checkout", "POST /open-checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User"})),
 		{Name: "bid", Match: "POST /auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"}}},
+		// As config.example.yaml's bid route: a bid the shop refuses with a 4xx is withdrawn.
+		{Name: "strict-bid", Match: "POST /strict/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
+			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"4xx", "5xx", "error"}}},
 	}
 }
 
@@ -269,11 +272,17 @@ func (st *stack) remaining(product string) int64 {
 // bid posts the bid form as user; an empty amount leaves the field out.
 func (st *stack) bid(auction, user, amount string) answer {
 	st.t.Helper()
+	return st.bidOn("/auctions/", auction, user, amount)
+}
+
+// bidOn places a bid through the route under prefix ("/auctions/" or "/strict/auctions/").
+func (st *stack) bidOn(prefix, auction, user, amount string) answer {
+	st.t.Helper()
 	form := url.Values{}
 	if amount != "" {
 		form.Set("amount", amount)
 	}
-	req, _ := http.NewRequest("POST", st.public.URL+"/auctions/"+auction+"/bid", strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest("POST", st.public.URL+prefix+auction+"/bid", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	if user != "" {
