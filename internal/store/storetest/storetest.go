@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -49,11 +50,18 @@ func EachWithCluster(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 	t.Run("cluster", func(t *testing.T) { fn(t, Cluster(t)) })
 }
 
+// starvedWait is how long the test clients wait for a connection from the pool and for an answer.
+// The suites fire hundreds of concurrent requests under the race detector while `go test` runs other
+// packages (and Chromium) on the same two CPUs; go-redis's defaults (4 s for a pooled connection, 3 s
+// for an answer) then turn a starved goroutine into a 503 that says nothing about the invariant under
+// test. edgeq's own client (store.Open) keeps its fail-fast timeouts, which the outage tests exercise.
+const starvedWait = 30 * time.Second
+
 // Redis returns a store on the package's private redis-server with a key prefix private to this call.
 func Redis(t testing.TB) *store.Store {
 	t.Helper()
 	addr := RedisAddr(t)
-	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128})
+	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128, PoolTimeout: starvedWait, ReadTimeout: starvedWait})
 	t.Cleanup(func() { client.Close() })
 	return store.Wrap(client, store.Keys{Prefix: UniquePrefix()})
 }
@@ -66,7 +74,7 @@ func Cluster(t testing.TB) *store.Store {
 	if addrs == nil {
 		return Redis(t) // no cluster outside CI: said once on stderr
 	}
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: 128})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: 128, PoolTimeout: starvedWait, ReadTimeout: starvedWait})
 	t.Cleanup(func() { client.Close() })
 	return store.Wrap(client, store.Keys{Prefix: UniquePrefix()})
 }
