@@ -234,6 +234,7 @@ func TestStock_BadInput(t *testing.T) {
 			{"two user headers", "/checkout/p", form, "", http.Header{"X-User": {"u1", "u2"}}, 400, "INVALID_REQUEST"},
 			{"two session cookies", "/api/cart", "application/json", `{"items":[{"sku":"p"}]}`, http.Header{"Cookie": {"session=s1; session=s2"}}, 400, "INVALID_REQUEST"},
 			{"session cookie in two lines", "/api/cart", "application/json", `{"items":[{"sku":"p"}]}`, http.Header{"Cookie": {"session=s1", "x=1; session=s2"}}, 400, "INVALID_REQUEST"},
+			{"JSON key twice", "/api/cart", "application/json", `{"items":[{"sku":"p","sku":"q"}]}`, session, 400, "INVALID_REQUEST"},
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

@@ -162,8 +162,59 @@ func (f *fields) parseJSON() error {
 	if dec.More() {
 		return ErrInvalidRequest.Because(errors.New("malformed JSON: data after the value"))
 	}
+	if key, dup := duplicateKey(f.body); dup {
+		// encoding/json keeps the last copy; other parsers keep the first.
+		return ErrAmbiguousField.With("field", key).Because(fmt.Errorf("JSON key %q given twice in one object", key))
+	}
 	f.parsed = true
 	return nil
+}
+
+// duplicateKey finds a key given twice in one object of a JSON document that is known to be valid.
+func duplicateKey(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	// One frame per open object or array: the keys seen so far (nil for an array) and whether the
+	// next string token of an object is a key.
+	type frame struct {
+		keys      map[string]bool
+		expectKey bool
+	}
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		top := len(stack) - 1
+		if top >= 0 && stack[top].keys != nil && stack[top].expectKey {
+			if key, ok := tok.(string); ok {
+				if stack[top].keys[key] {
+					return key, true
+				}
+				stack[top].keys[key] = true
+				stack[top].expectKey = false
+				continue
+			}
+		}
+		if top >= 0 && stack[top].keys != nil {
+			stack[top].expectKey = true // a value was read: a key comes next
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, frame{keys: map[string]bool{}, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+			if len(stack) == 0 {
+				return "", false
+			}
+			if p := len(stack) - 1; stack[p].keys != nil {
+				stack[p].expectKey = true
+			}
+		}
+	}
 }
 
 // lookupJSON follows a dotted path: object keys by name, array elements by index.

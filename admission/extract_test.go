@@ -1,0 +1,25 @@
+package admission
+
+import "testing"
+
+func TestDuplicateKey(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"a":1,"a":2}`:                              "a",
+		`{"a":{"b":1,"b":2}}`:                        "b",
+		`{"a":[1,{"x":1,"x":2}]}`:                    "x",
+		`{"k":[],"k2":{},"k":1}`:                     "k",
+		`{"items":[{"sku":"1","qty":1}],"items":[]}`: "items",
+		`{"a":{"b":1},"b":2}`:                        "",
+		`[{"a":1},{"a":2}]`:                          "",
+		`{"a":"a","b":"a"}`:                          "",
+		`{"a":["a","a"],"b":{"a":"b"}}`:              "",
+		`"str"`:                                      "",
+		`{}`:                                         "",
+		`{"a":1,"b":{"c":[{"d":1}],"e":2},"a2":3}`:   "",
+	} {
+		key, dup := duplicateKey([]byte(doc))
+		if dup != (want != "") || key != want {
+			t.Errorf("duplicateKey(%s) = %q, %v; want %q", doc, key, dup, want)
+		}
+	}
+}
