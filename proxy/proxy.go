@@ -172,10 +172,16 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 	)
 }
 
+// correlationKey is CorrelationHeader as a key of a parsed header map.
+var correlationKey = http.CanonicalHeaderKey(CorrelationHeader)
+
 // loggedPath is a request's path as the access log shows it. A request id is a bearer credential
 // (generate_token turns it into the visitor's token), so the one in {prefix}/status/{queue}/{id} and
 // {prefix}/queue_pos/{queue}/{id} is logged as "{request_id}".
 func (p *Proxy) loggedPath(path string) string {
+	if strings.Contains(path, "//") || strings.Contains(path, "/.") {
+		path = cleanPath(path) // the form ServeMux redirects "/_edgeq//status/..." to
+	}
 	rest, ok := strings.CutPrefix(path, p.prefix+"/")
 	if !ok {
 		return path
@@ -239,10 +245,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Set("X-Forwarded-Host", host)
 	stripEdgeqCookies(pr.Out.Header)
-	// The Edgeq-* headers on In are the gates' own (the client's were stripped on arrival). Put them
-	// back: a client naming them in its Connection header had them removed as hop-by-hop headers.
+	// The Edgeq-* headers on In are the gates' own (the client's were stripped on arrival), and the
+	// correlation id is edgeq's. Put them back: a client naming them in its Connection header had them
+	// removed as hop-by-hop headers.
 	for name, values := range pr.In.Header {
-		if strings.HasPrefix(name, edgeqHeaderPrefix) {
+		if strings.HasPrefix(name, edgeqHeaderPrefix) || name == correlationKey {
 			pr.Out.Header[name] = values
 		}
 	}

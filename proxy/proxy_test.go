@@ -329,14 +329,14 @@ func TestGateEdgeqHeaders_SurviveAConnectionHeader(t *testing.T) {
 	}}
 	rg := newRig(t, rigOptions{originHandler: echoHeaders, steps: []Step{mark},
 		routes: []config.Route{{Name: "gated", Match: "/x"}}})
-	for _, conn := range []string{"", "Edgeq-Queue-Id, Edgeq-Admission-Id", "edgeq-queue-id,EDGEQ-ADMISSION-ID, close"} {
+	for _, conn := range []string{"", "Edgeq-Queue-Id, Edgeq-Admission-Id", "edgeq-queue-id,EDGEQ-ADMISSION-ID, close", "X-Correlation-Id"} {
 		req := rg.request(t, "GET", "/x", nil)
 		if conn != "" {
 			req.Header.Set("Connection", conn)
 		}
 		_, body := rg.do(t, req)
 		h := decodeHeaders(t, body)
-		if h.Get("Edgeq-Queue-Id") != "drop" || h.Get("Edgeq-Admission-Id") != "a-1" {
+		if h.Get("Edgeq-Queue-Id") != "drop" || h.Get("Edgeq-Admission-Id") != "a-1" || len(h.Get(CorrelationHeader)) != 32 {
 			t.Errorf("Connection %q: origin saw Edgeq-Queue-Id %q, Edgeq-Admission-Id %q", conn,
 				h.Get("Edgeq-Queue-Id"), h.Get("Edgeq-Admission-Id"))
 		}
@@ -571,6 +571,7 @@ func TestRoutes_FirstMatchWinsAndTheRestPassesThrough(t *testing.T) {
 			{Name: "special", Match: "POST /checkout/special"},
 			{Name: "drop_pages", Match: "GET /drop/"},
 			{Name: "host_only", Match: "GET shop.example/host"},
+			{Name: "upper_host", Match: "GET Upper.Example./up"}, // written with capitals and a dot
 		},
 	})
 	cases := []struct {
@@ -586,6 +587,9 @@ func TestRoutes_FirstMatchWinsAndTheRestPassesThrough(t *testing.T) {
 		{"GET", "/host", "shop.example.", "host_only", ""}, // the fully qualified spelling
 		{"GET", "/host", "Shop.Example.:8080", "host_only", ""},
 		{"GET", "/host", "shop.example..", "", ""},
+		{"GET", "/host", "shop.example:80:", "host_only", ""}, // a port ServeMux could not split
+		{"GET", "/up", "upper.example", "upper_host", ""},
+		{"GET", "/up", "UPPER.example.", "upper_host", ""},
 		{"GET", "/host", "other.example", "", ""},
 		{"GET", "/elsewhere", "", "", ""},
 	}

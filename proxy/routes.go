@@ -60,7 +60,7 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			handler = p.closedRoute(missing)
 		}
 		mux := http.NewServeMux()
-		if err := register(mux, route.Match, handler); err != nil {
+		if err := register(mux, canonicalPattern(route.Match), handler); err != nil {
 			return nil, fmt.Errorf("routes[%d].match: %w", i, err)
 		}
 		method, literal := patternPrefilter(route.Match)
@@ -151,13 +151,23 @@ func (t *Table) first(r *http.Request, cleanPath string) *compiledRoute {
 	return nil
 }
 
-// canonicalHost returns a Host header in lower case and without the trailing dot of a fully qualified
-// name, keeping any port; host names are case-insensitive, and a host pattern must not be skipped by
-// spelling the same site differently. It does not allocate when host is already canonical.
+// canonicalHost returns a Host header as route matching sees it: the name in lower case and without
+// the trailing dot of a fully qualified name, and the port kept when it is one (digits after a single
+// colon, or after "]" for IPv6). Host names are case-insensitive, and a host pattern must not be
+// skipped by spelling the same site differently; a malformed port ("shop.example:80:", which nginx
+// reads as shop.example but ServeMux could not split) is dropped. It does not allocate when host is
+// already canonical.
 func canonicalHost(host string) string {
 	name, port := host, ""
-	if i := strings.LastIndexByte(host, ':'); i > strings.LastIndexByte(host, ']') {
+	if strings.HasPrefix(host, "[") {
+		if end := strings.IndexByte(host, ']'); end >= 0 {
+			name, port = host[:end+1], host[end+1:]
+		}
+	} else if i := strings.IndexByte(host, ':'); i >= 0 {
 		name, port = host[:i], host[i:]
+	}
+	if !validPort(port) {
+		port = ""
 	}
 	trimmed := strings.TrimSuffix(name, ".")
 	upper := false
@@ -167,10 +177,41 @@ func canonicalHost(host string) string {
 			break
 		}
 	}
-	if !upper && len(trimmed) == len(name) {
+	if !upper && len(trimmed) == len(name) && len(name)+len(port) == len(host) {
 		return host
 	}
 	return strings.ToLower(trimmed) + port
+}
+
+// validPort reports whether p is "" or ":" followed by digits only.
+func validPort(p string) bool {
+	if p == "" {
+		return true
+	}
+	if p[0] != ':' {
+		return false
+	}
+	for i := 1; i < len(p); i++ {
+		if p[i] < '0' || p[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalPattern writes the host of a ServeMux pattern ("[METHOD ][HOST]/PATH") as canonicalHost
+// would, so "GET Shop.Example./up" matches the requests canonicalHost turns into "shop.example".
+func canonicalPattern(pattern string) string {
+	pattern = strings.TrimSpace(pattern)
+	method, rest := "", pattern
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		method, rest = pattern[:i+1], strings.TrimLeft(pattern[i+1:], " \t")
+	}
+	slash := strings.IndexByte(rest, '/')
+	if slash <= 0 {
+		return pattern
+	}
+	return method + canonicalHost(rest[:slash]) + rest[slash:]
 }
 
 // withPath returns a shallow copy of r whose URL has the given decoded path.
