@@ -197,20 +197,25 @@ func (r *Room) pollIntervals(s *snapshot) (poll, hidden, maxPoll time.Duration) 
 }
 
 // ErrNotAPageLoad refuses a place in line to a load of the waiting page that is not a visitor
-// opening it: an <img>, <script> or fetch pointed at it from some other site, or a prefetch. Without
-// this, every visitor of a page embedding such a tag would take (and, with room inside, use up) a
-// place without ever seeing the waiting room.
+// opening it: an <img>, <script>, <iframe> or fetch pointed at it from some other site, or a prefetch.
+// Without this, every visitor of a page embedding such a tag would take (and, with room inside, use
+// up) a place without ever seeing the waiting room.
 var ErrNotAPageLoad = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST",
 	Message: "A place in line is taken by opening the waiting page."}
 
-// joinableLoad allows joining from a top-level page load: Sec-Fetch-Dest "document" (or absent, for
-// browsers and clients that do not send it) and no prefetch or prerender in Sec-Purpose.
+// joinableLoad allows joining from a top-level page load (Sec-Fetch-Dest "document", or no
+// Sec-Fetch-Dest from browsers and clients that do not send it) and from the shop's own pages
+// (Sec-Fetch-Site "same-origin": script-driven navigation such as Hotwire Turbo, a service worker),
+// and refuses other sites' embeds and fetches and any prefetch or prerender.
 func joinableLoad(req *http.Request) *web.Error {
-	if dest := req.Header.Get("Sec-Fetch-Dest"); dest != "" && dest != "document" {
-		return ErrNotAPageLoad
-	}
 	if purpose := req.Header.Get("Sec-Purpose"); strings.Contains(purpose, "prefetch") || strings.Contains(purpose, "prerender") {
 		return ErrNotAPageLoad
 	}
-	return nil
+	if dest := req.Header.Get("Sec-Fetch-Dest"); dest == "" || dest == "document" {
+		return nil
+	}
+	if req.Header.Get("Sec-Fetch-Site") == "same-origin" {
+		return nil
+	}
+	return ErrNotAPageLoad
 }

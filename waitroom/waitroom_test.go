@@ -471,7 +471,8 @@ func TestWaitPage_OnlyPageLoadsJoin(t *testing.T) {
 		if n := assigned(); n != 0 {
 			t.Fatalf("%d places taken by loads that were not page loads", n)
 		}
-		// Top-level loads join: a browser with Sec-Fetch headers (cross-site link) and a client without.
+		// Top-level loads join: a browser with Sec-Fetch headers (cross-site link) and a client without;
+		// so do the shop's own script-driven navigations (Hotwire Turbo fetches pages as "empty").
 		link := http.Header{"Accept": {"text/html"}, "Sec-Fetch-Dest": {"document"}, "Sec-Fetch-Mode": {"navigate"}, "Sec-Fetch-Site": {"cross-site"}}
 		if r := h.visitor(rp).do("GET", "/p/item", nil, link); r.status != http.StatusOK || cookieOf(r.header, "edgeq_tk_drop") == nil {
 			t.Fatalf("a followed link: %d", r.status)
@@ -479,8 +480,13 @@ func TestWaitPage_OnlyPageLoadsJoin(t *testing.T) {
 		if r := h.visitor(rp).do("GET", "/_edgeq/wait/drop", nil, http.Header{"Accept": {"text/html"}}); r.status != http.StatusSeeOther {
 			t.Fatalf("a plain load of the waiting page with room inside: %d", r.status)
 		}
-		if n := assigned(); n != 2 {
-			t.Fatalf("assigned %d places, want 2", n)
+		turbo := http.Header{"Accept": {"text/vnd.turbo-stream.html, text/html, application/xhtml+xml"}, "Sec-Fetch-Dest": {"empty"},
+			"Sec-Fetch-Mode": {"cors"}, "Sec-Fetch-Site": {"same-origin"}}
+		if r := h.visitor(rp).do("GET", "/p/item", nil, turbo); r.status != http.StatusOK || cookieOf(r.header, "edgeq_tk_drop") == nil {
+			t.Fatalf("a Turbo visit: %d", r.status)
+		}
+		if n := assigned(); n != 3 {
+			t.Fatalf("assigned %d places, want 3", n)
 		}
 	})
 }
