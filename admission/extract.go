@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/web"
@@ -43,7 +45,13 @@ func (f *fields) get(src config.FieldSource) (value string, found bool, err erro
 		v := f.r.PathValue(src.Name)
 		return v, v != "", nil
 	case "query":
-		vals := f.r.URL.Query()[src.Name]
+		// url.Query drops pairs it cannot parse (a ";" among them) where other servers split them:
+		// a query that does not parse cleanly is refused, as a malformed form body is.
+		query, err := url.ParseQuery(f.r.URL.RawQuery)
+		if err != nil {
+			return "", false, ErrInvalidRequest.With("field", src.Name).Because(fmt.Errorf("malformed query: %w", err))
+		}
+		vals := query[src.Name]
 		if len(vals) > 1 {
 			return "", false, ambiguous(src, len(vals))
 		}
@@ -95,6 +103,18 @@ func (f *fields) get(src config.FieldSource) (value string, found bool, err erro
 // PHP and Rails the last), and the bid or purchase admitted would not be the one the shop records.
 var ErrAmbiguousField = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST",
 	Message: "The request gives a field more than once."}
+
+// clip shortens a visitor's text to 64 bytes for an answer or a log line.
+func clip(s string) string {
+	if len(s) <= 64 {
+		return s
+	}
+	cut := 64
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
 
 func ambiguous(src config.FieldSource, n int) error {
 	return ErrAmbiguousField.With("field", src.Name).Because(fmt.Errorf("%s given %d times", src, n))
@@ -164,57 +184,84 @@ func (f *fields) parseJSON() error {
 	}
 	if key, dup := duplicateKey(f.body); dup {
 		// encoding/json keeps the last copy; other parsers keep the first.
+		key = clip(key)
 		return ErrAmbiguousField.With("field", key).Because(fmt.Errorf("JSON key %q given twice in one object", key))
 	}
 	f.parsed = true
 	return nil
 }
 
-// duplicateKey finds a key given twice in one object of a JSON document that is known to be valid.
+// duplicateKey finds a key given twice in one object of a JSON document known to be valid. Keys are
+// compared the way encoding/json matches them to struct fields, without regard to case ("amount" and
+// "AMOUNT" are the same field to a Go shop, and to ASP.NET's defaults). It reads the bytes once and
+// allocates only for object keys.
 func duplicateKey(body []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	// One frame per open object or array: the keys seen so far (nil for an array) and whether the
-	// next string token of an object is a key.
-	type frame struct {
-		keys      map[string]bool
-		expectKey bool
-	}
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		top := len(stack) - 1
-		if top >= 0 && stack[top].keys != nil && stack[top].expectKey {
-			if key, ok := tok.(string); ok {
-				if stack[top].keys[key] {
-					return key, true
+	var stack []map[string]struct{} // per open object its folded keys; nil for an array
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '{':
+			stack = append(stack, map[string]struct{}{})
+		case '[':
+			stack = append(stack, nil)
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case '"':
+			end, escaped := i+1, false
+			for ; end < len(body) && body[end] != '"'; end++ {
+				if body[end] == '\\' {
+					end++
+					escaped = true
 				}
-				stack[top].keys[key] = true
-				stack[top].expectKey = false
+			}
+			raw := body[i : end+1]
+			i = end
+			// In valid JSON a string followed by ':' is an object key.
+			next := end + 1
+			for next < len(body) && (body[next] == ' ' || body[next] == '\t' || body[next] == '\n' || body[next] == '\r') {
+				next++
+			}
+			if next >= len(body) || body[next] != ':' || len(stack) == 0 || stack[len(stack)-1] == nil {
 				continue
 			}
-		}
-		if top >= 0 && stack[top].keys != nil {
-			stack[top].expectKey = true // a value was read: a key comes next
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, frame{keys: map[string]bool{}, expectKey: true})
-		case json.Delim('['):
-			stack = append(stack, frame{})
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:top]
-			if len(stack) == 0 {
-				return "", false
+			key := string(raw[1 : len(raw)-1])
+			if escaped {
+				json.Unmarshal(raw, &key)
 			}
-			if p := len(stack) - 1; stack[p].keys != nil {
-				stack[p].expectKey = true
+			keys, folded := stack[len(stack)-1], foldKey(key)
+			if _, seen := keys[folded]; seen {
+				return key, true
 			}
+			keys[folded] = struct{}{}
 		}
 	}
+	return "", false
+}
+
+// foldKey maps every spelling of a key that encoding/json would match case-insensitively to one
+// string: ASCII letters upper-cased, other runes to the smallest rune of their Unicode fold orbit
+// (so the Kelvin sign is "K").
+func foldKey(key string) string {
+	var b strings.Builder
+	b.Grow(len(key))
+	for _, r := range key {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b.WriteRune(r)
+			continue
+		}
+		for {
+			next := unicode.SimpleFold(r)
+			if next <= r {
+				r = next
+				break
+			}
+			r = next
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // lookupJSON follows a dotted path: object keys by name, array elements by index.

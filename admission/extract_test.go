@@ -16,6 +16,13 @@ func TestDuplicateKey(t *testing.T) {
 		`"str"`:                                      "",
 		`{}`:                                         "",
 		`{"a":1,"b":{"c":[{"d":1}],"e":2},"a2":3}`:   "",
+		`{"amount":"1.00","AMOUNT":"99999.00"}`:      "AMOUNT",
+		"{\"key\":1,\"\u212aey\":2}":                 "\u212aey",
+		`{"a\"b":1,"a\u0022b":2}`:                    "a\"b",
+		`{"s":1,"\u017f":2}`:                         "\u017f",
+		`{"x":"\\","y":"\"","x2":1}`:                 "",
+		`{ "a" : 1 , "b" : { "a" : 2 } }`:            "",
+		"{\n\t\"a\"\t:\r\n1,\"A\"\n:2}":              "A",
 	} {
 		key, dup := duplicateKey([]byte(doc))
 		if dup != (want != "") || key != want {

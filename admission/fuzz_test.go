@@ -33,6 +33,7 @@ func FuzzFields(f *testing.F) {
 		{"", "", "header:X-User"},
 		{"", "", "cookie:session"},
 		{"application/json", strings.Repeat("[", 600), "json:a"},
+		{"application/json", `{"a":"1","A":"2","b":{"\u212a":1,"k":2}}`, "json:a"},
 	}
 	for _, s := range seeds {
 		f.Add(s.contentType, []byte(s.body), s.source, "p=1&p=2", "session=abc; other=1", "alice")
