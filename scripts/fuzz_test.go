@@ -11,67 +11,82 @@ import (
 	"testing"
 )
 
-// fakeGo writes a stand-in for the go command: "go test ... -fuzz ..." prints fuzzOut and exits
-// fuzzStatus; any other "go test" (the corpus replay) prints "replayed" and exits replayStatus.
-func fakeGo(t *testing.T, fuzzOut string, fuzzStatus, replayStatus int) string {
+type goRun struct {
+	out    string
+	status int
+}
+
+// fakeGo writes a stand-in for the go command that answers its n-th call with runs[n] and logs each
+// call's arguments to the file it returns.
+func fakeGo(t *testing.T, runs ...goRun) (goCmd, calls string) {
 	t.Helper()
 	dir := t.TempDir()
-	out := filepath.Join(dir, "fuzz-output")
-	if err := os.WriteFile(out, []byte(fuzzOut), 0o644); err != nil {
+	calls = filepath.Join(dir, "calls")
+	script := "#!/bin/sh\necho \"$*\" >> '" + calls + "'\nn=$(wc -l < '" + calls + "')\ncase $n in\n"
+	for i, r := range runs {
+		out := filepath.Join(dir, "out"+strconv.Itoa(i+1))
+		if err := os.WriteFile(out, []byte(r.out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		script += "  " + strconv.Itoa(i+1) + ") cat '" + out + "'; exit " + strconv.Itoa(r.status) + " ;;\n"
+	}
+	script += "esac\necho unexpected call; exit 99\n"
+	goCmd = filepath.Join(dir, "go")
+	if err := os.WriteFile(goCmd, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	script := "#!/bin/sh\ncase \"$*\" in\n" +
-		"  *-fuzz*) cat '" + out + "'; exit " + strconv.Itoa(fuzzStatus) + " ;;\n" +
-		"  *) echo replayed \"$@\"; exit " + strconv.Itoa(replayStatus) + " ;;\nesac\n"
-	path := filepath.Join(dir, "go")
-	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return goCmd, calls
 }
 
-func runFuzz(t *testing.T, goCmd string) (string, int) {
-	t.Helper()
-	cmd := exec.Command("bash", "fuzz.sh", "./pkg", "FuzzThing", "10s", goCmd)
-	out, err := cmd.CombinedOutput()
-	if exit, ok := err.(*exec.ExitError); ok {
-		return string(out), exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), 0
+func raceAt(seconds string) string {
+	return "fuzz: elapsed: 9s, execs: 133117 (18573/sec), new interesting: 0 (total: 38)\n" +
+		"--- FAIL: FuzzThing (" + seconds + "s)\n    context deadline exceeded\nFAIL\nexit status 1\nFAIL\texample/pkg\t" + seconds + "s\n"
 }
 
-const race = `fuzz: elapsed: 9s, execs: 133117 (18573/sec), new interesting: 0 (total: 38)
---- FAIL: FuzzThing (10.35s)
-    context deadline exceeded
-FAIL
-exit status 1
-FAIL	example/pkg	10.389s
-`
+const clean = "PASS\nok  \texample/pkg\t10.1s\n"
 
 func TestFuzzScript(t *testing.T) {
+	finding := "--- FAIL: FuzzThing (5.75s)\n    --- FAIL: FuzzThing (0.00s)\n        fuzz_test.go:35: wrong\n\n" +
+		"    Failing input written to testdata/fuzz/FuzzThing/1253\nFAIL\n"
 	for _, c := range []struct {
-		name                     string
-		out                      string
-		fuzzStatus, replayStatus int
-		wantStatus               int
-		wantReplay               bool
+		name       string
+		fuzztime   string
+		runs       []goRun
+		wantStatus int
+		wantCalls  int
 	}{
-		{"clean run", "PASS\nok  \texample/pkg\t10.1s\n", 0, 0, 0, false},
-		{"coordinator race, corpus replays clean", race, 1, 0, 0, true},
-		{"coordinator race, corpus replay fails", race, 1, 1, 1, true},
-		{"a finding", "--- FAIL: FuzzThing (5.75s)\n    --- FAIL: FuzzThing (0.00s)\n        fuzz_test.go:35: wrong\n\n    Failing input written to testdata/fuzz/FuzzThing/1253\nFAIL\n", 1, 0, 1, false},
-		{"a deadline inside the target's own failure", "--- FAIL: FuzzThing (10.35s)\n    fuzz_test.go:9: dial: context deadline exceeded\nFAIL\n", 1, 0, 1, false},
-		{"a build failure", "# example/pkg\n./x.go:1:1: syntax error\nFAIL\texample/pkg [build failed]\n", 1, 0, 1, false},
+		{"clean run", "10s", []goRun{{clean, 0}}, 0, 1},
+		{"coordinator race, clean second run", "10s", []goRun{{raceAt("10.35"), 1}, {clean, 0}}, 0, 2},
+		{"coordinator race twice", "10s", []goRun{{raceAt("10.35"), 1}, {raceAt("10.2"), 1}}, 1, 2},
+		{"coordinator race, then a finding", "10s", []goRun{{raceAt("10.35"), 1}, {finding, 1}}, 1, 2},
+		{"a finding", "10s", []goRun{{finding, 1}}, 1, 1},
+		{"a bare deadline long after fuzztime (a hanging input)", "10s", []goRun{{raceAt("31.02"), 1}}, 1, 1},
+		{"a bare deadline with a count budget", "5000x", []goRun{{raceAt("10.35"), 1}}, 1, 1},
+		{"a deadline inside the target's own failure", "10s", []goRun{{"--- FAIL: FuzzThing (10.35s)\n    fuzz_test.go:9: dial: context deadline exceeded\nFAIL\n", 1}}, 1, 1},
+		{"a build failure", "10s", []goRun{{"# example/pkg\n./x.go:1:1: syntax error\nFAIL\texample/pkg [build failed]\n", 1}}, 1, 1},
+		{"coordinator race with minutes", "1m", []goRun{{raceAt("60.4"), 1}, {clean, 0}}, 0, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			out, status := runFuzz(t, fakeGo(t, c.out, c.fuzzStatus, c.replayStatus))
+			goCmd, calls := fakeGo(t, c.runs...)
+			out, err := exec.Command("bash", "fuzz.sh", "./pkg", "FuzzThing", c.fuzztime, goCmd).CombinedOutput()
+			status := 0
+			if exit, ok := err.(*exec.ExitError); ok {
+				status = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
 			if status != c.wantStatus {
 				t.Errorf("exit %d, want %d\n%s", status, c.wantStatus, out)
 			}
-			if replayed := strings.Contains(out, "replayed test -count=1 -run ^FuzzThing$ ./pkg"); replayed != c.wantReplay {
-				t.Errorf("replayed = %v, want %v\n%s", replayed, c.wantReplay, out)
+			logged, _ := os.ReadFile(calls)
+			lines := strings.Split(strings.TrimSpace(string(logged)), "\n")
+			if len(lines) != c.wantCalls {
+				t.Errorf("go ran %d times, want %d: %q", len(lines), c.wantCalls, lines)
+			}
+			for _, l := range lines {
+				if l != "test -run ^$ -fuzz ^FuzzThing$ -fuzztime "+c.fuzztime+" ./pkg" {
+					t.Errorf("go called as %q", l)
+				}
 			}
 		})
 	}
