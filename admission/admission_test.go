@@ -226,6 +226,7 @@ func TestStock_BadInput(t *testing.T) {
 			{"malformed JSON", "/api/cart", "application/json", `{"items":[{"sku":"p"`, session, 400, "INVALID_REQUEST"},
 			{"JSON product of the wrong type", "/api/cart", "application/json", `{"items":[{"sku":{"x":1}}]}`, session, 400, "INVALID_REQUEST"},
 			{"JSON with trailing data", "/api/cart", "application/json", `{"items":[{"sku":"p"}]} {}`, session, 400, "INVALID_REQUEST"},
+			{"JSON with a stray closing brace", "/api/cart", "application/json", `{"items":[{"sku":"p"}]} }`, session, 400, "INVALID_REQUEST"},
 			{"wrong content type for JSON", "/api/cart", form, `items=p`, session, 415, "UNSUPPORTED_MEDIA_TYPE"},
 			{"JSON quantity 2", "/api/cart", "application/json", `{"items":[{"sku":"p","qty":2}]}`, session, 400, "INVALID_REQUEST"},
 			{"unknown product in JSON", "/api/cart", "application/json", `{"items":[{"sku":"nope","qty":1}]}`, session, 404, "PRODUCT_NOT_FOUND"},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -179,7 +180,8 @@ func (f *fields) parseJSON() error {
 	if err := dec.Decode(&f.jsonDoc); err != nil {
 		return ErrInvalidRequest.Because(fmt.Errorf("malformed JSON: %w", err))
 	}
-	if dec.More() {
+	// Only white space may follow the value (More alone misses a stray "}" or "]").
+	if _, err := dec.Token(); err != io.EOF {
 		return ErrInvalidRequest.Because(errors.New("malformed JSON: data after the value"))
 	}
 	if key, dup := duplicateKey(f.body); dup {
@@ -191,7 +193,8 @@ func (f *fields) parseJSON() error {
 	return nil
 }
 
-// duplicateKey finds a key given twice in one object of a JSON document known to be valid. Keys are
+// duplicateKey finds a key given twice in one object of a JSON document (parseJSON calls it on valid
+// ones; on anything else it answers something without panicking: FuzzDuplicateKey). Keys are
 // compared the way encoding/json matches them to struct fields, without regard to case ("amount" and
 // "AMOUNT" are the same field to a Go shop, and to ASP.NET's defaults). It reads the bytes once and
 // allocates only for object keys.
@@ -204,7 +207,9 @@ func duplicateKey(body []byte) (string, bool) {
 		case '[':
 			stack = append(stack, nil)
 		case '}', ']':
-			stack = stack[:len(stack)-1]
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
 		case '"':
 			end, escaped := i+1, false
 			for ; end < len(body) && body[end] != '"'; end++ {
@@ -212,6 +217,9 @@ func duplicateKey(body []byte) (string, bool) {
 					end++
 					escaped = true
 				}
+			}
+			if end >= len(body) {
+				return "", false // an unterminated string: not JSON (parseJSON never gets here)
 			}
 			raw := body[i : end+1]
 			i = end
