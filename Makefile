@@ -36,7 +36,7 @@ test:
 # A failure writes the input under testdata/fuzz/<target>/: commit it with the fix.
 FUZZTIME ?= 10s
 FUZZ_TARGETS := \
-	./admission:FuzzFields ./admission:FuzzLookupJSON ./admission:FuzzDuplicateKey \
+	./internal/fields:FuzzFields ./internal/fields:FuzzLookupJSON ./internal/fields:FuzzDuplicateKey \
 	./internal/web:FuzzCookieValue ./internal/web:FuzzCorrelationID ./internal/web:FuzzSafeReturn \
 	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders \
 	./internal/token:FuzzVerify ./waitroom:FuzzRequestID ./internal/money:FuzzParse \

@@ -13,14 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
-)
-
-var (
-	errProductExistsAPI  = &web.Error{Status: http.StatusConflict, Code: "PRODUCT_EXISTS", Message: "A product with this id exists."}
-	errAdmissionNotFound = &web.Error{Status: http.StatusNotFound, Code: "ADMISSION_NOT_FOUND", Message: "There is no such admission."}
-	errDeadNotFound      = &web.Error{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "There is no such dead letter."}
-	errRetryFailed       = &web.Error{Status: http.StatusConflict, Code: "RETRY_FAILED", Message: "The event failed again; it stays in the dead-letter set."}
 )
 
 const maxAdminBody = 64 << 10
@@ -58,12 +52,12 @@ func (s *Service) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		Price        int64   `json:"price"`
 		ImageURL     string  `json:"image_url"`
 	}
-	if e := web.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+	if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
 	if body.ID == nil || body.Stock == nil {
-		s.responder.Error(w, r, ErrInvalidRequest.With("problems", "id and stock are required"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", "id and stock are required"))
 		return
 	}
 	p := config.Product{ID: *body.ID, Stock: *body.Stock, PerUserLimit: 1, Name: body.Name, Price: body.Price, ImageURL: body.ImageURL}
@@ -71,15 +65,15 @@ func (s *Service) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		p.PerUserLimit = *body.PerUserLimit
 	}
 	if err := config.ValidateProduct(p); err != nil {
-		s.responder.Error(w, r, ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
 		return
 	}
 	if _, err := s.writeProduct(r.Context(), "create", p); err != nil {
 		if errors.Is(err, errProductExists) {
-			s.responder.Error(w, r, errProductExistsAPI)
+			s.responder.Error(w, r, web.ErrProductExists)
 			return
 		}
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	s.writeProductJSON(w, r, p.ID)
@@ -89,9 +83,9 @@ func (s *Service) writeProductJSON(w http.ResponseWriter, r *http.Request, id st
 	p, found, err := s.product(r.Context(), id)
 	switch {
 	case err != nil:
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !found:
-		s.responder.Error(w, r, ErrProductNotFound)
+		s.responder.Error(w, r, web.ErrProductNotFound)
 	default:
 		web.WriteJSON(w, http.StatusOK, p)
 	}
@@ -105,16 +99,16 @@ func (s *Service) adminRestock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "id"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	res, err := restockScript.Run(r.Context(), s.client, []string{infoKey(s.keys, id), stockKey(s.keys, id)}, amount).Int64Slice()
 	if err != nil || len(res) != 2 {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(fmt.Errorf("restock: %v %v", res, err)))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("restock: %v %v", res, err)))
 		return
 	}
 	if res[0] == 1 {
-		s.responder.Error(w, r, ErrProductNotFound)
+		s.responder.Error(w, r, web.ErrProductNotFound)
 		return
 	}
 	s.products.forget(id)
@@ -128,23 +122,23 @@ func (s *Service) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Er
 		var body struct {
 			Amount *int64 `json:"amount"`
 		}
-		if e := web.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+		if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
 			return 0, e
 		}
 		if body.Amount == nil {
-			return 0, ErrInvalidRequest.With("field", "amount")
+			return 0, web.ErrInvalidRequest.With("field", "amount")
 		}
 		amount = *body.Amount
 	} else {
 		r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
 		n, err := strconv.ParseInt(r.PostFormValue("amount"), 10, 64)
 		if err != nil {
-			return 0, ErrInvalidRequest.With("field", "amount")
+			return 0, web.ErrInvalidRequest.With("field", "amount")
 		}
 		amount = n
 	}
 	if amount < 1 || amount > 1_000_000_000 {
-		return 0, ErrInvalidRequest.With("field", "amount").With("problems", "amount must be 1..1000000000")
+		return 0, web.ErrInvalidRequest.With("field", "amount").With("problems", "amount must be 1..1000000000")
 	}
 	return amount, nil
 }
@@ -152,19 +146,19 @@ func (s *Service) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Er
 func (s *Service) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "id"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	// One slot, one command: the product, its stock, its buyers and its events go together.
 	n, err := s.client.Del(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id)).Result()
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	s.client.SRem(r.Context(), productIndexKey(s.keys), id)
 	s.products.forget(id)
 	if n == 0 {
-		s.responder.Error(w, r, ErrProductNotFound)
+		s.responder.Error(w, r, web.ErrProductNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
@@ -180,7 +174,7 @@ func (s *Service) adminListProducts(w http.ResponseWriter, r *http.Request) {
 	}
 	ids, err := s.client.SMembers(r.Context(), productIndexKey(s.keys)).Result()
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	slices.Sort(ids)
@@ -189,7 +183,7 @@ func (s *Service) adminListProducts(w http.ResponseWriter, r *http.Request) {
 	for _, id := range ids[lo:hi] {
 		p, found, err := s.product(r.Context(), id)
 		if err != nil {
-			s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		if found {
@@ -244,7 +238,7 @@ func (s *Service) writePage(w http.ResponseWriter, r *http.Request, index string
 	}
 	items, total, err := s.pageOf(r.Context(), index, page, size)
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
@@ -271,15 +265,15 @@ func (s *Service) record(ctx context.Context, id string) (Record, bool, error) {
 func (s *Service) adminAdmission(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !admissionIDSyntax.MatchString(id) {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "id"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	rec, found, err := s.record(r.Context(), id)
 	switch {
 	case err != nil:
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !found:
-		s.responder.Error(w, r, errAdmissionNotFound)
+		s.responder.Error(w, r, web.ErrAdmissionNotFound)
 	default:
 		web.WriteJSON(w, http.StatusOK, rec)
 	}
@@ -291,7 +285,7 @@ func (s *Service) adminAdmission(w http.ResponseWriter, r *http.Request) {
 func (s *Service) adminDeleteAdmission(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !admissionIDSyntax.MatchString(id) {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "id"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	ctx := r.Context()
@@ -320,9 +314,9 @@ func (s *Service) adminDeleteAdmission(w http.ResponseWriter, r *http.Request) {
 	}, key)
 	switch {
 	case err != nil:
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !deleted:
-		s.responder.Error(w, r, errAdmissionNotFound)
+		s.responder.Error(w, r, web.ErrAdmissionNotFound)
 	default:
 		web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 	}
@@ -336,7 +330,7 @@ func (s *Service) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
 	user := r.PathValue("user")
 	if r.URL.Query().Get("pseudonym") == "1" {
 		if !pseudonymSyntax.MatchString(user) {
-			s.responder.Error(w, r, ErrInvalidRequest.With("field", "user"))
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "user"))
 			return
 		}
 	} else {
@@ -350,7 +344,7 @@ func (s *Service) adminLeaderboard(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 100 {
-			s.responder.Error(w, r, ErrInvalidRequest.With("field", "limit"))
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "limit"))
 			return
 		}
 		limit = n
@@ -359,7 +353,7 @@ func (s *Service) adminLeaderboard(w http.ResponseWriter, r *http.Request) {
 		Min: "(0", Max: "+inf", Count: limit,
 	}).Result()
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	items := make([]map[string]any, 0, len(rows))
@@ -378,7 +372,7 @@ func (s *Service) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	total, err := s.client.ZCard(ctx, deadByTimeKey(s.keys)).Result()
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	start := (page - 1) * size
@@ -405,16 +399,16 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 	ctx, id := r.Context(), r.PathValue("id")
 	v, err := s.client.HGet(ctx, deadKey(s.keys), id).Result()
 	if errors.Is(err, redis.Nil) {
-		s.responder.Error(w, r, errDeadNotFound)
+		s.responder.Error(w, r, web.ErrDeadLetterNotFound)
 		return
 	}
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	var d DeadLetter
 	if err := json.Unmarshal([]byte(v), &d); err != nil {
-		s.responder.Error(w, r, errRetryFailed.Because(err))
+		s.responder.Error(w, r, web.ErrDeadLetterRetryFail.Because(err))
 		return
 	}
 	values := map[string]any{}
@@ -426,7 +420,7 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 		err = apply(ctx)
 	}
 	if err != nil {
-		s.responder.Error(w, r, errRetryFailed.With("error", err.Error()).Because(err))
+		s.responder.Error(w, r, web.ErrDeadLetterRetryFail.With("error", err.Error()).Because(err))
 		return
 	}
 	s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {

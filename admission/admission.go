@@ -7,7 +7,6 @@ package admission
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
@@ -79,15 +79,8 @@ func New(o Options) *Service {
 	}
 }
 
-// Refusals of stock admission (CONTRACT section 6).
-var (
-	ErrInsufficientStock  = &web.Error{Status: http.StatusConflict, Code: "INSUFFICIENT_STOCK", Message: "Sorry, this item is sold out."}
-	ErrProductNotFound    = &web.Error{Status: http.StatusNotFound, Code: "PRODUCT_NOT_FOUND", Message: "There is no such product."}
-	ErrPurchaseInProgress = &web.Error{Status: http.StatusConflict, Code: "PURCHASE_IN_PROGRESS", Message: "Another purchase of yours is being processed. Please wait for it to finish."}
-	ErrAlreadyPurchased   = &web.Error{Status: http.StatusConflict, Code: "ALREADY_PURCHASED", Message: "You have already bought as many of this item as one person may."}
-	ErrStoreUnavailable   = &web.Error{Status: http.StatusServiceUnavailable, Code: "STORE_UNAVAILABLE", Message: "Purchases and bids are briefly unavailable. Please try again in a moment.", RetryAfter: 5 * time.Second}
-	errUserMissing        = ErrInvalidRequest.With("field", "user")
-)
+// errUserMissing refuses an admission whose user cannot be identified.
+var errUserMissing = web.ErrInvalidRequest.With("field", "user")
 
 // Headers edgeq sends the origin on admitted requests.
 const HeaderAdmissionID = "Edgeq-Admission-Id"
@@ -142,7 +135,7 @@ func (s *Service) stockStep(route config.Route, next http.Handler) (http.Handler
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		if web.RequestFrom(r.Context()).StoreDegraded {
-			s.refuseAs(w, r, "stock", ErrStoreUnavailable.Because(errDegraded), start)
+			s.refuseAs(w, r, "stock", web.ErrStoreUnavailable.Because(web.ErrDegraded), start)
 			return
 		}
 		req, e := s.readStock(r, productSrc, quantitySrc, userSrc)
@@ -177,27 +170,27 @@ const recordTTL = 24 * time.Hour
 
 // readStock extracts and checks the fields of a stock request. Nothing is stored for a bad request.
 func (s *Service) readStock(r *http.Request, productSrc config.FieldSource, quantitySrc *config.FieldSource, userSrc config.UserSource) (admissionRequest, *web.Error) {
-	f := newFields(r, s.o.MaxBodyBytes)
-	product, found, err := f.get(productSrc)
-	if err != nil {
-		return admissionRequest{}, asWebError(err)
+	f := fields.New(r, s.o.MaxBodyBytes)
+	product, found, e := f.Get(productSrc)
+	if e != nil {
+		return admissionRequest{}, e
 	}
 	if !found {
-		return admissionRequest{}, ErrInvalidRequest.With("field", "product").Because(fmt.Errorf("no %s", productSrc))
+		return admissionRequest{}, web.ErrInvalidRequest.With("field", "product").Because(fmt.Errorf("no %s", productSrc))
 	}
 	if !config.ID.MatchString(product) {
-		return admissionRequest{}, ErrInvalidRequest.With("field", "product").Because(fmt.Errorf("product %q", product))
+		return admissionRequest{}, web.ErrInvalidRequest.With("field", "product").Because(fmt.Errorf("product %q", product))
 	}
 	req := admissionRequest{product: product, quantity: 1}
 	if quantitySrc != nil {
-		text, found, err := f.get(*quantitySrc)
-		if err != nil {
-			return admissionRequest{}, asWebError(err)
+		text, found, e := f.Get(*quantitySrc)
+		if e != nil {
+			return admissionRequest{}, e
 		}
 		if found {
 			q, err := strconv.ParseInt(text, 10, 64)
 			if err != nil || q < 1 || q > 1_000_000 {
-				return admissionRequest{}, ErrInvalidRequest.With("field", "quantity").Because(fmt.Errorf("quantity %q", text))
+				return admissionRequest{}, web.ErrInvalidRequest.With("field", "quantity").Because(fmt.Errorf("quantity %q", text))
 			}
 			req.quantity = q
 		}
@@ -211,7 +204,7 @@ func (s *Service) readStock(r *http.Request, productSrc config.FieldSource, quan
 }
 
 // userOf finds the raw user identity: the queue request id of the access token, or a cookie/header.
-func (s *Service) userOf(r *http.Request, f *fields, src config.UserSource) (string, *web.Error) {
+func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSource) (string, *web.Error) {
 	if src.FromToken {
 		id := web.RequestFrom(r.Context()).QueueRequestID
 		if id == "" {
@@ -219,21 +212,14 @@ func (s *Service) userOf(r *http.Request, f *fields, src config.UserSource) (str
 		}
 		return id, nil
 	}
-	v, found, err := f.get(src.Field)
-	if err != nil {
-		return "", asWebError(err)
+	v, found, e := f.Get(src.Field)
+	if e != nil {
+		return "", e
 	}
 	if !found || len(v) > 1024 {
 		return "", errUserMissing.Because(fmt.Errorf("no %s", src.Field))
 	}
 	return v, nil
-}
-
-func asWebError(err error) *web.Error {
-	if e, ok := err.(*web.Error); ok {
-		return e
-	}
-	return ErrInvalidRequest.Because(err)
 }
 
 // refusal maps reserve.lua's answer to an error, nil when admitted.
@@ -242,27 +228,24 @@ func refusal(code, remaining, limit int64) *web.Error {
 	case 0:
 		return nil
 	case 1:
-		return ErrInsufficientStock.With("remaining_stock", remaining)
+		return web.ErrInsufficientStock.With("remaining_stock", remaining)
 	case 2:
-		return ErrProductNotFound
+		return web.ErrProductNotFound
 	case 3:
-		return ErrPurchaseInProgress
+		return web.ErrPurchaseInProgress
 	case 4:
-		return ErrAlreadyPurchased.With("per_user_limit", limit)
+		return web.ErrAlreadyPurchased.With("per_user_limit", limit)
 	case 5:
-		return ErrInvalidRequest.With("field", "quantity").With("per_user_limit", limit)
+		return web.ErrInvalidRequest.With("field", "quantity").With("per_user_limit", limit)
 	}
-	return ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
+	return web.ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
 }
-
-// errDegraded is the cause logged for admissions refused because the store counts as unavailable.
-var errDegraded = errors.New("store degraded (store_health)")
 
 // storeFailed handles an admission whose store call failed: a route with on_store_error: open goes
 // to the origin without admission (counted as "bypassed"); a closed one is answered 503.
 func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, typ string, open bool, next http.Handler, cause error, start time.Time) {
 	if !open {
-		s.refuseAs(w, r, typ, ErrStoreUnavailable.Because(cause), start)
+		s.refuseAs(w, r, typ, web.ErrStoreUnavailable.Because(cause), start)
 		return
 	}
 	s.metrics.admissions.WithLabelValues(typ, "bypassed").Inc()
@@ -277,7 +260,7 @@ func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, typ string
 func (s *Service) refuseAs(w http.ResponseWriter, r *http.Request, typ string, e *web.Error, start time.Time) {
 	s.metrics.admissions.WithLabelValues(typ, resultLabel(e)).Inc()
 	s.metrics.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
-	if e.Code == ErrInsufficientStock.Code && web.IsNavigation(r) {
+	if e.Code == web.ErrInsufficientStock.Code && web.IsNavigation(r) {
 		base := s.responder.Base(r)
 		s.responder.Page(w, r, e.Status, "soldout.html", web.ErrorPage{PageBase: base, Status: e.Status, Code: e.Code})
 		return
@@ -322,25 +305,25 @@ func statusOf(o *web.Outcome) int {
 
 func resultLabel(e *web.Error) string {
 	switch e.Code {
-	case ErrInsufficientStock.Code:
+	case web.ErrInsufficientStock.Code:
 		return "insufficient_stock"
-	case ErrProductNotFound.Code:
+	case web.ErrProductNotFound.Code:
 		return "product_not_found"
-	case ErrPurchaseInProgress.Code:
+	case web.ErrPurchaseInProgress.Code:
 		return "purchase_in_progress"
-	case ErrAlreadyPurchased.Code:
+	case web.ErrAlreadyPurchased.Code:
 		return "already_purchased"
-	case ErrStoreUnavailable.Code:
+	case web.ErrStoreUnavailable.Code:
 		return "store_unavailable"
-	case ErrAuctionNotFound.Code:
+	case web.ErrAuctionNotFound.Code:
 		return "auction_not_found"
-	case ErrAuctionEnded.Code:
+	case web.ErrAuctionEnded.Code:
 		return "auction_ended"
-	case ErrSelfBid.Code:
+	case web.ErrSelfBid.Code:
 		return "self_bid"
-	case ErrInvalidBid.Code:
+	case web.ErrInvalidBid.Code:
 		return "invalid_bid"
-	case ErrBidTooLow.Code:
+	case web.ErrBidTooLow.Code:
 		return "bid_too_low"
 	}
 	return "invalid_request"

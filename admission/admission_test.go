@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -567,33 +566,6 @@ func TestAdmin_Products(t *testing.T) {
 			t.Fatalf("after a reseed: %+v", p)
 		}
 	})
-}
-
-func jsonNumber(s string) json.Number { return json.Number(s) }
-
-func TestFields_JSONPaths(t *testing.T) {
-	doc := map[string]any{"items": []any{map[string]any{"sku": "a1", "qty": jsonNumber("2")}}, "flag": true}
-	cases := []struct {
-		path  string
-		value string
-		found bool
-		err   bool
-	}{
-		{"items.0.sku", "a1", true, false},
-		{"items.0.qty", "2", true, false},
-		{"items.1.sku", "", false, false},
-		{"items.x", "", false, false},
-		{"items.-1", "", false, false},
-		{"nope", "", false, false},
-		{"flag", "", false, true},
-		{"items", "", false, true},
-	}
-	for _, c := range cases {
-		v, found, err := lookupJSON(doc, strings.Split(c.path, "."))
-		if v != c.value || found != c.found || (err != nil) != c.err {
-			t.Errorf("%s: %q %v %v", c.path, v, found, err)
-		}
-	}
 }
 
 // With the store unreachable, a closed route answers 503 and an open one sends the purchase on

@@ -15,18 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
-)
-
-// Refusals of bid admission (CONTRACT section 6).
-var (
-	ErrAuctionNotFound = &web.Error{Status: http.StatusNotFound, Code: "AUCTION_NOT_FOUND", Message: "There is no such auction."}
-	ErrAuctionEnded    = &web.Error{Status: http.StatusConflict, Code: "AUCTION_ENDED", Message: "This auction has ended."}
-	ErrSelfBid         = &web.Error{Status: http.StatusForbidden, Code: "SELF_BID", Message: "You cannot bid on your own auction."}
-	ErrInvalidBid      = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_BID", Message: "A bid is a positive amount with at most two decimals, at least the starting price."}
-	ErrBidTooLow       = &web.Error{Status: http.StatusConflict, Code: "BID_TOO_LOW", Message: "Your bid must beat the highest bid by at least the minimum increment."}
 )
 
 // HeaderBidID carries an accepted bid's id to the origin.
@@ -58,7 +50,7 @@ func (s *Service) bidStep(route config.Route, next http.Handler) (http.Handler, 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		if web.RequestFrom(r.Context()).StoreDegraded {
-			s.refuseAs(w, r, "bid", ErrStoreUnavailable.Because(errDegraded), start)
+			s.refuseAs(w, r, "bid", web.ErrStoreUnavailable.Because(web.ErrDegraded), start)
 			return
 		}
 		auction, user, amount, e := s.readBid(r, auctionSrc, amountSrc, userSrc)
@@ -102,24 +94,24 @@ func parseReleaseOn(texts []string) ([]config.ReleaseOutcome, error) {
 
 // readBid extracts the auction, the bidder and the amount (a decimal string, integer cents).
 func (s *Service) readBid(r *http.Request, auctionSrc, amountSrc config.FieldSource, userSrc config.UserSource) (auction, user string, cents int64, e *web.Error) {
-	f := newFields(r, s.o.MaxBodyBytes)
-	auction, found, err := f.get(auctionSrc)
-	if err != nil {
-		return "", "", 0, asWebError(err)
+	f := fields.New(r, s.o.MaxBodyBytes)
+	auction, found, e := f.Get(auctionSrc)
+	if e != nil {
+		return "", "", 0, e
 	}
 	if !found || !config.ID.MatchString(auction) {
-		return "", "", 0, ErrInvalidRequest.With("field", "auction").Because(fmt.Errorf("auction %q", auction))
+		return "", "", 0, web.ErrInvalidRequest.With("field", "auction").Because(fmt.Errorf("auction %q", auction))
 	}
-	text, found, err := f.get(amountSrc)
-	if err != nil {
-		return "", "", 0, asWebError(err)
+	text, found, e := f.Get(amountSrc)
+	if e != nil {
+		return "", "", 0, e
 	}
 	if !found {
-		return "", "", 0, ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("no %s", amountSrc))
+		return "", "", 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("no %s", amountSrc))
 	}
-	cents, err = money.Parse(text)
+	cents, err := money.Parse(text)
 	if err != nil || cents <= 0 {
-		return "", "", 0, ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("amount %q", text))
+		return "", "", 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("amount %q", text))
 	}
 	raw, e := s.userOf(r, f, userSrc)
 	if e != nil {
@@ -133,17 +125,17 @@ func bidRefusal(code, highest int64) *web.Error {
 	case 0:
 		return nil
 	case 1:
-		return ErrBidTooLow.With("highest_amount", money.Format(highest))
+		return web.ErrBidTooLow.With("highest_amount", money.Format(highest))
 	case 2:
-		return ErrAuctionNotFound
+		return web.ErrAuctionNotFound
 	case 3:
-		return ErrAuctionEnded
+		return web.ErrAuctionEnded
 	case 4:
-		return ErrSelfBid
+		return web.ErrSelfBid
 	case 5:
-		return ErrInvalidBid.With("starting_price", money.Format(highest))
+		return web.ErrInvalidBid.With("starting_price", money.Format(highest))
 	}
-	return ErrStoreUnavailable.Because(fmt.Errorf("bid answered %d", code))
+	return web.ErrStoreUnavailable.Because(fmt.Errorf("bid answered %d", code))
 }
 
 // settleBid withdraws the bid when the origin's outcome is in release_on, and commits it otherwise.
@@ -361,16 +353,16 @@ func (s *Service) registerAuctionReads(mux *http.ServeMux) {
 func (s *Service) auctionFor(w http.ResponseWriter, r *http.Request) (string, *auctionView, bool) {
 	id := r.PathValue("id")
 	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "id"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return "", nil, false
 	}
 	v, err := s.view(r.Context(), id)
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return "", nil, false
 	}
 	if !v.found {
-		s.responder.Error(w, r, ErrAuctionNotFound)
+		s.responder.Error(w, r, web.ErrAuctionNotFound)
 		return "", nil, false
 	}
 	return id, v, true
@@ -402,7 +394,7 @@ func (s *Service) handleHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	items, err := s.page(r.Context(), id, v, page, size)
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": v.totalBids, "page": page, "page_size": size})
@@ -432,30 +424,30 @@ func (s *Service) handleBatch(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		AuctionIDs []string `json:"auction_ids"`
 	}
-	if e := web.DecodeJSON(w, r, 16<<10, &body); e != nil {
+	if e := fields.DecodeJSON(w, r, 16<<10, &body); e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
 	if len(body.AuctionIDs) == 0 || len(body.AuctionIDs) > 100 {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "auction_ids").With("problems", "1 to 100 auction ids"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "auction_ids").With("problems", "1 to 100 auction ids"))
 		return
 	}
 	out := make([]map[string]any, 0, len(body.AuctionIDs))
 	for _, id := range body.AuctionIDs {
 		if !config.ID.MatchString(id) {
-			s.responder.Error(w, r, ErrInvalidRequest.With("field", "auction_ids").With("problems", fmt.Sprintf("%q is not an id", id)))
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "auction_ids").With("problems", fmt.Sprintf("%q is not an id", id)))
 			return
 		}
 	}
 	for _, id := range body.AuctionIDs {
 		v, err := s.view(r.Context(), id)
 		if err != nil {
-			s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		item := highestBody(id, v)
 		if !v.found {
-			item["error"] = ErrAuctionNotFound.Code
+			item["error"] = web.ErrAuctionNotFound.Code
 		}
 		out = append(out, item)
 	}
@@ -517,7 +509,7 @@ func (s *Service) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 		EndsAt        *string `json:"ends_at"`
 		Owner         *string `json:"owner"`
 	}
-	if e := web.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+	if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
@@ -534,17 +526,17 @@ func (s *Service) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 	if body.EndsAt != nil {
 		t, err := time.Parse(time.RFC3339, *body.EndsAt)
 		if err != nil {
-			s.responder.Error(w, r, ErrInvalidRequest.With("field", "ends_at"))
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "ends_at"))
 			return
 		}
 		a.EndsAt = t
 	}
 	if err := config.ValidateAuction(a); err != nil {
-		s.responder.Error(w, r, ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
 		return
 	}
 	if err := s.writeAuction(r.Context(), a); err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	s.writeAuctionJSON(w, r, id)
@@ -552,7 +544,7 @@ func (s *Service) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) adminGetAuction(w http.ResponseWriter, r *http.Request) {
 	if !config.ID.MatchString(r.PathValue("id")) {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "id"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	s.writeAuctionJSON(w, r, r.PathValue("id"))
@@ -568,7 +560,7 @@ func (s *Service) adminListAuctions(w http.ResponseWriter, r *http.Request) {
 	}
 	ids, err := s.client.SMembers(r.Context(), auctionIndexKey(s.keys)).Result()
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	slices.Sort(ids)
@@ -577,7 +569,7 @@ func (s *Service) adminListAuctions(w http.ResponseWriter, r *http.Request) {
 	for _, id := range ids[lo:hi] {
 		v, err := s.view(r.Context(), id)
 		if err != nil {
-			s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		if v.found {
@@ -591,11 +583,11 @@ func (s *Service) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id st
 	s.reads.forget(id)
 	v, err := s.view(r.Context(), id)
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	if !v.found {
-		s.responder.Error(w, r, ErrAuctionNotFound)
+		s.responder.Error(w, r, web.ErrAuctionNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, auctionOf(id, v))
@@ -612,7 +604,7 @@ func (s *Service) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	user := r.PathValue("user")
 	if r.URL.Query().Get("pseudonym") == "1" {
 		if !pseudonymSyntax.MatchString(user) {
-			s.responder.Error(w, r, ErrInvalidRequest.With("field", "user"))
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "user"))
 			return
 		}
 	} else {
@@ -627,7 +619,7 @@ func (s *Service) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	index := userBidsKey(s.keys, user)
 	total, err := s.client.ZCard(ctx, index).Result()
 	if err != nil {
-		s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	start := (page - 1) * size

@@ -149,21 +149,21 @@ func (s *Service) Register(mux *http.ServeMux) {
 func (s *Service) handleProduct(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, ErrInvalidRequest.With("field", "id"))
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	e, ok := s.products.get(id)
 	if !ok {
 		p, found, err := s.product(r.Context(), id)
 		if err != nil {
-			s.responder.Error(w, r, ErrStoreUnavailable.Because(err))
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		e = cachedProduct{product: p, found: found, at: time.Now()}
 		s.products.put(id, e)
 	}
 	if !e.found {
-		s.responder.Error(w, r, ErrProductNotFound)
+		s.responder.Error(w, r, web.ErrProductNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{

@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
 // Errors of the admin queue API.
 var (
-	errQueueExistsAPI   = &web.Error{Status: http.StatusConflict, Code: "QUEUE_EXISTS", Message: "A queue with this id exists."}
-	errQueueMissingAPI  = &web.Error{Status: http.StatusNotFound, Code: "QUEUE_NOT_FOUND", Message: "There is no such queue."}
-	errRequestMissing   = &web.Error{Status: http.StatusNotFound, Code: "REQUEST_NOT_FOUND", Message: "There is no such request in this queue."}
-	errNotServedAPI     = &web.Error{Status: http.StatusConflict, Code: "NOT_SERVED", Message: "A waiting visitor cannot complete: it has not been served."}
-	errAlreadyFinishAPI = &web.Error{Status: http.StatusConflict, Code: "ALREADY_FINISHED", Message: "This visitor's session is already over."}
+	errQueueExistsAPI   = web.ErrQueueExists
+	errQueueMissingAPI  = web.ErrQueueNotFoundAdmin
+	errRequestMissing   = web.ErrRequestNotFound
+	errNotServedAPI     = web.ErrNotServed
+	errAlreadyFinishAPI = web.ErrAlreadyFinished
 )
 
 const (
@@ -143,7 +144,7 @@ func defaultSettings() settings { return settingsOf(config.DefaultQueue()) }
 
 func (r *Room) adminCreate(w http.ResponseWriter, req *http.Request) {
 	var body queueRequest
-	if e := web.DecodeJSON(w, req, maxAdminBodyBytes, &body); e != nil {
+	if e := fields.DecodeJSON(w, req, maxAdminBodyBytes, &body); e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
@@ -161,7 +162,7 @@ func (r *Room) adminCreate(w http.ResponseWriter, req *http.Request) {
 
 func (r *Room) adminUpdate(w http.ResponseWriter, req *http.Request) {
 	var body queueRequest
-	if e := web.DecodeJSON(w, req, maxAdminBodyBytes, &body); e != nil {
+	if e := fields.DecodeJSON(w, req, maxAdminBodyBytes, &body); e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
@@ -265,22 +266,14 @@ func (r *Room) adminDelete(w http.ResponseWriter, req *http.Request) {
 	web.WriteJSON(w, http.StatusOK, result)
 }
 
-// formFields reads the form body of the seed-004 POST endpoints.
-func formFields(w http.ResponseWriter, req *http.Request) *web.Error {
-	req.Body = http.MaxBytesReader(w, req.Body, maxAdminBodyBytes)
-	if err := req.ParseForm(); err != nil {
-		return web.BodyError(err)
-	}
-	return nil
-}
-
 func (r *Room) adminIncrement(w http.ResponseWriter, req *http.Request) {
-	if e := formFields(w, req); e != nil {
+	f, e := bodyFields(req, maxAdminBodyBytes, "queue_id", "increment_by")
+	if e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
-	id := req.PostForm.Get("queue_id")
-	n, err := strconv.ParseInt(req.PostForm.Get("increment_by"), 10, 64)
+	id := f["queue_id"]
+	n, err := strconv.ParseInt(f["increment_by"], 10, 64)
 	if !config.ID.MatchString(id) || err != nil || n < 1 || n > int64(maxIncrementBy) {
 		r.responder.Error(w, req, ErrInvalidRequest.With("problems",
 			fmt.Sprintf("queue_id must be a queue id and increment_by an integer 1..%d", maxIncrementBy)))
@@ -304,13 +297,14 @@ func (r *Room) adminIncrement(w http.ResponseWriter, req *http.Request) {
 
 // UpdateTokenStatus ends a visitor's session: status 1 COMPLETED, 2 ABANDONED (seed 004).
 func (r *Room) adminUpdateTokenStatus(w http.ResponseWriter, req *http.Request) {
-	if e := formFields(w, req); e != nil {
+	f, e := bodyFields(req, maxAdminBodyBytes, "queue_id", "request_id", "status")
+	if e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
-	id, requestID := req.PostForm.Get("queue_id"), req.PostForm.Get("request_id")
+	id, requestID := f["queue_id"], f["request_id"]
 	var final State
-	switch req.PostForm.Get("status") {
+	switch f["status"] {
 	case "1":
 		final = StateCompleted
 	case "2":

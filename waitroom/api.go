@@ -5,41 +5,40 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Errors of the waiting-room endpoints (CONTRACT section 3).
+// Errors of the waiting-room endpoints (CONTRACT section 3), defined with every other code in
+// internal/web.
 var (
-	ErrInvalidRequest   = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST", Message: "The request is missing a field or has a malformed one."}
-	ErrQueueNotFound    = &web.Error{Status: http.StatusBadRequest, Code: "QUEUE_NOT_FOUND", Message: "There is no such queue."}
-	ErrRequestNotFound  = &web.Error{Status: http.StatusNotFound, Code: "REQUEST_NOT_FOUND", Message: "This place in the queue is unknown."}
-	ErrExpired          = &web.Error{Status: http.StatusGone, Code: "EXPIRED", Message: "This place in the queue is no longer valid. Please join the queue again."}
-	ErrNotYetServed     = &web.Error{Status: http.StatusAccepted, Code: "NOT_YET_SERVED", Message: "Your turn has not come yet."}
-	ErrRateLimited      = &web.Error{Status: http.StatusTooManyRequests, Code: "RATE_LIMITED", Message: "Too many requests from your network. Please wait a moment."}
-	ErrStoreUnavailable = &web.Error{Status: http.StatusServiceUnavailable, Code: "STORE_UNAVAILABLE", Message: "The waiting room is briefly unavailable. Please try again in a moment.", RetryAfter: 5 * time.Second}
-	ErrQueueRequired    = &web.Error{Status: http.StatusForbidden, Code: "QUEUE_REQUIRED", Message: "This page needs a place in the waiting room first."}
-	ErrTurnstileMissing = &web.Error{Status: http.StatusServiceUnavailable, Code: "GATE_UNAVAILABLE", Message: "This queue requires a Turnstile check, but Turnstile is not configured."}
-	ErrInvalidTurnstile = &web.Error{Status: http.StatusForbidden, Code: "INVALID_TURNSTILE_TOKEN", Message: "The Turnstile check did not succeed."}
+	ErrInvalidRequest   = web.ErrInvalidRequest
+	ErrQueueNotFound    = web.ErrQueueNotFound
+	ErrRequestNotFound  = web.ErrRequestNotFound
+	ErrExpired          = web.ErrExpired
+	ErrNotYetServed     = web.ErrNotYetServed
+	ErrRateLimited      = web.ErrRateLimited
+	ErrStoreUnavailable = web.ErrStoreUnavailable
+	ErrQueueRequired    = web.ErrQueueRequired
+	ErrTurnstileMissing = web.ErrTurnstileMissing
+	ErrInvalidTurnstile = web.ErrInvalidTurnstile
 )
 
 // requestCookieLife is how long a request cookie lasts: long enough for any wait.
 const requestCookieLife = 24 * time.Hour
 
 // errDegraded is the cause logged for requests refused because the store counts as unavailable.
-var errDegraded = errors.New("store degraded (store_health)")
+var errDegraded = web.ErrDegraded
 
 // maxFormBytes bounds the bodies of assign_queue_pos and generate_token: a few short fields.
 const maxFormBytes = 16 << 10
@@ -58,36 +57,17 @@ func (r *Room) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+p+"/wait/{queue_id}", r.handleWait)
 }
 
-// fields reads a form (urlencoded or multipart) or JSON object body into strings.
-func fields(w http.ResponseWriter, req *http.Request, names ...string) (map[string]string, error) {
-	req.Body = http.MaxBytesReader(w, req.Body, maxFormBytes)
+// bodyFields reads top-level fields of a form (urlencoded or multipart) or JSON object body of at
+// most limit bytes, strictly (a field given twice is refused); a missing field is "".
+func bodyFields(req *http.Request, limit int64, names ...string) (map[string]string, *web.Error) {
+	f := fields.New(req, limit)
 	out := make(map[string]string, len(names))
-	mediaType, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
-	if mediaType == "application/json" {
-		var body map[string]any
-		dec := json.NewDecoder(req.Body)
-		dec.UseNumber()
-		if err := dec.Decode(&body); err != nil {
-			return nil, err
-		}
-		for _, n := range names {
-			switch v := body[n].(type) {
-			case string:
-				out[n] = v
-			case json.Number:
-				out[n] = v.String()
-			case nil:
-			default:
-				return nil, errors.New(n + " must be a string")
-			}
-		}
-		return out, nil
-	}
-	if err := req.ParseForm(); err != nil {
-		return nil, err
-	}
 	for _, n := range names {
-		out[n] = req.PostForm.Get(n)
+		v, _, e := f.Body(n)
+		if e != nil {
+			return nil, e
+		}
+		out[n] = v
 	}
 	return out, nil
 }
@@ -246,9 +226,9 @@ func (r *Room) lookup(ctx context.Context, queueID, epoch string, pos int64) (St
 }
 
 func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
-	f, err := fields(w, req, "queue_id", "cf-turnstile-response", "turnstile_token")
-	if err != nil {
-		r.responder.Error(w, req, web.BodyError(err))
+	f, e := bodyFields(req, maxFormBytes, "queue_id", "cf-turnstile-response", "turnstile_token")
+	if e != nil {
+		r.responder.Error(w, req, e)
 		return
 	}
 	if web.RequestFrom(req.Context()).StoreDegraded {
@@ -399,9 +379,9 @@ func (r *Room) setTokenCookie(w http.ResponseWriter, req *http.Request, queueID 
 }
 
 func (r *Room) handleGenerateToken(w http.ResponseWriter, req *http.Request) {
-	f, err := fields(w, req, "queue_id", "request_id")
-	if err != nil {
-		r.responder.Error(w, req, web.BodyError(err))
+	f, e := bodyFields(req, maxFormBytes, "queue_id", "request_id")
+	if e != nil {
+		r.responder.Error(w, req, e)
 		return
 	}
 	queueID := f["queue_id"]

@@ -97,9 +97,12 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 				r.joinForm(w, req, s, page, http.StatusOK, false)
 				return
 			}
-			req.Body = http.MaxBytesReader(w, req.Body, maxFormBytes)
-			var e *web.Error
-			if tsv, e = r.verifyJoin(ctx, req, req.PostFormValue("cf-turnstile-response"), joinAction); e != nil {
+			f, e := bodyFields(req, maxFormBytes, "cf-turnstile-response")
+			if e != nil {
+				r.responder.Error(w, req, e)
+				return
+			}
+			if tsv, e = r.verifyJoin(ctx, req, f["cf-turnstile-response"], joinAction); e != nil {
 				if e.Code == ErrInvalidTurnstile.Code {
 					r.joinForm(w, req, s, page, http.StatusForbidden, true)
 					return
@@ -200,8 +203,7 @@ func (r *Room) pollIntervals(s *snapshot) (poll, hidden, maxPoll time.Duration) 
 // opening it: an <img>, <script>, <iframe> or fetch pointed at it from some other site, or a prefetch.
 // Without this, every visitor of a page embedding such a tag would take (and, with room inside, use
 // up) a place without ever seeing the waiting room.
-var ErrNotAPageLoad = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST",
-	Message: "A place in line is taken by opening the waiting page."}
+var ErrNotAPageLoad = web.ErrNotAPageLoad
 
 // joinableLoad allows joining from a top-level page load (Sec-Fetch-Dest "document", or no
 // Sec-Fetch-Dest from browsers and clients that do not send it) and from the shop's own pages

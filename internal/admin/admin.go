@@ -103,15 +103,12 @@ func requireKey(key string, rs *web.Responder, next http.Handler, challengeBasic
 			return
 		}
 		if basic && !safeMethod(r.Method) && r.Header.Get(DashboardHeader) != "1" {
-			rs.Error(w, r, errNotFromDashboard)
+			rs.Error(w, r, web.ErrNotFromDashboard)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
-
-var errNotFromDashboard = &web.Error{Status: http.StatusForbidden, Code: "FORBIDDEN",
-	Message: "A change made with Basic credentials must come from the dashboard (" + DashboardHeader + " header)."}
 
 func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions

@@ -227,3 +227,10 @@ func TestDashboard_OffWithoutKey(t *testing.T) {
 		t.Fatalf("dashboard without a configured key: %d", status)
 	}
 }
+
+// The refusal of a change that did not come from the dashboard names the header it lacks.
+func TestNotFromDashboard_NamesTheHeader(t *testing.T) {
+	if !strings.Contains(web.ErrNotFromDashboard.Message, DashboardHeader) {
+		t.Fatalf("%q does not name %s", web.ErrNotFromDashboard.Message, DashboardHeader)
+	}
+}

@@ -13,13 +13,8 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
-)
-
-// Errors of the route-level check (CONTRACT section 4, step 2).
-var (
-	ErrRequired = &web.Error{Status: http.StatusForbidden, Code: "TURNSTILE_REQUIRED", Message: "A Turnstile check is required: send a cf-turnstile-response field or CF-Turnstile-Response header."}
-	ErrInvalid  = &web.Error{Status: http.StatusForbidden, Code: "INVALID_TURNSTILE_TOKEN", Message: "The Turnstile check did not succeed."}
 )
 
 // ResponseHeader and ResponseField carry a fresh Turnstile response on a protected request.
@@ -70,9 +65,9 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 		}
 		response := r.Header.Get(ResponseHeader)
 		if response == "" {
-			var err error
-			if response, err = g.formResponse(r); err != nil {
-				g.o.Responder.Error(w, r, err)
+			var e *web.Error
+			if response, e = g.formResponse(r); e != nil {
+				g.o.Responder.Error(w, r, e)
 				return
 			}
 		}
@@ -81,12 +76,12 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 				http.Redirect(w, r, g.ChallengeURL(r.URL.RequestURI()), http.StatusFound)
 				return
 			}
-			g.o.Responder.Error(w, r, ErrRequired)
+			g.o.Responder.Error(w, r, web.ErrTurnstileRequired)
 			return
 		}
 		v := g.o.Client.Verify(r.Context(), Check{Response: response, RemoteIP: info.ClientIP.String(), Host: r.Host})
 		if !v.OK {
-			g.o.Responder.Error(w, r, ErrInvalid.Because(fmt.Errorf("turnstile %s %v", v.Result, v.Codes)))
+			g.o.Responder.Error(w, r, web.ErrInvalidTurnstile.Because(fmt.Errorf("turnstile %s %v", v.Result, v.Codes)))
 			return
 		}
 		g.setClearance(w, r, v.At)
@@ -95,20 +90,13 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 }
 
 // formResponse finds cf-turnstile-response in a form body, leaving the body intact for the origin.
-func (g *Gate) formResponse(r *http.Request) (string, error) {
+func (g *Gate) formResponse(r *http.Request) (string, *web.Error) {
 	ct := r.Header.Get("Content-Type")
 	if !strings.HasPrefix(ct, "application/x-www-form-urlencoded") && !strings.HasPrefix(ct, "multipart/form-data") {
 		return "", nil
 	}
-	body, err := web.BufferBody(r, g.o.MaxBodyBytes)
-	if err != nil {
-		return "", err
-	}
-	value, _, err := web.FormField(body, ct, ResponseField)
-	if err != nil {
-		return "", web.ErrInvalidBody.Because(err)
-	}
-	return value, nil
+	value, _, e := fields.New(r, g.o.MaxBodyBytes).Get(config.FieldSource{Kind: "form", Name: ResponseField})
+	return value, e
 }
 
 // ChallengeURL is the challenge page that returns to returnTo.

@@ -5,7 +5,6 @@ package web
 
 import (
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -51,16 +50,3 @@ func (e *Error) Because(cause error) *Error {
 	c.Cause = cause
 	return &c
 }
-
-// Errors edgeq itself answers with. Codes of later features live next to them.
-var (
-	ErrNotFound          = &Error{Status: http.StatusNotFound, Code: "NOT_FOUND", Message: "There is nothing at this address."}
-	ErrMethodNotAllowed  = &Error{Status: http.StatusMethodNotAllowed, Code: "METHOD_NOT_ALLOWED", Message: "This address does not accept that method."}
-	ErrUnauthorized      = &Error{Status: http.StatusUnauthorized, Code: "UNAUTHORIZED", Message: "A valid admin API key is required."}
-	ErrMalformedBody     = &Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST", Message: "The request body is malformed or ended early."}
-	ErrPayloadTooLarge   = &Error{Status: http.StatusRequestEntityTooLarge, Code: "PAYLOAD_TOO_LARGE", Message: "The request body is too large."}
-	ErrOriginUnavailable = &Error{Status: http.StatusBadGateway, Code: "ORIGIN_UNAVAILABLE", Message: "The shop is not answering right now. Please try again in a moment."}
-	ErrOriginTimeout     = &Error{Status: http.StatusGatewayTimeout, Code: "ORIGIN_TIMEOUT", Message: "The shop took too long to answer. Please try again in a moment."}
-	ErrInternal          = &Error{Status: http.StatusInternalServerError, Code: "INTERNAL", Message: "Something went wrong on our side."}
-	ErrGateUnavailable   = &Error{Status: http.StatusServiceUnavailable, Code: "GATE_UNAVAILABLE", Message: "This page is protected by a check that is not available right now."}
-)

@@ -8,10 +8,6 @@ import (
 // MaxPageSize is the largest page_size a list accepts.
 const MaxPageSize = 100
 
-// errInvalidPaging is INVALID_REQUEST for a malformed page or page_size.
-var errInvalidPaging = &Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST",
-	Message: "The request is missing a field or has a malformed one."}
-
 // Paging reads a list's page (from 1, default 1) and page_size (1..MaxPageSize). A missing page_size
 // is defSize; defSize 0 means "the whole list as one page", for lists that answer every item unless
 // asked for a page. A malformed value is 400 INVALID_REQUEST naming the field.
@@ -21,14 +17,14 @@ func Paging(r *http.Request, defSize int64) (page, size int64, e *Error) {
 	if v := q.Get("page"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 1_000_000 {
-			return 0, 0, errInvalidPaging.With("field", "page")
+			return 0, 0, ErrInvalidRequest.With("field", "page")
 		}
 		page = n
 	}
 	if v := q.Get("page_size"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > MaxPageSize {
-			return 0, 0, errInvalidPaging.With("field", "page_size")
+			return 0, 0, ErrInvalidRequest.With("field", "page_size")
 		}
 		size = n
 	}

@@ -1,11 +1,14 @@
-package admission
+// Package fields reads what a request says (admission fields, the waiting room's form or JSON
+// fields, the admin API's JSON bodies) the one strict way: a body is read at most once under a
+// limit and put back byte for byte for the origin, a field given twice or a JSON key repeated in any
+// letter case is refused as ambiguous, and data after a JSON value is refused. Every step that takes
+// a value from a visitor's request reads it here, so edgeq and the origin read the same value.
+package fields
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
@@ -19,15 +22,9 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Errors of field extraction: the request cannot say what it wants.
-var (
-	ErrInvalidRequest   = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST", Message: "The request is missing a field or has a malformed one."}
-	ErrUnsupportedMedia = &web.Error{Status: http.StatusUnsupportedMediaType, Code: "UNSUPPORTED_MEDIA_TYPE", Message: "The request body is not of the expected type."}
-)
-
-// fields reads the admission fields of one request. The body is read at most once (up to
-// server.max_body_bytes, 413 beyond), parsed at most once, and put back byte for byte for the origin.
-type fields struct {
+// Reader reads the fields of one request. The body is read at most once (up to a limit, 413 beyond),
+// parsed at most once, and put back byte for byte for the origin.
+type Reader struct {
 	r       *http.Request
 	limit   int64
 	body    []byte
@@ -37,10 +34,12 @@ type fields struct {
 	parsed  bool
 }
 
-func newFields(r *http.Request, maxBody int64) *fields { return &fields{r: r, limit: maxBody} }
+// New reads r's fields; its body is read (when a field needs it) up to maxBody bytes.
+func New(r *http.Request, maxBody int64) *Reader { return &Reader{r: r, limit: maxBody} }
 
-// get returns the value of a source; found is false when the request does not carry it.
-func (f *fields) get(src config.FieldSource) (value string, found bool, err error) {
+// Get returns the value of a source; found is false when the request does not carry it. A refusal is
+// a *web.Error (400 INVALID_REQUEST, 413, 415).
+func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.Error) {
 	switch src.Kind {
 	case "path":
 		v := f.r.PathValue(src.Name)
@@ -50,7 +49,7 @@ func (f *fields) get(src config.FieldSource) (value string, found bool, err erro
 		// a query that does not parse cleanly is refused, as a malformed form body is.
 		query, err := url.ParseQuery(f.r.URL.RawQuery)
 		if err != nil {
-			return "", false, ErrInvalidRequest.With("field", src.Name).Because(fmt.Errorf("malformed query: %w", err))
+			return "", false, web.ErrInvalidRequest.With("field", src.Name).Because(fmt.Errorf("malformed query: %w", err))
 		}
 		vals := query[src.Name]
 		if len(vals) > 1 {
@@ -96,17 +95,28 @@ func (f *fields) get(src config.FieldSource) (value string, found bool, err erro
 		}
 		return lookupJSON(f.jsonDoc, src.JSONPath())
 	}
-	return "", false, fmt.Errorf("unknown source kind %q", src.Kind)
+	return "", false, web.ErrInternal.Because(fmt.Errorf("unknown source kind %q", src.Kind))
 }
 
-// ErrAmbiguousField refuses a request that gives an admission field (or the user's cookie or header)
-// more than once: edgeq and the origin could read different copies (Go takes the first form value,
-// PHP and Rails the last), and the bid or purchase admitted would not be the one the shop records.
-var ErrAmbiguousField = &web.Error{Status: http.StatusBadRequest, Code: "INVALID_REQUEST",
-	Message: "The request gives a field more than once."}
+// Body returns a top-level field of the body, which may be a JSON object or a form (urlencoded or
+// multipart): the waiting room's endpoints take either. A body of another type carries no fields.
+func (f *Reader) Body(name string) (value string, found bool, e *web.Error) {
+	mediaType, _, _ := mime.ParseMediaType(f.r.Header.Get("Content-Type"))
+	switch {
+	case isJSON(mediaType):
+		return f.Get(config.FieldSource{Kind: "json", Name: name})
+	case mediaType == "application/x-www-form-urlencoded" || mediaType == "multipart/form-data":
+		return f.Get(config.FieldSource{Kind: "form", Name: name})
+	}
+	return "", false, nil
+}
 
-// clip shortens a visitor's text to 64 bytes for an answer or a log line.
-func clip(s string) string {
+func isJSON(mediaType string) bool {
+	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")
+}
+
+// Clip shortens a visitor's text to 64 bytes for an answer or a log line.
+func Clip(s string) string {
 	if len(s) <= 64 {
 		return s
 	}
@@ -117,16 +127,16 @@ func clip(s string) string {
 	return s[:cut] + "..."
 }
 
-func ambiguous(src config.FieldSource, n int) error {
-	return ErrAmbiguousField.With("field", src.Name).Because(fmt.Errorf("%s given %d times", src, n))
+func ambiguous(src config.FieldSource, n int) *web.Error {
+	return web.ErrAmbiguousField.With("field", src.Name).Because(fmt.Errorf("%s given %d times", src, n))
 }
 
-func (f *fields) readBody() error {
+func (f *Reader) readBody() *web.Error {
 	if f.read {
 		return nil
 	}
 	f.read = true
-	body, err := web.BufferBody(f.r, f.limit)
+	body, err := Buffer(f.r, f.limit)
 	if err != nil {
 		return err
 	}
@@ -134,14 +144,14 @@ func (f *fields) readBody() error {
 	return nil
 }
 
-func (f *fields) parseForm() error {
+func (f *Reader) parseForm() *web.Error {
 	if f.form != nil {
 		return nil
 	}
 	ct := f.r.Header.Get("Content-Type")
 	mediaType, params, _ := mime.ParseMediaType(ct)
 	if mediaType != "application/x-www-form-urlencoded" && mediaType != "multipart/form-data" {
-		return ErrUnsupportedMedia.Because(fmt.Errorf("content type %q, want a form", ct))
+		return web.ErrUnsupportedMedia.Because(fmt.Errorf("content type %q, want a form", ct))
 	}
 	if err := f.readBody(); err != nil {
 		return err
@@ -149,28 +159,28 @@ func (f *fields) parseForm() error {
 	if mediaType == "application/x-www-form-urlencoded" {
 		values, err := url.ParseQuery(string(f.body))
 		if err != nil {
-			return ErrInvalidRequest.Because(fmt.Errorf("malformed form: %w", err))
+			return web.ErrInvalidRequest.Because(fmt.Errorf("malformed form: %w", err))
 		}
 		f.form = values
 		return nil
 	}
 	form, err := multipart.NewReader(bytes.NewReader(f.body), params["boundary"]).ReadForm(f.limit)
 	if err != nil {
-		return ErrInvalidRequest.Because(fmt.Errorf("malformed multipart form: %w", err))
+		return web.ErrInvalidRequest.Because(fmt.Errorf("malformed multipart form: %w", err))
 	}
 	defer form.RemoveAll()
 	f.form = form.Value
 	return nil
 }
 
-func (f *fields) parseJSON() error {
+func (f *Reader) parseJSON() *web.Error {
 	if f.parsed {
 		return nil
 	}
 	ct := f.r.Header.Get("Content-Type")
 	mediaType, _, _ := mime.ParseMediaType(ct)
-	if mediaType != "application/json" && !strings.HasSuffix(mediaType, "+json") {
-		return ErrUnsupportedMedia.Because(fmt.Errorf("content type %q, want JSON", ct))
+	if !isJSON(mediaType) {
+		return web.ErrUnsupportedMedia.Because(fmt.Errorf("content type %q, want JSON", ct))
 	}
 	if err := f.readBody(); err != nil {
 		return err
@@ -178,16 +188,10 @@ func (f *fields) parseJSON() error {
 	dec := json.NewDecoder(bytes.NewReader(f.body))
 	dec.UseNumber()
 	if err := dec.Decode(&f.jsonDoc); err != nil {
-		return ErrInvalidRequest.Because(fmt.Errorf("malformed JSON: %w", err))
+		return web.ErrInvalidRequest.Because(fmt.Errorf("malformed JSON: %w", err))
 	}
-	// Only white space may follow the value (More alone misses a stray "}" or "]").
-	if _, err := dec.Token(); err != io.EOF {
-		return ErrInvalidRequest.Because(errors.New("malformed JSON: data after the value"))
-	}
-	if key, dup := duplicateKey(f.body); dup {
-		// encoding/json keeps the last copy; other parsers keep the first.
-		key = clip(key)
-		return ErrAmbiguousField.With("field", key).Because(fmt.Errorf("JSON key %q given twice in one object", key))
+	if e := checkJSON(f.body, dec); e != nil {
+		return e
 	}
 	f.parsed = true
 	return nil
@@ -273,7 +277,7 @@ func foldKey(key string) string {
 }
 
 // lookupJSON follows a dotted path: object keys by name, array elements by index.
-func lookupJSON(doc any, path []string) (string, bool, error) {
+func lookupJSON(doc any, path []string) (string, bool, *web.Error) {
 	cur := doc
 	for _, step := range path {
 		switch node := cur.(type) {
@@ -301,6 +305,6 @@ func lookupJSON(doc any, path []string) (string, bool, error) {
 	case nil:
 		return "", false, nil
 	default:
-		return "", false, ErrInvalidRequest.Because(fmt.Errorf("json %s is not a string or number", strings.Join(path, ".")))
+		return "", false, web.ErrInvalidRequest.Because(fmt.Errorf("json %s is not a string or number", strings.Join(path, ".")))
 	}
 }

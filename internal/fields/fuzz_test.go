@@ -1,16 +1,14 @@
-package admission
+package fields
 
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/web"
 )
 
 // FuzzFields feeds visitor-controlled requests (content type, body, query, headers) to field
@@ -51,15 +49,14 @@ func FuzzFields(f *testing.F) {
 		}
 		r.Header.Set("Cookie", cookie)
 		r.Header.Set("X-User", user)
-		fl := newFields(r, limit)
-		value, found, err := fl.get(src)
-		if err != nil {
-			var we *web.Error
-			if !errors.As(err, &we) || we.Status < 400 || we.Status > 499 || we.Code == "" {
-				t.Fatalf("%s on %q: error %v is not a visitor error with a code", sourceText, body, err)
+		fl := New(r, limit)
+		value, found, e := fl.Get(src)
+		if e != nil {
+			if e.Status < 400 || e.Status > 499 || e.Code == "" {
+				t.Fatalf("%s on %q: error %v is not a visitor error with a code", sourceText, body, e)
 			}
 			if found || value != "" {
-				t.Fatalf("%s: error %v with a value %q", sourceText, err, value)
+				t.Fatalf("%s: error %v with a value %q", sourceText, e, value)
 			}
 		}
 		// The origin's copy of the body is untouched (when it was read at all and under the limit).
@@ -70,9 +67,9 @@ func FuzzFields(f *testing.F) {
 			}
 		}
 		// A second lookup answers the same without reading the body again.
-		value2, found2, err2 := fl.get(src)
-		if value2 != value || found2 != found || (err2 == nil) != (err == nil) {
-			t.Fatalf("%s: second lookup %q %v %v, first %q %v %v", sourceText, value2, found2, err2, value, found, err)
+		value2, found2, e2 := fl.Get(src)
+		if value2 != value || found2 != found || (e2 == nil) != (e == nil) {
+			t.Fatalf("%s: second lookup %q %v %v, first %q %v %v", sourceText, value2, found2, e2, value, found, e)
 		}
 	})
 }

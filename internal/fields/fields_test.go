@@ -1,0 +1,195 @@
+package fields
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestDuplicateKey(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"a":1,"a":2}`:                              "a",
+		`{"a":{"b":1,"b":2}}`:                        "b",
+		`{"a":[1,{"x":1,"x":2}]}`:                    "x",
+		`{"k":[],"k2":{},"k":1}`:                     "k",
+		`{"items":[{"sku":"1","qty":1}],"items":[]}`: "items",
+		`{"a":{"b":1},"b":2}`:                        "",
+		`[{"a":1},{"a":2}]`:                          "",
+		`{"a":"a","b":"a"}`:                          "",
+		`{"a":["a","a"],"b":{"a":"b"}}`:              "",
+		`"str"`:                                      "",
+		`{}`:                                         "",
+		`{"a":1,"b":{"c":[{"d":1}],"e":2},"a2":3}`:   "",
+		`{"amount":"1.00","AMOUNT":"99999.00"}`:      "AMOUNT",
+		"{\"key\":1,\"\u212aey\":2}":                 "\u212aey",
+		`{"a\"b":1,"a\u0022b":2}`:                    "a\"b",
+		`{"s":1,"\u017f":2}`:                         "\u017f",
+		`{"x":"\\","y":"\"","x2":1}`:                 "",
+		`{ "a" : 1 , "b" : { "a" : 2 } }`:            "",
+		"{\n\t\"a\"\t:\r\n1,\"A\"\n:2}":              "A",
+		"0}":                                         "", // not valid JSON: parseJSON refuses it first, and this must not panic
+		"]]}":                                        "",
+	} {
+		key, dup := duplicateKey([]byte(doc))
+		if dup != (want != "") || key != want {
+			t.Errorf("duplicateKey(%s) = %q, %v; want %q", doc, key, dup, want)
+		}
+	}
+}
+
+// duplicateKeyByTokens is a slow, obviously correct duplicateKey for valid JSON: it walks the
+// decoder's tokens.
+func duplicateKeyByTokens(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		keys      map[string]bool
+		expectKey bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if key, ok := tok.(string); ok && top != nil && top.keys != nil && top.expectKey {
+			if top.keys[foldKey(key)] {
+				return key, true
+			}
+			top.keys[foldKey(key)] = true
+			top.expectKey = false
+			continue
+		}
+		if top != nil && top.keys != nil {
+			top.expectKey = true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{keys: map[string]bool{}, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+	}
+}
+
+// FuzzDuplicateKey: the byte scan never panics, and on valid JSON it agrees with the token walk.
+func FuzzDuplicateKey(f *testing.F) {
+	f.Add(`{"a":1,"A":2}`)
+	f.Add(`{"a":{"b":[{"c":1,"c":2}]},"b":"a"}`)
+	f.Add(`{"a\"b":"\\","a\u0022b":1}`)
+	f.Add(`[{"k":1},{"\u212a":2}]`)
+	f.Add(`0}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		key, dup := duplicateKey([]byte(doc))
+		if !json.Valid([]byte(doc)) {
+			return
+		}
+		wantKey, wantDup := duplicateKeyByTokens([]byte(doc))
+		if dup != wantDup || key != wantKey {
+			t.Fatalf("duplicateKey(%s) = %q %v, token walk says %q %v", doc, key, dup, wantKey, wantDup)
+		}
+	})
+}
+
+func jsonNumber(s string) json.Number { return json.Number(s) }
+
+func TestFields_JSONPaths(t *testing.T) {
+	doc := map[string]any{"items": []any{map[string]any{"sku": "a1", "qty": jsonNumber("2")}}, "flag": true}
+	cases := []struct {
+		path  string
+		value string
+		found bool
+		err   bool
+	}{
+		{"items.0.sku", "a1", true, false},
+		{"items.0.qty", "2", true, false},
+		{"items.1.sku", "", false, false},
+		{"items.x", "", false, false},
+		{"items.-1", "", false, false},
+		{"nope", "", false, false},
+		{"flag", "", false, true},
+		{"items", "", false, true},
+	}
+	for _, c := range cases {
+		v, found, err := lookupJSON(doc, strings.Split(c.path, "."))
+		if v != c.value || found != c.found || (err != nil) != c.err {
+			t.Errorf("%s: %q %v %v", c.path, v, found, err)
+		}
+	}
+}
+
+// The admin API's JSON bodies are read as strictly as admission fields: a key twice (in any case),
+// data after the object, unknown fields and oversized bodies are refused.
+func TestDecodeJSON_IsStrict(t *testing.T) {
+	type body struct {
+		Amount *int64 `json:"amount"`
+	}
+	cases := []struct {
+		body   string
+		status int
+	}{
+		{`{"amount": 3}`, 0},
+		{`{"amount": 3} `, 0},
+		{`{"amount": 3}}`, 400},
+		{`{"amount": 3} {"amount": 4}`, 400},
+		{`{"amount": 3, "AMOUNT": 400}`, 400},
+		{`{"amount": 3, "other": 1}`, 400},
+		{`{"amount": "3"}`, 400},
+		{`{"amount": ` + strings.Repeat("1", 100) + `}`, 400},
+		{`{"amount": 3, "pad": "` + strings.Repeat("x", 200) + `"}`, 413},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest("POST", "/api/x", strings.NewReader(c.body))
+		var v body
+		e := DecodeJSON(httptest.NewRecorder(), r, 128, &v)
+		got := 0
+		if e != nil {
+			got = e.Status
+		}
+		if got != c.status {
+			t.Errorf("%.60s: status %d, want %d (%v)", c.body, got, c.status, e)
+		}
+	}
+}
+
+// Body reads a top-level field from a JSON object or a form, whichever the request carries, with the
+// same refusals as admission fields.
+func TestBody_FormOrJSON(t *testing.T) {
+	cases := []struct {
+		contentType, body string
+		value             string
+		status            int
+	}{
+		{"application/json", `{"queue_id":"drop"}`, "drop", 0},
+		{"application/json", `{"queue_id":7}`, "7", 0},
+		{"application/json", `{"queue_id":"drop","Queue_Id":"other"}`, "", 400},
+		{"application/json", `{"queue_id":"drop"}]`, "", 400},
+		{"application/json", `{"queue_id":{"a":1}}`, "", 400},
+		{"application/x-www-form-urlencoded", "queue_id=drop", "drop", 0},
+		{"application/x-www-form-urlencoded", "queue_id=drop&queue_id=other", "", 400},
+		{"multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"queue_id\"\r\n\r\ndrop\r\n--b--\r\n", "drop", 0},
+		{"text/plain", "queue_id=drop", "", 0},
+		{"", "", "", 0},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest("POST", "/_edgeq/assign_queue_pos", strings.NewReader(c.body))
+		if c.contentType != "" {
+			r.Header.Set("Content-Type", c.contentType)
+		}
+		v, _, e := New(r, 1024).Body("queue_id")
+		got := 0
+		if e != nil {
+			got = e.Status
+		}
+		if v != c.value || got != c.status {
+			t.Errorf("%s %q: %q status %d, want %q %d (%v)", c.contentType, c.body, v, got, c.value, c.status, e)
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Every error code edgeq answers with, its status and the message API clients read, in one list
+// (CONTRACT sections 3, 4, 6, 7). Browser navigations get a page whose text comes from the page
+// language files (templates: "msg.CODE", "head.CODE"), so the messages here are the English of the
+// JSON body. A code has one definition; a step adds detail with With (JSON fields such as "field")
+// and Because (the cause, for the log only). Where one code carries a more precise message for one
+// situation, the variant is derived here from the code's definition, so status and code cannot drift.
+var (
+	// Requests edgeq cannot read.
+	ErrInvalidRequest   = code(http.StatusBadRequest, "INVALID_REQUEST", "The request is missing a field or has a malformed one.")
+	ErrUnsupportedMedia = code(http.StatusUnsupportedMediaType, "UNSUPPORTED_MEDIA_TYPE", "The request body is not of the expected type.")
+	ErrPayloadTooLarge  = code(http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", "The request body is too large.")
+	ErrNotFound         = code(http.StatusNotFound, "NOT_FOUND", "There is nothing at this address.")
+	ErrMethodNotAllowed = code(http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "This address does not accept that method.")
+
+	// Variants of INVALID_REQUEST.
+	ErrInvalidBody   = ErrInvalidRequest.saying("The request body could not be read.")
+	ErrInvalidJSON   = ErrInvalidRequest.saying("The JSON body is malformed, has unknown fields or wrong types.")
+	ErrMalformedBody = ErrInvalidRequest.saying("The request body is malformed or ended early.")
+	// ErrAmbiguousField refuses a request that gives a field more than once: edgeq and the origin
+	// could read different copies (Go takes the first form value, PHP and Rails the last).
+	ErrAmbiguousField = ErrInvalidRequest.saying("The request gives a field more than once.")
+	// ErrNotAPageLoad refuses a place in line to a load of the waiting page that is not a visitor
+	// opening it (an <img>, <iframe> or fetch from another site, a prefetch).
+	ErrNotAPageLoad = ErrInvalidRequest.saying("A place in line is taken by opening the waiting page.")
+
+	// The store, the origin, edgeq itself.
+	ErrStoreUnavailable  = code(http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "This is briefly unavailable. Please try again in a moment.").retryAfter(5 * time.Second)
+	ErrOriginUnavailable = code(http.StatusBadGateway, "ORIGIN_UNAVAILABLE", "The shop is not answering right now. Please try again in a moment.")
+	ErrOriginTimeout     = code(http.StatusGatewayTimeout, "ORIGIN_TIMEOUT", "The shop took too long to answer. Please try again in a moment.")
+	ErrInternal          = code(http.StatusInternalServerError, "INTERNAL", "Something went wrong on our side.")
+	ErrGateUnavailable   = code(http.StatusServiceUnavailable, "GATE_UNAVAILABLE", "This page is protected by a check that is not available right now.")
+	// ErrTurnstileMissing: a queue asks for Turnstile but no keys are configured (refused at start;
+	// kept for queues created through the admin API).
+	ErrTurnstileMissing = ErrGateUnavailable.saying("This queue requires a Turnstile check, but Turnstile is not configured.")
+
+	// The waiting room (CONTRACT section 3, seed 004).
+	ErrQueueNotFound   = code(http.StatusBadRequest, "QUEUE_NOT_FOUND", "There is no such queue.")
+	ErrRequestNotFound = code(http.StatusNotFound, "REQUEST_NOT_FOUND", "This place in the queue is unknown.")
+	ErrExpired         = code(http.StatusGone, "EXPIRED", "This place in the queue is no longer valid. Please join the queue again.")
+	ErrNotYetServed    = code(http.StatusAccepted, "NOT_YET_SERVED", "Your turn has not come yet.")
+	ErrRateLimited     = code(http.StatusTooManyRequests, "RATE_LIMITED", "Too many requests from your network. Please wait a moment.")
+	ErrQueueRequired   = code(http.StatusForbidden, "QUEUE_REQUIRED", "This page needs a place in the waiting room first.")
+
+	// Turnstile (CONTRACT sections 3 and 4).
+	ErrTurnstileRequired = code(http.StatusForbidden, "TURNSTILE_REQUIRED", "A Turnstile check is required: send a cf-turnstile-response field or CF-Turnstile-Response header.")
+	ErrInvalidTurnstile  = code(http.StatusForbidden, "INVALID_TURNSTILE_TOKEN", "The Turnstile check did not succeed.")
+
+	// Stock admission (CONTRACT section 6).
+	ErrInsufficientStock  = code(http.StatusConflict, "INSUFFICIENT_STOCK", "Sorry, this item is sold out.")
+	ErrProductNotFound    = code(http.StatusNotFound, "PRODUCT_NOT_FOUND", "There is no such product.")
+	ErrPurchaseInProgress = code(http.StatusConflict, "PURCHASE_IN_PROGRESS", "Another purchase of yours is being processed. Please wait for it to finish.")
+	ErrAlreadyPurchased   = code(http.StatusConflict, "ALREADY_PURCHASED", "You have already bought as many of this item as one person may.")
+
+	// Bid admission (CONTRACT section 6).
+	ErrAuctionNotFound = code(http.StatusNotFound, "AUCTION_NOT_FOUND", "There is no such auction.")
+	ErrAuctionEnded    = code(http.StatusConflict, "AUCTION_ENDED", "This auction has ended.")
+	ErrSelfBid         = code(http.StatusForbidden, "SELF_BID", "You cannot bid on your own auction.")
+	ErrInvalidBid      = code(http.StatusBadRequest, "INVALID_BID", "A bid is a positive amount with at most two decimals, at least the starting price.")
+	ErrBidTooLow       = code(http.StatusConflict, "BID_TOO_LOW", "Your bid must beat the highest bid by at least the minimum increment.")
+
+	// The admin API (CONTRACT section 7).
+	ErrUnauthorized = code(http.StatusUnauthorized, "UNAUTHORIZED", "A valid admin API key is required.")
+	// ErrNotFromDashboard: a change made with the dashboard's Basic credentials must come from the
+	// dashboard itself (its X-Edgeq-Dashboard header), a CSRF guard.
+	ErrNotFromDashboard    = code(http.StatusForbidden, "FORBIDDEN", "A change made with Basic credentials must come from the dashboard (X-Edgeq-Dashboard header).")
+	ErrQueueExists         = code(http.StatusConflict, "QUEUE_EXISTS", "A queue with this id exists.")
+	ErrQueueNotFoundAdmin  = ErrQueueNotFound.status(http.StatusNotFound) // the admin API answers 404 (section 7)
+	ErrNotServed           = code(http.StatusConflict, "NOT_SERVED", "A waiting visitor cannot complete: it has not been served.")
+	ErrAlreadyFinished     = code(http.StatusConflict, "ALREADY_FINISHED", "This visitor's session is already over.")
+	ErrProductExists       = code(http.StatusConflict, "PRODUCT_EXISTS", "A product with this id exists.")
+	ErrAdmissionNotFound   = code(http.StatusNotFound, "ADMISSION_NOT_FOUND", "There is no such admission.")
+	ErrDeadLetterNotFound  = ErrNotFound.saying("There is no such dead letter.")
+	ErrDeadLetterRetryFail = code(http.StatusConflict, "RETRY_FAILED", "The event failed again; it stays in the dead-letter set.")
+)
+
+// ErrDegraded is the cause logged for requests refused because the store counts as unavailable
+// (store_health), before any store call was tried.
+var ErrDegraded = errors.New("store degraded (store_health)")
+
+func code(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// saying is e with a more precise message for one situation.
+func (e *Error) saying(message string) *Error {
+	c := *e
+	c.Message = message
+	return &c
+}
+
+func (e *Error) status(status int) *Error {
+	c := *e
+	c.Status = status
+	return &c
+}
+
+func (e *Error) retryAfter(d time.Duration) *Error {
+	c := *e
+	c.RetryAfter = d
+	return &c
+}
