@@ -131,11 +131,10 @@ func (s *Service) stockStep(route config.Route, next http.Handler) (http.Handler
 	if err != nil {
 		return nil, err
 	}
-	open := route.OnStoreError == config.OnStoreErrorOpen
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if web.RequestFrom(r.Context()).StoreDegraded {
-			s.refuseAs(w, r, "stock", web.ErrStoreUnavailable.Because(web.ErrDegraded), start)
+		if web.RequestFrom(r.Context()).Store.Degraded {
+			s.storeFailed(w, r, "stock", next, web.ErrDegraded, start)
 			return
 		}
 		req, e := s.readStock(r, productSrc, quantitySrc, userSrc)
@@ -149,7 +148,7 @@ func (s *Service) stockStep(route config.Route, next http.Handler) (http.Handler
 		if err != nil || len(res) != 3 {
 			// No answer: the script may have run. Its effect is undone as soon as the store answers.
 			s.compensateLater(compensation{owner: req.product, user: req.user, id: id})
-			s.storeFailed(w, r, "stock", open, next, fmt.Errorf("reserve: %v %v", res, err), start)
+			s.storeFailed(w, r, "stock", next, fmt.Errorf("reserve: %v %v", res, err), start)
 			return
 		}
 		if e := refusal(res[0], res[1], res[2]); e != nil {
@@ -241,17 +240,16 @@ func refusal(code, remaining, limit int64) *web.Error {
 	return web.ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
 }
 
-// storeFailed handles an admission whose store call failed: a route with on_store_error: open goes
-// to the origin without admission (counted as "bypassed"); a closed one is answered 503.
-func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, typ string, open bool, next http.Handler, cause error, start time.Time) {
-	if !open {
-		s.refuseAs(w, r, typ, web.ErrStoreUnavailable.Because(cause), start)
+// storeFailed handles an admission that cannot use the store: the route's on_store_error decides
+// (web.Request.StoreFailed). Open, the request goes to the origin without admission (counted as
+// "bypassed"); closed, it is answered 503.
+func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, typ string, next http.Handler, cause error, start time.Time) {
+	if e := web.RequestFrom(r.Context()).StoreFailed("admission", cause); e != nil {
+		s.refuseAs(w, r, typ, e, start)
 		return
 	}
 	s.metrics.admissions.WithLabelValues(typ, "bypassed").Inc()
 	s.metrics.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds())
-	web.RequestFrom(r.Context()).Logger().Warn("store unavailable: request sent on without admission (on_store_error: open)",
-		"type", typ, "error", cause.Error())
 	next.ServeHTTP(w, r)
 }
 

@@ -46,11 +46,10 @@ func (s *Service) bidStep(route config.Route, next http.Handler) (http.Handler, 
 	if err != nil {
 		return nil, err
 	}
-	open := route.OnStoreError == config.OnStoreErrorOpen
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if web.RequestFrom(r.Context()).StoreDegraded {
-			s.refuseAs(w, r, "bid", web.ErrStoreUnavailable.Because(web.ErrDegraded), start)
+		if web.RequestFrom(r.Context()).Store.Degraded {
+			s.storeFailed(w, r, "bid", next, web.ErrDegraded, start)
 			return
 		}
 		auction, user, amount, e := s.readBid(r, auctionSrc, amountSrc, userSrc)
@@ -64,7 +63,7 @@ func (s *Service) bidStep(route config.Route, next http.Handler) (http.Handler, 
 		if err != nil || len(res) != 2 {
 			// No answer: the bid may have been taken. It is withdrawn as soon as the store answers.
 			s.compensateLater(compensation{bid: true, owner: auction, id: id})
-			s.storeFailed(w, r, "bid", open, next, fmt.Errorf("bid: %v %v", res, err), start)
+			s.storeFailed(w, r, "bid", next, fmt.Errorf("bid: %v %v", res, err), start)
 			return
 		}
 		if e := bidRefusal(res[0], res[1]); e != nil {

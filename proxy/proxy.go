@@ -110,7 +110,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
 	info := web.NewRequest(p.logger, id)
 	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
-	info.StoreDegraded = p.degraded()
+	info.Store.Degraded = p.degraded()
 	ctx := web.WithRequest(r.Context(), info)
 	rec := &recorder{ResponseWriter: w}
 	var duration prometheus.Observer
@@ -124,20 +124,23 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info.TrackOutcome()
 	r = r.WithContext(ctx)
 	route, routed, redirect := p.table.Load().lookup(r)
-	switch {
-	case route == nil:
+	if route == nil {
 		info.Route, duration = metrics.RoutePassThrough, p.passDuration
 		p.forward(rec, r)
+		return
+	}
+	// The route's store-outage policy, decided once here; every step reads it (web.StorePolicy).
+	info.Route, duration = route.name, route.duration
+	info.Store.Open, info.Store.Bypassed = route.open, route.bypass
+	switch {
 	case redirect != "":
-		info.Route, duration = route.name, route.duration
 		http.Redirect(rec, r, redirect, http.StatusTemporaryRedirect)
-	case info.StoreDegraded && route.open:
-		// on_store_error: open — availability over the gate while the store is down.
-		info.Route, duration = route.name, route.duration
-		p.metrics.StoreBypass.WithLabelValues(route.name).Inc()
+	case info.Store.Degraded && route.open:
+		// on_store_error: open — availability over the gate while the store is down: no step could
+		// use the store, so none runs.
+		info.StoreFailed("route", web.ErrDegraded)
 		p.forward(rec, routed)
 	default:
-		info.Route, duration = route.name, route.duration
 		// The route's mux sets r.Pattern and the path wildcards, then runs the gate chain.
 		route.mux.ServeHTTP(rec, routed)
 	}

@@ -36,6 +36,9 @@ type compiledRoute struct {
 	duration prometheus.Observer
 	// open: on_store_error is open, so while the store is unavailable the route skips its gates.
 	open bool
+	// bypass is edgeq_store_bypass_total{route}, typed as web.StorePolicy holds it (no conversion
+	// per request).
+	bypass interface{ Inc() }
 }
 
 // Compile builds the route table: each route's handler is the gate chain of steps ending in the proxy.
@@ -68,8 +71,8 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			name: route.Name, mux: mux, method: method, literal: literal,
 			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),
 			open:     route.OnStoreError == config.OnStoreErrorOpen,
+			bypass:   p.metrics.StoreBypass.WithLabelValues(route.Name),
 		})
-		p.metrics.StoreBypass.WithLabelValues(route.Name)
 	}
 	return t, nil
 }

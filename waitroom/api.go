@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -36,9 +35,6 @@ var (
 
 // requestCookieLife is how long a request cookie lasts: long enough for any wait.
 const requestCookieLife = 24 * time.Hour
-
-// errDegraded is the cause logged for requests refused because the store counts as unavailable.
-var errDegraded = web.ErrDegraded
 
 // maxFormBytes bounds the bodies of assign_queue_pos and generate_token: a few short fields.
 const maxFormBytes = 16 << 10
@@ -170,8 +166,8 @@ func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *s
 // cookie over. With claim, a visitor served by this very call also gets its token. tsv is the time of
 // the Turnstile check passed to join, 0 if none.
 func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
-	if web.RequestFrom(ctx).StoreDegraded {
-		return joined{}, ErrStoreUnavailable.Because(errDegraded)
+	if web.RequestFrom(ctx).Store.Degraded {
+		return joined{}, ErrStoreUnavailable.Because(web.ErrDegraded)
 	}
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e
@@ -207,7 +203,7 @@ func (r *Room) verifyJoin(ctx context.Context, req *http.Request, response, acti
 		Response: response, RemoteIP: web.RequestFrom(ctx).ClientIP.String(), Host: req.Host, Action: action,
 	})
 	if !v.OK {
-		return 0, ErrInvalidTurnstile.Because(fmt.Errorf("turnstile %s %v", v.Result, v.Codes))
+		return 0, v.Refusal()
 	}
 	return v.At.Unix(), nil
 }
@@ -231,9 +227,10 @@ func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, e)
 		return
 	}
-	if web.RequestFrom(req.Context()).StoreDegraded {
-		// Nobody can join while the store is down; a Turnstile token is not spent on it.
-		r.responder.Error(w, req, ErrStoreUnavailable.Because(errDegraded))
+	if info := web.RequestFrom(req.Context()); info.Store.Degraded {
+		// Nobody can join while the store is down; a Turnstile token is not spent on it. An endpoint
+		// matches no route, so its policy is closed: this is 503.
+		r.responder.Error(w, req, info.StoreFailed("join", web.ErrDegraded))
 		return
 	}
 	s, e := r.queueFor(req.Context(), f["queue_id"])

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -42,9 +43,13 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			r.forward(w, req, next, queueID, claims, fromHeader)
 			return
 		}
-		if web.RequestFrom(ctx).StoreDegraded {
-			// on_store_error: closed. Visitors with a valid token went on above; nobody can join now.
-			r.responder.Error(w, req, ErrStoreUnavailable.Because(errDegraded))
+		if info := web.RequestFrom(ctx); info.Store.Degraded {
+			// Visitors with a valid token went on above; nobody can join now.
+			if e := info.StoreFailed("queue", web.ErrDegraded); e != nil {
+				r.responder.Error(w, req, e)
+				return
+			}
+			next.ServeHTTP(w, req)
 			return
 		}
 		if !web.WantsHTML(req) {
@@ -126,6 +131,9 @@ func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handl
 	}
 }
 
+// errNoSnapshot is the cause logged when a gated queue's state cannot be read from the store.
+var errNoSnapshot = errors.New("queue state unavailable from the store")
+
 // admit handles a browser navigation without a valid token: a visitor already served (its request
 // cookie says where it stands) gets its token now; when the queue has room and nobody waits, a
 // newcomer opening the page itself (not a frame or prefetch: see joinableLoad) is served at once;
@@ -134,7 +142,12 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	ctx := req.Context()
 	s := r.snapshotOf(ctx, queueID)
 	if s == nil {
-		r.responder.Error(w, req, ErrStoreUnavailable)
+		// The queue's state could not be read (Apply wrote every configured queue at start).
+		if e := web.RequestFrom(ctx).StoreFailed("queue", errNoSnapshot); e != nil {
+			r.responder.Error(w, req, e)
+			return
+		}
+		next.ServeHTTP(w, req)
 		return
 	}
 	returnTo := req.URL.RequestURI()
@@ -148,6 +161,14 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	if s.hasRoom() && !s.Turnstile && joinableLoad(req) == nil {
 		if _, _, held := r.requestFromCookie(req, queueID, s); !held {
 			j, e := r.assign(ctx, w, req, queueID, true, 0)
+			if e != nil && e.Code == ErrStoreUnavailable.Code {
+				if e := web.RequestFrom(ctx).StoreFailed("queue", e.Cause); e != nil {
+					r.responder.Error(w, req, e)
+					return
+				}
+				next.ServeHTTP(w, req)
+				return
+			}
 			if e == nil && j.State == StateToken && j.Expires > 0 {
 				t, e := r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
 				if e == nil {

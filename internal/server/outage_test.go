@@ -413,3 +413,78 @@ func TestStart_WarnsWhenRedisPersistenceIsOff(t *testing.T) {
 		t.Fatalf("no warning about persistence:\n%s", in.logs)
 	}
 }
+
+// on_store_error is decided once per request and every step answers a store failure the same way
+// (web.StorePolicy): here the store dies and the health check has not noticed yet (it never will:
+// failures_to_degrade is out of reach), so each step finds out by a failing call. A closed route
+// answers 503 STORE_UNAVAILABLE; an open one lets the request go on without the check. Before, the
+// queue step sent a browser without a token to the waiting page on both kinds of route.
+func TestStoreFailure_EveryStepFollowsOnStoreError(t *testing.T) {
+	redisSrv := privateRedisWith(t)
+	var hits atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "shop ", r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	in := start(t, fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q}
+redis: {addr: %q}
+log: {level: warn}
+store_health: {interval: 1h, failures_to_degrade: 1000}
+queues:
+  - {id: drop, capacity: 100000}
+products:
+  - {id: sneaker, stock: 100}
+routes:
+  - {name: page-closed, match: "GET /closed", queue: drop}
+  - {name: page-open, match: "GET /open", queue: drop, on_store_error: open}
+  - name: buy-closed
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+  - name: buy-open
+    match: "POST /buy/{product}"
+    on_store_error: open
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+`, origin.URL, redisSrv.Addr()))
+	redisSrv.Kill()
+
+	browser := http.Header{"Accept": {"text/html"}}
+	buyer := http.Header{"X-User": {"alice"}, "Accept": {"application/json"}}
+	cases := []struct {
+		method, path string
+		header       http.Header
+		open         bool
+	}{
+		{"GET", "/closed", browser, false},
+		{"GET", "/open", browser, true},
+		{"POST", "/checkout/sneaker", buyer, false},
+		{"POST", "/buy/sneaker", buyer, true},
+	}
+	for _, c := range cases {
+		before := hits.Load()
+		a, err := send(c.method, in.public+c.path, c.header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reached := hits.Load() - before
+		if c.open {
+			if a.status != 200 || reached != 1 {
+				t.Errorf("%s %s (open): %d %.80s, origin reached %d times", c.method, c.path, a.status, a.body, reached)
+			}
+			continue
+		}
+		if a.status != 503 || !strings.Contains(a.body, "STORE_UNAVAILABLE") && !strings.Contains(a.body, "briefly unavailable") ||
+			a.header.Get("Retry-After") == "" || reached != 0 {
+			t.Errorf("%s %s (closed): %d %.80s, origin reached %d times", c.method, c.path, a.status, a.body, reached)
+		}
+	}
+	if got := in.metric(t, `edgeq_store_bypass_total{route="page-open"}`); got != 1 {
+		t.Errorf("edgeq_store_bypass_total{route=page-open} = %v", got)
+	}
+	if got := in.metric(t, `edgeq_store_bypass_total{route="buy-open"}`); got != 1 {
+		t.Errorf("edgeq_store_bypass_total{route=buy-open} = %v", got)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -81,7 +80,7 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 		}
 		v := g.o.Client.Verify(r.Context(), Check{Response: response, RemoteIP: info.ClientIP.String(), Host: r.Host})
 		if !v.OK {
-			g.o.Responder.Error(w, r, web.ErrInvalidTurnstile.Because(fmt.Errorf("turnstile %s %v", v.Result, v.Codes)))
+			g.o.Responder.Error(w, r, v.Refusal())
 			return
 		}
 		g.setClearance(w, r, v.At)
@@ -162,14 +161,22 @@ func (g *Gate) challenge(w http.ResponseWriter, r *http.Request) {
 	returnTo := web.SafeReturn(r.URL.Query().Get("return"))
 	failed := false
 	if r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+		response, _, e := fields.New(r, 16<<10).Body(ResponseField)
+		if e != nil {
+			g.o.Responder.Error(w, r, e)
+			return
+		}
 		v := g.o.Client.Verify(r.Context(), Check{
-			Response: r.PostFormValue(ResponseField), RemoteIP: web.RequestFrom(r.Context()).ClientIP.String(),
+			Response: response, RemoteIP: web.RequestFrom(r.Context()).ClientIP.String(),
 			Host: r.Host, Action: challengeAction,
 		})
 		if v.OK {
 			g.setClearance(w, r, v.At)
 			http.Redirect(w, r, returnTo, http.StatusSeeOther)
+			return
+		}
+		if v.Result == ResultStoreUnavailable {
+			g.o.Responder.Error(w, r, v.Refusal())
 			return
 		}
 		failed = true

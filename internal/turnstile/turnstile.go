@@ -25,18 +25,20 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // Results, the values of edgeq_turnstile_verifications_total{result}.
 const (
 	ResultSuccess           = "success"
-	ResultMissing           = "missing"      // no response at all
-	ResultInvalid           = "invalid"      // siteverify said no (bad, expired or spent token)
-	ResultReplayed          = "replayed"     // this edgeq deployment has seen the response before
-	ResultHostname          = "hostname"     // solved for another host
-	ResultAction            = "action"       // solved for another widget
-	ResultUnavailableOpen   = "error_open"   // siteverify unreachable, let through (on_error: open)
-	ResultUnavailableClosed = "error_closed" // siteverify unreachable, refused (on_error: closed)
+	ResultMissing           = "missing"           // no response at all
+	ResultInvalid           = "invalid"           // siteverify said no (bad, expired or spent token)
+	ResultReplayed          = "replayed"          // this edgeq deployment has seen the response before
+	ResultHostname          = "hostname"          // solved for another host
+	ResultAction            = "action"            // solved for another widget
+	ResultUnavailableOpen   = "error_open"        // siteverify unreachable, let through (on_error: open)
+	ResultUnavailableClosed = "error_closed"      // siteverify unreachable, refused (on_error: closed)
+	ResultStoreUnavailable  = "store_unavailable" // the single-use check could not use the store (closed)
 )
 
 // maxResponseLen is Cloudflare's documented limit on response tokens.
@@ -51,6 +53,17 @@ type Verdict struct {
 	Result string    // one of the Result constants
 	At     time.Time // when the challenge was solved (challenge_ts), or now
 	Codes  []string  // siteverify error codes, for the log
+
+	refusal *web.Error // set for ResultStoreUnavailable
+}
+
+// Refusal is the answer to a check that did not pass: 503 STORE_UNAVAILABLE when the single-use
+// check could not use the store (on_store_error: closed), else 403 INVALID_TURNSTILE_TOKEN.
+func (v Verdict) Refusal() *web.Error {
+	if v.refusal != nil {
+		return v.refusal
+	}
+	return web.ErrInvalidTurnstile.Because(fmt.Errorf("turnstile %s %v", v.Result, v.Codes))
 }
 
 // Client verifies responses.
@@ -71,12 +84,12 @@ func New(cfg config.Turnstile, st *store.Store, reg prometheus.Registerer) *Clie
 		http: &http.Client{Timeout: cfg.Timeout},
 		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "turnstile_verifications_total",
-			Help: "Turnstile checks by result: success, missing, invalid, replayed, hostname, action, error_open, error_closed.",
+			Help: "Turnstile checks by result: success, missing, invalid, replayed, hostname, action, error_open, error_closed, store_unavailable.",
 		}, []string{"result"}),
 		now: time.Now,
 	}
 	for _, r := range []string{ResultSuccess, ResultMissing, ResultInvalid, ResultReplayed, ResultHostname,
-		ResultAction, ResultUnavailableOpen, ResultUnavailableClosed} {
+		ResultAction, ResultUnavailableOpen, ResultUnavailableClosed, ResultStoreUnavailable} {
 		c.verified.WithLabelValues(r)
 	}
 	if reg != nil {
@@ -138,8 +151,13 @@ func (c *Client) verify(ctx context.Context, chk Check) Verdict {
 		return Verdict{Result: ResultInvalid, Codes: []string{"invalid-input-response"}}
 	}
 	// Cloudflare accepts a response once; edgeq makes sure of it too, across replicas, so that a
-	// response can never be spent twice even while on_error lets checks through.
-	if fresh, err := c.markUsed(ctx, chk.Response); err == nil && !fresh {
+	// response can never be spent twice even while on_error lets checks through. Without the store
+	// the request's on_store_error decides: closed refuses, open checks without this guard.
+	if fresh, err := c.markUsed(ctx, chk.Response); err != nil {
+		if e := web.RequestFrom(ctx).StoreFailed("turnstile", err); e != nil {
+			return Verdict{Result: ResultStoreUnavailable, refusal: e}
+		}
+	} else if !fresh {
 		return Verdict{Result: ResultReplayed}
 	}
 	idempotency := newIdempotencyKey()
@@ -216,6 +234,9 @@ func (c *Client) hostnameAllowed(got, requestHost string) bool {
 func (c *Client) markUsed(ctx context.Context, response string) (fresh bool, err error) {
 	if c.store == nil {
 		return true, nil
+	}
+	if web.RequestFrom(ctx).Store.Degraded {
+		return false, web.ErrDegraded
 	}
 	sum := sha256.Sum256([]byte(response))
 	key := c.store.Keys.Global("turnstile", "used:"+hex.EncodeToString(sum[:16]))

@@ -9,12 +9,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
@@ -154,3 +156,51 @@ func TestVerify_DummySecrets(t *testing.T) {
 		t.Fatal("IsTestingSecret")
 	}
 }
+
+// The single-use check needs the store. When the store cannot be used, the request's on_store_error
+// decides, as for every other step: closed refuses with 503 STORE_UNAVAILABLE before siteverify is
+// asked, open checks the response with siteverify without the single-use guard. Before, this check
+// let every response through silently whatever the route said.
+func TestVerify_StoreDownFollowsOnStoreError(t *testing.T) {
+	fake := turnstiletest.New()
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dead := store.Wrap(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond}),
+		store.Keys{Prefix: "edgeq"})
+	c, _ := client(t, dead, srv.URL+"/turnstile/v0/siteverify", turnstiletest.Secret, "closed")
+	ctxWith := func(p web.StorePolicy) context.Context {
+		info := web.NewRequest(nil, "test")
+		info.Store = p
+		return web.WithRequest(context.Background(), info)
+	}
+	chk := turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "shop.example"}
+
+	for _, p := range []web.StorePolicy{{}, {Degraded: true}} {
+		v := c.Verify(ctxWith(p), chk)
+		if v.OK || v.Result != turnstile.ResultStoreUnavailable {
+			t.Fatalf("closed %+v: %+v", p, v)
+		}
+		if e := v.Refusal(); e.Status != 503 || e.Code != "STORE_UNAVAILABLE" {
+			t.Fatalf("closed %+v: refusal %v", p, e)
+		}
+	}
+	if n := fake.Calls.Load(); n != 0 {
+		t.Fatalf("siteverify asked %d times for refused checks", n)
+	}
+	if got := testutil.ToFloat64(c.Counter().WithLabelValues(turnstile.ResultStoreUnavailable)); got != 2 {
+		t.Fatalf("store_unavailable counted %v times", got)
+	}
+
+	var bypassed counter
+	v := c.Verify(ctxWith(web.StorePolicy{Open: true, Bypassed: &bypassed}), chk)
+	if !v.OK || v.Result != turnstile.ResultSuccess || bypassed != 1 {
+		t.Fatalf("open: %+v, bypass counted %d", v, bypassed)
+	}
+	if e := v.Refusal(); e.Code != "INVALID_TURNSTILE_TOKEN" {
+		t.Fatalf("a failed check that is not about the store: %v", e)
+	}
+}
+
+type counter int
+
+func (c *counter) Inc() { *c++ }

@@ -23,9 +23,8 @@ type Request struct {
 	// QueueRequestID is the queue request id of the visitor's valid access token, set by the queue
 	// step: admissions with user "token" identify the visitor by it.
 	QueueRequestID string
-	// StoreDegraded is set when the store counted as unavailable as the request arrived (store
-	// health): steps that need the store answer 503 STORE_UNAVAILABLE at once instead of trying it.
-	StoreDegraded bool
+	// Store is what steps do when the store cannot be used (on_store_error), decided by the proxy.
+	Store StorePolicy
 
 	base         *slog.Logger
 	logger       *slog.Logger
