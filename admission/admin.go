@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -12,30 +11,27 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
 const maxAdminBody = 64 << 10
 
-// RegisterAdmin adds the product and admission admin API (CONTRACT section 7) to the admin mux.
+// RegisterAdmin adds the admission admin API (CONTRACT section 7) to the admin mux: every kind's
+// views and the dead letters they share.
 func (s *Service) RegisterAdmin(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/products", s.adminCreateProduct)
-	mux.HandleFunc("POST /api/products/{id}/restock", s.adminRestock)
-	mux.HandleFunc("DELETE /api/products/{id}", s.adminDeleteProduct)
-	mux.HandleFunc("GET /api/products", s.adminListProducts)
-	mux.HandleFunc("GET /api/admissions", s.adminAdmissions)
-	mux.HandleFunc("GET /api/admissions/{id}", s.adminAdmission)
-	mux.HandleFunc("DELETE /api/admissions/{id}", s.adminDeleteAdmission)
-	mux.HandleFunc("GET /api/users/{user}/admissions", s.adminUserAdmissions)
-	mux.HandleFunc("GET /api/leaderboard", s.adminLeaderboard)
+	for _, k := range s.kinds {
+		k.registerAdmin(mux)
+	}
 	mux.HandleFunc("GET /api/dead-letters", s.adminDeadLetters)
 	mux.HandleFunc("POST /api/dead-letters/{id}/retry", s.adminRetry)
-	mux.HandleFunc("PUT /api/auctions/{id}", s.adminPutAuction)
-	mux.HandleFunc("GET /api/auctions/{id}", s.adminGetAuction)
-	mux.HandleFunc("GET /api/auctions", s.adminListAuctions)
-	mux.HandleFunc("GET /api/users/{user}/bids", s.adminUserBids)
+}
+
+// Register adds every kind's public reads under the prefix (GET {prefix}/products/{id}, the auction
+// reads).
+func (s *Service) Register(mux *http.ServeMux) {
+	for _, k := range s.kinds {
+		k.registerPublic(mux)
+	}
 }
 
 // rawJSON passes a stored JSON record through unchanged.
@@ -43,151 +39,30 @@ type rawJSON string
 
 func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
-func (s *Service) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
-	var body struct {
-		ID           *string `json:"id"`
-		Stock        *int64  `json:"stock"`
-		PerUserLimit *int    `json:"per_user_limit"`
-		Name         string  `json:"name"`
-		Price        int64   `json:"price"`
-		ImageURL     string  `json:"image_url"`
-	}
-	if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
-		s.responder.Error(w, r, e)
-		return
-	}
-	if body.ID == nil || body.Stock == nil {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", "id and stock are required"))
-		return
-	}
-	p := config.Product{ID: *body.ID, Stock: *body.Stock, PerUserLimit: 1, Name: body.Name, Price: body.Price, ImageURL: body.ImageURL}
-	if body.PerUserLimit != nil {
-		p.PerUserLimit = *body.PerUserLimit
-	}
-	if err := config.ValidateProduct(p); err != nil {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
-		return
-	}
-	if _, err := s.writeProduct(r.Context(), "create", p); err != nil {
-		if errors.Is(err, errProductExists) {
-			s.responder.Error(w, r, web.ErrProductExists)
-			return
-		}
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	s.writeProductJSON(w, r, p.ID)
-}
-
-func (s *Service) writeProductJSON(w http.ResponseWriter, r *http.Request, id string) {
-	p, found, err := s.product(r.Context(), id)
-	switch {
-	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-	case !found:
-		s.responder.Error(w, r, web.ErrProductNotFound)
-	default:
-		web.WriteJSON(w, http.StatusOK, p)
-	}
-}
-
-func (s *Service) adminRestock(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	amount, e := s.amount(w, r)
-	if e != nil {
-		s.responder.Error(w, r, e)
-		return
-	}
-	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
-		return
-	}
-	res, err := restockScript.Run(r.Context(), s.client, []string{infoKey(s.keys, id), stockKey(s.keys, id)}, amount).Int64Slice()
-	if err != nil || len(res) != 2 {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("restock: %v %v", res, err)))
-		return
-	}
-	if res[0] == 1 {
-		s.responder.Error(w, r, web.ErrProductNotFound)
-		return
-	}
-	s.products.forget(id)
-	s.writeProductJSON(w, r, id)
-}
-
-// amount reads the restock amount from a JSON body {"amount": n} or a form field.
-func (s *Service) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Error) {
-	var amount int64
-	if r.Header.Get("Content-Type") == "application/json" {
-		var body struct {
-			Amount *int64 `json:"amount"`
-		}
-		if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
-			return 0, e
-		}
-		if body.Amount == nil {
-			return 0, web.ErrInvalidRequest.With("field", "amount")
-		}
-		amount = *body.Amount
-	} else {
-		r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
-		n, err := strconv.ParseInt(r.PostFormValue("amount"), 10, 64)
-		if err != nil {
-			return 0, web.ErrInvalidRequest.With("field", "amount")
-		}
-		amount = n
-	}
-	if amount < 1 || amount > 1_000_000_000 {
-		return 0, web.ErrInvalidRequest.With("field", "amount").With("problems", "amount must be 1..1000000000")
-	}
-	return amount, nil
-}
-
-func (s *Service) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
-		return
-	}
-	// One slot, one command: the product, its stock, its buyers and its events go together.
-	n, err := s.client.Del(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id)).Result()
-	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	s.client.SRem(r.Context(), productIndexKey(s.keys), id)
-	s.products.forget(id)
-	if n == 0 {
-		s.responder.Error(w, r, web.ErrProductNotFound)
-		return
-	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
-}
-
-// adminListProducts lists the products sorted by id: every one, or a page of them with page and
-// page_size (then only that page's products are read).
-func (s *Service) adminListProducts(w http.ResponseWriter, r *http.Request) {
+// listOwners answers an admin list of a kind's owners (products, auctions) sorted by id: every one,
+// or a page of them with page and page_size (then only that page's owners are read with load).
+func listOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k kind, load func(ctx context.Context, id string) (T, bool, error)) {
 	page, size, e := web.Paging(r, 0)
 	if e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
-	ids, err := s.client.SMembers(r.Context(), productIndexKey(s.keys)).Result()
+	ids, err := s.client.SMembers(r.Context(), k.index()).Result()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	slices.Sort(ids)
 	lo, hi, size := web.Window(int64(len(ids)), page, size)
-	items := []Product{}
+	items := []T{}
 	for _, id := range ids[lo:hi] {
-		p, found, err := s.product(r.Context(), id)
+		item, found, err := load(r.Context(), id)
 		if err != nil {
 			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		if found {
-			items = append(items, p)
+			items = append(items, item)
 		}
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(ids), "page": page, "page_size": size})
@@ -324,17 +199,25 @@ func (s *Service) adminDeleteAdmission(w http.ResponseWriter, r *http.Request) {
 
 var pseudonymSyntax = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
-// adminUserAdmissions lists a user's admissions. {user} is the user id as the route sees it (the cookie
-// or header value, or the queue request id); with ?pseudonym=1 it is the pseudonym the records show.
-func (s *Service) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
+// userParam is the pseudonym of the path's {user}: the user id as the route sees it (the cookie or
+// header value, or the queue request id), or, with ?pseudonym=1, the pseudonym the records show.
+func (s *Service) userParam(r *http.Request) (string, *web.Error) {
 	user := r.PathValue("user")
-	if r.URL.Query().Get("pseudonym") == "1" {
-		if !pseudonymSyntax.MatchString(user) {
-			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "user"))
-			return
-		}
-	} else {
-		user = s.pseudonyms.of(user)
+	if r.URL.Query().Get("pseudonym") != "1" {
+		return s.pseudonyms.of(user), nil
+	}
+	if !pseudonymSyntax.MatchString(user) {
+		return "", web.ErrInvalidRequest.With("field", "user")
+	}
+	return user, nil
+}
+
+// adminUserAdmissions lists a user's admissions (userParam), newest first.
+func (s *Service) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
+	user, e := s.userParam(r)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
 	}
 	s.writePage(w, r, userKey(s.keys, user))
 }
@@ -383,8 +266,7 @@ func (s *Service) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			for _, v := range values {
 				if str, ok := v.(string); ok {
-					var d DeadLetter
-					if json.Unmarshal([]byte(str), &d) == nil {
+					if d, _, err := s.decodeDeadLetter(str); err == nil {
 						items = append(items, d)
 					}
 				}
@@ -406,8 +288,8 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	var d DeadLetter
-	if err := json.Unmarshal([]byte(v), &d); err != nil {
+	d, k, err := s.decodeDeadLetter(v)
+	if err != nil {
 		s.responder.Error(w, r, web.ErrDeadLetterRetryFail.Because(err))
 		return
 	}
@@ -415,7 +297,7 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 	for k, val := range d.Fields {
 		values[k] = val
 	}
-	apply, err := s.applier(d.source(), redis.XMessage{ID: d.StreamID, Values: values})
+	apply, err := s.applier(source{kind: k, owner: d.Owner}, redis.XMessage{ID: d.StreamID, Values: values})
 	if err == nil {
 		err = apply(ctx)
 	}

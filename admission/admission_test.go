@@ -339,11 +339,11 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		})
 		// Applying an event again (a redelivery) changes nothing.
 		msgs, _ := s.Client.XRange(ctx, eventsKey(s.Keys, "p"), "-", "+").Result()
-		e, err := parseEvent("p", msgs[0])
+		apply, err := st.svc.applier(source{kind: st.svc.stock, owner: "p"}, msgs[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.svc.apply(ctx, e); err != nil {
+		if err := apply(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if sales, _ := s.Client.ZScore(ctx, leaderboardKey(s.Keys), "p").Result(); sales != 120 {
@@ -365,9 +365,10 @@ func TestWorker_DeadLetters(t *testing.T) {
 		eventually(t, 10*time.Second, "dead-lettered", func() bool {
 			return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1
 		})
-		if got := testutil.ToFloat64(st.svc.metrics.deadLetters); got != 1 {
-			t.Fatalf("edgeq_dead_letters = %v", got)
-		}
+		// The gauge moves just after the dead letter is written.
+		eventually(t, 5*time.Second, "edgeq_dead_letters = 1", func() bool {
+			return testutil.ToFloat64(st.svc.metrics.deadLetters) == 1
+		})
 		dl := st.adminGet("/api/dead-letters").json["items"].([]any)[0].(map[string]any)
 		id := dl["id"].(string)
 		if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 409 {
@@ -561,7 +562,7 @@ func TestAdmin_Products(t *testing.T) {
 		if err := st.svc.Apply(context.Background(), []config.Product{changed}, []config.Product{product("cfg", 5, 1)}); err != nil {
 			t.Fatal(err)
 		}
-		p, _, _ := st.svc.product(context.Background(), "cfg")
+		p, _, _ := st.svc.stock.product(context.Background(), "cfg")
 		if p.RemainingStock != 4 || p.Name != "Renamed" || p.PerUserLimit != 2 {
 			t.Fatalf("after a reseed: %+v", p)
 		}
@@ -608,8 +609,8 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 		st := newStack(t, s, product("p", 5, 1))
 		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
 		ctx := context.Background()
-		st.svc.compensateLater(compensation{owner: "p", user: "u", id: "900"})
-		st.svc.compensateLater(compensation{bid: true, owner: "lot", id: "901"})
+		st.svc.compensateLater(st.svc.stock, claim{owner: "p", user: "u", id: "900"})
+		st.svc.compensateLater(st.svc.bid, claim{owner: "lot", id: "901"})
 		st.svc.compensateOnce(ctx)
 		if n := st.svc.PendingCompensations(); n != 0 {
 			t.Fatalf("%d compensations still pending", n)
@@ -618,7 +619,7 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 		if err != nil || res[0] != 6 || st.remaining("p") != 5 {
 			t.Fatalf("a late reserve after its compensation: %v %v, stock %d", res, err, st.remaining("p"))
 		}
-		code, err := PlaceBid(ctx, s, "lot", "u", "901", 2000)
+		code, err := st.svc.PlaceBid(ctx, "lot", "u", "901", 2000)
 		if err != nil || code != 6 || s.Client.Exists(ctx, auctionHighestKey(s.Keys, "lot")).Val() != 0 {
 			t.Fatalf("a late bid after its compensation: %d %v", code, err)
 		}
@@ -652,7 +653,7 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 			if n := s.Client.HLen(context.Background(), buyersKey(s.Keys, "p")).Val(); n != int64(i) {
 				t.Fatalf("%s: %d buyers recorded, want the %d of the earlier retries", fault.name, n, i)
 			}
-			st.svc.reads.forget("lot")
+			st.svc.bid.reads.forget("lot")
 			h := st.get("/_edgeq/auctions/lot/highest-bid")
 			if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "10.00" {
 				t.Fatalf("%s: highest bid %s, want the first bid back", fault.name, h.body)

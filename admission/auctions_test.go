@@ -120,7 +120,7 @@ func checkAuction(t *testing.T, st *stack, id string, o *bidOutcomes) {
 			t.Fatalf("auction %s: a bid of %d refused as too low against %d", id, r.amount, r.highest)
 		}
 	}
-	st.svc.reads.forget(id)
+	st.svc.bid.reads.forget(id)
 	h := st.get("/_edgeq/auctions/" + id + "/highest-bid")
 	hb, _ := h.json["highest_bid"].(map[string]any)
 	if h.status != 200 || hb["bid_id"] != last.id || hb["amount"] != money.Format(last.amount) {
@@ -266,7 +266,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 			return body, nil
 		}
 
-		loadsBefore := st.svc.reads.loads.Load()
+		loadsBefore := st.svc.bid.reads.loads.Load()
 		start := time.Now()
 		var failed atomic.Int64
 		var wg sync.WaitGroup
@@ -286,7 +286,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
-		loads := st.svc.reads.loads.Load() - loadsBefore
+		loads := st.svc.bid.reads.loads.Load() - loadsBefore
 		if failed.Load() != 0 {
 			t.Fatalf("%d of 5000 reads failed", failed.Load())
 		}
@@ -733,23 +733,29 @@ func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
 		st := newStack(t, s)
 		ctx := context.Background()
 		const pseudo = "0123456789abcdef0123456789abcdef"
-		released, err := parseEvent("p", redis.XMessage{ID: "2-0", Values: map[string]any{"type": "released",
-			"admission": "77", "user": "u", "qty": "1", "at": "1000", "released_at": "2000"}})
-		if err != nil {
-			t.Fatal(err)
+		stock := func(msg redis.XMessage) func() error {
+			apply, err := st.svc.applier(source{kind: st.svc.stock, owner: "p"}, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error { return apply(ctx) }
 		}
-		admitted, _ := parseEvent("p", redis.XMessage{ID: "1-0", Values: map[string]any{"type": "admitted",
-			"admission": "77", "user": "u", "qty": "1", "at": "1000"}})
-		withdrawn, err := parseBidEvent("lot", redis.XMessage{ID: "2-0", Values: map[string]any{"type": "withdrawn",
-			"bid": "88", "user": pseudo, "amount": "500", "at": "1000", "withdrawn_at": "2000"}})
-		if err != nil {
-			t.Fatal(err)
+		bid := func(msg redis.XMessage) func() error {
+			apply, err := st.svc.applier(source{kind: st.svc.bid, owner: "lot"}, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error { return apply(ctx) }
 		}
-		placed, _ := parseBidEvent("lot", redis.XMessage{ID: "1-0", Values: map[string]any{"type": "bid",
-			"bid": "88", "user": pseudo, "amount": "500", "at": "1000"}})
 		for _, apply := range []func() error{
-			func() error { return st.svc.apply(ctx, released) }, func() error { return st.svc.apply(ctx, admitted) },
-			func() error { return st.svc.applyBid(ctx, "lot", withdrawn) }, func() error { return st.svc.applyBid(ctx, "lot", placed) },
+			stock(redis.XMessage{ID: "2-0", Values: map[string]any{"type": "released",
+				"admission": "77", "user": "u", "qty": "1", "at": "1000", "released_at": "2000"}}),
+			stock(redis.XMessage{ID: "1-0", Values: map[string]any{"type": "admitted",
+				"admission": "77", "user": "u", "qty": "1", "at": "1000"}}),
+			bid(redis.XMessage{ID: "2-0", Values: map[string]any{"type": "withdrawn",
+				"bid": "88", "user": pseudo, "amount": "500", "at": "1000", "withdrawn_at": "2000"}}),
+			bid(redis.XMessage{ID: "1-0", Values: map[string]any{"type": "bid",
+				"bid": "88", "user": pseudo, "amount": "500", "at": "1000"}}),
 		} {
 			if err := apply(); err != nil {
 				t.Fatal(err)

@@ -15,10 +15,8 @@ import (
 // or withdrawn, with the record TTL), and reserve.lua and bid.lua refuse an id that has a record: a
 // reserve or bid call still on its way when the compensation ran can no longer take anything.
 type compensation struct {
-	bid   bool
-	owner string // product or auction id
-	user  string // pseudonym (stock keys include the user's claim)
-	id    string // admission or bid id
+	kind  kind
+	claim claim // its owner, user and id name every key the release touches
 	since time.Time
 }
 
@@ -32,15 +30,17 @@ type compensations struct {
 	wake    chan struct{}
 }
 
-// compensateLater queues a release or withdrawal for the retry loop.
-func (s *Service) compensateLater(c compensation) {
-	c.since = time.Now()
+// compensateLater queues the release of an admission of kind k for the retry loop.
+func (s *Service) compensateLater(k kind, c claim) {
+	s.queueCompensation(compensation{kind: k, claim: c, since: time.Now()})
+}
+
+func (s *Service) queueCompensation(c compensation) {
 	s.comp.mu.Lock()
 	if len(s.comp.pending) >= maxPending {
 		dropped := s.comp.pending[0]
 		s.comp.pending = s.comp.pending[1:]
-		s.logger.Error("too many pending compensations: one is dropped and needs an operator",
-			"id", dropped.id, "owner", dropped.owner, "bid", dropped.bid)
+		s.logger.Error("too many pending compensations: one is dropped and needs an operator", dropped.attrs()...)
 	}
 	s.comp.pending = append(s.comp.pending, c)
 	n := len(s.comp.pending)
@@ -90,8 +90,7 @@ func (s *Service) compensateOnce(ctx context.Context) {
 			failed = append(failed, c)
 			continue
 		}
-		s.logger.Info("compensation applied", "id", c.id, "owner", c.owner, "bid", c.bid,
-			"after", time.Since(c.since).Round(time.Millisecond).String())
+		s.logger.Info("compensation applied", append(c.attrs(), "after", time.Since(c.since).Round(time.Millisecond).String())...)
 	}
 	s.comp.mu.Lock()
 	s.comp.pending = append(failed, s.comp.pending...)
@@ -124,26 +123,22 @@ func (s *Service) finishCompensations(limit time.Duration) {
 			s.logger.Error("more compensations were lost at shutdown", "count", len(left)-listed)
 			break
 		}
-		s.logger.Error("compensation lost at shutdown: the store did not answer; give it back by hand",
-			"id", c.id, "owner", c.owner, "bid", c.bid)
+		s.logger.Error("compensation lost at shutdown: the store did not answer; give it back by hand", c.attrs()...)
 	}
 }
 
-// compensate runs the release or withdrawal of c, leaving a tombstone for an id the store never saw.
+// compensate runs the release of c, leaving a tombstone for an id the store never saw.
 func (s *Service) compensate(ctx context.Context, c compensation) error {
-	ttl := int64(recordTTL / time.Second)
-	if c.bid {
-		err := withdrawScript.Run(ctx, s.client, bidKeys(s.keys, c.owner, c.id), c.id, s.o.StreamBound, ttl).Err()
-		if err == nil {
-			s.reads.forget(c.owner)
-		}
+	if _, err := c.kind.release(ctx, c.claim); err != nil {
 		return err
 	}
-	err := releaseScript.Run(ctx, s.client, stockKeys(s.keys, c.owner, c.user, c.id), c.id, s.o.StreamBound, ttl).Err()
-	if err == nil {
-		s.products.forget(c.owner)
-	}
-	return err
+	c.kind.changed(c.claim.owner)
+	return nil
+}
+
+// attrs name a compensation in the log: what an operator needs to give it back by hand.
+func (c compensation) attrs() []any {
+	return []any{"id", c.claim.id, "type", c.kind.name(), c.kind.owner(), c.claim.owner}
 }
 
 // PendingCompensations reports how many releases and withdrawals wait for the store (for tests and

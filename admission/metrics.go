@@ -10,7 +10,7 @@ type serviceMetrics struct {
 	compensations prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *serviceMetrics {
+func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 	m := &serviceMetrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "admissions_total",
@@ -30,13 +30,10 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 			Help: "Releases and bid withdrawals this replica retries until the store answers.",
 		}),
 	}
-	for _, r := range []string{"admitted", "released", "insufficient_stock", "product_not_found",
-		"purchase_in_progress", "already_purchased", "invalid_request", "store_unavailable", "bypassed"} {
-		m.admissions.WithLabelValues("stock", r)
-	}
-	for _, r := range []string{"admitted", "released", "auction_not_found", "auction_ended", "self_bid",
-		"invalid_bid", "bid_too_low", "invalid_request", "store_unavailable", "bypassed"} {
-		m.admissions.WithLabelValues("bid", r)
+	for _, k := range kinds {
+		for _, r := range resultLabels(k) {
+			m.admissions.WithLabelValues(k.name(), r)
+		}
 	}
 	if reg != nil {
 		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations)

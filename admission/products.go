@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -40,7 +41,7 @@ func (s *Service) Apply(ctx context.Context, products, previous []config.Product
 		if slices.Contains(previous, p) {
 			continue
 		}
-		if _, err := s.writeProduct(ctx, "seed", p); err != nil {
+		if _, err := s.stock.writeProduct(ctx, "seed", p); err != nil {
 			errs = append(errs, fmt.Errorf("product %s: %w", p.ID, err))
 		}
 	}
@@ -51,7 +52,8 @@ var errProductExists = errors.New("admission: product exists")
 
 // writeProduct creates (mode "create") or seeds (mode "seed") a product, registers it in the product
 // index and gives its event stream the worker's consumer group.
-func (s *Service) writeProduct(ctx context.Context, mode string, p config.Product) (created bool, err error) {
+func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Product) (created bool, err error) {
+	s := k.s
 	res, err := productScript.Run(ctx, s.client, []string{infoKey(s.keys, p.ID), stockKey(s.keys, p.ID)},
 		mode, p.Name, p.Price, p.ImageURL, p.PerUserLimit, p.Stock).Int64Slice()
 	if err != nil {
@@ -68,7 +70,7 @@ func (s *Service) writeProduct(ctx context.Context, mode string, p config.Produc
 	if err := s.client.SAdd(ctx, productIndexKey(s.keys), p.ID).Err(); err != nil {
 		return res[1] == 1, err
 	}
-	s.products.forget(p.ID)
+	k.products.forget(p.ID)
 	return res[1] == 1, s.ensureStreamGroup(ctx, eventsKey(s.keys, p.ID))
 }
 
@@ -82,7 +84,8 @@ func (s *Service) ensureStreamGroup(ctx context.Context, stream string) error {
 }
 
 // product reads a product from the store; ok is false if there is none.
-func (s *Service) product(ctx context.Context, id string) (Product, bool, error) {
+func (k *stockKind) product(ctx context.Context, id string) (Product, bool, error) {
+	s := k.s
 	pipe := s.client.Pipeline()
 	info := pipe.HGetAll(ctx, infoKey(s.keys, id))
 	stock := pipe.Get(ctx, stockKey(s.keys, id))
@@ -140,27 +143,22 @@ func (c *productCache) forget(id string) {
 	delete(c.entries, id)
 }
 
-// Register adds the public reads: GET {prefix}/products/{id} and the auction reads.
-func (s *Service) Register(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+s.o.Prefix+"/products/{id}", s.handleProduct)
-	s.registerAuctionReads(mux)
-}
-
-func (s *Service) handleProduct(w http.ResponseWriter, r *http.Request) {
+func (k *stockKind) handleProduct(w http.ResponseWriter, r *http.Request) {
+	s := k.s
 	id := r.PathValue("id")
 	if !config.ID.MatchString(id) {
 		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
-	e, ok := s.products.get(id)
+	e, ok := k.products.get(id)
 	if !ok {
-		p, found, err := s.product(r.Context(), id)
+		p, found, err := k.product(r.Context(), id)
 		if err != nil {
 			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		e = cachedProduct{product: p, found: found, at: time.Now()}
-		s.products.put(id, e)
+		k.products.put(id, e)
 	}
 	if !e.found {
 		s.responder.Error(w, r, web.ErrProductNotFound)
@@ -170,4 +168,137 @@ func (s *Service) handleProduct(w http.ResponseWriter, r *http.Request) {
 		"id": e.product.ID, "name": e.product.Name, "image_url": e.product.ImageURL, "price": e.product.Price,
 		"total_stock": e.product.TotalStock, "remaining_stock": e.product.RemainingStock,
 	})
+}
+
+func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	var body struct {
+		ID           *string `json:"id"`
+		Stock        *int64  `json:"stock"`
+		PerUserLimit *int    `json:"per_user_limit"`
+		Name         string  `json:"name"`
+		Price        int64   `json:"price"`
+		ImageURL     string  `json:"image_url"`
+	}
+	if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	if body.ID == nil || body.Stock == nil {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", "id and stock are required"))
+		return
+	}
+	p := config.Product{ID: *body.ID, Stock: *body.Stock, PerUserLimit: 1, Name: body.Name, Price: body.Price, ImageURL: body.ImageURL}
+	if body.PerUserLimit != nil {
+		p.PerUserLimit = *body.PerUserLimit
+	}
+	if err := config.ValidateProduct(p); err != nil {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
+		return
+	}
+	if _, err := k.writeProduct(r.Context(), "create", p); err != nil {
+		if errors.Is(err, errProductExists) {
+			s.responder.Error(w, r, web.ErrProductExists)
+			return
+		}
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	k.writeProductJSON(w, r, p.ID)
+}
+
+func (k *stockKind) writeProductJSON(w http.ResponseWriter, r *http.Request, id string) {
+	s := k.s
+	p, found, err := k.product(r.Context(), id)
+	switch {
+	case err != nil:
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+	case !found:
+		s.responder.Error(w, r, web.ErrProductNotFound)
+	default:
+		web.WriteJSON(w, http.StatusOK, p)
+	}
+}
+
+func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	id := r.PathValue("id")
+	amount, e := k.amount(w, r)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	if !config.ID.MatchString(id) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	res, err := restockScript.Run(r.Context(), s.client, []string{infoKey(s.keys, id), stockKey(s.keys, id)}, amount).Int64Slice()
+	if err != nil || len(res) != 2 {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("restock: %v %v", res, err)))
+		return
+	}
+	if res[0] == 1 {
+		s.responder.Error(w, r, web.ErrProductNotFound)
+		return
+	}
+	k.products.forget(id)
+	k.writeProductJSON(w, r, id)
+}
+
+// amount reads the restock amount from a JSON body {"amount": n} or a form field.
+func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Error) {
+	var amount int64
+	if r.Header.Get("Content-Type") == "application/json" {
+		var body struct {
+			Amount *int64 `json:"amount"`
+		}
+		if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+			return 0, e
+		}
+		if body.Amount == nil {
+			return 0, web.ErrInvalidRequest.With("field", "amount")
+		}
+		amount = *body.Amount
+	} else {
+		text, _, e := fields.New(r, maxAdminBody).Body("amount")
+		if e != nil {
+			return 0, e
+		}
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			return 0, web.ErrInvalidRequest.With("field", "amount")
+		}
+		amount = n
+	}
+	if amount < 1 || amount > 1_000_000_000 {
+		return 0, web.ErrInvalidRequest.With("field", "amount").With("problems", "amount must be 1..1000000000")
+	}
+	return amount, nil
+}
+
+func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	id := r.PathValue("id")
+	if !config.ID.MatchString(id) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	// One slot, one command: the product, its stock, its buyers and its events go together.
+	n, err := s.client.Del(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id)).Result()
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	s.client.SRem(r.Context(), productIndexKey(s.keys), id)
+	k.products.forget(id)
+	if n == 0 {
+		s.responder.Error(w, r, web.ErrProductNotFound)
+		return
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+// adminListProducts lists the products sorted by id (listOwners).
+func (k *stockKind) adminListProducts(w http.ResponseWriter, r *http.Request) {
+	listOwners(k.s, w, r, k, k.product)
 }

@@ -9,14 +9,21 @@ import (
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
+// script is an admission script: lib.lua followed by the operation's file. It runs with EVALSHA
+// (go-redis falls back to EVAL when Redis does not have it yet).
 func script(name string) *redis.Script {
-	b, err := scriptFiles.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err) // embedded at build time
-	}
-	return redis.NewScript(string(b))
+	return redis.NewScript(mustRead("lib.lua") + "\n" + mustRead(name))
 }
 
+func mustRead(name string) string {
+	b, err := scriptFiles.ReadFile("scripts/" + name)
+	if err != nil {
+		panic(err) // embedded at build time: only a build without the files gets here
+	}
+	return string(b)
+}
+
+// Stock scripts (stock.go, products.go) and bid scripts (bid.go, auctions.go).
 var (
 	reserveScript = script("reserve.lua")
 	releaseScript = script("release.lua")

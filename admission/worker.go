@@ -15,52 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/edgeq/edgeq/internal/money"
-	"github.com/edgeq/edgeq/internal/store"
 )
-
-// Record is an admission as the admin API shows it, written by the worker from the events.
-type Record struct {
-	ID         string `json:"id"`
-	ProductID  string `json:"product_id"`
-	User       string `json:"user"` // pseudonym
-	Quantity   int64  `json:"quantity"`
-	State      string `json:"state"` // admitted, released
-	AdmittedAt string `json:"admitted_at"`
-	ReleasedAt string `json:"released_at,omitempty"`
-}
-
-// event is one entry of a product's event stream (written by reserve.lua and release.lua).
-type event struct {
-	Product  string
-	StreamID string
-	Type     string // admitted or released
-	Record   Record
-	atMs     int64
-}
-
-func parseEvent(product string, msg redis.XMessage) (event, error) {
-	str := func(k string) string { v, _ := msg.Values[k].(string); return v }
-	num := func(k string) (int64, error) { return strconv.ParseInt(str(k), 10, 64) }
-	e := event{Product: product, StreamID: msg.ID, Type: str("type")}
-	qty, err1 := num("qty")
-	at, err2 := num("at")
-	if e.Type != "admitted" && e.Type != "released" || str("admission") == "" || str("user") == "" || errors.Join(err1, err2) != nil {
-		return e, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
-	}
-	e.atMs = at
-	e.Record = Record{ID: str("admission"), ProductID: product, User: str("user"), Quantity: qty,
-		State: e.Type, AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}
-	if e.Type == "released" {
-		rel, err := num("released_at")
-		if err != nil {
-			return e, fmt.Errorf("malformed event %s: released_at", msg.ID)
-		}
-		e.Record.ReleasedAt = time.UnixMilli(rel).UTC().Format(recordTime)
-	}
-	return e, nil
-}
 
 // recordTime formats the times of records: RFC 3339 with milliseconds, fixed width.
 const recordTime = "2006-01-02T15:04:05.000Z07:00"
@@ -68,18 +23,20 @@ const recordTime = "2006-01-02T15:04:05.000Z07:00"
 // markerTTL is how long the worker remembers an applied event; redelivery comes far sooner.
 const markerTTL = 7 * 24 * time.Hour
 
-// apply writes an event's effects, exactly once: the admission JSON, the index by time, the user's
-// index and the sales leaderboard, with a marker, in one MULTI/EXEC under WATCH of the marker. An event
-// delivered twice (a consumer took over another's pending entries) finds the marker and changes
-// nothing; two consumers racing on one event cannot both commit. An "admitted" entry never overwrites
-// a record that exists: if a take-over made the release land first, the admission stays released.
-func (s *Service) apply(ctx context.Context, e event) error {
-	marker := doneKey(s.keys, e.Product+"/"+e.StreamID)
-	body, err := json.Marshal(e.Record)
-	if err != nil {
-		return err
-	}
-	record := admissionKey(s.keys, e.Record.ID)
+// entry reads the fields of a stream entry.
+type entry redis.XMessage
+
+func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
+
+func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
+
+// applyOnce writes an event's effects exactly once: write queues the kind's writes, which run with a
+// marker in one MULTI/EXEC under WATCH of the marker and of the event's record (exists says whether
+// the record is there). An event delivered twice (a consumer took over another's pending entries)
+// finds the marker and changes nothing; two consumers racing on one event cannot both commit. Every
+// key shares the admin indexes' hash tag, so this works on a Cluster too.
+func (s *Service) applyOnce(ctx context.Context, event, record string, write func(p redis.Pipeliner, exists bool)) error {
+	marker := doneKey(s.keys, event)
 	return s.client.Watch(ctx, func(tx *redis.Tx) error {
 		done, err := tx.Exists(ctx, marker).Result()
 		if err != nil || done == 1 {
@@ -90,86 +47,7 @@ func (s *Service) apply(ctx context.Context, e event) error {
 			return err
 		}
 		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			if e.Type == "released" || exists == 0 {
-				p.Set(ctx, record, body, 0)
-			}
-			p.ZAdd(ctx, byTimeKey(s.keys), redis.Z{Score: float64(e.atMs), Member: e.Record.ID})
-			p.ZAdd(ctx, userKey(s.keys, e.Record.User), redis.Z{Score: float64(e.atMs), Member: e.Record.ID})
-			sales := float64(e.Record.Quantity)
-			if e.Type == "released" {
-				sales = -sales
-			}
-			p.ZIncrBy(ctx, leaderboardKey(s.keys), sales, e.Product)
-			p.Set(ctx, marker, 1, markerTTL)
-			return nil
-		})
-		return err
-	}, marker, record)
-}
-
-// BidRecord is a bid as the admin API shows it (GET /api/users/{user}/bids), written by the worker.
-type BidRecord struct {
-	ID          string `json:"id"`
-	AuctionID   string `json:"auction_id"`
-	Bidder      string `json:"bidder"` // pseudonym
-	Amount      string `json:"amount"`
-	State       string `json:"state"` // accepted, withdrawn
-	BidAt       string `json:"bid_at"`
-	WithdrawnAt string `json:"withdrawn_at,omitempty"`
-}
-
-// bidEvent is one entry of an auction's event stream (written by bid.lua and withdraw.lua).
-type bidEvent struct {
-	StreamID string
-	Record   BidRecord
-	atMs     int64
-}
-
-func parseBidEvent(auction string, msg redis.XMessage) (bidEvent, error) {
-	str := func(k string) string { v, _ := msg.Values[k].(string); return v }
-	num := func(k string) (int64, error) { return strconv.ParseInt(str(k), 10, 64) }
-	typ := str("type")
-	amount, err1 := num("amount")
-	at, err2 := num("at")
-	if typ != "bid" && typ != "withdrawn" || str("bid") == "" || str("user") == "" || errors.Join(err1, err2) != nil {
-		return bidEvent{}, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
-	}
-	e := bidEvent{StreamID: msg.ID, atMs: at, Record: BidRecord{ID: str("bid"), AuctionID: auction, Bidder: str("user"),
-		Amount: money.Format(amount), State: "accepted", BidAt: time.UnixMilli(at).UTC().Format(recordTime)}}
-	if typ == "withdrawn" {
-		w, err := num("withdrawn_at")
-		if err != nil {
-			return e, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
-		}
-		e.Record.State, e.Record.WithdrawnAt = "withdrawn", time.UnixMilli(w).UTC().Format(recordTime)
-	}
-	return e, nil
-}
-
-// applyBid indexes a bid event exactly once, like apply: the bid's JSON and the bidder's list. A
-// "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
-// the bid stays withdrawn.
-func (s *Service) applyBid(ctx context.Context, auction string, e bidEvent) error {
-	marker := doneKey(s.keys, "auction."+auction+"/"+e.StreamID)
-	record := bidJSONKey(s.keys, e.Record.ID)
-	body, err := json.Marshal(e.Record)
-	if err != nil {
-		return err
-	}
-	return s.client.Watch(ctx, func(tx *redis.Tx) error {
-		n, err := tx.Exists(ctx, marker).Result()
-		if err != nil || n == 1 {
-			return err
-		}
-		exists, err := tx.Exists(ctx, record).Result()
-		if err != nil {
-			return err
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			if e.Record.State == "withdrawn" || exists == 0 {
-				p.Set(ctx, record, body, 0)
-			}
-			p.ZAdd(ctx, userBidsKey(s.keys, e.Record.Bidder), redis.Z{Score: float64(e.atMs), Member: e.Record.ID})
+			write(p, exists == 1)
 			p.Set(ctx, marker, 1, markerTTL)
 			return nil
 		})
@@ -179,12 +57,7 @@ func (s *Service) applyBid(ctx context.Context, auction string, e bidEvent) erro
 
 // applier parses an entry of a stream and returns what applies it.
 func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context) error, error) {
-	if src.auction {
-		e, err := parseBidEvent(src.id, msg)
-		return func(ctx context.Context) error { return s.applyBid(ctx, src.id, e) }, err
-	}
-	e, err := parseEvent(src.id, msg)
-	return func(ctx context.Context) error { return s.apply(ctx, e) }, err
+	return src.kind.parse(src.owner, msg)
 }
 
 // Run is the event worker: a consumer of every product's and auction's stream in one consumer group (every replica
@@ -212,31 +85,16 @@ type worker struct {
 
 // source is one event stream: a product's (admissions) or an auction's (bids).
 type source struct {
-	auction bool
-	id      string
+	kind  kind
+	owner string
 }
 
-func (src source) stream(k store.Keys) string {
-	if src.auction {
-		return auctionEventsKey(k, src.id)
-	}
-	return eventsKey(k, src.id)
-}
+func (src source) stream() string { return src.kind.stream(src.owner) }
 
 // deadID names a dead letter: "<product>.<entry>" or "auction.<auction>.<entry>" (ids hold no dots).
-func (src source) deadID(entry string) string {
-	if src.auction {
-		return "auction." + src.id + "." + entry
-	}
-	return src.id + "." + entry
-}
+func (src source) deadID(entry string) string { return src.kind.deadPrefix() + src.owner + "." + entry }
 
-func (src source) String() string {
-	if src.auction {
-		return "auction " + src.id
-	}
-	return "product " + src.id
-}
+func (src source) String() string { return src.kind.owner() + " " + src.owner }
 
 func consumerName() string {
 	host, _ := os.Hostname()
@@ -264,16 +122,17 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	s := w.s
 	if time.Since(w.listedAt) > 5*time.Second {
-		products, err1 := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
-		auctions, err2 := s.client.SMembers(ctx, auctionIndexKey(s.keys)).Result()
-		if errors.Join(err1, err2) == nil {
-			w.streams, w.listedAt = w.streams[:0], time.Now()
-			for _, id := range products {
-				w.streams = append(w.streams, source{id: id})
+		var streams []source
+		var errs []error
+		for _, k := range s.kinds {
+			owners, err := s.client.SMembers(ctx, k.index()).Result()
+			errs = append(errs, err)
+			for _, id := range owners {
+				streams = append(streams, source{kind: k, owner: id})
 			}
-			for _, id := range auctions {
-				w.streams = append(w.streams, source{auction: true, id: id})
-			}
+		}
+		if errors.Join(errs...) == nil {
+			w.streams, w.listedAt = streams, time.Now()
 			maps.DeleteFunc(w.groups, func(_ string, ok bool) bool { return !ok }) // another try for those that failed
 		}
 		if n, err := s.client.HLen(ctx, deadKey(s.keys)).Result(); err == nil {
@@ -285,7 +144,7 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		w.claimAt = time.Now()
 	}
 	for _, src := range w.streams {
-		stream := src.stream(s.keys)
+		stream := src.stream()
 		if done, tried := w.groups[stream]; !done {
 			if tried {
 				continue // until the next listing
@@ -358,28 +217,56 @@ func (w *worker) handle(ctx context.Context, src source, msg redis.XMessage) boo
 		}
 		s.logger.Warn("event dead-lettered after retries", "stream", src.String(), "entry", msg.ID, "error", err.Error())
 	}
-	if err := s.client.XAck(ctx, src.stream(s.keys), groupName, msg.ID).Err(); err != nil {
+	if err := s.client.XAck(ctx, src.stream(), groupName, msg.ID).Err(); err != nil {
 		s.logger.Warn("acknowledging an event failed", "stream", src.String(), "entry", msg.ID, "error", err.Error())
 	}
 	return true
 }
 
-// DeadLetter is an event that failed every retry.
+// DeadLetter is an event that failed every retry. Its JSON names the owner by the kind's own field
+// ("product_id", "auction_id"), as the admin API has always listed them.
 type DeadLetter struct {
-	ID       string            `json:"id"`
-	Product  string            `json:"product_id,omitempty"`
-	Auction  string            `json:"auction_id,omitempty"`
-	StreamID string            `json:"stream_id"`
-	Fields   map[string]string `json:"fields"`
-	Error    string            `json:"error"`
-	FailedAt string            `json:"failed_at"`
+	ID       string // "<dead prefix><owner>.<stream entry>"
+	Type     string // the admission kind: stock, bid
+	Owner    string // the product or auction whose stream held the event
+	StreamID string
+	Fields   map[string]string
+	Error    string
+	FailedAt string
+
+	ownerName string // the kind's owner(): its JSON field is ownerName + "_id"
 }
 
-func (d DeadLetter) source() source {
-	if d.Auction != "" {
-		return source{auction: true, id: d.Auction}
+func (d DeadLetter) MarshalJSON() ([]byte, error) {
+	m := map[string]any{"id": d.ID, "type": d.Type, "stream_id": d.StreamID, "fields": d.Fields,
+		"error": d.Error, "failed_at": d.FailedAt}
+	if d.ownerName != "" {
+		m[d.ownerName+"_id"] = d.Owner
 	}
-	return source{id: d.Product}
+	return json.Marshal(m)
+}
+
+// decodeDeadLetter reads a stored dead letter; the kind is the one whose owner field it carries.
+func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
+	var m struct {
+		ID       string            `json:"id"`
+		StreamID string            `json:"stream_id"`
+		Fields   map[string]string `json:"fields"`
+		Error    string            `json:"error"`
+		FailedAt string            `json:"failed_at"`
+	}
+	var owners map[string]any
+	if err := errors.Join(json.Unmarshal([]byte(raw), &m), json.Unmarshal([]byte(raw), &owners)); err != nil {
+		return DeadLetter{}, nil, err
+	}
+	d := DeadLetter{ID: m.ID, StreamID: m.StreamID, Fields: m.Fields, Error: m.Error, FailedAt: m.FailedAt}
+	for _, k := range s.kinds {
+		if owner, ok := owners[k.owner()+"_id"].(string); ok && owner != "" {
+			d.Type, d.Owner, d.ownerName = k.name(), owner, k.owner()
+			return d, k, nil
+		}
+	}
+	return d, nil, fmt.Errorf("dead letter %s names no product or auction", m.ID)
 }
 
 func (s *Service) deadLetter(ctx context.Context, src source, msg redis.XMessage, cause error) error {
@@ -387,13 +274,8 @@ func (s *Service) deadLetter(ctx context.Context, src source, msg redis.XMessage
 	for k, v := range msg.Values {
 		fields[k] = fmt.Sprint(v)
 	}
-	d := DeadLetter{ID: src.deadID(msg.ID), StreamID: msg.ID, Fields: fields,
-		Error: cause.Error(), FailedAt: time.Now().UTC().Format(time.RFC3339)}
-	if src.auction {
-		d.Auction = src.id
-	} else {
-		d.Product = src.id
-	}
+	d := DeadLetter{ID: src.deadID(msg.ID), Type: src.kind.name(), Owner: src.owner, StreamID: msg.ID, Fields: fields,
+		Error: cause.Error(), FailedAt: time.Now().UTC().Format(time.RFC3339), ownerName: src.kind.owner()}
 	body, _ := json.Marshal(d)
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, deadKey(s.keys), d.ID, body)

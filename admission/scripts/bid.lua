@@ -15,8 +15,7 @@
 --   before this call arrived: nothing is taken)
 if redis.call('EXISTS', KEYS[5]) == 1 then return {6, 0} end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {2, 0} end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local info = redis.call('HMGET', KEYS[1], 'starting_price', 'min_increment', 'ends_at', 'owner')
 local ends_at = tonumber(info[3])
 if now >= ends_at then return {3, 0} end

@@ -1,5 +1,10 @@
 -- commit.lua: the origin accepted an admission: keep the units and end the user's in-flight claim.
--- KEYS: as reserve.lua
+-- KEYS[1] info     hash   product (unused here; every stock script gets the same KEYS)
+-- KEYS[2] stock    string (unused here)
+-- KEYS[3] buyers   hash   (unused here)
+-- KEYS[4] claim    string the user's in-flight claim (value: admission id)
+-- KEYS[5] record   hash   this admission: state
+-- KEYS[6] events   stream (unused here)
 -- ARGV[1] admission id
 -- returns 0 committed; 1 unknown admission; 2 already released
 local state = redis.call('HGET', KEYS[5], 'state')

@@ -1,6 +1,11 @@
 -- release.lua: give an admission's units back after the origin refused or failed (release_on): stock
 -- back, buyer record reduced, released event. Idempotent per admission id.
--- KEYS: as reserve.lua
+-- KEYS[1] info     hash   product (unused here; every stock script gets the same KEYS)
+-- KEYS[2] stock    string units left
+-- KEYS[3] buyers   hash   user pseudonym -> units bought
+-- KEYS[4] claim    string the user's in-flight claim (value: admission id)
+-- KEYS[5] record   hash   this admission: user, qty, state, at
+-- KEYS[6] events   stream admission events for the worker
 -- ARGV[1] admission id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
 -- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released; 3 already committed
 -- An unknown admission gets a tombstone (a released record), so that a reserve.lua call with this id
@@ -15,8 +20,7 @@ if state == 'released' then return {2, 0} end
 if state == 'committed' then return {3, 0} end
 local user = redis.call('HGET', KEYS[5], 'user')
 local qty = tonumber(redis.call('HGET', KEYS[5], 'qty'))
-local t = redis.call('TIME')
-local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = now_ms()
 local remaining = redis.call('INCRBY', KEYS[2], qty)
 if redis.call('HINCRBY', KEYS[3], user, -qty) <= 0 then
   redis.call('HDEL', KEYS[3], user)

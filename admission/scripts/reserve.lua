@@ -30,8 +30,7 @@ if refuse ~= 0 then
   redis.call('DEL', KEYS[4])
   return {refuse, remaining, limit}
 end
-local t = redis.call('TIME')
-local at = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local at = now_ms()
 remaining = redis.call('DECRBY', KEYS[2], qty)
 redis.call('HINCRBY', KEYS[3], ARGV[2], qty)
 redis.call('HSET', KEYS[5], 'user', ARGV[2], 'qty', qty, 'state', 'admitted', 'at', at)

@@ -1,6 +1,11 @@
 -- withdraw.lua: take back a bid the origin refused or failed (release_on): it leaves the history and,
 -- if it is still the highest, the next one down becomes the highest again. Idempotent per bid id.
--- KEYS: as bid.lua
+-- KEYS[1] info     hash   (unused here; every bid script gets the same KEYS)
+-- KEYS[2] highest  hash   bid_id, bidder, amount (cents), at (ms)
+-- KEYS[3] bids     zset   history: score = amount, member = "<bid id>:<at ms>:<bidder>"
+-- KEYS[4] bidders  hash   bidder pseudonym -> live bids
+-- KEYS[5] record   hash   this bid: member, bidder, amount, at, state
+-- KEYS[6] events   stream bid events for the worker
 -- ARGV[1] bid id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
 -- returns 0 withdrawn; 1 unknown bid; 2 already withdrawn; 3 already committed
 -- An unknown bid gets a tombstone (a withdrawn record), so that a bid.lua call with this id still on
@@ -29,8 +34,6 @@ if redis.call('HGET', KEYS[2], 'bid_id') == ARGV[1] then
   end
 end
 redis.call('HSET', KEYS[5], 'state', 'withdrawn')
-local t = redis.call('TIME')
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'type', 'withdrawn', 'bid', ARGV[1], 'user', bidder,
-  'amount', redis.call('HGET', KEYS[5], 'amount'), 'at', redis.call('HGET', KEYS[5], 'at'),
-  'withdrawn_at', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+  'amount', redis.call('HGET', KEYS[5], 'amount'), 'at', redis.call('HGET', KEYS[5], 'at'), 'withdrawn_at', now_ms())
 return 0

@@ -120,12 +120,13 @@ func rawReserve(addr string, concurrency int, duration time.Duration) (bench.Sam
 	deadline := time.Now().Add(duration)
 	start := time.Now()
 	var wg sync.WaitGroup
+	svc := admission.New(admission.Options{Store: st}) // reserve.lua or bid.lua alone, with edgeq's defaults
 	for i := range concurrency {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				id := strconv.FormatInt(ids.Add(1), 10)
 				t0 := time.Now()
-				code, err := admission.Reserve(ctx, st, "bench", "raw-"+id, id)
+				code, err := svc.Reserve(ctx, "bench", "raw-"+id, id)
 				if err != nil || code != 0 {
 					errs.Add(1)
 					continue

@@ -202,13 +202,14 @@ func rawBids(addr string, concurrency int, duration time.Duration) (bench.Sample
 	deadline := time.Now().Add(duration)
 	start := time.Now()
 	var wg sync.WaitGroup
+	svc := admission.New(admission.Options{Store: st}) // reserve.lua or bid.lua alone, with edgeq's defaults
 	for i := range concurrency {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {
 				n := next.Add(1)
 				id := strconv.FormatInt(n, 10)
 				t0 := time.Now()
-				code, err := admission.PlaceBid(ctx, st, "raw", "raw-"+strconv.Itoa(i), id, n)
+				code, err := svc.PlaceBid(ctx, "raw", "raw-"+strconv.Itoa(i), id, n)
 				if err != nil || code > 1 {
 					errs.Add(1)
 					continue

@@ -1,0 +1,186 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// ApplyAuctions seeds the configuration file's auctions: created when absent, updated otherwise (on a
+// reload only those whose entry changed). The owner is stored as a pseudonym, like bidders.
+func (s *Service) ApplyAuctions(ctx context.Context, auctions, previous []config.Auction) error {
+	var errs []error
+	for _, a := range auctions {
+		if slices.Contains(previous, a) {
+			continue
+		}
+		if err := s.bid.writeAuction(ctx, a); err != nil {
+			errs = append(errs, fmt.Errorf("auction %s: %w", a.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k *bidKind) writeAuction(ctx context.Context, a config.Auction) error {
+	s := k.s
+	start, err1 := money.Parse(a.StartingPrice)
+	inc, err2 := money.Parse(a.MinIncrement)
+	if err := errors.Join(err1, err2); err != nil {
+		return err
+	}
+	owner := ""
+	if a.Owner != "" {
+		owner = s.pseudonyms.of(a.Owner)
+	}
+	if err := auctionScript.Run(ctx, s.client, []string{auctionInfoKey(s.keys, a.ID)}, start, inc, a.EndsAt.UnixMilli(), owner).Err(); err != nil {
+		return err
+	}
+	k.reads.forget(a.ID)
+	if err := s.client.SAdd(ctx, auctionIndexKey(s.keys), a.ID).Err(); err != nil {
+		return err
+	}
+	return s.ensureStreamGroup(ctx, auctionEventsKey(s.keys, a.ID))
+}
+
+// Auction is an auction as the admin API shows it.
+type Auction struct {
+	ID            string `json:"id"`
+	StartingPrice string `json:"starting_price"`
+	MinIncrement  string `json:"min_increment"`
+	EndsAt        string `json:"ends_at"`
+	Ended         bool   `json:"ended"`
+	HighestBid    *Bid   `json:"highest_bid"`
+	TotalBids     int64  `json:"total_bids"`
+	UniqueBidders int64  `json:"unique_bidders"`
+}
+
+func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	id := r.PathValue("id")
+	var body struct {
+		StartingPrice *string `json:"starting_price"`
+		MinIncrement  *string `json:"min_increment"`
+		EndsAt        *string `json:"ends_at"`
+		Owner         *string `json:"owner"`
+	}
+	if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	a := config.Auction{ID: id, MinIncrement: "1.00"}
+	if body.StartingPrice != nil {
+		a.StartingPrice = *body.StartingPrice
+	}
+	if body.MinIncrement != nil {
+		a.MinIncrement = *body.MinIncrement
+	}
+	if body.Owner != nil {
+		a.Owner = *body.Owner
+	}
+	if body.EndsAt != nil {
+		t, err := time.Parse(time.RFC3339, *body.EndsAt)
+		if err != nil {
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "ends_at"))
+			return
+		}
+		a.EndsAt = t
+	}
+	if err := config.ValidateAuction(a); err != nil {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
+		return
+	}
+	if err := k.writeAuction(r.Context(), a); err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	k.writeAuctionJSON(w, r, id)
+}
+
+func (k *bidKind) adminGetAuction(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	if !config.ID.MatchString(r.PathValue("id")) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	k.writeAuctionJSON(w, r, r.PathValue("id"))
+}
+
+// adminListAuctions lists the auctions (configured or created through the API) sorted by id
+// (listOwners), from the same short-lived per-replica views as the public reads.
+func (k *bidKind) adminListAuctions(w http.ResponseWriter, r *http.Request) {
+	listOwners(k.s, w, r, k, func(ctx context.Context, id string) (Auction, bool, error) {
+		v, err := k.view(ctx, id)
+		if err != nil || !v.found {
+			return Auction{}, false, err
+		}
+		return auctionOf(id, v), true, nil
+	})
+}
+
+func (k *bidKind) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id string) {
+	s := k.s
+	k.reads.forget(id)
+	v, err := k.view(r.Context(), id)
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	if !v.found {
+		s.responder.Error(w, r, web.ErrAuctionNotFound)
+		return
+	}
+	web.WriteJSON(w, http.StatusOK, auctionOf(id, v))
+}
+
+func auctionOf(id string, v *auctionView) Auction {
+	return Auction{ID: id, StartingPrice: money.Format(v.startCents), MinIncrement: money.Format(v.incCents),
+		EndsAt: v.endsAt.Format(time.RFC3339), Ended: !time.Now().Before(v.endsAt), HighestBid: v.highest,
+		TotalBids: v.totalBids, UniqueBidders: v.bidders}
+}
+
+// adminUserBids lists a user's bids (userParam; from the worker's index), newest first.
+func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	user, e := s.userParam(r)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	page, size, e := paging(r)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	ctx := r.Context()
+	index := userBidsKey(s.keys, user)
+	total, err := s.client.ZCard(ctx, index).Result()
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	start := (page - 1) * size
+	ids, err := s.client.ZRevRange(ctx, index, start, start+size-1).Result()
+	items := []any{}
+	if err == nil && len(ids) > 0 {
+		keys := make([]string, len(ids))
+		for i, id := range ids {
+			keys[i] = bidJSONKey(s.keys, id)
+		}
+		if values, err := s.client.MGet(ctx, keys...).Result(); err == nil {
+			for _, v := range values {
+				if str, ok := v.(string); ok {
+					items = append(items, rawJSON(str))
+				}
+			}
+		}
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
+}

@@ -1,0 +1,174 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// bidKind is bid admission (seed 001; CONTRACT section 6): one script accepts a bid only if it beats
+// the highest by the minimum increment (the auction exists and runs, the bidder is not the owner);
+// a bid the origin refuses is withdrawn and the previous highest restored.
+type bidKind struct {
+	s     *Service
+	reads auctionReads // public auction reads (auctions.go)
+}
+
+// HeaderBidID carries an accepted bid's id to the origin.
+const HeaderBidID = "Edgeq-Bid-Id"
+
+func (*bidKind) name() string       { return config.AdmissionBid }
+func (*bidKind) owner() string      { return "auction" }
+func (*bidKind) header() string     { return HeaderBidID }
+func (*bidKind) deadPrefix() string { return "auction." }
+
+func (*bidKind) sources(a config.Admission) (owner, value string) { return a.Auction, a.Amount }
+
+func (*bidKind) refusals() []*web.Error {
+	return []*web.Error{web.ErrAuctionNotFound, web.ErrAuctionEnded, web.ErrSelfBid, web.ErrInvalidBid, web.ErrBidTooLow}
+}
+
+// value is the amount: a decimal string, as integer cents.
+func (*bidKind) value(text string, found bool, src string) (int64, *web.Error) {
+	if !found {
+		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("no %s", src))
+	}
+	cents, err := money.Parse(text)
+	if err != nil || cents <= 0 {
+		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("amount %q from %s", fields.Clip(text), src))
+	}
+	return cents, nil
+}
+
+func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
+	res, err := bidScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, c.user, c.value,
+		int64(recordTTL/time.Second), k.s.o.StreamBound).Int64Slice()
+	if err != nil || len(res) != 2 {
+		return nil, fmt.Errorf("bid: %v %v", res, err)
+	}
+	return bidRefusal(res[0], res[1]), nil
+}
+
+// bidRefusal maps bid.lua's answer to a refusal, nil when accepted.
+func bidRefusal(code, highest int64) *web.Error {
+	switch code {
+	case 0:
+		return nil
+	case 1:
+		return web.ErrBidTooLow.With("highest_amount", money.Format(highest))
+	case 2:
+		return web.ErrAuctionNotFound
+	case 3:
+		return web.ErrAuctionEnded
+	case 4:
+		return web.ErrSelfBid
+	case 5:
+		return web.ErrInvalidBid.With("starting_price", money.Format(highest))
+	}
+	return web.ErrStoreUnavailable.Because(fmt.Errorf("bid answered %d", code))
+}
+
+func (k *bidKind) release(ctx context.Context, c claim) (int64, error) {
+	return withdrawScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, k.s.o.StreamBound,
+		int64(recordTTL/time.Second)).Int64()
+}
+
+func (k *bidKind) commit(ctx context.Context, c claim) error {
+	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id).Err()
+}
+
+func (k *bidKind) changed(auction string) { k.reads.forget(auction) }
+
+func (*bidKind) refusalPage(*web.Error) string { return "" }
+
+// PlaceBid runs bid.lua alone: what every bid admission costs the store, for the benchmark that
+// compares it with bids through edgeq. user is already a pseudonym; the answer is bid.lua's code (0
+// accepted, 1 too low, ...).
+func (s *Service) PlaceBid(ctx context.Context, auction, user, id string, cents int64) (code int64, err error) {
+	res, err := bidScript.Run(ctx, s.client, bidKeys(s.keys, auction, id), id, user, cents,
+		int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
+	if err != nil || len(res) != 2 {
+		return 0, fmt.Errorf("bid: %v %v", res, err)
+	}
+	return res[0], nil
+}
+
+// BidRecord is a bid as the admin API shows it (GET /api/users/{user}/bids), written by the worker.
+type BidRecord struct {
+	ID          string `json:"id"`
+	AuctionID   string `json:"auction_id"`
+	Bidder      string `json:"bidder"` // pseudonym
+	Amount      string `json:"amount"`
+	State       string `json:"state"` // accepted, withdrawn
+	BidAt       string `json:"bid_at"`
+	WithdrawnAt string `json:"withdrawn_at,omitempty"`
+}
+
+func (k *bidKind) index() string                { return auctionIndexKey(k.s.keys) }
+func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
+
+// parse reads an entry of an auction's stream (written by bid.lua and withdraw.lua).
+func (k *bidKind) parse(auction string, msg redis.XMessage) (func(context.Context) error, error) {
+	e := entry(msg)
+	typ := e.str("type")
+	amount, err1 := e.num("amount")
+	at, err2 := e.num("at")
+	if typ != "bid" && typ != "withdrawn" || e.str("bid") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
+		return nil, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+	}
+	rec := BidRecord{ID: e.str("bid"), AuctionID: auction, Bidder: e.str("user"), Amount: money.Format(amount),
+		State: "accepted", BidAt: time.UnixMilli(at).UTC().Format(recordTime)}
+	if typ == "withdrawn" {
+		w, err := e.num("withdrawn_at")
+		if err != nil {
+			return nil, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
+		}
+		rec.State, rec.WithdrawnAt = "withdrawn", time.UnixMilli(w).UTC().Format(recordTime)
+	}
+	return func(ctx context.Context) error { return k.apply(ctx, auction, msg.ID, rec, at) }, nil
+}
+
+// apply indexes a bid event exactly once: the bid's JSON and the bidder's list. A "bid" entry never
+// overwrites a record that exists: if a take-over made the withdrawal land first, the bid stays
+// withdrawn.
+func (k *bidKind) apply(ctx context.Context, auction, streamID string, rec BidRecord, atMs int64) error {
+	s := k.s
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	record := bidJSONKey(s.keys, rec.ID)
+	return s.applyOnce(ctx, k.deadPrefix()+auction+"/"+streamID, record, func(p redis.Pipeliner, exists bool) {
+		if rec.State == "withdrawn" || !exists {
+			p.Set(ctx, record, body, 0)
+		}
+		p.ZAdd(ctx, userBidsKey(s.keys, rec.Bidder), redis.Z{Score: float64(atMs), Member: rec.ID})
+	})
+}
+
+// registerPublic adds the public auction reads.
+func (k *bidKind) registerPublic(mux *http.ServeMux) {
+	p := k.s.o.Prefix
+	mux.HandleFunc("GET "+p+"/auctions/{id}/highest-bid", k.handleHighest)
+	mux.HandleFunc("GET "+p+"/auctions/{id}/bids", k.handleHistory)
+	mux.HandleFunc("GET "+p+"/auctions/{id}/stats", k.handleStats)
+	mux.HandleFunc("POST "+p+"/bids/highest-bids/batch", k.handleBatch)
+}
+
+// registerAdmin adds the auction admin views.
+func (k *bidKind) registerAdmin(admin *http.ServeMux) {
+	admin.HandleFunc("PUT /api/auctions/{id}", k.adminPutAuction)
+	admin.HandleFunc("GET /api/auctions/{id}", k.adminGetAuction)
+	admin.HandleFunc("GET /api/auctions", k.adminListAuctions)
+	admin.HandleFunc("GET /api/users/{user}/bids", k.adminUserBids)
+}

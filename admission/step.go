@@ -1,0 +1,306 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// A kind is one admission behaviour (stock.go, bid.go; docs/reference.md, "Adding an admission
+// kind"). Every kind runs through the same pipeline (Wrap below): read a claim from the request,
+// one script that admits or refuses it atomically, the origin, then one script that commits or gives
+// it back on the origin's answer. The same worker (worker.go) turns every kind's event stream into
+// its admin records, and the same retry loop (compensate.go) gives back what the store could not
+// confirm.
+type kind interface {
+	// name is the route's admission.type and the metrics label "type".
+	name() string
+	// owner names what a claim is about ("product", "auction"): the refusal of a request that does
+	// not say which, and the dead letters' "<owner>_id" field.
+	owner() string
+	// sources are the route's field sources of the owner and of the value ("" when the kind has no
+	// value or the route gives none).
+	sources(a config.Admission) (owner, value string)
+	// value turns the value field (the quantity, the amount) into the claim's number.
+	value(text string, found bool, src string) (int64, *web.Error)
+	// header carries the admission id to the origin.
+	header() string
+	// refusals are the kind's own refusals: the metrics label of each is its code in lower case.
+	refusals() []*web.Error
+
+	// reserve runs the kind's admission script: nil when admitted, the refusal otherwise. An error
+	// means the store did not answer: the script may have run.
+	reserve(ctx context.Context, c claim) (*web.Error, error)
+	// release gives an admission back (the origin refused it, or a compensation): idempotent per id;
+	// an id the store never saw gets a tombstone so that a reserve still on its way takes nothing.
+	// It returns the script's code (0 released, 1 unknown, 2 already released, 3 already committed).
+	release(ctx context.Context, c claim) (int64, error)
+	// commit keeps an admission the origin accepted.
+	commit(ctx context.Context, c claim) error
+	// changed drops this replica's cached reads of an owner after an admission or release.
+	changed(owner string)
+	// refusalPage is the page a browser gets for a refusal instead of the error page ("" for that).
+	refusalPage(e *web.Error) string
+
+	// index is the set of owners that have an event stream; stream is one owner's stream.
+	index() string
+	stream(owner string) string
+	// deadPrefix starts the dead-letter ids (and applied-event markers) of this kind's entries.
+	deadPrefix() string
+	// parse reads one stream entry and returns what applies it (exactly once: applyOnce).
+	parse(owner string, msg redis.XMessage) (func(context.Context) error, error)
+
+	// registerPublic adds the kind's public reads; registerAdmin its admin views.
+	registerPublic(mux *http.ServeMux)
+	registerAdmin(mux *http.ServeMux)
+}
+
+// claim is what one admitted (or refused) request asks for.
+type claim struct {
+	owner string // product or auction id: the hash tag of every key its scripts touch
+	user  string // pseudonym
+	id    string // admission or bid id
+	value int64  // quantity (stock), amount in cents (bid)
+}
+
+// recordTTL is how long an admission's or bid's record stays for release and commit to find.
+const recordTTL = 24 * time.Hour
+
+// kindOf returns the kind of an admission type, nil if there is none.
+func (s *Service) kindOf(typ string) kind {
+	for _, k := range s.kinds {
+		if k.name() == typ {
+			return k
+		}
+	}
+	return nil
+}
+
+// Requirement is the route setting this step enforces (proxy.RequireAdmission).
+func (s *Service) Requirement() string { return "admission" }
+
+// Wrap returns the route's handler: next without admission, the kind's pipeline otherwise.
+func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, error) {
+	a := route.Admission
+	if a.Type == "" {
+		return next, nil
+	}
+	k := s.kindOf(a.Type)
+	if k == nil {
+		return nil, fmt.Errorf("unknown admission type %q", a.Type)
+	}
+	ownerText, valueText := k.sources(a)
+	var src sources
+	var err error
+	if src.owner, err = config.ParseFieldSource(ownerText); err != nil {
+		return nil, err
+	}
+	if valueText != "" {
+		v, err := config.ParseFieldSource(valueText)
+		if err != nil {
+			return nil, err
+		}
+		src.value = &v
+	}
+	if src.user, err = config.ParseUserSource(a.User); err != nil {
+		return nil, err
+	}
+	releaseOn := make([]config.ReleaseOutcome, 0, len(a.ReleaseOn))
+	for _, text := range a.ReleaseOn {
+		o, err := config.ParseReleaseOutcome(text)
+		if err != nil {
+			return nil, err
+		}
+		releaseOn = append(releaseOn, o)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		if web.RequestFrom(r.Context()).Store.Degraded {
+			s.storeFailed(w, r, k, next, web.ErrDegraded, start)
+			return
+		}
+		c, e := s.read(r, k, src)
+		if e != nil {
+			s.refuse(w, r, k, e, start)
+			return
+		}
+		c.id = s.o.IDs.NextString()
+		e, err := k.reserve(r.Context(), c)
+		if err != nil {
+			// No answer: the script may have run. Its effect is undone as soon as the store answers.
+			s.compensateLater(k, c)
+			s.storeFailed(w, r, k, next, err, start)
+			return
+		}
+		if e != nil {
+			s.refuse(w, r, k, e, start)
+			return
+		}
+		s.metrics.admissions.WithLabelValues(k.name(), "admitted").Inc()
+		s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+		k.changed(c.owner)
+		r.Header.Set(k.header(), c.id)
+		next.ServeHTTP(w, r)
+		s.settle(r, k, c, releaseOn)
+	}), nil
+}
+
+// sources are a route's parsed field sources.
+type sources struct {
+	owner config.FieldSource
+	value *config.FieldSource
+	user  config.UserSource
+}
+
+// read extracts and checks a claim's owner, value and user. Nothing is stored for a bad request.
+func (s *Service) read(r *http.Request, k kind, src sources) (claim, *web.Error) {
+	f := fields.New(r, s.o.MaxBodyBytes)
+	owner, found, e := f.Get(src.owner)
+	if e != nil {
+		return claim{}, e
+	}
+	if !found || !config.ID.MatchString(owner) {
+		return claim{}, web.ErrInvalidRequest.With("field", k.owner()).Because(fmt.Errorf("%s %q from %s", k.owner(), fields.Clip(owner), src.owner))
+	}
+	c := claim{owner: owner}
+	var text, where string
+	if src.value != nil {
+		if text, found, e = f.Get(*src.value); e != nil {
+			return claim{}, e
+		}
+		where = src.value.String()
+	} else {
+		found = false
+	}
+	if c.value, e = k.value(text, found, where); e != nil {
+		return claim{}, e
+	}
+	user, e := s.userOf(r, f, src.user)
+	if e != nil {
+		return claim{}, e
+	}
+	c.user = s.pseudonyms.of(user)
+	return c, nil
+}
+
+// errUserMissing refuses an admission whose user cannot be identified.
+var errUserMissing = web.ErrInvalidRequest.With("field", "user")
+
+// userOf finds the raw user identity: the queue request id of the access token, or a cookie/header.
+func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSource) (string, *web.Error) {
+	if src.FromToken {
+		id := web.RequestFrom(r.Context()).QueueRequestID
+		if id == "" {
+			return "", errUserMissing.Because(fmt.Errorf("no queue token on the request"))
+		}
+		return id, nil
+	}
+	v, found, e := f.Get(src.Field)
+	if e != nil {
+		return "", e
+	}
+	if !found || len(v) > 1024 {
+		return "", errUserMissing.Because(fmt.Errorf("no %s", src.Field))
+	}
+	return v, nil
+}
+
+// settle gives the admission back when the origin's outcome is in release_on, and commits it
+// otherwise. It outlives the visitor's connection: nothing must stay reserved because the visitor
+// left.
+func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.ReleaseOutcome) {
+	o := web.OutcomeFrom(r.Context())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	logger := web.RequestFrom(r.Context()).Logger()
+	if releases(o, releaseOn) {
+		code, err := k.release(ctx, c)
+		if err != nil {
+			logger.Warn("giving an admission back failed: retried until the store answers",
+				"type", k.name(), "id", c.id, k.owner(), c.owner, "error", err.Error())
+			s.compensateLater(k, c)
+			return
+		}
+		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
+		k.changed(c.owner)
+		logger.Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
+			"origin_status", statusOf(o), "result", code)
+		return
+	}
+	if err := k.commit(ctx, c); err != nil {
+		// A stock claim expires by itself (ClaimTTL); the units or the bid are kept either way.
+		logger.Warn("committing an admission failed", "type", k.name(), "id", c.id, "error", err.Error())
+	}
+}
+
+// releases reports whether an origin outcome gives the admission back.
+func releases(o *web.Outcome, releaseOn []config.ReleaseOutcome) bool {
+	if o == nil || !o.Forwarded {
+		return true
+	}
+	for _, want := range releaseOn {
+		if want.Matches(o.Status, o.TransportError) {
+			return true
+		}
+	}
+	return false
+}
+
+func statusOf(o *web.Outcome) int {
+	if o == nil {
+		return 0
+	}
+	return o.Status
+}
+
+// storeFailed handles an admission that cannot use the store: the route's on_store_error decides
+// (web.Request.StoreFailed). Open, the request goes to the origin without admission (counted as
+// "bypassed"); closed, it is answered 503.
+func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, next http.Handler, cause error, start time.Time) {
+	if e := web.RequestFrom(r.Context()).StoreFailed("admission", cause); e != nil {
+		s.refuse(w, r, k, e, start)
+		return
+	}
+	s.metrics.admissions.WithLabelValues(k.name(), "bypassed").Inc()
+	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+	next.ServeHTTP(w, r)
+}
+
+// refuse answers a refused admission without contacting the origin: JSON for API clients, a page for
+// browsers (the kind's own page where it has one, such as the sold-out page).
+func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, e *web.Error, start time.Time) {
+	s.metrics.admissions.WithLabelValues(k.name(), resultLabel(k, e)).Inc()
+	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+	if page := k.refusalPage(e); page != "" && web.IsNavigation(r) {
+		s.responder.Page(w, r, e.Status, page, web.ErrorPage{PageBase: s.responder.Base(r), Status: e.Status, Code: e.Code})
+		return
+	}
+	s.responder.Error(w, r, e)
+}
+
+// resultLabel is the metrics result of a refusal: the code in lower case for the kind's own refusals
+// and STORE_UNAVAILABLE, "invalid_request" for anything wrong with the request.
+func resultLabel(k kind, e *web.Error) string {
+	if e.Code == web.ErrStoreUnavailable.Code || slices.ContainsFunc(k.refusals(), func(r *web.Error) bool { return r.Code == e.Code }) {
+		return strings.ToLower(e.Code)
+	}
+	return "invalid_request"
+}
+
+// resultLabels are every result of a kind, for the metrics to start at 0.
+func resultLabels(k kind) []string {
+	labels := []string{"admitted", "released", "bypassed", "invalid_request", "store_unavailable"}
+	for _, e := range k.refusals() {
+		labels = append(labels, strings.ToLower(e.Code))
+	}
+	return labels
+}

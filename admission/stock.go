@@ -1,0 +1,193 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// stockKind is stock admission (seeds 000, 002, 003; CONTRACT section 6): one script reserves the
+// units of a product (a per-user in-flight claim, the per-user limit, no oversell) and records the
+// buyer; the origin's answer commits or releases them.
+type stockKind struct {
+	s        *Service
+	products productCache // public product reads (products.go)
+}
+
+// HeaderAdmissionID carries a stock admission's id to the origin.
+const HeaderAdmissionID = "Edgeq-Admission-Id"
+
+func (*stockKind) name() string       { return config.AdmissionStock }
+func (*stockKind) owner() string      { return "product" }
+func (*stockKind) header() string     { return HeaderAdmissionID }
+func (*stockKind) deadPrefix() string { return "" }
+
+func (*stockKind) sources(a config.Admission) (owner, value string) { return a.Product, a.Quantity }
+
+func (*stockKind) refusals() []*web.Error {
+	return []*web.Error{web.ErrInsufficientStock, web.ErrProductNotFound, web.ErrPurchaseInProgress, web.ErrAlreadyPurchased}
+}
+
+// value is the quantity: 1 when the route or the request gives none.
+func (*stockKind) value(text string, found bool, src string) (int64, *web.Error) {
+	if !found {
+		return 1, nil
+	}
+	q, err := strconv.ParseInt(text, 10, 64)
+	if err != nil || q < 1 || q > 1_000_000 {
+		return 0, web.ErrInvalidRequest.With("field", "quantity").Because(fmt.Errorf("quantity %q from %s", fields.Clip(text), src))
+	}
+	return q, nil
+}
+
+func (k *stockKind) keys(c claim) []string { return stockKeys(k.s.keys, c.owner, c.user, c.id) }
+
+func (k *stockKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
+	s := k.s
+	res, err := reserveScript.Run(ctx, s.client, k.keys(c), c.id, c.user, c.value, s.o.ClaimTTL.Milliseconds(),
+		int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
+	if err != nil || len(res) != 3 {
+		return nil, fmt.Errorf("reserve: %v %v", res, err)
+	}
+	return stockRefusal(res[0], res[1], res[2]), nil
+}
+
+// stockRefusal maps reserve.lua's answer to a refusal, nil when admitted.
+func stockRefusal(code, remaining, limit int64) *web.Error {
+	switch code {
+	case 0:
+		return nil
+	case 1:
+		return web.ErrInsufficientStock.With("remaining_stock", remaining)
+	case 2:
+		return web.ErrProductNotFound
+	case 3:
+		return web.ErrPurchaseInProgress
+	case 4:
+		return web.ErrAlreadyPurchased.With("per_user_limit", limit)
+	case 5:
+		return web.ErrInvalidRequest.With("field", "quantity").With("per_user_limit", limit)
+	}
+	return web.ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
+}
+
+func (k *stockKind) release(ctx context.Context, c claim) (int64, error) {
+	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.id, k.s.o.StreamBound, int64(recordTTL/time.Second)).Int64Slice()
+	if err != nil || len(res) != 2 {
+		return 0, fmt.Errorf("release: %v %v", res, err)
+	}
+	return res[0], nil
+}
+
+func (k *stockKind) commit(ctx context.Context, c claim) error {
+	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id).Err()
+}
+
+func (k *stockKind) changed(product string) { k.products.forget(product) }
+
+// refusalPage: a shopper whose purchase meets an empty stock sees the sold-out page.
+func (*stockKind) refusalPage(e *web.Error) string {
+	if e.Code == web.ErrInsufficientStock.Code {
+		return "soldout.html"
+	}
+	return ""
+}
+
+// Reserve runs reserve.lua alone for one unit of product, as user (already a pseudonym), under
+// admission id: what every stock admission costs the store, for the benchmark that compares it with
+// admissions through edgeq. The answer is reserve.lua's code (0 admitted, 1 insufficient stock, ...).
+func (s *Service) Reserve(ctx context.Context, product, user, id string) (code int64, err error) {
+	res, err := reserveScript.Run(ctx, s.client, stockKeys(s.keys, product, user, id), id, user, 1,
+		s.o.ClaimTTL.Milliseconds(), int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
+	if err != nil || len(res) == 0 {
+		return 0, fmt.Errorf("reserve: %v %v", res, err)
+	}
+	return res[0], nil
+}
+
+// Record is an admission as the admin API shows it, written by the worker from the events.
+type Record struct {
+	ID         string `json:"id"`
+	ProductID  string `json:"product_id"`
+	User       string `json:"user"` // pseudonym
+	Quantity   int64  `json:"quantity"`
+	State      string `json:"state"` // admitted, released
+	AdmittedAt string `json:"admitted_at"`
+	ReleasedAt string `json:"released_at,omitempty"`
+}
+
+func (k *stockKind) index() string                { return productIndexKey(k.s.keys) }
+func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, product) }
+
+// parse reads an entry of a product's stream (written by reserve.lua and release.lua).
+func (k *stockKind) parse(product string, msg redis.XMessage) (func(context.Context) error, error) {
+	e := entry(msg)
+	typ := e.str("type")
+	qty, err1 := e.num("qty")
+	at, err2 := e.num("at")
+	if typ != "admitted" && typ != "released" || e.str("admission") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
+		return nil, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+	}
+	rec := Record{ID: e.str("admission"), ProductID: product, User: e.str("user"), Quantity: qty,
+		State: typ, AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}
+	if typ == "released" {
+		rel, err := e.num("released_at")
+		if err != nil {
+			return nil, fmt.Errorf("malformed event %s: released_at", msg.ID)
+		}
+		rec.ReleasedAt = time.UnixMilli(rel).UTC().Format(recordTime)
+	}
+	return func(ctx context.Context) error { return k.apply(ctx, product, msg.ID, rec, at) }, nil
+}
+
+// apply writes an admission event's effects exactly once: the admission JSON, the index by time, the
+// user's index and the sales leaderboard. An "admitted" entry never overwrites a record that exists:
+// if a take-over made the release land first, the admission stays released.
+func (k *stockKind) apply(ctx context.Context, product, streamID string, rec Record, atMs int64) error {
+	s := k.s
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	record := admissionKey(s.keys, rec.ID)
+	return s.applyOnce(ctx, k.deadPrefix()+product+"/"+streamID, record, func(p redis.Pipeliner, exists bool) {
+		if rec.State == "released" || !exists {
+			p.Set(ctx, record, body, 0)
+		}
+		p.ZAdd(ctx, byTimeKey(s.keys), redis.Z{Score: float64(atMs), Member: rec.ID})
+		p.ZAdd(ctx, userKey(s.keys, rec.User), redis.Z{Score: float64(atMs), Member: rec.ID})
+		sales := float64(rec.Quantity)
+		if rec.State == "released" {
+			sales = -sales
+		}
+		p.ZIncrBy(ctx, leaderboardKey(s.keys), sales, product)
+	})
+}
+
+func (k *stockKind) registerPublic(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+k.s.o.Prefix+"/products/{id}", k.handleProduct)
+}
+
+// registerAdmin adds the product and admission admin views.
+func (k *stockKind) registerAdmin(admin *http.ServeMux) {
+	s := k.s
+	admin.HandleFunc("POST /api/products", k.adminCreateProduct)
+	admin.HandleFunc("POST /api/products/{id}/restock", k.adminRestock)
+	admin.HandleFunc("DELETE /api/products/{id}", k.adminDeleteProduct)
+	admin.HandleFunc("GET /api/products", k.adminListProducts)
+	admin.HandleFunc("GET /api/admissions", s.adminAdmissions)
+	admin.HandleFunc("GET /api/admissions/{id}", s.adminAdmission)
+	admin.HandleFunc("DELETE /api/admissions/{id}", s.adminDeleteAdmission)
+	admin.HandleFunc("GET /api/users/{user}/admissions", s.adminUserAdmissions)
+	admin.HandleFunc("GET /api/leaderboard", s.adminLeaderboard)
+}
