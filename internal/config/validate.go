@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/templates"
 )
 
 // ID is the syntax of queue, product and auction ids, and of route names: they appear in URLs, Redis
@@ -30,9 +31,6 @@ const (
 	MaxTokenTTL     = 24 * time.Hour
 	MinAbandonAfter = 10 * time.Second
 )
-
-// Languages are the built-in page languages.
-var Languages = []string{"en", "zh-TW", "zh-CN"}
 
 // check collects problems with their field paths.
 type check struct{ problems []Problem }
@@ -108,7 +106,7 @@ func (cfg *Config) problems() []Problem {
 
 	c.atLeast("limits.join_per_ip_per_minute", int64(cfg.Limits.JoinPerIPPerMinute), 0)
 	c.atLeast("limits.status_per_ip_per_minute", int64(cfg.Limits.StatusPerIPPerMinute), 0)
-	c.oneOf("pages.default_language", cfg.Pages.DefaultLanguage, Languages...)
+	c.oneOf("pages.default_language", cfg.Pages.DefaultLanguage, templates.Languages...)
 	if strings.TrimSpace(cfg.Pages.Brand) == "" {
 		c.add("pages.brand", "must not be empty")
 	}
