@@ -130,7 +130,7 @@ func (r *Room) allowPoll(req *http.Request) *web.Error {
 // allowJoin applies limits.join_per_ip_per_minute on Redis, shared by every replica.
 func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
 	limit := ratelimit.PerMinute(r.limits.JoinPerIPPerMinute)
-	key := r.keys.Global("rl:"+ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP), "join")
+	key := joinLimitKey(r.keys, ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP))
 	ok, retry, err := r.joins.Allow(ctx, key, limit)
 	if err != nil {
 		return ErrStoreUnavailable.Because(err)

@@ -365,7 +365,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 func leaseNode(st *store.Store, logger *slog.Logger) int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	n, err := ids.LeaseNode(ctx, st.Client, st.Keys.Global("edgeq", "id_nodes"))
+	n, err := ids.LeaseNode(ctx, st.Client, st.Keys.IDNodes())
 	if err != nil {
 		var b [2]byte
 		rand.Read(b[:])
