@@ -90,23 +90,66 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	g.cfg.Store(cfg)
 
-	publicLn, err := net.Listen("tcp", cfg.Server.Listen)
+	l, err := listen(cfg, built, g, logger)
 	if err != nil {
-		return startupErr("server.listen: %v", err)
+		return err
 	}
-	adminLn, err := net.Listen("tcp", cfg.Admin.Listen)
-	if err != nil {
-		publicLn.Close()
-		return startupErr("admin.listen: %v", err)
+	stopBackground := startBackground(cfg, built, g, opts.Reload, logger)
+	serveErr := l.serve()
+	logger.Info("edgeq started",
+		"public", l.publicLn.Addr().String(), "admin", l.adminLn.Addr().String(), "origin", cfg.Origin.URL,
+		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath)
+	if len(cfg.Routes) == 0 {
+		how := "add routes to the configuration file"
+		if opts.ConfigPath == "" {
+			how = "no configuration file was given (-config FILE or EDGEQ_CONFIG)"
+		}
+		logger.Warn("no routes: every request goes to the origin ungated, with no queue or admission", "hint", how)
+	}
+	if opts.Started != nil {
+		opts.Started(l.publicLn.Addr(), l.adminLn.Addr())
 	}
 
-	health := built.health
-	var draining atomic.Bool
+	var failure error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		failure = fmt.Errorf("listener failed: %w", err)
+	}
+
+	l.drain(g, stopBackground, logger)
+	logger.Info("edgeq stopped")
+	return failure
+}
+
+// listeners are the public and admin servers with the ports they are bound to.
+type listeners struct {
+	public, admin     *http.Server
+	publicLn, adminLn net.Listener
+	// draining is set once shutdown begins; the admin readiness check reports it.
+	draining atomic.Bool
+}
+
+// listen binds server.listen and admin.listen and builds the servers that will serve them; a port in
+// use is a start-up error.
+func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (*listeners, error) {
+	l := &listeners{}
+	var err error
+	l.publicLn, err = net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return nil, startupErr("server.listen: %v", err)
+	}
+	l.adminLn, err = net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		l.publicLn.Close()
+		return nil, startupErr("admin.listen: %v", err)
+	}
+
 	dashboard, err := admin.NewDashboard(cfg.Pages.Brand)
 	if err != nil {
-		publicLn.Close()
-		adminLn.Close()
-		return startupErr("dashboard: %v", err)
+		l.publicLn.Close()
+		l.adminLn.Close()
+		return nil, startupErr("dashboard: %v", err)
 	}
 	adminHandler := admin.Handler(admin.Options{
 		Dashboard: dashboard,
@@ -120,7 +163,7 @@ func Run(ctx context.Context, opts Options) error {
 			if g.cfg.Load() == nil {
 				checks["config"] = errors.New("no configuration loaded")
 			}
-			if draining.Load() {
+			if l.draining.Load() {
 				checks["shutdown"] = errors.New("draining: shutting down")
 			}
 			return checks
@@ -128,7 +171,7 @@ func Run(ctx context.Context, opts Options) error {
 	})
 
 	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
-	public := &http.Server{
+	l.public = &http.Server{
 		Handler: built.proxy,
 		// Slow-client protection: headers must arrive within server.read_header_timeout and idle
 		// connections close after server.idle_timeout. Bodies and responses have no overall deadline,
@@ -139,7 +182,7 @@ func Run(ctx context.Context, opts Options) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errorLog,
 	}
-	adminServer := &http.Server{
+	l.admin = &http.Server{
 		Handler:           adminHandler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -148,7 +191,14 @@ func Run(ctx context.Context, opts Options) error {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errorLog,
 	}
+	return l, nil
+}
 
+// startBackground writes the configuration's queues, products and auctions to the store and starts what
+// runs beside the servers: the room's tick, admission's workers, the store health check and the
+// configuration watch. stop ends them and returns once they have ended.
+func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan struct{},
+	logger *slog.Logger) (stop func()) {
 	runCtx, stopBackground := context.WithCancel(context.Background())
 	// The configuration's queues are written to the store before serving; if the store is not
 	// reachable yet, the room's tick recreates them as soon as it is.
@@ -172,58 +222,49 @@ func Run(ctx context.Context, opts Options) error {
 	var background sync.WaitGroup
 	background.Go(func() { built.room.Run(runCtx) })
 	background.Go(func() { built.admission.Run(runCtx) })
-	background.Go(func() { health.Run(runCtx) })
+	background.Go(func() { built.health.Run(runCtx) })
 	fileWatch := g.watchFile()
-	background.Go(func() { g.watch(runCtx, fileWatch, opts.Reload) })
+	background.Go(func() { g.watch(runCtx, fileWatch, reload) })
+	return func() {
+		stopBackground()
+		background.Wait()
+	}
+}
 
+// serve starts both servers. When one stops, what its Serve returned is sent: before shutdown, a
+// listener that failed.
+func (l *listeners) serve() <-chan error {
 	serveErr := make(chan error, 2)
-	go func() { serveErr <- public.Serve(publicLn) }()
-	go func() { serveErr <- adminServer.Serve(adminLn) }()
-	logger.Info("edgeq started",
-		"public", publicLn.Addr().String(), "admin", adminLn.Addr().String(), "origin", cfg.Origin.URL,
-		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath)
-	if len(cfg.Routes) == 0 {
-		how := "add routes to the configuration file"
-		if opts.ConfigPath == "" {
-			how = "no configuration file was given (-config FILE or EDGEQ_CONFIG)"
-		}
-		logger.Warn("no routes: every request goes to the origin ungated, with no queue or admission", "hint", how)
-	}
-	if opts.Started != nil {
-		opts.Started(publicLn.Addr(), adminLn.Addr())
-	}
+	go func() { serveErr <- l.public.Serve(l.publicLn) }()
+	go func() { serveErr <- l.admin.Serve(l.adminLn) }()
+	return serveErr
+}
 
-	var failure error
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		failure = fmt.Errorf("listener failed: %w", err)
-	}
-
-	draining.Store(true)
+// drain reports edgeq as shutting down, stops accepting and lets in-flight requests finish within
+// server.shutdown_timeout, then stops the background work; requests still in flight by then are cut
+// off.
+func (l *listeners) drain(g *gateway, stopBackground func(), logger *slog.Logger) {
+	l.draining.Store(true)
 	timeout := g.cfg.Load().Server.ShutdownTimeout
 	logger.Info("shutting down: draining in-flight requests", "timeout", timeout.String())
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var shutdown sync.WaitGroup
 	var publicErr error
-	shutdown.Go(func() { publicErr = public.Shutdown(shutdownCtx) })
-	shutdown.Go(func() { adminServer.Shutdown(shutdownCtx) })
+	shutdown.Go(func() { publicErr = l.public.Shutdown(shutdownCtx) })
+	shutdown.Go(func() { l.admin.Shutdown(shutdownCtx) })
 	shutdown.Wait()
 	stopBackground()
-	background.Wait()
 	if publicErr != nil {
 		logger.Warn("shutdown timeout reached: requests still in flight were cut off", "error", publicErr.Error())
-		public.Close()
+		l.public.Close()
 	}
-	logger.Info("edgeq stopped")
-	return failure
 }
 
-// routeClientLogs makes the first Run of the process own go-redis's process-wide logger.
 // maxHeaderBytes bounds a request's header block on both listeners (431 beyond).
 const maxHeaderBytes = 64 << 10
 
+// routeClientLogs makes the first Run of the process own go-redis's process-wide logger.
 var routeClientLogs sync.Once
 
 // parts is everything build makes from a configuration.
