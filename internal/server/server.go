@@ -312,15 +312,6 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry)
 
-	// derive gives the MAC keys of request ids and clearance cookies. They come from identity.secret
-	// when it is set, so that rotating the signing key (the old one in tokens.verify_key_files) keeps
-	// every place in line, every live token and every clearance valid; otherwise from the signing key.
-	derive := keyring.DeriveKey
-	if cfg.Identity.Secret != "" {
-		root := []byte(cfg.Identity.Secret)
-		derive = func(purpose string) []byte { return token.DeriveKey(root, purpose) }
-	}
-
 	var ts *turnstile.Client
 	var tsGate *turnstile.Gate
 	if cfg.Turnstile.SiteKey != "" && cfg.Turnstile.SecretKey != "" {
@@ -330,7 +321,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		}
 		ts = turnstile.New(cfg.Turnstile, st, registry)
 		tsGate = turnstile.NewGate(turnstile.GateOptions{
-			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: derive("edgeq turnstile clearance v1"),
+			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: identityKey(cfg.Identity, keyring, purposeClearance),
 			Prefix: cfg.Server.Prefix, MaxBodyBytes: cfg.Server.MaxBodyBytes,
 			Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure}, Responder: responder,
 		})
@@ -341,7 +332,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Keyring:   keyring,
 		Verifier:  token.NewVerifier(keyring, cfg.Tokens.Issuer, cfg.Tokens.Leeway),
 		Issuer:    cfg.Tokens.Issuer,
-		IDKey:     derive("edgeq request ids v1"),
+		IDKey:     identityKey(cfg.Identity, keyring, purposeRequestIDs),
 		Prefix:    cfg.Server.Prefix,
 		Cookies:   web.Cookies{Secure: cfg.Tokens.CookieSecure},
 		Limits:    cfg.Limits,
@@ -351,14 +342,10 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	})
 	registry.MustRegister(room.Collector())
 
-	identity := []byte(cfg.Identity.Secret)
-	if len(identity) == 0 {
-		identity = keyring.DeriveKey("edgeq identity v1")
-	}
 	adm := admission.New(admission.Options{
 		Store:        st,
 		IDs:          ids.New(leaseNode(st, logger)),
-		IdentityKey:  identity,
+		IdentityKey:  identityKey(cfg.Identity, keyring, purposePseudonyms),
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
 		ClaimTTL:     cfg.Origin.Timeout + 30*time.Second,
 		Prefix:       cfg.Server.Prefix,
@@ -399,6 +386,29 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	warnMissing(logger, table)
 	p.Use(table)
 	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm}, nil
+}
+
+// What the keys of identityKey are for; each purpose gives an independent key.
+const (
+	purposeRequestIDs = "edgeq request ids v1"
+	purposeClearance  = "edgeq turnstile clearance v1"
+	purposePseudonyms = "edgeq identity v1"
+)
+
+// identityKey gives the MAC key of request ids, clearance cookies or user pseudonyms. The keys come
+// from identity.secret when it is set, so that rotating the signing key (the old one in
+// tokens.verify_key_files) keeps every place in line, every live token, every clearance and every
+// pseudonym valid; otherwise they are derived from the signing key. With a secret, the pseudonym key
+// is the secret itself rather than a key derived from it: pseudonyms are stored (buyers, bidders,
+// owners), so deriving that key now would change every one of them.
+func identityKey(identity config.Identity, keyring *token.Keyring, purpose string) []byte {
+	switch {
+	case identity.Secret == "":
+		return keyring.DeriveKey(purpose)
+	case purpose == purposePseudonyms:
+		return []byte(identity.Secret)
+	}
+	return token.DeriveKey([]byte(identity.Secret), purpose)
 }
 
 // leaseNode gives this replica its node number for admission and bid ids from the store; a random one
