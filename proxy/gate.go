@@ -6,21 +6,14 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 )
 
-// Requirements a route can ask for (CONTRACT section 4): each is enforced by one Step.
-const (
-	RequireQueue     = "queue"
-	RequireTurnstile = "turnstile"
-	RequireAdmission = "admission"
-)
-
 // Step is one link of the gate chain. For every route, Wrap returns the handler that runs this step
 // and then next, or next itself when the route does not ask for the step. A step that refuses a request
 // answers it and does not call next, so the origin is never contacted.
 //
 // Steps are applied in the order given to the proxy (queue, turnstile, admission), the first outermost.
 type Step interface {
-	// Requirement names what the step enforces (RequireQueue, ...); "" for a step that is not tied to
-	// a route setting.
+	// Requirement names what the step enforces (config.RequireQueue, ...); "" for a step that is not
+	// tied to a route setting.
 	Requirement() string
 	Wrap(route config.Route, next http.Handler) (http.Handler, error)
 }
@@ -29,13 +22,13 @@ type Step interface {
 func requirements(route config.Route) []string {
 	var req []string
 	if route.Queue != "" {
-		req = append(req, RequireQueue)
+		req = append(req, config.RequireQueue)
 	}
 	if route.Turnstile {
-		req = append(req, RequireTurnstile)
+		req = append(req, config.RequireTurnstile)
 	}
 	if route.Admission.Type != "" {
-		req = append(req, RequireAdmission)
+		req = append(req, config.RequireAdmission)
 	}
 	return req
 }

@@ -623,7 +623,7 @@ func TestRoutes_FirstMatchWinsAndTheRestPassesThrough(t *testing.T) {
 // Paths an origin's router may treat as a protected one must meet the gate: unclean paths are
 // redirected to their clean form, encoded and trailing-slash variants are gated directly.
 func TestRoutes_PathVariantsCannotSlipPastTheGate(t *testing.T) {
-	refuse := stepFunc{requirement: RequireQueue, wrap: func(route config.Route, next http.Handler) http.Handler {
+	refuse := stepFunc{requirement: config.RequireQueue, wrap: func(route config.Route, next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Product", r.PathValue("p"))
 			http.Error(w, "gated", 403)

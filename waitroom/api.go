@@ -2,9 +2,6 @@ package waitroom
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"io"
 	"net/http"
 	"strconv"
@@ -13,7 +10,6 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ratelimit"
-	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -110,7 +106,7 @@ func (r *Room) allowPoll(req *http.Request) *web.Error {
 // allowJoin applies limits.join_per_ip_per_minute on Redis, shared by every replica.
 func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
 	limit := ratelimit.PerMinute(r.limits.JoinPerIPPerMinute)
-	key := r.keys.Global("rl:"+ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP), "join")
+	key := joinLimitKey(r.keys, ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP))
 	ok, retry, err := r.joins.Allow(ctx, key, limit)
 	if err != nil {
 		return ErrStoreUnavailable.Because(err)
@@ -316,63 +312,6 @@ func (r *Room) touch(req *http.Request, queueID string, s *snapshot) {
 	if _, pos, ok := r.requestFromCookie(req, queueID, s); ok {
 		r.heartbeat(queueID, s, pos)
 	}
-}
-
-// issued is a token ready to hand out.
-type issued struct {
-	Raw     string
-	Expires time.Time
-}
-
-// issueToken runs token.lua for a position and signs the token it describes. A position not reached
-// yet gives ErrNotYetServed, a finished one ErrExpired.
-func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requestID string, pos int64) (issued, *web.Error) {
-	res := r.scripts.run(ctx, r.client, r.scripts.token, queueKeys(r.keys, queueID), pos, s.Epoch)
-	code, st, iat, exp, tsv, fresh := res.int(0), State(res.int(1)), res.int(2), res.int(3), res.int(4), res.int(5)
-	if res.err != nil {
-		return issued{}, ErrStoreUnavailable.Because(res.err)
-	}
-	switch code {
-	case 1:
-		return issued{}, ErrRequestNotFound
-	case 2:
-		return issued{}, ErrNotYetServed.With("queue_position", pos).With("serving_position", s.Serving)
-	case 3:
-		return issued{}, ErrExpired.With("queue_status", st.Status())
-	}
-	if fresh == 1 {
-		r.tokensIssued.WithLabelValues(queueID).Inc()
-	}
-	return r.sign(queueID, s.Epoch, requestID, pos, iat, exp, tsv)
-}
-
-// sign builds the token of a position. Its claims depend only on stored values, and Ed25519 is
-// deterministic, so issuing again while the token is live returns the very same token.
-func (r *Room) sign(queueID, epoch, requestID string, pos, iat, exp, tsv int64) (issued, *web.Error) {
-	raw, err := r.opts.Keyring.Sign(token.Claims{
-		Issuer: r.opts.Issuer, Queue: queueID, RequestID: requestID, Position: pos,
-		IssuedAt: iat, NotBefore: iat, Expires: exp, ID: tokenID(queueID, epoch, pos, iat), TurnstileAt: tsv,
-	})
-	if err != nil {
-		return issued{}, web.ErrInternal.Because(err)
-	}
-	return issued{Raw: raw, Expires: time.Unix(exp, 0)}, nil
-}
-
-// tokenID is a token's jti: unique per queue incarnation, position and issue time.
-func tokenID(queueID, epoch string, pos, iat int64) string {
-	h := sha256.New()
-	h.Write([]byte(queueID + "\x00" + epoch + "\x00"))
-	var b [16]byte
-	binary.BigEndian.PutUint64(b[0:8], uint64(pos))
-	binary.BigEndian.PutUint64(b[8:16], uint64(iat))
-	h.Write(b[:])
-	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
-}
-
-// setTokenCookie hands a token to a browser.
-func (r *Room) setTokenCookie(w http.ResponseWriter, req *http.Request, queueID string, t issued) {
-	r.opts.Cookies.Set(w, req, r.cookieName("tk", queueID), t.Raw, time.Until(t.Expires))
 }
 
 func (r *Room) handleGenerateToken(w http.ResponseWriter, req *http.Request) {

@@ -19,8 +19,8 @@ type Gate struct{ room *Room }
 // Gate returns the room's gate step.
 func (r *Room) Gate() Gate { return Gate{room: r} }
 
-// Requirement is the route setting this step enforces (proxy.RequireQueue).
-func (Gate) Requirement() string { return "queue" }
+// Requirement is the route setting this step enforces.
+func (Gate) Requirement() string { return config.RequireQueue }
 
 // Headers edgeq adds for the origin on gated requests.
 const (

@@ -21,5 +21,9 @@ func queueKeys(k store.Keys, queue string) []string {
 // through the admin API. It is outside the queues' hash tags and never used in a script with them.
 func queueIndexKey(k store.Keys) string { return k.Global("queues", "index") }
 
+// joinLimitKey is the limits.join_per_ip_per_minute bucket of one client (client is
+// ratelimit.ClientKey of its address), shared by every replica.
+func joinLimitKey(k store.Keys, client string) string { return k.Global("rl:"+client, "join") }
+
 // revocationChannel is where finish events are published for every replica.
 func revocationChannel(k store.Keys) string { return k.Prefix + ":revocations" }

@@ -119,6 +119,15 @@ func (q *Queue) applyDefaults() {
 	q.PositionExpiry = 5 * time.Minute
 }
 
+// Requirements a route can ask the gate for (CONTRACT section 4): each is enforced by one step, which
+// names it as its Requirement. They live here, beside Route, because the steps (waitroom, turnstile,
+// admission) cannot import proxy, which chains them.
+const (
+	RequireQueue     = "queue"
+	RequireTurnstile = "turnstile"
+	RequireAdmission = "admission"
+)
+
 // Route is one protected path pattern. Requests matching no route pass through ungated.
 type Route struct {
 	Name         string    `yaml:"name"`

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/templates"
 )
 
 // ID is the syntax of queue, product and auction ids, and of route names: they appear in URLs, Redis
@@ -23,7 +23,6 @@ var ID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 var (
 	prefixSyntax    = regexp.MustCompile(`^(/[A-Za-z0-9._~-]+)+$`)
 	keyPrefixSyntax = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
-	wildcardInPath  = regexp.MustCompile(`\{([^{}]*)\}`)
 )
 
 // Queue duration bounds: a revocation is remembered for MaxTokenTTL; the waiting page polls at least
@@ -32,9 +31,6 @@ const (
 	MaxTokenTTL     = 24 * time.Hour
 	MinAbandonAfter = 10 * time.Second
 )
-
-// Languages are the built-in page languages.
-var Languages = []string{"en", "zh-TW", "zh-CN"}
 
 // check collects problems with their field paths.
 type check struct{ problems []Problem }
@@ -103,14 +99,14 @@ func (cfg *Config) problems() []Problem {
 	cfg.checkRedis(c)
 	cfg.checkTokens(c)
 	cfg.checkTurnstile(c)
-	cfg.checkQueues(c)
+	checkEach(c, "queues", cfg.Queues, func(q Queue) string { return q.ID }, checkQueue)
 	cfg.checkRoutes(c)
-	cfg.checkProducts(c)
-	cfg.checkAuctions(c)
+	checkEach(c, "products", cfg.Products, func(pr Product) string { return pr.ID }, checkProduct)
+	checkEach(c, "auctions", cfg.Auctions, func(a Auction) string { return a.ID }, checkAuction)
 
 	c.atLeast("limits.join_per_ip_per_minute", int64(cfg.Limits.JoinPerIPPerMinute), 0)
 	c.atLeast("limits.status_per_ip_per_minute", int64(cfg.Limits.StatusPerIPPerMinute), 0)
-	c.oneOf("pages.default_language", cfg.Pages.DefaultLanguage, Languages...)
+	c.oneOf("pages.default_language", cfg.Pages.DefaultLanguage, templates.Languages...)
 	if strings.TrimSpace(cfg.Pages.Brand) == "" {
 		c.add("pages.brand", "must not be empty")
 	}
@@ -235,239 +231,6 @@ func (cfg *Config) checkTurnstile(c *check) {
 		if t.SecretKey == "" {
 			c.add("turnstile.secret_key", "required because %s ask for Turnstile", strings.Join(wanted, ", "))
 		}
-	}
-}
-
-func (cfg *Config) checkQueues(c *check) {
-	seen := map[string]int{}
-	for i, q := range cfg.Queues {
-		p := fmt.Sprintf("queues[%d]", i)
-		checkQueue(c, p, q)
-		if j, dup := seen[q.ID]; dup {
-			c.add(p+".id", "%q is already the id of queues[%d]", q.ID, j)
-		}
-		seen[q.ID] = i
-	}
-}
-
-// ValidateQueue checks one queue's settings with the rules of the configuration file (for queues
-// created through the admin API); problem paths start at the queue's own keys.
-func ValidateQueue(q Queue) error {
-	return validateOne(func(c *check) { checkQueue(c, "", q) })
-}
-
-// validateOne runs the checks of one list item outside a file: paths start at the item's keys.
-func validateOne(run func(c *check)) error {
-	c := &check{}
-	run(c)
-	for i := range c.problems {
-		c.problems[i].Path = strings.TrimPrefix(c.problems[i].Path, ".")
-	}
-	if len(c.problems) > 0 {
-		return asError(c.problems)
-	}
-	return nil
-}
-
-func checkQueue(c *check, p string, q Queue) {
-	c.id(p+".id", q.ID)
-	if len(q.Title) > 200 {
-		c.add(p+".title", "must be at most 200 characters")
-	}
-	c.atLeast(p+".capacity", int64(q.Capacity), 0)
-	c.atLeast(p+".release_per_minute", int64(q.ReleasePerMinute), 0)
-	c.durationAtLeast(p+".token_ttl", q.TokenTTL, time.Second)
-	if q.TokenTTL > MaxTokenTTL {
-		c.add(p+".token_ttl", "must be at most %s, not %s", MaxTokenTTL, q.TokenTTL)
-	}
-	c.durationAtLeast(p+".position_expiry", q.PositionExpiry, 0)
-	if q.AbandonAfter != 0 && q.AbandonAfter < MinAbandonAfter {
-		c.add(p+".abandon_after", "must be 0 (off) or at least %s, not %s: the waiting page must be able to poll in time", MinAbandonAfter, q.AbandonAfter)
-	}
-	for _, d := range []struct {
-		field string
-		value time.Duration
-	}{{"position_expiry", q.PositionExpiry}, {"abandon_after", q.AbandonAfter}, {"token_ttl", q.TokenTTL}} {
-		if d.value%time.Second != 0 {
-			c.add(p+"."+d.field, "%s is not a whole number of seconds", d.value)
-		}
-	}
-}
-
-func (cfg *Config) checkRoutes(c *check) {
-	seen := map[string]int{}
-	for i, r := range cfg.Routes {
-		p := fmt.Sprintf("routes[%d]", i)
-		c.id(p+".name", r.Name)
-		if strings.HasPrefix(r.Name, "_") {
-			c.add(p+".name", "%q: names starting with _ are reserved for edgeq's own metric labels (_passthrough, _edgeq)", r.Name)
-		}
-		if j, dup := seen[r.Name]; dup {
-			c.add(p+".name", "%q is already the name of routes[%d]", r.Name, j)
-		}
-		seen[r.Name] = i
-		wildcards, err := CheckPattern(r.Match)
-		if err != nil {
-			c.add(p+".match", "%v", err)
-		} else if path := PatternPath(r.Match); path == cfg.Server.Prefix || strings.HasPrefix(path, cfg.Server.Prefix+"/") {
-			c.add(p+".match", "%q is inside server.prefix %s, which edgeq reserves for its own endpoints", r.Match, cfg.Server.Prefix)
-		}
-		if r.Queue != "" && cfg.QueueByID(r.Queue) == nil {
-			c.add(p+".queue", "%q is not the id of any queue", r.Queue)
-		}
-		c.oneOf(p+".on_store_error", r.OnStoreError, OnStoreErrorClosed, OnStoreErrorOpen)
-		cfg.checkAdmission(c, p+".admission", r, wildcards)
-	}
-}
-
-func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []string) {
-	a := r.Admission
-	source := func(field, value string, required bool) {
-		if value == "" {
-			if required {
-				c.add(p+"."+field, "required for %s admission", a.Type)
-			}
-			return
-		}
-		src, err := ParseFieldSource(value)
-		if err != nil {
-			c.add(p+"."+field, "%v", err)
-			return
-		}
-		if src.Kind == "path" && wildcards != nil && !slices.Contains(wildcards, src.Name) {
-			c.add(p+"."+field, "%q: the pattern %q has no wildcard {%s}", value, r.Match, src.Name)
-		}
-	}
-	unused := func(field, value string) {
-		if value != "" {
-			c.add(p+"."+field, "not used by %q admission", a.Type)
-		}
-	}
-	switch a.Type {
-	case "":
-		for field, value := range map[string]string{"product": a.Product, "auction": a.Auction, "amount": a.Amount, "quantity": a.Quantity} {
-			if value != "" {
-				c.add(p+"."+field, "set, but admission.type is empty (use stock or bid)")
-			}
-		}
-		return
-	case AdmissionStock:
-		source("product", a.Product, true)
-		source("quantity", a.Quantity, false)
-		unused("auction", a.Auction)
-		unused("amount", a.Amount)
-	case AdmissionBid:
-		source("auction", a.Auction, true)
-		source("amount", a.Amount, true)
-		unused("product", a.Product)
-		unused("quantity", a.Quantity)
-	default:
-		c.add(p+".type", "%q is not one of stock, bid", a.Type)
-		return
-	}
-	if user, err := ParseUserSource(a.User); err != nil {
-		c.add(p+".user", "%v", err)
-	} else if user.FromToken && r.Queue == "" {
-		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
-	}
-	for i, o := range a.ReleaseOn {
-		if _, err := ParseReleaseOutcome(o); err != nil {
-			c.add(fmt.Sprintf("%s.release_on[%d]", p, i), "%v", err)
-		}
-	}
-}
-
-// CheckPattern reports whether pattern is a valid net/http ServeMux pattern and returns the names of
-// its wildcards.
-func CheckPattern(pattern string) (wildcards []string, err error) {
-	if strings.TrimSpace(pattern) == "" {
-		return nil, fmt.Errorf("must not be empty")
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			wildcards, err = nil, fmt.Errorf("%q is not a ServeMux pattern ([METHOD ][HOST]/path with {wildcards}): %v", pattern, r)
-		}
-	}()
-	http.NewServeMux().Handle(pattern, http.NotFoundHandler())
-	for _, m := range wildcardInPath.FindAllStringSubmatch(PatternPath(pattern), -1) {
-		name := strings.TrimSuffix(m[1], "...")
-		if name != "$" {
-			wildcards = append(wildcards, name)
-		}
-	}
-	return wildcards, nil
-}
-
-// PatternPath returns the path part of a ServeMux pattern: "POST shop.example/checkout/{id}" ->
-// "/checkout/{id}".
-func PatternPath(pattern string) string {
-	rest := strings.TrimSpace(pattern)
-	if i := strings.IndexAny(rest, " \t"); i >= 0 {
-		rest = strings.TrimLeft(rest[i:], " \t")
-	}
-	if i := strings.Index(rest, "/"); i >= 0 {
-		return rest[i:]
-	}
-	return rest
-}
-
-func (cfg *Config) checkProducts(c *check) {
-	seen := map[string]int{}
-	for i, pr := range cfg.Products {
-		p := fmt.Sprintf("products[%d]", i)
-		checkProduct(c, p, pr)
-		if j, dup := seen[pr.ID]; dup {
-			c.add(p+".id", "%q is already the id of products[%d]", pr.ID, j)
-		}
-		seen[pr.ID] = i
-	}
-}
-
-// ValidateProduct checks one product with the rules of the configuration file (for products created
-// through the admin API); problem paths start at the product's own keys.
-func ValidateProduct(pr Product) error {
-	return validateOne(func(c *check) { checkProduct(c, "", pr) })
-}
-
-func checkProduct(c *check, p string, pr Product) {
-	c.id(p+".id", pr.ID)
-	c.atLeast(p+".stock", pr.Stock, 0)
-	c.atLeast(p+".per_user_limit", int64(pr.PerUserLimit), 1)
-	c.atLeast(p+".price", pr.Price, 0)
-	if len(pr.Name) > 200 {
-		c.add(p+".name", "must be at most 200 characters")
-	}
-	if pr.ImageURL != "" && !strings.HasPrefix(pr.ImageURL, "/") {
-		c.httpURL(p+".image_url", pr.ImageURL)
-	}
-}
-
-func (cfg *Config) checkAuctions(c *check) {
-	seen := map[string]int{}
-	for i, a := range cfg.Auctions {
-		p := fmt.Sprintf("auctions[%d]", i)
-		checkAuction(c, p, a)
-		if j, dup := seen[a.ID]; dup {
-			c.add(p+".id", "%q is already the id of auctions[%d]", a.ID, j)
-		}
-		seen[a.ID] = i
-	}
-}
-
-// ValidateAuction checks one auction with the rules of the configuration file (PUT /api/auctions).
-func ValidateAuction(a Auction) error {
-	return validateOne(func(c *check) { checkAuction(c, "", a) })
-}
-
-func checkAuction(c *check, p string, a Auction) {
-	c.id(p+".id", a.ID)
-	c.money(p+".starting_price", a.StartingPrice)
-	c.money(p+".min_increment", a.MinIncrement)
-	if a.EndsAt.IsZero() {
-		c.add(p+".ends_at", "required (RFC 3339 time such as 2026-12-01T12:00:00Z)")
-	}
-	if len(a.Owner) > 256 {
-		c.add(p+".owner", "must be at most 256 characters")
 	}
 }
 

@@ -19,3 +19,6 @@ func (k Keys) Auction(auction, part string) string { return k.Prefix + ":{a:" + 
 // Global returns "<prefix>:{<tag>}:<part>" for indexes that span entities (the admissions index, the
 // leaderboard, dead letters); the explicit tag keeps multi-key transactions on them in one slot.
 func (k Keys) Global(tag, part string) string { return k.Prefix + ":{" + tag + "}:" + part }
+
+// IDNodes is the set of node numbers leased to replicas for admission and bid ids (ids.LeaseNode).
+func (k Keys) IDNodes() string { return k.Global("edgeq", "id_nodes") }

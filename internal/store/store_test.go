@@ -26,6 +26,7 @@ func TestKeys_ExactStringsWithHashTags(t *testing.T) {
 		k.Product("1", "stock"):             "edgeq:{p:1}:stock",
 		k.Auction("42", "highest"):          "edgeq:{a:42}:highest",
 		k.Global("admissions", "by_time"):   "edgeq:{admissions}:by_time",
+		k.IDNodes():                         "edgeq:{edgeq}:id_nodes",
 		store.Keys{"shop1"}.Queue("q", "x"): "shop1:{q:q}:x",
 	}
 	for got, want := range cases {

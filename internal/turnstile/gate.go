@@ -45,8 +45,8 @@ type Gate struct{ o GateOptions }
 // NewGate builds the step.
 func NewGate(o GateOptions) *Gate { return &Gate{o: o} }
 
-// Requirement is the route setting this step enforces (proxy.RequireTurnstile).
-func (*Gate) Requirement() string { return "turnstile" }
+// Requirement is the route setting this step enforces.
+func (*Gate) Requirement() string { return config.RequireTurnstile }
 
 // Wrap returns next for routes without turnstile: true. Otherwise a request passes with a clearance
 // younger than clearance_ttl — from the visitor's access token (its tsv claim) or the clearance cookie —

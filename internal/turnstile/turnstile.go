@@ -7,7 +7,6 @@ package turnstile
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -238,9 +237,7 @@ func (c *Client) markUsed(ctx context.Context, response string) (fresh bool, err
 	if web.RequestFrom(ctx).Store.Degraded {
 		return false, web.ErrDegraded
 	}
-	sum := sha256.Sum256([]byte(response))
-	key := c.store.Keys.Global("turnstile", "used:"+hex.EncodeToString(sum[:16]))
-	ok, err := c.store.Client.SetNX(ctx, key, 1, responseLifetime).Result()
+	ok, err := c.store.Client.SetNX(ctx, usedKey(c.store.Keys, response), 1, responseLifetime).Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}

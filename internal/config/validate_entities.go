@@ -1,0 +1,101 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// checkEach checks every item of a list of the file (queues, products, auctions) with checkItem, under
+// the path list[i], and that no two items share an id.
+func checkEach[T any](c *check, list string, items []T, id func(T) string, checkItem func(c *check, p string, item T)) {
+	seen := map[string]int{}
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", list, i)
+		checkItem(c, p, item)
+		if j, dup := seen[id(item)]; dup {
+			c.add(p+".id", "%q is already the id of %s[%d]", id(item), list, j)
+		}
+		seen[id(item)] = i
+	}
+}
+
+// ValidateQueue checks one queue's settings with the rules of the configuration file (for queues
+// created through the admin API); problem paths start at the queue's own keys.
+func ValidateQueue(q Queue) error {
+	return validateOne(func(c *check) { checkQueue(c, "", q) })
+}
+
+// validateOne runs the checks of one list item outside a file: paths start at the item's keys.
+func validateOne(run func(c *check)) error {
+	c := &check{}
+	run(c)
+	for i := range c.problems {
+		c.problems[i].Path = strings.TrimPrefix(c.problems[i].Path, ".")
+	}
+	if len(c.problems) > 0 {
+		return asError(c.problems)
+	}
+	return nil
+}
+
+func checkQueue(c *check, p string, q Queue) {
+	c.id(p+".id", q.ID)
+	if len(q.Title) > 200 {
+		c.add(p+".title", "must be at most 200 characters")
+	}
+	c.atLeast(p+".capacity", int64(q.Capacity), 0)
+	c.atLeast(p+".release_per_minute", int64(q.ReleasePerMinute), 0)
+	c.durationAtLeast(p+".token_ttl", q.TokenTTL, time.Second)
+	if q.TokenTTL > MaxTokenTTL {
+		c.add(p+".token_ttl", "must be at most %s, not %s", MaxTokenTTL, q.TokenTTL)
+	}
+	c.durationAtLeast(p+".position_expiry", q.PositionExpiry, 0)
+	if q.AbandonAfter != 0 && q.AbandonAfter < MinAbandonAfter {
+		c.add(p+".abandon_after", "must be 0 (off) or at least %s, not %s: the waiting page must be able to poll in time", MinAbandonAfter, q.AbandonAfter)
+	}
+	for _, d := range []struct {
+		field string
+		value time.Duration
+	}{{"position_expiry", q.PositionExpiry}, {"abandon_after", q.AbandonAfter}, {"token_ttl", q.TokenTTL}} {
+		if d.value%time.Second != 0 {
+			c.add(p+"."+d.field, "%s is not a whole number of seconds", d.value)
+		}
+	}
+}
+
+// ValidateProduct checks one product with the rules of the configuration file (for products created
+// through the admin API); problem paths start at the product's own keys.
+func ValidateProduct(pr Product) error {
+	return validateOne(func(c *check) { checkProduct(c, "", pr) })
+}
+
+func checkProduct(c *check, p string, pr Product) {
+	c.id(p+".id", pr.ID)
+	c.atLeast(p+".stock", pr.Stock, 0)
+	c.atLeast(p+".per_user_limit", int64(pr.PerUserLimit), 1)
+	c.atLeast(p+".price", pr.Price, 0)
+	if len(pr.Name) > 200 {
+		c.add(p+".name", "must be at most 200 characters")
+	}
+	if pr.ImageURL != "" && !strings.HasPrefix(pr.ImageURL, "/") {
+		c.httpURL(p+".image_url", pr.ImageURL)
+	}
+}
+
+// ValidateAuction checks one auction with the rules of the configuration file (PUT /api/auctions).
+func ValidateAuction(a Auction) error {
+	return validateOne(func(c *check) { checkAuction(c, "", a) })
+}
+
+func checkAuction(c *check, p string, a Auction) {
+	c.id(p+".id", a.ID)
+	c.money(p+".starting_price", a.StartingPrice)
+	c.money(p+".min_increment", a.MinIncrement)
+	if a.EndsAt.IsZero() {
+		c.add(p+".ends_at", "required (RFC 3339 time such as 2026-12-01T12:00:00Z)")
+	}
+	if len(a.Owner) > 256 {
+		c.add(p+".owner", "must be at most 256 characters")
+	}
+}

@@ -1,0 +1,128 @@
+package config
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var wildcardInPath = regexp.MustCompile(`\{([^{}]*)\}`)
+
+func (cfg *Config) checkRoutes(c *check) {
+	seen := map[string]int{}
+	for i, r := range cfg.Routes {
+		p := fmt.Sprintf("routes[%d]", i)
+		c.id(p+".name", r.Name)
+		if strings.HasPrefix(r.Name, "_") {
+			c.add(p+".name", "%q: names starting with _ are reserved for edgeq's own metric labels (_passthrough, _edgeq)", r.Name)
+		}
+		if j, dup := seen[r.Name]; dup {
+			c.add(p+".name", "%q is already the name of routes[%d]", r.Name, j)
+		}
+		seen[r.Name] = i
+		wildcards, err := CheckPattern(r.Match)
+		if err != nil {
+			c.add(p+".match", "%v", err)
+		} else if path := PatternPath(r.Match); path == cfg.Server.Prefix || strings.HasPrefix(path, cfg.Server.Prefix+"/") {
+			c.add(p+".match", "%q is inside server.prefix %s, which edgeq reserves for its own endpoints", r.Match, cfg.Server.Prefix)
+		}
+		if r.Queue != "" && cfg.QueueByID(r.Queue) == nil {
+			c.add(p+".queue", "%q is not the id of any queue", r.Queue)
+		}
+		c.oneOf(p+".on_store_error", r.OnStoreError, OnStoreErrorClosed, OnStoreErrorOpen)
+		cfg.checkAdmission(c, p+".admission", r, wildcards)
+	}
+}
+
+func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []string) {
+	a := r.Admission
+	source := func(field, value string, required bool) {
+		if value == "" {
+			if required {
+				c.add(p+"."+field, "required for %s admission", a.Type)
+			}
+			return
+		}
+		src, err := ParseFieldSource(value)
+		if err != nil {
+			c.add(p+"."+field, "%v", err)
+			return
+		}
+		if src.Kind == "path" && wildcards != nil && !slices.Contains(wildcards, src.Name) {
+			c.add(p+"."+field, "%q: the pattern %q has no wildcard {%s}", value, r.Match, src.Name)
+		}
+	}
+	unused := func(field, value string) {
+		if value != "" {
+			c.add(p+"."+field, "not used by %q admission", a.Type)
+		}
+	}
+	switch a.Type {
+	case "":
+		for field, value := range map[string]string{"product": a.Product, "auction": a.Auction, "amount": a.Amount, "quantity": a.Quantity} {
+			if value != "" {
+				c.add(p+"."+field, "set, but admission.type is empty (use stock or bid)")
+			}
+		}
+		return
+	case AdmissionStock:
+		source("product", a.Product, true)
+		source("quantity", a.Quantity, false)
+		unused("auction", a.Auction)
+		unused("amount", a.Amount)
+	case AdmissionBid:
+		source("auction", a.Auction, true)
+		source("amount", a.Amount, true)
+		unused("product", a.Product)
+		unused("quantity", a.Quantity)
+	default:
+		c.add(p+".type", "%q is not one of stock, bid", a.Type)
+		return
+	}
+	if user, err := ParseUserSource(a.User); err != nil {
+		c.add(p+".user", "%v", err)
+	} else if user.FromToken && r.Queue == "" {
+		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
+	}
+	for i, o := range a.ReleaseOn {
+		if _, err := ParseReleaseOutcome(o); err != nil {
+			c.add(fmt.Sprintf("%s.release_on[%d]", p, i), "%v", err)
+		}
+	}
+}
+
+// CheckPattern reports whether pattern is a valid net/http ServeMux pattern and returns the names of
+// its wildcards.
+func CheckPattern(pattern string) (wildcards []string, err error) {
+	if strings.TrimSpace(pattern) == "" {
+		return nil, fmt.Errorf("must not be empty")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			wildcards, err = nil, fmt.Errorf("%q is not a ServeMux pattern ([METHOD ][HOST]/path with {wildcards}): %v", pattern, r)
+		}
+	}()
+	http.NewServeMux().Handle(pattern, http.NotFoundHandler())
+	for _, m := range wildcardInPath.FindAllStringSubmatch(PatternPath(pattern), -1) {
+		name := strings.TrimSuffix(m[1], "...")
+		if name != "$" {
+			wildcards = append(wildcards, name)
+		}
+	}
+	return wildcards, nil
+}
+
+// PatternPath returns the path part of a ServeMux pattern: "POST shop.example/checkout/{id}" ->
+// "/checkout/{id}".
+func PatternPath(pattern string) string {
+	rest := strings.TrimSpace(pattern)
+	if i := strings.IndexAny(rest, " \t"); i >= 0 {
+		rest = strings.TrimLeft(rest[i:], " \t")
+	}
+	if i := strings.Index(rest, "/"); i >= 0 {
+		return rest[i:]
+	}
+	return rest
+}

@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/proxy"
+	"github.com/edgeq/edgeq/static"
+	"github.com/edgeq/edgeq/templates"
+	"github.com/edgeq/edgeq/waitroom"
+)
+
+// parts is everything build makes from a configuration.
+type parts struct {
+	store     *store.Store
+	health    *store.Health
+	registry  *prometheus.Registry
+	metrics   *metrics.Metrics
+	responder *web.Responder
+	proxy     *proxy.Proxy
+	room      *waitroom.Room
+	admission *admission.Service
+}
+
+// build turns a validated configuration into the running parts; any error is a start-up error.
+func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
+	keyring, err := loadKeys(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	assets := static.New(cfg.Server.Prefix + "/static/")
+	pages, err := templates.Parse(cfg.Pages.TemplatesDir, template.FuncMap{"static": assets.URL})
+	if err != nil {
+		return nil, fmt.Errorf("pages: %w", err)
+	}
+	responder := &web.Responder{Pages: pages, Brand: cfg.Pages.Brand, Lang: cfg.Pages.DefaultLanguage}
+
+	origin, err := url.Parse(cfg.Origin.URL)
+	if err != nil {
+		return nil, fmt.Errorf("origin.url: %w", err)
+	}
+	trusted := make([]netip.Prefix, 0, len(cfg.Server.TrustedProxies))
+	for _, p := range cfg.Server.TrustedProxies {
+		prefix, err := config.ParseTrustedProxy(p)
+		if err != nil {
+			return nil, fmt.Errorf("server.trusted_proxies: %w", err)
+		}
+		trusted = append(trusted, prefix)
+	}
+
+	st, err := store.Open(cfg.Redis, logger)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	registry := prometheus.NewRegistry()
+	m := metrics.New(registry)
+
+	var ts *turnstile.Client
+	var tsGate *turnstile.Gate
+	if cfg.Turnstile.SiteKey != "" && cfg.Turnstile.SecretKey != "" {
+		if turnstile.IsTestingSecret(cfg.Turnstile.SecretKey) {
+			logger.Warn("turnstile.secret_key is one of Cloudflare's dummy testing secrets: fine for tests, " +
+				"never for a real sale")
+		}
+		ts = turnstile.New(cfg.Turnstile, st, registry)
+		tsGate = turnstile.NewGate(turnstile.GateOptions{
+			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: identityKey(cfg.Identity, keyring, purposeClearance),
+			Prefix: cfg.Server.Prefix, MaxBodyBytes: cfg.Server.MaxBodyBytes,
+			Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure}, Responder: responder,
+		})
+	}
+
+	room := waitroom.New(waitroom.Options{
+		Store:     st,
+		Keyring:   keyring,
+		Verifier:  token.NewVerifier(keyring, cfg.Tokens.Issuer, cfg.Tokens.Leeway),
+		Issuer:    cfg.Tokens.Issuer,
+		IDKey:     identityKey(cfg.Identity, keyring, purposeRequestIDs),
+		Prefix:    cfg.Server.Prefix,
+		Cookies:   web.Cookies{Secure: cfg.Tokens.CookieSecure},
+		Limits:    cfg.Limits,
+		Responder: responder,
+		Logger:    logger,
+		Turnstile: ts,
+	})
+	registry.MustRegister(room.Collector())
+
+	adm := admission.New(admission.Options{
+		Store:        st,
+		IDs:          ids.New(leaseNode(st, logger)),
+		IdentityKey:  identityKey(cfg.Identity, keyring, purposePseudonyms),
+		MaxBodyBytes: cfg.Server.MaxBodyBytes,
+		ClaimTTL:     cfg.Origin.Timeout + 30*time.Second,
+		Prefix:       cfg.Server.Prefix,
+		Responder:    responder,
+		Logger:       logger,
+		Registry:     registry,
+	})
+
+	endpoints := http.NewServeMux()
+	endpoints.Handle("GET "+cfg.Server.Prefix+"/static/", assets)
+	room.Register(endpoints)
+	adm.Register(endpoints)
+	steps := []proxy.Step{room.Gate()}
+	if tsGate != nil {
+		tsGate.Register(endpoints)
+		steps = append(steps, tsGate)
+	}
+	steps = append(steps, adm)
+
+	health := store.NewHealth(st.Ping, cfg.StoreHealth, logger, m.ObserveStore)
+	p := proxy.New(proxy.Options{
+		Degraded:       health.Degraded,
+		Origin:         origin,
+		OriginTimeout:  cfg.Origin.Timeout,
+		Prefix:         cfg.Server.Prefix,
+		TrustedProxies: trusted,
+		Endpoints:      web.Routes(endpoints, responder),
+		Steps:          steps,
+		Responder:      responder,
+		Metrics:        m,
+		Logger:         logger,
+	})
+	table, err := p.Compile(cfg.Routes)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	warnMissing(logger, table)
+	p.Use(table)
+	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm}, nil
+}
+
+// What the keys of identityKey are for; each purpose gives an independent key.
+const (
+	purposeRequestIDs = "edgeq request ids v1"
+	purposeClearance  = "edgeq turnstile clearance v1"
+	purposePseudonyms = "edgeq identity v1"
+)
+
+// identityKey gives the MAC key of request ids, clearance cookies or user pseudonyms. The keys come
+// from identity.secret when it is set, so that rotating the signing key (the old one in
+// tokens.verify_key_files) keeps every place in line, every live token, every clearance and every
+// pseudonym valid; otherwise they are derived from the signing key. With a secret, the pseudonym key
+// is the secret itself rather than a key derived from it: pseudonyms are stored (buyers, bidders,
+// owners), so deriving that key now would change every one of them.
+func identityKey(identity config.Identity, keyring *token.Keyring, purpose string) []byte {
+	switch {
+	case identity.Secret == "":
+		return keyring.DeriveKey(purpose)
+	case purpose == purposePseudonyms:
+		return []byte(identity.Secret)
+	}
+	return token.DeriveKey([]byte(identity.Secret), purpose)
+}
+
+// leaseNode gives this replica its node number for admission and bid ids from the store; a random one
+// if the store cannot be reached at start.
+func leaseNode(st *store.Store, logger *slog.Logger) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	n, err := ids.LeaseNode(ctx, st.Client, st.Keys.IDNodes())
+	if err != nil {
+		var b [2]byte
+		rand.Read(b[:])
+		n = int64(b[0])<<8 | int64(b[1])
+		logger.Warn("could not lease an id node number from the store; using a random one", "error", err.Error())
+	}
+	return n
+}
+
+// loadKeys loads the token keys, or makes an ephemeral signing key, so a broken key file stops
+// start-up instead of the first visitor.
+func loadKeys(cfg *config.Config, logger *slog.Logger) (*token.Keyring, error) {
+	var signing ed25519.PrivateKey
+	if cfg.Tokens.SigningKeyFile == "" {
+		// Warned even without queues in the file: queues can be created through the admin API.
+		logger.Warn("tokens.signing_key_file is empty: an ephemeral signing key is used; tokens die with " +
+			"this process and other replicas cannot verify them (create a key with `edgeq keygen -out FILE`)")
+		var err error
+		if signing, err = token.GenerateKey(); err != nil {
+			return nil, fmt.Errorf("ephemeral signing key: %w", err)
+		}
+	} else {
+		var err error
+		if signing, err = token.LoadSigningKey(cfg.Tokens.SigningKeyFile); err != nil {
+			return nil, fmt.Errorf("tokens.signing_key_file: %w", err)
+		}
+		logger.Info("signing key loaded", "kid", token.KeyID(signing.Public().(ed25519.PublicKey)))
+	}
+	var older []ed25519.PublicKey
+	for i, path := range cfg.Tokens.VerifyKeyFiles {
+		key, err := token.LoadVerifyKey(path)
+		if err != nil {
+			return nil, fmt.Errorf("tokens.verify_key_files[%d]: %w", i, err)
+		}
+		older = append(older, key)
+	}
+	return token.NewKeyring(signing, older...), nil
+}
+
+// warnMissing logs routes whose gate this build cannot enforce; they answer 503 GATE_UNAVAILABLE.
+func warnMissing(logger *slog.Logger, t *proxy.Table) {
+	for route, missing := range t.Missing {
+		logger.Warn("route asks for checks this build does not enforce: it is closed (503 GATE_UNAVAILABLE) "+
+			"rather than open", "route", route, "missing", missing)
+	}
+}

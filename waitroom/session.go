@@ -1,0 +1,184 @@
+package waitroom
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// A visitor's session, for the endpoints and the gate alike: the request cookie that holds its place,
+// the access token it is issued, and the end of it (finish), which revokes the token on every replica.
+
+// Handler helpers shared by the endpoints and the gate.
+
+func (r *Room) cookieName(kind, queueID string) string { return "edgeq_" + kind + "_" + queueID }
+
+func (r *Room) waitURL(queueID, returnTo string) string {
+	return r.opts.Prefix + "/wait/" + queueID + "?return=" + url.QueryEscape(returnTo)
+}
+
+// requestFromCookie returns the visitor's position in queueID from the request cookie, if the cookie
+// holds a genuine request id of the queue's current epoch.
+func (r *Room) requestFromCookie(req *http.Request, queueID string, s *snapshot) (id string, pos int64, ok bool) {
+	c, err := req.Cookie(r.cookieName("rq", queueID))
+	if err != nil {
+		return "", 0, false
+	}
+	pos, ok = r.ids.position(queueID, s.Epoch, c.Value)
+	if !ok {
+		return "", 0, false
+	}
+	return c.Value, pos, true
+}
+
+// issued is a token ready to hand out.
+type issued struct {
+	Raw     string
+	Expires time.Time
+}
+
+// issueToken runs token.lua for a position and signs the token it describes. A position not reached
+// yet gives ErrNotYetServed, a finished one ErrExpired.
+func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requestID string, pos int64) (issued, *web.Error) {
+	res := r.scripts.run(ctx, r.client, r.scripts.token, queueKeys(r.keys, queueID), pos, s.Epoch)
+	code, st, iat, exp, tsv, fresh := res.int(0), State(res.int(1)), res.int(2), res.int(3), res.int(4), res.int(5)
+	if res.err != nil {
+		return issued{}, ErrStoreUnavailable.Because(res.err)
+	}
+	switch code {
+	case 1:
+		return issued{}, ErrRequestNotFound
+	case 2:
+		return issued{}, ErrNotYetServed.With("queue_position", pos).With("serving_position", s.Serving)
+	case 3:
+		return issued{}, ErrExpired.With("queue_status", st.Status())
+	}
+	if fresh == 1 {
+		r.tokensIssued.WithLabelValues(queueID).Inc()
+	}
+	return r.sign(queueID, s.Epoch, requestID, pos, iat, exp, tsv)
+}
+
+// sign builds the token of a position. Its claims depend only on stored values, and Ed25519 is
+// deterministic, so issuing again while the token is live returns the very same token.
+func (r *Room) sign(queueID, epoch, requestID string, pos, iat, exp, tsv int64) (issued, *web.Error) {
+	raw, err := r.opts.Keyring.Sign(token.Claims{
+		Issuer: r.opts.Issuer, Queue: queueID, RequestID: requestID, Position: pos,
+		IssuedAt: iat, NotBefore: iat, Expires: exp, ID: tokenID(queueID, epoch, pos, iat), TurnstileAt: tsv,
+	})
+	if err != nil {
+		return issued{}, web.ErrInternal.Because(err)
+	}
+	return issued{Raw: raw, Expires: time.Unix(exp, 0)}, nil
+}
+
+// tokenID is a token's jti: unique per queue incarnation, position and issue time.
+func tokenID(queueID, epoch string, pos, iat int64) string {
+	h := sha256.New()
+	h.Write([]byte(queueID + "\x00" + epoch + "\x00"))
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[0:8], uint64(pos))
+	binary.BigEndian.PutUint64(b[8:16], uint64(iat))
+	h.Write(b[:])
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
+}
+
+// setTokenCookie hands a token to a browser.
+func (r *Room) setTokenCookie(w http.ResponseWriter, req *http.Request, queueID string, t issued) {
+	r.opts.Cookies.Set(w, req, r.cookieName("tk", queueID), t.Raw, time.Until(t.Expires))
+}
+
+// revocation names one revoked token: the queue, the queue's epoch and the position.
+type revocation struct {
+	queue, epoch string
+	position     int64
+}
+
+// finish ends a visitor's session (COMPLETED or ABANDONED) and, when that revokes a token, tells every
+// replica at once.
+func (r *Room) finish(ctx context.Context, queueID, epoch string, pos int64, final State) (State, error) {
+	res := r.scripts.run(ctx, r.client, r.scripts.finish, queueKeys(r.keys, queueID), pos, epoch, int(final),
+		(r.opts.MaxTokenTTL + time.Minute).Milliseconds())
+	code, state, revokedAt := res.int(0), State(res.int(1)), res.int(2)
+	if res.err != nil {
+		return 0, res.err
+	}
+	switch code {
+	case 1:
+		return 0, errRequestNotFound
+	case 2:
+		return state, errNotServed
+	case 3:
+		return state, errAlreadyFinished
+	}
+	if revokedAt > 0 {
+		rev := revocation{queue: queueID, epoch: epoch, position: pos}
+		r.revoked.Add(rev, struct{}{})
+		if err := r.client.Publish(ctx, revocationChannel(r.keys), formatRevocation(rev)).Err(); err != nil {
+			r.logger.Warn("revocation publish failed; replicas will learn it from their next tick", "error", err.Error())
+		}
+	}
+	if q := r.tracked(queueID); q != nil {
+		r.refresh(ctx, q)
+	}
+	return state, nil
+}
+
+var (
+	errRequestNotFound = errors.New("waitroom: request not found")
+	errNotServed       = errors.New("waitroom: not served yet")
+	errAlreadyFinished = errors.New("waitroom: already finished")
+)
+
+// isRevoked reports whether the token of a position has been completed or abandoned.
+func (r *Room) isRevoked(queueID, epoch string, pos int64) bool {
+	return r.revoked.Contains(revocation{queue: queueID, epoch: epoch, position: pos})
+}
+
+// subscribeRevocations listens for finished tokens announced by any replica. Messages lost while
+// disconnected are caught up by the inlet tick, which reads the queue's revocation set.
+func (r *Room) subscribeRevocations(ctx context.Context) {
+	sub := r.client.Subscribe(ctx, revocationChannel(r.keys))
+	defer sub.Close()
+	ch := sub.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			if rev, ok := parseRevocation(msg.Payload); ok {
+				r.revoked.Add(rev, struct{}{})
+			}
+		}
+	}
+}
+
+func formatRevocation(rev revocation) string {
+	return rev.queue + " " + rev.epoch + " " + strconv.FormatInt(rev.position, 10)
+}
+
+func parseRevocation(s string) (revocation, bool) {
+	parts := strings.Split(s, " ")
+	if len(parts) != 3 {
+		return revocation{}, false
+	}
+	pos, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || !config.ID.MatchString(parts[0]) {
+		return revocation{}, false
+	}
+	return revocation{queue: parts[0], epoch: parts[1], position: pos}, true
+}
