@@ -85,8 +85,8 @@ func (s *Service) kindOf(typ string) kind {
 	return nil
 }
 
-// Requirement is the route setting this step enforces (proxy.RequireAdmission).
-func (s *Service) Requirement() string { return "admission" }
+// Requirement is the route setting this step enforces.
+func (s *Service) Requirement() string { return config.RequireAdmission }
 
 // Wrap returns the route's handler: next without admission, the kind's pipeline otherwise.
 func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, error) {
@@ -266,7 +266,7 @@ func statusOf(o *web.Outcome) int {
 // (web.Request.StoreFailed). Open, the request goes to the origin without admission (counted as
 // "bypassed"); closed, it is answered 503.
 func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, next http.Handler, cause error, start time.Time) {
-	if e := web.RequestFrom(r.Context()).StoreFailed("admission", cause); e != nil {
+	if e := web.RequestFrom(r.Context()).StoreFailed(config.RequireAdmission, cause); e != nil {
 		s.refuse(w, r, k, e, start)
 		return
 	}

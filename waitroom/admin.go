@@ -13,15 +13,6 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Errors of the admin queue API.
-var (
-	errQueueExistsAPI   = web.ErrQueueExists
-	errQueueMissingAPI  = web.ErrQueueNotFoundAdmin
-	errRequestMissing   = web.ErrRequestNotFound
-	errNotServedAPI     = web.ErrNotServed
-	errAlreadyFinishAPI = web.ErrAlreadyFinished
-)
-
 const (
 	maxIncrementBy    = 100_000 // bounds the work of one increment_serving_position
 	maxAdminBodyBytes = 64 << 10
@@ -93,7 +84,7 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 	for _, v := range []*string{q.QueueID, q.ID} {
 		if v != nil {
 			if id != "" && *v != id {
-				return base, ErrInvalidRequest.Because(errors.New("id and queue_id differ"))
+				return base, web.ErrInvalidRequest.Because(errors.New("id and queue_id differ"))
 			}
 			id = *v
 		}
@@ -135,7 +126,7 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 		AbandonAfter: time.Duration(s.AbandonAfter) * time.Second, Turnstile: s.Turnstile,
 	}
 	if err := config.ValidateQueue(cq); err != nil {
-		return s, ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err)
+		return s, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err)
 	}
 	return s, nil
 }
@@ -173,12 +164,12 @@ func (r *Room) adminUpdate(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, ErrInvalidRequest.With("field", "queue_id"))
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "queue_id"))
 		return
 	}
 	current := r.snapshotOf(req.Context(), id)
 	if current == nil {
-		r.responder.Error(w, req, errQueueMissingAPI)
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return
 	}
 	s, e := body.toSettings(settingsOfSnapshot(id, current))
@@ -204,18 +195,18 @@ func settingsOfSnapshot(id string, s *snapshot) settings {
 func (r *Room) adminStoreError(w http.ResponseWriter, req *http.Request, err error) {
 	switch {
 	case errors.Is(err, errQueueExists):
-		r.responder.Error(w, req, errQueueExistsAPI)
+		r.responder.Error(w, req, web.ErrQueueExists)
 	case errors.Is(err, errQueueNotFound):
-		r.responder.Error(w, req, errQueueMissingAPI)
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 	default:
-		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(err))
 	}
 }
 
 func (r *Room) writeQueue(w http.ResponseWriter, req *http.Request, id string) {
 	s := r.fresh(req.Context(), id)
 	if s == nil {
-		r.responder.Error(w, req, errQueueMissingAPI)
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, r.info(id, s))
@@ -224,7 +215,7 @@ func (r *Room) writeQueue(w http.ResponseWriter, req *http.Request, id string) {
 func (r *Room) adminGet(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
 	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, ErrInvalidRequest.With("field", "id"))
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	r.writeQueue(w, req, id)
@@ -241,16 +232,16 @@ func (r *Room) fresh(ctx context.Context, id string) *snapshot {
 func (r *Room) adminDelete(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("id")
 	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, ErrInvalidRequest.With("field", "id"))
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	existed, err := r.scripts.remove.Run(req.Context(), r.client, queueKeys(r.keys, id)).Int()
 	if err != nil {
-		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	if existed == 0 {
-		r.responder.Error(w, req, errQueueMissingAPI)
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return
 	}
 	r.client.SRem(req.Context(), queueIndexKey(r.keys), id)
@@ -275,18 +266,18 @@ func (r *Room) adminIncrement(w http.ResponseWriter, req *http.Request) {
 	id := f["queue_id"]
 	n, err := strconv.ParseInt(f["increment_by"], 10, 64)
 	if !config.ID.MatchString(id) || err != nil || n < 1 || n > int64(maxIncrementBy) {
-		r.responder.Error(w, req, ErrInvalidRequest.With("problems",
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("problems",
 			fmt.Sprintf("queue_id must be a queue id and increment_by an integer 1..%d", maxIncrementBy)))
 		return
 	}
 	res := r.scripts.run(req.Context(), r.client, r.scripts.increment, queueKeys(r.keys, id), n)
 	code, serving := res.int(0), res.int(1)
 	if res.err != nil {
-		r.responder.Error(w, req, ErrStoreUnavailable.Because(res.err))
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.err))
 		return
 	}
 	if code == 1 {
-		r.responder.Error(w, req, errQueueMissingAPI)
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return
 	}
 	if q := r.tracked(id); q != nil {
@@ -310,22 +301,22 @@ func (r *Room) adminUpdateTokenStatus(w http.ResponseWriter, req *http.Request) 
 	case "2":
 		final = StateAbandoned
 	default:
-		r.responder.Error(w, req, ErrInvalidRequest.With("field", "status"))
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "status"))
 		return
 	}
 	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, ErrInvalidRequest.With("field", "queue_id"))
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "queue_id"))
 		return
 	}
 	s := r.snapshotOf(req.Context(), id)
 	if s == nil {
-		r.responder.Error(w, req, errQueueMissingAPI)
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return
 	}
 	pos, e := r.requestFor(id, requestID, s)
 	if e != nil {
-		if e == ErrRequestNotFound {
-			e = errRequestMissing
+		if e == web.ErrRequestNotFound {
+			e = web.ErrRequestNotFound
 		}
 		r.responder.Error(w, req, e)
 		return
@@ -333,17 +324,17 @@ func (r *Room) adminUpdateTokenStatus(w http.ResponseWriter, req *http.Request) 
 	state, err := r.finish(req.Context(), id, s.Epoch, pos, final)
 	switch {
 	case errors.Is(err, errRequestNotFound):
-		r.responder.Error(w, req, errRequestMissing)
+		r.responder.Error(w, req, web.ErrRequestNotFound)
 	case errors.Is(err, errNotServed):
-		r.responder.Error(w, req, errNotServedAPI)
+		r.responder.Error(w, req, web.ErrNotServed)
 	case errors.Is(err, errAlreadyFinished):
 		if state == final {
 			web.WriteJSON(w, http.StatusOK, map[string]any{"queue_id": id, "request_id": requestID, "queue_status": state.Status()})
 			return
 		}
-		r.responder.Error(w, req, errAlreadyFinishAPI.With("queue_status", state.Status()))
+		r.responder.Error(w, req, web.ErrAlreadyFinished.With("queue_status", state.Status()))
 	case err != nil:
-		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(err))
 	default:
 		web.WriteJSON(w, http.StatusOK, map[string]any{"queue_id": id, "request_id": requestID, "queue_status": state.Status()})
 	}
@@ -352,12 +343,12 @@ func (r *Room) adminUpdateTokenStatus(w http.ResponseWriter, req *http.Request) 
 func (r *Room) adminActiveTokens(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("queue_id")
 	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, ErrInvalidRequest.With("field", "queue_id"))
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "queue_id"))
 		return
 	}
 	s := r.fresh(req.Context(), id)
 	if s == nil {
-		r.responder.Error(w, req, errQueueMissingAPI)
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"active_num": s.Tokens()})

@@ -14,21 +14,6 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Errors of the waiting-room endpoints (CONTRACT section 3), defined with every other code in
-// internal/web.
-var (
-	ErrInvalidRequest   = web.ErrInvalidRequest
-	ErrQueueNotFound    = web.ErrQueueNotFound
-	ErrRequestNotFound  = web.ErrRequestNotFound
-	ErrExpired          = web.ErrExpired
-	ErrNotYetServed     = web.ErrNotYetServed
-	ErrRateLimited      = web.ErrRateLimited
-	ErrStoreUnavailable = web.ErrStoreUnavailable
-	ErrQueueRequired    = web.ErrQueueRequired
-	ErrTurnstileMissing = web.ErrTurnstileMissing
-	ErrInvalidTurnstile = web.ErrInvalidTurnstile
-)
-
 // requestCookieLife is how long a request cookie lasts: long enough for any wait.
 const requestCookieLife = 24 * time.Hour
 
@@ -67,11 +52,11 @@ func bodyFields(req *http.Request, limit int64, names ...string) (map[string]str
 // queueFor validates a queue id and returns its snapshot.
 func (r *Room) queueFor(ctx context.Context, id string) (*snapshot, *web.Error) {
 	if !config.ID.MatchString(id) {
-		return nil, ErrInvalidRequest.With("field", "queue_id")
+		return nil, web.ErrInvalidRequest.With("field", "queue_id")
 	}
 	s := r.snapshotOf(ctx, id)
 	if s == nil {
-		return nil, ErrQueueNotFound
+		return nil, web.ErrQueueNotFound
 	}
 	return s, nil
 }
@@ -79,13 +64,13 @@ func (r *Room) queueFor(ctx context.Context, id string) (*snapshot, *web.Error) 
 // requestFor resolves a request id of a queue to its position.
 func (r *Room) requestFor(queueID, requestID string, s *snapshot) (int64, *web.Error) {
 	if _, ok := parseUUID(requestID); !ok {
-		return 0, ErrInvalidRequest.With("field", "request_id")
+		return 0, web.ErrInvalidRequest.With("field", "request_id")
 	}
 	// A genuine id was minted for an assigned position, even if this replica's snapshot is too old
 	// to count it yet; the scripts check positions against the store.
 	pos, ok := r.ids.position(queueID, s.Epoch, requestID)
 	if !ok {
-		return 0, ErrRequestNotFound
+		return 0, web.ErrRequestNotFound
 	}
 	return pos, nil
 }
@@ -96,7 +81,7 @@ func (r *Room) allowPoll(req *http.Request) *web.Error {
 	ok, retry := r.polls.Allow(ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP), limit)
 	if !ok {
 		r.rateLimited.WithLabelValues("status").Inc()
-		e := *ErrRateLimited
+		e := *web.ErrRateLimited
 		e.RetryAfter = retry
 		return &e
 	}
@@ -109,11 +94,11 @@ func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
 	key := joinLimitKey(r.keys, ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP))
 	ok, retry, err := r.joins.Allow(ctx, key, limit)
 	if err != nil {
-		return ErrStoreUnavailable.Because(err)
+		return web.ErrStoreUnavailable.Because(err)
 	}
 	if !ok {
 		r.rateLimited.WithLabelValues("join").Inc()
-		e := *ErrRateLimited
+		e := *web.ErrRateLimited
 		e.RetryAfter = retry
 		return &e
 	}
@@ -141,7 +126,7 @@ func (r *Room) held(ctx context.Context, req *http.Request, queueID string, s *s
 	if pos <= s.Serving {
 		var err error
 		if st, err = r.lookup(ctx, queueID, s.Epoch, pos); err != nil {
-			return joined{}, false, ErrStoreUnavailable.Because(err)
+			return joined{}, false, web.ErrStoreUnavailable.Because(err)
 		}
 	}
 	return joined{RequestID: id, Position: pos, State: st}, true, nil
@@ -163,7 +148,7 @@ func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *s
 // the Turnstile check passed to join, 0 if none.
 func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
 	if web.RequestFrom(ctx).Store.Degraded {
-		return joined{}, ErrStoreUnavailable.Because(web.ErrDegraded)
+		return joined{}, web.ErrStoreUnavailable.Because(web.ErrDegraded)
 	}
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e
@@ -175,10 +160,10 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 	res := r.scripts.run(ctx, r.client, r.scripts.assign, queueKeys(r.keys, queueID), flag, tsv)
 	code, pos, epoch, st, iat, exp := res.int(0), res.int(1), res.str(3), State(res.int(4)), res.int(5), res.int(6)
 	if res.err != nil {
-		return joined{}, ErrStoreUnavailable.Because(res.err)
+		return joined{}, web.ErrStoreUnavailable.Because(res.err)
 	}
 	if code == 1 {
-		return joined{}, ErrQueueNotFound
+		return joined{}, web.ErrQueueNotFound
 	}
 	if st == StateToken {
 		r.tokensIssued.WithLabelValues(queueID).Inc()
@@ -193,7 +178,7 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 // passes.
 func (r *Room) verifyJoin(ctx context.Context, req *http.Request, response, action string) (int64, *web.Error) {
 	if r.opts.Turnstile == nil {
-		return 0, ErrTurnstileMissing
+		return 0, web.ErrTurnstileMissing
 	}
 	v := r.opts.Turnstile.Verify(ctx, turnstile.Check{
 		Response: response, RemoteIP: web.RequestFrom(ctx).ClientIP.String(), Host: req.Host, Action: action,
@@ -275,11 +260,11 @@ func (r *Room) handleQueuePos(w http.ResponseWriter, req *http.Request) {
 	if pos <= s.Serving {
 		st, err := r.lookup(req.Context(), queueID, s.Epoch, pos)
 		if err != nil {
-			r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+			r.responder.Error(w, req, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		if st.Final() {
-			r.responder.Error(w, req, ErrExpired.With("queue_status", st.Status()))
+			r.responder.Error(w, req, web.ErrExpired.With("queue_status", st.Status()))
 			return
 		}
 	}
@@ -392,7 +377,7 @@ func (r *Room) handleStatus(w http.ResponseWriter, req *http.Request) {
 	}
 	st, err := r.status(req.Context(), queueID, requestID, pos, s)
 	if err != nil {
-		r.responder.Error(w, req, ErrStoreUnavailable.Because(err))
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	r.heartbeat(queueID, s, pos)

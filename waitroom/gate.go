@@ -45,7 +45,7 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 		}
 		if info := web.RequestFrom(ctx); info.Store.Degraded {
 			// Visitors with a valid token went on above; nobody can join now.
-			if e := info.StoreFailed("queue", web.ErrDegraded); e != nil {
+			if e := info.StoreFailed(config.RequireQueue, web.ErrDegraded); e != nil {
 				r.responder.Error(w, req, e)
 				return
 			}
@@ -54,7 +54,7 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 		}
 		if !web.WantsHTML(req) {
 			waitURL := r.waitURL(queueID, req.URL.RequestURI())
-			r.responder.Error(w, req, ErrQueueRequired.With("wait_url", waitURL))
+			r.responder.Error(w, req, web.ErrQueueRequired.With("wait_url", waitURL))
 			return
 		}
 		r.admit(w, req, next, queueID)
@@ -143,7 +143,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	s := r.snapshotOf(ctx, queueID)
 	if s == nil {
 		// The queue's state could not be read (Apply wrote every configured queue at start).
-		if e := web.RequestFrom(ctx).StoreFailed("queue", errNoSnapshot); e != nil {
+		if e := web.RequestFrom(ctx).StoreFailed(config.RequireQueue, errNoSnapshot); e != nil {
 			r.responder.Error(w, req, e)
 			return
 		}
@@ -161,8 +161,8 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	if s.hasRoom() && !s.Turnstile && joinableLoad(req) == nil {
 		if _, _, held := r.requestFromCookie(req, queueID, s); !held {
 			j, e := r.assign(ctx, w, req, queueID, true, 0)
-			if e != nil && e.Code == ErrStoreUnavailable.Code {
-				if e := web.RequestFrom(ctx).StoreFailed("queue", e.Cause); e != nil {
+			if e != nil && e.Code == web.ErrStoreUnavailable.Code {
+				if e := web.RequestFrom(ctx).StoreFailed(config.RequireQueue, e.Cause); e != nil {
 					r.responder.Error(w, req, e)
 					return
 				}

@@ -49,20 +49,20 @@ type issued struct {
 }
 
 // issueToken runs token.lua for a position and signs the token it describes. A position not reached
-// yet gives ErrNotYetServed, a finished one ErrExpired.
+// yet gives web.ErrNotYetServed, a finished one web.ErrExpired.
 func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requestID string, pos int64) (issued, *web.Error) {
 	res := r.scripts.run(ctx, r.client, r.scripts.token, queueKeys(r.keys, queueID), pos, s.Epoch)
 	code, st, iat, exp, tsv, fresh := res.int(0), State(res.int(1)), res.int(2), res.int(3), res.int(4), res.int(5)
 	if res.err != nil {
-		return issued{}, ErrStoreUnavailable.Because(res.err)
+		return issued{}, web.ErrStoreUnavailable.Because(res.err)
 	}
 	switch code {
 	case 1:
-		return issued{}, ErrRequestNotFound
+		return issued{}, web.ErrRequestNotFound
 	case 2:
-		return issued{}, ErrNotYetServed.With("queue_position", pos).With("serving_position", s.Serving)
+		return issued{}, web.ErrNotYetServed.With("queue_position", pos).With("serving_position", s.Serving)
 	case 3:
-		return issued{}, ErrExpired.With("queue_status", st.Status())
+		return issued{}, web.ErrExpired.With("queue_status", st.Status())
 	}
 	if fresh == 1 {
 		r.tokensIssued.WithLabelValues(queueID).Inc()

@@ -54,7 +54,7 @@ type ExpiredPage struct {
 func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 	ctx, queueID := req.Context(), req.PathValue("queue_id")
 	s, e := r.queueFor(ctx, queueID)
-	if e == ErrQueueNotFound {
+	if e == web.ErrQueueNotFound {
 		e = errNoSuchWaitingRoom
 	}
 	if e != nil {
@@ -103,7 +103,7 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 				return
 			}
 			if tsv, e = r.verifyJoin(ctx, req, f["cf-turnstile-response"], joinAction); e != nil {
-				if e.Code == ErrInvalidTurnstile.Code {
+				if e.Code == web.ErrInvalidTurnstile.Code {
 					r.joinForm(w, req, s, page, http.StatusForbidden, true)
 					return
 				}
@@ -178,7 +178,7 @@ func (r *Room) renderWait(w http.ResponseWriter, req *http.Request, s *snapshot,
 
 func (r *Room) joinForm(w http.ResponseWriter, req *http.Request, s *snapshot, page WaitPage, status int, failed bool) {
 	if r.opts.Turnstile == nil {
-		r.responder.Error(w, req, ErrTurnstileMissing)
+		r.responder.Error(w, req, web.ErrTurnstileMissing)
 		return
 	}
 	page.PageBase = r.responder.Base(req)
@@ -199,19 +199,13 @@ func (r *Room) pollIntervals(s *snapshot) (poll, hidden, maxPoll time.Duration) 
 	return max(poll, time.Second), max(hidden, time.Second), max(maxPoll, time.Second)
 }
 
-// ErrNotAPageLoad refuses a place in line to a load of the waiting page that is not a visitor
-// opening it: an <img>, <script>, <iframe> or fetch pointed at it from some other site, or a prefetch.
-// Without this, every visitor of a page embedding such a tag would take (and, with room inside, use
-// up) a place without ever seeing the waiting room.
-var ErrNotAPageLoad = web.ErrNotAPageLoad
-
 // joinableLoad allows joining from a top-level page load (Sec-Fetch-Dest "document", or no
 // Sec-Fetch-Dest from browsers and clients that do not send it) and from the shop's own pages
 // (Sec-Fetch-Site "same-origin": script-driven navigation such as Hotwire Turbo, a service worker),
 // and refuses other sites' embeds and fetches and any prefetch or prerender.
 func joinableLoad(req *http.Request) *web.Error {
 	if purpose := req.Header.Get("Sec-Purpose"); strings.Contains(purpose, "prefetch") || strings.Contains(purpose, "prerender") {
-		return ErrNotAPageLoad
+		return web.ErrNotAPageLoad
 	}
 	if dest := req.Header.Get("Sec-Fetch-Dest"); dest == "" || dest == "document" {
 		return nil
@@ -219,5 +213,5 @@ func joinableLoad(req *http.Request) *web.Error {
 	if req.Header.Get("Sec-Fetch-Site") == "same-origin" {
 		return nil
 	}
-	return ErrNotAPageLoad
+	return web.ErrNotAPageLoad
 }

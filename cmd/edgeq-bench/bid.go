@@ -18,6 +18,7 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
@@ -191,8 +192,9 @@ func rawBids(addr string, concurrency int, duration time.Duration) (bench.Sample
 	defer client.Close()
 	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
 	ctx := context.Background()
-	if err := client.HSet(ctx, st.Keys.Auction("raw", "info"), "starting_price", 100, "min_increment", 1,
-		"ends_at", time.Now().Add(time.Hour).UnixMilli(), "owner", "").Err(); err != nil {
+	svc := admission.New(admission.Options{Store: st}) // bid.lua alone, with edgeq's defaults
+	if err := svc.ApplyAuctions(ctx, []config.Auction{{ID: "raw", StartingPrice: "1.00", MinIncrement: "0.01",
+		EndsAt: time.Now().Add(time.Hour)}}, nil); err != nil {
 		return bench.Sample{}, err
 	}
 	var next atomic.Int64
@@ -202,7 +204,6 @@ func rawBids(addr string, concurrency int, duration time.Duration) (bench.Sample
 	deadline := time.Now().Add(duration)
 	start := time.Now()
 	var wg sync.WaitGroup
-	svc := admission.New(admission.Options{Store: st}) // reserve.lua or bid.lua alone, with edgeq's defaults
 	for i := range concurrency {
 		wg.Go(func() {
 			for time.Now().Before(deadline) {

@@ -153,7 +153,7 @@ func (c *Client) verify(ctx context.Context, chk Check) Verdict {
 	// response can never be spent twice even while on_error lets checks through. Without the store
 	// the request's on_store_error decides: closed refuses, open checks without this guard.
 	if fresh, err := c.markUsed(ctx, chk.Response); err != nil {
-		if e := web.RequestFrom(ctx).StoreFailed("turnstile", err); e != nil {
+		if e := web.RequestFrom(ctx).StoreFailed(config.RequireTurnstile, err); e != nil {
 			return Verdict{Result: ResultStoreUnavailable, refusal: e}
 		}
 	} else if !fresh {
