@@ -6,11 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +16,6 @@ import (
 	"github.com/edgeq/edgeq/internal/bench"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
-	"github.com/edgeq/edgeq/internal/token"
 )
 
 // admissionBench measures stock admissions through edgeq (the real server wiring: a POST checkout
@@ -82,29 +77,14 @@ func admissionBench(args []string, w io.Writer) error {
 }
 
 func startAdmissionEdgeq(origin, redisAddr string) (string, func(), error) {
-	dir, err := os.MkdirTemp("", "edgeq-bench-")
-	if err != nil {
-		return "", nil, err
-	}
-	key, _ := token.GenerateKey()
-	pemBytes, _ := token.MarshalPrivateKey(key)
-	keyPath := filepath.Join(dir, "signing.pem")
-	os.WriteFile(keyPath, pemBytes, 0o600)
-	cfg := fmt.Sprintf(`
-server: {listen: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0"}
-origin: {url: %q}
-redis: {addr: %q}
-tokens: {signing_key_file: %q}
-log: {level: info}
+	return startEdgeqWith(origin, redisAddr, `
 products:
   - {id: bench, stock: 1000000000, per_user_limit: 1, name: "Bench item"}
 routes:
   - name: checkout
     match: "POST /checkout/{product}"
     admission: {type: stock, product: "path:product", user: "header:X-User", quantity: "form:quantity"}
-`, origin, redisAddr, keyPath)
-	return startEdgeqWith(dir, cfg)
+`)
 }
 
 // rawReserve calls reserve.lua directly from concurrency goroutines for duration.
@@ -115,31 +95,13 @@ func rawReserve(addr string, concurrency int, duration time.Duration) (bench.Sam
 	ctx := context.Background()
 	var ids atomic.Int64
 	ids.Store(1 << 40)
-	per := make([][]time.Duration, concurrency)
-	var errs atomic.Int64
-	deadline := time.Now().Add(duration)
-	start := time.Now()
-	var wg sync.WaitGroup
-	svc := admission.New(admission.Options{Store: st}) // reserve.lua or bid.lua alone, with edgeq's defaults
-	for i := range concurrency {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				id := strconv.FormatInt(ids.Add(1), 10)
-				t0 := time.Now()
-				code, err := svc.Reserve(ctx, "bench", "raw-"+id, id)
-				if err != nil || code != 0 {
-					errs.Add(1)
-					continue
-				}
-				per[i] = append(per[i], time.Since(t0))
-			}
-		})
-	}
-	wg.Wait()
-	s := bench.Sample{Name: "reserve.lua alone", Elapsed: time.Since(start), Errors: int(errs.Load())}
-	for _, p := range per {
-		s.Latencies = append(s.Latencies, p...)
-	}
-	slices.Sort(s.Latencies)
-	return s, nil
+	svc := admission.New(admission.Options{Store: st}) // reserve.lua alone, with edgeq's defaults
+	return bench.Loop("reserve.lua alone", concurrency, duration, func(int) error {
+		id := strconv.FormatInt(ids.Add(1), 10)
+		code, err := svc.Reserve(ctx, "bench", "raw-"+id, id)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("reserve.lua answered %d", code)
+		}
+		return err
+	}), nil
 }

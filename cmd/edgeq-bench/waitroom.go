@@ -190,6 +190,23 @@ func named(s bench.Sample, name string) bench.Sample {
 
 // startEdgeq runs edgeq's server in this process with a benchmark configuration.
 func startEdgeq(origin, redisAddr string) (string, func(), error) {
+	return startEdgeqWith(origin, redisAddr, `
+limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
+queues:
+  - {id: bench_join, capacity: 0}
+  - {id: bench_poll, capacity: 0}
+  - {id: bench_poll_small, capacity: 0}
+  - {id: bench_token, capacity: 1000000000}
+  - {id: bench_gate, capacity: 1000000}
+routes:
+  - {name: gated, match: "GET /gated/", queue: bench_gate}
+`)
+}
+
+// startEdgeqWith runs edgeq's server in this process in front of origin, on redis-server at
+// redisAddr, with a signing key of its own, logging at info (as deployed), and the rest of the
+// configuration (queues, products, routes) from rest.
+func startEdgeqWith(origin, redisAddr, rest string) (string, func(), error) {
 	dir, err := os.MkdirTemp("", "edgeq-bench-")
 	if err != nil {
 		return "", nil, err
@@ -206,22 +223,8 @@ admin: {listen: "127.0.0.1:0"}
 origin: {url: %q}
 redis: {addr: %q}
 tokens: {signing_key_file: %q}
-limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
 log: {level: info}
-queues:
-  - {id: bench_join, capacity: 0}
-  - {id: bench_poll, capacity: 0}
-  - {id: bench_poll_small, capacity: 0}
-  - {id: bench_token, capacity: 1000000000}
-  - {id: bench_gate, capacity: 1000000}
-routes:
-  - {name: gated, match: "GET /gated/", queue: bench_gate}
-`, origin, redisAddr, keyPath)
-	return startEdgeqWith(dir, cfg)
-}
-
-// startEdgeqWith runs edgeq's server in this process on the configuration text, in dir.
-func startEdgeqWith(dir, cfg string) (string, func(), error) {
+`, origin, redisAddr, keyPath) + rest
 	path := filepath.Join(dir, "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return "", nil, err

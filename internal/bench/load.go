@@ -238,3 +238,33 @@ func Poll(client *http.Client, name string, n int, interval, duration time.Durat
 	}
 	return total
 }
+
+// Loop runs op from concurrency goroutines for duration, each calling it again as soon as it
+// returns (a closed loop without HTTP: a script called directly on Redis, say), and measures it as a
+// Sample. An error from op counts as a failure.
+func Loop(name string, concurrency int, duration time.Duration, op func(client int) error) Sample {
+	perClient := make([]Sample, concurrency)
+	start := time.Now()
+	deadline := start.Add(duration)
+	var wg sync.WaitGroup
+	for i := range concurrency {
+		wg.Go(func() {
+			own := &perClient[i]
+			for time.Now().Before(deadline) {
+				t0 := time.Now()
+				if err := op(i); err != nil {
+					own.Errors++
+					continue
+				}
+				own.Latencies = append(own.Latencies, time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	total := Sample{Name: name, Elapsed: time.Since(start)}
+	for _, s := range perClient {
+		total.Add(Sample{Errors: s.Errors, Latencies: s.Latencies})
+	}
+	slices.Sort(total.Latencies)
+	return total
+}
