@@ -39,13 +39,13 @@ func (*bidKind) refusals() []*web.Error {
 }
 
 // value is the amount: a decimal string, as integer cents.
-func (*bidKind) value(text string, found bool, src string) (int64, *web.Error) {
+func (*bidKind) value(text string, found bool) (int64, *web.Error) {
 	if !found {
-		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("no %s", src))
+		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("no amount"))
 	}
 	cents, err := money.Parse(text)
 	if err != nil || cents <= 0 {
-		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("amount %q from %s", fields.Clip(text), src))
+		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("amount %q", fields.Clip(text)))
 	}
 	return cents, nil
 }

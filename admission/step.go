@@ -30,8 +30,9 @@ type kind interface {
 	// sources are the route's field sources of the owner and of the value ("" when the kind has no
 	// value or the route gives none).
 	sources(a config.Admission) (owner, value string)
-	// value turns the value field (the quantity, the amount) into the claim's number.
-	value(text string, found bool, src string) (int64, *web.Error)
+	// value turns the value field (the quantity, the amount) into the claim's number; found is
+	// false when the route or the request gives none.
+	value(text string, found bool) (int64, *web.Error)
 	// header carries the admission id to the origin.
 	header() string
 	// refusals are the kind's own refusals: the metrics label of each is its code in lower case.
@@ -172,16 +173,14 @@ func (s *Service) read(r *http.Request, k kind, src sources) (claim, *web.Error)
 		return claim{}, web.ErrInvalidRequest.With("field", k.owner()).Because(fmt.Errorf("%s %q from %s", k.owner(), fields.Clip(owner), src.owner))
 	}
 	c := claim{owner: owner}
-	var text, where string
+	var text string
+	found = false
 	if src.value != nil {
 		if text, found, e = f.Get(*src.value); e != nil {
 			return claim{}, e
 		}
-		where = src.value.String()
-	} else {
-		found = false
 	}
-	if c.value, e = k.value(text, found, where); e != nil {
+	if c.value, e = k.value(text, found); e != nil {
 		return claim{}, e
 	}
 	user, e := s.userOf(r, f, src.user)

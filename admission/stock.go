@@ -39,13 +39,13 @@ func (*stockKind) refusals() []*web.Error {
 }
 
 // value is the quantity: 1 when the route or the request gives none.
-func (*stockKind) value(text string, found bool, src string) (int64, *web.Error) {
+func (*stockKind) value(text string, found bool) (int64, *web.Error) {
 	if !found {
 		return 1, nil
 	}
 	q, err := strconv.ParseInt(text, 10, 64)
 	if err != nil || q < 1 || q > 1_000_000 {
-		return 0, web.ErrInvalidRequest.With("field", "quantity").Because(fmt.Errorf("quantity %q from %s", fields.Clip(text), src))
+		return 0, web.ErrInvalidRequest.With("field", "quantity").Because(fmt.Errorf("quantity %q", fields.Clip(text)))
 	}
 	return q, nil
 }
