@@ -37,6 +37,7 @@ test:
 FUZZTIME ?= 10s
 FUZZ_TARGETS := \
 	./internal/fields:FuzzFields ./internal/fields:FuzzLookupJSON ./internal/fields:FuzzDuplicateKey \
+	./internal/fields:FuzzIdentity ./internal/fields:FuzzSpelling \
 	./internal/web:FuzzCookieValue ./internal/web:FuzzCorrelationID ./internal/web:FuzzSafeReturn \
 	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders \
 	./internal/token:FuzzVerify ./waitroom:FuzzRequestID ./internal/money:FuzzParse \

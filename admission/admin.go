@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -204,7 +205,11 @@ var pseudonymSyntax = regexp.MustCompile(`^[0-9a-f]{32}$`)
 func (s *Service) userParam(r *http.Request) (string, *web.Error) {
 	user := r.PathValue("user")
 	if r.URL.Query().Get("pseudonym") != "1" {
-		return s.pseudonyms.of(user), nil
+		id, e := fields.Identity(user, "path")
+		if e != nil {
+			return "", e
+		}
+		return s.pseudonyms.of(id), nil
 	}
 	if !pseudonymSyntax.MatchString(user) {
 		return "", web.ErrInvalidRequest.With("field", "user")

@@ -37,8 +37,8 @@ func (k *bidKind) writeAuction(ctx context.Context, a config.Auction) error {
 		return err
 	}
 	owner := ""
-	if a.Owner != "" {
-		owner = s.pseudonyms.of(a.Owner)
+	if id, e := fields.Identity(a.Owner, ""); e == nil { // normalised like a bidder's identity
+		owner = s.pseudonyms.of(id)
 	}
 	if err := auctionScript.Run(ctx, s.client, []string{auctionInfoKey(s.keys, a.ID)}, start, inc, a.EndsAt.UnixMilli(), owner).Err(); err != nil {
 		return err

@@ -76,6 +76,10 @@ func testRoutes() []config.Route {
 		open("open-checkout", route("open-checkout", "POST /open-checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User"})),
 		{Name: "bid", Match: "POST /auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"}}},
+		// A shop's own session cookie as the buyer and the bidder, and a JSON body with top-level keys.
+		route("json-checkout", "POST /json-checkout/{product}", config.Admission{Product: "path:product", User: "cookie:shop_session", Quantity: "json:quantity"}),
+		{Name: "cookie-bid", Match: "POST /cookie/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
+			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "cookie:shop_session", ReleaseOn: []string{"5xx", "error"}}},
 		// As config.example.yaml's bid route: a bid the shop refuses with a 4xx is withdrawn.
 		{Name: "strict-bid", Match: "POST /strict/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"4xx", "5xx", "error"}}},

@@ -129,13 +129,27 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			s.storeFailed(w, r, k, next, web.ErrDegraded, start)
 			return
 		}
-		c, e := s.read(r, k, src)
+		// The whole request is read before anything is reserved: a visitor who leaves mid-upload
+		// takes nothing, and an admitted request reaches the origin whole.
+		f := fields.New(r, s.o.MaxBodyBytes)
+		if e := f.ReadBody(); e != nil {
+			s.refuse(w, r, k, e, start)
+			return
+		}
+		c, e := s.read(r, f, k, src)
 		if e != nil {
 			s.refuse(w, r, k, e, start)
 			return
 		}
+		if r.Context().Err() != nil {
+			return // the visitor left before anything was taken (logged as 499)
+		}
 		c.id = s.o.IDs.NextString()
-		e, err := k.reserve(r.Context(), c)
+		// The store call does not end with the visitor's connection: a hang-up must not pass for a
+		// store that did not answer.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeCallLimit)
+		e, err := k.reserve(ctx, c)
+		cancel()
 		if err != nil {
 			// No answer: the script may have run. Its effect is undone as soon as the store answers.
 			s.compensateLater(k, c)
@@ -150,9 +164,37 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
 		k.changed(c.owner)
 		r.Header.Set(k.header(), c.id)
-		next.ServeHTTP(w, r)
-		s.settle(r, k, c, releaseOn)
+		// From here the request is the shop's: it reaches the origin and is settled on the origin's
+		// own answer, whatever the visitor does (bounded by origin.timeout). A hang-up is never a
+		// release by itself: most shops complete an order whose buyer closed the tab. settle is
+		// deferred so that it also runs when the response copy aborts (http.ErrAbortHandler).
+		fwd, done := outlastVisitor(r)
+		defer done()
+		defer s.settle(fwd, k, c, releaseOn)
+		next.ServeHTTP(w, fwd)
 	}), nil
+}
+
+// storeCallLimit bounds an admission's own store calls (the store client fails faster by itself).
+const storeCallLimit = 5 * time.Second
+
+// outlastVisitor returns r on a context that the visitor's leaving does not cancel until the origin
+// has answered (or failed): the answer settles the admission. After that, a visitor who is gone stops
+// the copy of the response to nobody. done must be called when the request is over.
+func outlastVisitor(r *http.Request) (*http.Request, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	var answered <-chan struct{} // nil (never) without an outcome to watch
+	if o := web.OutcomeFrom(r.Context()); o != nil {
+		answered = o.WatchAnswer()
+	}
+	stop := context.AfterFunc(r.Context(), func() {
+		select {
+		case <-answered:
+		case <-ctx.Done(): // the request ended first
+		}
+		cancel()
+	})
+	return r.WithContext(ctx), func() { stop(); cancel() }
 }
 
 // sources are a route's parsed field sources.
@@ -163,8 +205,7 @@ type sources struct {
 }
 
 // read extracts and checks a claim's owner, value and user. Nothing is stored for a bad request.
-func (s *Service) read(r *http.Request, k kind, src sources) (claim, *web.Error) {
-	f := fields.New(r, s.o.MaxBodyBytes)
+func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src sources) (claim, *web.Error) {
 	owner, found, e := f.Get(src.owner)
 	if e != nil {
 		return claim{}, e
@@ -194,14 +235,15 @@ func (s *Service) read(r *http.Request, k kind, src sources) (claim, *web.Error)
 // errUserMissing refuses an admission whose user cannot be identified.
 var errUserMissing = web.ErrInvalidRequest.With("field", "user")
 
-// userOf finds the raw user identity: the queue request id of the access token, or a cookie/header.
+// userOf finds the user identity, normalised (fields.Identity): the queue request id of the access
+// token, or the route's user field.
 func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSource) (string, *web.Error) {
 	if src.FromToken {
 		id := web.RequestFrom(r.Context()).QueueRequestID
 		if id == "" {
 			return "", errUserMissing.Because(fmt.Errorf("no queue token on the request"))
 		}
-		return id, nil
+		return id, nil // minted by edgeq: already canonical
 	}
 	v, found, e := f.Get(src.Field)
 	if e != nil {
@@ -210,7 +252,7 @@ func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSourc
 	if !found || len(v) > 1024 {
 		return "", errUserMissing.Because(fmt.Errorf("no %s", src.Field))
 	}
-	return v, nil
+	return fields.Identity(v, src.Field.Kind)
 }
 
 // settle gives the admission back when the origin's outcome is in release_on, and commits it

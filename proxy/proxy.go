@@ -263,6 +263,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
 		o.Status = resp.StatusCode
 		o.Command = resp.Header.Get(web.CommandHeader)
+		o.MarkAnswered()
 	}
 	resp.Header.Del(web.CommandHeader)
 	return nil
@@ -275,6 +276,7 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 	if o := web.OutcomeFrom(r.Context()); o != nil {
 		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
 		o.TransportError = true
+		o.MarkAnswered()
 		if o.Body != nil {
 			bodyErr = o.Body.Err()
 		}

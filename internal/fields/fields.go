@@ -13,9 +13,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
-	"strconv"
+	"slices"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -24,11 +23,19 @@ import (
 
 // Reader reads the fields of one request. The body is read at most once (up to a limit, 413 beyond),
 // parsed at most once, and put back byte for byte for the origin.
+//
+// A field is read the way the usual origin frameworks read it, or refused as ambiguous (400
+// INVALID_REQUEST, the origin not contacted) when they could read another value than edgeq: the same
+// name given twice, another spelling of the name that some framework takes for it (letter case,
+// PHP's "." and " " for "_", "name[]", "X_User" for "X-User", a percent-encoded cookie name), or the
+// same name in the query and in the body, which PHP's $_REQUEST, Rails' params, Flask's
+// request.values, Laravel's input() and Go's FormValue merge. docs/security.md lists the frameworks.
 type Reader struct {
 	r       *http.Request
 	limit   int64
 	body    []byte
 	read    bool
+	query   url.Values
 	form    map[string][]string
 	jsonDoc any
 	parsed  bool
@@ -45,57 +52,166 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 		v := f.r.PathValue(src.Name)
 		return v, v != "", nil
 	case "query":
-		// url.Query drops pairs it cannot parse (a ";" among them) where other servers split them:
-		// a query that does not parse cleanly is refused, as a malformed form body is.
-		query, err := url.ParseQuery(f.r.URL.RawQuery)
-		if err != nil {
-			return "", false, web.ErrInvalidRequest.With("field", src.Name).Because(fmt.Errorf("malformed query: %w", err))
+		if e := f.parseQuery(src.Name); e != nil {
+			return "", false, e
 		}
-		vals := query[src.Name]
-		if len(vals) > 1 {
-			return "", false, ambiguous(src, len(vals))
+		if value, found, e = pick(src, f.query, formSpelling); e != nil {
+			return "", false, e
 		}
-		if len(vals) == 0 {
-			return "", false, nil
-		}
-		return vals[0], true, nil
-	case "header":
-		vals := f.r.Header.Values(src.Name)
-		if len(vals) > 1 {
-			return "", false, ambiguous(src, len(vals))
-		}
-		if len(vals) == 0 {
-			return "", false, nil
-		}
-		return vals[0], vals[0] != "", nil
-	case "cookie":
-		cookies := f.r.CookiesNamed(src.Name)
-		if len(cookies) > 1 {
-			return "", false, ambiguous(src, len(cookies))
-		}
-		if len(cookies) == 0 {
-			return "", false, nil
-		}
-		return cookies[0].Value, cookies[0].Value != "", nil
+		return value, found, f.notInBody(src)
 	case "form":
-		if err := f.parseForm(); err != nil {
-			return "", false, err
+		if e := f.parseForm(); e != nil {
+			return "", false, e
 		}
-		vals := f.form[src.Name]
-		if len(vals) > 1 {
-			return "", false, ambiguous(src, len(vals))
+		if value, found, e = pick(src, f.form, formSpelling); e != nil {
+			return "", false, e
 		}
-		if len(vals) == 0 {
-			return "", false, nil
-		}
-		return vals[0], true, nil
+		return value, found, f.notInQuery(src)
 	case "json":
-		if err := f.parseJSON(); err != nil {
-			return "", false, err
+		if e := f.parseJSON(); e != nil {
+			return "", false, e
 		}
-		return lookupJSON(f.jsonDoc, src.JSONPath())
+		path := src.JSONPath()
+		if value, found, e = lookupJSON(f.jsonDoc, path); e != nil {
+			return "", false, e
+		}
+		if len(path) == 1 {
+			e = f.notInQuery(src)
+		}
+		return value, found, e
+	case "header":
+		return f.header(src)
+	case "cookie":
+		return f.cookie(src)
 	}
 	return "", false, web.ErrInternal.Because(fmt.Errorf("unknown source kind %q", src.Kind))
+}
+
+// pick reads src.Name from values (a query or a form): refused when it is there twice or when
+// another key is the same name to some framework (spelling).
+func pick(src config.FieldSource, values map[string][]string, spelling func(string) string) (string, bool, *web.Error) {
+	vals := values[src.Name]
+	if len(vals) > 1 {
+		return "", false, ambiguous(src, len(vals))
+	}
+	want := spelling(src.Name)
+	for name := range values {
+		if name != src.Name && spelling(name) == want {
+			return "", false, otherSpelling(src, name)
+		}
+	}
+	if len(vals) == 0 {
+		return "", false, nil
+	}
+	return vals[0], true, nil
+}
+
+// notInQuery refuses a body field whose name the query also carries (in any spelling).
+func (f *Reader) notInQuery(src config.FieldSource) *web.Error {
+	if f.r.URL.RawQuery == "" {
+		return nil
+	}
+	if e := f.parseQuery(src.Name); e != nil {
+		return e
+	}
+	name := src.Name
+	if src.Kind == "json" {
+		name = src.JSONPath()[0]
+	}
+	want := formSpelling(name)
+	for key := range f.query {
+		if formSpelling(key) == want {
+			return web.ErrAmbiguousField.With("field", Clip(name)).Because(fmt.Errorf("%s is also in the query as %q", src, Clip(key)))
+		}
+	}
+	return nil
+}
+
+// notInBody refuses a query field whose name a form or JSON object body also carries at its top
+// level (in any spelling). Other bodies carry no fields.
+func (f *Reader) notInBody(src config.FieldSource) *web.Error {
+	if f.r.Body == nil || f.r.Body == http.NoBody {
+		return nil
+	}
+	mediaType, _, _ := mime.ParseMediaType(f.r.Header.Get("Content-Type"))
+	var keys []string
+	switch {
+	case mediaType == "application/x-www-form-urlencoded" || mediaType == "multipart/form-data":
+		if e := f.parseForm(); e != nil {
+			return e
+		}
+		for k := range f.form {
+			keys = append(keys, formSpelling(k))
+		}
+	case isJSON(mediaType):
+		if e := f.parseJSON(); e != nil {
+			return e
+		}
+		if doc, ok := f.jsonDoc.(map[string]any); ok {
+			for k := range doc {
+				keys = append(keys, formSpelling(k))
+			}
+		}
+	}
+	if slices.Contains(keys, formSpelling(src.Name)) {
+		return web.ErrAmbiguousField.With("field", Clip(src.Name)).Because(fmt.Errorf("%s is also in the body", src))
+	}
+	return nil
+}
+
+// header reads a header: refused when given twice, or when another header is the same one to a
+// CGI-style origin (PHP-FPM, WSGI, Rack, Puma map "X-User" and "X_User" both to HTTP_X_USER).
+func (f *Reader) header(src config.FieldSource) (string, bool, *web.Error) {
+	vals := f.r.Header.Values(src.Name)
+	if len(vals) > 1 {
+		return "", false, ambiguous(src, len(vals))
+	}
+	want, canonical := headerSpelling(src.Name), http.CanonicalHeaderKey(src.Name)
+	for name := range f.r.Header {
+		if name != canonical && headerSpelling(name) == want {
+			return "", false, otherSpelling(src, name)
+		}
+	}
+	if len(vals) == 0 {
+		return "", false, nil
+	}
+	return vals[0], vals[0] != "", nil
+}
+
+// cookie reads a cookie: refused when given twice, or when another cookie is the same one to PHP or
+// Rack, which percent-decode cookie names (and PHP turns "." and " " into "_").
+func (f *Reader) cookie(src config.FieldSource) (string, bool, *web.Error) {
+	var value string
+	n := 0
+	want := cookieSpelling(src.Name)
+	for _, c := range f.r.Cookies() {
+		switch {
+		case c.Name == src.Name:
+			value = c.Value
+			n++
+		case cookieSpelling(c.Name) == want:
+			return "", false, otherSpelling(src, c.Name)
+		}
+	}
+	if n > 1 {
+		return "", false, ambiguous(src, n)
+	}
+	return value, n == 1 && value != "", nil
+}
+
+// parseQuery parses the query once; field names the field being read, for the refusal.
+func (f *Reader) parseQuery(field string) *web.Error {
+	if f.query != nil {
+		return nil
+	}
+	// url.Query drops pairs it cannot parse (a ";" among them) where other servers split them: a
+	// query that does not parse cleanly is refused, as a malformed form body is.
+	query, err := url.ParseQuery(f.r.URL.RawQuery)
+	if err != nil {
+		return web.ErrInvalidRequest.With("field", Clip(field)).Because(fmt.Errorf("malformed query: %w", err))
+	}
+	f.query = query
+	return nil
 }
 
 // Body returns a top-level field of the body, which may be a JSON object or a form (urlencoded or
@@ -128,8 +244,16 @@ func Clip(s string) string {
 }
 
 func ambiguous(src config.FieldSource, n int) *web.Error {
-	return web.ErrAmbiguousField.With("field", src.Name).Because(fmt.Errorf("%s given %d times", src, n))
+	return web.ErrAmbiguousField.With("field", Clip(src.Name)).Because(fmt.Errorf("%s given %d times", src, n))
 }
+
+func otherSpelling(src config.FieldSource, name string) *web.Error {
+	return web.ErrAmbiguousField.With("field", Clip(src.Name)).Because(fmt.Errorf("%s also given as %q", src, Clip(name)))
+}
+
+// ReadBody reads the whole body now (at most the limit), for a step that must hold the complete
+// request before it acts; fields read later use the same bytes.
+func (f *Reader) ReadBody() *web.Error { return f.readBody() }
 
 func (f *Reader) readBody() *web.Error {
 	if f.read {
@@ -195,116 +319,4 @@ func (f *Reader) parseJSON() *web.Error {
 	}
 	f.parsed = true
 	return nil
-}
-
-// duplicateKey finds a key given twice in one object of a JSON document (parseJSON calls it on valid
-// ones; on anything else it answers something without panicking: FuzzDuplicateKey). Keys are
-// compared the way encoding/json matches them to struct fields, without regard to case ("amount" and
-// "AMOUNT" are the same field to a Go shop, and to ASP.NET's defaults). It reads the bytes once and
-// allocates only for object keys.
-func duplicateKey(body []byte) (string, bool) {
-	var stack []map[string]struct{} // per open object its folded keys; nil for an array
-	for i := 0; i < len(body); i++ {
-		switch body[i] {
-		case '{':
-			stack = append(stack, map[string]struct{}{})
-		case '[':
-			stack = append(stack, nil)
-		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
-			}
-		case '"':
-			end, escaped := i+1, false
-			for ; end < len(body) && body[end] != '"'; end++ {
-				if body[end] == '\\' {
-					end++
-					escaped = true
-				}
-			}
-			if end >= len(body) {
-				return "", false // an unterminated string: not JSON (parseJSON never gets here)
-			}
-			raw := body[i : end+1]
-			i = end
-			// In valid JSON a string followed by ':' is an object key.
-			next := end + 1
-			for next < len(body) && (body[next] == ' ' || body[next] == '\t' || body[next] == '\n' || body[next] == '\r') {
-				next++
-			}
-			if next >= len(body) || body[next] != ':' || len(stack) == 0 || stack[len(stack)-1] == nil {
-				continue
-			}
-			key := string(raw[1 : len(raw)-1])
-			if escaped {
-				json.Unmarshal(raw, &key)
-			}
-			keys, folded := stack[len(stack)-1], foldKey(key)
-			if _, seen := keys[folded]; seen {
-				return key, true
-			}
-			keys[folded] = struct{}{}
-		}
-	}
-	return "", false
-}
-
-// foldKey maps every spelling of a key that encoding/json would match case-insensitively to one
-// string: ASCII letters upper-cased, other runes to the smallest rune of their Unicode fold orbit
-// (so the Kelvin sign is "K").
-func foldKey(key string) string {
-	var b strings.Builder
-	b.Grow(len(key))
-	for _, r := range key {
-		if r < utf8.RuneSelf {
-			if 'a' <= r && r <= 'z' {
-				r -= 'a' - 'A'
-			}
-			b.WriteRune(r)
-			continue
-		}
-		for {
-			next := unicode.SimpleFold(r)
-			if next <= r {
-				r = next
-				break
-			}
-			r = next
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-// lookupJSON follows a dotted path: object keys by name, array elements by index.
-func lookupJSON(doc any, path []string) (string, bool, *web.Error) {
-	cur := doc
-	for _, step := range path {
-		switch node := cur.(type) {
-		case map[string]any:
-			next, ok := node[step]
-			if !ok {
-				return "", false, nil
-			}
-			cur = next
-		case []any:
-			i, err := strconv.Atoi(step)
-			if err != nil || i < 0 || i >= len(node) {
-				return "", false, nil
-			}
-			cur = node[i]
-		default:
-			return "", false, nil
-		}
-	}
-	switch v := cur.(type) {
-	case string:
-		return v, true, nil
-	case json.Number:
-		return v.String(), true, nil
-	case nil:
-		return "", false, nil
-	default:
-		return "", false, web.ErrInvalidRequest.Because(fmt.Errorf("json %s is not a string or number", strings.Join(path, ".")))
-	}
 }

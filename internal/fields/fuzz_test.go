@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/edgeq/edgeq/internal/config"
 )
@@ -102,6 +104,83 @@ func FuzzLookupJSON(f *testing.F) {
 		quoted, _ := json.Marshal(value)
 		if !bytes.Contains(canonical, quoted) && !bytes.Contains(canonical, []byte(value)) {
 			t.Fatalf("found %q, which is not in %s", value, canonical)
+		}
+	})
+}
+
+// FuzzIdentity: the identity normaliser never panics, answers valid UTF-8 or a 400 naming the user
+// field, is idempotent for values that are not decoded again, and merges ASCII letter case and
+// surrounding white space.
+func FuzzIdentity(f *testing.F) {
+	for _, s := range []string{"dave", "%64ave", "D%41VE", " dave ", "+", "%", "%zz", "Straße", "STRASSE", "é", "e\u0301",
+		"\u212a", "\xff\xfe", "", "seller%2Dsession", "ǅ"} {
+		f.Add(s, "cookie")
+		f.Add(s, "header")
+	}
+	f.Fuzz(func(t *testing.T, raw, kind string) {
+		id, e := Identity(raw, kind)
+		if e != nil {
+			if e.Status != 400 || e.Fields["field"] != "user" {
+				t.Fatalf("Identity(%q, %q): refusal %v", raw, kind, e)
+			}
+			return
+		}
+		if id == "" || strings.TrimSpace(id) != id {
+			t.Fatalf("Identity(%q, %q) = %q: empty or not trimmed", raw, kind, id)
+		}
+		if utf8.ValidString(raw) && !utf8.ValidString(id) && kind != "cookie" {
+			t.Fatalf("Identity(%q, %q) = %q is not UTF-8", raw, kind, id)
+		}
+		if again, e := Identity(id, "header"); e != nil || again != id {
+			t.Fatalf("Identity(%q) = %q, but again %q %v", raw, id, again, e)
+		}
+		if isASCII(raw) && kind == "header" {
+			for _, variant := range []string{strings.ToUpper(raw), strings.ToLower(raw), " " + raw + "\t"} {
+				if v, e := Identity(variant, kind); e != nil || v != id {
+					t.Fatalf("Identity(%q) = %q but Identity(%q) = %q %v", raw, id, variant, v, e)
+				}
+			}
+		}
+	})
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzSpelling: a form carrying a field under two names is refused exactly when some framework reads
+// both names as the same field (formSpelling), and otherwise the field's own value is read; the
+// spelling of a spelling is itself.
+func FuzzSpelling(f *testing.F) {
+	for _, pair := range [][2]string{{"quantity", "QUANTITY"}, {"quantity", "quantity[]"}, {"q_ty", "q.ty"}, {"q_ty", "q ty"},
+		{"qty", "qty2"}, {"a", "b"}, {"sku", "\u017fku"}, {"k", "\u212a"}, {"x", " x"}, {"x[0]", "x"}} {
+		f.Add(pair[0], pair[1])
+	}
+	f.Fuzz(func(t *testing.T, name, other string) {
+		if s := formSpelling(name); formSpelling(s) != s {
+			t.Fatalf("formSpelling(%q) = %q, but formSpelling of that is %q", name, s, formSpelling(s))
+		}
+		src, err := config.ParseFieldSource("form:" + name)
+		if err != nil || name == other {
+			return
+		}
+		body := url.Values{name: {"1"}, other: {"2"}}.Encode()
+		r := httptest.NewRequest("POST", "/checkout", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		value, found, e := New(r, 1<<16).Get(src)
+		if formSpelling(name) == formSpelling(other) {
+			if e == nil {
+				t.Fatalf("form %q: %s read %q %v although %q is the same field to some framework", body, src, value, found, other)
+			}
+			return
+		}
+		if e != nil || !found || value != "1" {
+			t.Fatalf("form %q: %s read %q %v %v, want 1", body, src, value, found, e)
 		}
 	})
 }

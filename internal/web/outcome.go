@@ -21,6 +21,30 @@ type Outcome struct {
 
 	Started time.Time  // when forwarding began, for edgeq_origin_duration_seconds
 	Body    *BodyWatch // the visitor's body as the origin transport reads it, nil without a body
+
+	answered chan struct{} // closed when the origin answered or failed (WatchAnswer)
+}
+
+// WatchAnswer returns a channel closed as soon as the origin has answered (its response headers
+// arrived) or failed: from then on the outcome is known. A step that must outlast the visitor
+// (admission settles on the origin's answer) calls it before forwarding; the proxy marks it.
+func (o *Outcome) WatchAnswer() <-chan struct{} {
+	if o.answered == nil {
+		o.answered = make(chan struct{})
+	}
+	return o.answered
+}
+
+// MarkAnswered closes the WatchAnswer channel, once; the proxy calls it when the origin's response
+// headers arrive or the round trip fails.
+func (o *Outcome) MarkAnswered() {
+	if o.answered != nil {
+		select {
+		case <-o.answered:
+		default:
+			close(o.answered)
+		}
+	}
 }
 
 // BodyWatch wraps a request body and records the first error reading it other than its end, so a

@@ -1,0 +1,148 @@
+package admission
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// Issue 14, item 3: a field the usual origin frameworks could read from another place or spelling
+// than edgeq is refused as ambiguous (400, nothing reserved, the origin not contacted). Each case
+// was admitted before, with edgeq and the named framework reading different values.
+func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 100, 100))
+		send := func(method, path, contentType, body string, header http.Header) answer {
+			req, _ := http.NewRequest(method, st.public.URL+path, strings.NewReader(body))
+			req.Header.Set("Accept", "application/json")
+			if contentType != "" {
+				req.Header.Set("Content-Type", contentType)
+			}
+			for k, v := range header {
+				req.Header[k] = v // as given: Go's client sends header names unchanged
+			}
+			return do(t, req)
+		}
+		const form, jsonCT = "application/x-www-form-urlencoded", "application/json"
+		user := http.Header{"X-User": {"alice"}}
+		session := http.Header{"Cookie": {"shop_session=alice"}}
+		cases := []struct {
+			name                   string
+			method, path, ct, body string
+			header                 http.Header
+		}{
+			// Go's encoding/json matches {"Quantity": 50} to a "quantity" field; JS, Python, PHP do not.
+			{"JSON key in another case (Go)", "POST", "/json-checkout/p", jsonCT, `{"Quantity": 5}`, session},
+			{"nested JSON key in another case (Go)", "POST", "/api/cart", jsonCT, `{"items":[{"SKU":"p","qty":1}]}`, http.Header{"Cookie": {"session=s1"}}},
+			// PHP $_REQUEST, Flask request.values, Rails params, Laravel input(), Go FormValue merge
+			// the query and the body.
+			{"form field only in the query (PHP, Flask, Go)", "POST", "/checkout/p?quantity=5", form, "", user},
+			{"form field in the query and the body", "POST", "/checkout/p?quantity=5", form, "quantity=1", user},
+			{"JSON field also in the query (Rails, Laravel)", "POST", "/json-checkout/p?quantity=5", jsonCT, `{"quantity": 1}`, session},
+			{"query field also in a form body (Rails, PHP)", "GET", "/buy?p=p", form, "p=q", user},
+			// ASP.NET binds form names in any case; PHP and Rails read "quantity[]" as "quantity".
+			{"form name in another case (ASP.NET)", "POST", "/checkout/p", form, "QUANTITY=5", user},
+			{"form name as an array (PHP, Rails)", "POST", "/checkout/p", form, "quantity[]=5", user},
+			{"query name in another case (ASP.NET)", "GET", "/buy?P=q", "", "", user},
+			// CGI-style origins (PHP-FPM, WSGI, Rack, Puma) see X-User and X_User as one HTTP_X_USER.
+			{"user header with an underscore (CGI)", "POST", "/checkout/p", form, "", http.Header{"X-User": {"alice"}, "X_User": {"bob"}}},
+			{"user header only with an underscore (CGI)", "POST", "/checkout/p", form, "", http.Header{"X_User": {"bob"}}},
+			// PHP and Rack percent-decode cookie names.
+			{"session cookie name percent-encoded (PHP, Rack)", "POST", "/json-checkout/p", jsonCT, `{"quantity": 1}`,
+				http.Header{"Cookie": {"shop_session=alice; shop%5Fsession=bob"}}},
+			{"session cookie name with a dot (PHP)", "POST", "/json-checkout/p", jsonCT, `{"quantity": 1}`,
+				http.Header{"Cookie": {"shop.session=bob; shop_session=alice"}}},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				before := st.hits.Load()
+				a := send(c.method, c.path, c.ct, c.body, c.header)
+				if a.status != 400 || a.json["error"] != "INVALID_REQUEST" || st.hits.Load() != before {
+					t.Fatalf("%d %s (origin reached %d times)", a.status, a.body, st.hits.Load()-before)
+				}
+			})
+		}
+		if r := st.remaining("p"); r != 100 {
+			t.Fatalf("ambiguous requests reserved units: %d left", r)
+		}
+		// The same requests without the second spelling are admitted.
+		for _, c := range []struct {
+			method, path, ct, body string
+			header                 http.Header
+		}{
+			{"POST", "/json-checkout/p", jsonCT, `{"quantity": 1}`, session},
+			{"POST", "/checkout/p?other=1", form, "quantity=1", http.Header{"X-User": {"carol"}}},
+			{"GET", "/buy?p=p", "", "", http.Header{"X-User": {"dan"}}},
+		} {
+			if a := send(c.method, c.path, c.ct, c.body, c.header); a.status != 200 {
+				t.Fatalf("%s %s: %d %s", c.method, c.path, a.status, a.body)
+			}
+		}
+	})
+}
+
+// Issue 14, item 4: one shopper's identity in another spelling (percent-escapes that PHP, Rack,
+// Express and ASP.NET decode in cookie values, letter case, white space) is the same user: before,
+// shop_session=dave, %64ave and d%61ve bought three units under a limit of one, and
+// seller%2Dsession bid on the seller's own auction.
+func TestIdentities_AreNormalisedBeforePseudonyms(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 100, 1))
+		st.startWorker()
+		st.addAuctions(func() config.Auction {
+			a := auction("lot", "10.00", "1.00", time.Hour)
+			a.Owner = "seller-session"
+			return a
+		}())
+		buy := func(session string) answer {
+			req, _ := http.NewRequest("POST", st.public.URL+"/json-checkout/p", strings.NewReader(`{"quantity": 1}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json")
+			req.Header.Set("Cookie", "shop_session="+session)
+			return do(t, req)
+		}
+		if a := buy("dave"); a.status != 200 {
+			t.Fatalf("first purchase: %d %s", a.status, a.body)
+		}
+		for _, spelling := range []string{"%64ave", "d%61ve", "DAVE", "Dave", "%20dave", "dave%20", "d%41ve"} {
+			if a := buy(spelling); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
+				t.Errorf("%s: %d %s", spelling, a.status, a.body)
+			}
+		}
+		if n := st.hits.Load(); n != 1 {
+			t.Fatalf("%d purchases reached the shop, want 1", n)
+		}
+		if r := st.remaining("p"); r != 99 {
+			t.Fatalf("%d units left, want 99", r)
+		}
+		for _, empty := range []string{"%20", "+", "%09"} {
+			if a := buy(empty); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "user" {
+				t.Errorf("identity %q: %d %s", empty, a.status, a.body)
+			}
+		}
+		bid := func(session string) answer {
+			req, _ := http.NewRequest("POST", st.public.URL+"/cookie/auctions/lot/bid", strings.NewReader("amount=20.00"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Accept", "application/json")
+			req.Header.Set("Cookie", "shop_session="+session)
+			return do(t, req)
+		}
+		for _, spelling := range []string{"seller-session", "seller%2Dsession", "Seller-Session", "seller%2dsession"} {
+			if a := bid(spelling); a.status != 403 || a.json["error"] != "SELF_BID" {
+				t.Errorf("the owner as %s: %d %s", spelling, a.status, a.body)
+			}
+		}
+		if a := bid("bidder"); a.status != 200 {
+			t.Fatalf("another bidder: %d %s", a.status, a.body)
+		}
+		// The admin API finds the buyer under any spelling too.
+		eventually(t, 10*time.Second, "the purchase listed under DAVE", func() bool {
+			return num(st.adminGet("/api/users/DAVE/admissions").json["total_count"]) == 1
+		})
+	})
+}

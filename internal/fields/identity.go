@@ -1,0 +1,41 @@
+package fields
+
+import (
+	"errors"
+	"strings"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Identity normalises a user identity before it is pseudonymised (CONTRACT section 10.1), so that one
+// shopper cannot appear as several to edgeq while the shop sees one account: "dave", "Dave",
+// "%64ave" in a cookie and " dave" are one user. The value is percent-decoded where the usual
+// frameworks decode it (kind "cookie": PHP, Rack and Express decode cookie values; query and form
+// values arrive decoded by parsing; headers, JSON and the queue request id are taken as they are),
+// trimmed, put in Unicode NFC and case-folded. An empty result is 400 INVALID_REQUEST (field "user").
+//
+// Normalising can only merge identities, never split one: two spellings the shop tells apart (which
+// it would only do with a case-sensitive user name) count as one for per_user_limit and SELF_BID,
+// the safe direction.
+func Identity(raw, kind string) (string, *web.Error) {
+	v := raw
+	if kind == "cookie" {
+		v = Unescape(v)
+	}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", errEmptyIdentity
+	}
+	// Canonical caseless matching (Unicode 3.13): normalise, fold, normalise again (folding can
+	// leave a string that is not in NFC).
+	v = norm.NFC.String(cases.Fold().String(norm.NFC.String(v)))
+	if strings.TrimSpace(v) == "" {
+		return "", errEmptyIdentity
+	}
+	return v, nil
+}
+
+var errEmptyIdentity = web.ErrInvalidRequest.With("field", "user").Because(errors.New("the user identity is empty once normalised"))
