@@ -38,7 +38,7 @@ FUZZTIME ?= 10s
 FUZZ_TARGETS := \
 	./internal/fields:FuzzFields ./internal/fields:FuzzLookupJSON ./internal/fields:FuzzDuplicateKey \
 	./internal/fields:FuzzIdentity ./internal/fields:FuzzSpelling \
-	./internal/web:FuzzCookieValue ./internal/web:FuzzCorrelationID ./internal/web:FuzzSafeReturn \
+	./internal/web:FuzzCookieValue ./internal/web:FuzzCorrelationID ./internal/web:FuzzSafeReturn ./internal/web:FuzzCrossSite \
 	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders \
 	./internal/token:FuzzVerify ./waitroom:FuzzRequestID ./internal/money:FuzzParse \
 	./internal/store:FuzzEntityKeys

@@ -674,7 +674,7 @@ func TestKubernetes_ConfigMapConfigurationLoadsAndMatchesTheManifests(t *testing
 		t.Fatal(err)
 	}
 	t.Setenv("EDGEQ_TOKENS_SIGNING_KEY_FILE", keyPath)
-	problems, err := server.Check(file)
+	problems, _, err := server.Check(file)
 	if err != nil || len(problems) > 0 {
 		t.Errorf("edgeq check: %v %v", err, problems)
 	}

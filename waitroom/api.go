@@ -81,14 +81,14 @@ func (r *Room) allowPoll(req *http.Request) *web.Error {
 	ok, retry := r.polls.Allow(ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP), limit)
 	if !ok {
 		r.rateLimited.WithLabelValues("status").Inc()
-		e := *web.ErrRateLimited
-		e.RetryAfter = retry
-		return &e
+		return web.RateLimited(retry)
 	}
 	return nil
 }
 
-// allowJoin applies limits.join_per_ip_per_minute on Redis, shared by every replica.
+// allowJoin applies limits.join_per_ip_per_minute on Redis, shared by every replica. A join attempt
+// counts whether or not it ends with a place: it is taken before the queue's Turnstile check, so a
+// client sending junk responses is refused before any of them costs a siteverify call.
 func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
 	limit := ratelimit.PerMinute(r.limits.JoinPerIPPerMinute)
 	key := joinLimitKey(r.keys, ratelimit.ClientKey(web.RequestFrom(req.Context()).ClientIP))
@@ -98,9 +98,7 @@ func (r *Room) allowJoin(ctx context.Context, req *http.Request) *web.Error {
 	}
 	if !ok {
 		r.rateLimited.WithLabelValues("join").Inc()
-		e := *web.ErrRateLimited
-		e.RetryAfter = retry
-		return &e
+		return web.RateLimited(retry)
 	}
 	return nil
 }
@@ -143,16 +141,33 @@ func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *s
 	return j, true, nil
 }
 
-// assign takes a new place in the queue (limits.join_per_ip_per_minute applies) and hands the request
-// cookie over. With claim, a visitor served by this very call also gets its token. tsv is the time of
-// the Turnstile check passed to join, 0 if none.
-func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
+// join takes a new place in the queue for the visitor, in this order: the per-IP join limit
+// (limits.join_per_ip_per_minute), the queue's Turnstile check when it asks for one (response, solved
+// for the widget action; see verifyJoin), the place itself. Each step that refuses answers and
+// nothing after it runs: a refused join spends no Turnstile response and takes no place, and a join
+// counts once against the limit. With claim, a visitor served by this very call also gets its token.
+func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, response, action string) (joined, *web.Error) {
 	if web.RequestFrom(ctx).Store.Degraded {
+		// Nobody can join while the store is down; a Turnstile response is not spent on it.
 		return joined{}, web.ErrStoreUnavailable.Because(web.ErrDegraded)
 	}
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e
 	}
+	var tsv int64
+	if s.Turnstile {
+		var e *web.Error
+		if tsv, e = r.verifyJoin(ctx, req, response, action); e != nil {
+			return joined{}, e
+		}
+	}
+	return r.assign(ctx, w, req, queueID, claim, tsv)
+}
+
+// assign takes a new place in the queue and hands the request cookie over (join runs the checks
+// first). With claim, a visitor served by this very call also gets its token. tsv is the time of the
+// Turnstile check passed to join, 0 if none.
+func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
 	flag := "0"
 	if claim {
 		flag = "1"
@@ -203,6 +218,10 @@ func (r *Room) lookup(ctx context.Context, queueID, epoch string, pos int64) (St
 }
 
 func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
+	if web.CrossSite(req) {
+		r.responder.Error(w, req, web.ErrCrossSite)
+		return
+	}
 	f, e := bodyFields(req, maxFormBytes, "queue_id", "cf-turnstile-response", "turnstile_token")
 	if e != nil {
 		r.responder.Error(w, req, e)
@@ -222,17 +241,11 @@ func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 	ctx, queueID := req.Context(), f["queue_id"]
 	j, ok, e := r.live(ctx, req, queueID, s)
 	if e == nil && !ok {
-		var tsv int64
-		if s.Turnstile {
-			response := f["cf-turnstile-response"]
-			if response == "" {
-				response = f["turnstile_token"]
-			}
-			tsv, e = r.verifyJoin(ctx, req, response, "")
+		response := f["cf-turnstile-response"]
+		if response == "" {
+			response = f["turnstile_token"]
 		}
-		if e == nil {
-			j, e = r.assign(ctx, w, req, queueID, false, tsv)
-		}
+		j, e = r.join(ctx, w, req, queueID, s, false, response, "")
 	}
 	if e != nil {
 		r.responder.Error(w, req, e)
@@ -300,6 +313,11 @@ func (r *Room) touch(req *http.Request, queueID string, s *snapshot) {
 }
 
 func (r *Room) handleGenerateToken(w http.ResponseWriter, req *http.Request) {
+	if web.CrossSite(req) {
+		// A token takes a served visitor's capacity; only the shop's own pages ask for one.
+		r.responder.Error(w, req, web.ErrCrossSite)
+		return
+	}
 	f, e := bodyFields(req, maxFormBytes, "queue_id", "request_id")
 	if e != nil {
 		r.responder.Error(w, req, e)

@@ -160,7 +160,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	}
 	if s.hasRoom() && !s.Turnstile && joinableLoad(req) == nil {
 		if _, _, held := r.requestFromCookie(req, queueID, s); !held {
-			j, e := r.assign(ctx, w, req, queueID, true, 0)
+			j, e := r.join(ctx, w, req, queueID, s, true, "", "")
 			if e != nil && e.Code == web.ErrStoreUnavailable.Code {
 				if e := web.RequestFrom(ctx).StoreFailed(config.RequireQueue, e.Cause); e != nil {
 					r.responder.Error(w, req, e)

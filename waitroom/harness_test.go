@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -62,6 +63,11 @@ type harness struct {
 	fake   *turnstiletest.Server
 	fakeTS *httptest.Server
 	onErr  string
+
+	// Set before addReplica: the replicas' per-IP limits (default: off) and the peers whose
+	// X-Forwarded-For they believe (default: none), to let a test speak from several networks.
+	limits  config.Limits
+	trusted []netip.Prefix
 }
 
 // withTurnstile makes the harness's replicas check Turnstile against a stand-in siteverify, with
@@ -138,17 +144,20 @@ func (h *harness) addReplica() *replica {
 		cfg.Hostnames = []string{"shop.example"}
 		cfg.Timeout = 500 * time.Millisecond
 		ts = turnstile.New(cfg, h.store, prometheus.NewRegistry())
-		tsGate = turnstile.NewGate(turnstile.GateOptions{
-			Client: ts, ClearanceTTL: 30 * time.Minute, Key: h.keys.DeriveKey("edgeq turnstile clearance v1"),
-			Prefix: "/_edgeq", MaxBodyBytes: 1 << 20, Cookies: web.Cookies{Secure: "auto"}, Responder: responder,
-		})
-		tsGate.Register(endpoints)
 	}
 	room := New(Options{
 		Store: h.store, Keyring: h.keys, Verifier: token.NewVerifier(h.keys, "edgeq", 5*time.Second), Issuer: "edgeq",
 		IDKey: h.keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
-		Responder: responder, Logger: logger, Tick: 20 * time.Millisecond, Turnstile: ts,
+		Responder: responder, Logger: logger, Tick: 20 * time.Millisecond, Turnstile: ts, Limits: h.limits,
 	})
+	if ts != nil {
+		tsGate = turnstile.NewGate(turnstile.GateOptions{
+			Client: ts, ClearanceTTL: 30 * time.Minute, Key: h.keys.DeriveKey("edgeq turnstile clearance v1"),
+			Prefix: "/_edgeq", MaxBodyBytes: 1 << 20, Cookies: web.Cookies{Secure: "auto"}, Responder: responder,
+			PerIPPerMinute: h.limits.TurnstilePerIPPerMinute, RateLimited: room.RateLimited("turnstile"),
+		})
+		tsGate.Register(endpoints)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := room.Apply(ctx, h.queues, nil); err != nil {
 		t.Fatal(err)
@@ -162,7 +171,7 @@ func (h *harness) addReplica() *replica {
 	reg := prometheus.NewRegistry()
 	p := proxy.New(proxy.Options{
 		Origin: originURL, OriginTimeout: 5 * time.Second, Prefix: "/_edgeq", Endpoints: web.Routes(endpoints, responder),
-		Steps: steps, Responder: responder, Metrics: metrics.New(reg), Logger: logger,
+		Steps: steps, Responder: responder, Metrics: metrics.New(reg), Logger: logger, TrustedProxies: h.trusted,
 	})
 	table, err := p.Compile(h.routes)
 	if err != nil {

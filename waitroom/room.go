@@ -80,7 +80,7 @@ type Room struct {
 	limits     config.Limits
 
 	tokensIssued *prometheus.CounterVec
-	rateLimited  *prometheus.CounterVec // by limit: join, status
+	rateLimited  *prometheus.CounterVec // by limit: join, status, turnstile
 }
 
 // New builds a room. Run must be running for queues to advance.
@@ -109,10 +109,10 @@ func New(opts Options) *Room {
 			Namespace: "edgeq", Name: "tokens_issued_total", Help: "Access tokens issued, by queue.",
 		}, []string{"queue"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, status).",
+			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, status, turnstile).",
 		}, []string{"limit"}),
 	}
-	for _, limit := range []string{"join", "status"} {
+	for _, limit := range []string{"join", "status", "turnstile"} {
 		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series
 	}
 	r.heartbeats.pending = map[string]map[int64]struct{}{}
@@ -120,6 +120,12 @@ func New(opts Options) *Room {
 	empty := map[string]config.Queue{}
 	r.configured.Store(&empty)
 	return r
+}
+
+// RateLimited counts the 429 answers of a per-IP limit outside the room in edgeq_rate_limited_total:
+// the Turnstile step's limits.turnstile_per_ip_per_minute is counted as limit "turnstile".
+func (r *Room) RateLimited(limit string) prometheus.Counter {
+	return r.rateLimited.WithLabelValues(limit)
 }
 
 // Run drives every tracked queue until ctx ends: the inlet tick, heartbeat flushes, discovery of

@@ -52,6 +52,12 @@ type ExpiredPage struct {
 // it issues the token and sends the visitor on to return (303). Without JavaScript the page refreshes
 // itself; with it, wait.js polls and moves on by itself.
 func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
+	if req.Method == http.MethodPost && web.CrossSite(req) {
+		// The join form is posted from the page itself. A link from another site (an e-mail, an
+		// advert) is a GET the visitor follows, and joins below as any page load does.
+		r.responder.Error(w, req, web.ErrCrossSite)
+		return
+	}
 	ctx, queueID := req.Context(), req.PathValue("queue_id")
 	s, e := r.queueFor(ctx, queueID)
 	if e == web.ErrQueueNotFound {
@@ -91,7 +97,7 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 			r.responder.Error(w, req, e)
 			return
 		}
-		var tsv int64
+		var response string
 		if s.Turnstile {
 			if req.Method != http.MethodPost {
 				r.joinForm(w, req, s, page, http.StatusOK, false)
@@ -102,16 +108,13 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 				r.responder.Error(w, req, e)
 				return
 			}
-			if tsv, e = r.verifyJoin(ctx, req, f["cf-turnstile-response"], joinAction); e != nil {
-				if e.Code == web.ErrInvalidTurnstile.Code {
-					r.joinForm(w, req, s, page, http.StatusForbidden, true)
-					return
-				}
-				r.responder.Error(w, req, e)
+			response = f["cf-turnstile-response"]
+		}
+		if j, e = r.join(ctx, w, req, queueID, s, !s.Turnstile, response, joinAction); e != nil {
+			if e.Code == web.ErrInvalidTurnstile.Code {
+				r.joinForm(w, req, s, page, http.StatusForbidden, true)
 				return
 			}
-		}
-		if j, e = r.assign(ctx, w, req, queueID, !s.Turnstile, tsv); e != nil {
 			r.responder.Error(w, req, e)
 			return
 		}

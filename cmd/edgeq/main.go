@@ -129,10 +129,14 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "edgeq check: -config FILE is required")
 		return 2
 	}
-	problems, err := server.Check(*configPath)
+	problems, warnings, err := server.Check(*configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "edgeq:", err)
 		return 1
+	}
+	// Warnings do not fail the check: the file is valid, and start-up logs the same lines.
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "warning:", w)
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {

@@ -82,6 +82,29 @@ func TestCheck_BadFileReportsEveryProblemAndExitsOne(t *testing.T) {
 	}
 }
 
+// A file that is valid but risky checks clean (exit 0) and says why on stderr: here Turnstile used by
+// a route while turnstile.hostnames is empty, so a response solved for any site is accepted with that
+// site's Host.
+func TestCheck_WarnsWhenTurnstileHostnamesAreEmpty(t *testing.T) {
+	dir := t.TempDir()
+	const file = `turnstile: {site_key: "0x4AAAAAAAsite", secret_key: "0x4AAAAAAAsecret"%s}
+routes:
+  - {name: checkout, match: "POST /checkout/{p}", turnstile: true}
+`
+	const warning = "warning: turnstile.hostnames is empty"
+	without := filepath.Join(dir, "without.yaml")
+	with := filepath.Join(dir, "with.yaml")
+	os.WriteFile(without, []byte(fmt.Sprintf(file, "")), 0o600)
+	os.WriteFile(with, []byte(fmt.Sprintf(file, `, hostnames: ["shop.example"]`)), 0o600)
+	code, stdout, stderr := runEdgeq(t, "check", "-config", without)
+	if code != 0 || !strings.Contains(stdout, "ok") || !strings.Contains(stderr, warning) || !strings.Contains(stderr, "route checkout") {
+		t.Fatalf("without hostnames: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if code, _, stderr := runEdgeq(t, "check", "-config", with); code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("with hostnames: exit %d\nstderr %s", code, stderr)
+	}
+}
+
 func TestCheck_Usage(t *testing.T) {
 	if code, _, stderr := runEdgeq(t, "check"); code != 2 || !strings.Contains(stderr, "-config FILE is required") {
 		t.Fatalf("exit %d: %s", code, stderr)

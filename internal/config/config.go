@@ -200,6 +200,9 @@ func (a *Auction) applyDefaults() { a.MinIncrement = "1.00" }
 type Limits struct {
 	JoinPerIPPerMinute   int `yaml:"join_per_ip_per_minute"`
 	StatusPerIPPerMinute int `yaml:"status_per_ip_per_minute"`
+	// TurnstilePerIPPerMinute bounds the Turnstile responses a client sends to be verified outside
+	// joins (the challenge page, routes with turnstile: true), before siteverify is called.
+	TurnstilePerIPPerMinute int `yaml:"turnstile_per_ip_per_minute"`
 }
 
 // Pages configures the pages edgeq renders for browsers.
@@ -256,7 +259,7 @@ func Default() *Config {
 		Routes:   []Route{},
 		Products: []Product{},
 		Auctions: []Auction{},
-		Limits:   Limits{JoinPerIPPerMinute: 30, StatusPerIPPerMinute: 120},
+		Limits:   Limits{JoinPerIPPerMinute: 30, StatusPerIPPerMinute: 120, TurnstilePerIPPerMinute: 30},
 		Pages:    Pages{DefaultLanguage: "en", Brand: "edgeq"},
 		StoreHealth: StoreHealth{
 			Interval:           2 * time.Second,

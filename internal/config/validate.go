@@ -106,6 +106,7 @@ func (cfg *Config) problems() []Problem {
 
 	c.atLeast("limits.join_per_ip_per_minute", int64(cfg.Limits.JoinPerIPPerMinute), 0)
 	c.atLeast("limits.status_per_ip_per_minute", int64(cfg.Limits.StatusPerIPPerMinute), 0)
+	c.atLeast("limits.turnstile_per_ip_per_minute", int64(cfg.Limits.TurnstilePerIPPerMinute), 0)
 	c.oneOf("pages.default_language", cfg.Pages.DefaultLanguage, templates.Languages...)
 	if strings.TrimSpace(cfg.Pages.Brand) == "" {
 		c.add("pages.brand", "must not be empty")

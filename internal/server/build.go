@@ -73,19 +73,12 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry)
 
+	for _, warning := range warnings(cfg) {
+		logger.Warn(warning)
+	}
 	var ts *turnstile.Client
-	var tsGate *turnstile.Gate
 	if cfg.Turnstile.SiteKey != "" && cfg.Turnstile.SecretKey != "" {
-		if turnstile.IsTestingSecret(cfg.Turnstile.SecretKey) {
-			logger.Warn("turnstile.secret_key is one of Cloudflare's dummy testing secrets: fine for tests, " +
-				"never for a real sale")
-		}
 		ts = turnstile.New(cfg.Turnstile, st, registry)
-		tsGate = turnstile.NewGate(turnstile.GateOptions{
-			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: identityKey(cfg.Identity, keyring, purposeClearance),
-			Prefix: cfg.Server.Prefix, MaxBodyBytes: cfg.Server.MaxBodyBytes,
-			Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure}, Responder: responder,
-		})
 	}
 
 	room := waitroom.New(waitroom.Options{
@@ -102,6 +95,15 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Turnstile: ts,
 	})
 	registry.MustRegister(room.Collector())
+	var tsGate *turnstile.Gate
+	if ts != nil {
+		tsGate = turnstile.NewGate(turnstile.GateOptions{
+			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: identityKey(cfg.Identity, keyring, purposeClearance),
+			Prefix: cfg.Server.Prefix, MaxBodyBytes: cfg.Server.MaxBodyBytes,
+			Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure}, Responder: responder,
+			PerIPPerMinute: cfg.Limits.TurnstilePerIPPerMinute, RateLimited: room.RateLimited("turnstile"),
+		})
+	}
 
 	adm := admission.New(admission.Options{
 		Store:        st,

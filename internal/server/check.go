@@ -14,17 +14,17 @@ import (
 
 // Check validates the configuration file at path the way start-up would, without opening the store or
 // any listener: every key (config.Load), the token key files and the page templates. It returns the
-// problems, each with its field path; err is for a file that cannot be read at all.
-func Check(path string) ([]config.Problem, error) {
+// problems, each with its field path, and the warnings start-up would log about a file that loads
+// (see warnings); err is for a file that cannot be read at all.
+func Check(path string) (problems []config.Problem, warns []string, err error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		problems := config.Problems(err)
 		if len(problems) == 1 && problems[0].Path == "" {
-			return nil, errors.New(problems[0].Reason)
+			return nil, nil, errors.New(problems[0].Reason)
 		}
-		return problems, nil
+		return problems, nil, nil
 	}
-	var problems []config.Problem
 	if _, err := loadKeys(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		problems = append(problems, problemAt("tokens", err))
 	}
@@ -32,7 +32,7 @@ func Check(path string) ([]config.Problem, error) {
 	if _, err := templates.Parse(cfg.Pages.TemplatesDir, template.FuncMap{"static": assets.URL}); err != nil {
 		problems = append(problems, problemAt("pages.templates_dir", err))
 	}
-	return problems, nil
+	return problems, warnings(cfg), nil
 }
 
 // problemAt makes a problem under path of an error, using the field the error names itself when it

@@ -188,6 +188,39 @@ func TestStart_WarnsAboutAnEphemeralSigningKey(t *testing.T) {
 	}
 }
 
+// With turnstile.hostnames empty, a Turnstile response is held to the request's own Host, which the
+// client chooses: a response solved on evil.example passes with Host: evil.example. Start-up warns when
+// a queue or route of the file uses Turnstile so, and only then.
+func TestStart_WarnsWhenTurnstileHostnamesAreEmpty(t *testing.T) {
+	origin := newOrigin(t)
+	const warning = "turnstile.hostnames is empty"
+	keys := "turnstile: {site_key: \"0x4AAAAAAAsite\", secret_key: \"0x4AAAAAAAsecret\"%s}\n"
+	route := `  - { name: account, match: "GET /account/", turnstile: true }`
+	for _, c := range []struct {
+		name, routes, hostnames, queues string
+		warns                           bool
+	}{
+		{"a Turnstile route", route, "", "", true},
+		{"a Turnstile queue", routeA, "", "queues: [{id: club, capacity: 1, turnstile: true}]\n", true},
+		{"hostnames listed", route, `, hostnames: ["shop.example"]`, "", false},
+		{"Turnstile unused", routeA, "", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			text := configText(origin.URL, c.routes) + fmt.Sprintf(keys, c.hostnames) + c.queues
+			logs := start(t, text).logs.String()
+			if strings.Contains(logs, warning) != c.warns {
+				t.Fatalf("warned %v, want %v:\n%s", !c.warns, c.warns, logs)
+			}
+			path := filepath.Join(t.TempDir(), "edgeq.yaml")
+			os.WriteFile(path, []byte(text), 0o600)
+			problems, warnings, err := Check(path)
+			if err != nil || len(problems) > 0 || strings.Contains(strings.Join(warnings, "\n"), warning) != c.warns {
+				t.Fatalf("Check: %v %v %q", err, problems, warnings)
+			}
+		})
+	}
+}
+
 func TestReload_NewRouteAppearsWithoutRestart(t *testing.T) {
 	origin := newOrigin(t)
 	in := start(t, configText(origin.URL, routeA))
@@ -338,11 +371,11 @@ func TestStartupErrors(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	problems, err := Check("../../config.example.yaml")
+	problems, _, err := Check("../../config.example.yaml")
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("config.example.yaml: %v %v", problems, err)
 	}
-	problems, err = Check("../config/testdata/bad/everything.yaml")
+	problems, _, err = Check("../config/testdata/bad/everything.yaml")
 	if err != nil || len(problems) != 6 {
 		t.Fatalf("everything.yaml: %v %v", problems, err)
 	}
@@ -350,7 +383,7 @@ func TestCheck(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "error.html"), []byte(`{{define "main"}}{{if}}{{end}}`), 0o644)
 	path := filepath.Join(dir, "c.yaml")
 	os.WriteFile(path, []byte("pages: {templates_dir: "+dir+"}\ntokens: {signing_key_file: /nonexistent.pem}\n"), 0o644)
-	problems, err = Check(path)
+	problems, _, err = Check(path)
 	if err != nil || len(problems) != 2 || problems[0].Path != "tokens.signing_key_file" || problems[1].Path != "pages.templates_dir" {
 		t.Fatalf("preflight problems = %v, %v", problems, err)
 	}
@@ -360,7 +393,7 @@ func TestCheck(t *testing.T) {
 			t.Errorf("problem line %q names its field %d times", line, strings.Count(line, p.Path))
 		}
 	}
-	if _, err := Check(filepath.Join(dir, "missing.yaml")); err == nil {
+	if _, _, err := Check(filepath.Join(dir, "missing.yaml")); err == nil {
 		t.Fatal("a missing file must be an error")
 	}
 }
@@ -433,7 +466,7 @@ func TestTemplateOverride_WaitingPage(t *testing.T) {
 	os.WriteFile(filepath.Join(broken, "wait.html"), []byte(`{{define "main"}}{{.Position`), 0o644)
 	path := filepath.Join(t.TempDir(), "edgeq.yaml")
 	os.WriteFile(path, []byte("pages:\n  templates_dir: "+broken+"\n"), 0o644)
-	problems, err := Check(path)
+	problems, _, err := Check(path)
 	if err != nil || len(problems) != 1 || problems[0].Path != "pages.templates_dir" || !strings.Contains(problems[0].Reason, "wait.html") {
 		t.Fatalf("check: %v %v", problems, err)
 	}

@@ -7,12 +7,16 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -37,13 +41,29 @@ type GateOptions struct {
 	MaxBodyBytes int64
 	Cookies      web.Cookies
 	Responder    *web.Responder
+	// PerIPPerMinute is limits.turnstile_per_ip_per_minute: responses a client may send to be
+	// verified on the challenge page and on routes, counted on the Client's store before siteverify
+	// is called; 0 is no limit.
+	PerIPPerMinute int
+	// RateLimited counts the limit's 429 answers (edgeq_rate_limited_total{limit="turnstile"}); nil
+	// counts nothing.
+	RateLimited prometheus.Counter
 }
 
 // Gate is the Turnstile step of the gate chain and the challenge page. It satisfies proxy.Step.
-type Gate struct{ o GateOptions }
+type Gate struct {
+	o       GateOptions
+	limiter *ratelimit.Redis // nil: no limit (no store, or PerIPPerMinute 0)
+}
 
 // NewGate builds the step.
-func NewGate(o GateOptions) *Gate { return &Gate{o: o} }
+func NewGate(o GateOptions) *Gate {
+	g := &Gate{o: o}
+	if o.PerIPPerMinute > 0 && o.Client.store != nil {
+		g.limiter = ratelimit.NewRedis(o.Client.store.Client)
+	}
+	return g
+}
 
 // Requirement is the route setting this step enforces.
 func (*Gate) Requirement() string { return config.RequireTurnstile }
@@ -78,6 +98,10 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 			g.o.Responder.Error(w, r, web.ErrTurnstileRequired)
 			return
 		}
+		if e := g.allow(r); e != nil {
+			g.o.Responder.Error(w, r, e)
+			return
+		}
 		v := g.o.Client.Verify(r.Context(), Check{Response: response, RemoteIP: info.ClientIP.String(), Host: r.Host})
 		if !v.OK {
 			g.o.Responder.Error(w, r, v.Refusal())
@@ -86,6 +110,30 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 		g.setClearance(w, r, v.At)
 		next.ServeHTTP(w, r)
 	}), nil
+}
+
+// allow applies limits.turnstile_per_ip_per_minute to a request that carries a response, before the
+// response costs a siteverify call and a single-use record: past its budget a client gets 429
+// RATE_LIMITED with Retry-After. Requests with a clearance never get here, so the limit adds no store
+// call to them. When the store counts as degraded the limit is skipped: the single-use check that
+// follows answers for the request's on_store_error; a failed limiter call is answered the same way.
+func (g *Gate) allow(r *http.Request) *web.Error {
+	info := web.RequestFrom(r.Context())
+	if g.limiter == nil || info.Store.Degraded {
+		return nil
+	}
+	key := limitKey(g.o.Client.store.Keys, ratelimit.ClientKey(info.ClientIP))
+	ok, retry, err := g.limiter.Allow(r.Context(), key, ratelimit.PerMinute(g.o.PerIPPerMinute))
+	if err != nil {
+		return info.StoreFailed(config.RequireTurnstile, err)
+	}
+	if !ok {
+		if g.o.RateLimited != nil {
+			g.o.RateLimited.Inc()
+		}
+		return web.RateLimited(retry)
+	}
+	return nil
 }
 
 // formResponse finds cf-turnstile-response in a form body, leaving the body intact for the origin.
@@ -108,19 +156,45 @@ func (g *Gate) fresh(at time.Time) bool {
 }
 
 // The clearance cookie is "<payload>.<mac>": payload = base64url(check time | random), mac =
-// base64url(first 16 bytes of HMAC-SHA256(key, payload)).
-func (g *Gate) clearanceValue(at time.Time) string {
+// base64url(first 16 bytes of HMAC-SHA256(key, payload | host | network)). The host (web.HostName of
+// the request's Host) and the visitor's network (clearanceNetwork) are bound inside the MAC and not
+// written in the cookie: a cookie copied to another host or used from another network fails the MAC,
+// and its bearer is simply challenged again. Checking it is a MAC, no store call.
+func (g *Gate) clearanceValue(r *http.Request, at time.Time) string {
 	var raw [16]byte
 	binary.BigEndian.PutUint64(raw[0:8], uint64(at.Unix()))
 	rand.Read(raw[8:])
 	payload := base64.RawURLEncoding.EncodeToString(raw[:])
-	return payload + "." + g.clearanceMAC(payload)
+	return payload + "." + g.clearanceMAC(r, payload)
 }
 
-func (g *Gate) clearanceMAC(payload string) string {
+func (g *Gate) clearanceMAC(r *http.Request, payload string) string {
 	m := hmac.New(sha256.New, g.o.Key)
-	m.Write([]byte("edgeq clearance\x00" + payload))
+	// v2 binds host and network; a v1 cookie (bound to nothing) no longer matches any request.
+	m.Write([]byte("edgeq clearance v2\x00" + payload + "\x00" + web.HostName(r.Host) + "\x00" +
+		clearanceNetwork(web.RequestFrom(r.Context()).ClientIP)))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+}
+
+// clearanceNetwork is the network a clearance is bound to: the client address (after
+// trusted_proxies) cut to its /24 for IPv4 and its /48 for IPv6. Not the address itself: a visitor's
+// address moves within its network during a visit (carrier-grade NAT pools hand out neighbouring
+// addresses, IPv6 privacy addresses rotate within a /64, and a home or office gets a /48 or /56 whose
+// subnets a laptop may move between), and a clearance that broke at every move would send shoppers
+// back to the challenge in the middle of a checkout. A copied cookie still fails from any other
+// network. The price: everybody behind one /24 (an office NAT, a CGNAT pool) could share a copied
+// clearance, and a visitor who changes networks (Wi-Fi to mobile) solves the challenge again.
+func clearanceNetwork(a netip.Addr) string {
+	a = a.Unmap()
+	bits := 48
+	if a.Is4() {
+		bits = 24
+	}
+	p, err := a.Prefix(bits)
+	if err != nil {
+		return "" // no address known: bound to the host alone
+	}
+	return p.String()
 }
 
 func (g *Gate) cleared(r *http.Request) bool {
@@ -129,7 +203,7 @@ func (g *Gate) cleared(r *http.Request) bool {
 		return false
 	}
 	payload, mac, ok := strings.Cut(value, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(g.clearanceMAC(payload))) {
+	if !ok || !hmac.Equal([]byte(mac), []byte(g.clearanceMAC(r, payload))) {
 		return false
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)
@@ -140,7 +214,7 @@ func (g *Gate) cleared(r *http.Request) bool {
 }
 
 func (g *Gate) setClearance(w http.ResponseWriter, r *http.Request, at time.Time) {
-	g.o.Cookies.Set(w, r, clearanceCookie, g.clearanceValue(at), g.o.ClearanceTTL-time.Since(at))
+	g.o.Cookies.Set(w, r, clearanceCookie, g.clearanceValue(r, at), g.o.ClearanceTTL-time.Since(at))
 }
 
 // ChallengePage is the data of challenge.html.
@@ -161,7 +235,15 @@ func (g *Gate) challenge(w http.ResponseWriter, r *http.Request) {
 	returnTo := web.SafeReturn(r.URL.Query().Get("return"))
 	failed := false
 	if r.Method == http.MethodPost {
+		if web.CrossSite(r) {
+			// The form is posted from this page; another site has no business setting a clearance.
+			g.o.Responder.Error(w, r, web.ErrCrossSiteCheck)
+			return
+		}
 		response, _, e := fields.New(r, 16<<10).Body(ResponseField)
+		if e == nil && response != "" {
+			e = g.allow(r)
+		}
 		if e != nil {
 			g.o.Responder.Error(w, r, e)
 			return

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -222,11 +221,7 @@ func (c *Client) hostnameAllowed(got, requestHost string) bool {
 	if len(c.cfg.Hostnames) > 0 {
 		return slices.ContainsFunc(c.cfg.Hostnames, func(h string) bool { return strings.EqualFold(h, got) })
 	}
-	host := requestHost
-	if h, _, err := net.SplitHostPort(requestHost); err == nil {
-		host = h
-	}
-	return got != "" && strings.EqualFold(strings.Trim(host, "[]"), got)
+	return got != "" && strings.EqualFold(web.HostName(requestHost), got)
 }
 
 // markUsed records a response as spent; fresh is false if it was spent before.

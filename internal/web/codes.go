@@ -48,10 +48,16 @@ var (
 	ErrNotYetServed    = code(http.StatusAccepted, "NOT_YET_SERVED", "Your turn has not come yet.")
 	ErrRateLimited     = code(http.StatusTooManyRequests, "RATE_LIMITED", "Too many requests from your network. Please wait a moment.")
 	ErrQueueRequired   = code(http.StatusForbidden, "QUEUE_REQUIRED", "This page needs a place in the waiting room first.")
+	// ErrCrossSite refuses a join (or a token, or a Turnstile check) that a browser sent for another
+	// site's page (CrossSite): a no-cors fetch or a hidden form elsewhere would otherwise take places
+	// in line from each of that site's visitors.
+	ErrCrossSite = code(http.StatusForbidden, "CROSS_SITE_REQUEST", "A place in line is taken from the shop's own pages, not from another site.")
 
 	// Turnstile (CONTRACT sections 3 and 4).
 	ErrTurnstileRequired = code(http.StatusForbidden, "TURNSTILE_REQUIRED", "A Turnstile check is required: send a cf-turnstile-response field or CF-Turnstile-Response header.")
 	ErrInvalidTurnstile  = code(http.StatusForbidden, "INVALID_TURNSTILE_TOKEN", "The Turnstile check did not succeed.")
+	// ErrCrossSiteCheck: the challenge page's form was posted from another site.
+	ErrCrossSiteCheck = ErrCrossSite.saying("A Turnstile check is sent from the shop's own pages, not from another site.")
 
 	// Stock admission (CONTRACT section 6).
 	ErrInsufficientStock  = code(http.StatusConflict, "INSUFFICIENT_STOCK", "Sorry, this item is sold out.")
@@ -101,6 +107,9 @@ func (e *Error) status(status int) *Error {
 	c.Status = status
 	return &c
 }
+
+// RateLimited is 429 RATE_LIMITED telling the client to come back after retry (Retry-After).
+func RateLimited(retry time.Duration) *Error { return ErrRateLimited.retryAfter(retry) }
 
 func (e *Error) retryAfter(d time.Duration) *Error {
 	c := *e

@@ -1,0 +1,40 @@
+package server
+
+import (
+	"strings"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/turnstile"
+)
+
+// warnings are what a configuration allows but an operator should hear about before a sale: logged
+// at start and printed by `edgeq check`, which stays successful. Each is one line naming its key.
+func warnings(cfg *config.Config) []string {
+	var out []string
+	if cfg.Turnstile.SiteKey != "" && turnstile.IsTestingSecret(cfg.Turnstile.SecretKey) {
+		out = append(out, "turnstile.secret_key is one of Cloudflare's dummy testing secrets: fine for tests, "+
+			"never for a real sale")
+	}
+	if users := turnstileUsers(cfg); len(cfg.Turnstile.Hostnames) == 0 && len(users) > 0 {
+		out = append(out, "turnstile.hostnames is empty: a Turnstile response is accepted for whatever host the "+
+			"request names in its Host header, so a response solved on another site passes with that site's "+
+			"Host; list the shop's host names (used by "+strings.Join(users, ", ")+")")
+	}
+	return out
+}
+
+// turnstileUsers names the queues and routes of the file that ask for Turnstile.
+func turnstileUsers(cfg *config.Config) []string {
+	var users []string
+	for _, q := range cfg.Queues {
+		if q.Turnstile {
+			users = append(users, "queue "+q.ID)
+		}
+	}
+	for _, r := range cfg.Routes {
+		if r.Turnstile {
+			users = append(users, "route "+r.Name)
+		}
+	}
+	return users
+}
