@@ -146,10 +146,8 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		}
 		c.id = s.o.IDs.NextString()
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
-		// store that did not answer.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), storeCallLimit)
-		e, err := k.reserve(ctx, c)
-		cancel()
+		// store that did not answer. The store client's own timeouts bound it.
+		e, err := k.reserve(context.WithoutCancel(r.Context()), c)
 		if err != nil {
 			// No answer: the script may have run. Its effect is undone as soon as the store answers.
 			s.compensateLater(k, c)
@@ -174,9 +172,6 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		next.ServeHTTP(w, fwd)
 	}), nil
 }
-
-// storeCallLimit bounds an admission's own store calls (the store client fails faster by itself).
-const storeCallLimit = 5 * time.Second
 
 // outlastVisitor returns r on a context that the visitor's leaving does not cancel until the origin
 // has answered (or failed): the answer settles the admission. After that, a visitor who is gone stops
