@@ -165,8 +165,8 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 	}
 	p.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("correlation_id", info.CorrelationID),
-		slog.String("method", r.Method),
-		slog.String("path", p.loggedPath(r.URL.Path)),
+		slog.String("method", web.ClipLog(r.Method)),
+		slog.String("path", web.ClipLog(p.loggedPath(r.URL.Path))),
 		slog.String("route", info.Route),
 		slog.Int("status", status),
 		slog.Int64("bytes", rec.bytes),
@@ -262,7 +262,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if o := web.OutcomeFrom(resp.Request.Context()); o != nil {
 		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
 		o.Status = resp.StatusCode
-		o.Command = resp.Header.Get(web.CommandHeader)
+		// Clipped: an unknown command is logged, and only "complete" and "abandon" mean anything.
+		o.Command = web.ClipLog(resp.Header.Get(web.CommandHeader))
 	}
 	resp.Header.Del(web.CommandHeader)
 	return nil
@@ -285,11 +286,12 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 	case bodyErr != nil:
 		// Not the origin's fault: the visitor's body could not be read to the end. The origin saw a
 		// request whose body broke off, which it discards.
-		logger.Info("request body unreadable; the origin got a truncated request", "error", bodyErr.Error())
+		logger.Info("request body unreadable; the origin got a truncated request", "error", web.ClipErr(bodyErr))
 		p.responder.Error(w, r, web.ErrMalformedBody.Because(bodyErr))
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		p.metrics.OriginErrors.WithLabelValues(metrics.OriginClientGone).Inc()
-		logger.Info("client left before the origin answered", "error", err.Error())
+		// The error names the origin URL, so the visitor's path: clipped.
+		logger.Info("client left before the origin answered", "error", web.ClipErr(err))
 		w.WriteHeader(StatusClientClosed)
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
 		p.metrics.OriginErrors.WithLabelValues(metrics.OriginTimeout).Inc()
