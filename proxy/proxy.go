@@ -116,6 +116,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var duration prometheus.Observer
 	defer func() { p.finish(rec, r, info, start, duration) }()
 
+	// Before anything routes on the request, edgeq's own endpoints included.
+	if e := canonicalizeMethod(r); e != nil {
+		info.Route, duration = metrics.RouteEdgeq, p.edgeqDuration
+		p.responder.Error(rec, r.WithContext(ctx), e)
+		return
+	}
 	if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, p.prefix+"/") {
 		info.Route, duration = metrics.RouteEdgeq, p.edgeqDuration
 		p.endpoints.ServeHTTP(rec, r.WithContext(ctx))

@@ -39,6 +39,8 @@ func TestCanonicalPattern(t *testing.T) {
 		"GET /checkout/{product}":     "GET /checkout/{product}",
 		"/":                           "/",
 		"GET shop.example:8080/x":     "GET shop.example:8080/x",
+		"post /checkout/{p}":          "POST /checkout/{p}",
+		"Patch\tShop.Example/c":       "PATCH\tshop.example/c",
 	} {
 		if got := canonicalPattern(in); got != want {
 			t.Errorf("canonicalPattern(%q) = %q, want %q", in, got, want)

@@ -57,3 +57,28 @@ func TestLogs_VisitorValuesAreClipped(t *testing.T) {
 		t.Fatalf("the access line of the huge path does not show its start and length")
 	}
 }
+
+// "post /checkout/1" is a checkout to Flask, Django, Symfony and Laravel, which upper-case the method
+// before routing: edgeq admits it exactly like "POST /checkout/1" (per-user limit and stock included),
+// and the shop receives POST.
+func TestMethods_LowerCaseCheckoutIsAdmittedLikePOST(t *testing.T) {
+	origin := newRecordingOrigin(t)
+	in := start(t, hostileConfig(origin.URL))
+	var answers []string
+	for _, method := range []string{"post", "Post", "POST"} {
+		raw := rawExchange(t, in.public, method+" /checkout/1 HTTP/1.1\r\nHost: shop\r\nX-User: alice\r\n"+
+			"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 10\r\nConnection: close\r\n\r\nquantity=1")
+		answers = append(answers, strings.Join(statusLines(raw), ","))
+	}
+	if fmt.Sprint(answers) != "[200 409 409]" {
+		t.Fatalf("answers %v, want the first admitted and the others refused by the per-user limit", answers)
+	}
+	seen := origin.requests()
+	if len(seen) != 1 || seen[0].method != "POST" {
+		t.Fatalf("the shop saw %+v, want one POST", seen)
+	}
+	r, err := send("GET", in.public+"/_edgeq/products/1", nil)
+	if err != nil || !strings.Contains(r.body, `"remaining_stock":4`) {
+		t.Fatalf("stock after one admitted checkout: %v %s", err, r.body)
+	}
+}

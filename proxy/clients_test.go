@@ -1,0 +1,137 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+)
+
+// Issue 14: requests as real clients send them, which net/http's client would normalise (lower-case
+// methods, odd Host headers, HTTP/1.0 without Host, underscore header names), sent raw.
+
+// rawAnswer is edgeq's answer to one raw request.
+type rawAnswer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// sendRaw writes request (without its final blank line; "Connection: close" is added) on a new
+// connection and reads the answer. method tells the reader whether the answer has a body (HEAD).
+func (rg *rig) sendRaw(t *testing.T, method, request string) rawAnswer {
+	t.Helper()
+	conn, err := net.Dial("tcp", rg.server.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, request+"Connection: close\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("%q: %v", request, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if rest, _ := io.ReadAll(br); len(rest) > 0 {
+		t.Fatalf("%q: %d bytes after the answer: %q", request, len(rest), rest)
+	}
+	return rawAnswer{resp.StatusCode, resp.Header, string(body)}
+}
+
+// echoMethod makes the origin answer with the method it received.
+func echoMethod(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "origin saw "+r.Method) }
+
+// A method of letters in any case is the upper-case method: matched by the routes of that method and
+// forwarded upper-cased, as Flask, Django, Symfony and Laravel read it. Before issue 14, "post" matched
+// no "POST /checkout/{product}" route and reached the shop ungated.
+func TestMethods_LettersInAnyCaseAreGatedAndForwardedUpperCased(t *testing.T) {
+	gate := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Route", route.Name)
+			if route.Name == "checkout" {
+				http.Error(w, "gated", http.StatusForbidden)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}}
+	rg := newRig(t, rigOptions{originHandler: echoMethod, steps: []Step{gate}, routes: []config.Route{
+		{Name: "checkout", Match: "POST /checkout/{product}"},
+		{Name: "cart", Match: "patch /cart/{item}"}, // a pattern's method is upper-cased too
+	}})
+	cases := []struct {
+		request, route string
+		status         int
+		body           string
+	}{
+		{"POST /checkout/p5 HTTP/1.1", "checkout", 403, "gated\n"},
+		{"post /checkout/p5 HTTP/1.1", "checkout", 403, "gated\n"},
+		{"Post /checkout/p5 HTTP/1.1", "checkout", 403, "gated\n"},
+		{"pOsT /checkout/p5 HTTP/1.0", "checkout", 403, "gated\n"},
+		{"PATCH /cart/1 HTTP/1.1", "cart", 200, "origin saw PATCH"},
+		{"patch /cart/1 HTTP/1.1", "cart", 200, "origin saw PATCH"}, // fetch(url, {method: "patch"})
+		{"get /page HTTP/1.1", "", 200, "origin saw GET"},
+		{"delete /page HTTP/1.1", "", 200, "origin saw DELETE"},
+		{"propfind /dav HTTP/1.1", "", 200, "origin saw PROPFIND"},
+		{"head /page HTTP/1.1", "", 200, ""}, // a HEAD for the server too: no body follows
+	}
+	for _, c := range cases {
+		t.Run(c.request, func(t *testing.T) {
+			method, _, _ := strings.Cut(c.request, " ")
+			before := rg.hits.Load()
+			a := rg.sendRaw(t, strings.ToUpper(method), c.request+"\r\nHost: shop.example\r\nContent-Length: 0\r\n")
+			if a.status != c.status || a.body != c.body || a.header.Get("X-Route") != c.route {
+				t.Fatalf("got %d %q by route %q, want %d %q by route %q", a.status, a.body, a.header.Get("X-Route"),
+					c.status, c.body, c.route)
+			}
+			wantForwarded := int64(0)
+			if c.status == 200 {
+				wantForwarded = 1
+			}
+			if forwarded := rg.hits.Load() - before; forwarded != wantForwarded {
+				t.Fatalf("%d requests reached the origin, want %d", forwarded, wantForwarded)
+			}
+		})
+	}
+	// edgeq's own endpoints take them too.
+	if a := rg.sendRaw(t, "GET", "get /_edgeq/hello HTTP/1.1\r\nHost: shop.example\r\n"); a.status != 200 {
+		t.Fatalf("get on an endpoint: %d %s", a.status, a.body)
+	}
+}
+
+// Any other method is 400 INVALID_REQUEST before any route or endpoint runs; the origin is not
+// contacted (CONTRACT section 10.1).
+func TestMethods_OthersAreRefusedBeforeAnyRoute(t *testing.T) {
+	rg := newRig(t, rigOptions{originHandler: echoMethod, routes: []config.Route{{Name: "checkout", Match: "POST /checkout/{p}"}}})
+	for _, method := range []string{"P0ST", "POST-X", "PO_ST", "M-SEARCH", "VERSION-CONTROL", "GET!", "po.st", "1", "~", "PO%54"} {
+		for _, path := range []string{"/checkout/1", "/page", "/_edgeq/hello"} {
+			t.Run(method+" "+path, func(t *testing.T) {
+				a := rg.sendRaw(t, method, method+" "+path+" HTTP/1.1\r\nHost: shop.example\r\nAccept: text/html\r\n")
+				var body struct {
+					Error, Field, Problems string
+				}
+				if err := json.Unmarshal([]byte(a.body), &body); err != nil || a.status != 400 ||
+					body.Error != "INVALID_REQUEST" || body.Field != "method" || body.Problems == "" {
+					t.Fatalf("%d %s, want 400 INVALID_REQUEST for the field method", a.status, a.body)
+				}
+				if a.header.Get(CorrelationHeader) == "" {
+					t.Fatal("no correlation id on the refusal")
+				}
+			})
+		}
+	}
+	if rg.hits.Load() != 0 {
+		t.Fatalf("%d refused requests reached the origin", rg.hits.Load())
+	}
+}
