@@ -135,3 +135,34 @@ func TestMethods_OthersAreRefusedBeforeAnyRoute(t *testing.T) {
 		t.Fatalf("%d refused requests reached the origin", rg.hits.Load())
 	}
 }
+
+// The body deadline bounds the body only: once a fast client's body is in, the origin may take longer
+// than the deadline to answer, or stream its answer, and the connection serves the next request.
+// (net/http watches a connection whose body is in for a client that leaves; a deadline left standing
+// would end that watch with an error and cancel the request.)
+func TestBodyTimeout_ASlowAnswerToAFastBodyIsNotCut(t *testing.T) {
+	const bodyTimeout = 200 * time.Millisecond
+	rg := newRig(t, rigOptions{bodyTimeout: bodyTimeout, originHandler: func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		io.WriteString(w, "got "+string(body)+";")
+		w.(http.Flusher).Flush()
+		select {
+		case <-time.After(4 * bodyTimeout):
+			io.WriteString(w, " done")
+		case <-r.Context().Done():
+		}
+	}})
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1}} // one connection, reused
+	defer client.CloseIdleConnections()
+	for i := range 2 {
+		resp, err := client.Post(rg.server.URL+"/upload", "text/plain", strings.NewReader("abc"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || string(body) != "got abc; done" {
+			t.Fatalf("request %d: %d %q %v, want the whole slow answer", i, resp.StatusCode, body, err)
+		}
+	}
+}

@@ -36,6 +36,9 @@ type Options struct {
 	Metrics        *metrics.Metrics
 	Logger         *slog.Logger
 	Transport      http.RoundTripper // nil: NewTransport(OriginTimeout)
+	// BodyTimeout bounds the time from a request's arrival to the end of its body (server.body_timeout);
+	// 0: no bound.
+	BodyTimeout time.Duration
 	// Degraded reports whether the store counts as unavailable (store health); nil: never. While it
 	// does, routes with on_store_error: open go to the origin without their gate chain.
 	Degraded func() bool
@@ -43,17 +46,18 @@ type Options struct {
 
 // Proxy is the public http.Handler.
 type Proxy struct {
-	origin    *url.URL
-	prefix    string
-	trusted   trustedSet
-	endpoints http.Handler
-	steps     []Step
-	responder *web.Responder
-	metrics   *metrics.Metrics
-	logger    *slog.Logger
-	reverse   *httputil.ReverseProxy
-	table     atomic.Pointer[Table]
-	degraded  func() bool
+	origin      *url.URL
+	prefix      string
+	trusted     trustedSet
+	endpoints   http.Handler
+	steps       []Step
+	responder   *web.Responder
+	metrics     *metrics.Metrics
+	logger      *slog.Logger
+	reverse     *httputil.ReverseProxy
+	table       atomic.Pointer[Table]
+	degraded    func() bool
+	bodyTimeout time.Duration
 
 	passDuration, edgeqDuration prometheus.Observer
 }
@@ -61,15 +65,16 @@ type Proxy struct {
 // New builds a proxy with an empty route table; Use installs one.
 func New(opts Options) *Proxy {
 	p := &Proxy{
-		origin:    opts.Origin,
-		prefix:    opts.Prefix,
-		trusted:   trustedSet(opts.TrustedProxies),
-		endpoints: opts.Endpoints,
-		steps:     opts.Steps,
-		responder: opts.Responder,
-		metrics:   opts.Metrics,
-		logger:    opts.Logger,
-		degraded:  opts.Degraded,
+		origin:      opts.Origin,
+		prefix:      opts.Prefix,
+		trusted:     trustedSet(opts.TrustedProxies),
+		endpoints:   opts.Endpoints,
+		steps:       opts.Steps,
+		responder:   opts.Responder,
+		metrics:     opts.Metrics,
+		logger:      opts.Logger,
+		degraded:    opts.Degraded,
+		bodyTimeout: opts.BodyTimeout,
 	}
 	if p.degraded == nil {
 		p.degraded = func() bool { return false }
@@ -103,6 +108,7 @@ func (p *Proxy) CurrentTable() *Table { return p.table.Load() }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	bodyDeadline(w, r, start, p.bodyTimeout)
 	stripEdgeqHeaders(r.Header)
 	id := web.CorrelationID(r.Header)
 	r.Header.Set(CorrelationHeader, id)

@@ -46,6 +46,7 @@ type rigOptions struct {
 	steps         []Step
 	trusted       []string
 	timeout       time.Duration
+	bodyTimeout   time.Duration
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -80,7 +81,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	rg.proxy = New(Options{
 		Origin: originURL, OriginTimeout: o.timeout, Prefix: "/_edgeq", TrustedProxies: trusted,
 		Endpoints: web.Routes(endpoints, responder), Steps: o.steps, Responder: responder,
-		Metrics: rg.metrics, Logger: slog.New(slog.NewJSONHandler(rg.logs, nil)),
+		Metrics: rg.metrics, Logger: slog.New(slog.NewJSONHandler(rg.logs, nil)), BodyTimeout: o.bodyTimeout,
 	})
 	table, err := rg.proxy.Compile(o.routes)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -43,4 +44,24 @@ func canonicalizeMethod(r *http.Request) *web.Error {
 		r.Method = strings.ToUpper(m)
 	}
 	return nil
+}
+
+// bodyDeadline bounds the time a visitor may take to send its body: reads of the connection fail
+// after start+timeout, so a client that trickles a body (a byte every few seconds) cannot hold a
+// request to the origin, or an admission step's read, open for longer. The transport's read then
+// fails, the origin sees the body break off, the visitor gets 400 (web.BodyWatch, or the step's own
+// refusal) and net/http closes the connection rather than read what is left of the body as a next
+// request.
+//
+// It bounds the body only, never the answer: when the body has been read to its end, net/http starts
+// watching the connection for a client that leaves and clears the read deadline as it does
+// (connReader.startBackgroundRead), so a slow answer to a fast upload is not cut
+// (TestBodyTimeout_ASlowAnswerToAFastBodyIsNotCut pins this). If the handler returns before the end
+// of the body, the server's discard of the rest is bounded by it too; the next request on the
+// connection gets its own deadlines from the server.
+func bodyDeadline(w http.ResponseWriter, r *http.Request, start time.Time, timeout time.Duration) {
+	if timeout > 0 && r.Body != nil && r.Body != http.NoBody {
+		// An error means a writer without deadlines (tests' recorders): nothing to bound.
+		_ = http.NewResponseController(w).SetReadDeadline(start.Add(timeout))
+	}
 }
