@@ -3,9 +3,11 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +165,81 @@ func TestBodyTimeout_ASlowAnswerToAFastBodyIsNotCut(t *testing.T) {
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != 200 || string(body) != "got abc; done" {
 			t.Fatalf("request %d: %d %q %v, want the whole slow answer", i, resp.StatusCode, body, err)
+		}
+	}
+}
+
+// cgiName is a header name as CGI-style servers (Puma, Gunicorn, PHP-FPM) hand it to the shop.
+func cgiName(name string) string { return strings.ToUpper(strings.ReplaceAll(name, "-", "_")) }
+
+// What a client sends to change the method or path a framework routes by, to speak for edgeq, or,
+// from an untrusted peer, to name its own address, never reaches the origin, in any spelling a
+// CGI-style server reads as the same header. A trusted proxy's address headers are kept (its
+// Forwarded with this hop appended), and the gates' own Edgeq-* headers still arrive.
+func TestClientHeaders_NeverReachTheOriginInAnySpelling(t *testing.T) {
+	never := []string{"X-HTTP-Method-Override: POST", "x_http_method_override: DELETE", "X-HTTP-Method: PUT",
+		"X-Method-Override: PATCH", "X-Original-URL: /checkout/1", "X_Rewrite_URL: /checkout/1",
+		"Edgeq_Admission_Id: forged", "EDGEQ_BID_ID: forged", "edgeq-request-id: forged", "Edgeq.Bid.Id: forged"}
+	address := []string{"X-Real-IP: 6.6.6.6", "X_Real_IP: 6.6.6.7", "True-Client-IP: 6.6.6.6", "CF-Connecting-IP: 6.6.6.6",
+		"X-Client-IP: 6.6.6.6", "X-Forwarded-Port: 443", "X-Forwarded-Prefix: /admin", "X-Forwarded-Server: evil.example",
+		"Forwarded: for=6.6.6.6;proto=https", "X-Forwarded-Ssl: on", "Fastly-Client-IP: 6.6.6.6"}
+	gate := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Set("Edgeq-Queue-Id", "the-gates-own")
+			next.ServeHTTP(w, r)
+		})
+	}}
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trusted peer %v", trusted), func(t *testing.T) {
+			o := rigOptions{originHandler: echoHeaders, steps: []Step{gate}, routes: []config.Route{{Name: "page", Match: "/page"}}}
+			if trusted {
+				o.trusted = []string{"127.0.0.0/8"}
+			}
+			rg := newRig(t, o)
+			sent := append([]string{"GET /page HTTP/1.1", "Host: shop.example", "X-Shop: kept", "Edgeq_Queue_Id: forged",
+				"X_Forwarded_Proto: https"}, append(never, address...)...)
+			h := decodeHeaders(t, rg.sendRaw(t, "GET", strings.Join(sent, "\r\n")+"\r\n").body)
+			got := map[string][]string{} // by CGI name, every spelling's values
+			for name, values := range h {
+				got[cgiName(name)] = append(got[cgiName(name)], values...)
+			}
+			for _, line := range never {
+				if name, _, _ := strings.Cut(line, ":"); got[cgiName(name)] != nil {
+					t.Errorf("%s reached the origin: %q", name, got[cgiName(name)])
+				}
+			}
+			if v := strings.Join(got["EDGEQ_QUEUE_ID"], ","); v != "the-gates-own" {
+				t.Errorf("origin saw Edgeq-Queue-Id %q, want only the gate's", v)
+			}
+			if v := strings.Join(got["X_SHOP"], ","); v != "kept" {
+				t.Errorf("origin saw X-Shop %q, want the client's own headers untouched", v)
+			}
+			for _, line := range address {
+				name, value, _ := strings.Cut(line, ": ")
+				v := strings.Join(got[cgiName(name)], ",")
+				switch {
+				case !trusted && v != "":
+					t.Errorf("%s from an untrusted peer reached the origin: %q", name, v)
+				case trusted && name == "Forwarded" && v != value+", for=127.0.0.1":
+					t.Errorf("Forwarded from a trusted peer = %q, want it kept with this hop appended", v)
+				case trusted && name != "Forwarded" && !strings.Contains(v, value):
+					t.Errorf("%s from a trusted peer = %q, want %q kept", name, v, value)
+				}
+			}
+			if !trusted && strings.Join(got["X_FORWARDED_PROTO"], ",") != "http" {
+				t.Errorf("X-Forwarded-Proto spellings at the origin: %q, want only edgeq's http", got["X_FORWARDED_PROTO"])
+			}
+		})
+	}
+}
+
+func TestForwardedNode(t *testing.T) {
+	for in, want := range map[string]string{
+		"192.0.2.7":   "192.0.2.7",
+		"2001:db8::1": `"[2001:db8::1]"`, // RFC 7239 section 6: brackets, and quotes for the colons
+	} {
+		if got := forwardedNode(netip.MustParseAddr(in)); got != want {
+			t.Errorf("forwardedNode(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

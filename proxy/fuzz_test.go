@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,19 +77,48 @@ func FuzzStripEdgeqCookies(f *testing.F) {
 	})
 }
 
-// FuzzStripEdgeqHeaders: no header whose name starts with Edgeq- in any case survives, and no other
-// header is touched.
+// FuzzStripEdgeqHeaders: whatever header names a client sends, none that a CGI-style server (Puma,
+// Gunicorn, PHP-FPM: upper case, "-" as "_") would read as an edgeq header, a method override or a URL
+// rewrite survives stripClientHeaders, nor, from an untrusted peer, one naming the client's address;
+// every other header is untouched.
 func FuzzStripEdgeqHeaders(f *testing.F) {
 	f.Add("Edgeq-Request-Id", "X-Other")
 	f.Add("edgeq-admission-id", "EDGEQ-")
 	f.Add("Edgeq", "Edgeqx-A")
+	f.Add("Edgeq_Admission_Id", "eDgEq_")
+	f.Add("X_HTTP_Method_Override", "x-original-url")
+	f.Add("X-Real-Ip", "Cf_Connecting_IP")
+	f.Add("Forwarded", "X-Forwarded-Fo")
+	f.Add("Edgeq.Queue", "Edgeq9-X")
+	// The CGI variables (without HTTP_) of the headers a client must not send, spelled out here
+	// rather than derived from the lists under test.
+	always := []string{"X_HTTP_METHOD_OVERRIDE", "X_HTTP_METHOD", "X_METHOD_OVERRIDE", "X_ORIGINAL_URL", "X_REWRITE_URL"}
+	untrusted := []string{"FORWARDED", "X_FORWARDED_FOR", "X_FORWARDED_HOST", "X_FORWARDED_PROTO",
+		"X_FORWARDED_PORT", "X_FORWARDED_PREFIX", "X_FORWARDED_SERVER", "X_FORWARDED_SSL", "X_FORWARDED_SCHEME",
+		"X_URL_SCHEME", "FRONT_END_HTTPS", "X_REAL_IP", "TRUE_CLIENT_IP", "CF_CONNECTING_IP", "X_CLIENT_IP",
+		"X_CLUSTER_CLIENT_IP", "FASTLY_CLIENT_IP", "X_ORIGINAL_FORWARDED_FOR"}
+	cgi := func(name string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case 'a' <= r && r <= 'z':
+				return r - 'a' + 'A'
+			case r == '-':
+				return '_'
+			}
+			return r
+		}, name)
+	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		h := http.Header{a: {"1"}, b: {"2"}, "Keep": {"3"}}
-		stripEdgeqHeaders(h)
-		for _, name := range []string{a, b, "Keep"} {
-			edgeq := len(name) >= 6 && strings.EqualFold(name[:6], "edgeq-")
-			if _, present := h[name]; present == edgeq {
-				t.Fatalf("header %q present=%v after stripping", name, present)
+		for _, trusted := range []bool{false, true} {
+			h := http.Header{a: {"1"}, b: {"2"}, "Keep": {"3"}}
+			stripClientHeaders(h, trusted)
+			for _, name := range []string{a, b, "Keep"} {
+				v := cgi(name)
+				edgeq := len(v) > 5 && v[:5] == "EDGEQ" && !strings.ContainsAny(v[5:6], "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+				strip := edgeq || slices.Contains(always, v) || !trusted && slices.Contains(untrusted, v)
+				if _, present := h[name]; present == strip {
+					t.Fatalf("header %q (trusted peer %v): present=%v after stripping", name, trusted, present)
+				}
 			}
 		}
 	})

@@ -109,11 +109,11 @@ func (p *Proxy) CurrentTable() *Table { return p.table.Load() }
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	bodyDeadline(w, r, start, p.bodyTimeout)
-	stripEdgeqHeaders(r.Header)
+	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	stripClientHeaders(r.Header, peerTrusted)
 	id := web.CorrelationID(r.Header)
 	r.Header.Set(CorrelationHeader, id)
 	w.Header().Set(CorrelationHeader, id)
-	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
 	info := web.NewRequest(p.logger, id)
 	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
 	info.Store.Degraded = p.degraded()
@@ -239,15 +239,16 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	info := web.RequestFrom(pr.In.Context())
 	_, peerTrusted := p.trusted.clientAddress(pr.In.RemoteAddr, nil)
 
-	// Rewrite starts with the X-Forwarded-* headers removed. Keep a trusted proxy's chain and append
-	// the peer; from anyone else, start a new chain with the peer.
+	// Rewrite starts with Forwarded and X-Forwarded-For/-Host/-Proto removed. Keep a trusted proxy's
+	// chain and append the peer; from anyone else, start a new chain with the peer. Forwarded (RFC
+	// 7239) is kept from a trusted proxy only, with the peer appended the same way; edgeq does not
+	// start one.
 	peer := parsePeer(pr.In.RemoteAddr)
-	chain := peer.String()
-	if prior := pr.In.Header.Values("X-Forwarded-For"); peerTrusted && len(prior) > 0 {
-		chain = strings.Join(prior, ", ") + ", " + chain
-	}
 	if peer.IsValid() {
-		pr.Out.Header.Set("X-Forwarded-For", chain)
+		pr.Out.Header.Set("X-Forwarded-For", withHop(peerTrusted, pr.In.Header.Values("X-Forwarded-For"), peer.String()))
+		if prior := pr.In.Header.Values("Forwarded"); peerTrusted && len(prior) > 0 {
+			pr.Out.Header.Set("Forwarded", withHop(true, prior, "for="+forwardedNode(peer)))
+		}
 	}
 	proto := "http"
 	if info.Secure {
@@ -268,6 +269,24 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header[name] = values
 		}
 	}
+}
+
+// withHop returns a forwarding chain with hop appended: the chain so far only when it came from a
+// trusted peer, else hop alone.
+func withHop(trusted bool, prior []string, hop string) string {
+	if !trusted || len(prior) == 0 {
+		return hop
+	}
+	return strings.Join(prior, ", ") + ", " + hop
+}
+
+// forwardedNode writes an address as a Forwarded "for" value: IPv6 in brackets and quotes (RFC 7239
+// section 6).
+func forwardedNode(a netip.Addr) string {
+	if a.Is6() {
+		return `"[` + a.String() + `]"`
+	}
+	return a.String()
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
