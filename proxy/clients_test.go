@@ -51,6 +51,19 @@ func (rg *rig) sendRaw(t *testing.T, method, request string) rawAnswer {
 	return rawAnswer{resp.StatusCode, resp.Header, string(body)}
 }
 
+// wantForwarded fails t unless exactly one request reached the origin since it had seen before (want),
+// or none (!want).
+func (rg *rig) wantForwarded(t *testing.T, before int64, want bool) {
+	t.Helper()
+	wanted := int64(0)
+	if want {
+		wanted = 1
+	}
+	if forwarded := rg.hits.Load() - before; forwarded != wanted {
+		t.Fatalf("%d requests reached the origin, want %d", forwarded, wanted)
+	}
+}
+
 // echoMethod makes the origin answer with the method it received.
 func echoMethod(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "origin saw "+r.Method) }
 
@@ -97,13 +110,7 @@ func TestMethods_LettersInAnyCaseAreGatedAndForwardedUpperCased(t *testing.T) {
 				t.Fatalf("got %d %q by route %q, want %d %q by route %q", a.status, a.body, a.header.Get("X-Route"),
 					c.status, c.body, c.route)
 			}
-			wantForwarded := int64(0)
-			if c.status == 200 {
-				wantForwarded = 1
-			}
-			if forwarded := rg.hits.Load() - before; forwarded != wantForwarded {
-				t.Fatalf("%d requests reached the origin, want %d", forwarded, wantForwarded)
-			}
+			rg.wantForwarded(t, before, c.status == 200)
 		})
 	}
 	// edgeq's own endpoints take them too.
@@ -241,5 +248,81 @@ func TestForwardedNode(t *testing.T) {
 		if got := forwardedNode(netip.MustParseAddr(in)); got != want {
 			t.Errorf("forwardedNode(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// A host-scoped route cannot be stepped around with a Host that only an origin's leniency makes the
+// same site: a Host that is not a host name or an IP literal with an optional port is 400, and so is
+// a request without a Host while a route is scoped to a host. Before issue 14, "shop.example..",
+// "[shop.example]" and an HTTP/1.0 request without Host matched no host and passed through ungated.
+func TestHost_HostRoutesCannotBeSteppedAround(t *testing.T) {
+	gated := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "gated", http.StatusForbidden) })
+	}}
+	withHostRoute := newRig(t, rigOptions{steps: []Step{gated},
+		routes: []config.Route{{Name: "checkout", Match: "POST shop.example/checkout/{p}"}}})
+	withoutHostRoute := newRig(t, rigOptions{steps: []Step{gated},
+		routes: []config.Route{{Name: "checkout", Match: "POST /checkout/{p}"}}})
+	label63, name253 := strings.Repeat("a", 63), strings.Repeat(strings.Repeat("a", 49)+".", 5)+"abc"
+	cases := []struct {
+		rg          *rig
+		proto, host string // host "-": no Host line at all
+		status      int
+	}{
+		{withHostRoute, "HTTP/1.1", "shop.example", 403},
+		{withHostRoute, "HTTP/1.1", "SHOP.Example.", 403},
+		{withHostRoute, "HTTP/1.1", "shop.example:8080", 403},
+		{withHostRoute, "HTTP/1.1", "shop.example:", 403},
+		{withHostRoute, "HTTP/1.0", "shop.example", 403},
+		{withHostRoute, "HTTP/1.1", "other.example", 200},
+		{withHostRoute, "HTTP/1.1", "192.0.2.7:80", 200},
+		{withHostRoute, "HTTP/1.1", "[2001:db8::7]:80", 200},
+		{withHostRoute, "HTTP/1.1", "[::ffff:192.0.2.7]", 200},
+		{withHostRoute, "HTTP/1.1", label63 + ".example", 200},
+		{withHostRoute, "HTTP/1.1", name253, 200},
+		{withHostRoute, "HTTP/1.1", "shop.example..", 400},
+		{withHostRoute, "HTTP/1.1", "[shop.example]", 400},
+		{withHostRoute, "HTTP/1.1", "shop.example:80:", 400},
+		{withHostRoute, "HTTP/1.1", "shop.example:8o", 400},
+		{withHostRoute, "HTTP/1.1", "shop.example:123456", 400},
+		{withHostRoute, "HTTP/1.1", ".shop.example", 400},
+		{withHostRoute, "HTTP/1.1", "shop..example", 400},
+		{withHostRoute, "HTTP/1.1", "shop_example", 400},
+		{withHostRoute, "HTTP/1.1", "shop.example;x", 400},
+		{withHostRoute, "HTTP/1.1", "shop.example%2e", 400},
+		{withHostRoute, "HTTP/1.1", label63 + "a.example", 400},
+		{withHostRoute, "HTTP/1.1", name253 + "d", 400},
+		{withHostRoute, "HTTP/1.1", "[192.0.2.7]", 400},
+		{withHostRoute, "HTTP/1.1", "[fe80::1%25eth0]", 400},
+		{withHostRoute, "HTTP/1.1", "[2001:db8::7", 400},
+		{withHostRoute, "HTTP/1.1", "[2001:db8::7]x", 400},
+		{withHostRoute, "HTTP/1.0", "-", 400},
+		{withHostRoute, "HTTP/1.1", "", 400},
+		// Without host-scoped routes an empty Host matches as well as any: old health checkers send
+		// HTTP/1.0 without one. A malformed one is still refused.
+		{withoutHostRoute, "HTTP/1.0", "-", 403},
+		{withoutHostRoute, "HTTP/1.1", "", 403},
+		{withoutHostRoute, "HTTP/1.1", "shop.example..", 400},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s %q", c.proto, c.host), func(t *testing.T) {
+			request := "POST /checkout/1 " + c.proto + "\r\nContent-Length: 0\r\n"
+			if c.host != "-" {
+				request += "Host: " + c.host + "\r\n"
+			}
+			before := c.rg.hits.Load()
+			a := c.rg.sendRaw(t, "POST", request)
+			if a.status != c.status {
+				t.Fatalf("status %d, want %d: %s", a.status, c.status, a.body)
+			}
+			if c.status == 400 {
+				var body struct{ Error, Field, Problems string }
+				if err := json.Unmarshal([]byte(a.body), &body); err != nil || body.Error != "INVALID_REQUEST" ||
+					body.Field != "host" || body.Problems == "" {
+					t.Fatalf("body %s, want INVALID_REQUEST for the field host", a.body)
+				}
+			}
+			c.rg.wantForwarded(t, before, c.status == 200)
+		})
 	}
 }

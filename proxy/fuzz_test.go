@@ -3,6 +3,8 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -120,6 +122,55 @@ func FuzzStripEdgeqHeaders(f *testing.F) {
 					t.Fatalf("header %q (trusted peer %v): present=%v after stripping", name, trusted, present)
 				}
 			}
+		}
+	})
+}
+
+// FuzzCheckHost: validHost agrees with a reference written with regular expressions, and a Host it
+// accepts is one net/url reads as the same host and port, whose canonical form (what routes match)
+// is accepted too, in lower case, and canonical already.
+func FuzzCheckHost(f *testing.F) {
+	for _, seed := range []string{"shop.example", "SHOP.Example.:8080", "shop.example..", "[shop.example]",
+		"shop.example:80:", "[2001:db8::1]:443", "[fe80::1%25eth0]", "[::ffff:1.2.3.4]", "192.0.2.1", "",
+		"a-.b", "shop_example", strings.Repeat("a", 64), "x:", "[::1]x", ".", "a..", "::1"} {
+		f.Add(seed)
+	}
+	label := `[A-Za-z0-9-]{1,63}`
+	name := regexp.MustCompile(`^(?:` + label + `\.)*` + label + `\.?$`)
+	bracketed := regexp.MustCompile(`^\[([^\]]*)\]$`)
+	port := regexp.MustCompile(`^:[0-9]{0,5}$`)
+	reference := func(host string) bool {
+		hostPart, portPart := host, ""
+		if i := strings.LastIndex(host, ":"); i >= 0 && !strings.Contains(host[i:], "]") {
+			hostPart, portPart = host[:i], host[i:]
+		}
+		if portPart != "" && !port.MatchString(portPart) {
+			return false
+		}
+		if m := bracketed.FindStringSubmatch(hostPart); m != nil {
+			a, err := netip.ParseAddr(m[1])
+			return err == nil && a.Is6() && a.Zone() == ""
+		}
+		return name.MatchString(hostPart) && len(strings.TrimSuffix(hostPart, ".")) <= 253
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		valid := validHost(host)
+		if host != "" && valid != reference(host) {
+			t.Fatalf("validHost(%q) = %v, the reference says %v", host, valid, !valid)
+		}
+		if !valid {
+			return
+		}
+		u, err := url.Parse("http://" + host + "/")
+		if err != nil || u.Host != host {
+			t.Fatalf("net/url cannot read the valid Host %q: %v", host, err)
+		}
+		canonical := canonicalHost(host)
+		if !validHost(canonical) || canonical != strings.ToLower(canonical) || canonicalHost(canonical) != canonical {
+			t.Fatalf("canonicalHost(%q) = %q: not a valid, lower-case, canonical Host", host, canonical)
+		}
+		if c, _ := url.Parse("http://" + canonical + "/"); !strings.EqualFold(strings.TrimSuffix(c.Hostname(), "."), strings.TrimSuffix(u.Hostname(), ".")) || c.Port() != u.Port() {
+			t.Fatalf("canonicalHost(%q) = %q names another host or port", host, canonical)
 		}
 	})
 }

@@ -123,7 +123,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { p.finish(rec, r, info, start, duration) }()
 
 	// Before anything routes on the request, edgeq's own endpoints included.
-	if e := canonicalizeMethod(r); e != nil {
+	table := p.table.Load()
+	if e := checkRequest(r, table); e != nil {
 		info.Route, duration = metrics.RouteEdgeq, p.edgeqDuration
 		p.responder.Error(rec, r.WithContext(ctx), e)
 		return
@@ -135,7 +136,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	info.TrackOutcome()
 	r = r.WithContext(ctx)
-	route, routed, redirect := p.table.Load().lookup(r)
+	route, routed, redirect := table.lookup(r)
 	if route == nil {
 		info.Route, duration = metrics.RoutePassThrough, p.passDuration
 		p.forward(rec, r)

@@ -17,6 +17,8 @@ import (
 // Table is a compiled route table. It is immutable: a reload compiles a new one and swaps it in.
 type Table struct {
 	routes []compiledRoute
+	// hostRoutes: some route is scoped to a host, so a request without a Host is refused (checkHost).
+	hostRoutes bool
 	// Missing lists, per route, requirements no step of this build enforces. Such a route is closed:
 	// it answers 503 GATE_UNAVAILABLE rather than letting the request through unchecked.
 	Missing map[string][]string
@@ -68,6 +70,7 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			return nil, fmt.Errorf("routes[%d].match: %w", i, err)
 		}
 		method, literal := patternPrefilter(pattern)
+		t.hostRoutes = t.hostRoutes || patternHost(pattern) != ""
 		t.routes = append(t.routes, compiledRoute{
 			name: route.Name, mux: mux, method: method, literal: literal,
 			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),
@@ -213,6 +216,15 @@ func canonicalPattern(pattern string) string {
 		return method + rest
 	}
 	return method + canonicalHost(rest[:slash]) + rest[slash:]
+}
+
+// patternHost returns the host of a ServeMux pattern, "" for none: "POST shop.example/c" ->
+// "shop.example".
+func patternHost(pattern string) string {
+	pattern = strings.TrimSpace(pattern)
+	rest := strings.TrimLeft(strings.TrimPrefix(pattern, config.PatternMethod(pattern)), " \t")
+	host, _, _ := strings.Cut(rest, "/")
+	return host
 }
 
 // withPath returns a shallow copy of r whose URL has the given decoded path.
