@@ -30,14 +30,27 @@ const edgeqCookiePrefix = "edgeq_"
 //     address, scheme, host or port, which shops and their frameworks believe because edgeq is the
 //     proxy they trust. A trusted proxy's are kept, as its X-Forwarded-For is.
 //
-// It walks the header map once and allocates nothing: it runs on every request.
+// It walks the header map once and allocates nothing: it runs on every request. Most names are
+// passed over on their first letter.
 func stripClientHeaders(h http.Header, peerTrusted bool) {
 	for name := range h {
+		if name == "" || !listedFirst[name[0]|0x20] { // | 0x20: lower case for letters, never a letter otherwise
+			continue
+		}
 		if isEdgeqHeader(name) || nameIn(name, rewriteHeaders) || !peerTrusted && nameIn(name, addressHeaders) {
 			delete(h, name)
 		}
 	}
 }
+
+// listedFirst marks the first letters (lower case) of the names stripClientHeaders removes.
+var listedFirst = func() (first [256]bool) {
+	first['e'] = true // edgeq
+	for _, name := range append(append([]string(nil), rewriteHeaders...), addressHeaders...) {
+		first[name[0]] = true
+	}
+	return first
+}()
 
 // rewriteHeaders make frameworks route a request by another method or path than its own: Symfony,
 // Laravel, Rails (Rack::MethodOverride), Express method-override and ASP.NET Core's
