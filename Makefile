@@ -39,7 +39,7 @@ FUZZ_TARGETS := \
 	./internal/fields:FuzzFields ./internal/fields:FuzzLookupJSON ./internal/fields:FuzzDuplicateKey \
 	./internal/fields:FuzzIdentity ./internal/fields:FuzzSpelling \
 	./internal/web:FuzzCookieValue ./internal/web:FuzzCorrelationID ./internal/web:FuzzSafeReturn ./internal/web:FuzzCrossSite \
-	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders \
+	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders ./proxy:FuzzCheckHost \
 	./internal/token:FuzzVerify ./waitroom:FuzzRequestID ./internal/money:FuzzParse \
 	./internal/store:FuzzEntityKeys
 # scripts/fuzz.sh tells a finding from Go 1.26's end-of-fuzztime coordinator race (golang/go#75804).

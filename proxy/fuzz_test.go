@@ -3,6 +3,9 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,20 +79,98 @@ func FuzzStripEdgeqCookies(f *testing.F) {
 	})
 }
 
-// FuzzStripEdgeqHeaders: no header whose name starts with Edgeq- in any case survives, and no other
-// header is touched.
+// FuzzStripEdgeqHeaders: whatever header names a client sends, none that a CGI-style server (Puma,
+// Gunicorn, PHP-FPM: upper case, "-" as "_") would read as an edgeq header, a method override or a URL
+// rewrite survives stripClientHeaders, nor, from an untrusted peer, one naming the client's address;
+// every other header is untouched.
 func FuzzStripEdgeqHeaders(f *testing.F) {
 	f.Add("Edgeq-Request-Id", "X-Other")
 	f.Add("edgeq-admission-id", "EDGEQ-")
 	f.Add("Edgeq", "Edgeqx-A")
-	f.Fuzz(func(t *testing.T, a, b string) {
-		h := http.Header{a: {"1"}, b: {"2"}, "Keep": {"3"}}
-		stripEdgeqHeaders(h)
-		for _, name := range []string{a, b, "Keep"} {
-			edgeq := len(name) >= 6 && strings.EqualFold(name[:6], "edgeq-")
-			if _, present := h[name]; present == edgeq {
-				t.Fatalf("header %q present=%v after stripping", name, present)
+	f.Add("Edgeq_Admission_Id", "eDgEq_")
+	f.Add("X_HTTP_Method_Override", "x-original-url")
+	f.Add("X-Real-Ip", "Cf_Connecting_IP")
+	f.Add("Forwarded", "X-Forwarded-Fo")
+	f.Add("Edgeq.Queue", "Edgeq9-X")
+	// The CGI variables (without HTTP_) of the headers a client must not send, spelled out here
+	// rather than derived from the lists under test.
+	always := []string{"X_HTTP_METHOD_OVERRIDE", "X_HTTP_METHOD", "X_METHOD_OVERRIDE", "X_ORIGINAL_URL", "X_REWRITE_URL"}
+	untrusted := []string{"FORWARDED", "X_FORWARDED_FOR", "X_FORWARDED_HOST", "X_FORWARDED_PROTO",
+		"X_FORWARDED_PORT", "X_FORWARDED_PREFIX", "X_FORWARDED_SERVER", "X_FORWARDED_SSL", "X_FORWARDED_SCHEME",
+		"X_URL_SCHEME", "FRONT_END_HTTPS", "X_REAL_IP", "TRUE_CLIENT_IP", "CF_CONNECTING_IP", "X_CLIENT_IP",
+		"X_CLUSTER_CLIENT_IP", "FASTLY_CLIENT_IP", "X_ORIGINAL_FORWARDED_FOR"}
+	cgi := func(name string) string {
+		return strings.Map(func(r rune) rune {
+			switch {
+			case 'a' <= r && r <= 'z':
+				return r - 'a' + 'A'
+			case r == '-':
+				return '_'
 			}
+			return r
+		}, name)
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		for _, trusted := range []bool{false, true} {
+			h := http.Header{a: {"1"}, b: {"2"}, "Keep": {"3"}}
+			stripClientHeaders(h, trusted)
+			for _, name := range []string{a, b, "Keep"} {
+				v := cgi(name)
+				edgeq := len(v) > 5 && v[:5] == "EDGEQ" && !strings.ContainsAny(v[5:6], "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+				strip := edgeq || slices.Contains(always, v) || !trusted && slices.Contains(untrusted, v)
+				if _, present := h[name]; present == strip {
+					t.Fatalf("header %q (trusted peer %v): present=%v after stripping", name, trusted, present)
+				}
+			}
+		}
+	})
+}
+
+// FuzzCheckHost: validHost agrees with a reference written with regular expressions, and a Host it
+// accepts is one net/url reads as the same host and port, whose canonical form (what routes match)
+// is accepted too, in lower case, and canonical already.
+func FuzzCheckHost(f *testing.F) {
+	for _, seed := range []string{"shop.example", "SHOP.Example.:8080", "shop.example..", "[shop.example]",
+		"shop.example:80:", "[2001:db8::1]:443", "[fe80::1%25eth0]", "[::ffff:1.2.3.4]", "192.0.2.1", "",
+		"a-.b", "shop_example", strings.Repeat("a", 64), "x:", "[::1]x", ".", "a..", "::1"} {
+		f.Add(seed)
+	}
+	label := `[A-Za-z0-9-]{1,63}`
+	name := regexp.MustCompile(`^(?:` + label + `\.)*` + label + `\.?$`)
+	bracketed := regexp.MustCompile(`^\[([^\]]*)\]$`)
+	port := regexp.MustCompile(`^:[0-9]{0,5}$`)
+	reference := func(host string) bool {
+		hostPart, portPart := host, ""
+		if i := strings.LastIndex(host, ":"); i >= 0 && !strings.Contains(host[i:], "]") {
+			hostPart, portPart = host[:i], host[i:]
+		}
+		if portPart != "" && !port.MatchString(portPart) {
+			return false
+		}
+		if m := bracketed.FindStringSubmatch(hostPart); m != nil {
+			a, err := netip.ParseAddr(m[1])
+			return err == nil && a.Is6() && a.Zone() == ""
+		}
+		return name.MatchString(hostPart) && len(strings.TrimSuffix(hostPart, ".")) <= 253
+	}
+	f.Fuzz(func(t *testing.T, host string) {
+		valid := validHost(host)
+		if host != "" && valid != reference(host) {
+			t.Fatalf("validHost(%q) = %v, the reference says %v", host, valid, !valid)
+		}
+		if !valid {
+			return
+		}
+		u, err := url.Parse("http://" + host + "/")
+		if err != nil || u.Host != host {
+			t.Fatalf("net/url cannot read the valid Host %q: %v", host, err)
+		}
+		canonical := canonicalHost(host)
+		if !validHost(canonical) || canonical != strings.ToLower(canonical) || canonicalHost(canonical) != canonical {
+			t.Fatalf("canonicalHost(%q) = %q: not a valid, lower-case, canonical Host", host, canonical)
+		}
+		if c, _ := url.Parse("http://" + canonical + "/"); !strings.EqualFold(strings.TrimSuffix(c.Hostname(), "."), strings.TrimSuffix(u.Hostname(), ".")) || c.Port() != u.Port() {
+			t.Fatalf("canonicalHost(%q) = %q names another host or port", host, canonical)
 		}
 	})
 }

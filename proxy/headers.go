@@ -17,16 +17,98 @@ const edgeqHeaderPrefix = "Edgeq-"
 // edgeqCookiePrefix starts edgeq's own cookies, which the origin never sees.
 const edgeqCookiePrefix = "edgeq_"
 
-// stripEdgeqHeaders removes every Edgeq-* header a client sent: only edgeq may tell the origin about
-// queues, requests and admissions.
-func stripEdgeqHeaders(h http.Header) {
+// stripClientHeaders removes, as a request arrives, the headers a client must not be able to send
+// the origin, whatever the spelling. Servers that hand headers to the application as CGI-style
+// variables (Puma and Rack, Gunicorn and WSGI, PHP-FPM and CGI) turn "Edgeq_Admission_Id" and
+// "EDGEQ-ADMISSION-ID" alike into HTTP_EDGEQ_ADMISSION_ID, so names are compared without regard to
+// letter case and with "_" and "-" alike. It removes:
+//   - every edgeq header (a name starting with "edgeq" and a separator): only edgeq tells the origin
+//     about queues, requests and admissions; the gates set their own after this;
+//   - rewriteHeaders, always: frameworks take the method or the path from them, so a request the
+//     gate saw as one thing would reach the shop's handler as another;
+//   - from a peer not in server.trusted_proxies, addressHeaders: such a client's word for its own
+//     address, scheme, host or port, which shops and their frameworks believe because edgeq is the
+//     proxy they trust. A trusted proxy's are kept, as its X-Forwarded-For is.
+//
+// It walks the header map once and allocates nothing: it runs on every request. Most names are
+// passed over on their first letter.
+func stripClientHeaders(h http.Header, peerTrusted bool) {
 	for name := range h {
-		// Header keys are canonical when they come from net/http's parser; compare case-insensitively
-		// anyway so a handler that built a header map by hand cannot slip one through.
-		if len(name) >= len(edgeqHeaderPrefix) && strings.EqualFold(name[:len(edgeqHeaderPrefix)], edgeqHeaderPrefix) {
+		if name == "" || !listedFirst[name[0]|0x20] { // | 0x20: lower case for letters, never a letter otherwise
+			continue
+		}
+		if isEdgeqHeader(name) || nameIn(name, rewriteHeaders) || !peerTrusted && nameIn(name, addressHeaders) {
 			delete(h, name)
 		}
 	}
+}
+
+// listedFirst marks the first letters (lower case) of the names stripClientHeaders removes.
+var listedFirst = func() (first [256]bool) {
+	first['e'] = true // edgeq
+	for _, name := range append(append([]string(nil), rewriteHeaders...), addressHeaders...) {
+		first[name[0]] = true
+	}
+	return first
+}()
+
+// rewriteHeaders make frameworks route a request by another method or path than its own: Symfony,
+// Laravel, Rails (Rack::MethodOverride), Express method-override and ASP.NET Core's
+// HttpMethodOverride take the method of a POST from X-HTTP-Method-Override; OData and SharePoint use
+// X-HTTP-Method; X-Method-Override is the same in other middleware; IIS URL Rewrite, and Symfony and
+// Zend Framework before CVE-2018-14773, take the path from X-Original-URL or X-Rewrite-URL.
+// Lower case, with "-".
+var rewriteHeaders = []string{
+	"x-http-method-override", "x-http-method", "x-method-override", "x-original-url", "x-rewrite-url",
+}
+
+// addressHeaders name the client, or the URL it used, as a proxy in front saw it (RFC 7239's
+// Forwarded, the X-Forwarded-* family and the client-IP headers of CDNs and load balancers).
+// X-Forwarded-For, -Host and -Proto are also rebuilt by the proxy for the origin (rewrite); their
+// other spellings only ever come from the client. Lower case, with "-".
+var addressHeaders = []string{
+	"forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port",
+	"x-forwarded-prefix", "x-forwarded-server", "x-forwarded-ssl", "x-forwarded-scheme", "x-url-scheme",
+	"front-end-https", "x-real-ip", "true-client-ip", "cf-connecting-ip", "x-client-ip",
+	"x-cluster-client-ip", "fastly-client-ip", "x-original-forwarded-for",
+}
+
+// isEdgeqHeader reports whether name starts with "edgeq" in any case and then a separator ("-", "_",
+// any character that is not a letter or digit).
+func isEdgeqHeader(name string) bool {
+	const edgeq = "edgeq"
+	if len(name) <= len(edgeq) || !strings.EqualFold(name[:len(edgeq)], edgeq) {
+		return false
+	}
+	c := name[len(edgeq)]
+	return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
+}
+
+// nameIn reports whether name is one of names (lower case, with "-") as a CGI-style server sees it:
+// in any letter case and with "_" for "-".
+func nameIn(name string, names []string) bool {
+	for _, want := range names {
+		if len(name) == len(want) && sameCGIName(name, want) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameCGIName(name, want string) bool {
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		case c == '_':
+			c = '-'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // stripEdgeqCookies removes edgeq's cookies (edgeq_*) from the Cookie headers of a request bound for the

@@ -36,6 +36,9 @@ type Options struct {
 	Metrics        *metrics.Metrics
 	Logger         *slog.Logger
 	Transport      http.RoundTripper // nil: NewTransport(OriginTimeout)
+	// BodyTimeout bounds the time from a request's arrival to the end of its body (server.body_timeout);
+	// 0: no bound.
+	BodyTimeout time.Duration
 	// Degraded reports whether the store counts as unavailable (store health); nil: never. While it
 	// does, routes with on_store_error: open go to the origin without their gate chain.
 	Degraded func() bool
@@ -43,17 +46,18 @@ type Options struct {
 
 // Proxy is the public http.Handler.
 type Proxy struct {
-	origin    *url.URL
-	prefix    string
-	trusted   trustedSet
-	endpoints http.Handler
-	steps     []Step
-	responder *web.Responder
-	metrics   *metrics.Metrics
-	logger    *slog.Logger
-	reverse   *httputil.ReverseProxy
-	table     atomic.Pointer[Table]
-	degraded  func() bool
+	origin      *url.URL
+	prefix      string
+	trusted     trustedSet
+	endpoints   http.Handler
+	steps       []Step
+	responder   *web.Responder
+	metrics     *metrics.Metrics
+	logger      *slog.Logger
+	reverse     *httputil.ReverseProxy
+	table       atomic.Pointer[Table]
+	degraded    func() bool
+	bodyTimeout time.Duration
 
 	passDuration, edgeqDuration prometheus.Observer
 }
@@ -61,15 +65,16 @@ type Proxy struct {
 // New builds a proxy with an empty route table; Use installs one.
 func New(opts Options) *Proxy {
 	p := &Proxy{
-		origin:    opts.Origin,
-		prefix:    opts.Prefix,
-		trusted:   trustedSet(opts.TrustedProxies),
-		endpoints: opts.Endpoints,
-		steps:     opts.Steps,
-		responder: opts.Responder,
-		metrics:   opts.Metrics,
-		logger:    opts.Logger,
-		degraded:  opts.Degraded,
+		origin:      opts.Origin,
+		prefix:      opts.Prefix,
+		trusted:     trustedSet(opts.TrustedProxies),
+		endpoints:   opts.Endpoints,
+		steps:       opts.Steps,
+		responder:   opts.Responder,
+		metrics:     opts.Metrics,
+		logger:      opts.Logger,
+		degraded:    opts.Degraded,
+		bodyTimeout: opts.BodyTimeout,
 	}
 	if p.degraded == nil {
 		p.degraded = func() bool { return false }
@@ -103,11 +108,12 @@ func (p *Proxy) CurrentTable() *Table { return p.table.Load() }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	stripEdgeqHeaders(r.Header)
+	bodyDeadline(w, r, start, p.bodyTimeout)
+	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	stripClientHeaders(r.Header, peerTrusted)
 	id := web.CorrelationID(r.Header)
 	r.Header.Set(CorrelationHeader, id)
 	w.Header().Set(CorrelationHeader, id)
-	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
 	info := web.NewRequest(p.logger, id)
 	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
 	info.Store.Degraded = p.degraded()
@@ -116,6 +122,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var duration prometheus.Observer
 	defer func() { p.finish(rec, r, info, start, duration) }()
 
+	// Before anything routes on the request, edgeq's own endpoints included.
+	table := p.table.Load()
+	if e := checkRequest(r, table); e != nil {
+		info.Route, duration = metrics.RouteEdgeq, p.edgeqDuration
+		p.responder.Error(rec, r.WithContext(ctx), e)
+		return
+	}
 	if r.URL.Path == p.prefix || strings.HasPrefix(r.URL.Path, p.prefix+"/") {
 		info.Route, duration = metrics.RouteEdgeq, p.edgeqDuration
 		p.endpoints.ServeHTTP(rec, r.WithContext(ctx))
@@ -123,7 +136,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	info.TrackOutcome()
 	r = r.WithContext(ctx)
-	route, routed, redirect := p.table.Load().lookup(r)
+	route, routed, redirect := table.lookup(r)
 	if route == nil {
 		info.Route, duration = metrics.RoutePassThrough, p.passDuration
 		p.forward(rec, r)
@@ -165,8 +178,8 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 	}
 	p.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
 		slog.String("correlation_id", info.CorrelationID),
-		slog.String("method", r.Method),
-		slog.String("path", p.loggedPath(r.URL.Path)),
+		slog.String("method", web.ClipLog(r.Method)),
+		slog.String("path", web.ClipLog(p.loggedPath(r.URL.Path))),
 		slog.String("route", info.Route),
 		slog.Int("status", status),
 		slog.Int64("bytes", rec.bytes),
@@ -227,15 +240,16 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	info := web.RequestFrom(pr.In.Context())
 	_, peerTrusted := p.trusted.clientAddress(pr.In.RemoteAddr, nil)
 
-	// Rewrite starts with the X-Forwarded-* headers removed. Keep a trusted proxy's chain and append
-	// the peer; from anyone else, start a new chain with the peer.
+	// Rewrite starts with Forwarded and X-Forwarded-For/-Host/-Proto removed. Keep a trusted proxy's
+	// chain and append the peer; from anyone else, start a new chain with the peer. Forwarded (RFC
+	// 7239) is kept from a trusted proxy only, with the peer appended the same way; edgeq does not
+	// start one.
 	peer := parsePeer(pr.In.RemoteAddr)
-	chain := peer.String()
-	if prior := pr.In.Header.Values("X-Forwarded-For"); peerTrusted && len(prior) > 0 {
-		chain = strings.Join(prior, ", ") + ", " + chain
-	}
 	if peer.IsValid() {
-		pr.Out.Header.Set("X-Forwarded-For", chain)
+		pr.Out.Header.Set("X-Forwarded-For", withHop(peerTrusted, pr.In.Header.Values("X-Forwarded-For"), peer.String()))
+		if prior := pr.In.Header.Values("Forwarded"); peerTrusted && len(prior) > 0 {
+			pr.Out.Header.Set("Forwarded", withHop(true, prior, "for="+forwardedNode(peer)))
+		}
 	}
 	proto := "http"
 	if info.Secure {
@@ -258,11 +272,30 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
+// withHop returns a forwarding chain with hop appended: the chain so far only when it came from a
+// trusted peer, else hop alone.
+func withHop(trusted bool, prior []string, hop string) string {
+	if !trusted || len(prior) == 0 {
+		return hop
+	}
+	return strings.Join(prior, ", ") + ", " + hop
+}
+
+// forwardedNode writes an address as a Forwarded "for" value: IPv6 in brackets and quotes (RFC 7239
+// section 6).
+func forwardedNode(a netip.Addr) string {
+	if a.Is6() {
+		return `"[` + a.String() + `]"`
+	}
+	return a.String()
+}
+
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if o := web.OutcomeFrom(resp.Request.Context()); o != nil {
 		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
 		o.Status = resp.StatusCode
-		o.Command = resp.Header.Get(web.CommandHeader)
+		// Clipped: an unknown command is logged, and only "complete" and "abandon" mean anything.
+		o.Command = web.ClipLog(resp.Header.Get(web.CommandHeader))
 		o.MarkAnswered()
 	}
 	resp.Header.Del(web.CommandHeader)
@@ -287,11 +320,12 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 	case bodyErr != nil:
 		// Not the origin's fault: the visitor's body could not be read to the end. The origin saw a
 		// request whose body broke off, which it discards.
-		logger.Info("request body unreadable; the origin got a truncated request", "error", bodyErr.Error())
+		logger.Info("request body unreadable; the origin got a truncated request", "error", web.ClipErr(bodyErr))
 		p.responder.Error(w, r, web.ErrMalformedBody.Because(bodyErr))
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):
 		p.metrics.OriginErrors.WithLabelValues(metrics.OriginClientGone).Inc()
-		logger.Info("client left before the origin answered", "error", err.Error())
+		// The error names the origin URL, so the visitor's path: clipped.
+		logger.Info("client left before the origin answered", "error", web.ClipErr(err))
 		w.WriteHeader(StatusClientClosed)
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
 		p.metrics.OriginErrors.WithLabelValues(metrics.OriginTimeout).Inc()

@@ -17,6 +17,8 @@ import (
 // Table is a compiled route table. It is immutable: a reload compiles a new one and swaps it in.
 type Table struct {
 	routes []compiledRoute
+	// hostRoutes: some route is scoped to a host, so a request without a Host is refused (checkHost).
+	hostRoutes bool
 	// Missing lists, per route, requirements no step of this build enforces. Such a route is closed:
 	// it answers 503 GATE_UNAVAILABLE rather than letting the request through unchecked.
 	Missing map[string][]string
@@ -63,10 +65,12 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			handler = p.closedRoute(missing)
 		}
 		mux := http.NewServeMux()
-		if err := register(mux, canonicalPattern(route.Match), handler); err != nil {
+		pattern := canonicalPattern(route.Match)
+		if err := register(mux, pattern, handler); err != nil {
 			return nil, fmt.Errorf("routes[%d].match: %w", i, err)
 		}
-		method, literal := patternPrefilter(route.Match)
+		method, literal := patternPrefilter(pattern)
+		t.hostRoutes = t.hostRoutes || patternHost(pattern) != ""
 		t.routes = append(t.routes, compiledRoute{
 			name: route.Name, mux: mux, method: method, literal: literal,
 			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),
@@ -89,11 +93,7 @@ func register(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
 
 // patternPrefilter extracts the method and the literal path start of a ServeMux pattern.
 func patternPrefilter(pattern string) (method, literal string) {
-	pattern = strings.TrimSpace(pattern)
-	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
-		method = pattern[:i]
-	}
-	literal = config.PatternPath(pattern)
+	method, literal = config.PatternMethod(pattern), config.PatternPath(pattern)
 	if i := strings.IndexByte(literal, '{'); i >= 0 {
 		literal = literal[:i]
 	}
@@ -202,19 +202,29 @@ func validPort(p string) bool {
 	return true
 }
 
-// canonicalPattern writes the host of a ServeMux pattern ("[METHOD ][HOST]/PATH") as canonicalHost
-// would, so "GET Shop.Example./up" matches the requests canonicalHost turns into "shop.example".
+// canonicalPattern writes the method of a ServeMux pattern ("[METHOD ][HOST]/PATH") in upper case, as
+// canonicalizeMethod does with requests, and its host as canonicalHost would, so "post
+// Shop.Example./up" matches the requests those turn into "POST" and "shop.example".
 func canonicalPattern(pattern string) string {
 	pattern = strings.TrimSpace(pattern)
 	method, rest := "", pattern
 	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
-		method, rest = pattern[:i+1], strings.TrimLeft(pattern[i+1:], " \t")
+		method, rest = strings.ToUpper(pattern[:i+1]), strings.TrimLeft(pattern[i+1:], " \t")
 	}
 	slash := strings.IndexByte(rest, '/')
 	if slash <= 0 {
-		return pattern
+		return method + rest
 	}
 	return method + canonicalHost(rest[:slash]) + rest[slash:]
+}
+
+// patternHost returns the host of a ServeMux pattern, "" for none: "POST shop.example/c" ->
+// "shop.example".
+func patternHost(pattern string) string {
+	pattern = strings.TrimSpace(pattern)
+	rest := strings.TrimLeft(strings.TrimPrefix(pattern, config.PatternMethod(pattern)), " \t")
+	host, _, _ := strings.Cut(rest, "/")
+	return host
 }
 
 // withPath returns a shallow copy of r whose URL has the given decoded path.

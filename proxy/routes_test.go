@@ -9,14 +9,15 @@ func TestCanonicalHost(t *testing.T) {
 		"SHOP.Example":      "shop.example",
 		"shop.example.":     "shop.example",
 		"Shop.Example.:443": "shop.example:443",
-		"shop.example..":    "shop.example.", // not a spelling of shop.example: still refused by the pattern
+		"shop.example..":    "shop.example.", // not a spelling of shop.example (and refused as a Host: validHost)
 		"[::1]:8080":        "[::1]:8080",
 		"[FE80::1]":         "[fe80::1]",
 		"[FE80::1]:80":      "[fe80::1]:80",
 		"":                  "",
 		"127.0.0.1:3000":    "127.0.0.1:3000",
 		"shop.example:":     "shop.example:",
-		// Ports ServeMux could not split: nginx reads the name before the first colon.
+		// Ports ServeMux could not split: nginx reads the name before the first colon. (checkHost
+		// refuses such a Host before routing; canonicalPattern may still meet them.)
 		"shop.example:80:":   "shop.example",
 		"Shop.Example:80:90": "shop.example",
 		"shop.example:abc":   "shop.example",
@@ -39,6 +40,8 @@ func TestCanonicalPattern(t *testing.T) {
 		"GET /checkout/{product}":     "GET /checkout/{product}",
 		"/":                           "/",
 		"GET shop.example:8080/x":     "GET shop.example:8080/x",
+		"post /checkout/{p}":          "POST /checkout/{p}",
+		"Patch\tShop.Example/c":       "PATCH\tshop.example/c",
 	} {
 		if got := canonicalPattern(in); got != want {
 			t.Errorf("canonicalPattern(%q) = %q, want %q", in, got, want)

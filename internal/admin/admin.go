@@ -151,7 +151,8 @@ func withRequestInfo(logger *slog.Logger, next http.Handler) http.Handler {
 		w.Header().Set(web.CorrelationHeader, id)
 		info := web.NewRequest(logger.With("listener", "admin"), id)
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			info.Logger().Info("admin request", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+			info.Logger().Info("admin request", "method", web.ClipLog(r.Method), "path", web.ClipLog(r.URL.Path),
+				"remote", r.RemoteAddr)
 		}
 		next.ServeHTTP(w, r.WithContext(web.WithRequest(r.Context(), info)))
 	})

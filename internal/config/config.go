@@ -38,6 +38,9 @@ type Server struct {
 	// must arrive within the first, and a kept-alive connection with no request is closed after the second.
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// BodyTimeout bounds the time from a request's arrival to the end of its body (a client that
+	// trickles a body holds a request to the origin meanwhile); 0: no bound.
+	BodyTimeout time.Duration `yaml:"body_timeout"`
 }
 
 // Admin is the operator listener: /api/*, /metrics, /healthz, /readyz.
@@ -237,6 +240,7 @@ func Default() *Config {
 			ShutdownTimeout:   20 * time.Second,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
+			BodyTimeout:       30 * time.Second,
 		},
 		Admin:  Admin{Listen: "127.0.0.1:9090"},
 		Origin: Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},

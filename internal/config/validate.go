@@ -134,6 +134,7 @@ func (cfg *Config) checkServer(c *check) {
 	c.durationAtLeast("server.shutdown_timeout", cfg.Server.ShutdownTimeout, 0)
 	c.durationAtLeast("server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 100*time.Millisecond)
 	c.durationAtLeast("server.idle_timeout", cfg.Server.IdleTimeout, 100*time.Millisecond)
+	c.durationAtLeast("server.body_timeout", cfg.Server.BodyTimeout, 0)
 
 	c.hostPort("admin.listen", cfg.Admin.Listen)
 	if cfg.Admin.Listen == cfg.Server.Listen && !strings.HasSuffix(cfg.Admin.Listen, ":0") {

@@ -25,6 +25,9 @@ func (cfg *Config) checkRoutes(c *check) {
 		wildcards, err := CheckPattern(r.Match)
 		if err != nil {
 			c.add(p+".match", "%v", err)
+		} else if method := PatternMethod(r.Match); strings.Trim(method, letters) != "" {
+			c.add(p+".match", "method %q: requests whose method is not made of ASCII letters are refused (400), "+
+				"so the route would never match", method)
 		} else if path := PatternPath(r.Match); path == cfg.Server.Prefix || strings.HasPrefix(path, cfg.Server.Prefix+"/") {
 			c.add(p+".match", "%q is inside server.prefix %s, which edgeq reserves for its own endpoints", r.Match, cfg.Server.Prefix)
 		}
@@ -113,6 +116,18 @@ func CheckPattern(pattern string) (wildcards []string, err error) {
 	}
 	return wildcards, nil
 }
+
+// PatternMethod returns the method of a ServeMux pattern, "" if it names none: "post /checkout" ->
+// "post". Requests match it in any letter case (the proxy upper-cases both).
+func PatternMethod(pattern string) string {
+	pattern = strings.TrimSpace(pattern)
+	if i := strings.IndexAny(pattern, " \t"); i >= 0 {
+		return pattern[:i]
+	}
+	return ""
+}
+
+const letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // PatternPath returns the path part of a ServeMux pattern: "POST shop.example/checkout/{id}" ->
 // "/checkout/{id}".

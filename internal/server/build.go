@@ -133,6 +133,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Degraded:       health.Degraded,
 		Origin:         origin,
 		OriginTimeout:  cfg.Origin.Timeout,
+		BodyTimeout:    cfg.Server.BodyTimeout,
 		Prefix:         cfg.Server.Prefix,
 		TrustedProxies: trusted,
 		Endpoints:      web.Routes(endpoints, responder),

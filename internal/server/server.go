@@ -156,10 +156,11 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	l.public = &http.Server{
 		Handler: built.proxy,
-		// Slow-client protection: headers must arrive within server.read_header_timeout and idle
-		// connections close after server.idle_timeout. Bodies and responses have no overall deadline,
-		// because uploads, streams and WebSockets legitimately take long; the admission step reads at
-		// most server.max_body_bytes.
+		// Slow-client protection: headers must arrive within server.read_header_timeout, idle
+		// connections close after server.idle_timeout, and the proxy ends a body's reads
+		// server.body_timeout after its request arrived (a read deadline it lifts once the body is in).
+		// Responses have no overall deadline, because streams and WebSockets legitimately take long;
+		// the admission step reads at most server.max_body_bytes.
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

@@ -118,8 +118,9 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		if e.Status >= 500 {
 			level = slog.LevelWarn
 		}
+		// The cause may quote what the visitor sent (a refused field, a path): clipped.
 		info.Logger().Log(r.Context(), level, "request refused", "route", info.Route, "status", e.Status, "code", e.Code,
-			"cause", e.Cause.Error())
+			"cause", ClipErr(e.Cause))
 	}
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
@@ -158,7 +159,7 @@ func (rs *Responder) Page(w http.ResponseWriter, r *http.Request, status int, pa
 func (rs *Responder) PageCSP(w http.ResponseWriter, r *http.Request, status int, page string, data any, csp string) {
 	var buf strings.Builder
 	if err := rs.Pages.Render(&buf, page, data); err != nil {
-		RequestFrom(r.Context()).Logger().Error("page rendering failed", "page", page, "error", err)
+		RequestFrom(r.Context()).Logger().Error("page rendering failed", "page", page, "error", ClipErr(err))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}

@@ -40,7 +40,7 @@ func (r *Request) StoreFailed(step string, cause error) *Error {
 	}
 	if cause != ErrDegraded { // a degraded store is logged once, by store health, not per request
 		r.Logger().Warn("store unavailable: request sent on without this check (on_store_error: open)",
-			"step", step, "route", r.Route, "error", cause.Error())
+			"step", step, "route", r.Route, "error", ClipErr(cause))
 	}
 	return nil
 }

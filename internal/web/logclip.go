@@ -1,0 +1,38 @@
+package web
+
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// LogValueMax bounds every visitor-controlled value a log line carries (a path, a method, a refused
+// field inside an error's cause), in bytes.
+const LogValueMax = 256
+
+// ClipLog returns s as a log line may carry it: unchanged up to LogValueMax bytes, else its first
+// LogValueMax bytes, cut on a UTF-8 boundary, and a marker with the full length. Without it a visitor
+// turns every request into a log line as large as the request (a 1 MB amount, a 60 KB path), and the
+// log volume, not the shop, is what gives out. Short values, the common case, cost nothing.
+func ClipLog(s string) string {
+	if len(s) <= LogValueMax {
+		return s
+	}
+	return clip(s)
+}
+
+func clip(s string) string {
+	cut := LogValueMax
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "...[clipped, " + strconv.Itoa(len(s)) + " bytes]"
+}
+
+// ClipErr is ClipLog of an error's text ("" for nil), for errors that may quote what a visitor sent
+// (a field's value, the URL of a request to the origin).
+func ClipErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ClipLog(err.Error())
+}
