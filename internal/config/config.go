@@ -133,16 +133,32 @@ const (
 
 // Route is one protected path pattern. Requests matching no route pass through ungated.
 type Route struct {
-	Name         string    `yaml:"name"`
-	Match        string    `yaml:"match"`
-	Queue        string    `yaml:"queue"`
-	Turnstile    bool      `yaml:"turnstile"`
-	OnStoreError string    `yaml:"on_store_error"`
-	Admission    Admission `yaml:"admission"`
+	Name         string `yaml:"name"`
+	Match        string `yaml:"match"`
+	Queue        string `yaml:"queue"`
+	Turnstile    bool   `yaml:"turnstile"`
+	OnStoreError string `yaml:"on_store_error"`
+	// MaxInFlight > 0: at most this many requests of the route at the origin at once, across every
+	// replica (a lease in the store); a request over it waits up to Hold, first come first served,
+	// then gets 503 BUSY (CONTRACT 10.1).
+	MaxInFlight int           `yaml:"max_in_flight"`
+	Hold        time.Duration `yaml:"hold"`
+	// CompleteOn: origin outcomes (release_on's words) that complete the visitor's queue session.
+	CompleteOn []string  `yaml:"complete_on"`
+	Refusal    Refusal   `yaml:"refusal"`
+	Admission  Admission `yaml:"admission"`
+}
+
+// Refusal is how edgeq's refusals on a route look to non-navigation clients.
+type Refusal struct {
+	// JSON is a text/template producing the JSON body of a refusal ("" = the standard body), with
+	// .Status .Code .Message and .Fields, values escaped for use inside a JSON string.
+	JSON string `yaml:"json"`
 }
 
 func (r *Route) applyDefaults() {
 	r.OnStoreError = OnStoreErrorClosed
+	r.Hold = 10 * time.Second
 	r.Admission.applyDefaults()
 }
 
@@ -162,7 +178,16 @@ type Admission struct {
 	User      string   `yaml:"user"`
 	Quantity  string   `yaml:"quantity"`
 	ReleaseOn []string `yaml:"release_on"`
+	// UnknownProduct: refuse (404 PRODUCT_NOT_FOUND / AUCTION_NOT_FOUND) or pass (forwarded without
+	// admission, counted as unknown_passed) a product or auction edgeq does not know.
+	UnknownProduct string `yaml:"unknown_product"`
 }
+
+// Admission.UnknownProduct values.
+const (
+	UnknownRefuse = "refuse"
+	UnknownPass   = "pass"
+)
 
 // Admission.Type values.
 const (
@@ -172,6 +197,7 @@ const (
 
 func (a *Admission) applyDefaults() {
 	a.User = "token"
+	a.UnknownProduct = UnknownRefuse
 	a.ReleaseOn = []string{"5xx", "error"}
 }
 

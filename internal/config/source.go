@@ -70,8 +70,8 @@ func ParseUserSource(text string) (UserSource, error) {
 		return UserSource{FromToken: true}, nil
 	}
 	src, err := ParseFieldSource(text)
-	if err != nil || (src.Kind != "cookie" && src.Kind != "header") {
-		return UserSource{}, fmt.Errorf("%q: user must be token, cookie:NAME or header:NAME", text)
+	if err != nil || src.Kind == "path" {
+		return UserSource{}, fmt.Errorf("%q: user must be token, cookie:NAME, header:NAME, json:PATH, form:NAME or query:NAME", text)
 	}
 	return UserSource{Field: src}, nil
 }

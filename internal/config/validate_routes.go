@@ -35,6 +35,23 @@ func (cfg *Config) checkRoutes(c *check) {
 			c.add(p+".queue", "%q is not the id of any queue", r.Queue)
 		}
 		c.oneOf(p+".on_store_error", r.OnStoreError, OnStoreErrorClosed, OnStoreErrorOpen)
+		if r.MaxInFlight < 0 {
+			c.add(p+".max_in_flight", "%d: must be 0 (off) or more", r.MaxInFlight)
+		}
+		if r.Hold < 0 {
+			c.add(p+".hold", "%v: must not be negative", r.Hold)
+		}
+		for j, o := range r.CompleteOn {
+			if _, err := ParseReleaseOutcome(o); err != nil {
+				c.add(fmt.Sprintf("%s.complete_on[%d]", p, j), "%v", err)
+			}
+		}
+		if len(r.CompleteOn) > 0 && r.Queue == "" {
+			c.add(p+".complete_on", "completes the visitor's queue session, but the route has no queue")
+		}
+		if _, err := CompileRefusal(r.Refusal.JSON); err != nil {
+			c.add(p+".refusal.json", "%v", err)
+		}
 		cfg.checkAdmission(c, p+".admission", r, wildcards)
 	}
 }
@@ -89,6 +106,7 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 	} else if user.FromToken && r.Queue == "" {
 		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
 	}
+	c.oneOf(p+".unknown_product", a.UnknownProduct, UnknownRefuse, UnknownPass)
 	for i, o := range a.ReleaseOn {
 		if _, err := ParseReleaseOutcome(o); err != nil {
 			c.add(fmt.Sprintf("%s.release_on[%d]", p, i), "%v", err)
