@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-//go:embed *.css *.js
+//go:embed *.css *.js *.svg
 var files embed.FS
 
 // Assets serves the embedded files below a URL base such as "/_edgeq/static/".

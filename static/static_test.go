@@ -40,3 +40,13 @@ func TestVersionedURLsAndCaching(t *testing.T) {
 		t.Errorf("POST: %d", rec.Code)
 	}
 }
+
+// The pages' icon is edgeq's own, served as SVG with the other assets.
+func TestIcon(t *testing.T) {
+	a := New("/_edgeq/static/")
+	rec := httptest.NewRecorder()
+	a.ServeHTTP(rec, httptest.NewRequest("GET", a.URL("favicon.svg"), nil))
+	if rec.Code != 200 || rec.Header().Get("Content-Type") != "image/svg+xml" {
+		t.Fatalf("favicon: %d %v", rec.Code, rec.Header())
+	}
+}

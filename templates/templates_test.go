@@ -79,7 +79,8 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		out := b.String()
-		for _, want := range append(c.want, `<html lang="en">`, "/_edgeq/static/edgeq.css", "Reference <code>abc</code>") {
+		// Every page declares edgeq's own icon, so a browser never asks the shop for /favicon.ico.
+		for _, want := range append(c.want, `<html lang="en">`, "/_edgeq/static/edgeq.css", `rel="icon" href="/_edgeq/static/favicon.svg"`, "Reference <code>abc</code>") {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s lacks %q:\n%s", c.name, want, out)
 			}
