@@ -34,6 +34,8 @@ func (*bidKind) deadPrefix() string { return "auction." }
 
 func (*bidKind) sources(a config.Admission) (owner, value string) { return a.Auction, a.Amount }
 
+func (*bidKind) unknown() *web.Error { return web.ErrAuctionNotFound }
+
 func (*bidKind) refusals() []*web.Error {
 	return []*web.Error{web.ErrAuctionNotFound, web.ErrAuctionEnded, web.ErrSelfBid, web.ErrInvalidBid, web.ErrBidTooLow}
 }

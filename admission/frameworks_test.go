@@ -1,14 +1,18 @@
 package admission
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // Issue 14, item 3: a field the usual origin frameworks could read from another place or spelling
@@ -144,5 +148,85 @@ func TestIdentities_AreNormalisedBeforePseudonyms(t *testing.T) {
 		eventually(t, 10*time.Second, "the purchase listed under DAVE", func() bool {
 			return num(st.adminGet("/api/users/DAVE/admissions").json["total_count"]) == 1
 		})
+	})
+}
+
+// Issue 16, acceptance 2: a shop's one add-to-cart URL serves every product. With unknown_product:
+// pass, 50 buyers adding the flash SKU get exactly its stock admitted, and every other SKU is added
+// normally (forwarded without admission, counted as unknown_passed). The buyer is a guest's e-mail in
+// the body, normalised (Alice@Example.com is alice@example.com).
+func TestUnknownProducts_PassWhileTheGuardedOneSellsItsStock(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("flash", 5, 1))
+		add := func(sku, email string) answer {
+			req, _ := http.NewRequest("POST", st.public.URL+"/carts/c1/items",
+				strings.NewReader(fmt.Sprintf(`{"sku": %q, "quantity": 1, "email": %q}`, sku, email)))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json")
+			return do(t, req)
+		}
+		var wg sync.WaitGroup
+		var admitted, soldOut, others atomic.Int64
+		for i := range 50 {
+			wg.Go(func() {
+				switch a := add("flash", fmt.Sprintf("buyer%d@example.com", i)); {
+				case a.status == 200:
+					admitted.Add(1)
+				case a.status == 409 && a.json["error"] == "INSUFFICIENT_STOCK":
+					soldOut.Add(1)
+				default:
+					t.Errorf("flash for buyer %d: %d %s", i, a.status, a.body)
+				}
+			})
+			wg.Go(func() {
+				if a := add(fmt.Sprintf("tee-%d", i), fmt.Sprintf("buyer%d@example.com", i)); a.status == 200 {
+					others.Add(1)
+				} else {
+					t.Errorf("tee-%d: %d %s", i, a.status, a.body)
+				}
+			})
+		}
+		wg.Wait()
+		if admitted.Load() != 5 || soldOut.Load() != 45 || others.Load() != 50 || st.remaining("flash") != 0 {
+			t.Fatalf("admitted %d, sold out %d, other SKUs added %d, flash left %d", admitted.Load(), soldOut.Load(),
+				others.Load(), st.remaining("flash"))
+		}
+		admissions := 0
+		st.ids.Range(func(any, any) bool { admissions++; return true })
+		if admissions != 5 {
+			t.Fatalf("%d requests reached the shop with an admission id, want 5", admissions)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "unknown_passed")); got != 50 {
+			t.Fatalf("unknown_passed = %v", got)
+		}
+		// The guest's e-mail is one buyer in any spelling.
+		st2 := newStack(t, s, product("limited", 5, 1))
+		add2 := func(email string) answer {
+			req, _ := http.NewRequest("POST", st2.public.URL+"/carts/c2/items",
+				strings.NewReader(fmt.Sprintf(`{"sku": "limited", "email": %q}`, email)))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json")
+			return do(t, req)
+		}
+		if a := add2("alice@example.com"); a.status != 200 {
+			t.Fatalf("first: %d %s", a.status, a.body)
+		}
+		if a := add2(" Alice@Example.COM "); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
+			t.Fatalf("the same guest in capitals: %d %s", a.status, a.body)
+		}
+		// A route without pass still refuses unknown products, and an unknown auction passes on a bid
+		// route with pass.
+		if a := st2.checkout("nope", "u", nil); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
+			t.Fatalf("unknown product on a refusing route: %d %s", a.status, a.body)
+		}
+		if a := st2.bidOn("/open/auctions/", "no-such-lot", "u", "5.00"); a.status != 200 || a.header.Get("X-Bid-Id") != "" {
+			t.Fatalf("unknown auction on a passing bid route: %d %s", a.status, a.body)
+		}
+		if got := testutil.ToFloat64(st2.svc.metrics.admissions.WithLabelValues("bid", "unknown_passed")); got != 1 {
+			t.Fatalf("bid unknown_passed = %v", got)
+		}
+		if a := st2.bid("no-such-lot", "u", "5.00"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
+			t.Fatalf("unknown auction on a refusing bid route: %d %s", a.status, a.body)
+		}
 	})
 }

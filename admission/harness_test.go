@@ -80,6 +80,16 @@ func testRoutes() []config.Route {
 		route("json-checkout", "POST /json-checkout/{product}", config.Admission{Product: "path:product", User: "cookie:shop_session", Quantity: "json:quantity"}),
 		{Name: "cookie-bid", Match: "POST /cookie/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "cookie:shop_session", ReleaseOn: []string{"5xx", "error"}}},
+		// A cart: one add-to-cart URL for every product, the SKU and a guest's e-mail in the JSON body;
+		// only the products edgeq knows are guarded.
+		func() config.Route {
+			r := route("cart-add", "POST /carts/{cart}/items", config.Admission{Product: "json:sku", User: "json:email", Quantity: "json:quantity"})
+			r.Admission.UnknownProduct = config.UnknownPass
+			return r
+		}(),
+		{Name: "open-bid", Match: "POST /open/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
+			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"},
+			UnknownProduct: config.UnknownPass}},
 		// As config.example.yaml's bid route: a bid the shop refuses with a 4xx is withdrawn.
 		{Name: "strict-bid", Match: "POST /strict/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"4xx", "5xx", "error"}}},

@@ -37,6 +37,9 @@ type kind interface {
 	header() string
 	// refusals are the kind's own refusals: the metrics label of each is its code in lower case.
 	refusals() []*web.Error
+	// unknown is the refusal of an owner the store does not know (404 PRODUCT_NOT_FOUND, ...); a route
+	// with unknown_product: pass forwards such a request without admission instead.
+	unknown() *web.Error
 
 	// reserve runs the kind's admission script: nil when admitted, the refusal otherwise. An error
 	// means the store did not answer: the script may have run.
@@ -115,6 +118,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 	if src.user, err = config.ParseUserSource(a.User); err != nil {
 		return nil, err
 	}
+	passUnknown := a.UnknownProduct == config.UnknownPass
 	releaseOn := make([]config.ReleaseOutcome, 0, len(a.ReleaseOn))
 	for _, text := range a.ReleaseOn {
 		o, err := config.ParseReleaseOutcome(text)
@@ -152,6 +156,14 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			// No answer: the script may have run. Its effect is undone as soon as the store answers.
 			s.compensateLater(k, c)
 			s.storeFailed(w, r, k, next, err, start)
+			return
+		}
+		if e != nil && passUnknown && e.Code == k.unknown().Code {
+			// unknown_product: pass — a shop's one add-to-cart URL serves every product; only the
+			// ones edgeq knows are guarded. Nothing was taken (the script refused before any write).
+			s.metrics.admissions.WithLabelValues(k.name(), "unknown_passed").Inc()
+			s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+			next.ServeHTTP(w, r)
 			return
 		}
 		if e != nil {
@@ -334,7 +346,7 @@ func resultLabel(k kind, e *web.Error) string {
 
 // resultLabels are every result of a kind, for the metrics to start at 0.
 func resultLabels(k kind) []string {
-	labels := []string{"admitted", "released", "bypassed", "invalid_request", "store_unavailable"}
+	labels := []string{"admitted", "released", "bypassed", "unknown_passed", "invalid_request", "store_unavailable"}
 	for _, e := range k.refusals() {
 		labels = append(labels, strings.ToLower(e.Code))
 	}

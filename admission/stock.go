@@ -34,6 +34,8 @@ func (*stockKind) deadPrefix() string { return "" }
 
 func (*stockKind) sources(a config.Admission) (owner, value string) { return a.Product, a.Quantity }
 
+func (*stockKind) unknown() *web.Error { return web.ErrProductNotFound }
+
 func (*stockKind) refusals() []*web.Error {
 	return []*web.Error{web.ErrInsufficientStock, web.ErrProductNotFound, web.ErrPurchaseInProgress, web.ErrAlreadyPurchased}
 }
