@@ -35,12 +35,20 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 	}
 	queueID, r := route.Queue, g.room
 	tokenCookie := r.cookieName("tk", queueID)
+	sess := session{queueID: queueID}
+	for _, text := range route.CompleteOn {
+		o, err := config.ParseReleaseOutcome(text)
+		if err != nil {
+			return nil, err
+		}
+		sess.completeOn = append(sess.completeOn, o)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
 		// A valid token costs no Redis call: the signature check is cached, the epoch comes from the
 		// snapshot and revocations arrive by pub/sub.
 		if claims, fromHeader, ok := r.validToken(ctx, req, queueID, tokenCookie); ok {
-			r.forward(w, req, next, queueID, claims, fromHeader)
+			r.forward(w, req, next, sess, claims, fromHeader)
 			return
 		}
 		if info := web.RequestFrom(ctx); info.Store.Degraded {
@@ -57,7 +65,7 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			r.responder.Error(w, req, web.ErrQueueRequired.With("wait_url", waitURL))
 			return
 		}
-		r.admit(w, req, next, queueID)
+		r.admit(w, req, next, sess)
 	}), nil
 }
 
@@ -98,27 +106,60 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, token
 
 // forward sends a request with a valid token on, telling the origin who it is, and acts on an
 // Edgeq-Command the origin answers with.
-func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handler, queueID string, c token.Claims, fromHeader bool) {
+// session is what the gate of one route knows: its queue, and the origin outcomes that complete the
+// visitor's session (complete_on).
+type session struct {
+	queueID    string
+	completeOn []config.ReleaseOutcome
+}
+
+// ends reports how the origin's answer ends the visitor's session: an Edgeq-Command ("complete",
+// "abandon") first, else an outcome listed in complete_on; ok is false when the session goes on.
+func (g session) ends(req *http.Request) (final State, why string, ok bool) {
+	o := web.OutcomeFrom(req.Context())
+	if o == nil {
+		return 0, "", false
+	}
+	if o.Command != "" {
+		switch strings.ToLower(strings.TrimSpace(o.Command)) {
+		case "complete":
+			return StateCompleted, "Edgeq-Command", true
+		case "abandon":
+			return StateAbandoned, "Edgeq-Command", true
+		}
+		web.RequestFrom(req.Context()).Logger().Warn("origin sent an unknown Edgeq-Command", "command", o.Command)
+		return 0, "", false
+	}
+	if o.Forwarded {
+		for _, want := range g.completeOn {
+			if want.Matches(o.Status, o.TransportError) {
+				return StateCompleted, "complete_on", true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handler, g session, c token.Claims, fromHeader bool) {
 	if fromHeader {
 		req.Header.Del("Authorization") // edgeq's token is none of the origin's business
 	}
-	req.Header.Set(HeaderQueueID, queueID)
+	req.Header.Set(HeaderQueueID, g.queueID)
 	req.Header.Set(HeaderRequestID, c.RequestID)
 	web.RequestFrom(req.Context()).QueueRequestID = c.RequestID
+	// Deferred: the origin's answer ends the session even when the copy of the response to the
+	// visitor aborts (http.ErrAbortHandler).
+	defer r.afterOrigin(req, g, c)
 	next.ServeHTTP(w, req)
-	o := web.OutcomeFrom(req.Context())
-	if o == nil || o.Command == "" {
+}
+
+// afterOrigin completes or abandons the visitor's session when the origin's answer says so.
+func (r *Room) afterOrigin(req *http.Request, g session, c token.Claims) {
+	final, why, ok := g.ends(req)
+	if !ok {
 		return
 	}
-	final := StateCompleted
-	switch strings.ToLower(strings.TrimSpace(o.Command)) {
-	case "complete":
-	case "abandon":
-		final = StateAbandoned
-	default:
-		web.RequestFrom(req.Context()).Logger().Warn("origin sent an unknown Edgeq-Command", "command", o.Command)
-		return
-	}
+	queueID := g.queueID
 	s := r.snapshotOf(req.Context(), queueID)
 	if s == nil {
 		return
@@ -127,7 +168,7 @@ func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handl
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), 5*time.Second)
 	defer cancel()
 	if _, err := r.finish(ctx, queueID, s.Epoch, c.Position, final); err != nil && err != errAlreadyFinished {
-		web.RequestFrom(req.Context()).Logger().Warn("origin command failed", "command", o.Command, "error", err.Error())
+		web.RequestFrom(req.Context()).Logger().Warn("ending the visitor's session failed", "by", why, "error", err.Error())
 	}
 }
 
@@ -138,8 +179,8 @@ var errNoSnapshot = errors.New("queue state unavailable from the store")
 // cookie says where it stands) gets its token now; when the queue has room and nobody waits, a
 // newcomer opening the page itself (not a frame or prefetch: see joinableLoad) is served at once;
 // everyone else goes to the waiting page.
-func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler, queueID string) {
-	ctx := req.Context()
+func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler, sess session) {
+	ctx, queueID := req.Context(), sess.queueID
 	s := r.snapshotOf(ctx, queueID)
 	if s == nil {
 		// The queue's state could not be read (Apply wrote every configured queue at start).
@@ -154,7 +195,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok && pos <= s.Serving {
 		if t, e := r.issueToken(ctx, queueID, s, id, pos); e == nil {
 			r.setTokenCookie(w, req, queueID, t)
-			r.forward(w, req, next, queueID, token.Claims{RequestID: id, Position: pos}, false)
+			r.forward(w, req, next, sess, token.Claims{RequestID: id, Position: pos}, false)
 			return
 		}
 	}
@@ -173,7 +214,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 				t, e := r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
 				if e == nil {
 					r.setTokenCookie(w, req, queueID, t)
-					r.forward(w, req, next, queueID, token.Claims{RequestID: j.RequestID, Position: j.Position}, false)
+					r.forward(w, req, next, sess, token.Claims{RequestID: j.RequestID, Position: j.Position}, false)
 					return
 				}
 			}

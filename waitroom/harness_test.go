@@ -57,6 +57,7 @@ type harness struct {
 	queues   []config.Queue
 	routes   []config.Route
 	command  atomic.Value // Edgeq-Command the origin answers with
+	status   atomic.Int64 // status the origin answers with (0: 200)
 	bodies   chan string  // request bodies the origin received, when not nil
 
 	// Turnstile, when the harness was built withTurnstile: the stand-in siteverify and its server.
@@ -111,6 +112,9 @@ func buildHarness(t *testing.T, s *store.Store, queues []config.Queue, routes []
 		if h.bodies != nil {
 			body, _ := io.ReadAll(r.Body)
 			h.bodies <- string(body)
+		}
+		if st := h.status.Load(); st != 0 {
+			w.WriteHeader(int(st))
 		}
 		fmt.Fprintf(w, "origin %s queue=%s request=%s", r.URL.Path, r.Header.Get(HeaderQueueID), r.Header.Get(HeaderRequestID))
 	}))

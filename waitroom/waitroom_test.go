@@ -535,3 +535,44 @@ func FuzzRequestID(f *testing.F) {
 		}
 	})
 }
+
+// Issue 16, acceptance 4: complete_on: ["2xx"] on a checkout route frees the visitor's capacity as
+// soon as the shop answers, for a shop that never sends Edgeq-Command. A refused checkout (the shop's
+// 4xx) does not; Edgeq-Command still wins where the shop sends one.
+func TestCompleteOn_TheShopsAnswerFreesCapacity(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s, []config.Queue{testQueue("drop", 1)}, []config.Route{
+			{Name: "checkout", Match: "POST /checkout/{p}", Queue: "drop", CompleteOn: []string{"2xx"}},
+			{Name: "product", Match: "GET /product/{p}", Queue: "drop"},
+		})
+		rp := h.replicas[0]
+		a, b := h.visitor(rp), h.visitor(rp)
+		idA, idB := str(a.assign("drop").json["request_id"]), str(b.assign("drop").json["request_id"])
+		if r := a.generate("drop", idA); r.status != 200 {
+			t.Fatal(r.body)
+		}
+		if r := b.generate("drop", idB); r.status != http.StatusAccepted {
+			t.Fatalf("capacity 1, second visitor: %d", r.status)
+		}
+		// Browsing a route without complete_on, and a checkout the shop refuses, end nothing.
+		if r := a.do("GET", "/product/9", nil, nil); r.status != 200 {
+			t.Fatalf("product page: %d", r.status)
+		}
+		h.status.Store(409)
+		if r := a.do("POST", "/checkout/9", nil, nil); r.status != 409 {
+			t.Fatalf("refused checkout: %d", r.status)
+		}
+		h.status.Store(200)
+		time.Sleep(300 * time.Millisecond)
+		if r := b.generate("drop", idB); r.status != http.StatusAccepted {
+			t.Fatalf("after browsing and a refused checkout the second visitor was served: %d", r.status)
+		}
+		if r := a.do("POST", "/checkout/9", nil, nil); r.status != 200 {
+			t.Fatalf("checkout: %d", r.status)
+		}
+		eventually(t, 2*time.Second, "second visitor served", func() bool { return b.generate("drop", idB).status == 200 })
+		if r := a.do("POST", "/checkout/9", nil, nil); r.status != http.StatusForbidden {
+			t.Fatalf("the completed token still opens the route: %d", r.status)
+		}
+	})
+}
