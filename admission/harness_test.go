@@ -85,6 +85,8 @@ func testRoutes() []config.Route {
 		func() config.Route {
 			r := route("cart-add", "POST /carts/{cart}/items", config.Admission{Product: "json:sku", User: "json:email", Quantity: "json:quantity"})
 			r.Admission.UnknownProduct = config.UnknownPass
+			// The shop's cart script reads error.message.
+			r.Refusal.JSON = `{"error": {"message": "{{.Message}}", "code": "{{.Code}}", "left": "{{index .Fields "remaining_stock"}}"}}`
 			return r
 		}(),
 		{Name: "open-bid", Match: "POST /open/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{

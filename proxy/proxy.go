@@ -145,6 +145,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The route's store-outage policy, decided once here; every step reads it (web.StorePolicy).
 	info.Route, duration = route.name, route.duration
 	info.Store.Open, info.Store.Bypassed = route.open, route.bypass
+	info.Refusal = route.refusal
 	switch {
 	case redirect != "":
 		http.Redirect(rec, r, redirect, http.StatusTemporaryRedirect)

@@ -7,6 +7,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"text/template"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +42,8 @@ type compiledRoute struct {
 	// bypass is edgeq_store_bypass_total{route}, typed as web.StorePolicy holds it (no conversion
 	// per request).
 	bypass interface{ Inc() }
+	// refusal is the route's refusal.json template, nil for the standard error body.
+	refusal *template.Template
 }
 
 // Compile builds the route table: each route's handler is the gate chain of steps ending in the proxy.
@@ -69,6 +72,10 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 		if err := register(mux, pattern, handler); err != nil {
 			return nil, fmt.Errorf("routes[%d].match: %w", i, err)
 		}
+		refusal, err := config.CompileRefusal(route.Refusal.JSON)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].refusal.json: %w", i, err)
+		}
 		method, literal := patternPrefilter(pattern)
 		t.hostRoutes = t.hostRoutes || patternHost(pattern) != ""
 		t.routes = append(t.routes, compiledRoute{
@@ -76,6 +83,7 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),
 			open:     route.OnStoreError == config.OnStoreErrorOpen,
 			bypass:   p.metrics.StoreBypass.WithLabelValues(route.Name),
+			refusal:  refusal,
 		})
 	}
 	return t, nil

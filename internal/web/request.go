@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"text/template"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -25,6 +26,8 @@ type Request struct {
 	QueueRequestID string
 	// Store is what steps do when the store cannot be used (on_store_error), decided by the proxy.
 	Store StorePolicy
+	// Refusal is the matched route's refusal.json template (nil: the standard error body).
+	Refusal *template.Template
 
 	base         *slog.Logger
 	logger       *slog.Logger

@@ -3,12 +3,14 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/templates"
 )
 
@@ -140,12 +142,37 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		rs.Page(w, r, e.Status, "error.html", data)
 		return
 	}
+	if info.Refusal != nil && rs.refusal(w, r, info, e) {
+		return
+	}
 	body := make(map[string]any, 3+len(e.Fields))
 	for k, v := range e.Fields {
 		body[k] = v
 	}
 	body["success"], body["error"], body["message"] = false, e.Code, e.Message
 	WriteJSON(w, e.Status, body)
+}
+
+// refusal answers e with the route's refusal.json template (routes[].refusal.json), in the shape the
+// shop's own scripts read; false (and a log line) if the template fails, and the standard body is sent.
+func (rs *Responder) refusal(w http.ResponseWriter, r *http.Request, info *Request, e *Error) bool {
+	d := config.RefusalData{Status: e.Status, Code: e.Code, Message: e.Message, Fields: make(map[string]string, len(e.Fields))}
+	for k, v := range e.Fields {
+		d.Fields[k] = fmt.Sprint(v)
+	}
+	body, err := config.RenderRefusal(info.Refusal, d)
+	if err != nil {
+		info.Logger().Error("refusal.json template failed; the standard body is sent", "route", info.Route, "error", ClipErr(err))
+		return false
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(e.Status)
+	w.Write(body)
+	return true
 }
 
 // Page renders a page template with status and the default Content-Security-Policy.
