@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -55,6 +57,8 @@ func BenchmarkProxy(b *testing.B) {
 		Origin: originURL, Prefix: "/_edgeq", Endpoints: http.NotFoundHandler(), Responder: responder,
 		Metrics: metrics.New(prometheus.NewRegistry()), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 		Transport: origin,
+		// Built as the server builds it; the routes below have max_in_flight 0, which must cost nothing.
+		InFlight: inflight.New(inflight.Options{Store: storetest.Embedded(b)}), MaxBodyBytes: 1 << 20,
 		Steps: []Step{stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
 			if route.Name != "gated" {
 				return next

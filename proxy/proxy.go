@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -42,6 +43,12 @@ type Options struct {
 	// Degraded reports whether the store counts as unavailable (store health); nil: never. While it
 	// does, routes with on_store_error: open go to the origin without their gate chain.
 	Degraded func() bool
+	// InFlight enforces routes' max_in_flight (the last stage before forwarding); nil: routes that set
+	// it are closed (503 GATE_UNAVAILABLE).
+	InFlight *inflight.Limiter
+	// MaxBodyBytes is server.max_body_bytes: the in-flight stage reads bodies up to it before taking a
+	// slot.
+	MaxBodyBytes int64
 }
 
 // Proxy is the public http.Handler.
@@ -58,6 +65,9 @@ type Proxy struct {
 	table       atomic.Pointer[Table]
 	degraded    func() bool
 	bodyTimeout time.Duration
+	inflight    *inflight.Limiter
+	// maxBodyBytes: bodies up to this size are read before an in-flight slot is taken.
+	maxBodyBytes int64
 
 	passDuration, edgeqDuration prometheus.Observer
 }
@@ -65,16 +75,18 @@ type Proxy struct {
 // New builds a proxy with an empty route table; Use installs one.
 func New(opts Options) *Proxy {
 	p := &Proxy{
-		origin:      opts.Origin,
-		prefix:      opts.Prefix,
-		trusted:     trustedSet(opts.TrustedProxies),
-		endpoints:   opts.Endpoints,
-		steps:       opts.Steps,
-		responder:   opts.Responder,
-		metrics:     opts.Metrics,
-		logger:      opts.Logger,
-		degraded:    opts.Degraded,
-		bodyTimeout: opts.BodyTimeout,
+		origin:       opts.Origin,
+		prefix:       opts.Prefix,
+		trusted:      trustedSet(opts.TrustedProxies),
+		endpoints:    opts.Endpoints,
+		steps:        opts.Steps,
+		responder:    opts.Responder,
+		metrics:      opts.Metrics,
+		logger:       opts.Logger,
+		degraded:     opts.Degraded,
+		bodyTimeout:  opts.BodyTimeout,
+		inflight:     opts.InFlight,
+		maxBodyBytes: opts.MaxBodyBytes,
 	}
 	if p.degraded == nil {
 		p.degraded = func() bool { return false }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/static"
@@ -47,6 +48,8 @@ type rigOptions struct {
 	trusted       []string
 	timeout       time.Duration
 	bodyTimeout   time.Duration
+	inflight      *inflight.Limiter
+	maxBodyBytes  int64
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -82,6 +85,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		Origin: originURL, OriginTimeout: o.timeout, Prefix: "/_edgeq", TrustedProxies: trusted,
 		Endpoints: web.Routes(endpoints, responder), Steps: o.steps, Responder: responder,
 		Metrics: rg.metrics, Logger: slog.New(slog.NewJSONHandler(rg.logs, nil)), BodyTimeout: o.bodyTimeout,
+		InFlight: o.inflight, MaxBodyBytes: o.maxBodyBytes,
 	})
 	table, err := rg.proxy.Compile(o.routes)
 	if err != nil {

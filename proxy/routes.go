@@ -46,11 +46,12 @@ type compiledRoute struct {
 	refusal *template.Template
 }
 
-// Compile builds the route table: each route's handler is the gate chain of steps ending in the proxy.
+// Compile builds the route table: each route's handler is the gate chain of steps, then the route's
+// in-flight stage (max_in_flight), then the proxy.
 func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 	t := &Table{Missing: map[string][]string{}}
 	for i, route := range routes {
-		var handler http.Handler = http.HandlerFunc(p.forward)
+		handler := p.limitInFlight(route, http.HandlerFunc(p.forward))
 		for j := len(p.steps) - 1; j >= 0; j-- {
 			var err error
 			if handler, err = p.steps[j].Wrap(route, handler); err != nil {
@@ -62,6 +63,9 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			if !slices.ContainsFunc(p.steps, func(s Step) bool { return s.Requirement() == req }) {
 				missing = append(missing, req)
 			}
+		}
+		if route.MaxInFlight > 0 && p.inflight == nil {
+			missing = append(missing, requireInFlight)
 		}
 		if len(missing) > 0 {
 			t.Missing[route.Name] = missing

@@ -214,6 +214,12 @@ var catalog = map[string]map[string]string{
 		"expired.title":  "Your place has expired",
 		"expired.lead":   "You were away for too long or did not continue in time, so your place went to the next person.",
 		"expired.rejoin": "Join the queue again",
+
+		"msg.BUSY":      "The shop is busy with other requests right now. Please try again in a moment.",
+		"busy.title":    "The shop is busy",
+		"busy.lead":     "Many people are doing the same thing right now, so the shop takes a few at a time. Nothing was sent to the shop yet.",
+		"busy.retrying": "This page tries again by itself in %d seconds.",
+		"busy.resend":   "Go back and send the form again in a few seconds.",
 	},
 	"zh-TW": {
 		"ref":          "參考編號",
@@ -297,6 +303,12 @@ var catalog = map[string]map[string]string{
 		"expired.title":  "你的位置已失效",
 		"expired.lead":   "你離開太久或沒有及時繼續，你的位置已讓給下一位。",
 		"expired.rejoin": "重新排隊",
+
+		"msg.BUSY":      "商店目前正忙著處理其他請求，請稍後再試。",
+		"busy.title":    "商店目前忙碌中",
+		"busy.lead":     "現在很多人同時在做同樣的事，商店一次只處理幾位。你的請求尚未送到商店。",
+		"busy.retrying": "這個頁面會在 %d 秒後自動再試一次。",
+		"busy.resend":   "請返回上一頁，幾秒後再送出一次表單。",
 	},
 	"zh-CN": {
 		"ref":          "参考编号",
@@ -380,5 +392,11 @@ var catalog = map[string]map[string]string{
 		"expired.title":  "你的位置已失效",
 		"expired.lead":   "你离开太久或没有及时继续，你的位置已让给下一位。",
 		"expired.rejoin": "重新排队",
+
+		"msg.BUSY":      "商店目前正忙于处理其他请求，请稍后再试。",
+		"busy.title":    "商店目前繁忙",
+		"busy.lead":     "现在很多人同时在做同样的事，商店一次只处理几位。你的请求尚未发送到商店。",
+		"busy.retrying": "此页面会在 %d 秒后自动重试。",
+		"busy.resend":   "请返回上一页，几秒后再提交一次表单。",
 	},
 }

@@ -33,6 +33,11 @@ type waitPage struct {
 	Progress, RefreshSeconds                                     int
 }
 
+type busyPage struct {
+	errorPage
+	RefreshSeconds int
+}
+
 type challengePage struct {
 	base
 	SiteKey, ScriptURL, Action, Self string
@@ -69,6 +74,14 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 		{"soldout.html", errorPage{base: en(), Status: 409, Code: "INSUFFICIENT_STOCK"}, []string{"Sold out"}},
 		{"expired.html", expiredPage{base: en(), Title: "Drop", RejoinURL: "/_edgeq/wait/drop?rejoin=1"},
 			[]string{"Your place has expired", `href="/_edgeq/wait/drop?rejoin=1"`}},
+		{"busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}, RefreshSeconds: 5},
+			[]string{"The shop is busy", `<meta http-equiv="refresh" content="5">`, "tries again by itself in 5 seconds", "503 · BUSY"}},
+	}
+	// Without a refresh (a form post, which a refresh would not repeat) the busy page does not reload.
+	var b strings.Builder
+	if err := set.Render(&b, "busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}}); err != nil ||
+		strings.Contains(b.String(), `http-equiv="refresh"`) || !strings.Contains(b.String(), "send the form again") {
+		t.Errorf("busy page for a form post (%v):\n%s", err, b.String())
 	}
 	if len(cases) != len(Pages) {
 		t.Fatalf("pages %v: add a case for each", Pages)

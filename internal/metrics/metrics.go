@@ -26,6 +26,19 @@ const (
 	OriginClientGone  = "client_gone" // the visitor left first (499, not the origin's fault)
 )
 
+// In-flight results (edgeq_route_held_total{result}): what became of a request on a route with
+// max_in_flight.
+const (
+	HeldImmediate  = "immediate"   // a slot was free
+	HeldWaited     = "waited"      // it waited in line, then got a slot
+	HeldBusy       = "busy"        // hold ran out: 503 BUSY
+	HeldGone       = "gone"        // the visitor left while waiting
+	HeldStoreError = "store_error" // the store could not be used: the route's on_store_error decided
+)
+
+// HeldResults are every in-flight result, for the series to start at 0.
+var HeldResults = []string{HeldImmediate, HeldWaited, HeldBusy, HeldGone, HeldStoreError}
+
 // latencyBuckets suit a gateway: most answers take a millisecond, the origin may take seconds.
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
@@ -41,6 +54,11 @@ type Metrics struct {
 	// StoreBypass counts requests that went to the origin ungated because the store was unavailable
 	// and their route says on_store_error: open.
 	StoreBypass *prometheus.CounterVec
+	// RouteInFlight is this replica's requests holding an in-flight slot (max_in_flight), by route;
+	// summed over the replicas it is the route's requests at the origin.
+	RouteInFlight *prometheus.GaugeVec
+	// RouteHeld counts the requests of max_in_flight routes by route and result (HeldResults).
+	RouteHeld *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them, with the Go runtime and process collectors, on reg.
@@ -80,9 +98,17 @@ func New(reg prometheus.Registerer) *Metrics {
 			Namespace: namespace, Name: "store_bypass_total",
 			Help: "Requests of on_store_error: open routes sent to the origin ungated while the store was unavailable, by route.",
 		}, []string{"route"}),
+		RouteInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Name: "route_in_flight",
+			Help: "Requests of max_in_flight routes this replica has at the origin (holding a slot), by route.",
+		}, []string{"route"}),
+		RouteHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "route_held_total",
+			Help: "Requests of max_in_flight routes by route and result: immediate, waited, busy, gone, store_error.",
+		}, []string{"route", "result"}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.OriginDuration, m.OriginErrors,
-		m.StoreUp, m.StoreDegraded, m.ConfigReloads, m.StoreBypass,
+		m.StoreUp, m.StoreDegraded, m.ConfigReloads, m.StoreBypass, m.RouteInFlight, m.RouteHeld,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Known label values start at zero so dashboards and alerts see the series before the first event.
 	for _, kind := range []string{OriginTimeout, OriginUnavailable, OriginClientGone} {

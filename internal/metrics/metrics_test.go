@@ -15,6 +15,8 @@ func TestNew_RegistersContractNamesOnTheInjectedRegistry(t *testing.T) {
 	m.HTTPDuration.WithLabelValues("checkout").Observe(0.01)
 	m.OriginDuration.Observe(0.02)
 	m.ObserveStore(false, true)
+	m.RouteInFlight.WithLabelValues("checkout").Inc()
+	m.RouteHeld.WithLabelValues("checkout", HeldWaited).Inc()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +28,7 @@ func TestNew_RegistersContractNamesOnTheInjectedRegistry(t *testing.T) {
 	for _, want := range []string{
 		"edgeq_http_requests_total", "edgeq_http_request_duration_seconds", "edgeq_origin_duration_seconds",
 		"edgeq_origin_errors_total", "edgeq_store_up", "edgeq_store_degraded", "edgeq_config_reload_total",
-		"go_goroutines",
+		"edgeq_route_in_flight", "edgeq_route_held_total", "go_goroutines",
 	} {
 		if !names[want] {
 			t.Errorf("%s not registered", want)

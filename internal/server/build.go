@@ -17,6 +17,7 @@ import (
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
@@ -38,6 +39,7 @@ type parts struct {
 	proxy     *proxy.Proxy
 	room      *waitroom.Room
 	admission *admission.Service
+	inflight  *inflight.Limiter
 }
 
 // build turns a validated configuration into the running parts; any error is a start-up error.
@@ -129,6 +131,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	steps = append(steps, adm)
 
 	health := store.NewHealth(st.Ping, cfg.StoreHealth, logger, m.ObserveStore)
+	limiter := inflight.New(inflight.Options{Store: st, Logger: logger})
 	p := proxy.New(proxy.Options{
 		Degraded:       health.Degraded,
 		Origin:         origin,
@@ -138,6 +141,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		TrustedProxies: trusted,
 		Endpoints:      web.Routes(endpoints, responder),
 		Steps:          steps,
+		InFlight:       limiter,
+		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
 		Responder:      responder,
 		Metrics:        m,
 		Logger:         logger,
@@ -149,7 +154,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	warnMissing(logger, table)
 	p.Use(table)
-	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm}, nil
+	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter}, nil
 }
 
 // What the keys of identityKey are for; each purpose gives an independent key.

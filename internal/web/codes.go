@@ -36,7 +36,11 @@ var (
 	ErrOriginUnavailable = code(http.StatusBadGateway, "ORIGIN_UNAVAILABLE", "The shop is not answering right now. Please try again in a moment.")
 	ErrOriginTimeout     = code(http.StatusGatewayTimeout, "ORIGIN_TIMEOUT", "The shop took too long to answer. Please try again in a moment.")
 	ErrInternal          = code(http.StatusInternalServerError, "INTERNAL", "Something went wrong on our side.")
-	ErrGateUnavailable   = code(http.StatusServiceUnavailable, "GATE_UNAVAILABLE", "This page is protected by a check that is not available right now.")
+	// ErrBusy: the route's max_in_flight requests are at the shop and this one's hold ran out while it
+	// waited for a slot (CONTRACT 10.1); nothing was sent to the shop. Browsers get the busy page, which
+	// tries again by itself after Retry-After.
+	ErrBusy            = code(http.StatusServiceUnavailable, "BUSY", "The shop is busy with other requests right now. Please try again in a moment.").retryAfter(5 * time.Second)
+	ErrGateUnavailable = code(http.StatusServiceUnavailable, "GATE_UNAVAILABLE", "This page is protected by a check that is not available right now.")
 	// ErrTurnstileMissing: a queue asks for Turnstile but no keys are configured (refused at start;
 	// kept for queues created through the admin API).
 	ErrTurnstileMissing = ErrGateUnavailable.saying("This queue requires a Turnstile check, but Turnstile is not configured.")

@@ -1,0 +1,308 @@
+package inflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+func TestKeys_ExactStringsWithHashTags(t *testing.T) {
+	k := store.Keys{Prefix: "edgeq"}
+	// lib.lua reads KEYS in this order.
+	want := []string{"edgeq:{f:checkout}:holders", "edgeq:{f:checkout}:waiters", "edgeq:{f:checkout}:alive", "edgeq:{f:checkout}:seq"}
+	if got := routeKeys(k, "checkout"); !slices.Equal(got, want) {
+		t.Errorf("routeKeys: got %q, want %q", got, want)
+	}
+	if got := grantChannel(k); got != "edgeq:inflight:granted" {
+		t.Errorf("grantChannel: %q", got)
+	}
+}
+
+// replicas returns n limiters on one store, as n edgeq replicas would have, each relaying grants.
+func replicas(t *testing.T, s *store.Store, n int, opts Options) []*Limiter {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	t.Cleanup(func() { cancel(); running.Wait() })
+	out := make([]*Limiter, n)
+	for i := range out {
+		opts.Store = s
+		out[i] = New(opts)
+		running.Go(func() { out[i].Run(ctx) })
+	}
+	return out
+}
+
+// line returns how many tickets wait for the route's slots, and how many leases hold one.
+func line(t *testing.T, s *store.Store, route string) (waiting, holding int64) {
+	t.Helper()
+	keys := routeKeys(s.Keys, route)
+	ctx := context.Background()
+	var err error
+	if holding, err = s.Client.ZCard(ctx, keys[0]).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if waiting, err = s.Client.ZCard(ctx, keys[1]).Result(); err != nil {
+		t.Fatal(err)
+	}
+	return waiting, holding
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// The limit holds across replicas under real concurrency: 300 requests on three replicas, limit 3,
+// each holding its slot for a moment; never more than 3 at once, and everyone gets a slot in the end.
+func TestAcquire_NeverMoreHoldersThanTheLimitAcrossReplicas(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		limiters := replicas(t, s, 3, Options{})
+		lim := Limit{Route: "checkout", Max: 3, Hold: time.Minute}
+		var inside, most, served atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 300 {
+			wg.Go(func() {
+				lease, _, err := limiters[i%3].Acquire(context.Background(), lim)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				served.Add(1)
+				lease.Release()
+			})
+		}
+		wg.Wait()
+		if most.Load() > 3 || served.Load() != 300 {
+			t.Fatalf("at most %d inside at once (limit 3), %d of 300 served", most.Load(), served.Load())
+		}
+		if waiting, holding := line(t, s, "checkout"); waiting != 0 || holding != 0 {
+			t.Fatalf("left behind: %d waiting, %d holding", waiting, holding)
+		}
+	})
+}
+
+// Waiters are served in arrival order across replicas, and they are woken by the grant itself: the
+// polls are off (an hour apart), so a waiter that was not told would never go.
+func TestAcquire_WaitersAreServedInArrivalOrder(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		limiters := replicas(t, s, 2, Options{Poll: time.Hour})
+		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
+		first, _, err := limiters[0].Acquire(context.Background(), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []int
+		var wg sync.WaitGroup
+		const n = 8
+		for i := range n {
+			wg.Go(func() {
+				lease, waited, err := limiters[i%2].Acquire(context.Background(), lim)
+				if err != nil || !waited {
+					t.Errorf("waiter %d: waited %v, %v", i, waited, err)
+					return
+				}
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				lease.Release()
+			})
+			// The next one arrives once this one is in line.
+			eventually(t, fmt.Sprintf("waiter %d in line", i), func() bool { w, _ := line(t, s, "checkout"); return w == int64(i+1) })
+		}
+		first.Release()
+		wg.Wait()
+		if !slices.Equal(order, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+			t.Fatalf("served in order %v", order)
+		}
+	})
+}
+
+// When hold runs out the request gets ErrBusy and leaves the line; with hold 0 it does not wait at
+// all.
+func TestAcquire_HoldRunsOutWithErrBusy(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		l := replicas(t, s, 1, Options{Poll: 20 * time.Millisecond})[0]
+		held, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release()
+		if _, waited, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1}); !errors.Is(err, ErrBusy) || waited {
+			t.Fatalf("hold 0: waited %v, %v; want ErrBusy at once", waited, err)
+		}
+		if _, waited, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1, Hold: 100 * time.Millisecond}); !errors.Is(err, ErrBusy) || !waited {
+			t.Fatalf("hold 100ms: waited %v, %v; want ErrBusy after waiting", waited, err)
+		}
+		if waiting, holding := line(t, s, "checkout"); waiting != 0 || holding != 1 {
+			t.Fatalf("%d waiting, %d holding; want the line empty and the first lease kept", waiting, holding)
+		}
+	})
+}
+
+// A visitor who leaves while waiting leaves the line: the slot freed next goes to nobody.
+func TestAcquire_AVisitorWhoLeavesLeavesTheLine(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		l := replicas(t, s, 1, Options{})[0]
+		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
+		held, _, err := l.Acquire(context.Background(), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		gone := make(chan error, 1)
+		go func() {
+			_, _, err := l.Acquire(ctx, lim)
+			gone <- err
+		}()
+		eventually(t, "the waiter in line", func() bool { w, _ := line(t, s, "checkout"); return w == 1 })
+		cancel()
+		if err := <-gone; !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want context.Canceled", err)
+		}
+		held.Release()
+		if waiting, holding := line(t, s, "checkout"); waiting != 0 || holding != 0 {
+			t.Fatalf("%d waiting, %d holding; want nobody", waiting, holding)
+		}
+	})
+}
+
+// A replica that dies holding a slot (nothing renews it, nothing gives it back) costs at most one
+// lease time: then the first waiter gets the slot.
+func TestLease_ADeadReplicasSlotIsFreeAfterTheLeaseTime(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		opts := Options{Lease: 300 * time.Millisecond, Poll: 20 * time.Millisecond}
+		limiters := replicas(t, s, 2, opts)
+		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
+		dead, _, err := limiters[0].Acquire(context.Background(), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead.once.Do(func() { close(dead.stop) }) // the replica dies: no renewal, no release
+		diedAt := time.Now()
+		lease, waited, err := limiters[1].Acquire(context.Background(), lim)
+		if err != nil || !waited {
+			t.Fatalf("waited %v, %v", waited, err)
+		}
+		defer lease.Release()
+		// One lease time after the last renewal, give or take a poll: generous slack for a shared CPU.
+		if took := time.Since(diedAt); took > opts.Lease+2*time.Second {
+			t.Fatalf("the slot was free after %v, lease %v", took, opts.Lease)
+		}
+	})
+}
+
+// A live replica renews its leases: a request that stays at the origin for several lease times keeps
+// its slot.
+func TestLease_RenewalKeepsALongRequestsSlot(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		l := replicas(t, s, 1, Options{Lease: 200 * time.Millisecond, Poll: 20 * time.Millisecond})[0]
+		lim := Limit{Route: "checkout", Max: 1}
+		held, _, err := l.Acquire(context.Background(), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if _, _, err := l.Acquire(context.Background(), lim); !errors.Is(err, ErrBusy) {
+				t.Fatalf("a second request got %v while the first still held its slot", err)
+			}
+		}
+		held.Release()
+		again, _, err := l.Acquire(context.Background(), lim)
+		if err != nil {
+			t.Fatalf("after the release: %v", err)
+		}
+		again.Release()
+	})
+}
+
+// A waiter whose replica died (it stopped polling) is dropped from the line: the ones behind it are
+// not stuck behind a ghost.
+func TestAcquire_AnAbsentWaiterIsSkipped(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		l := replicas(t, s, 1, Options{Poll: 20 * time.Millisecond})[0]
+		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
+		held, _, err := l.Acquire(context.Background(), lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ghost := ticket{l: l, keys: routeKeys(s.Keys, "checkout"), id: newID(), limit: 1}
+		if code, err := ghost.acquire(true); err != nil || code != codeWaiting {
+			t.Fatalf("ghost: %d, %v", code, err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			lease, _, err := l.Acquire(context.Background(), lim)
+			if err == nil {
+				lease.Release()
+			}
+			got <- err
+		}()
+		eventually(t, "two in line", func() bool { w, _ := line(t, s, "checkout"); return w == 2 })
+		held.Release()
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if waiting, holding := line(t, s, "checkout"); waiting != 0 || holding != 0 {
+			t.Fatalf("%d waiting, %d holding", waiting, holding)
+		}
+	})
+}
+
+// A store that cannot be reached is an error of its own, not ErrBusy: the route's on_store_error
+// decides.
+func TestAcquire_StoreDownIsAnError(t *testing.T) {
+	s := storetest.Embedded(t)
+	l := New(Options{Store: s})
+	s.Close()
+	_, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1, Hold: time.Second})
+	if err == nil || errors.Is(err, ErrBusy) {
+		t.Fatalf("got %v, want a store error", err)
+	}
+}
+
+// Every key the scripts write expires a little after the latest lease or presence in it (nothing is
+// left behind by a route that is removed, or by replicas that all died).
+func TestScripts_EveryKeyHasATTL(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		l := New(Options{Store: s, Lease: 2 * time.Second, Poll: time.Second})
+		held, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release()
+		waiter := ticket{l: l, keys: routeKeys(s.Keys, "checkout"), id: newID(), limit: 1}
+		if code, err := waiter.acquire(true); err != nil || code != codeWaiting {
+			t.Fatalf("waiter: %d, %v", code, err)
+		}
+		for _, key := range routeKeys(s.Keys, "checkout") {
+			ttl, err := s.Client.PTTL(context.Background(), key).Result()
+			// At most the lease (2s) or the presence (3 polls) plus a second.
+			if err != nil || ttl <= 0 || ttl > 4*time.Second {
+				t.Errorf("%s: TTL %v, %v", key, ttl, err)
+			}
+		}
+	})
+}

@@ -1,0 +1,66 @@
+-- lib.lua: shared by every in-flight script; the Go side prepends it to each operation's file.
+--
+-- KEYS (every script, one route; all four share the route's hash tag {f:<route>}):
+--   KEYS[1] <prefix>:{f:<route>}:holders  sorted set: lease id -> lease expiry (ms, Redis TIME)
+--   KEYS[2] <prefix>:{f:<route>}:waiters  sorted set: ticket id -> ticket number (arrival order)
+--   KEYS[3] <prefix>:{f:<route>}:alive    sorted set: ticket id -> until when its waiter counts as
+--                                          present (ms); every poll of the waiter renews it
+--   KEYS[4] <prefix>:{f:<route>}:seq      string: the last ticket number given out
+-- A ticket id is also the id of the lease it becomes.
+local K_HOLDERS, K_WAITERS, K_ALIVE, K_SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+
+-- now_ms: Redis TIME in milliseconds. Time inside scripts always comes from Redis: one clock for
+-- every replica.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- drop_waiter removes a ticket from the line.
+local function drop_waiter(id)
+  redis.call('ZREM', K_WAITERS, id)
+  redis.call('ZREM', K_ALIVE, id)
+end
+
+-- sweep frees the slots of expired leases (a replica that died, or stopped renewing) and forgets
+-- waiters that stopped polling, then hands free slots to the first present waiters in ticket order
+-- (first come, first served across replicas). A granted ticket holds its slot for grant_ms, time for
+-- its waiter to poll and turn it into a full lease; its id is published on channel so that the
+-- waiter's replica polls at once instead of at its next interval. Bounded work per call: a long line
+-- of absent waiters is cleared over several calls.
+local function sweep(now, limit, grant_ms, channel)
+  redis.call('ZREMRANGEBYSCORE', K_HOLDERS, '-inf', now)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', K_ALIVE, '-inf', now, 'LIMIT', 0, 100)) do
+    drop_waiter(id)
+  end
+  local free = limit - redis.call('ZCARD', K_HOLDERS)
+  local budget = 100
+  while free > 0 and budget > 0 do
+    local head = redis.call('ZRANGE', K_WAITERS, 0, 0)[1]
+    if not head then break end
+    local present = tonumber(redis.call('ZSCORE', K_ALIVE, head))
+    drop_waiter(head)
+    if present and present > now then
+      redis.call('ZADD', K_HOLDERS, now + grant_ms, head)
+      redis.call('PUBLISH', channel, head)
+      free = free - 1
+    end
+    budget = budget - 1
+  end
+end
+
+-- keep gives every key a TTL just past the latest expiry it holds, so nothing outlives the leases and
+-- waiters in it (an emptied sorted set is deleted by Redis itself).
+local function keep(now)
+  local last = redis.call('ZRANGE', K_HOLDERS, -1, -1, 'WITHSCORES')
+  if last[2] then
+    redis.call('PEXPIRE', K_HOLDERS, math.max(tonumber(last[2]) - now, 0) + 1000)
+  end
+  last = redis.call('ZRANGE', K_ALIVE, -1, -1, 'WITHSCORES')
+  if last[2] then
+    local ttl = math.max(tonumber(last[2]) - now, 0) + 1000
+    redis.call('PEXPIRE', K_ALIVE, ttl)
+    redis.call('PEXPIRE', K_WAITERS, ttl)
+    redis.call('PEXPIRE', K_SEQ, ttl)
+  end
+end
