@@ -385,8 +385,33 @@ async function dashboard() {
     expect((await api('/api/queue/sale')).capacity === 8, 'a refused capacity changed the queue');
 
     expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+    // Arrivals and served per minute are measured over the same window.
+    const rates = { arrivals: await field(card, 'arrivals'), served: await field(card, 'served') };
+    log('rates', JSON.stringify(rates));
+    expect(/^[\d.,]+$/.test(rates.arrivals) && /^[\d.,]+$/.test(rates.served), 'rates: ' + JSON.stringify(rates));
   } finally {
     await b.close();
+  }
+
+  // Opened with the credentials in its address (http://user:key@host/dashboard), as an operator may
+  // bookmark it: every request still works.
+  const signedIn = new URL(env.EDGEQ_ADMIN_URL + '/dashboard');
+  signedIn.username = 'operator';
+  signedIn.password = env.EDGEQ_ADMIN_KEY;
+  const c = await browser(desktop);
+  try {
+    const resp = await c.page.goto(signedIn.href);
+    expect(resp.status() === 200, 'dashboard with credentials in the URL: ' + resp.status());
+    await c.page.waitForFunction(() => Number(document.body.dataset.polls || 0) >= 3, null, { timeout: 20000 });
+    expect(await c.page.isHidden('#error'), 'error shown: ' + await text(c.page, '#error'));
+    const card = await queueCard(c.page, 'sale');
+    await card.locator('input[name="capacity"]').fill('8');
+    await card.locator('button[data-action="capacity"]').click();
+    await card.locator('[data-f="result"]', { hasText: 'capacity now 8' }).waitFor({ timeout: 10000 });
+    expect(c.dialogs.length === 0 && c.consoleErrors.length === 0, 'dialogs/errors: ' + c.dialogs + c.consoleErrors);
+    log('with credentials in the URL: polls', await c.page.getAttribute('body', 'data-polls'));
+  } finally {
+    await c.close();
   }
 }
 
