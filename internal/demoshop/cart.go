@@ -244,41 +244,48 @@ func (s *Shop) cartPage(w http.ResponseWriter, r *http.Request) {
 // shopper can try again.
 func (s *Shop) checkout(w http.ResponseWriter, r *http.Request) {
 	asJSON := !isForm(r)
-	fail := func(e *shopError) {
-		if asJSON {
-			apiError(w, e.status, e.code, e.message)
-			return
-		}
+	s.enterCheckout()
+	view, e := s.placeOrder(r, asJSON)
+	// Done before answering: a proxy that lets one checkout through at a time sends the next one as
+	// soon as it has this answer, and that one must not count as an overlap.
+	s.leaveCheckout()
+	switch {
+	case e != nil && asJSON:
+		apiError(w, e.status, e.code, e.message)
+	case e != nil:
 		s.problem(w, e.status, "Your order was not placed", e.message)
+	case asJSON:
+		writeJSON(w, http.StatusCreated, map[string]any{"order": view})
+	default:
+		http.Redirect(w, r, "/orders/"+strconv.Itoa(view.Number), http.StatusSeeOther)
 	}
+}
+
+// placeOrder reads the checkout request and places the order of its cart.
+func (s *Shop) placeOrder(r *http.Request, asJSON bool) (orderJSON, *shopError) {
 	var email string
 	if asJSON {
 		var body struct {
 			Email string `json:"email"`
 		}
 		if err := readJSON(r, &body); err != nil && !errors.Is(err, io.EOF) {
-			fail(errorf(http.StatusBadRequest, "INVALID_REQUEST", "The request body is not valid JSON."))
-			return
+			return orderJSON{}, errorf(http.StatusBadRequest, "INVALID_REQUEST", "The request body is not valid JSON.")
 		}
 		email = body.Email
 	} else {
 		email = r.PostFormValue("email")
 	}
 
-	s.enterCheckout()
-	defer s.leaveCheckout()
 	id := r.PathValue("cart")
 	s.mu.Lock()
 	c := s.carts[id]
 	if c == nil {
 		s.mu.Unlock()
-		fail(errCartNotFound)
-		return
+		return orderJSON{}, errCartNotFound
 	}
 	if len(c.Items) == 0 {
 		s.mu.Unlock()
-		fail(errorf(http.StatusBadRequest, "EMPTY_CART", "Your cart is empty."))
-		return
+		return orderJSON{}, errorf(http.StatusBadRequest, "EMPTY_CART", "Your cart is empty.")
 	}
 	last := 1000 // SELECT max(number) FROM orders
 	if n := len(s.orders); n > 0 {
@@ -289,20 +296,17 @@ func (s *Shop) checkout(w http.ResponseWriter, r *http.Request) {
 	time.Sleep(s.dbLatency) // the database round trip between the read and the insert
 
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	number := last + 1
 	if s.numbers[number] { // INSERT INTO orders ... -> unique violation
 		s.stats.Failed++
-		s.mu.Unlock()
 		s.logger.Error("checkout failed", "cart", id, "error",
 			fmt.Sprintf("duplicate key value violates unique constraint \"orders_number_key\" (number)=(%d)", number))
-		fail(errorf(http.StatusInternalServerError, "INTERNAL", "Something went wrong while placing your order. Please try again."))
-		return
+		return orderJSON{}, errorf(http.StatusInternalServerError, "INTERNAL", "Something went wrong while placing your order. Please try again.")
 	}
 	for _, it := range c.Items {
 		if p := s.bySKU(it.SKU); p.Stock < it.Quantity {
-			s.mu.Unlock()
-			fail(errorf(http.StatusConflict, "OUT_OF_STOCK", "Only %d of %s left: change your cart.", p.Stock, p.Name))
-			return
+			return orderJSON{}, errorf(http.StatusConflict, "OUT_OF_STOCK", "Only %d of %s left: change your cart.", p.Stock, p.Name)
 		}
 	}
 	_, _, total := s.lines(c.Items)
@@ -313,13 +317,7 @@ func (s *Shop) checkout(w http.ResponseWriter, r *http.Request) {
 	s.numbers[number] = true
 	s.orders = append(s.orders, o)
 	c.Items = nil
-	view := s.orderView(o)
-	s.mu.Unlock()
-	if asJSON {
-		writeJSON(w, http.StatusCreated, map[string]any{"order": view})
-		return
-	}
-	http.Redirect(w, r, "/orders/"+strconv.Itoa(number), http.StatusSeeOther)
+	return s.orderView(o), nil
 }
 
 // CheckoutStats counts checkouts running at the same time: what an operator's max_in_flight must
