@@ -110,6 +110,20 @@ async function nojs() {
     await page.waitForURL(base + '/orders', { timeout: 30000 });
     expect((await text(page, 'h1')) === 'Orders', 'landed on: ' + await text(page, 'h1'));
     log('landed on', page.url());
+
+    // The product form without JavaScript posts to /cart/items. edgeq has no stock of sneaker-b (the
+    // stack's products: stock 0): its sold-out page, in place of the shop's answer.
+    await page.goto(base + '/p/limited-sneaker-b');
+    expect((await text(page, 'h1')) === 'Limited sneaker B', 'not the product page: ' + page.url());
+    let [resp] = await Promise.all([page.waitForNavigation(), page.click('form.add-to-cart button')]);
+    let body = await text(page, 'body');
+    expect(resp.status() === 409 && body.includes('Sold out') && body.includes('INSUFFICIENT_STOCK'), 'not edgeq\'s sold-out page: ' + resp.status() + ' ' + body);
+    log('sold out:', resp.status(), await text(page, 'h1'));
+    // A product edgeq does not guard passes (unknown_product: pass) into the shop's cart.
+    await page.goto(base + '/p/limited-sneaker-a');
+    [resp] = await Promise.all([page.waitForNavigation(), page.click('form.add-to-cart button')]);
+    expect(page.url() === base + '/cart' && (await text(page, 'table')).includes('Limited sneaker A'), 'not in the cart: ' + page.url() + ' ' + await text(page, 'body'));
+    log('added without JavaScript:', page.url());
   } finally {
     await b.close();
   }
@@ -158,6 +172,65 @@ async function screenshots() {
         await b.close();
       }
     }
+  }
+}
+
+// shop: the shop's own page script through edgeq. A product page under its second URL (served at once
+// on the sale queue), add to cart through the one add-to-cart URL (JSON, the SKU in the body), reads
+// through the shop's /api/graphql (never gated), a refusal by edgeq that the script shows, and the
+// checkout, which takes only the cart id.
+async function shop() {
+  const b = await browser(desktop);
+  const { page } = b;
+  const graphql = [];
+  page.on('response', (r) => { if (r.url().endsWith('/api/graphql')) graphql.push(r.status()); });
+  try {
+    await page.goto(base + '/');
+    await Promise.all([page.waitForURL(base + '/p/team-jersey'), page.click('a:text("Team jersey")')]);
+    expect((await text(page, 'h1')) === 'Team jersey', 'not the product page: ' + page.url());
+
+    // The add-to-cart answer is the shop's; the badge comes from the shop's GraphQL read.
+    const added = async () => {
+      const [resp] = await Promise.all([page.waitForResponse((r) => /\/api\/carts\/[0-9a-f]+\/items$/.test(r.url())),
+        page.click('form.add-to-cart button')]);
+      await page.waitForFunction(() => !document.getElementById('notice').hidden);
+      return { status: resp.status(), body: await resp.json(), notice: await text(page, '#notice'), cls: await page.getAttribute('#notice', 'class') };
+    };
+    let r = await added(); // a SKU edgeq guards: admitted
+    expect(r.status === 200 && r.cls === 'notice ok' && r.notice.startsWith('Added to your cart'), 'jersey: ' + JSON.stringify(r));
+    await page.waitForFunction(() => document.querySelector('[data-cart-count]').textContent === '(1)');
+    const guarded = await (await fetch(base + '/_edgeq/products/jersey')).json();
+    expect(guarded.remaining_stock === 299, 'edgeq\'s jersey stock: ' + JSON.stringify(guarded));
+
+    // edgeq has no stock of sneaker-b: it refuses with its standard JSON body. Without a refusal.json on
+    // the route that body has no error.message, and the shop's script can only show its own fallback.
+    await page.goto(base + '/p/limited-sneaker-b');
+    r = await added();
+    expect(r.status === 409 && r.body.error === 'INSUFFICIENT_STOCK', 'sneaker-b: ' + JSON.stringify(r));
+    expect(r.cls === 'notice error' && r.notice === 'Failed to add item.', 'the shop\'s script showed: ' + JSON.stringify(r));
+    log('refused by edgeq, the shop\'s script shows:', r.notice);
+
+    // A SKU edgeq does not guard passes (unknown_product: pass).
+    await page.goto(base + '/p/limited-sneaker-a');
+    r = await added();
+    expect(r.status === 200 && r.body.cart.count === 2, 'sneaker-a: ' + JSON.stringify(r));
+
+    await page.goto(base + '/cart');
+    const rows = await text(page, 'table');
+    expect(rows.includes('Team jersey') && rows.includes('Limited sneaker A') && !rows.includes('Limited sneaker B'), 'cart: ' + rows);
+    await page.fill('input[name=email]', 'guest@example.com');
+    await Promise.all([page.waitForURL(/\/orders\/\d+$/), page.click('form.checkout button')]);
+    const heading = await text(page, 'h1');
+    expect(/^Order #\d+ confirmed$/.test(heading), 'after the checkout: ' + heading);
+    log(heading, page.url());
+
+    const office = await (await fetch(base + '/orders.json')).json();
+    const order = office.orders.find((o) => o.email === 'guest@example.com');
+    expect(order && order.items.map((i) => i.sku).join(',') === 'jersey,sneaker-a', 'the shop\'s order: ' + JSON.stringify(order));
+    expect(graphql.length >= 4 && graphql.every((st) => st === 200), 'graphql reads: ' + graphql);
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+  } finally {
+    await b.close();
   }
 }
 
@@ -312,12 +385,37 @@ async function dashboard() {
     expect((await api('/api/queue/sale')).capacity === 8, 'a refused capacity changed the queue');
 
     expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+    // Arrivals and served per minute are measured over the same window.
+    const rates = { arrivals: await field(card, 'arrivals'), served: await field(card, 'served') };
+    log('rates', JSON.stringify(rates));
+    expect(/^[\d.,]+$/.test(rates.arrivals) && /^[\d.,]+$/.test(rates.served), 'rates: ' + JSON.stringify(rates));
   } finally {
     await b.close();
   }
+
+  // Opened with the credentials in its address (http://user:key@host/dashboard), as an operator may
+  // bookmark it: every request still works.
+  const signedIn = new URL(env.EDGEQ_ADMIN_URL + '/dashboard');
+  signedIn.username = 'operator';
+  signedIn.password = env.EDGEQ_ADMIN_KEY;
+  const c = await browser(desktop);
+  try {
+    const resp = await c.page.goto(signedIn.href);
+    expect(resp.status() === 200, 'dashboard with credentials in the URL: ' + resp.status());
+    await c.page.waitForFunction(() => Number(document.body.dataset.polls || 0) >= 3, null, { timeout: 20000 });
+    expect(await c.page.isHidden('#error'), 'error shown: ' + await text(c.page, '#error'));
+    const card = await queueCard(c.page, 'sale');
+    await card.locator('input[name="capacity"]').fill('8');
+    await card.locator('button[data-action="capacity"]').click();
+    await card.locator('[data-f="result"]', { hasText: 'capacity now 8' }).waitFor({ timeout: 10000 });
+    expect(c.dialogs.length === 0 && c.consoleErrors.length === 0, 'dialogs/errors: ' + c.dialogs + c.consoleErrors);
+    log('with credentials in the URL: polls', await c.page.getAttribute('body', 'data-polls'));
+  } finally {
+    await c.close();
+  }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, bid, xss, dashboard };
+const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, xss, dashboard };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));
