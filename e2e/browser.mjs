@@ -202,12 +202,12 @@ async function shop() {
     const guarded = await (await fetch(base + '/_edgeq/products/jersey')).json();
     expect(guarded.remaining_stock === 299, 'edgeq\'s jersey stock: ' + JSON.stringify(guarded));
 
-    // edgeq has no stock of sneaker-b: it refuses with its standard JSON body. Without a refusal.json on
-    // the route that body has no error.message, and the shop's script can only show its own fallback.
+    // edgeq has no stock of sneaker-b: it refuses, in the shop's own error shape (the route's
+    // refusal.json), so the shop's script shows edgeq's message instead of its fallback.
     await page.goto(base + '/p/limited-sneaker-b');
     r = await added();
-    expect(r.status === 409 && r.body.error === 'INSUFFICIENT_STOCK', 'sneaker-b: ' + JSON.stringify(r));
-    expect(r.cls === 'notice error' && r.notice === 'Failed to add item.', 'the shop\'s script showed: ' + JSON.stringify(r));
+    expect(r.status === 409 && r.body.error && r.body.error.code === 'INSUFFICIENT_STOCK', 'sneaker-b: ' + JSON.stringify(r));
+    expect(r.cls === 'notice error' && r.notice === 'Sorry, this item is sold out.', 'the shop\'s script showed: ' + JSON.stringify(r));
     log('refused by edgeq, the shop\'s script shows:', r.notice);
 
     // A SKU edgeq does not guard passes (unknown_product: pass).
@@ -252,7 +252,9 @@ async function bid() {
     const [resp] = await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
     expect(resp.status() === 409, 'a low bid answered ' + resp.status());
     const body = await text(page, 'body');
-    expect(body.includes('Bid too low') && body.includes('bid higher') && body.includes('BID_TOO_LOW'), 'not edgeq\'s refusal page: ' + body);
+    expect(body.includes('Bid too low') && body.includes('bid higher') && body.includes('The highest bid is now 25.00.'), 'not edgeq\'s refusal page: ' + body);
+    const back = await page.getAttribute('a.button', 'href');
+    expect(back === '/auctions/7', 'the button leads to ' + back);
     await screenshot(page, 'bid-too-low');
 
     const highest = await (await fetch(base + '/_edgeq/auctions/7/highest-bid')).json();
@@ -260,6 +262,31 @@ async function bid() {
     const shop = await (await fetch(base + '/orders.json')).json();
     const amounts = shop.bids.filter((x) => x.auction === '7').map((x) => x.amount);
     expect(amounts.length === 1 && amounts[0] === '25.00', 'bids the shop received: ' + JSON.stringify(amounts));
+  } finally {
+    await b.close();
+  }
+}
+
+// still: a visitor waits 30 s on the waiting page of a queue that serves nobody. Everything the page
+// loads (styles, script, icon, status polls) comes from edgeq: the Go side counts the shop's requests.
+async function still() {
+  const b = await browser(desktop);
+  const { page } = b;
+  const elsewhere = [];
+  page.on('request', (r) => { if (!new URL(r.url()).pathname.startsWith('/_edgeq/')) elsewhere.push(r.url()); });
+  try {
+    await page.goto(base + '/still');
+    expect(page.url().startsWith(base + '/_edgeq/wait/still'), 'not on the waiting page: ' + page.url());
+    await page.waitForFunction(() => document.documentElement.classList.contains('js'));
+    await page.waitForTimeout(30000);
+    expect(page.url().startsWith(base + '/_edgeq/wait/still'), 'left the waiting page: ' + page.url());
+    // Only the first navigation to /still (answered by edgeq's redirect) is outside /_edgeq/.
+    expect(elsewhere.length === 1 && elsewhere[0] === base + '/still', 'requests outside edgeq: ' + elsewhere);
+    // Headless Chromium fetches no icons; a desktop browser asks for /favicon.ico unless the page
+    // declares one, so the page must declare edgeq's own.
+    const icon = await page.$eval('link[rel=icon]', (l) => l.getAttribute('href')).catch(() => null);
+    expect(icon && icon.startsWith('/_edgeq/static/favicon.'), 'icon: ' + icon);
+    expect(b.consoleErrors.length === 0, 'errors: ' + b.consoleErrors);
   } finally {
     await b.close();
   }
@@ -415,7 +442,7 @@ async function dashboard() {
   }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, xss, dashboard };
+const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

@@ -68,6 +68,7 @@ func requireBrowser(t *testing.T) (node string) {
 type stack struct {
 	edgeq, admin string
 	fake         *turnstiletest.Server
+	originHits   *atomic.Int64 // every request that reached the shop
 }
 
 func startStack(t *testing.T) *stack {
@@ -76,7 +77,11 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	origin := httptest.NewServer(shop)
+	var hits atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		shop.ServeHTTP(w, r)
+	}))
 	t.Cleanup(origin.Close)
 	fake := turnstiletest.New()
 	ts := httptest.NewServer(fake)
@@ -101,6 +106,7 @@ queues:
   - {id: shots, title: "Sneaker drop", capacity: 0}
   - {id: xss, title: "<script>alert('title')</script>", capacity: 0}
   - {id: sale, title: "Flash sale", capacity: 3}
+  - {id: still, title: "Nobody served", capacity: 0}
 products:
   # edgeq guards two of the shop's SKUs: jersey (sold in the dashboard's simulated sale) and sneaker-b,
   # which edgeq has none of; sneaker-a passes unguarded (unknown_product: pass).
@@ -112,11 +118,14 @@ routes:
   - {name: products, match: "GET /products/{id}", queue: drop}
   - {name: products_by_slug, match: "GET /p/{slug}", queue: sale}
   - {name: orders, match: "GET /orders", queue: quiet}
+  - {name: still, match: "GET /still", queue: still}
   - {name: auctions, match: "GET /auctions/42", queue: club}
   - name: add_to_cart
     match: "POST /api/carts/{cart}/items"
     queue: sale
     admission: {type: stock, unknown_product: pass, product: "json:sku", quantity: "json:quantity", user: token, release_on: ["4xx", "5xx", "error"]}
+    # edgeq's refusals in the shop's own error shape, which its cart script reads.
+    refusal: {json: '{"error": {"code": "{{.Code}}", "message": "{{.Message}}"}}'}
   - name: add_to_cart_form
     match: "POST /cart/items"
     queue: sale
@@ -148,7 +157,7 @@ auctions:
 	select {
 	case addrs := <-started:
 		t.Cleanup(func() { cancel(); <-done })
-		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake}
+		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake, originHits: &hits}
 	case err := <-done:
 		cancel()
 		t.Fatalf("edgeq did not start: %v", err)
@@ -281,6 +290,13 @@ func TestBrowser(t *testing.T) {
 	})
 	t.Run("a bid through the shop's form, and one refused by edgeq", func(t *testing.T) {
 		runScenario(t, node, s, "bid", "SCREENSHOT_DIR="+shots)
+	})
+	t.Run("a waiting browser asks the shop for nothing", func(t *testing.T) {
+		before := s.originHits.Load()
+		runScenario(t, node, s, "still")
+		if n := s.originHits.Load() - before; n != 0 {
+			t.Fatalf("a browser waiting 30 s made %d requests to the shop", n)
+		}
 	})
 	t.Run("markup in titles and return paths stays text", func(t *testing.T) {
 		runScenario(t, node, s, "xss")
