@@ -91,7 +91,13 @@ func (k *bidKind) commit(ctx context.Context, c claim) error {
 
 func (k *bidKind) changed(auction string) { k.reads.forget(auction) }
 
-func (*bidKind) refusalPage(*web.Error) string { return "" }
+// refusalPage: a bidder whose bid is too low sees the highest bid and a way back to the auction.
+func (*bidKind) refusalPage(e *web.Error) string {
+	if e.Code == web.ErrBidTooLow.Code {
+		return "bidtoolow.html"
+	}
+	return ""
+}
 
 // PlaceBid runs bid.lua alone: what every bid admission costs the store, for the benchmark that
 // compares it with bids through edgeq. user is already a pseudonym; the answer is bid.lua's code (0

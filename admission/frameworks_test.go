@@ -268,3 +268,31 @@ func TestRefusalJSON_InTheShopsShape(t *testing.T) {
 		}
 	})
 }
+
+// A browser whose bid is too low sees the highest bid and a way back to the auction it came from
+// (issue 16, newcomer item); another site's Referer leads home.
+func TestBidTooLow_PageShowsTheHighestBidAndLeadsBack(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
+		if a := st.bid("lot", "alice", "25.00"); a.status != 200 {
+			t.Fatalf("first bid: %d %s", a.status, a.body)
+		}
+		page := func(referer string) answer {
+			req, _ := http.NewRequest("POST", st.public.URL+"/auctions/lot/bid", strings.NewReader("amount=12.00"))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Accept", "text/html")
+			req.Header.Set("X-User", "bob")
+			req.Header.Set("Referer", referer)
+			return do(t, req)
+		}
+		a := page(st.public.URL + "/auctions/lot?tab=bids")
+		if a.status != 409 || !strings.Contains(a.body, "The highest bid is now 25.00.") ||
+			!strings.Contains(a.body, `href="/auctions/lot?tab=bids"`) {
+			t.Fatalf("bid too low page: %d %s", a.status, a.body)
+		}
+		if a := page("https://evil.example/phish"); !strings.Contains(a.body, `href="/"`) || strings.Contains(a.body, "evil.example") {
+			t.Fatalf("another site's Referer: %s", a.body)
+		}
+	})
+}

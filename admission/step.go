@@ -329,7 +329,9 @@ func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, e *web.
 	s.metrics.admissions.WithLabelValues(k.name(), resultLabel(k, e)).Inc()
 	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
 	if page := k.refusalPage(e); page != "" && web.IsNavigation(r) {
-		s.responder.Page(w, r, e.Status, page, web.ErrorPage{PageBase: s.responder.Base(r), Status: e.Status, Code: e.Code})
+		s.responder.Page(w, r, e.Status, page, web.RefusalPage{
+			ErrorPage: web.ErrorPage{PageBase: s.responder.Base(r), Status: e.Status, Code: e.Code},
+			Fields:    e.Fields, Back: web.BackPath(r)})
 		return
 	}
 	s.responder.Error(w, r, e)

@@ -110,6 +110,20 @@ async function nojs() {
     await page.waitForURL(base + '/orders', { timeout: 30000 });
     expect((await text(page, 'h1')) === 'Orders', 'landed on: ' + await text(page, 'h1'));
     log('landed on', page.url());
+
+    // The product form without JavaScript posts to /cart/items. edgeq has no stock of sneaker-b (the
+    // stack's products: stock 0): its sold-out page, in place of the shop's answer.
+    await page.goto(base + '/p/limited-sneaker-b');
+    expect((await text(page, 'h1')) === 'Limited sneaker B', 'not the product page: ' + page.url());
+    let [resp] = await Promise.all([page.waitForNavigation(), page.click('form.add-to-cart button')]);
+    let body = await text(page, 'body');
+    expect(resp.status() === 409 && body.includes('Sold out') && body.includes('INSUFFICIENT_STOCK'), 'not edgeq\'s sold-out page: ' + resp.status() + ' ' + body);
+    log('sold out:', resp.status(), await text(page, 'h1'));
+    // A product edgeq does not guard passes (unknown_product: pass) into the shop's cart.
+    await page.goto(base + '/p/limited-sneaker-a');
+    [resp] = await Promise.all([page.waitForNavigation(), page.click('form.add-to-cart button')]);
+    expect(page.url() === base + '/cart' && (await text(page, 'table')).includes('Limited sneaker A'), 'not in the cart: ' + page.url() + ' ' + await text(page, 'body'));
+    log('added without JavaScript:', page.url());
   } finally {
     await b.close();
   }
@@ -161,6 +175,65 @@ async function screenshots() {
   }
 }
 
+// shop: the shop's own page script through edgeq. A product page under its second URL (served at once
+// on the sale queue), add to cart through the one add-to-cart URL (JSON, the SKU in the body), reads
+// through the shop's /api/graphql (never gated), a refusal by edgeq that the script shows, and the
+// checkout, which takes only the cart id.
+async function shop() {
+  const b = await browser(desktop);
+  const { page } = b;
+  const graphql = [];
+  page.on('response', (r) => { if (r.url().endsWith('/api/graphql')) graphql.push(r.status()); });
+  try {
+    await page.goto(base + '/');
+    await Promise.all([page.waitForURL(base + '/p/team-jersey'), page.click('a:text("Team jersey")')]);
+    expect((await text(page, 'h1')) === 'Team jersey', 'not the product page: ' + page.url());
+
+    // The add-to-cart answer is the shop's; the badge comes from the shop's GraphQL read.
+    const added = async () => {
+      const [resp] = await Promise.all([page.waitForResponse((r) => /\/api\/carts\/[0-9a-f]+\/items$/.test(r.url())),
+        page.click('form.add-to-cart button')]);
+      await page.waitForFunction(() => !document.getElementById('notice').hidden);
+      return { status: resp.status(), body: await resp.json(), notice: await text(page, '#notice'), cls: await page.getAttribute('#notice', 'class') };
+    };
+    let r = await added(); // a SKU edgeq guards: admitted
+    expect(r.status === 200 && r.cls === 'notice ok' && r.notice.startsWith('Added to your cart'), 'jersey: ' + JSON.stringify(r));
+    await page.waitForFunction(() => document.querySelector('[data-cart-count]').textContent === '(1)');
+    const guarded = await (await fetch(base + '/_edgeq/products/jersey')).json();
+    expect(guarded.remaining_stock === 299, 'edgeq\'s jersey stock: ' + JSON.stringify(guarded));
+
+    // edgeq has no stock of sneaker-b: it refuses, in the shop's own error shape (the route's
+    // refusal.json), so the shop's script shows edgeq's message instead of its fallback.
+    await page.goto(base + '/p/limited-sneaker-b');
+    r = await added();
+    expect(r.status === 409 && r.body.error && r.body.error.code === 'INSUFFICIENT_STOCK', 'sneaker-b: ' + JSON.stringify(r));
+    expect(r.cls === 'notice error' && r.notice === 'Sorry, this item is sold out.', 'the shop\'s script showed: ' + JSON.stringify(r));
+    log('refused by edgeq, the shop\'s script shows:', r.notice);
+
+    // A SKU edgeq does not guard passes (unknown_product: pass).
+    await page.goto(base + '/p/limited-sneaker-a');
+    r = await added();
+    expect(r.status === 200 && r.body.cart.count === 2, 'sneaker-a: ' + JSON.stringify(r));
+
+    await page.goto(base + '/cart');
+    const rows = await text(page, 'table');
+    expect(rows.includes('Team jersey') && rows.includes('Limited sneaker A') && !rows.includes('Limited sneaker B'), 'cart: ' + rows);
+    await page.fill('input[name=email]', 'guest@example.com');
+    await Promise.all([page.waitForURL(/\/orders\/\d+$/), page.click('form.checkout button')]);
+    const heading = await text(page, 'h1');
+    expect(/^Order #\d+ confirmed$/.test(heading), 'after the checkout: ' + heading);
+    log(heading, page.url());
+
+    const office = await (await fetch(base + '/orders.json')).json();
+    const order = office.orders.find((o) => o.email === 'guest@example.com');
+    expect(order && order.items.map((i) => i.sku).join(',') === 'jersey,sneaker-a', 'the shop\'s order: ' + JSON.stringify(order));
+    expect(graphql.length >= 4 && graphql.every((st) => st === 200), 'graphql reads: ' + graphql);
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+  } finally {
+    await b.close();
+  }
+}
+
 // bid: the shop's own bid form through edgeq. An accepted bid reaches the shop, which confirms it; a
 // bid that does not beat it is refused by edgeq with its page (409, in the visitor's language), and
 // the highest-bid read edgeq serves shows the accepted bid.
@@ -179,7 +252,9 @@ async function bid() {
     const [resp] = await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
     expect(resp.status() === 409, 'a low bid answered ' + resp.status());
     const body = await text(page, 'body');
-    expect(body.includes('Bid too low') && body.includes('bid higher') && body.includes('BID_TOO_LOW'), 'not edgeq\'s refusal page: ' + body);
+    expect(body.includes('Bid too low') && body.includes('bid higher') && body.includes('The highest bid is now 25.00.'), 'not edgeq\'s refusal page: ' + body);
+    const back = await page.getAttribute('a.button', 'href');
+    expect(back === '/auctions/7', 'the button leads to ' + back);
     await screenshot(page, 'bid-too-low');
 
     const highest = await (await fetch(base + '/_edgeq/auctions/7/highest-bid')).json();
@@ -187,6 +262,31 @@ async function bid() {
     const shop = await (await fetch(base + '/orders.json')).json();
     const amounts = shop.bids.filter((x) => x.auction === '7').map((x) => x.amount);
     expect(amounts.length === 1 && amounts[0] === '25.00', 'bids the shop received: ' + JSON.stringify(amounts));
+  } finally {
+    await b.close();
+  }
+}
+
+// still: a visitor waits 30 s on the waiting page of a queue that serves nobody. Everything the page
+// loads (styles, script, icon, status polls) comes from edgeq: the Go side counts the shop's requests.
+async function still() {
+  const b = await browser(desktop);
+  const { page } = b;
+  const elsewhere = [];
+  page.on('request', (r) => { if (!new URL(r.url()).pathname.startsWith('/_edgeq/')) elsewhere.push(r.url()); });
+  try {
+    await page.goto(base + '/still');
+    expect(page.url().startsWith(base + '/_edgeq/wait/still'), 'not on the waiting page: ' + page.url());
+    await page.waitForFunction(() => document.documentElement.classList.contains('js'));
+    await page.waitForTimeout(30000);
+    expect(page.url().startsWith(base + '/_edgeq/wait/still'), 'left the waiting page: ' + page.url());
+    // Only the first navigation to /still (answered by edgeq's redirect) is outside /_edgeq/.
+    expect(elsewhere.length === 1 && elsewhere[0] === base + '/still', 'requests outside edgeq: ' + elsewhere);
+    // Headless Chromium fetches no icons; a desktop browser asks for /favicon.ico unless the page
+    // declares one, so the page must declare edgeq's own.
+    const icon = await page.$eval('link[rel=icon]', (l) => l.getAttribute('href')).catch(() => null);
+    expect(icon && icon.startsWith('/_edgeq/static/favicon.'), 'icon: ' + icon);
+    expect(b.consoleErrors.length === 0, 'errors: ' + b.consoleErrors);
   } finally {
     await b.close();
   }
@@ -312,12 +412,37 @@ async function dashboard() {
     expect((await api('/api/queue/sale')).capacity === 8, 'a refused capacity changed the queue');
 
     expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+    // Arrivals and served per minute are measured over the same window.
+    const rates = { arrivals: await field(card, 'arrivals'), served: await field(card, 'served') };
+    log('rates', JSON.stringify(rates));
+    expect(/^[\d.,]+$/.test(rates.arrivals) && /^[\d.,]+$/.test(rates.served), 'rates: ' + JSON.stringify(rates));
   } finally {
     await b.close();
   }
+
+  // Opened with the credentials in its address (http://user:key@host/dashboard), as an operator may
+  // bookmark it: every request still works.
+  const signedIn = new URL(env.EDGEQ_ADMIN_URL + '/dashboard');
+  signedIn.username = 'operator';
+  signedIn.password = env.EDGEQ_ADMIN_KEY;
+  const c = await browser(desktop);
+  try {
+    const resp = await c.page.goto(signedIn.href);
+    expect(resp.status() === 200, 'dashboard with credentials in the URL: ' + resp.status());
+    await c.page.waitForFunction(() => Number(document.body.dataset.polls || 0) >= 3, null, { timeout: 20000 });
+    expect(await c.page.isHidden('#error'), 'error shown: ' + await text(c.page, '#error'));
+    const card = await queueCard(c.page, 'sale');
+    await card.locator('input[name="capacity"]').fill('8');
+    await card.locator('button[data-action="capacity"]').click();
+    await card.locator('[data-f="result"]', { hasText: 'capacity now 8' }).waitFor({ timeout: 10000 });
+    expect(c.dialogs.length === 0 && c.consoleErrors.length === 0, 'dialogs/errors: ' + c.dialogs + c.consoleErrors);
+    log('with credentials in the URL: polls', await c.page.getAttribute('body', 'data-polls'));
+  } finally {
+    await c.close();
+  }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, bid, xss, dashboard };
+const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

@@ -68,6 +68,7 @@ func requireBrowser(t *testing.T) (node string) {
 type stack struct {
 	edgeq, admin string
 	fake         *turnstiletest.Server
+	originHits   *atomic.Int64 // every request that reached the shop
 }
 
 func startStack(t *testing.T) *stack {
@@ -76,7 +77,11 @@ func startStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	origin := httptest.NewServer(shop)
+	var hits atomic.Int64
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		shop.ServeHTTP(w, r)
+	}))
 	t.Cleanup(origin.Close)
 	fake := turnstiletest.New()
 	ts := httptest.NewServer(fake)
@@ -101,16 +106,35 @@ queues:
   - {id: shots, title: "Sneaker drop", capacity: 0}
   - {id: xss, title: "<script>alert('title')</script>", capacity: 0}
   - {id: sale, title: "Flash sale", capacity: 3}
+  - {id: still, title: "Nobody served", capacity: 0}
 products:
-  - {id: "1", stock: 300, per_user_limit: 1, name: "Limited sneaker A"}
+  # edgeq guards two of the shop's SKUs: jersey (sold in the dashboard's simulated sale) and sneaker-b,
+  # which edgeq has none of; sneaker-a passes unguarded (unknown_product: pass).
+  - {id: "jersey", stock: 300, per_user_limit: 1, name: "Team jersey"}
+  - {id: "sneaker-b", stock: 0, per_user_limit: 1, name: "Limited sneaker B"}
 routes:
+  # /products/{id} is the waiting room's (drop, capacity 1, kept full); the shop scenarios browse the
+  # same pages under their second URL, on the sale queue, as config.example.yaml gates both.
   - {name: products, match: "GET /products/{id}", queue: drop}
+  - {name: products_by_slug, match: "GET /p/{slug}", queue: sale}
   - {name: orders, match: "GET /orders", queue: quiet}
+  - {name: still, match: "GET /still", queue: still}
   - {name: auctions, match: "GET /auctions/42", queue: club}
-  - name: checkout
-    match: "POST /checkout/{product}"
+  - name: add_to_cart
+    match: "POST /api/carts/{cart}/items"
     queue: sale
-    admission: {type: stock, product: "path:product", user: token}
+    admission: {type: stock, unknown_product: pass, product: "json:sku", quantity: "json:quantity", user: token, release_on: ["4xx", "5xx", "error"]}
+    # edgeq's refusals in the shop's own error shape, which its cart script reads.
+    refusal: {json: '{"error": {"code": "{{.Code}}", "message": "{{.Message}}"}}'}
+  - name: add_to_cart_form
+    match: "POST /cart/items"
+    queue: sale
+    admission: {type: stock, unknown_product: pass, product: "form:sku", quantity: "form:quantity", user: token, release_on: ["4xx", "5xx", "error"]}
+  - name: checkout
+    match: "POST /api/carts/{cart}/checkout"
+    queue: sale
+    max_in_flight: 1
+    complete_on: ["2xx"]
   - name: bid
     match: "POST /auctions/{id}/bid"
     admission: {type: bid, auction: "path:id", amount: "form:amount", user: "cookie:shop_session"}
@@ -133,7 +157,7 @@ auctions:
 	select {
 	case addrs := <-started:
 		t.Cleanup(func() { cancel(); <-done })
-		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake}
+		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake, originHits: &hits}
 	case err := <-done:
 		cancel()
 		t.Fatalf("edgeq did not start: %v", err)
@@ -261,14 +285,24 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the shop's cart and checkout through edgeq, with its own script", func(t *testing.T) {
+		runScenario(t, node, s, "shop")
+	})
 	t.Run("a bid through the shop's form, and one refused by edgeq", func(t *testing.T) {
 		runScenario(t, node, s, "bid", "SCREENSHOT_DIR="+shots)
+	})
+	t.Run("a waiting browser asks the shop for nothing", func(t *testing.T) {
+		before := s.originHits.Load()
+		runScenario(t, node, s, "still")
+		if n := s.originHits.Load() - before; n != 0 {
+			t.Fatalf("a browser waiting 30 s made %d requests to the shop", n)
+		}
 	})
 	t.Run("markup in titles and return paths stays text", func(t *testing.T) {
 		runScenario(t, node, s, "xss")
 	})
 	t.Run("the operator dashboard during a sale", func(t *testing.T) {
-		stop := s.sale(t, "sale", "1")
+		stop := s.sale(t, "sale", "jersey")
 		defer stop()
 		runScenario(t, node, s, "dashboard", "SCREENSHOT_DIR="+shots)
 		stop()
@@ -279,7 +313,8 @@ func TestBrowser(t *testing.T) {
 }
 
 // sale simulates a flash sale on queue until stop is called: a visitor joins every 150 ms, waits to
-// be served, buys one unit of product with the token, and finishes (freeing the slot) a moment later.
+// be served, buys one unit of product (the SKU) with the token through the shop's cart API, and
+// finishes (freeing the slot) a moment later.
 func (s *stack) sale(t *testing.T, queue, product string) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -314,22 +349,15 @@ func (s *stack) sale(t *testing.T, queue, product string) (stop func()) {
 			}
 			resp.Body.Close()
 		}
-		req, _ := http.NewRequestWithContext(ctx, "POST", s.edgeq+"/checkout/"+product, nil)
-		req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
-		req.Header.Set("Accept", "application/json")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				bought.Add(1)
-			}
+		if s.buy(ctx, tok.AccessToken, product) {
+			bought.Add(1)
 		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(700 * time.Millisecond):
 		}
 		form := url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}, "status": {"1"}}
-		req, _ = http.NewRequest("POST", s.admin+"/api/queue/update_token_status", strings.NewReader(form.Encode()))
+		req, _ := http.NewRequest("POST", s.admin+"/api/queue/update_token_status", strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Authorization", "Bearer "+adminKey)
 		if resp, err := http.DefaultClient.Do(req); err == nil {
@@ -357,4 +385,36 @@ func (s *stack) sale(t *testing.T, queue, product string) (stop func()) {
 			t.Logf("simulated sale: %d purchases", bought.Load())
 		})
 	}
+}
+
+// buy is what the shop's page script does, as an API client with an access token: a new cart, the
+// SKU added (stock admission), the checkout. It reports whether the order was placed.
+func (s *stack) buy(ctx context.Context, token, sku string) bool {
+	call := func(path, body string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", s.edgeq+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		var created struct {
+			Cart struct {
+				ID string `json:"id"`
+			} `json:"cart"`
+		}
+		json.NewDecoder(resp.Body).Decode(&created)
+		return resp.StatusCode, created.Cart.ID
+	}
+	status, cart := call("/api/carts", "")
+	if status != http.StatusCreated {
+		return false
+	}
+	if status, _ := call("/api/carts/"+cart+"/items", `{"sku": "`+sku+`", "quantity": 1}`); status != http.StatusOK {
+		return false
+	}
+	status, _ = call("/api/carts/"+cart+"/checkout", "{}")
+	return status == http.StatusCreated
 }

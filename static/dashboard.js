@@ -1,12 +1,18 @@
 // edgeq operator dashboard. Reads the admin API once a second (with the browser's Basic credentials,
 // sent automatically for this origin), keeps five minutes of samples per queue, and draws them. Every
 // value from the API is put in the page as text (textContent), never as markup.
+//
+// Every request goes to location.origin + path. A page opened with credentials in its address
+// (http://user:key@host:9090/dashboard) has them in its base URL too, and fetch() refuses to build a
+// request for a relative URL resolved against it ("Request cannot be constructed from a URL that
+// includes credentials"); the origin never carries them, and the browser still sends the credentials
+// it signed in with.
 (function () {
   'use strict';
 
   const POLL_MS = 1000;
   const KEEP_MS = 5 * 60 * 1000;
-  const RATE_WINDOW_MS = 15 * 1000;
+  const RATE_WINDOW_MS = 15 * 1000; // arrivals and served per minute are both measured over this window
   const changeHeader = document.body.dataset.header; // proves a change comes from this page
 
   const history = new Map(); // queue id -> [{t, waiting, serving, assigned, active, capacity, arrivals, served}]
@@ -37,8 +43,10 @@
     return Math.floor(m / 60) + ' h ' + String(m % 60).padStart(2, '0') + ' min';
   }
 
+  const api = (path) => location.origin + path;
+
   async function getJSON(path) {
-    const resp = await fetch(path, { headers: { Accept: 'application/json' }, cache: 'no-store' });
+    const resp = await fetch(api(path), { headers: { Accept: 'application/json' }, cache: 'no-store' });
     let body = null;
     try { body = await resp.json(); } catch (e) { /* not JSON */ }
     if (!resp.ok && !(path === '/readyz' && resp.status === 503)) {
@@ -60,7 +68,7 @@
       headers['Content-Type'] = 'application/json';
       payload = JSON.stringify(body);
     }
-    const resp = await fetch(path, { method, headers, body: payload, cache: 'no-store' });
+    const resp = await fetch(api(path), { method, headers, body: payload, cache: 'no-store' });
     let json = null;
     try { json = await resp.json(); } catch (e) { /* not JSON */ }
     if (!resp.ok) throw new Error((json && (json.problems || json.message)) || ('HTTP ' + resp.status));
@@ -169,10 +177,12 @@
       seen.add(q.queue_id);
       const samples = record(history, q.queue_id, {
         t: now, waiting: q.waiting_num, serving: q.serving_pos, assigned: q.assigned_pos,
-        active: q.active_num, capacity: q.capacity, served: q.serving_rate_per_second * 60,
+        active: q.active_num, capacity: q.capacity,
       });
+      // Both rates from the same samples over the same window, so they can be compared.
       const arrivals = rate(samples, 'assigned');
-      samples[samples.length - 1].arrivals = arrivals;
+      const served = rate(samples, 'serving');
+      Object.assign(samples[samples.length - 1], { arrivals, served });
       const c = card(q);
       const set = (f, v) => { $('[data-f="' + f + '"]', c).textContent = v; };
       set('title', q.title);
@@ -181,7 +191,7 @@
       set('positions', fmt(q.serving_pos) + ' / ' + fmt(q.assigned_pos));
       set('inside', fmt(q.active_num) + ' / ' + fmt(q.capacity));
       set('arrivals', fmt(arrivals, 1));
-      set('served', fmt(q.serving_rate_per_second * 60, 1));
+      set('served', fmt(served, 1));
       set('eta', q.waiting_num === 0 ? '0 s' : (q.serving_rate_per_second > 0 ? duration(q.waiting_num / q.serving_rate_per_second) : '—'));
       const state = $('[data-f="state"]', c);
       state.textContent = q.paused ? 'paused' : 'running';

@@ -211,6 +211,11 @@ var catalog = map[string]map[string]string{
 		"soldout.title": "Sold out",
 		"soldout.lead":  "Sorry — this item is sold out.",
 
+		"bidtoolow.title":   "Bid too low",
+		"bidtoolow.highest": "The highest bid is now %s.",
+		"bidtoolow.lead":    "Your bid must beat the highest bid by at least the auction's minimum increment. Go back to the auction and bid higher.",
+		"bidtoolow.back":    "Back to the auction",
+
 		"expired.title":  "Your place has expired",
 		"expired.lead":   "You were away for too long or did not continue in time, so your place went to the next person.",
 		"expired.rejoin": "Join the queue again",
@@ -300,6 +305,11 @@ var catalog = map[string]map[string]string{
 		"soldout.title": "已售完",
 		"soldout.lead":  "很抱歉，這件商品已經售完。",
 
+		"bidtoolow.title":   "出價太低",
+		"bidtoolow.highest": "目前最高出價為 %s。",
+		"bidtoolow.lead":    "你的出價至少要比最高出價高出這場拍賣的最低加價幅度。請回到拍賣頁面，出更高的價格。",
+		"bidtoolow.back":    "回到拍賣",
+
 		"expired.title":  "你的位置已失效",
 		"expired.lead":   "你離開太久或沒有及時繼續，你的位置已讓給下一位。",
 		"expired.rejoin": "重新排隊",
@@ -388,6 +398,11 @@ var catalog = map[string]map[string]string{
 
 		"soldout.title": "已售罄",
 		"soldout.lead":  "很抱歉，这件商品已经售罄。",
+
+		"bidtoolow.title":   "出价太低",
+		"bidtoolow.highest": "目前最高出价为 %s。",
+		"bidtoolow.lead":    "你的出价至少要比最高出价高出这场拍卖的最低加价幅度。请回到拍卖页面，出更高的价格。",
+		"bidtoolow.back":    "返回拍卖",
 
 		"expired.title":  "你的位置已失效",
 		"expired.lead":   "你离开太久或没有及时继续，你的位置已让给下一位。",

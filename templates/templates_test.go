@@ -44,6 +44,14 @@ type challengePage struct {
 	Failed                           bool
 }
 
+// refusalPage is the data of a refusal's own page (bidtoolow.html): the refusal's fields, and the
+// same-site page the refused request came from.
+type refusalPage struct {
+	errorPage
+	Fields map[string]any
+	Back   string
+}
+
 type expiredPage struct {
 	base
 	Title, RejoinURL string
@@ -74,6 +82,9 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 		{"soldout.html", errorPage{base: en(), Status: 409, Code: "INSUFFICIENT_STOCK"}, []string{"Sold out"}},
 		{"expired.html", expiredPage{base: en(), Title: "Drop", RejoinURL: "/_edgeq/wait/drop?rejoin=1"},
 			[]string{"Your place has expired", `href="/_edgeq/wait/drop?rejoin=1"`}},
+		{"bidtoolow.html", refusalPage{errorPage: errorPage{base: en(), Status: 409, Code: "BID_TOO_LOW"},
+			Fields: map[string]any{"highest_amount": "25.00"}, Back: "/auctions/7"},
+			[]string{"<h1>Bid too low</h1>", "The highest bid is now 25.00.", `<a class="button" href="/auctions/7">Back to the auction</a>`}},
 		{"busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}, RefreshSeconds: 5},
 			[]string{"The shop is busy", `<meta http-equiv="refresh" content="5">`, "tries again by itself in 5 seconds", "503 · BUSY"}},
 	}
@@ -101,6 +112,21 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 	}
 }
 
+// Without the highest amount or a page to go back to, the bid page still renders, and leads home.
+func TestBidTooLow_WithoutFields(t *testing.T) {
+	set, err := Parse("", funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := set.Render(&b, "bidtoolow.html", refusalPage{errorPage: errorPage{base: base{Lang: "zh-TW", Text: For("zh-TW")}, Status: 409, Code: "BID_TOO_LOW"}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, `id="highest"`) || !strings.Contains(out, `<a class="button" href="/">回到拍賣</a>`) {
+		t.Fatalf("page:\n%s", out)
+	}
+}
+
 func TestLanguages(t *testing.T) {
 	cases := map[string]string{
 		"":                        "en",
@@ -125,7 +151,7 @@ func TestLanguages(t *testing.T) {
 	if Negotiate("de", "zh-TW") != "zh-TW" {
 		t.Error("the fallback is not used")
 	}
-	// Every language has every key English has, and every %d placeholder it has.
+	// Every language has every key English has, and every %d and %s placeholder it has.
 	for _, lang := range Languages {
 		for key, en := range catalog["en"] {
 			s, ok := catalog[lang][key]
@@ -133,7 +159,7 @@ func TestLanguages(t *testing.T) {
 				t.Errorf("%s lacks %s", lang, key)
 				continue
 			}
-			if strings.Count(s, "%d") != strings.Count(en, "%d") {
+			if strings.Count(s, "%d") != strings.Count(en, "%d") || strings.Count(s, "%s") != strings.Count(en, "%s") {
 				t.Errorf("%s %s: placeholders differ from English", lang, key)
 			}
 		}

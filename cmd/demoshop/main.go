@@ -1,4 +1,5 @@
-// Command demoshop runs the demo shop (internal/demoshop): the origin of edgeq's quick start. It knows
+// Command demoshop runs the demo shop (internal/demoshop): the origin of edgeq's quick start, built the
+// way real shops are (a cart API, a checkout that fails when two overlap, GraphQL reads). It knows
 // nothing about edgeq.
 package main
 
@@ -19,6 +20,8 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:3000", "address to listen on")
 	verbose := flag.Bool("v", false, "log every request")
+	dbLatency := flag.Duration("db-latency", 20*time.Millisecond,
+		"time between reading the last order number and inserting the next: checkouts overlapping within it fail with 500")
 	flag.Parse()
 
 	level := slog.LevelInfo
@@ -26,7 +29,7 @@ func main() {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	shop, err := demoshop.New(logger)
+	shop, err := demoshop.New(logger, demoshop.DBLatency(*dbLatency))
 	if err != nil {
 		logger.Error("cannot start", "error", err)
 		os.Exit(1)

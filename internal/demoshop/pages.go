@@ -1,8 +1,10 @@
 package demoshop
 
 import (
+	_ "embed"
 	"html/template"
 	"io"
+	"net/http"
 )
 
 type homeData struct {
@@ -27,6 +29,7 @@ type bidView struct {
 type confirmedData struct {
 	Title   string
 	Message string
+	Back    string // where the page's button leads
 }
 
 func auctionView(a *auction) auctionData {
@@ -48,11 +51,11 @@ const layout = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{{block "title" .}}Demo Shop{{end}}</title>
 <style>
-  :root { --fg:#1d2125; --muted:#5f6b76; --bg:#fafaf7; --card:#fff; --line:#e3e5e8; --accent:#c2410c; }
+  :root { --fg:#1d2125; --muted:#5f6b76; --bg:#fafaf7; --card:#fff; --line:#e3e5e8; --accent:#c2410c; --bad:#b91c1c; --good:#15803d; }
   * { box-sizing: border-box; }
   body { margin:0; background:var(--bg); color:var(--fg);
          font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; }
-  header { background:#1d2125; color:#fff; padding:.9rem 1rem; }
+  header { background:#1d2125; color:#fff; padding:.9rem 1rem; display:flex; justify-content:space-between; }
   header a { color:#fff; text-decoration:none; font-weight:700; letter-spacing:.02em; }
   main { max-width:56rem; margin:0 auto; padding:1rem; }
   .grid { display:grid; gap:1rem; grid-template-columns:repeat(auto-fill,minmax(15rem,1fr)); }
@@ -62,11 +65,15 @@ const layout = `<!doctype html>
   button, .button { background:var(--accent); color:#fff; border:0; border-radius:8px; padding:.65rem 1.1rem;
                     font:inherit; font-weight:600; cursor:pointer; text-decoration:none; display:inline-block; }
   input { font:inherit; padding:.55rem; border:1px solid var(--line); border-radius:8px; width:8rem; }
+  input[type=email] { width:16rem; }
   table { border-collapse:collapse; width:100%; } td, th { padding:.35rem .5rem; border-bottom:1px solid var(--line); text-align:left; }
+  .notice { padding:.6rem .8rem; border-radius:8px; border:1px solid currentColor; }
+  .notice.error { color:var(--bad); } .notice.ok { color:var(--good); }
 </style>
+<script src="/static/shop.js" defer></script>
 </head>
 <body>
-<header><a href="/">Demo Shop</a></header>
+<header><a href="/">Demo Shop</a><a href="/cart">Cart <span data-cart-count></span></a></header>
 <main>{{block "main" .}}{{end}}</main>
 </body>
 </html>`
@@ -76,9 +83,10 @@ var pageTemplates = map[string]string{
 <h1>Limited drop</h1>
 <div class="grid">
 {{range .Products}}<div class="card">
-  <h2><a href="/products/{{.ID}}">{{.Name}}</a></h2>
+  <h2><a href="/p/{{.Slug}}">{{.Name}}</a></h2>
   <p class="price">{{money .Price}}</p>
   <p class="muted">{{if gt .Stock 0}}{{.Stock}} left{{else}}Sold out{{end}}</p>
+  <a class="button" href="/p/{{.Slug}}">View</a>
 </div>
 {{end}}</div>
 <h1>Auctions</h1>
@@ -94,11 +102,40 @@ var pageTemplates = map[string]string{
 <div class="card">
   <h1>{{.Name}}</h1>
   <p class="price">{{money .Price}}</p>
-  <p class="muted">{{if gt .Stock 0}}{{.Stock}} left{{else}}Sold out{{end}}</p>
-  <form method="post" action="/checkout/{{.ID}}">
+  <p class="muted" data-stock="{{.SKU}}">{{if gt .Stock 0}}{{.Stock}} left{{else}}Sold out{{end}}</p>
+  <form class="add-to-cart" method="post" action="/cart/items">
+    <input type="hidden" name="sku" value="{{.SKU}}">
     <label>Quantity <input type="number" name="quantity" value="1" min="1" max="10"></label>
-    <button type="submit">Buy now</button>
+    <button type="submit">Add to cart</button>
   </form>
+  <p id="notice" class="notice" role="alert" hidden></p>
+  <p class="muted">SKU {{.SKU}} · also at <a href="/products/{{.ID}}">/products/{{.ID}}</a> and <a href="/p/{{.Slug}}">/p/{{.Slug}}</a></p>
+</div>
+{{end}}`,
+	"cart": `{{define "title"}}Your cart · Demo Shop{{end}}{{define "main"}}
+<div class="card">
+  <h1>Your cart</h1>
+  {{if .Items}}<table><tr><th>Product</th><th>Quantity</th><th>Price</th><th>Total</th></tr>
+  {{range .Items}}<tr><td>{{.Name}}</td><td>{{.Quantity}}</td><td>{{.UnitPrice}}</td><td>{{.LineTotal}}</td></tr>{{end}}
+  <tr><th colspan="3">Total</th><th>{{.Total}}</th></tr>
+  </table>
+  <form class="checkout" method="post" action="/api/carts/{{.ID}}/checkout" data-cart="{{.ID}}">
+    <p><label>E-mail for the receipt (optional) <input type="email" name="email" autocomplete="email"></label></p>
+    <button type="submit">Place order</button>
+  </form>
+  <p id="notice" class="notice" role="alert" hidden></p>
+  {{else}}<p class="muted">Your cart is empty.</p><p><a class="button" href="/">Shop</a></p>{{end}}
+</div>
+{{end}}`,
+	"order": `{{define "title"}}Order #{{.Number}} · Demo Shop{{end}}{{define "main"}}
+<div class="card">
+  <h1>Order #{{.Number}} confirmed</h1>
+  <table><tr><th>Product</th><th>Quantity</th><th>Total</th></tr>
+  {{range .Items}}<tr><td>{{.Name}}</td><td>{{.Quantity}}</td><td>{{.LineTotal}}</td></tr>{{end}}
+  <tr><th colspan="2">Total</th><th>{{.Total}}</th></tr>
+  </table>
+  {{if .Email}}<p class="muted">A receipt goes to {{.Email}}.</p>{{end}}
+  <p><a class="button" href="/">Back to the shop</a></p>
 </div>
 {{end}}`,
 	"auction": `{{define "title"}}{{.Title}} · Demo Shop{{end}}{{define "main"}}
@@ -116,15 +153,15 @@ var pageTemplates = map[string]string{
 </div>
 {{end}}`,
 	"confirmed": `{{define "title"}}{{.Title}} · Demo Shop{{end}}{{define "main"}}
-<div class="card"><h1>{{.Title}}</h1><p>{{.Message}}</p><p><a class="button" href="/">Back to the shop</a></p></div>
+<div class="card"><h1>{{.Title}}</h1><p>{{.Message}}</p><p><a class="button" href="{{.Back}}">Back</a></p></div>
 {{end}}`,
 	"problem": `{{define "title"}}{{.Title}} · Demo Shop{{end}}{{define "main"}}
-<div class="card"><h1>{{.Title}}</h1><p>{{.Message}}</p><p><a class="button" href="/">Back to the shop</a></p></div>
+<div class="card"><h1>{{.Title}}</h1><p>{{.Message}}</p><p><a class="button" href="{{.Back}}">Back to the shop</a></p></div>
 {{end}}`,
 	"orders": `{{define "title"}}Orders · Demo Shop{{end}}{{define "main"}}
 <h1>Orders</h1>
-{{if .}}<table><tr><th>Order</th><th>Product</th><th>Quantity</th></tr>
-{{range .}}<tr><td>#{{.ID}}</td><td>{{.Product}}</td><td>{{.Quantity}}</td></tr>{{end}}
+{{if .}}<table><tr><th>Order</th><th>Items</th><th>Total</th></tr>
+{{range .}}<tr><td><a href="/orders/{{.Number}}">#{{.Number}}</a></td><td>{{range $i, $l := .Items}}{{if $i}}, {{end}}{{$l.Quantity}} × {{$l.Name}}{{end}}</td><td>{{.Total}}</td></tr>{{end}}
 </table>{{else}}<p class="muted">No orders yet.</p>{{end}}
 {{end}}`,
 }
@@ -150,4 +187,14 @@ func parsePages() (*pages, error) {
 
 func (p *pages) render(w io.Writer, name string, data any) error {
 	return p.byName[name].ExecuteTemplate(w, "layout", data)
+}
+
+//go:embed shop.js
+var script []byte
+
+// serveScript serves the shop's page script.
+func serveScript(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Write(script)
 }

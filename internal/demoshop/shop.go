@@ -1,6 +1,19 @@
-// Package demoshop is a small in-memory web shop: a product list, product pages with a checkout form,
-// an auction with a bid form, and confirmation pages. It is the origin of edgeq's quick start and
-// end-to-end tests, and it knows nothing about what runs in front of it.
+// Package demoshop is a small in-memory web shop built the way real shops are, so that edgeq can be tried
+// and tested in front of one. It knows nothing about what runs in front of it.
+//
+//   - Products have two URLs, /products/{id} and /p/{slug}, and a SKU.
+//   - A cart: POST /api/carts creates one (and sets the cart cookie); ONE add-to-cart URL for every
+//     product, POST /api/carts/{cart}/items with JSON {"sku": "...", "quantity": n}, used by the shop's
+//     page script; without JavaScript the product form posts sku and quantity to POST /cart/items.
+//   - A checkout that takes only the cart id, POST /api/carts/{cart}/checkout (JSON from the script, or
+//     the cart page's form), numbering orders read-then-insert as many shops do: it reads the last order
+//     number, spends a database round trip, and inserts the next one. Two checkouts that overlap take
+//     the same number and the second fails with 500, as the unique index of a real database would make
+//     it. CheckoutStats counts the overlaps.
+//   - Reads (products, a product, a cart) through one GraphQL-like endpoint, POST /api/graphql.
+//   - API errors look like many shops' APIs: {"error": {"code": "...", "message": "..."}}; the shop's
+//     page script (/static/shop.js) shows error.message, or its own fallback text.
+//   - Auctions with a bid form, an order list, and /slow and /stream for proxy tests.
 package demoshop
 
 import (
@@ -11,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +32,8 @@ import (
 
 type product struct {
 	ID    string
+	SKU   string
+	Slug  string
 	Name  string
 	Price int64 // cents
 	Stock int
@@ -38,57 +52,81 @@ type bid struct {
 	At     time.Time
 }
 
-type order struct {
-	ID       int    `json:"order_id"`
-	Product  string `json:"product"`
-	Quantity int    `json:"quantity"`
-}
-
 // Shop is the whole demo shop: state behind one mutex, pages parsed at start.
 type Shop struct {
-	logger *slog.Logger
-	pages  *pages
-	mux    *http.ServeMux
+	logger    *slog.Logger
+	pages     *pages
+	mux       *http.ServeMux
+	dbLatency time.Duration
 
 	mu       sync.Mutex
 	products []*product
 	auctions []*auction
-	orders   []order
-	bids     int
+	carts    map[string]*cart
+	orders   []order       // in number order
+	numbers  map[int]bool  // the unique index on order numbers
+	stats    CheckoutStats // checkouts in progress and their overlaps
+	inFlight int           // checkouts in progress now
+	bids     int           // bids received, for their numbers
 }
 
+// Option changes a shop built by New.
+type Option func(*Shop)
+
+// DBLatency sets the time between reading the last order number and inserting the next one (a
+// database round trip; default 20ms). Checkouts that overlap within it collide.
+func DBLatency(d time.Duration) Option { return func(s *Shop) { s.dbLatency = d } }
+
 // New builds a shop with its seed products and auctions.
-func New(logger *slog.Logger) (*Shop, error) {
+func New(logger *slog.Logger, options ...Option) (*Shop, error) {
 	p, err := parsePages()
 	if err != nil {
 		return nil, err
 	}
 	s := &Shop{
-		logger: logger,
-		pages:  p,
+		logger:    logger,
+		pages:     p,
+		dbLatency: 20 * time.Millisecond,
 		products: []*product{
-			{ID: "1", Name: "Limited sneaker A", Price: 9999, Stock: 5},
-			{ID: "2", Name: "Limited sneaker B", Price: 12999, Stock: 50},
-			{ID: "3", Name: "Team jersey", Price: 4999, Stock: 1000},
+			{ID: "1", SKU: "sneaker-a", Slug: "limited-sneaker-a", Name: "Limited sneaker A", Price: 9999, Stock: 5},
+			{ID: "2", SKU: "sneaker-b", Slug: "limited-sneaker-b", Name: "Limited sneaker B", Price: 12999, Stock: 50},
+			{ID: "3", SKU: "jersey", Slug: "team-jersey", Name: "Team jersey", Price: 4999, Stock: 1000},
 		},
 		auctions: []*auction{
 			{ID: "42", Title: "Signed match ball", StartingPrice: 10000},
 			{ID: "7", Title: "Vintage racing poster", StartingPrice: 2000},
 		},
+		carts:   map[string]*cart{},
+		numbers: map[int]bool{},
+	}
+	for _, o := range options {
+		o(s)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.home)
 	mux.HandleFunc("GET /products/{id}", s.productPage)
-	mux.HandleFunc("POST /checkout/{product}", s.checkout)
+	mux.HandleFunc("GET /p/{slug}", s.productPage)
+	mux.HandleFunc("GET /cart", s.cartPage)
+	mux.HandleFunc("POST /cart/items", s.addItemForm)
+	mux.HandleFunc("POST /api/carts", s.createCart)
+	mux.HandleFunc("GET /api/carts/{cart}", s.getCart)
+	mux.HandleFunc("POST /api/carts/{cart}/items", s.addItem)
+	mux.HandleFunc("POST /api/carts/{cart}/checkout", s.checkout)
+	mux.HandleFunc("POST /api/graphql", s.graphql)
+	mux.HandleFunc("GET /orders", s.ordersPage)
+	mux.HandleFunc("GET /orders/{number}", s.orderPage)
+	mux.HandleFunc("GET /orders.json", s.ordersJSON)
 	mux.HandleFunc("GET /auctions/{id}", s.auctionPage)
 	mux.HandleFunc("POST /auctions/{id}/bid", s.placeBid)
-	mux.HandleFunc("GET /orders", s.ordersPage)
-	mux.HandleFunc("GET /orders.json", s.ordersJSON)
+	mux.HandleFunc("GET /static/shop.js", serveScript)
 	mux.HandleFunc("GET /slow", s.slow)
 	mux.HandleFunc("GET /stream", s.stream)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, "NOT_FOUND", "There is no such API endpoint.")
+	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, http.StatusNotFound, "Page not found", "There is nothing at "+r.URL.Path+".")
+		s.problem(w, http.StatusNotFound, "Page not found", "There is nothing at "+r.URL.Path+".")
 	})
 	s.mux = mux
 	return s, nil
@@ -98,11 +136,13 @@ func New(logger *slog.Logger) (*Shop, error) {
 // edgeq's demo configuration identifies bidders by it.
 const SessionCookie = "shop_session"
 
+// CartCookie holds the visitor's cart id. The page script reads it (it is not HttpOnly), as shop
+// front-ends that keep the cart id in a cookie do.
+const CartCookie = "cart"
+
 func (s *Shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := r.Cookie(SessionCookie); err != nil {
-		var b [16]byte
-		rand.Read(b[:])
-		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: hex.EncodeToString(b[:]), Path: "/",
+		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: randomID(), Path: "/",
 			HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	}
 	rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -118,13 +158,24 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int)        { w.status = code; w.ResponseWriter.WriteHeader(code) }
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-func (s *Shop) findProduct(id string) *product {
+func randomID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// findProduct finds a product by one of its keys (id, sku or slug). Callers hold s.mu.
+func (s *Shop) findProduct(match func(*product) bool) *product {
 	for _, p := range s.products {
-		if p.ID == id {
+		if match(p) {
 			return p
 		}
 	}
 	return nil
+}
+
+func (s *Shop) bySKU(sku string) *product {
+	return s.findProduct(func(p *product) bool { return p.SKU == sku })
 }
 
 func (s *Shop) findAuction(id string) *auction {
@@ -156,56 +207,21 @@ func (s *Shop) home(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "home", data)
 }
 
+// productPage serves a product under both of its URLs, /products/{id} and /p/{slug}.
 func (s *Shop) productPage(w http.ResponseWriter, r *http.Request) {
+	id, slug := r.PathValue("id"), r.PathValue("slug")
 	s.mu.Lock()
-	p := s.findProduct(r.PathValue("id"))
+	p := s.findProduct(func(p *product) bool { return (id != "" && p.ID == id) || (slug != "" && p.Slug == slug) })
 	var view product
 	if p != nil {
 		view = *p
 	}
 	s.mu.Unlock()
 	if p == nil {
-		s.fail(w, r, http.StatusNotFound, "Product not found", "We do not sell that.")
+		s.problem(w, http.StatusNotFound, "Product not found", "We do not sell that.")
 		return
 	}
 	s.render(w, http.StatusOK, "product", view)
-}
-
-func (s *Shop) checkout(w http.ResponseWriter, r *http.Request) {
-	quantity := 1
-	if q := r.FormValue("quantity"); q != "" {
-		n, err := strconv.Atoi(q)
-		if err != nil || n < 1 || n > 10 {
-			s.fail(w, r, http.StatusBadRequest, "Invalid quantity", "Choose between 1 and 10.")
-			return
-		}
-		quantity = n
-	}
-	s.mu.Lock()
-	p := s.findProduct(r.PathValue("product"))
-	if p == nil {
-		s.mu.Unlock()
-		s.fail(w, r, http.StatusNotFound, "Product not found", "We do not sell that.")
-		return
-	}
-	if p.Stock < quantity {
-		s.mu.Unlock()
-		s.fail(w, r, http.StatusConflict, "Sold out", p.Name+" is sold out.")
-		return
-	}
-	p.Stock -= quantity
-	o := order{ID: len(s.orders) + 1, Product: p.ID, Quantity: quantity}
-	s.orders = append(s.orders, o)
-	name := p.Name
-	s.mu.Unlock()
-	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, o)
-		return
-	}
-	s.render(w, http.StatusOK, "confirmed", confirmedData{
-		Title:   fmt.Sprintf("Order #%d confirmed", o.ID),
-		Message: fmt.Sprintf("%d × %s is yours.", quantity, name),
-	})
 }
 
 func (s *Shop) auctionPage(w http.ResponseWriter, r *http.Request) {
@@ -217,29 +233,36 @@ func (s *Shop) auctionPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	if a == nil {
-		s.fail(w, r, http.StatusNotFound, "Auction not found", "There is no such auction.")
+		s.problem(w, http.StatusNotFound, "Auction not found", "There is no such auction.")
 		return
 	}
 	s.render(w, http.StatusOK, "auction", view)
 }
 
 func (s *Shop) placeBid(w http.ResponseWriter, r *http.Request) {
+	fail := func(status int, code, title, message string) {
+		if wantsJSON(r) {
+			apiError(w, status, code, message)
+			return
+		}
+		s.problem(w, status, title, message)
+	}
 	amount, err := parseMoney(r.FormValue("amount"))
 	if err != nil || amount <= 0 {
-		s.fail(w, r, http.StatusBadRequest, "Invalid amount", "Enter an amount such as 123.45.")
+		fail(http.StatusBadRequest, "INVALID_AMOUNT", "Invalid amount", "Enter an amount such as 123.45.")
 		return
 	}
 	s.mu.Lock()
 	a := s.findAuction(r.PathValue("id"))
 	if a == nil {
 		s.mu.Unlock()
-		s.fail(w, r, http.StatusNotFound, "Auction not found", "There is no such auction.")
+		fail(http.StatusNotFound, "NOT_FOUND", "Auction not found", "There is no such auction.")
 		return
 	}
 	if amount < a.StartingPrice || amount <= a.highest() {
 		floor := max(a.StartingPrice, a.highest())
 		s.mu.Unlock()
-		s.fail(w, r, http.StatusConflict, "Bid too low", "Bid more than "+formatMoney(floor)+".")
+		fail(http.StatusConflict, "BID_TOO_LOW", "Bid too low", "Bid more than "+formatMoney(floor)+".")
 		return
 	}
 	s.bids++
@@ -253,40 +276,8 @@ func (s *Shop) placeBid(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "confirmed", confirmedData{
 		Title:   "Bid of " + formatMoney(amount) + " received",
 		Message: "You are the highest bidder on " + a.Title + " for now.",
+		Back:    "/auctions/" + a.ID,
 	})
-}
-
-func (s *Shop) ordersPage(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	orders := slices.Clone(s.orders)
-	s.mu.Unlock()
-	s.render(w, http.StatusOK, "orders", orders)
-}
-
-func (s *Shop) ordersJSON(w http.ResponseWriter, r *http.Request) {
-	type bidJSON struct {
-		Auction string `json:"auction"`
-		Amount  string `json:"amount"`
-	}
-	s.mu.Lock()
-	out := struct {
-		Orders []order        `json:"orders"`
-		Bids   []bidJSON      `json:"bids"`
-		Stock  map[string]int `json:"stock"`
-	}{Orders: slices.Clone(s.orders), Bids: []bidJSON{}, Stock: map[string]int{}}
-	for _, a := range s.auctions {
-		for _, b := range a.Bids {
-			out.Bids = append(out.Bids, bidJSON{Auction: a.ID, Amount: formatMoney(b.Amount)})
-		}
-	}
-	for _, p := range s.products {
-		out.Stock[p.ID] = p.Stock
-	}
-	s.mu.Unlock()
-	if out.Orders == nil {
-		out.Orders = []order{}
-	}
-	writeJSON(w, http.StatusOK, out)
 }
 
 // slow answers after ms milliseconds (at most a minute), or gives up when the client leaves.
@@ -329,12 +320,9 @@ func (s *Shop) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Shop) fail(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	if wantsJSON(r) {
-		writeJSON(w, status, map[string]string{"error": title, "message": message})
-		return
-	}
-	s.render(w, status, "problem", confirmedData{Title: title, Message: message})
+// problem renders the shop's error page.
+func (s *Shop) problem(w http.ResponseWriter, status int, title, message string) {
+	s.render(w, status, "problem", confirmedData{Title: title, Message: message, Back: "/"})
 }
 
 func (s *Shop) render(w http.ResponseWriter, status int, page string, data any) {
@@ -350,15 +338,24 @@ func (s *Shop) render(w http.ResponseWriter, status int, page string, data any) 
 	w.Write(buf.Bytes())
 }
 
+// wantsJSON: the client asked for JSON (the page script and API clients do; a form does not).
 func wantsJSON(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), "application/json")
+	return strings.Contains(r.Header.Get("Accept"), "application/json") ||
+		strings.HasPrefix(r.Header.Get("Content-Type"), "application/json")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	w.Write(append(body, '\n'))
+}
+
+// apiError is the shop API's error shape, {"error": {"code": ..., "message": ...}}, which the page
+// script reads as error.message.
+func apiError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, map[string]any{"error": map[string]string{"code": code, "message": message}})
 }
 
 // parseMoney reads a decimal with at most two places as cents; no floats touch money.

@@ -55,7 +55,7 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 		if e := f.parseQuery(src.Name); e != nil {
 			return "", false, e
 		}
-		if value, found, e = pick(src, f.query, formSpelling); e != nil {
+		if value, found, e = pick(src, f.query); e != nil {
 			return "", false, e
 		}
 		return value, found, f.notInBody(src)
@@ -63,7 +63,7 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 		if e := f.parseForm(); e != nil {
 			return "", false, e
 		}
-		if value, found, e = pick(src, f.form, formSpelling); e != nil {
+		if value, found, e = pick(src, f.form); e != nil {
 			return "", false, e
 		}
 		return value, found, f.notInQuery(src)
@@ -88,15 +88,15 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 }
 
 // pick reads src.Name from values (a query or a form): refused when it is there twice or when
-// another key is the same name to some framework (spelling).
-func pick(src config.FieldSource, values map[string][]string, spelling func(string) string) (string, bool, *web.Error) {
+// another key is the same name to some framework (formSpelling).
+func pick(src config.FieldSource, values map[string][]string) (string, bool, *web.Error) {
 	vals := values[src.Name]
 	if len(vals) > 1 {
 		return "", false, ambiguous(src, len(vals))
 	}
-	want := spelling(src.Name)
+	want := formSpelling(src.Name)
 	for name := range values {
-		if name != src.Name && spelling(name) == want {
+		if name != src.Name && sameForm(name, want) {
 			return "", false, otherSpelling(src, name)
 		}
 	}
@@ -120,7 +120,7 @@ func (f *Reader) notInQuery(src config.FieldSource) *web.Error {
 	}
 	want := formSpelling(name)
 	for key := range f.query {
-		if formSpelling(key) == want {
+		if sameForm(key, want) {
 			return web.ErrAmbiguousField.With("field", Clip(name)).Because(fmt.Errorf("%s is also in the query as %q", src, Clip(key)))
 		}
 	}
@@ -166,9 +166,9 @@ func (f *Reader) header(src config.FieldSource) (string, bool, *web.Error) {
 	if len(vals) > 1 {
 		return "", false, ambiguous(src, len(vals))
 	}
-	want, canonical := headerSpelling(src.Name), http.CanonicalHeaderKey(src.Name)
+	canonical := http.CanonicalHeaderKey(src.Name)
 	for name := range f.r.Header {
-		if name != canonical && headerSpelling(name) == want {
+		if name != canonical && sameHeader(name, canonical) {
 			return "", false, otherSpelling(src, name)
 		}
 	}

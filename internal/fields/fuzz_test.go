@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // FuzzFields feeds visitor-controlled requests (content type, body, query, headers) to field
@@ -135,6 +137,10 @@ func FuzzIdentity(f *testing.F) {
 			t.Fatalf("Identity(%q) = %q, but again %q %v", raw, id, again, e)
 		}
 		if isASCII(raw) && kind == "header" {
+			// The ASCII fast path agrees with the full normalisation.
+			if full := norm.NFC.String(cases.Fold().String(norm.NFC.String(strings.TrimSpace(raw)))); full != id {
+				t.Fatalf("Identity(%q) = %q, full normalisation %q", raw, id, full)
+			}
 			for _, variant := range []string{strings.ToUpper(raw), strings.ToLower(raw), " " + raw + "\t"} {
 				if v, e := Identity(variant, kind); e != nil || v != id {
 					t.Fatalf("Identity(%q) = %q but Identity(%q) = %q %v", raw, id, variant, v, e)
@@ -164,6 +170,13 @@ func FuzzSpelling(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, other string) {
 		if s := formSpelling(name); formSpelling(s) != s {
 			t.Fatalf("formSpelling(%q) = %q, but formSpelling of that is %q", name, s, formSpelling(s))
+		}
+		if got, want := sameForm(other, formSpelling(name)), formSpelling(other) == formSpelling(name); got != want {
+			t.Fatalf("sameForm(%q, spelling of %q) = %v, spellings say %v", other, name, got, want)
+		}
+		slow := func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "-", "_")) }
+		if got, want := sameHeader(name, other), slow(name) == slow(other) && isASCII(name) && isASCII(other); isASCII(name) && isASCII(other) && got != want {
+			t.Fatalf("sameHeader(%q, %q) = %v, want %v", name, other, got, want)
 		}
 		src, err := config.ParseFieldSource("form:" + name)
 		if err != nil || name == other {

@@ -29,6 +29,10 @@ func Identity(raw, kind string) (string, *web.Error) {
 	if v == "" {
 		return "", errEmptyIdentity
 	}
+	if ascii(v) {
+		// ASCII is already NFC, and folding it is lower-casing (no allocation without capitals).
+		return strings.ToLower(v), nil
+	}
 	// Canonical caseless matching (Unicode 3.13): normalise, fold, normalise again (folding can
 	// leave a string that is not in NFC).
 	v = norm.NFC.String(cases.Fold().String(norm.NFC.String(v)))
@@ -39,3 +43,12 @@ func Identity(raw, kind string) (string, *web.Error) {
 }
 
 var errEmptyIdentity = web.ErrInvalidRequest.With("field", "user").Because(errors.New("the user identity is empty once normalised"))
+
+func ascii(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}

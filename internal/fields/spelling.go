@@ -24,10 +24,53 @@ func formSpelling(name string) string {
 	return foldKey(name)
 }
 
-// headerSpelling is a header name as CGI-style origins see it (RFC 3875 meta-variables: PHP-FPM,
-// WSGI, Rack, Puma): case does not matter, and "-" and "_" both become "_".
-func headerSpelling(name string) string {
-	return strings.ToLower(strings.ReplaceAll(name, "-", "_"))
+// sameHeader reports whether two header names are one to CGI-style origins (RFC 3875
+// meta-variables: PHP-FPM, WSGI, Rack, Puma): case does not matter, and "-" and "_" are alike. It
+// compares byte by byte without allocating: it runs for every header of every admission.
+func sameHeader(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := headerByte(a[i]), headerByte(b[i])
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+func headerByte(c byte) byte {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	case c == '-':
+		return '_'
+	}
+	return c
+}
+
+// sameForm reports whether two query or form names spell one field (formSpelling), without
+// allocating for the common case: names of ASCII letters, digits, "-" and "_" only.
+func sameForm(name, wantSpelling string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c >= 0x80 || c == '[' || c == '.' || c == ' ' || c == '%' {
+			return formSpelling(name) == wantSpelling
+		}
+	}
+	if len(name) != len(wantSpelling) {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		if c != wantSpelling[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // cookieSpelling is a cookie name as PHP ($_COOKIE) and Rack read it: percent-decoded, then (PHP)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"text/template"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"text/template"
 	"time"
 )
 

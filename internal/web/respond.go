@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,24 @@ type ErrorPage struct {
 	Heading string
 	Message string
 	Retry   bool // the condition is temporary: offer to try again
+}
+
+// RefusalPage is the data of an admission kind's own refusal page (soldout.html, bidtoolow.html): the
+// error, its JSON fields (such as highest_amount) and where "back" leads.
+type RefusalPage struct {
+	ErrorPage
+	Fields map[string]any
+	Back   string
+}
+
+// BackPath is the same-site page the visitor came from (its Referer), for a "back" link; "/" when
+// the Referer is missing or another site's.
+func BackPath(r *http.Request) string {
+	ref, err := url.Parse(r.Referer())
+	if err != nil || ref.Host != r.Host || (ref.Scheme != "http" && ref.Scheme != "https") {
+		return "/"
+	}
+	return SafeReturn(ref.RequestURI())
 }
 
 // Error answers with e: an HTML page for browser navigations (IsNavigation), the CONTRACT JSON body
