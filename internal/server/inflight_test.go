@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/demoshop"
 )
 
 // collidingShop is a checkout as real shops write it: read the next order number, take a moment
@@ -140,6 +144,95 @@ func TestMaxInFlight_TwelveSimultaneousCheckoutsNoLongerCollide(t *testing.T) {
 				t.Errorf("edgeq_route_in_flight = %v after every checkout ended", now)
 			}
 		})
+	}
+}
+
+// demoCart makes a cart with one jersey at the demo shop and returns its id.
+func demoCart(t *testing.T, shopURL string) string {
+	t.Helper()
+	resp, err := http.Post(shopURL+"/api/carts", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Cart struct {
+			ID string `json:"id"`
+		} `json:"cart"`
+	}
+	json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	resp, err = http.Post(shopURL+"/api/carts/"+created.Cart.ID+"/items", "application/json", strings.NewReader(`{"sku": "jersey", "quantity": 1}`))
+	if err != nil || resp.StatusCode != 200 || created.Cart.ID == "" {
+		t.Fatalf("cart %q: %v %v", created.Cart.ID, resp, err)
+	}
+	resp.Body.Close()
+	return created.Cart.ID
+}
+
+// demoCheckouts sends one checkout per cart at once, through the edgeq replicas in turn, and returns
+// the statuses.
+func demoCheckouts(t *testing.T, replicas []string, carts []string) map[int]int {
+	t.Helper()
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, cart := range carts {
+		wg.Go(func() {
+			<-start
+			resp, err := http.Post(replicas[i%len(replicas)]+"/api/carts/"+cart+"/checkout", "application/json", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			mu.Lock()
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+	return statuses
+}
+
+// Issue 16, acceptance 1, against the demo shop (internal/demoshop: its checkout reads the next order
+// number, waits for its database, inserts, and fails with 500 when two overlap): 12 simultaneous
+// checkouts through edgeq fail without max_in_flight; with max_in_flight: 1 on two replicas sharing
+// one Redis none fails, and the shop, counting, saw no overlap.
+func TestMaxInFlight_TheDemoShopsCheckoutsNoLongerCollide(t *testing.T) {
+	redisAddr := privateRedisWith(t).Addr()
+	newShop := func() (*demoshop.Shop, string) {
+		shop, err := demoshop.New(slog.New(slog.DiscardHandler), demoshop.DBLatency(20*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(shop)
+		t.Cleanup(srv.Close)
+		return shop, srv.URL
+	}
+	carts := func(shopURL string) []string {
+		out := make([]string, 12)
+		for i := range out {
+			out[i] = demoCart(t, shopURL)
+		}
+		return out
+	}
+
+	unlimited, unlimitedURL := newShop()
+	in := start(t, inflightConfig(unlimitedURL, redisAddr, 0, "10s", ""))
+	if got := demoCheckouts(t, []string{in.public}, carts(unlimitedURL)); got[http.StatusInternalServerError] == 0 {
+		t.Fatalf("without max_in_flight: %v (shop %+v); the demo shop should collide", got, unlimited.CheckoutStats())
+	}
+
+	limited, limitedURL := newShop()
+	a := start(t, inflightConfig(limitedURL, redisAddr, 1, "30s", ""))
+	b := start(t, inflightConfig(limitedURL, redisAddr, 1, "30s", ""))
+	got := demoCheckouts(t, []string{a.public, b.public}, carts(limitedURL))
+	st := limited.CheckoutStats()
+	if got[http.StatusCreated] != 12 || st.Failed != 0 || st.Overlapping != 0 || st.MaxParallel != 1 {
+		t.Fatalf("with max_in_flight 1 on two replicas: %v, shop %+v", got, st)
 	}
 }
 
