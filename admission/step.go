@@ -178,30 +178,11 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// own answer, whatever the visitor does (bounded by origin.timeout). A hang-up is never a
 		// release by itself: most shops complete an order whose buyer closed the tab. settle is
 		// deferred so that it also runs when the response copy aborts (http.ErrAbortHandler).
-		fwd, done := outlastVisitor(r)
+		fwd, done := web.OutlastVisitor(r)
 		defer done()
 		defer s.settle(fwd, k, c, releaseOn)
 		next.ServeHTTP(w, fwd)
 	}), nil
-}
-
-// outlastVisitor returns r on a context that the visitor's leaving does not cancel until the origin
-// has answered (or failed): the answer settles the admission. After that, a visitor who is gone stops
-// the copy of the response to nobody. done must be called when the request is over.
-func outlastVisitor(r *http.Request) (*http.Request, func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	var answered <-chan struct{} // nil (never) without an outcome to watch
-	if o := web.OutcomeFrom(r.Context()); o != nil {
-		answered = o.WatchAnswer()
-	}
-	stop := context.AfterFunc(r.Context(), func() {
-		select {
-		case <-answered:
-		case <-ctx.Done(): // the request ended first
-		}
-		cancel()
-	})
-	return r.WithContext(ctx), func() { stop(); cancel() }
 }
 
 // sources are a route's parsed field sources.

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -69,7 +68,7 @@ func (p *Proxy) limitInFlight(route config.Route, next http.Handler) http.Handle
 		// The slot is the origin's until its answer is done: a visitor who hangs up does not end the
 		// request at the origin before the origin answered (it would go on working on it unseen, beside
 		// the next request let in). Deferred, so an aborted response copy also gives the slot back.
-		fwd, done := untilAnswered(r)
+		fwd, done := web.OutlastVisitor(r)
 		defer func() {
 			done()
 			lease.Release()
@@ -137,24 +136,4 @@ func readBody(r *http.Request, limit int64) *web.Error {
 		io.Closer
 	}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
 	return nil
-}
-
-// untilAnswered returns r on a context that the visitor's leaving does not cancel until the origin
-// has answered (or failed); after that, a visitor who is gone stops the copy of the response to
-// nobody. The origin's time to answer is bounded by origin.timeout. done must be called when the
-// request is over.
-func untilAnswered(r *http.Request) (*http.Request, func()) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	var answered <-chan struct{} // nil (never) without an outcome to watch
-	if o := web.OutcomeFrom(r.Context()); o != nil {
-		answered = o.WatchAnswer()
-	}
-	stop := context.AfterFunc(r.Context(), func() {
-		select {
-		case <-answered:
-		case <-ctx.Done(): // the request ended first
-		}
-		cancel()
-	})
-	return r.WithContext(ctx), func() { stop(); cancel() }
 }

@@ -112,7 +112,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		IDs:          ids.New(leaseNode(st, logger)),
 		IdentityKey:  identityKey(cfg.Identity, keyring, purposePseudonyms),
 		MaxBodyBytes: cfg.Server.MaxBodyBytes,
-		ClaimTTL:     cfg.Origin.Timeout + 30*time.Second,
+		ClaimTTL:     claimTTL(cfg),
 		Prefix:       cfg.Server.Prefix,
 		Responder:    responder,
 		Logger:       logger,
@@ -231,4 +231,18 @@ func warnMissing(logger *slog.Logger, t *proxy.Table) {
 		logger.Warn("route asks for checks this build does not enforce: it is closed (503 GATE_UNAVAILABLE) "+
 			"rather than open", "route", route, "missing", missing)
 	}
+}
+
+// claimTTL bounds a buyer's in-flight claim if edgeq dies before the origin answers: the origin's
+// time to answer, plus the longest a request may wait for an in-flight slot (hold) after it was
+// admitted, plus slack. It is set at start; a reload that lengthens a hold beyond it needs a restart
+// to lengthen the claims too (docs/reference.md).
+func claimTTL(cfg *config.Config) time.Duration {
+	var hold time.Duration
+	for _, r := range cfg.Routes {
+		if r.MaxInFlight > 0 && r.Admission.Type != "" {
+			hold = max(hold, r.Hold)
+		}
+	}
+	return cfg.Origin.Timeout + hold + 30*time.Second
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/token"
@@ -35,5 +36,19 @@ func TestIdentityKey_SecretOrSigningKeyPerPurpose(t *testing.T) {
 		if got := identityKey(c.identity, keyring, c.purpose); !bytes.Equal(got, c.want) {
 			t.Errorf("%s: got %x, want %x", c.name, got, c.want)
 		}
+	}
+}
+
+// A buyer's in-flight claim outlives the longest wait for a slot on an admission route.
+func TestClaimTTL_CoversTheHold(t *testing.T) {
+	cfg := config.Default()
+	cfg.Origin.Timeout = 20 * time.Second
+	cfg.Routes = []config.Route{
+		{Name: "a", MaxInFlight: 1, Hold: 45 * time.Second, Admission: config.Admission{Type: "stock"}},
+		{Name: "b", MaxInFlight: 1, Hold: 90 * time.Second},                              // no admission
+		{Name: "c", Hold: 120 * time.Second, Admission: config.Admission{Type: "stock"}}, // no limit
+	}
+	if got := claimTTL(cfg); got != 20*time.Second+45*time.Second+30*time.Second {
+		t.Fatalf("claimTTL = %v", got)
 	}
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"io"
+	"net/http"
 	"sync/atomic"
 	"time"
 )
@@ -82,4 +83,25 @@ func OutcomeFrom(ctx context.Context) *Outcome {
 		return r.outcome
 	}
 	return nil
+}
+
+// OutlastVisitor returns r on a context that the visitor's leaving does not cancel until the origin
+// has answered (or failed), for steps whose bookkeeping depends on the origin's own answer (admission
+// settles on it; an in-flight slot is held until the origin is done). After the answer, a visitor
+// who is gone stops the copy of the response to nobody. The origin's time to answer is bounded by
+// origin.timeout. done must be called when the request is over.
+func OutlastVisitor(r *http.Request) (*http.Request, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	var answered <-chan struct{} // nil (never) without an outcome to watch
+	if o := OutcomeFrom(r.Context()); o != nil {
+		answered = o.WatchAnswer()
+	}
+	stop := context.AfterFunc(r.Context(), func() {
+		select {
+		case <-answered:
+		case <-ctx.Done(): // the request ended first
+		}
+		cancel()
+	})
+	return r.WithContext(ctx), func() { stop(); cancel() }
 }
