@@ -302,3 +302,24 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 func (k *stockKind) adminListProducts(w http.ResponseWriter, r *http.Request) {
 	listOwners(k.s, w, r, k, k.product)
 }
+
+// SoldOut reports whether every one of the products has no stock left: a queue's sold_out_with
+// (CONTRACT 10.2), read by the waiting room's tick. A product that does not exist counts as not sold
+// out, so a mistyped id never ends anyone's wait.
+func (s *Service) SoldOut(ctx context.Context, products []string) (bool, error) {
+	pipe := s.client.Pipeline()
+	stocks := make([]*redis.StringCmd, len(products))
+	for i, id := range products {
+		stocks[i] = pipe.Get(ctx, stockKey(s.keys, id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return false, err
+	}
+	for _, c := range stocks {
+		n, err := c.Int64()
+		if err != nil || n > 0 {
+			return false, nil
+		}
+	}
+	return len(products) > 0, nil
+}

@@ -1,9 +1,65 @@
 /* edgeq waiting page: keeps the visitor's place up to date and takes them on when it is their turn.
  * Polls the status endpoint with jitter, slower while the tab is hidden, backing off on errors and
- * honouring Retry-After; when served, claims the token and continues to the return path. Without this
- * script the page still works: it refreshes itself (meta refresh) and the server sends the visitor on. */
+ * honouring Retry-After; when served, claims the token and continues to the return path. Before a
+ * scheduled opening it counts down (the opening shown in the visitor's own time zone); when the queue
+ * changes phase (opens, sells out) it reloads the page, which the server renders for the new phase
+ * (a sold-out page polls no more). Without this script the page still works: it refreshes itself (meta
+ * refresh) and the server sends the visitor on. */
 (function () {
   'use strict';
+  var lang = document.documentElement.lang || undefined;
+
+  // Opening times in the visitor's own time zone; the server wrote UTC for pages without script.
+  Array.prototype.forEach.call(document.querySelectorAll('time.local-time'), function (node) {
+    var at = new Date(node.getAttribute('datetime'));
+    if (isNaN(at.getTime())) return;
+    try {
+      node.textContent = at.toLocaleString(lang, { dateStyle: 'medium', timeStyle: 'short' });
+    } catch (e) {
+      node.textContent = at.toLocaleString();
+    }
+  });
+
+  function pad(n) { return (n < 10 ? '0' : '') + n; }
+
+  // countdown shows seconds left as [N d] hh:mm:ss (digits read the same in every language).
+  function countdownText(seconds, text) {
+    seconds = Math.max(0, Math.round(seconds));
+    var d = Math.floor(seconds / 86400), h = Math.floor(seconds / 3600) % 24;
+    var m = Math.floor(seconds / 60) % 60, s = seconds % 60;
+    var clock = pad(h) + ':' + pad(m) + ':' + pad(s);
+    return d > 0 ? (text.countdown_days || '%d d').replace('%d', String(d)) + ' ' + clock : clock;
+  }
+
+  var counters = [];
+  function startCountdowns(text) {
+    Array.prototype.forEach.call(document.querySelectorAll('.countdown'), function (node) {
+      counters.push({ node: node, until: Date.now() + Number(node.dataset.seconds || 0) * 1000, text: text });
+    });
+    function tick() {
+      counters.forEach(function (c) {
+        var v = countdownText((c.until - Date.now()) / 1000, c.text);
+        if (c.node.textContent !== v) c.node.textContent = v;
+      });
+    }
+    tick();
+    setInterval(tick, 1000);
+  }
+
+  function reloadSoon(url) {
+    // Everyone waiting sees the same change at once: spread the reloads over a second and a half.
+    setTimeout(function () { location.replace(url); }, Math.round(Math.random() * 1500));
+  }
+
+  var notOpen = document.getElementById('notopen');
+  if (notOpen) {
+    var notOpenText = JSON.parse(notOpen.dataset.text || '{}');
+    startCountdowns(notOpenText);
+    var joinsIn = Number(notOpen.dataset.joinsIn) || 0;
+    setTimeout(function () { reloadSoon(notOpen.dataset.self); }, Math.max(1000, joinsIn * 1000));
+    return;
+  }
+
   var root = document.getElementById('wait');
   if (!root || !window.fetch) return;
   document.documentElement.classList.add('js');
@@ -18,7 +74,11 @@
   var timer = null;
   var finished = false;
 
+  var phase = cfg.phase || 'waiting';
+  if (phase === 'prequeue') startCountdowns(text);
+
   var el = {
+    paused: document.getElementById('paused'),
     position: document.getElementById('position'),
     ahead: document.getElementById('ahead'),
     eta: document.getElementById('eta'),
@@ -80,8 +140,23 @@
     if (!finished) timer = setTimeout(check, ms);
   }
 
+  function setPaused(paused) {
+    if (paused && !el.paused) {
+      el.paused = document.createElement('p');
+      el.paused.className = 'notice';
+      el.paused.id = 'paused';
+      el.paused.textContent = t('paused');
+      var lead = root.querySelector('.lead');
+      if (lead && lead.parentNode) lead.parentNode.insertBefore(el.paused, lead.nextSibling);
+    } else if (!paused && el.paused) {
+      el.paused.parentNode.removeChild(el.paused);
+      el.paused = null;
+    }
+  }
+
   function render(s) {
     updatedAt = Date.now();
+    setPaused(!!s.paused);
     setText(el.position, s.queue_position);
     setText(el.ahead, s.ahead);
     setText(el.eta, duration(s.estimated_wait_time));
@@ -142,8 +217,15 @@
       if (r.status === 200) {
         failures = 0;
         notice('');
+        var st = r.body.queue_status;
+        if (st === 'sold_out' || (phase === 'prequeue' && st !== 'prequeue') || (phase !== 'prequeue' && st === 'prequeue')) {
+          // A new phase: the server renders its page (the sold-out one polls no more).
+          finished = true;
+          reloadSoon(cfg.self);
+          return;
+        }
         render(r.body);
-        if (r.body.queue_status === 'served') claim();
+        if (st === 'served') claim();
         else schedule(delay());
       } else if (r.status === 410) {
         expired();

@@ -31,6 +31,9 @@ type waitPage struct {
 	Joined, Failed                                               bool
 	Position, Ahead, ETASeconds, PollMs, HiddenPollMs, MaxPollMs int64
 	Progress, RefreshSeconds                                     int
+	Phase, OpensAt, OpensClock                                   string
+	OpensIn, JoinsIn                                             int64
+	Shuffle, Paused, Random                                      bool
 }
 
 type busyPage struct {
@@ -72,7 +75,7 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 		{"error.html", errorPage{base: en(), Status: 502, Code: "ORIGIN_UNAVAILABLE",
 			Heading: "The shop is not answering", Message: "<b>try</b>", Retry: true},
 			[]string{"The shop is not answering", "&lt;b&gt;try&lt;/b&gt;", "Try again"}},
-		{"wait.html", waitPage{base: en(), QueueID: "drop", Title: "<i>Drop</i>", Joined: true, Position: 42,
+		{"wait.html", waitPage{base: en(), Phase: "waiting", QueueID: "drop", Title: "<i>Drop</i>", Joined: true, Position: 42,
 			Ahead: 41, ETASeconds: 300, RefreshSeconds: 5, Self: "/_edgeq/wait/drop?return=%2F", Return: `/p?x="><script>`},
 			[]string{"&lt;i&gt;Drop&lt;/i&gt;", `id="position">42<`, `id="ahead">41<`, "About 5 minutes", `content="5"`,
 				`data-return="/p?x=&#34;&gt;&lt;script&gt;"`, "aria-live", "<progress"}},
@@ -110,6 +113,61 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every phase of the waiting page (CONTRACT 10.2) renders in every language with its own words, and
+// none falls back to English or shows a raw key.
+func TestWaitPage_EveryPhaseInEveryLanguage(t *testing.T) {
+	set, err := Parse("", funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	phases := []struct {
+		name string
+		page waitPage
+		keys []string // strings of the language that must appear
+	}{
+		{"not_open", waitPage{Phase: "not_open", OpensAt: "2026-12-01T17:00:00Z", OpensClock: "2026-12-01 17:00 UTC", OpensIn: 3600, JoinsIn: 600, RefreshSeconds: 60},
+			[]string{"wait.notopen.title", "wait.notopen.lead", "wait.opens", "wait.opens_in"}},
+		{"prequeue shuffled", waitPage{Phase: "prequeue", Joined: true, Shuffle: true, OpensAt: "2026-12-01T17:00:00Z", OpensIn: 90},
+			[]string{"wait.prequeue.title", "wait.prequeue.lead", "wait.prequeue.shuffle", "wait.opens_in"}},
+		{"prequeue in order", waitPage{Phase: "prequeue", Joined: true, OpensAt: "2026-12-01T17:00:00Z", OpensIn: 90},
+			[]string{"wait.prequeue.fifo"}},
+		{"paused", waitPage{Phase: "waiting", Joined: true, Paused: true, Position: 7, Ahead: 6, ETASeconds: -1},
+			[]string{"wait.js.paused", "wait.your_number", "wait.js.eta_unknown"}},
+		{"random", waitPage{Phase: "waiting", Joined: true, Random: true, Ahead: 99, ETASeconds: 600},
+			[]string{"wait.random_lead", "wait.random_ahead"}},
+		{"sold_out", waitPage{Phase: "sold_out", Joined: true},
+			[]string{"soldout.title", "wait.soldout.lead", "wait.soldout.check"}},
+	}
+	for _, lang := range Languages {
+		for _, p := range phases {
+			p.page.base = base{Lang: lang, Text: For(lang), Brand: "Shop"}
+			p.page.Title, p.page.Self = "Drop", "/_edgeq/wait/drop?return=%2F"
+			var b strings.Builder
+			if err := set.Render(&b, "wait.html", p.page); err != nil {
+				t.Fatalf("%s %s: %v", lang, p.name, err)
+			}
+			out := b.String()
+			for _, key := range p.keys {
+				if !catalogHas(lang, key) {
+					t.Errorf("%s lacks key %s", lang, key)
+				}
+				want := template.HTMLEscapeString(For(lang).T(key))
+				if !strings.Contains(out, want) {
+					t.Errorf("%s %s: page lacks %s (%q)", lang, p.name, key, want)
+				}
+			}
+			if (p.page.Phase == "sold_out") == strings.Contains(out, "wait.js") {
+				t.Errorf("%s %s: the sold-out page must not poll, the others must: %s", lang, p.name, out)
+			}
+		}
+	}
+}
+
+func catalogHas(lang, key string) bool {
+	_, ok := catalog[lang][key]
+	return ok
 }
 
 // Without the highest amount or a page to go back to, the bid page still renders, and leads home.

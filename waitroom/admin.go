@@ -2,6 +2,8 @@ package waitroom
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -44,27 +46,82 @@ type queueRequest struct {
 	AbandonAfterSecond        *int64  `json:"abandon_after_second"`
 	Turnstile                 *bool   `json:"turnstile"`
 	Paused                    *bool   `json:"paused"`
+	// A drop (CONTRACT 10.2): opens_at and closes_at RFC 3339 ("" none).
+	OpensAt        *string   `json:"opens_at"`
+	PrequeueSecond *int64    `json:"prequeue_second"`
+	Shuffle        *bool     `json:"shuffle"`
+	ClosesAt       *string   `json:"closes_at"`
+	Method         *string   `json:"method"`
+	SoldOutWith    *[]string `json:"sold_out_with"`
 }
 
 // QueueInfo is a queue as the admin API shows it: seed 004's fields, edgeq's settings and live counters.
 type QueueInfo struct {
-	ID                        string  `json:"id"`
-	QueueID                   string  `json:"queue_id"`
-	Title                     string  `json:"title"`
-	Capacity                  int64   `json:"capacity"`
-	ReleasePerMinute          int64   `json:"release_per_minute"`
-	TokenValiditySecond       int64   `json:"token_validity_second"`
-	EnableQueuePositionExpiry bool    `json:"enable_queue_position_expiry"`
-	PositionExpirySecond      int64   `json:"position_expiry_second"`
-	AbandonAfterSecond        int64   `json:"abandon_after_second"`
-	Turnstile                 bool    `json:"turnstile"`
-	Paused                    bool    `json:"paused"`
-	FromConfig                bool    `json:"from_config"`
-	ServingPos                int64   `json:"serving_pos"`
-	AssignedPos               int64   `json:"assigned_pos"`
-	WaitingNum                int64   `json:"waiting_num"`
-	ActiveNum                 int64   `json:"active_num"`
-	ServingRate               float64 `json:"serving_rate_per_second"`
+	ID                        string   `json:"id"`
+	QueueID                   string   `json:"queue_id"`
+	Title                     string   `json:"title"`
+	Capacity                  int64    `json:"capacity"`
+	ReleasePerMinute          int64    `json:"release_per_minute"`
+	TokenValiditySecond       int64    `json:"token_validity_second"`
+	EnableQueuePositionExpiry bool     `json:"enable_queue_position_expiry"`
+	PositionExpirySecond      int64    `json:"position_expiry_second"`
+	AbandonAfterSecond        int64    `json:"abandon_after_second"`
+	Turnstile                 bool     `json:"turnstile"`
+	Paused                    bool     `json:"paused"`
+	FromConfig                bool     `json:"from_config"`
+	ServingPos                int64    `json:"serving_pos"`
+	AssignedPos               int64    `json:"assigned_pos"`
+	WaitingNum                int64    `json:"waiting_num"`
+	ActiveNum                 int64    `json:"active_num"`
+	ServingRate               float64  `json:"serving_rate_per_second"`
+	OpensAt                   string   `json:"opens_at"`
+	PrequeueSecond            int64    `json:"prequeue_second"`
+	Shuffle                   bool     `json:"shuffle"`
+	ClosesAt                  string   `json:"closes_at"`
+	Method                    string   `json:"method"`
+	SoldOutWith               []string `json:"sold_out_with"`
+	// State is the queue as a whole: not_open, prequeue, open, paused, sold_out or closed (State).
+	State string `json:"state"`
+	// Lottery is the pre-queue's draw, once the queue opened with shuffle: its size and the SHA-256 of
+	// its seed (the same as logged at the opening).
+	Lottery *LotteryInfo `json:"lottery,omitempty"`
+}
+
+// LotteryInfo describes a queue's pre-queue lottery.
+type LotteryInfo struct {
+	Size       int64  `json:"size"`
+	SeedSHA256 string `json:"seed_sha256"`
+}
+
+// state names a queue's state for operators: the first that applies of sold_out, closed, not_open
+// (before the pre-queue), prequeue, paused, open.
+func (s *snapshot) state() string {
+	if s.SoldOut {
+		return "sold_out"
+	}
+	if e := s.joinable(); e != nil && e.Code == web.ErrQueueClosed.Code {
+		return "closed"
+	}
+	if !s.open() {
+		if s.joinable() != nil {
+			return "not_open"
+		}
+		return "prequeue"
+	}
+	if s.Paused {
+		return "paused"
+	}
+	return "open"
+}
+
+// QueueStates lists every value of QueueInfo.State.
+var QueueStates = []string{"not_open", "prequeue", "open", "paused", "sold_out", "closed"}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 func (r *Room) info(id string, s *snapshot) QueueInfo {
@@ -75,7 +132,25 @@ func (r *Room) info(id string, s *snapshot) QueueInfo {
 		PositionExpirySecond: int64(s.PositionExpiry / time.Second), AbandonAfterSecond: int64(s.AbandonAfter / time.Second),
 		Turnstile: s.Turnstile, Paused: s.Paused, FromConfig: fromConfig, ServingPos: s.Serving, AssignedPos: s.Counter,
 		WaitingNum: s.Waiting(), ActiveNum: s.Tokens(), ServingRate: s.ServingRate,
+		OpensAt: formatTime(s.OpensAt), PrequeueSecond: prequeueOf(s), Shuffle: s.Shuffle,
+		ClosesAt: formatTime(s.ClosesAt), Method: s.Method, SoldOutWith: append([]string{}, s.SoldOutWith...),
+		State: s.state(), Lottery: s.lotteryInfo(),
 	}
+}
+
+func prequeueOf(s *snapshot) int64 {
+	if s.OpensAt.IsZero() || s.JoinFrom.IsZero() {
+		return 0
+	}
+	return int64(s.OpensAt.Sub(s.JoinFrom) / time.Second)
+}
+
+func (s *snapshot) lotteryInfo() *LotteryInfo {
+	if s.Lottery.n == 0 {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(s.Lottery.seed))
+	return &LotteryInfo{Size: s.Lottery.n, SeedSHA256: hex.EncodeToString(sum[:])}
 }
 
 // toSettings merges a request over base and validates the result with the configuration's rules.
@@ -124,10 +199,33 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 		ID: s.ID, Title: s.Title, Capacity: int(s.Capacity), ReleasePerMinute: int(s.ReleasePerMinute),
 		TokenTTL: time.Duration(s.TokenTTL) * time.Second, PositionExpiry: time.Duration(s.PositionExpiry) * time.Second,
 		AbandonAfter: time.Duration(s.AbandonAfter) * time.Second, Turnstile: s.Turnstile,
+		OpensAt: formatTime(msTime(s.OpensAt)), ClosesAt: formatTime(msTime(s.ClosesAt)),
+		Prequeue: time.Duration(s.Prequeue) * time.Second, Shuffle: s.Shuffle, Method: s.Method, SoldOutWith: s.SoldOutWith,
+	}
+	if q.OpensAt != nil {
+		cq.OpensAt = *q.OpensAt
+	}
+	if q.ClosesAt != nil {
+		cq.ClosesAt = *q.ClosesAt
+	}
+	if q.PrequeueSecond != nil {
+		cq.Prequeue = time.Duration(*q.PrequeueSecond) * time.Second
+	}
+	if q.Shuffle != nil {
+		cq.Shuffle = *q.Shuffle
+	}
+	if q.Method != nil {
+		cq.Method = *q.Method
+	}
+	if q.SoldOutWith != nil {
+		cq.SoldOutWith = *q.SoldOutWith
 	}
 	if err := config.ValidateQueue(cq); err != nil {
 		return s, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err)
 	}
+	// Validated: the times parse.
+	drop := settingsOf(cq)
+	s.OpensAt, s.ClosesAt, s.Prequeue, s.Shuffle, s.Method, s.SoldOutWith = drop.OpensAt, drop.ClosesAt, drop.Prequeue, drop.Shuffle, drop.Method, drop.SoldOutWith
 	return s, nil
 }
 
@@ -189,6 +287,8 @@ func settingsOfSnapshot(id string, s *snapshot) settings {
 		ID: id, Title: s.Title, Capacity: s.Capacity, ReleasePerMinute: s.ReleasePerMinute,
 		TokenTTL: int64(s.TokenTTL / time.Second), PositionExpiry: int64(s.PositionExpiry / time.Second),
 		AbandonAfter: int64(s.AbandonAfter / time.Second), Turnstile: s.Turnstile,
+		OpensAt: unixMs(s.OpensAt), ClosesAt: unixMs(s.ClosesAt), Prequeue: prequeueOf(s), Shuffle: s.Shuffle,
+		Method: s.Method, SoldOutWith: s.SoldOutWith,
 	}
 }
 
@@ -276,8 +376,12 @@ func (r *Room) adminIncrement(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.err))
 		return
 	}
-	if code == 1 {
+	switch code {
+	case 1:
 		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
+		return
+	case 2:
+		r.responder.Error(w, req, web.ErrNotOpenAdmin.With("serving_pos", serving))
 		return
 	}
 	if q := r.tracked(id); q != nil {

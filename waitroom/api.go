@@ -121,7 +121,7 @@ func (r *Room) held(ctx context.Context, req *http.Request, queueID string, s *s
 		return joined{}, false, nil
 	}
 	st := StateWaiting
-	if pos <= s.Serving {
+	if s.reached(pos) {
 		var err error
 		if st, err = r.lookup(ctx, queueID, s.Epoch, pos); err != nil {
 			return joined{}, false, web.ErrStoreUnavailable.Because(err)
@@ -151,6 +151,11 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 		// Nobody can join while the store is down; a Turnstile response is not spent on it.
 		return joined{}, web.ErrStoreUnavailable.Because(web.ErrDegraded)
 	}
+	if e := s.joinable(); e != nil {
+		// Not open yet, sold out or closed: no place, no Turnstile response spent (assign.lua checks
+		// again on the store's clock).
+		return joined{}, e
+	}
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e
 	}
@@ -177,8 +182,15 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 	if res.err != nil {
 		return joined{}, web.ErrStoreUnavailable.Because(res.err)
 	}
-	if code == 1 {
+	switch code {
+	case 1:
 		return joined{}, web.ErrQueueNotFound
+	case 2:
+		return joined{}, web.ErrNotOpen
+	case 3:
+		return joined{}, web.ErrQueueClosed
+	case 4:
+		return joined{}, web.ErrSoldOut
 	}
 	if st == StateToken {
 		r.tokensIssued.WithLabelValues(queueID).Inc()
@@ -270,7 +282,7 @@ func (r *Room) handleQueuePos(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, e)
 		return
 	}
-	if pos <= s.Serving {
+	if s.reached(pos) {
 		st, err := r.lookup(req.Context(), queueID, s.Epoch, pos)
 		if err != nil {
 			r.responder.Error(w, req, web.ErrStoreUnavailable.Because(err))
@@ -346,33 +358,52 @@ func (r *Room) handleGenerateToken(w http.ResponseWriter, req *http.Request) {
 	})
 }
 
-// Status is the body of GET status (seed 000's names).
+// Status is the body of GET status (seed 000's names, CONTRACT sections 3 and 10.2).
 type Status struct {
 	QueueID           string `json:"queue_id"`
 	RequestID         string `json:"request_id"`
-	QueueStatus       string `json:"queue_status"`
+	QueueStatus       string `json:"queue_status"` // waiting, served, ..., prequeue, sold_out
 	QueuePosition     int64  `json:"queue_position"`
 	ServingPosition   int64  `json:"serving_position"`
 	Ahead             int64  `json:"ahead"`
 	TotalInWaiting    int64  `json:"total_in_waiting"`
 	TotalInActive     int64  `json:"total_in_active"`
 	EstimatedWaitTime int64  `json:"estimated_wait_time"` // seconds; -1 unknown
+	// Paused: nobody new is served for now; places are kept.
+	Paused bool `json:"paused"`
+	// Method is how waiters are served (fifo, random, passthrough, reject).
+	Method string `json:"method"`
+	// OpensAt and OpensIn (seconds) are set before a scheduled queue opens.
+	OpensAt string `json:"opens_at,omitempty"`
+	OpensIn *int64 `json:"opens_in,omitempty"`
 }
 
 // status describes a visitor's place. Waiting visitors are answered from the snapshot alone; only a
-// visitor the serving position has reached costs a lookup.
+// visitor the serving rank (or a draw) has reached costs a lookup. queue_position is the visitor's
+// place in serving order: its arrival order, except after a lottery.
 func (r *Room) status(ctx context.Context, queueID, requestID string, pos int64, s *snapshot) (Status, error) {
+	rank := s.Lottery.rank(pos)
 	st := Status{
-		QueueID: queueID, RequestID: requestID, QueueStatus: StateWaiting.Status(), QueuePosition: pos,
-		ServingPosition: s.Serving, Ahead: max(0, pos-s.Serving-1), TotalInWaiting: s.Waiting(),
-		TotalInActive: s.Active, EstimatedWaitTime: s.eta(pos - s.Serving),
+		QueueID: queueID, RequestID: requestID, QueueStatus: StateWaiting.Status(), QueuePosition: rank,
+		ServingPosition: s.Serving, Ahead: s.ahead(pos), TotalInWaiting: s.Waiting(),
+		TotalInActive: s.Active, EstimatedWaitTime: s.eta(s.togo(pos)), Paused: s.Paused, Method: s.Method,
 	}
-	if pos <= s.Serving {
+	if s.reached(pos) {
 		state, err := r.lookup(ctx, queueID, s.Epoch, pos)
 		if err != nil {
 			return st, err
 		}
 		st.QueueStatus = state.Status()
+		st.Ahead, st.EstimatedWaitTime = 0, 0
+		return st, nil
+	}
+	if !s.open() {
+		in := secondsUntil(s.storeNow(), s.OpensAt)
+		st.QueueStatus, st.OpensAt, st.OpensIn = "prequeue", s.OpensAt.UTC().Format(time.RFC3339), &in
+		st.EstimatedWaitTime = -1
+	}
+	if s.SoldOut {
+		st.QueueStatus, st.EstimatedWaitTime = "sold_out", -1
 	}
 	return st, nil
 }
@@ -400,7 +431,10 @@ func (r *Room) handleStatus(w http.ResponseWriter, req *http.Request) {
 	}
 	r.heartbeat(queueID, s, pos)
 	code := http.StatusOK
-	if st.QueueStatus != "waiting" && st.QueueStatus != "served" {
+	switch st.QueueStatus {
+	case "waiting", "served", "prequeue", "sold_out":
+		// A place that is kept (sold_out: a restock reopens the queue).
+	default:
 		code = http.StatusGone
 	}
 	web.WriteJSON(w, code, st)

@@ -128,7 +128,7 @@ func TestStatusBody(t *testing.T) {
 		want := map[string]any{
 			"queue_id": "drop", "request_id": ids[3], "queue_status": "waiting", "queue_position": float64(4),
 			"serving_position": float64(1), "ahead": float64(2), "total_in_waiting": float64(4), "total_in_active": float64(1),
-			"estimated_wait_time": float64(-1),
+			"estimated_wait_time": float64(-1), "paused": false, "method": "fifo",
 		}
 		for k, v := range want {
 			if a.json[k] != v {

@@ -61,6 +61,13 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			return
 		}
 		if !web.WantsHTML(req) {
+			if s := r.snapshotOf(ctx, queueID); s != nil {
+				if e := s.joinable(); e != nil && e.Code != web.ErrNotOpen.Code {
+					// Sold out or closed: nothing to wait for (CONTRACT 10.2).
+					r.responder.Error(w, req, e)
+					return
+				}
+			}
 			waitURL := r.waitURL(queueID, req.URL.RequestURI())
 			r.responder.Error(w, req, web.ErrQueueRequired.With("wait_url", waitURL))
 			return
@@ -192,7 +199,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 		return
 	}
 	returnTo := req.URL.RequestURI()
-	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok && pos <= s.Serving {
+	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok && s.reached(pos) {
 		if t, e := r.issueToken(ctx, queueID, s, id, pos); e == nil {
 			r.setTokenCookie(w, req, queueID, t)
 			r.forward(w, req, next, sess, token.Claims{RequestID: id, Position: pos}, false)

@@ -15,7 +15,7 @@ type heartbeatBatch struct {
 // heartbeat records that a waiting visitor is still there; only queues that skip abandoned waiters
 // need it. It is written to the store in batches, once a second per replica.
 func (r *Room) heartbeat(queueID string, s *snapshot, pos int64) {
-	if s.AbandonAfter <= 0 || pos <= s.Serving {
+	if s.AbandonAfter <= 0 || s.reached(pos) {
 		return
 	}
 	r.heartbeats.mu.Lock()

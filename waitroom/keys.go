@@ -14,6 +14,8 @@ func queueKeys(k store.Keys, queue string) []string {
 		k.Queue(queue, "hb"),
 		k.Queue(queue, "tok"),
 		k.Queue(queue, "revoked"),
+		k.Queue(queue, "pool"),
+		k.Queue(queue, "drawn"),
 	}
 }
 

@@ -2,14 +2,20 @@ package waitroom
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // queue is what a replica knows about one queue.
@@ -21,6 +27,11 @@ type queue struct {
 	mu             sync.Mutex
 	meter          rateMeter
 	lastRevocation int64 // ms of the newest revocation seen by the tick
+	drawn          drawnSet
+	// early is the store's count of sessions that ended before their deadline, and earlyAt when this
+	// replica last saw it grow: the waiting time estimate assumes full sessions until someone leaves.
+	early   int64
+	earlyAt time.Time
 }
 
 // snapshot is a queue as of the last tick: what polls are answered from.
@@ -35,23 +46,112 @@ type snapshot struct {
 	Turnstile        bool
 	Paused           bool
 	Counter          int64 // last assigned position
-	Serving          int64
-	Active           int64   // served and unfinished (tokens and unclaimed served positions)
-	Unclaimed        int64   // served, no token yet
-	ServingRate      float64 // positions per second, measured over the last minute; 0 unknown
-	Taken            time.Time
+	Serving          int64 // serving rank: ranks 1..Serving were reached
+	Active           int64 // served and unfinished (tokens and unclaimed served positions)
+	Unclaimed        int64 // served, no token yet
+	// ServingRate is how many waiters were decided (served or skipped) per second, measured over the
+	// last minute; 0 unknown.
+	ServingRate float64
+	Taken       time.Time
+	// StoreNow is the store's clock when the snapshot was taken: opening and closing times are
+	// compared with it (storeNow).
+	StoreNow time.Time
+
+	// A drop (CONTRACT section 10.2).
+	Method      string
+	OpensAt     time.Time // zero: none
+	JoinFrom    time.Time // opens_at - prequeue; zero: none
+	ClosesAt    time.Time // zero: none
+	Shuffle     bool
+	Opened      bool
+	Lottery     lottery
+	SoldOut     bool
+	SoldOutWith []string
+	Pool        int64 // method random: the positions a draw picks from (some may have left)
+	Drawn       *bitset
+	// Deadlines are a sample of the active set's deadlines, oldest first, and FullSessions is whether
+	// nobody has left before their deadline for a token lifetime: then the wait is at least what they
+	// allow (eta).
+	Deadlines    []deadline
+	FullSessions bool
+	// Moved counts waiters decided (served or skipped), for the rate meter.
+	Moved int64
 }
 
-// Waiting is the number of visitors not yet inside: behind the serving position, or reached but
-// without a token (seed 004's waiting_num).
-func (s *snapshot) Waiting() int64 { return max(0, s.Counter-s.Serving) + s.Unclaimed }
+// deadline is the index-th oldest deadline of the active set.
+type deadline struct {
+	index int64
+	at    time.Time
+}
+
+// storeNow estimates the store's clock now.
+func (s *snapshot) storeNow() time.Time { return s.StoreNow.Add(time.Since(s.Taken)) }
+
+// behind is the number of positions not reached yet (some of them may have left).
+func (s *snapshot) behind() int64 {
+	if s.Method == config.MethodRandom {
+		return s.Pool
+	}
+	return max(0, s.Counter-s.Serving)
+}
+
+// Waiting is the number of visitors not yet inside: not reached yet, or reached but without a token
+// (seed 004's waiting_num).
+func (s *snapshot) Waiting() int64 { return s.behind() + s.Unclaimed }
 
 // Tokens is the number of live tokens (seed 004's active_token_num).
 func (s *snapshot) Tokens() int64 { return max(0, s.Active-s.Unclaimed) }
 
+// reached reports whether a position has been reached: by the serving rank, or by a draw.
+func (s *snapshot) reached(pos int64) bool {
+	return s.Lottery.rank(pos) <= s.Serving || s.Drawn.has(pos)
+}
+
+// ahead is how many visitors are before pos in serving order; for the random method, everyone else
+// waiting (any of them may be drawn first).
+func (s *snapshot) ahead(pos int64) int64 {
+	if s.Method == config.MethodRandom {
+		return max(0, s.Pool-1)
+	}
+	return max(0, s.Lottery.rank(pos)-s.Serving-1)
+}
+
+// joinable says whether a newcomer may take a place now, and if not why: web.ErrNotOpen before the
+// pre-queue (or the opening, without one), web.ErrSoldOut, web.ErrClosed.
+func (s *snapshot) joinable() *web.Error {
+	now := s.storeNow()
+	switch {
+	case !s.Opened && !s.JoinFrom.IsZero() && now.Before(s.JoinFrom):
+		return web.ErrNotOpen.With("opens_at", s.OpensAt.UTC().Format(time.RFC3339)).
+			With("opens_in", secondsUntil(now, s.OpensAt)).With("joins_from", s.JoinFrom.UTC().Format(time.RFC3339))
+	case s.SoldOut:
+		return web.ErrSoldOut
+	case s.Method == config.MethodReject || (!s.ClosesAt.IsZero() && !now.Before(s.ClosesAt)):
+		return web.ErrQueueClosed
+	}
+	return nil
+}
+
+// open reports whether the queue has opened (it serves, unless paused or sold out).
+func (s *snapshot) open() bool {
+	return s.Opened || s.OpensAt.IsZero() || !s.storeNow().Before(s.OpensAt)
+}
+
 // hasRoom reports whether a newcomer would be served at once: room inside and nobody waiting.
 func (s *snapshot) hasRoom() bool {
-	return !s.Paused && s.Counter == s.Serving && s.Active < s.Capacity
+	if s.Paused || s.SoldOut || !s.Opened || s.joinable() != nil {
+		return false
+	}
+	return s.Method == config.MethodPassthrough || (s.behind() == 0 && s.Active < s.Capacity)
+}
+
+// secondsUntil is whole seconds from now to t, rounded up, at least 0.
+func secondsUntil(now, t time.Time) int64 {
+	d := t.Sub(now)
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
 }
 
 // track starts ticking a queue on this replica.
@@ -118,17 +218,40 @@ func (r *Room) snapshotOf(ctx context.Context, id string) *snapshot {
 
 func (r *Room) tickAll(ctx context.Context) {
 	for _, q := range r.all() {
-		r.refresh(ctx, q)
+		r.advance(ctx, q, r.soldOut(ctx, q))
 	}
 }
 
-// refresh runs the inlet of q and stores the snapshot it returns. A queue of the configuration file
+// soldOut is the advance script's sold-out argument for q: "1" when every product of its sold_out_with
+// has no stock left, "0" when some has, "" when unknown (no such list, no stock reader, a store error).
+func (r *Room) soldOut(ctx context.Context, q *queue) string {
+	s := q.snap.Load()
+	if s == nil || len(s.SoldOutWith) == 0 || r.opts.Stock == nil {
+		return ""
+	}
+	out, err := r.opts.Stock(ctx, s.SoldOutWith)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.logger.Debug("reading the stock of sold_out_with failed", "queue", q.id, "error", err.Error())
+		}
+		return ""
+	}
+	if out {
+		return "1"
+	}
+	return "0"
+}
+
+// refresh runs the inlet of q and stores the snapshot it returns (advance, without news of stock).
+func (r *Room) refresh(ctx context.Context, q *queue) *snapshot { return r.advance(ctx, q, "") }
+
+// advance runs the inlet of q and stores the snapshot it returns. A queue of the configuration file
 // that has vanished from the store (Redis restarted empty, or deleted through the API) is recreated.
-func (r *Room) refresh(ctx context.Context, q *queue) *snapshot {
+func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot {
 	q.mu.Lock()
-	since := q.lastRevocation
+	since, offset := q.lastRevocation, q.drawn.offset
 	q.mu.Unlock()
-	res := r.scripts.run(ctx, r.client, r.scripts.advance, q.keys, since)
+	res := r.scripts.run(ctx, r.client, r.scripts.advance, q.keys, since, offset, soldOut, randomHex())
 	if res.err != nil {
 		if ctx.Err() == nil {
 			r.logger.Debug("queue tick failed", "queue", q.id, "error", res.err.Error())
@@ -148,15 +271,32 @@ func (r *Room) refresh(ctx context.Context, q *queue) *snapshot {
 		return nil
 	}
 	set := res.list(6)
+	now := time.Now()
 	s := &snapshot{
 		Counter: res.int(1), Serving: res.int(2), Active: res.int(3), Unclaimed: res.int(4),
+		StoreNow: time.UnixMilli(res.int(5)), Taken: now,
 		Epoch: set.str(0), Capacity: set.int(1), ReleasePerMinute: set.int(2),
 		TokenTTL: time.Duration(set.int(3)) * time.Second, PositionExpiry: time.Duration(set.int(4)) * time.Second,
 		AbandonAfter: time.Duration(set.int(5)) * time.Second, Turnstile: set.int(6) == 1, Paused: set.int(7) == 1,
-		Title: set.str(8), Taken: time.Now(),
+		Title: set.str(8), Method: set.str(9), OpensAt: msTime(set.int(10)), JoinFrom: msTime(set.int(11)),
+		ClosesAt: msTime(set.int(12)), Shuffle: set.int(13) == 1, Opened: set.int(14) > 0,
+		Lottery: lottery{lo: set.int(15), n: set.int(16), seed: set.str(17)},
+		SoldOut: set.int(18) == 1, SoldOutWith: splitList(set.str(19)), Pool: set.int(20), Moved: set.int(21),
 	}
-	revs := res.list(7)
-	if err := errors.Join(res.err, set.err, revs.err); err != nil {
+	if s.Method == "" {
+		s.Method = config.MethodFIFO
+	}
+	early := set.int(22)
+	revs, dls := res.list(7), res.list(8)
+	drawn := res.str(9)
+	for i := 0; i+1 < dls.len(); i += 2 {
+		at := s.StoreNow.Add(s.TokenTTL) // +inf: served, not claimed, no position expiry
+		if f, err := strconv.ParseFloat(dls.str(i+1), 64); err == nil && !math.IsInf(f, 0) {
+			at = time.UnixMilli(int64(f))
+		}
+		s.Deadlines = append(s.Deadlines, deadline{index: dls.int(i), at: at})
+	}
+	if err := errors.Join(res.err, set.err, revs.err, dls.err); err != nil {
 		r.logger.Warn("queue tick: bad reply", "queue", q.id, "error", err.Error())
 		return q.snap.Load()
 	}
@@ -166,10 +306,46 @@ func (r *Room) refresh(ctx context.Context, q *queue) *snapshot {
 		r.revoked.Add(revocation{queue: q.id, epoch: s.Epoch, position: pos}, struct{}{})
 		q.lastRevocation = max(q.lastRevocation, at)
 	}
-	s.ServingRate = q.meter.observe(s.Taken, s.Serving)
+	q.drawn.add(s.Epoch, drawn)
+	s.Drawn = q.drawn.set
+	if early != q.early {
+		q.early, q.earlyAt = early, now
+	}
+	s.FullSessions = q.earlyAt.IsZero() || now.Sub(q.earlyAt) > s.TokenTTL
+	s.ServingRate = q.meter.observe(s.Taken, s.Moved)
+	previous := q.snap.Load()
 	q.mu.Unlock()
 	q.snap.Store(s)
+	if s.Lottery.n > 0 && (previous == nil || previous.Lottery.seed != s.Lottery.seed) && previous != nil && !previous.Opened {
+		sum := sha256.Sum256([]byte(s.Lottery.seed))
+		r.logger.Info("queue opened: the pre-queue's order was drawn by lot", "queue", q.id,
+			"prequeue", s.Lottery.n, "seed_sha256", hex.EncodeToString(sum[:]))
+	}
 	return s
+}
+
+// msTime is a time stored in milliseconds; 0 is the zero time (none).
+func msTime(ms int64) time.Time {
+	if ms <= 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// splitList reads a list stored joined by ",".
+func splitList(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// randomHex is 32 random bytes in hex: a queue's secret (lib.lua), sent by every call that may create
+// one.
+func randomHex() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // discover tracks queues created through the admin API of any replica.

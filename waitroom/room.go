@@ -8,6 +8,7 @@
 package waitroom
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +52,9 @@ type Options struct {
 	MaxTokenTTL time.Duration
 	// Tick is the inlet and snapshot period; 0 means DefaultTick.
 	Tick time.Duration
+	// Stock reports whether every one of the products has no stock left (queues[].sold_out_with); nil
+	// when there is no stock to read. The tick asks it for each queue with such a list.
+	Stock func(ctx context.Context, productIDs []string) (soldOut bool, err error)
 }
 
 // DefaultTick is how often every replica runs the inlet and refreshes its snapshots.
@@ -167,7 +172,7 @@ func (r *Room) Apply(ctx context.Context, queues []config.Queue, previous []conf
 	r.configured.Store(&byID)
 	var errs []error
 	for _, q := range queues {
-		if i := slices.IndexFunc(previous, func(p config.Queue) bool { return p.ID == q.ID }); i >= 0 && previous[i] == q {
+		if i := slices.IndexFunc(previous, func(p config.Queue) bool { return p.ID == q.ID }); i >= 0 && previous[i].Same(q) {
 			r.track(q.ID)
 			continue
 		}
@@ -190,17 +195,43 @@ type settings struct {
 	PositionExpiry   int64 // seconds, 0 never
 	AbandonAfter     int64 // seconds, 0 off
 	Turnstile        bool
+	// A drop: times in unix ms (0 none), Prequeue in seconds.
+	OpensAt, ClosesAt int64
+	Prequeue          int64
+	Shuffle           bool
+	Method            string
+	SoldOutWith       []string
 	// Pause is "" to keep the queue's paused state (the configuration file never changes it), "1" to
 	// pause (nobody new is served; joins and tokens already issued go on) or "0" to resume.
 	Pause string
 }
 
 func settingsOf(q config.Queue) settings {
+	opens, _ := config.ParseQueueTime(q.OpensAt) // validated
+	closes, _ := config.ParseQueueTime(q.ClosesAt)
 	return settings{
 		ID: q.ID, Title: q.Title, Capacity: int64(q.Capacity), ReleasePerMinute: int64(q.ReleasePerMinute),
 		TokenTTL: int64(q.TokenTTL / time.Second), PositionExpiry: int64(q.PositionExpiry / time.Second),
 		AbandonAfter: int64(q.AbandonAfter / time.Second), Turnstile: q.Turnstile,
+		OpensAt: unixMs(opens), ClosesAt: unixMs(closes), Prequeue: int64(q.Prequeue / time.Second),
+		Shuffle: q.Shuffle, Method: cmp.Or(q.Method, config.MethodFIFO), SoldOutWith: q.SoldOutWith,
 	}
+}
+
+// unixMs is t in unix milliseconds, 0 for the zero time.
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// joinFrom is when joins start: prequeue before opens_at; 0 when the queue is not scheduled.
+func (s settings) joinFrom() int64 {
+	if s.OpensAt == 0 {
+		return 0
+	}
+	return s.OpensAt - s.Prequeue*1000
 }
 
 var (
@@ -211,8 +242,9 @@ var (
 // fingerprint identifies a configuration file's entry for a queue: the file's settings are written
 // again only when it changes, so a replica that starts does not undo what the admin API set.
 func (s settings) fingerprint() string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%q|%d|%d|%d|%d|%d|%t|%q", s.ID, s.Capacity, s.ReleasePerMinute,
-		s.TokenTTL, s.PositionExpiry, s.AbandonAfter, s.Turnstile, s.Title))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%q|%d|%d|%d|%d|%d|%t|%q|%d|%d|%d|%t|%q|%q", s.ID, s.Capacity,
+		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, s.Turnstile, s.Title, s.OpensAt,
+		s.ClosesAt, s.Prequeue, s.Shuffle, s.Method, strings.Join(s.SoldOutWith, ",")))
 	return hex.EncodeToString(sum[:16])
 }
 
@@ -229,9 +261,14 @@ func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, err
 	if mode == "file" {
 		fingerprint = s.fingerprint()
 	}
+	shuffle := 0
+	if s.Shuffle {
+		shuffle = 1
+	}
 	res := r.scripts.run(ctx, r.client, r.scripts.upsert, queueKeys(r.keys, s.ID), mode, s.Capacity,
 		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, turnstile, s.Title, hex.EncodeToString(epoch[:]), s.Pause,
-		fingerprint)
+		fingerprint, s.OpensAt, s.joinFrom(), shuffle, s.ClosesAt, cmp.Or(s.Method, config.MethodFIFO),
+		strings.Join(s.SoldOutWith, ","), randomHex())
 	code, gotEpoch, created := res.int(0), res.str(1), res.int(2)
 	if res.err != nil {
 		return "", res.err

@@ -106,6 +106,9 @@ func (r *reply) int(i int) int64 {
 	case int64:
 		return v
 	case string:
+		if v == "" {
+			return 0 // a field the hash does not have
+		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil && r.err == nil {
 			r.err = fmt.Errorf("%w: item %d %q", errReply, i, v)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -22,7 +23,10 @@ type WaitPage struct {
 	web.PageBase
 	QueueID string
 	Title   string
-	// Joined is false while a queue that asks for Turnstile shows its join form.
+	// Phase is what the page shows (the Phase constants).
+	Phase string
+	// Joined is false while the visitor has no place: the join form of a queue that asks for
+	// Turnstile, or a queue not open yet.
 	Joined       bool
 	RequestID    string
 	Position     int64
@@ -38,7 +42,22 @@ type WaitPage struct {
 	// The join form of a Turnstile queue.
 	SiteKey, ScriptURL, Action string
 	Failed                     bool
+	// A scheduled queue: the opening (RFC 3339, and in UTC for pages without JavaScript), seconds to
+	// it, seconds until joins start (phase not_open), and whether the pre-queue is drawn by lot.
+	OpensAt, OpensClock string
+	OpensIn, JoinsIn    int64
+	Shuffle, Paused     bool
+	Random              bool
 }
+
+// Phases of the waiting page.
+const (
+	PhaseJoin     = "join"     // the Turnstile join form
+	PhaseNotOpen  = "not_open" // before the pre-queue: no place taken, a countdown
+	PhasePrequeue = "prequeue" // a place in the pre-queue, a countdown to the opening
+	PhaseWaiting  = "waiting"  // a place in line (paused or not; fifo or random)
+	PhaseSoldOut  = "sold_out" // everything of sold_out_with is gone: no polling, the place is kept
+)
 
 // ExpiredPage is the data of expired.html.
 type ExpiredPage struct {
@@ -97,6 +116,10 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 			r.responder.Error(w, req, e)
 			return
 		}
+		if e := s.joinable(); e != nil {
+			r.notJoinable(w, req, s, page, e)
+			return
+		}
 		var response string
 		if s.Turnstile {
 			if req.Method != http.MethodPost {
@@ -111,11 +134,14 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 			response = f["cf-turnstile-response"]
 		}
 		if j, e = r.join(ctx, w, req, queueID, s, !s.Turnstile, response, joinAction); e != nil {
-			if e.Code == web.ErrInvalidTurnstile.Code {
+			switch e.Code {
+			case web.ErrInvalidTurnstile.Code:
 				r.joinForm(w, req, s, page, http.StatusForbidden, true)
-				return
+			case web.ErrNotOpen.Code, web.ErrSoldOut.Code, web.ErrQueueClosed.Code:
+				r.notJoinable(w, req, s, page, e) // changed since the snapshot
+			default:
+				r.responder.Error(w, req, e)
 			}
-			r.responder.Error(w, req, e)
 			return
 		}
 	}
@@ -162,15 +188,56 @@ func (r *Room) pageLinks(queueID, returnTo string) WaitPage {
 	}
 }
 
+// notJoinable answers a newcomer who cannot take a place now: the not-open-yet page (with the time
+// joins start), or the sold-out or closed page.
+func (r *Room) notJoinable(w http.ResponseWriter, req *http.Request, s *snapshot, page WaitPage, e *web.Error) {
+	switch e.Code {
+	case web.ErrNotOpen.Code:
+		r.scheduled(&page, s)
+		page.PageBase, page.Title, page.Phase = r.responder.Base(req), s.Title, PhaseNotOpen
+		page.JoinsIn = secondsUntil(s.storeNow(), s.JoinFrom)
+		// Without JavaScript the page reloads itself when joins start, or every minute until then.
+		page.RefreshSeconds = int(min(60, max(1, page.JoinsIn)))
+		w.Header().Set("Cache-Control", "no-store")
+		r.responder.Page(w, req, http.StatusOK, "wait.html", page)
+	case web.ErrSoldOut.Code:
+		r.responder.Page(w, req, e.Status, "soldout.html", web.RefusalPage{
+			ErrorPage: web.ErrorPage{PageBase: r.responder.Base(req), Status: e.Status, Code: e.Code},
+			Back:      "/",
+		})
+	default:
+		r.responder.Error(w, req, e)
+	}
+}
+
+// scheduled fills in the opening of a scheduled queue.
+func (r *Room) scheduled(page *WaitPage, s *snapshot) {
+	if s.OpensAt.IsZero() {
+		return
+	}
+	page.OpensAt = s.OpensAt.UTC().Format(time.RFC3339)
+	page.OpensClock = s.OpensAt.UTC().Format("2006-01-02 15:04 UTC")
+	page.OpensIn = secondsUntil(s.storeNow(), s.OpensAt)
+	page.Shuffle = s.Shuffle
+}
+
 func (r *Room) renderWait(w http.ResponseWriter, req *http.Request, s *snapshot, j joined, page WaitPage) {
 	now := time.Now().UTC()
 	poll, hidden, maxPoll := r.pollIntervals(s)
 	page.PageBase = r.responder.Base(req)
-	page.Title, page.Joined = s.Title, true
-	page.RequestID, page.Position = j.RequestID, j.Position
-	page.Ahead = max(0, j.Position-s.Serving-1)
-	page.ETASeconds = s.eta(j.Position - s.Serving)
-	page.Progress = int(min(100, max(0, 100*s.Serving/max(1, j.Position))))
+	page.Title, page.Joined, page.Phase = s.Title, true, PhaseWaiting
+	page.RequestID, page.Position = j.RequestID, s.Lottery.rank(j.Position)
+	page.Ahead = s.ahead(j.Position)
+	page.ETASeconds = s.eta(s.togo(j.Position))
+	page.Progress = int(min(100, max(0, 100*s.Serving/max(1, page.Position))))
+	page.Paused, page.Random = s.Paused, s.Method == config.MethodRandom
+	switch {
+	case s.SoldOut:
+		page.Phase, page.ETASeconds = PhaseSoldOut, -1
+	case !s.open():
+		r.scheduled(&page, s)
+		page.Phase, page.ETASeconds = PhasePrequeue, -1
+	}
 	page.UpdatedAt, page.UpdatedClock = now.Format(time.RFC3339), now.Format("15:04:05 UTC")
 	page.StatusURL = r.opts.Prefix + "/status/" + url.PathEscape(page.QueueID) + "/" + j.RequestID
 	page.PollMs, page.HiddenPollMs, page.MaxPollMs = poll.Milliseconds(), hidden.Milliseconds(), maxPoll.Milliseconds()
@@ -185,7 +252,7 @@ func (r *Room) joinForm(w http.ResponseWriter, req *http.Request, s *snapshot, p
 		return
 	}
 	page.PageBase = r.responder.Base(req)
-	page.Title = s.Title
+	page.Title, page.Phase = s.Title, PhaseJoin
 	page.SiteKey, page.ScriptURL, page.Action, page.Failed = r.opts.Turnstile.SiteKey(), r.opts.Turnstile.ScriptURL(), joinAction, failed
 	r.responder.PageCSP(w, req, status, "wait.html", page, turnstile.PageCSP(r.opts.Turnstile.ScriptURL()))
 }

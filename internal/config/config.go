@@ -5,7 +5,10 @@
 // and treats it as read-only: a reload builds a new *Config instead of mutating the old one.
 package config
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Config is the whole configuration. The yaml tags are the key names of the file and, upper-cased with
 // "." replaced by "_" and prefixed by EDGEQ_, of the environment variables.
@@ -107,6 +110,53 @@ type Queue struct {
 	PositionExpiry   time.Duration `yaml:"position_expiry"`
 	AbandonAfter     time.Duration `yaml:"abandon_after"`
 	Turnstile        bool          `yaml:"turnstile"`
+	// A scheduled drop (CONTRACT section 10.2): before OpensAt nobody is served; joins are taken
+	// Prequeue before it; with Shuffle the pre-queue's order is drawn by lot at the opening. After
+	// ClosesAt nobody new joins. Times are RFC 3339, "" for none (ParseQueueTime).
+	OpensAt  string        `yaml:"opens_at"`
+	Prequeue time.Duration `yaml:"prequeue"`
+	Shuffle  bool          `yaml:"shuffle"`
+	ClosesAt string        `yaml:"closes_at"`
+	// Method is how waiting visitors are served: one of the Method constants.
+	Method string `yaml:"method"`
+	// SoldOutWith are product ids: when every one has no stock left the queue is sold out.
+	SoldOutWith []string `yaml:"sold_out_with"`
+}
+
+// Queueing methods (queues[].method).
+const (
+	MethodFIFO        = "fifo"
+	MethodRandom      = "random"
+	MethodPassthrough = "passthrough"
+	MethodReject      = "reject"
+)
+
+// Methods lists every queueing method.
+var Methods = []string{MethodFIFO, MethodRandom, MethodPassthrough, MethodReject}
+
+// ParseQueueTime reads opens_at or closes_at: "" is the zero time (none).
+func ParseQueueTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339, s)
+}
+
+// Same reports whether two queue entries are equal in every setting.
+func (q Queue) Same(o Queue) bool {
+	return slices.Equal(q.SoldOutWith, o.SoldOutWith) && q.withoutLists() == o.withoutLists()
+}
+
+type comparableQueue struct {
+	ID, Title, OpensAt, ClosesAt, Method                string
+	Capacity, ReleasePerMinute                          int
+	TokenTTL, PositionExpiry, AbandonAfter, Prequeue    time.Duration
+	Turnstile, Shuffle                                  bool
+}
+
+func (q Queue) withoutLists() comparableQueue {
+	return comparableQueue{q.ID, q.Title, q.OpensAt, q.ClosesAt, q.Method, q.Capacity, q.ReleasePerMinute,
+		q.TokenTTL, q.PositionExpiry, q.AbandonAfter, q.Prequeue, q.Turnstile, q.Shuffle}
 }
 
 // DefaultQueue is a queue with every setting at its default (and no id).
@@ -120,6 +170,7 @@ func (q *Queue) applyDefaults() {
 	q.Capacity = 100
 	q.TokenTTL = 10 * time.Minute
 	q.PositionExpiry = 5 * time.Minute
+	q.Method = MethodFIFO
 }
 
 // Requirements a route can ask the gate for (CONTRACT section 4): each is enforced by one step, which

@@ -54,13 +54,43 @@ func checkQueue(c *check, p string, q Queue) {
 	if q.AbandonAfter != 0 && q.AbandonAfter < MinAbandonAfter {
 		c.add(p+".abandon_after", "must be 0 (off) or at least %s, not %s: the waiting page must be able to poll in time", MinAbandonAfter, q.AbandonAfter)
 	}
+	checkDrop(c, p, q)
 	for _, d := range []struct {
 		field string
 		value time.Duration
-	}{{"position_expiry", q.PositionExpiry}, {"abandon_after", q.AbandonAfter}, {"token_ttl", q.TokenTTL}} {
+	}{{"position_expiry", q.PositionExpiry}, {"abandon_after", q.AbandonAfter}, {"token_ttl", q.TokenTTL}, {"prequeue", q.Prequeue}} {
 		if d.value%time.Second != 0 {
 			c.add(p+"."+d.field, "%s is not a whole number of seconds", d.value)
 		}
+	}
+}
+
+// checkDrop checks the settings of a scheduled drop (CONTRACT section 10.2).
+func checkDrop(c *check, p string, q Queue) {
+	c.oneOf(p+".method", q.Method, Methods...)
+	opens, err := ParseQueueTime(q.OpensAt)
+	if err != nil {
+		c.add(p+".opens_at", "%q is not an RFC 3339 time such as 2026-12-01T18:00:00+01:00", q.OpensAt)
+	}
+	closes, err2 := ParseQueueTime(q.ClosesAt)
+	if err2 != nil {
+		c.add(p+".closes_at", "%q is not an RFC 3339 time such as 2026-12-01T20:00:00+01:00", q.ClosesAt)
+	}
+	c.durationAtLeast(p+".prequeue", q.Prequeue, 0)
+	if q.Prequeue > 0 && q.OpensAt == "" {
+		c.add(p+".prequeue", "needs opens_at: a pre-queue is the time before the opening")
+	}
+	if q.Shuffle && (q.OpensAt == "" || q.Prequeue <= 0) {
+		c.add(p+".shuffle", "needs opens_at and a prequeue: the lottery draws the order of the pre-queue at the opening")
+	}
+	if err == nil && err2 == nil && !opens.IsZero() && !closes.IsZero() && !closes.After(opens) {
+		c.add(p+".closes_at", "must be after opens_at (%s)", q.OpensAt)
+	}
+	if len(q.SoldOutWith) > 100 {
+		c.add(p+".sold_out_with", "at most 100 products, not %d", len(q.SoldOutWith))
+	}
+	for i, id := range q.SoldOutWith {
+		c.id(fmt.Sprintf("%s.sold_out_with[%d]", p, i), id)
 	}
 }
 

@@ -83,7 +83,11 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		ts = turnstile.New(cfg.Turnstile, st, registry)
 	}
 
+	var adm *admission.Service // the room's sold_out_with reads its stock; built below
 	room := waitroom.New(waitroom.Options{
+		Stock: func(ctx context.Context, products []string) (bool, error) {
+			return adm.SoldOut(ctx, products)
+		},
 		Store:     st,
 		Keyring:   keyring,
 		Verifier:  token.NewVerifier(keyring, cfg.Tokens.Issuer, cfg.Tokens.Leeway),
@@ -107,7 +111,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		})
 	}
 
-	adm := admission.New(admission.Options{
+	adm = admission.New(admission.Options{
 		Store:        st,
 		IDs:          ids.New(leaseNode(st, logger)),
 		IdentityKey:  identityKey(cfg.Identity, keyring, purposePseudonyms),

@@ -56,6 +56,12 @@ var (
 	// site's page (CrossSite): a no-cors fetch or a hidden form elsewhere would otherwise take places
 	// in line from each of that site's visitors.
 	ErrCrossSite = code(http.StatusForbidden, "CROSS_SITE_REQUEST", "A place in line is taken from the shop's own pages, not from another site.")
+	// A scheduled drop (CONTRACT section 10.2): before its pre-queue opens nobody takes a place; once
+	// every product of sold_out_with is gone, or after closes_at (or with method reject), nobody new
+	// joins.
+	ErrNotOpen     = code(http.StatusForbidden, "QUEUE_NOT_OPEN", "This sale has not opened yet. Please come back at the opening time.")
+	ErrSoldOut     = code(http.StatusGone, "SOLD_OUT", "Sorry, everything in this sale is sold out.")
+	ErrQueueClosed = code(http.StatusGone, "QUEUE_CLOSED", "This waiting room is closed: it takes no new visitors.")
 
 	// Turnstile (CONTRACT sections 3 and 4).
 	ErrTurnstileRequired = code(http.StatusForbidden, "TURNSTILE_REQUIRED", "A Turnstile check is required: send a cf-turnstile-response field or CF-Turnstile-Response header.")
@@ -80,9 +86,11 @@ var (
 	ErrUnauthorized = code(http.StatusUnauthorized, "UNAUTHORIZED", "A valid admin API key is required.")
 	// ErrNotFromDashboard: a change made with the dashboard's Basic credentials must come from the
 	// dashboard itself (its X-Edgeq-Dashboard header), a CSRF guard.
-	ErrNotFromDashboard    = code(http.StatusForbidden, "FORBIDDEN", "A change made with Basic credentials must come from the dashboard (X-Edgeq-Dashboard header).")
-	ErrQueueExists         = code(http.StatusConflict, "QUEUE_EXISTS", "A queue with this id exists.")
-	ErrQueueNotFoundAdmin  = ErrQueueNotFound.status(http.StatusNotFound) // the admin API answers 404 (section 7)
+	ErrNotFromDashboard   = code(http.StatusForbidden, "FORBIDDEN", "A change made with Basic credentials must come from the dashboard (X-Edgeq-Dashboard header).")
+	ErrQueueExists        = code(http.StatusConflict, "QUEUE_EXISTS", "A queue with this id exists.")
+	ErrQueueNotFoundAdmin = ErrQueueNotFound.status(http.StatusNotFound) // the admin API answers 404 (section 7)
+	// ErrNotOpenAdmin: increment_serving_position before opens_at; nobody is served before it.
+	ErrNotOpenAdmin        = ErrNotOpen.status(http.StatusConflict).saying("The queue has not opened: nobody is served before opens_at. Move opens_at to open it now.")
 	ErrNotServed           = code(http.StatusConflict, "NOT_SERVED", "A waiting visitor cannot complete: it has not been served.")
 	ErrAlreadyFinished     = code(http.StatusConflict, "ALREADY_FINISHED", "This visitor's session is already over.")
 	ErrProductExists       = code(http.StatusConflict, "PRODUCT_EXISTS", "A product with this id exists.")

@@ -1,15 +1,54 @@
 -- advance.lua: the inlet tick every replica runs for every queue, and the snapshot it serves polls from.
 -- KEYS: see lib.lua
 -- ARGV[1] revocations since: ms; revocations with a later time are returned
--- returns {code, counter, serving, active, unclaimed, now_ms, settings, revocations}
+-- ARGV[2] drawn offset: bytes of the drawn string the caller has read already
+-- ARGV[3] sold out: "1" every product of sold_out_with has no stock left, "0" some has, "" unknown
+-- ARGV[4] a random secret, kept only if the queue has none yet (queues created before it existed)
+-- returns {code, counter, serving, active, unclaimed, now_ms, settings, revocations, deadlines, drawn}
 --   code 0 ok; 1 queue not found
---   settings: {epoch, capacity, rate, ttl, pexp, abandon, turnstile, paused, title}
+--   settings: {epoch, capacity, rate, ttl, pexp, abandon, turnstile, paused, title, method, opens_at,
+--              join_from, closes_at, shuffle, opened, pre_lo, pre_n, seed, sold_out, sold_out_with,
+--              pool_m, moved, early}
 --   revocations: flat {position, time_ms, ...}
+--   deadlines: flat {index, deadline_ms or "inf", ...}: a sample of the active set's deadlines, oldest
+--              first, for the waiting time estimate
+--   drawn: the drawn string from the offset on (at most 20,000 positions)
 if redis.call('EXISTS', K_META) == 0 then return {1} end
 local now = now_ms()
+redis.call('HSETNX', K_META, 'secret', ARGV[4])
+if ARGV[3] == '1' then
+  redis.call('HSET', K_META, 'sold_out', '1')
+elseif ARGV[3] == '0' and redis.call('HGET', K_META, 'sold_out') == '1' then
+  -- A restock reopens the queue with every place kept: waiting pages stopped polling while it was
+  -- sold out, so nobody is taken for gone for that time.
+  redis.call('HSET', K_META, 'sold_out', '0', 'abandon_since', math.floor(now / 1000))
+end
 inlet(now)
 local m = redis.call('HMGET', K_META, 'epoch', 'capacity', 'rate', 'ttl', 'pexp', 'abandon', 'turnstile',
-  'paused', 'title', 'unclaimed')
+  'paused', 'title', 'method', 'opens_at', 'join_from', 'closes_at', 'shuffle', 'opened', 'pre_lo', 'pre_n',
+  'seed', 'sold_out', 'sold_out_with', 'pool_m', 'moved', 'early', 'unclaimed')
+local settings = {}
+for i = 1, 23 do settings[i] = m[i] or '' end
 local revocations = redis.call('ZRANGEBYSCORE', K_REVOKED, '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 10000)
-return {0, num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING)), redis.call('ZCARD', K_ACTIVE),
-  num(m[10]), now, {m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8] or '0', m[9]}, revocations}
+local card = redis.call('ZCARD', K_ACTIVE)
+local deadlines, last = {}, -1
+if card > 0 then
+  for j = 0, 7 do
+    local idx = math.floor(j * (card - 1) / 7)
+    if idx ~= last then
+      local r = redis.call('ZRANGE', K_ACTIVE, idx, idx, 'WITHSCORES')
+      if r[2] then
+        deadlines[#deadlines + 1] = idx
+        deadlines[#deadlines + 1] = r[2]
+      end
+      last = idx
+    end
+  end
+end
+local offset = tonumber(ARGV[2])
+local drawn = ''
+if offset < redis.call('STRLEN', K_DRAWN) then
+  drawn = redis.call('GETRANGE', K_DRAWN, offset, offset + 5 * 20000 - 1)
+end
+return {0, num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING)), card, num(m[24]), now,
+  settings, revocations, deadlines, drawn}

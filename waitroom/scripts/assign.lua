@@ -4,15 +4,24 @@
 --         (the gate's "served at once" path), else "0"
 -- ARGV[2] tsv: unix time of the Turnstile check passed to join, "0" if none
 -- returns {code, position, serving, epoch, state, iat, exp}
---   code 0 ok; 1 queue not found. state is the new position's ST_ value; iat/exp are set when a token
---   was issued (state 2).
+--   code 0 ok; 1 queue not found; 2 not open yet (joins start at join_from); 3 closed (closes_at has
+--   passed, or the method is reject); 4 sold out. Only code 0 takes a place. state is the new
+--   position's ST_ value; iat/exp are set when a token was issued (state 2).
 if redis.call('EXISTS', K_META) == 0 then return {1, 0, 0, '', 0, 0, 0} end
 local now = now_ms()
+local m = redis.call('HMGET', K_META, 'opened', 'join_from', 'closes_at', 'method', 'sold_out', 'pool_m')
+if num(m[1]) == 0 and num(m[2]) > now then return {2, 0, 0, '', 0, 0, 0} end
+if m[5] == '1' then return {4, 0, 0, '', 0, 0, 0} end
+if m[4] == 'reject' or (num(m[3]) > 0 and now >= num(m[3])) then return {3, 0, 0, '', 0, 0, 0} end
 local pos = redis.call('INCR', K_COUNTER)
 set_hb(pos, math.floor(now / 1000))
 local tsv = tonumber(ARGV[2])
 if tsv > 0 then
   redis.call('HSET', K_TOK, pos, '0:0:' .. tsv)
+end
+if m[4] == 'random' then
+  pool_set(num(m[6]), pos)
+  redis.call('HSET', K_META, 'pool_m', num(m[6]) + 1)
 end
 inlet(now)
 local st = get_state(pos)

@@ -2,5 +2,5 @@
 -- queue with the same id gets a new epoch.
 -- KEYS: see lib.lua
 -- returns 1 if the queue existed, else 0
-return redis.call('DEL', K_META, K_COUNTER, K_SERVING, K_ACTIVE, K_STATE, K_HB, K_TOK, K_REVOKED) > 0
-  and 1 or 0
+return redis.call('DEL', K_META, K_COUNTER, K_SERVING, K_ACTIVE, K_STATE, K_HB, K_TOK, K_REVOKED, K_POOL,
+  K_DRAWN) > 0 and 1 or 0

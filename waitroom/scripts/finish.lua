@@ -23,6 +23,9 @@ if st == ST_WAITING then
 end
 if st ~= ST_SERVED and st ~= ST_TOKEN then return {3, st, 0} end
 leave_active(pos, final)
+-- A session that ended before its deadline: the waiting time estimate no longer assumes every visitor
+-- stays until the token expires.
+redis.call('HINCRBY', K_META, 'early', 1)
 local revoked = 0
 if st == ST_TOKEN then
   redis.call('ZADD', K_REVOKED, now, pos)

@@ -5,12 +5,11 @@
 if redis.call('EXISTS', K_META) == 0 then return 0 end
 local now_s = math.floor(now_ms() / 1000)
 local counter = num(redis.call('GET', K_COUNTER))
-local serving = num(redis.call('GET', K_SERVING))
 local n = 0
 for _, p in ipairs(ARGV) do
   local pos = tonumber(p)
-  -- Only waiters need heartbeats: positions already reached were decided.
-  if pos and pos > serving and pos <= counter then
+  -- The caller sends waiters only; a position reached since is harmless (decided ones never read it).
+  if pos and pos > 0 and pos <= counter then
     set_hb(pos, now_s)
     n = n + 1
   end

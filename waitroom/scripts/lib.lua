@@ -2,20 +2,35 @@
 --
 -- Every script of a queue receives the same KEYS, all under the queue's hash tag {q:<id>}:
 --   KEYS[1] meta     hash   settings (capacity, rate, ttl, pexp, abandon, abandon_since, turnstile, title,
---                           paused, epoch), rate bucket (bucket, bucket_at) and unclaimed (served, no token)
---   KEYS[2] counter  string last assigned position (positions start at 1)
---   KEYS[3] serving  string serving position (starts at 0, never decreases)
+--                           paused, epoch, secret, method, opens_at, join_from, shuffle, closes_at,
+--                           sold_out_with), rate bucket (bucket, bucket_at), unclaimed (served, no token),
+--                           and the drop's state: opened (ms, 0 not yet), the lottery (pre_lo, pre_n, seed),
+--                           sold_out, the random method's pool (pool_base, pool_m), draws, moved, early
+--   KEYS[2] counter  string last assigned position (positions start at 1, in arrival order)
+--   KEYS[3] serving  string serving rank (starts at 0, never decreases): ranks 1..serving were reached in
+--                           serving order (see rank below)
 --   KEYS[4] active   zset   served and unfinished positions; score = deadline in ms (token expiry, or the
 --                           position-expiry deadline before a token is issued; +inf for never)
 --   KEYS[5] state    string one byte per position (offset = position), see the ST_ constants
 --   KEYS[6] hb       string four bytes per position (offset = 4 * position): last heartbeat, unix seconds
 --   KEYS[7] tok      hash   position -> "iat:exp:tsv" for positions with a token or a Turnstile time
 --   KEYS[8] revoked  zset   position -> revocation time in ms, for replicas catching up on revocations
+--   KEYS[9] pool     string method random: five bytes per slot, the positions a draw picks from (0 = the
+--                           position of rank pool_base + slot + 1)
+--   KEYS[10] drawn   string method random: five bytes per position served by a draw, in order; replicas
+--                           read it from where they left off, so polls know who was drawn
+--
+-- Ranks. A position is a visitor's place in arrival order; its rank is its place in serving order. They
+-- are equal except in a lottery: at the opening of a queue with shuffle, the pre-queue's positions
+-- pre_lo+1 .. pre_lo+pre_n get their ranks from a keyed pseudo-random permutation (an 8-round Feistel
+-- network over the smallest square power of two, with cycle walking), keyed by a seed drawn once, at the
+-- opening, from the queue's secret. Go computes rank(position) the same way for polls (lottery.go).
 --
 -- Time always comes from Redis TIME: one clock for every replica.
 
 local K_META, K_COUNTER, K_SERVING, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATE, K_HB, K_TOK, K_REVOKED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_POOL, K_DRAWN = KEYS[9], KEYS[10]
 
 local ST_WAITING, ST_SERVED, ST_TOKEN, ST_COMPLETED = 0, 1, 2, 3
 local ST_ABANDONED, ST_EXPIRED, ST_SKIPPED = 4, 5, 6
@@ -88,64 +103,204 @@ local function expire_due(now)
   return #due
 end
 
--- serve_next moves the serving position forward until n visitors are served, or it reaches stop_at
--- (never past the last assigned position). A waiter who abandoned, or whose last heartbeat is older
--- than abandon_after (when set), is skipped: it takes no capacity. Returns served, skipped.
+-- Five-byte big-endian numbers (positions), for the pool and drawn strings.
+local function encode5(v)
+  return string.char(math.floor(v / 4294967296) % 256, math.floor(v / 16777216) % 256,
+    math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256)
+end
+
+local function decode5(s)
+  local a, b, c, d, e = string.byte(s, 1, 5)
+  return (((a * 256 + b) * 256 + c) * 256 + d) * 256 + e
+end
+
+-- The lottery's permutation. prf is the round function: the first 32 bits of SHA-1 over the seed, the
+-- round and the half block, reduced to the half block's size. Go's lottery.go is the same function.
+local FEISTEL_ROUNDS = 8
+
+local function prf(seed, round, x, half)
+  return tonumber(string.sub(redis.sha1hex(seed .. ':' .. round .. ':' .. x), 1, 8), 16) % half
+end
+
+-- unpermute returns the x in [0, n) that the permutation maps to y.
+local function unpermute(seed, n, y)
+  local half = 2
+  while half * half < n do half = half * 2 end
+  repeat
+    local l, r = math.floor(y / half), y % half
+    for i = FEISTEL_ROUNDS, 1, -1 do
+      l, r = (r - prf(seed, i, l, half)) % half, l
+    end
+    y = l * half + r
+  until y < n
+  return y
+end
+
+-- lottery reads the queue's lottery once per script: {lo, n, seed}; n is 0 without one.
+local function lottery()
+  local m = redis.call('HMGET', K_META, 'pre_lo', 'pre_n', 'seed')
+  return {lo = num(m[1]), n = num(m[2]), seed = m[3] or ''}
+end
+
+-- pos_of_rank returns the position served at a rank.
+local function pos_of_rank(lot, rank)
+  if lot.n > 0 and rank > lot.lo and rank <= lot.lo + lot.n then
+    return lot.lo + 1 + unpermute(lot.seed, lot.n, rank - lot.lo - 1)
+  end
+  return rank
+end
+
+-- waiter reads what deciding a waiter needs: abandonment settings and the deadline of a new serve.
+local function waiter(now)
+  local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since')
+  local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf'}
+  if num(m[1]) > 0 then w.deadline = now + num(m[1]) * 1000 end
+  return w
+end
+
+-- decide serves a waiting position, or skips it when the visitor abandoned, or has not been heard
+-- from for abandon_after (when set): a skipped visitor takes no capacity. Returns 1 if served.
+local function decide(w, pos)
+  if w.abandon > 0 and w.now_s - math.max(get_hb(pos), w.since) > w.abandon then
+    set_state(pos, ST_SKIPPED)
+    return 0
+  end
+  set_state(pos, ST_SERVED)
+  redis.call('ZADD', K_ACTIVE, w.deadline, pos)
+  return 1
+end
+
+-- serve_next moves the serving rank forward until n visitors are served, or it reaches stop_at (never
+-- past the last assigned position). Positions already decided (drawn by the random method, or
+-- abandoned while waiting) are passed over. Returns served, skipped.
 local function serve_next(now, n, stop_at)
   local serving = num(redis.call('GET', K_SERVING))
   stop_at = math.min(stop_at, num(redis.call('GET', K_COUNTER)))
-  local pexp = meta_num('pexp')
-  local abandon = meta_num('abandon')
-  local abandon_since = meta_num('abandon_since')
-  local now_s = math.floor(now / 1000)
-  local deadline = '+inf'
-  if pexp > 0 then deadline = now + pexp * 1000 end
+  local w, lot = waiter(now), lottery()
   local served, skipped, steps = 0, 0, 0
   while served < n and serving < stop_at and steps < MAX_ADVANCE do
     serving = serving + 1
     steps = steps + 1
-    if get_state(serving) == ST_SKIPPED then
+    local pos = pos_of_rank(lot, serving)
+    if get_state(pos) ~= ST_WAITING then
       skipped = skipped + 1
-    elseif abandon > 0 and now_s - math.max(get_hb(serving), abandon_since) > abandon then
-      set_state(serving, ST_SKIPPED)
-      skipped = skipped + 1
-    else
-      set_state(serving, ST_SERVED)
-      redis.call('ZADD', K_ACTIVE, deadline, serving)
+    elseif decide(w, pos) == 1 then
       served = served + 1
+    else
+      skipped = skipped + 1
     end
   end
   redis.call('SET', K_SERVING, serving)
-  if served > 0 then
-    redis.call('HINCRBY', K_META, 'unclaimed', served)
-  end
   return served, skipped
 end
 
--- inlet is the capacity inlet: expire what is due, then serve as many as capacity and the release
--- rate allow. It is idempotent: replicas calling it at once serve each free slot once.
+-- The random method's pool: slots 0 .. pool_m-1 hold the positions a draw picks from.
+local function pool_get(i, base, lot)
+  local s = redis.call('GETRANGE', K_POOL, i * 5, i * 5 + 4)
+  local v = 0
+  if string.len(s) == 5 then v = decode5(s) end
+  if v == 0 then return pos_of_rank(lot, base + i + 1) end
+  return v
+end
+
+local function pool_set(i, v)
+  redis.call('SETRANGE', K_POOL, i * 5, encode5(v))
+end
+
+-- pool_reset makes every visitor behind the serving rank the pool (switching to the random method).
+local function pool_reset()
+  redis.call('DEL', K_POOL)
+  redis.call('HSET', K_META, 'pool_base', num(redis.call('GET', K_SERVING)),
+    'pool_m', math.max(0, num(redis.call('GET', K_COUNTER)) - num(redis.call('GET', K_SERVING))))
+end
+
+-- serve_random serves up to n visitors, each drawn uniformly from the pool (a draw takes a slot and
+-- moves the last slot into it). Positions no longer waiting are dropped from the pool as they are
+-- drawn. Randomness: SHA-1 over the queue's secret and a draw counter, unknown to visitors.
+local function serve_random(now, n)
+  local m = redis.call('HMGET', K_META, 'pool_base', 'pool_m', 'secret', 'draws')
+  local base, size, secret, draws = num(m[1]), num(m[2]), m[3] or '', num(m[4])
+  local w, lot = waiter(now), lottery()
+  local served, skipped, steps = 0, 0, 0
+  while served < n and size > 0 and steps < MAX_ADVANCE do
+    steps = steps + 1
+    draws = draws + 1
+    local i = tonumber(string.sub(redis.sha1hex(secret .. ':draw:' .. draws), 1, 13), 16) % size
+    local pos = pool_get(i, base, lot)
+    if i ~= size - 1 then pool_set(i, pool_get(size - 1, base, lot)) end
+    size = size - 1
+    if get_state(pos) == ST_WAITING then
+      if decide(w, pos) == 1 then
+        served = served + 1
+        redis.call('APPEND', K_DRAWN, encode5(pos))
+      else
+        skipped = skipped + 1
+      end
+    end
+  end
+  if size == 0 then redis.call('DEL', K_POOL) end
+  redis.call('HSET', K_META, 'pool_m', size, 'draws', draws)
+  return served, skipped
+end
+
+-- open_if_due opens a scheduled queue once opens_at has come (store clock): with shuffle, the pre-queue
+-- (everyone behind the serving rank) gets its lottery order, from a seed drawn now. Returns whether the
+-- queue is open.
+local function open_if_due(now)
+  local m = redis.call('HMGET', K_META, 'opened', 'opens_at', 'shuffle', 'secret')
+  if num(m[1]) > 0 then return true end
+  if num(m[2]) > now then return false end
+  local counter, serving = num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING))
+  if m[3] == '1' and counter - serving > 1 then
+    redis.call('HSET', K_META, 'pre_lo', serving, 'pre_n', counter - serving,
+      'seed', redis.sha1hex((m[4] or '') .. ':lottery:' .. now))
+  end
+  redis.call('HSET', K_META, 'opened', now)
+  return true
+end
+
+-- inlet is the capacity inlet: expire what is due, open a scheduled queue when its time has come, then
+-- serve as many as the method, capacity and release rate allow. Nobody is served before the opening,
+-- while the queue is paused or while it is sold out. It is idempotent: replicas calling it at once serve
+-- each free slot once.
 local function inlet(now)
   local expired = expire_due(now)
-  local free = meta_num('capacity') - redis.call('ZCARD', K_ACTIVE)
-  if meta_num('paused') == 1 then free = 0 end
-  local rate = meta_num('rate')
+  if not open_if_due(now) then return 0, 0, expired end
+  local m = redis.call('HMGET', K_META, 'paused', 'sold_out', 'method', 'capacity', 'rate', 'bucket', 'bucket_at')
+  if m[1] == '1' or m[2] == '1' then return 0, 0, expired end
+  local method = m[3] or 'fifo'
+  local served, skipped = 0, 0
+  if method == 'passthrough' then
+    -- Everyone is served at once, whatever the capacity and rate.
+    served, skipped = serve_next(now, math.huge, math.huge)
+    if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', served) end
+    redis.call('HINCRBY', K_META, 'moved', served + skipped)
+    return served, skipped, expired
+  end
+  local free = num(m[4]) - redis.call('ZCARD', K_ACTIVE)
+  local rate = num(m[5])
   local available = free
   local tokens, size
   if rate > 0 then
     -- Token bucket: refills at rate per minute, holds at most one second's worth (at least 1), so no
     -- window of a minute ever serves much more than rate.
     size = math.max(1, math.ceil(rate / 60))
-    local at = meta_num('bucket_at')
+    local at = num(m[7])
     tokens = size
     if at > 0 then
-      tokens = math.min(size, meta_num('bucket') + (now - at) * rate / 60000)
+      tokens = math.min(size, num(m[6]) + (now - at) * rate / 60000)
     end
     available = math.min(free, math.floor(tokens))
   end
-  local served, skipped = 0, 0
   if available > 0 then
-    served, skipped = serve_next(now, available, math.huge)
+    if method == 'random' then
+      served, skipped = serve_random(now, available)
+    else
+      served, skipped = serve_next(now, available, math.huge)
+    end
   end
+  if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', served) end
+  if served + skipped > 0 then redis.call('HINCRBY', K_META, 'moved', served + skipped) end
   if rate > 0 then
     redis.call('HSET', K_META, 'bucket', tostring(tokens - served), 'bucket_at', now)
   end

@@ -8,6 +8,12 @@
 -- ARGV[9] epoch for a new queue (random, from the caller)
 -- ARGV[10] paused: "" keeps the current state (new queues start running), "0" runs, "1" pauses
 -- ARGV[11] fingerprint of the file's entry (mode "file" only)
+-- ARGV[12] opens_at (ms, 0 none)   ARGV[13] join_from: opens_at - prequeue (ms, 0 none)
+-- ARGV[14] shuffle (0/1)   ARGV[15] closes_at (ms, 0 none)   ARGV[16] method
+-- ARGV[17] sold_out_with: product ids joined by ","   ARGV[18] a random secret for a queue without one
+--
+-- A queue opens once (open_if_due). Moving opens_at into the future schedules it again only when nobody
+-- is waiting; otherwise the queue stays open.
 -- returns {code, epoch, created}: code 0 ok, 1 exists (create), 2 not found (update)
 local mode = ARGV[1]
 local exists = redis.call('EXISTS', K_META) == 1
@@ -17,6 +23,7 @@ if mode == 'file' and exists and redis.call('HGET', K_META, 'file_fp') == ARGV[1
   return {0, redis.call('HGET', K_META, 'epoch'), 0}
 end
 local now = now_ms()
+redis.call('HSETNX', K_META, 'secret', ARGV[18])
 local abandon = tonumber(ARGV[6])
 if exists then
   -- Turning abandonment on counts every waiter as seen now: heartbeats were not needed before.
@@ -36,6 +43,20 @@ if ARGV[10] == '0' or ARGV[10] == '1' then
 end
 if mode == 'file' then
   redis.call('HSET', K_META, 'file_fp', ARGV[11])
+end
+local method_before = redis.call('HGET', K_META, 'method') or 'fifo'
+redis.call('HSET', K_META, 'opens_at', ARGV[12], 'join_from', ARGV[13], 'shuffle', ARGV[14],
+  'closes_at', ARGV[15], 'method', ARGV[16], 'sold_out_with', ARGV[17])
+if ARGV[16] == 'random' and (method_before ~= 'random' or not exists) then
+  pool_reset()
+end
+if ARGV[17] == '' then
+  redis.call('HSET', K_META, 'sold_out', '0')
+end
+if tonumber(ARGV[12]) > now and meta_num('opened') > 0 and
+    num(redis.call('GET', K_SERVING)) >= num(redis.call('GET', K_COUNTER)) then
+  redis.call('HSET', K_META, 'opened', 0)
+  redis.call('HDEL', K_META, 'pre_lo', 'pre_n', 'seed')
 end
 inlet(now)
 local created = 0
