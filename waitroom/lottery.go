@@ -95,12 +95,20 @@ type drawnSet struct {
 	set    *bitset
 }
 
-// add takes the bytes read from offset on; a new epoch (the queue was deleted and created again)
-// starts over.
-func (d *drawnSet) add(epoch string, chunk string) {
+// add takes the bytes read from offset from on; a new epoch (the queue was deleted and created again)
+// starts over. Ticks may overlap (the background tick, a refresh after a finish): a chunk that starts
+// past what is known is dropped (the next tick reads it again), and one that overlaps counts once.
+func (d *drawnSet) add(epoch string, from int64, chunk string) {
 	if d.epoch != epoch {
 		*d = drawnSet{epoch: epoch}
+		if from != 0 {
+			return
+		}
 	}
+	if from > d.offset || from+int64(len(chunk)) <= d.offset {
+		return
+	}
+	chunk = chunk[d.offset-from:]
 	n := len(chunk) / 5
 	if n == 0 {
 		return

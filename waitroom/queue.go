@@ -306,7 +306,7 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 		r.revoked.Add(revocation{queue: q.id, epoch: s.Epoch, position: pos}, struct{}{})
 		q.lastRevocation = max(q.lastRevocation, at)
 	}
-	q.drawn.add(s.Epoch, drawn)
+	q.drawn.add(s.Epoch, offset, drawn)
 	s.Drawn = q.drawn.set
 	if early != q.early {
 		q.early, q.earlyAt = early, now

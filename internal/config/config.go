@@ -148,10 +148,10 @@ func (q Queue) Same(o Queue) bool {
 }
 
 type comparableQueue struct {
-	ID, Title, OpensAt, ClosesAt, Method                string
-	Capacity, ReleasePerMinute                          int
-	TokenTTL, PositionExpiry, AbandonAfter, Prequeue    time.Duration
-	Turnstile, Shuffle                                  bool
+	ID, Title, OpensAt, ClosesAt, Method             string
+	Capacity, ReleasePerMinute                       int
+	TokenTTL, PositionExpiry, AbandonAfter, Prequeue time.Duration
+	Turnstile, Shuffle                               bool
 }
 
 func (q Queue) withoutLists() comparableQueue {

@@ -129,7 +129,10 @@ local function unpermute(seed, n, y)
   repeat
     local l, r = math.floor(y / half), y % half
     for i = FEISTEL_ROUNDS, 1, -1 do
-      l, r = (r - prf(seed, i, l, half)) % half, l
+      -- One step at a time: the embedded store's Lua gets "l, r = f(l), l" wrong.
+      local prev = (r - prf(seed, i, l, half)) % half
+      r = l
+      l = prev
     end
     y = l * half + r
   until y < n

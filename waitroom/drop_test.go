@@ -1,0 +1,445 @@
+package waitroom
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// The lottery's permutation is computed in Go (a poll's rank) and inverted in Lua (whom the serving
+// rank reaches): for every domain size, Lua's inverse undoes Go's permutation, and the permutation is
+// one (no two positions share a rank).
+func TestLottery_LuaInvertsGo(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		script := redis.NewScript(mustRead("lib.lua") + `
+local lot = {lo = tonumber(ARGV[1]), n = tonumber(ARGV[2]), seed = ARGV[3]}
+local out = {}
+for i = 4, #ARGV do out[#out + 1] = pos_of_rank(lot, tonumber(ARGV[i])) end
+return out`)
+		for _, n := range []int64{1, 2, 3, 5, 17, 1000, 4097} {
+			l := lottery{lo: 10, n: n, seed: fmt.Sprintf("seed-%d", n)}
+			ranks := map[int64]int64{}
+			args := []any{l.lo, l.n, l.seed}
+			for pos := l.lo + 1; pos <= l.lo+n; pos++ {
+				rank := l.rank(pos)
+				if rank <= l.lo || rank > l.lo+n {
+					t.Fatalf("n=%d: rank %d of %d out of range", n, rank, pos)
+				}
+				if other, dup := ranks[rank]; dup {
+					t.Fatalf("n=%d: positions %d and %d share rank %d", n, other, pos, rank)
+				}
+				ranks[rank] = pos
+				args = append(args, rank)
+			}
+			got, err := script.Run(t.Context(), s.Client, nil, args...).Int64Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, pos := range got {
+				if want := l.lo + 1 + int64(i); pos != want {
+					t.Fatalf("n=%d: Lua maps rank %d to %d, want %d", n, args[3+i], pos, want)
+				}
+			}
+			if l.rank(l.lo) != l.lo || l.rank(l.lo+n+1) != l.lo+n+1 {
+				t.Fatalf("n=%d: positions outside the pre-queue keep their rank", n)
+			}
+		}
+	})
+}
+
+// kendallTau is the rank correlation of two orderings of the same items (1 same, -1 reversed).
+func kendallTau(a, b []int64) float64 {
+	var concordant, discordant float64
+	for i := range a {
+		for j := i + 1; j < len(a); j++ {
+			x, y := a[i]-a[j], b[i]-b[j]
+			switch {
+			case x*y > 0:
+				concordant++
+			case x*y < 0:
+				discordant++
+			}
+		}
+	}
+	return (concordant - discordant) / (concordant + discordant)
+}
+
+// dropQueue is a queue scheduled an hour from now with a pre-queue open since an hour ago.
+func dropQueue(id string, capacity int, shuffle bool) config.Queue {
+	q := testQueue(id, capacity)
+	q.OpensAt = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	q.Prequeue = 2 * time.Hour
+	q.Shuffle = shuffle
+	return q
+}
+
+// place is one visitor's place as the test sees it.
+type place struct {
+	v         *visitor
+	requestID string
+	arrival   int64 // 1-based arrival order
+	rank      int64 // queue_position once known
+	round     int   // the round it was served in; 0 not yet
+}
+
+// joinAll has n visitors join one after the other, alternating between the replicas.
+func (h *harness) joinAll(queue string, n int, from int64) []*place {
+	h.t.Helper()
+	out := make([]*place, n)
+	for i := range out {
+		v := h.visitor(h.replicas[i%len(h.replicas)])
+		a := v.assign(queue)
+		if a.status != 200 {
+			h.t.Fatalf("join %d: %d %s", i, a.status, a.body)
+		}
+		out[i] = &place{v: v, requestID: str(a.json["request_id"]), arrival: from + int64(i)}
+	}
+	return out
+}
+
+// serveRounds lets the queue serve, round after round: every served visitor is noted with its rank and
+// round, then completes (freeing its place), until everyone is served. It checks that capacity is
+// never exceeded.
+func (h *harness) serveRounds(queue string, places []*place, capacity int) int {
+	h.t.Helper()
+	round := 0
+	for left := len(places); left > 0; {
+		round++
+		if round > 10*len(places)/max(1, capacity)+20 {
+			h.t.Fatalf("%d visitors never served", left)
+		}
+		for _, rp := range h.replicas {
+			rp.room.tickAll(h.t.Context())
+		}
+		var served []*place
+		for i, p := range places {
+			if p.round != 0 {
+				continue
+			}
+			rp := h.replicas[i%len(h.replicas)]
+			a := h.visitor(rp).do("GET", "/_edgeq/status/"+queue+"/"+p.requestID, nil, nil)
+			if a.status != 200 {
+				h.t.Fatalf("status: %d %s", a.status, a.body)
+			}
+			if a.json["queue_status"] == "served" {
+				p.rank, p.round = num(a.json["queue_position"]), round
+				served = append(served, p)
+			}
+		}
+		if len(served) > capacity {
+			h.t.Fatalf("round %d: %d served at once, capacity %d", round, len(served), capacity)
+		}
+		for _, p := range served {
+			a := h.adminForm(h.replicas[0], "/api/queue/update_token_status",
+				url.Values{"queue_id": {queue}, "request_id": {p.requestID}, "status": {"1"}})
+			if a.status != 200 {
+				h.t.Fatalf("complete: %d %s", a.status, a.body)
+			}
+		}
+		left -= len(served)
+	}
+	return round
+}
+
+// Acceptance 17.1: 1,000 visitors join the pre-queue in a known order on two replicas; at the opening
+// the order is drawn by lot, once: the served order is a permutation of them, uncorrelated with
+// arrival, different from another drop's, and those who join after the opening come after the whole
+// pre-queue. Nobody is served before the opening, even asking generate_token directly.
+func TestLottery_PrequeueOrderIsDrawnByLotAtTheOpening(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		const n, capacity = 1000, 100
+		h := buildHarness(t, s, []config.Queue{dropQueue("drop", capacity, true), dropQueue("again", capacity, true)}, nil)
+		h.addReplica()
+		h.addReplica()
+		orders := map[string][]int64{}
+		seeds := map[string]string{}
+		for _, queue := range []string{"drop", "again"} {
+			pre := h.joinAll(queue, n, 1)
+			for _, p := range pre[:50] {
+				if a := p.v.generate(queue, p.requestID); a.status != http.StatusAccepted {
+					t.Fatalf("generate_token before the opening: %d %s", a.status, a.body)
+				}
+				a := p.v.do("GET", "/_edgeq/status/"+queue+"/"+p.requestID, nil, nil)
+				if a.json["queue_status"] != "prequeue" || num(a.json["opens_in"]) < 3000 || a.json["opens_at"] == "" {
+					t.Fatalf("status before the opening: %s", a.body)
+				}
+			}
+			// The operator opens the sale now (the admin API's opens_at, as a hot reload would).
+			open := fmt.Sprintf(`{"queue_id": %q, "opens_at": %q}`, queue, time.Now().Add(-time.Second).UTC().Format(time.RFC3339))
+			if a := h.adminJSON(h.replicas[1], "PUT", "/api/queue", open); a.status != 200 {
+				t.Fatalf("open: %d %s", a.status, a.body)
+			}
+			late := h.joinAll(queue, 10, n+1)
+			rounds := h.serveRounds(queue, append(slices.Clone(pre), late...), capacity)
+			if rounds != n/capacity+1 {
+				t.Errorf("%s: %d rounds, want %d", queue, rounds, n/capacity+1)
+			}
+			seen := map[int64]bool{}
+			arrival, ranks := make([]int64, n), make([]int64, n)
+			for i, p := range pre {
+				if p.rank < 1 || p.rank > n || seen[p.rank] {
+					t.Fatalf("%s: rank %d of arrival %d: not a permutation of 1..%d", queue, p.rank, p.arrival, n)
+				}
+				seen[p.rank] = true
+				// Served in rank order: round k serves ranks (k-1)*capacity+1 .. k*capacity.
+				if want := int((p.rank-1)/capacity) + 1; p.round != want {
+					t.Fatalf("%s: rank %d served in round %d, want %d", queue, p.rank, p.round, want)
+				}
+				arrival[i], ranks[i] = p.arrival, p.rank
+			}
+			for _, p := range late {
+				if p.rank != p.arrival || p.round != n/capacity+1 {
+					t.Fatalf("%s: late visitor %d got rank %d in round %d: must follow the whole pre-queue in arrival order", queue, p.arrival, p.rank, p.round)
+				}
+			}
+			if tau := kendallTau(arrival, ranks); tau > 0.1 || tau < -0.1 {
+				t.Errorf("%s: Kendall tau of arrival and served order %.3f, want |tau| < 0.1", queue, tau)
+			}
+			orders[queue] = ranks
+			info := h.adminJSON(h.replicas[0], "GET", "/api/queue/"+queue, "")
+			lot, _ := info.json["lottery"].(map[string]any)
+			if num(lot["size"]) != n || len(str(lot["seed_sha256"])) != 64 {
+				t.Fatalf("%s: lottery in the admin API: %s", queue, info.body)
+			}
+			seeds[queue] = str(lot["seed_sha256"])
+		}
+		if slices.Equal(orders["drop"], orders["again"]) || seeds["drop"] == seeds["again"] {
+			t.Fatal("two drops drew the same order")
+		}
+	})
+}
+
+// Acceptance 17.2: before opens_at nobody is served, whatever they ask; before the pre-queue nobody
+// takes a place (the not-open page); after closes_at nobody new joins and those in line keep theirs.
+func TestScheduled_NobodyIsServedBeforeOpensAtAndNobodyJoinsAfterClosesAt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		soon := testQueue("soon", 50)
+		soon.OpensAt = time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
+		soon.Prequeue = time.Hour
+		later := testQueue("later", 50)
+		later.OpensAt = time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		later.Prequeue = 10 * time.Minute
+		closing := testQueue("closing", 1)
+		h := newHarness(t, s, []config.Queue{soon, later, closing}, []config.Route{{Name: "drop", Match: "GET /drop", Queue: "soon"}})
+		opensAt, _ := config.ParseQueueTime(soon.OpensAt)
+
+		// Not open yet: no place, a page that says so, 403 for API clients, no operator override.
+		v := h.visitor(h.replicas[0])
+		if a := v.assign("later"); a.status != 403 || a.json["error"] != "QUEUE_NOT_OPEN" {
+			t.Fatalf("join before the pre-queue: %d %s", a.status, a.body)
+		}
+		page := v.do("GET", "/_edgeq/wait/later?return=%2F", nil, http.Header{"Accept": {"text/html"}})
+		if page.status != 200 || !strings.Contains(page.body, "Not open yet") || !strings.Contains(page.body, `class="countdown"`) {
+			t.Fatalf("not-open page: %d %s", page.status, page.body)
+		}
+		if a := h.adminForm(h.replicas[0], "/api/queue/increment_serving_position", url.Values{"queue_id": {"later"}, "increment_by": {"5"}}); a.status != 409 {
+			t.Fatalf("increment before the opening: %d %s", a.status, a.body)
+		}
+		if info := h.adminJSON(h.replicas[0], "GET", "/api/queue/later", ""); num(info.json["assigned_pos"]) != 0 || info.json["state"] != "not_open" {
+			t.Fatalf("a place was taken before the pre-queue: %s", info.body)
+		}
+
+		// The pre-queue: places are taken, nobody is served until opens_at on the store's clock.
+		places := h.joinAll("soon", 20, 1)
+		browser := h.visitor(h.replicas[0])
+		nav := browser.do("GET", "/drop", nil, http.Header{"Accept": {"text/html"}})
+		if nav.status != http.StatusFound || h.hits.Load() != 0 {
+			t.Fatalf("gated page before the opening: %d (origin hits %d)", nav.status, h.hits.Load())
+		}
+		for time.Until(opensAt) > 300*time.Millisecond {
+			for _, p := range places[:5] {
+				if a := p.v.generate("soon", p.requestID); a.status != http.StatusAccepted {
+					t.Fatalf("served %s before opens_at: %d %s", time.Until(opensAt), a.status, a.body)
+				}
+			}
+			h.replicas[0].room.tickAll(t.Context())
+			if s := h.replicas[0].room.tracked("soon").snap.Load(); s.Active != 0 || s.Serving != 0 {
+				t.Fatalf("served before opens_at: %+v", s)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		eventually(t, 5*time.Second, "the pre-queue served after the opening", func() bool {
+			for _, p := range places {
+				if p.v.generate("soon", p.requestID).status != 200 {
+					return false
+				}
+			}
+			return true
+		})
+		if time.Now().Before(opensAt) {
+			t.Fatal("served before opens_at")
+		}
+		// Without shuffle the pre-queue is served in arrival order.
+		for _, p := range places {
+			a := p.v.do("GET", "/_edgeq/status/soon/"+p.requestID, nil, nil)
+			if num(a.json["queue_position"]) != p.arrival {
+				t.Fatalf("arrival %d has rank %v", p.arrival, a.json["queue_position"])
+			}
+		}
+
+		// Closing: those in line stay; newcomers get 410 QUEUE_CLOSED.
+		first := h.joinAll("closing", 2, 1)
+		closesAt := time.Now().Add(time.Second).Truncate(time.Second).Add(time.Second)
+		if a := h.adminJSON(h.replicas[0], "PUT", "/api/queue", fmt.Sprintf(`{"queue_id": "closing", "closes_at": %q}`, closesAt.UTC().Format(time.RFC3339))); a.status != 200 {
+			t.Fatalf("closes_at: %d %s", a.status, a.body)
+		}
+		if a := h.visitor(h.replicas[0]).assign("closing"); a.status != 200 {
+			t.Fatalf("join before closes_at: %d %s", a.status, a.body)
+		}
+		time.Sleep(time.Until(closesAt) + 50*time.Millisecond)
+		h.replicas[0].room.tickAll(t.Context())
+		if a := h.visitor(h.replicas[0]).assign("closing"); a.status != 410 || a.json["error"] != "QUEUE_CLOSED" {
+			t.Fatalf("join after closes_at: %d %s", a.status, a.body)
+		}
+		if a := first[1].v.do("GET", "/_edgeq/status/closing/"+first[1].requestID, nil, nil); a.json["queue_status"] != "waiting" {
+			t.Fatalf("a waiter lost its place at closing: %s", a.body)
+		}
+		if a := first[0].v.generate("closing", first[0].requestID); a.status != 200 {
+			t.Fatalf("the served visitor's token after closing: %d %s", a.status, a.body)
+		}
+	})
+}
+
+// Acceptance 17.3: method random serves each newly served visitor drawn from those waiting: over 2,000
+// visitors the served order is uncorrelated with arrival and capacity is never exceeded; switching the
+// method live keeps every place (fifo -> random -> fifo serves everyone exactly once); reject takes
+// nobody new; passthrough serves everyone at once.
+func TestMethods_RandomRejectPassthroughSwitchedLive(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		const n, capacity = 2000, 400
+		h := buildHarness(t, s, []config.Queue{testQueue("drop", 0)}, nil)
+		h.addReplica()
+		h.addReplica()
+		places := h.joinAll("drop", n, 1)
+		setMethod := func(method string, capacity int) {
+			t.Helper()
+			body := fmt.Sprintf(`{"queue_id": "drop", "method": %q, "capacity": %d}`, method, capacity)
+			if a := h.adminJSON(h.replicas[0], "PUT", "/api/queue", body); a.status != 200 || a.json["method"] != method {
+				t.Fatalf("method %s: %d %s", method, a.status, a.body)
+			}
+		}
+		// fifo for the first capacity, then random.
+		setMethod("fifo", capacity)
+		h.serveRounds("drop", places[:capacity], capacity)
+		setMethod("random", capacity)
+		// While random: reject newcomers? No: random still takes them; reject does not.
+		rest := places[capacity:]
+		var drawnRounds []*place
+		for round := 0; round < 3; round++ {
+			before := len(drawnRounds)
+			for _, rp := range h.replicas {
+				rp.room.tickAll(t.Context())
+			}
+			for i, p := range rest {
+				if p.round != 0 {
+					continue
+				}
+				a := h.visitor(h.replicas[i%2]).do("GET", "/_edgeq/status/drop/"+p.requestID, nil, nil)
+				if a.json["queue_status"] == "served" {
+					p.round = 100 + round
+					drawnRounds = append(drawnRounds, p)
+				}
+			}
+			if got := len(drawnRounds) - before; got != capacity {
+				t.Fatalf("random round %d served %d, want %d (capacity)", round, got, capacity)
+			}
+			for _, p := range drawnRounds[before:] {
+				h.adminForm(h.replicas[0], "/api/queue/update_token_status", url.Values{"queue_id": {"drop"}, "request_id": {p.requestID}, "status": {"1"}})
+			}
+		}
+		// The store's record of draws gives the exact served order.
+		raw, err := s.Client.Get(t.Context(), queueKeys(s.Keys, "drop")[9]).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := make([]int64, 0, len(raw)/5)
+		for i := 0; i+5 <= len(raw); i += 5 {
+			b := raw[i : i+5]
+			order = append(order, int64(b[0])<<32|int64(b[1])<<24|int64(b[2])<<16|int64(b[3])<<8|int64(b[4]))
+		}
+		if len(order) != 3*capacity {
+			t.Fatalf("%d draws recorded, want %d", len(order), 3*capacity)
+		}
+		drawOrder := make([]int64, len(order))
+		for i := range order {
+			drawOrder[i] = int64(i)
+		}
+		if tau := kendallTau(order, drawOrder); tau > 0.1 || tau < -0.1 {
+			t.Errorf("random: Kendall tau of arrival and served order %.3f, want |tau| < 0.1", tau)
+		}
+		// reject: nobody new; those waiting keep their place.
+		setMethod("reject", capacity)
+		if a := h.visitor(h.replicas[1]).assign("drop"); a.status != 410 || a.json["error"] != "QUEUE_CLOSED" {
+			t.Fatalf("join with method reject: %d %s", a.status, a.body)
+		}
+		// Back to fifo: the rest in arrival order, each exactly once.
+		setMethod("fifo", capacity)
+		var left []*place
+		for _, p := range rest {
+			if p.round == 0 {
+				left = append(left, p)
+			}
+		}
+		h.serveRounds("drop", left[:capacity], capacity)
+		for i := 1; i < capacity; i++ {
+			if left[i].rank <= left[i-1].rank {
+				t.Fatalf("fifo after random: arrival %d served before arrival %d", left[i].arrival, left[i-1].arrival)
+			}
+		}
+		// passthrough: everyone still waiting is served at once, whatever the capacity.
+		setMethod("passthrough", 1)
+		for _, rp := range h.replicas {
+			rp.room.tickAll(t.Context())
+		}
+		for _, p := range left[capacity:] {
+			if a := p.v.generate("drop", p.requestID); a.status != 200 {
+				t.Fatalf("passthrough: arrival %d not served: %d %s", p.arrival, a.status, a.body)
+			}
+		}
+		if info := h.adminJSON(h.replicas[0], "GET", "/api/queue/drop", ""); num(info.json["waiting_num"]) != 0 {
+			t.Fatalf("waiting after passthrough: %s", info.body)
+		}
+	})
+}
+
+// The waiting time is honest (CONTRACT 10.2): with one visitor inside on a 10-minute token and
+// nobody having left, the next one is told about ten minutes, not "under a minute" from the rate at
+// which the first got in.
+func TestETA_NeverShorterThanFullSessionsAllow(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s, []config.Queue{testQueue("drop", 1)}, nil)
+		rp := h.replicas[0]
+		time.Sleep(300 * time.Millisecond) // the meter's first samples, before anyone is served
+		first := h.visitor(rp)
+		a := first.assign("drop")
+		if a := first.generate("drop", str(a.json["request_id"])); a.status != 200 {
+			t.Fatalf("first visitor: %d %s", a.status, a.body)
+		}
+		second := h.visitor(rp)
+		id := str(second.assign("drop").json["request_id"])
+		eventually(t, 10*time.Second, "a serving rate measured", func() bool {
+			return rp.room.tracked("drop").snap.Load().ServingRate > 0
+		})
+		st := second.do("GET", "/_edgeq/status/drop/"+id, nil, nil)
+		if eta := num(st.json["estimated_wait_time"]); eta < 590 || eta > 600 {
+			t.Fatalf("estimated_wait_time %d with a 10-minute token inside and nobody gone, want about 600 (%s)", eta, st.body)
+		}
+		page := second.do("GET", "/_edgeq/wait/drop?return=%2F", nil, http.Header{"Accept": {"text/html"}})
+		if !strings.Contains(page.body, "About 10 minutes") {
+			t.Fatalf("waiting page does not say about 10 minutes:\n%s", page.body)
+		}
+	})
+}
+
+var _ = rand.IntN
