@@ -14,7 +14,9 @@ var (
 	// line next to the room it waits for without asking the admin API.
 	descCapacity = prometheus.NewDesc("edgeq_queue_capacity", "The queue's capacity: visitors allowed inside at once.", []string{"queue"}, nil)
 	descPaused   = prometheus.NewDesc("edgeq_queue_paused", "1 while the queue is paused (nobody is let in), else 0.", []string{"queue"}, nil)
-	descRate     = prometheus.NewDesc("edgeq_queue_serving_rate", "Positions let in per second, measured over the last minute (0 until known).", []string{"queue"}, nil)
+	descRate     = prometheus.NewDesc("edgeq_queue_serving_rate", "Waiters decided (let in or skipped) per second, measured over the last minute (0 until known).", []string{"queue"}, nil)
+	descState    = prometheus.NewDesc("edgeq_queue_state", "1 for the queue's current state (not_open, prequeue, open, paused, sold_out, closed), 0 for the others.", []string{"queue", "state"}, nil)
+	descOpensIn  = prometheus.NewDesc("edgeq_queue_opens_in_seconds", "Seconds until a scheduled queue opens (0 once open or unscheduled).", []string{"queue"}, nil)
 )
 
 // Collector returns the room's metrics: the queue gauges, edgeq_tokens_issued_total and
@@ -31,6 +33,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descCapacity
 	ch <- descPaused
 	ch <- descRate
+	ch <- descState
+	ch <- descOpensIn
 	c.r.tokensIssued.Describe(ch)
 	c.r.rateLimited.Describe(ch)
 }
@@ -52,6 +56,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descPaused, prometheus.GaugeValue, paused, q.id)
 		ch <- prometheus.MustNewConstMetric(descRate, prometheus.GaugeValue, s.ServingRate, q.id)
+		current := s.state()
+		for _, state := range QueueStates {
+			v := 0.0
+			if state == current {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, v, q.id, state)
+		}
+		opensIn := 0.0
+		if !s.open() {
+			opensIn = float64(secondsUntil(s.storeNow(), s.OpensAt))
+		}
+		ch <- prometheus.MustNewConstMetric(descOpensIn, prometheus.GaugeValue, opensIn, q.id)
 	}
 	c.r.tokensIssued.Collect(ch)
 	c.r.rateLimited.Collect(ch)
