@@ -192,10 +192,17 @@
       set('inside', fmt(q.active_num) + ' / ' + fmt(q.capacity));
       set('arrivals', fmt(arrivals, 1));
       set('served', fmt(served, 1));
-      set('eta', q.waiting_num === 0 ? '0 s' : (q.serving_rate_per_second > 0 ? duration(q.waiting_num / q.serving_rate_per_second) : '—'));
+      // A queue that serves nobody now (paused, not open yet, sold out) has no ETA to show.
+      const moving = !q.state || q.state === 'open' || q.state === 'closed';
+      set('eta', q.waiting_num === 0 ? '0 s' : (moving && q.serving_rate_per_second > 0 ? duration(q.waiting_num / q.serving_rate_per_second) : '—'));
       const state = $('[data-f="state"]', c);
-      state.textContent = q.paused ? 'paused' : 'running';
-      state.dataset.state = q.paused ? 'paused' : 'running';
+      const named = { open: 'running', paused: 'paused', not_open: 'not open yet', prequeue: 'pre-queue', sold_out: 'sold out', closed: 'closed' };
+      const current = q.state || (q.paused ? 'paused' : 'open');
+      let label = named[current] || current;
+      if (q.method && q.method !== 'fifo') label += ' · ' + q.method;
+      if (q.opens_at && (current === 'not_open' || current === 'prequeue')) label += ' · opens ' + new Date(q.opens_at).toLocaleString();
+      state.textContent = label;
+      state.dataset.state = current === 'open' ? 'running' : (current === 'sold_out' || current === 'closed' ? 'bad' : 'paused');
       c.dataset.paused = String(!!q.paused);
       $('button[data-action="pause"]', c).textContent = q.paused ? 'Resume' : 'Pause';
       const capacity = $('[data-f="controls"]', c).elements.capacity;
