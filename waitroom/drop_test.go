@@ -25,7 +25,7 @@ func TestLottery_LuaInvertsGo(t *testing.T) {
 		script := redis.NewScript(mustRead("lib.lua") + `
 local lot = {lo = tonumber(ARGV[1]), n = tonumber(ARGV[2]), seed = ARGV[3]}
 local out = {}
-for i = 4, #ARGV do out[#out + 1] = pos_of_rank(lot, tonumber(ARGV[i])) end
+for i = 4, #ARGV do out[#out + 1] = drops().pos_of_rank(lot, tonumber(ARGV[i])) end
 return out`)
 		for _, n := range []int64{1, 2, 3, 5, 17, 1000, 4097} {
 			l := lottery{lo: 10, n: n, seed: fmt.Sprintf("seed-%d", n)}

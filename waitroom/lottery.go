@@ -14,7 +14,7 @@ type lottery struct {
 	seed  string
 }
 
-// feistelRounds matches lib.lua's FEISTEL_ROUNDS.
+// feistelRounds matches the rounds of lib.lua's unpermute.
 const feistelRounds = 8
 
 // rank returns the place in serving order of a position.

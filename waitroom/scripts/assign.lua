@@ -20,7 +20,7 @@ if tsv > 0 then
   redis.call('HSET', K_TOK, pos, '0:0:' .. tsv)
 end
 if m[4] == 'random' then
-  pool_set(num(m[6]), pos)
+  drops().pool_set(num(m[6]), pos)
   redis.call('HSET', K_META, 'pool_m', num(m[6]) + 1)
 end
 inlet(now)

@@ -103,60 +103,78 @@ local function expire_due(now)
   return #due
 end
 
--- Five-byte big-endian numbers (positions), for the pool and drawn strings.
-local function encode5(v)
-  return string.char(math.floor(v / 4294967296) % 256, math.floor(v / 16777216) % 256,
-    math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256)
-end
-
-local function decode5(s)
-  local a, b, c, d, e = string.byte(s, 1, 5)
-  return (((a * 256 + b) * 256 + c) * 256 + d) * 256 + e
-end
-
--- The lottery's permutation. prf is the round function: the first 32 bits of SHA-1 over the seed, the
--- round and the half block, reduced to the half block's size. Go's lottery.go is the same function.
-local FEISTEL_ROUNDS = 8
-
-local function prf(seed, round, x, half)
-  return tonumber(string.sub(redis.sha1hex(seed .. ':' .. round .. ':' .. x), 1, 8), 16) % half
-end
-
--- unpermute returns the x in [0, n) that the permutation maps to y.
-local function unpermute(seed, n, y)
-  local half = 2
-  while half * half < n do half = half * 2 end
-  repeat
-    local l, r = math.floor(y / half), y % half
-    for i = FEISTEL_ROUNDS, 1, -1 do
-      -- One step at a time: the embedded store's Lua gets "l, r = f(l), l" wrong.
-      local prev = (r - prf(seed, i, l, half)) % half
-      r = l
-      l = prev
-    end
-    y = l * half + r
-  until y < n
-  return y
-end
-
--- lottery reads the queue's lottery once per script: {lo, n, seed}; n is 0 without one.
-local function lottery()
-  local m = redis.call('HMGET', K_META, 'pre_lo', 'pre_n', 'seed')
-  return {lo = num(m[1]), n = num(m[2]), seed = m[3] or ''}
-end
-
--- pos_of_rank returns the position served at a rank.
-local function pos_of_rank(lot, rank)
-  if lot.n > 0 and rank > lot.lo and rank <= lot.lo + lot.n then
-    return lot.lo + 1 + unpermute(lot.seed, lot.n, rank - lot.lo - 1)
+-- drops builds, on first use within a call, what only drops need: the lottery's permutation and the
+-- random method's pool. Every function defined at the top level costs each script call a closure
+-- (Redis runs the whole script body per call), so the everyday path (a fifo queue without a lottery)
+-- does not pay for these.
+local drop_parts
+local function drops()
+  if drop_parts then return drop_parts end
+  local d = {}
+  -- Five-byte big-endian numbers (positions), for the pool and drawn strings.
+  function d.encode5(v)
+    return string.char(math.floor(v / 4294967296) % 256, math.floor(v / 16777216) % 256,
+      math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256)
   end
-  return rank
+  function d.decode5(str)
+    local a, b, c, e, f = string.byte(str, 1, 5)
+    return (((a * 256 + b) * 256 + c) * 256 + e) * 256 + f
+  end
+  -- The lottery's permutation. prf is the round function: the first 32 bits of SHA-1 over the seed,
+  -- the round and the half block, reduced to the half block's size; 8 rounds. Go's lottery.go is the
+  -- same function, forwards; unpermute returns the x in [0, n) that the permutation maps to y.
+  local function prf(seed, round, x, half)
+    return tonumber(string.sub(redis.sha1hex(seed .. ':' .. round .. ':' .. x), 1, 8), 16) % half
+  end
+  function d.unpermute(seed, n, y)
+    local half = 2
+    while half * half < n do half = half * 2 end
+    repeat
+      local l, r = math.floor(y / half), y % half
+      for i = 8, 1, -1 do
+        -- One step at a time: the embedded store's Lua gets "l, r = f(l), l" wrong.
+        local prev = (r - prf(seed, i, l, half)) % half
+        r = l
+        l = prev
+      end
+      y = l * half + r
+    until y < n
+    return y
+  end
+  -- pos_of_rank returns the position served at a rank of the lottery lot ({lo, n, seed}).
+  function d.pos_of_rank(lot, rank)
+    if lot.n > 0 and rank > lot.lo and rank <= lot.lo + lot.n then
+      return lot.lo + 1 + d.unpermute(lot.seed, lot.n, rank - lot.lo - 1)
+    end
+    return rank
+  end
+  -- The random method's pool: slots 0 .. pool_m-1 hold the positions a draw picks from.
+  function d.pool_get(i, base, lot)
+    local str = redis.call('GETRANGE', K_POOL, i * 5, i * 5 + 4)
+    local v = 0
+    if string.len(str) == 5 then v = d.decode5(str) end
+    if v == 0 then return d.pos_of_rank(lot, base + i + 1) end
+    return v
+  end
+  function d.pool_set(i, v)
+    redis.call('SETRANGE', K_POOL, i * 5, d.encode5(v))
+  end
+  -- pool_reset makes every visitor behind the serving rank the pool (switching to the random method).
+  function d.pool_reset()
+    redis.call('DEL', K_POOL)
+    local serving, counter = num(redis.call('GET', K_SERVING)), num(redis.call('GET', K_COUNTER))
+    redis.call('HSET', K_META, 'pool_base', serving, 'pool_m', math.max(0, counter - serving))
+  end
+  drop_parts = d
+  return d
 end
 
--- waiter reads what deciding a waiter needs: abandonment settings and the deadline of a new serve.
+-- waiter reads what deciding waiters needs: abandonment settings, the deadline of a new serve, and the
+-- lottery (lot.n is 0 without one).
 local function waiter(now)
-  local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since')
-  local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf'}
+  local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since', 'pre_lo', 'pre_n', 'seed')
+  local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf',
+    lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}}
   if num(m[1]) > 0 then w.deadline = now + num(m[1]) * 1000 end
   return w
 end
@@ -179,12 +197,14 @@ end
 local function serve_next(now, n, stop_at)
   local serving = num(redis.call('GET', K_SERVING))
   stop_at = math.min(stop_at, num(redis.call('GET', K_COUNTER)))
-  local w, lot = waiter(now), lottery()
+  if serving >= stop_at or n <= 0 then return 0, 0 end
+  local w = waiter(now)
   local served, skipped, steps = 0, 0, 0
   while served < n and serving < stop_at and steps < MAX_ADVANCE do
     serving = serving + 1
     steps = steps + 1
-    local pos = pos_of_rank(lot, serving)
+    local pos = serving
+    if w.lot.n > 0 then pos = drops().pos_of_rank(w.lot, serving) end
     if get_state(pos) ~= ST_WAITING then
       skipped = skipped + 1
     elseif decide(w, pos) == 1 then
@@ -197,45 +217,26 @@ local function serve_next(now, n, stop_at)
   return served, skipped
 end
 
--- The random method's pool: slots 0 .. pool_m-1 hold the positions a draw picks from.
-local function pool_get(i, base, lot)
-  local s = redis.call('GETRANGE', K_POOL, i * 5, i * 5 + 4)
-  local v = 0
-  if string.len(s) == 5 then v = decode5(s) end
-  if v == 0 then return pos_of_rank(lot, base + i + 1) end
-  return v
-end
-
-local function pool_set(i, v)
-  redis.call('SETRANGE', K_POOL, i * 5, encode5(v))
-end
-
--- pool_reset makes every visitor behind the serving rank the pool (switching to the random method).
-local function pool_reset()
-  redis.call('DEL', K_POOL)
-  redis.call('HSET', K_META, 'pool_base', num(redis.call('GET', K_SERVING)),
-    'pool_m', math.max(0, num(redis.call('GET', K_COUNTER)) - num(redis.call('GET', K_SERVING))))
-end
-
 -- serve_random serves up to n visitors, each drawn uniformly from the pool (a draw takes a slot and
 -- moves the last slot into it). Positions no longer waiting are dropped from the pool as they are
 -- drawn. Randomness: SHA-1 over the queue's secret and a draw counter, unknown to visitors.
 local function serve_random(now, n)
+  local d = drops()
   local m = redis.call('HMGET', K_META, 'pool_base', 'pool_m', 'secret', 'draws')
   local base, size, secret, draws = num(m[1]), num(m[2]), m[3] or '', num(m[4])
-  local w, lot = waiter(now), lottery()
+  local w = waiter(now)
   local served, skipped, steps = 0, 0, 0
   while served < n and size > 0 and steps < MAX_ADVANCE do
     steps = steps + 1
     draws = draws + 1
     local i = tonumber(string.sub(redis.sha1hex(secret .. ':draw:' .. draws), 1, 13), 16) % size
-    local pos = pool_get(i, base, lot)
-    if i ~= size - 1 then pool_set(i, pool_get(size - 1, base, lot)) end
+    local pos = d.pool_get(i, base, w.lot)
+    if i ~= size - 1 then d.pool_set(i, d.pool_get(size - 1, base, w.lot)) end
     size = size - 1
     if get_state(pos) == ST_WAITING then
       if decide(w, pos) == 1 then
         served = served + 1
-        redis.call('APPEND', K_DRAWN, encode5(pos))
+        redis.call('APPEND', K_DRAWN, d.encode5(pos))
       else
         skipped = skipped + 1
       end
@@ -268,45 +269,44 @@ end
 -- each free slot once.
 local function inlet(now)
   local expired = expire_due(now)
-  if not open_if_due(now) then return 0, 0, expired end
-  local m = redis.call('HMGET', K_META, 'paused', 'sold_out', 'method', 'capacity', 'rate', 'bucket', 'bucket_at')
-  if m[1] == '1' or m[2] == '1' then return 0, 0, expired end
-  local method = m[3] or 'fifo'
+  local m = redis.call('HMGET', K_META, 'opened', 'paused', 'sold_out', 'method', 'capacity', 'rate')
+  if num(m[1]) == 0 and not open_if_due(now) then return 0, 0, expired end
+  if m[2] == '1' or m[3] == '1' then return 0, 0, expired end
+  local method = m[4] or 'fifo'
   local served, skipped = 0, 0
   if method == 'passthrough' then
     -- Everyone is served at once, whatever the capacity and rate.
     served, skipped = serve_next(now, math.huge, math.huge)
-    if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', served) end
-    redis.call('HINCRBY', K_META, 'moved', served + skipped)
-    return served, skipped, expired
-  end
-  local free = num(m[4]) - redis.call('ZCARD', K_ACTIVE)
-  local rate = num(m[5])
-  local available = free
-  local tokens, size
-  if rate > 0 then
-    -- Token bucket: refills at rate per minute, holds at most one second's worth (at least 1), so no
-    -- window of a minute ever serves much more than rate.
-    size = math.max(1, math.ceil(rate / 60))
-    local at = num(m[7])
-    tokens = size
-    if at > 0 then
-      tokens = math.min(size, num(m[6]) + (now - at) * rate / 60000)
+  else
+    local free = num(m[5]) - redis.call('ZCARD', K_ACTIVE)
+    local rate = num(m[6])
+    local available = free
+    local tokens, size
+    if rate > 0 then
+      -- Token bucket: refills at rate per minute, holds at most one second's worth (at least 1), so no
+      -- window of a minute ever serves much more than rate.
+      size = math.max(1, math.ceil(rate / 60))
+      local b = redis.call('HMGET', K_META, 'bucket', 'bucket_at')
+      local at = num(b[2])
+      tokens = size
+      if at > 0 then
+        tokens = math.min(size, num(b[1]) + (now - at) * rate / 60000)
+      end
+      available = math.min(free, math.floor(tokens))
     end
-    available = math.min(free, math.floor(tokens))
-  end
-  if available > 0 then
-    if method == 'random' then
-      served, skipped = serve_random(now, available)
-    else
-      served, skipped = serve_next(now, available, math.huge)
+    if available > 0 then
+      if method == 'random' then
+        served, skipped = serve_random(now, available)
+      else
+        served, skipped = serve_next(now, available, math.huge)
+      end
+    end
+    if rate > 0 then
+      redis.call('HSET', K_META, 'bucket', tostring(tokens - served), 'bucket_at', now)
     end
   end
   if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', served) end
   if served + skipped > 0 then redis.call('HINCRBY', K_META, 'moved', served + skipped) end
-  if rate > 0 then
-    redis.call('HSET', K_META, 'bucket', tostring(tokens - served), 'bucket_at', now)
-  end
   return served, skipped, expired
 end
 

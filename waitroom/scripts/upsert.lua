@@ -48,7 +48,7 @@ local method_before = redis.call('HGET', K_META, 'method') or 'fifo'
 redis.call('HSET', K_META, 'opens_at', ARGV[12], 'join_from', ARGV[13], 'shuffle', ARGV[14],
   'closes_at', ARGV[15], 'method', ARGV[16], 'sold_out_with', ARGV[17])
 if ARGV[16] == 'random' and (method_before ~= 'random' or not exists) then
-  pool_reset()
+  drops().pool_reset()
 end
 if ARGV[17] == '' then
   redis.call('HSET', K_META, 'sold_out', '0')
