@@ -9,10 +9,10 @@
 --   position's ST_ value; iat/exp are set when a token was issued (state 2).
 if redis.call('EXISTS', K_META) == 0 then return {1, 0, 0, '', 0, 0, 0} end
 local now = now_ms()
-local m = redis.call('HMGET', K_META, 'opened', 'join_from', 'closes_at', 'method', 'sold_out', 'pool_m')
-if num(m[1]) == 0 and num(m[2]) > now then return {2, 0, 0, '', 0, 0, 0} end
-if m[5] == '1' then return {4, 0, 0, '', 0, 0, 0} end
-if m[4] == 'reject' or (num(m[3]) > 0 and now >= num(m[3])) then return {3, 0, 0, '', 0, 0, 0} end
+local m = gate()
+if num(m[1]) == 0 and num(m[7]) > now then return {2, 0, 0, '', 0, 0, 0} end
+if m[3] == '1' then return {4, 0, 0, '', 0, 0, 0} end
+if m[4] == 'reject' or (num(m[8]) > 0 and now >= num(m[8])) then return {3, 0, 0, '', 0, 0, 0} end
 local pos = redis.call('INCR', K_COUNTER)
 set_hb(pos, math.floor(now / 1000))
 local tsv = tonumber(ARGV[2])
@@ -20,10 +20,10 @@ if tsv > 0 then
   redis.call('HSET', K_TOK, pos, '0:0:' .. tsv)
 end
 if m[4] == 'random' then
-  drops().pool_set(num(m[6]), pos)
-  redis.call('HSET', K_META, 'pool_m', num(m[6]) + 1)
+  drops().pool_set(num(m[9]), pos)
+  redis.call('HSET', K_META, 'pool_m', num(m[9]) + 1)
 end
-inlet(now)
+inlet(now, m)
 local st = get_state(pos)
 local iat, exp = 0, 0
 if ARGV[1] == '1' and st == ST_SERVED then

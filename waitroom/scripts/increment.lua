@@ -8,7 +8,7 @@
 if redis.call('EXISTS', K_META) == 0 then return {1, 0} end
 local now = now_ms()
 expire_due(now)
-if not open_if_due(now) then return {2, num(redis.call('GET', K_SERVING))} end
+if not drops().open_if_due(now) then return {2, num(redis.call('GET', K_SERVING))} end
 local target = num(redis.call('GET', K_SERVING)) + tonumber(ARGV[1])
 -- serve_next does at most MAX_ADVANCE steps a call; the caller bounds n.
 local served, skipped = 0, 0

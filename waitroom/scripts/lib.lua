@@ -103,6 +103,28 @@ local function expire_due(now)
   return #due
 end
 
+-- waiter reads what deciding waiters needs: abandonment settings, the deadline of a new serve, and the
+-- lottery (lot.n is 0 without one).
+local function waiter(now)
+  local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since', 'pre_lo', 'pre_n', 'seed')
+  local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf',
+    lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}}
+  if num(m[1]) > 0 then w.deadline = now + num(m[1]) * 1000 end
+  return w
+end
+
+-- decide serves a waiting position, or skips it when the visitor abandoned, or has not been heard
+-- from for abandon_after (when set): a skipped visitor takes no capacity. Returns 1 if served.
+local function decide(w, pos)
+  if w.abandon > 0 and w.now_s - math.max(get_hb(pos), w.since) > w.abandon then
+    set_state(pos, ST_SKIPPED)
+    return 0
+  end
+  set_state(pos, ST_SERVED)
+  redis.call('ZADD', K_ACTIVE, w.deadline, pos)
+  return 1
+end
+
 -- drops builds, on first use within a call, what only drops need: the lottery's permutation and the
 -- random method's pool. Every function defined at the top level costs each script call a closure
 -- (Redis runs the whole script body per call), so the everyday path (a fifo queue without a lottery)
@@ -165,30 +187,53 @@ local function drops()
     local serving, counter = num(redis.call('GET', K_SERVING)), num(redis.call('GET', K_COUNTER))
     redis.call('HSET', K_META, 'pool_base', serving, 'pool_m', math.max(0, counter - serving))
   end
+  -- serve_random serves up to n visitors, each drawn uniformly from the pool (a draw takes a slot and
+  -- moves the last slot into it). Positions no longer waiting are dropped from the pool as they are
+  -- drawn. Randomness: SHA-1 over the queue's secret and a draw counter, unknown to visitors.
+  function d.serve_random(now, n)
+    local m = redis.call('HMGET', K_META, 'pool_base', 'pool_m', 'secret', 'draws')
+    local base, size, secret, draws = num(m[1]), num(m[2]), m[3] or '', num(m[4])
+    local w = waiter(now)
+    local served, skipped, steps = 0, 0, 0
+    while served < n and size > 0 and steps < MAX_ADVANCE do
+      steps = steps + 1
+      draws = draws + 1
+      local i = tonumber(string.sub(redis.sha1hex(secret .. ':draw:' .. draws), 1, 13), 16) % size
+      local pos = d.pool_get(i, base, w.lot)
+      if i ~= size - 1 then d.pool_set(i, d.pool_get(size - 1, base, w.lot)) end
+      size = size - 1
+      if get_state(pos) == ST_WAITING then
+        if decide(w, pos) == 1 then
+          served = served + 1
+          redis.call('APPEND', K_DRAWN, d.encode5(pos))
+        else
+          skipped = skipped + 1
+        end
+      end
+    end
+    if size == 0 then redis.call('DEL', K_POOL) end
+    redis.call('HSET', K_META, 'pool_m', size, 'draws', draws)
+    return served, skipped
+  end
+
+  -- open_if_due opens a scheduled queue once opens_at has come (store clock): with shuffle, the pre-queue
+  -- (everyone behind the serving rank) gets its lottery order, from a seed drawn now. Returns whether the
+  -- queue is open.
+  function d.open_if_due(now)
+    local m = redis.call('HMGET', K_META, 'opened', 'opens_at', 'shuffle', 'secret')
+    if num(m[1]) > 0 then return true end
+    if num(m[2]) > now then return false end
+    local counter, serving = num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING))
+    if m[3] == '1' and counter - serving > 1 then
+      redis.call('HSET', K_META, 'pre_lo', serving, 'pre_n', counter - serving,
+        'seed', redis.sha1hex((m[4] or '') .. ':lottery:' .. now))
+    end
+    redis.call('HSET', K_META, 'opened', now)
+    return true
+  end
+
   drop_parts = d
   return d
-end
-
--- waiter reads what deciding waiters needs: abandonment settings, the deadline of a new serve, and the
--- lottery (lot.n is 0 without one).
-local function waiter(now)
-  local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since', 'pre_lo', 'pre_n', 'seed')
-  local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf',
-    lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}}
-  if num(m[1]) > 0 then w.deadline = now + num(m[1]) * 1000 end
-  return w
-end
-
--- decide serves a waiting position, or skips it when the visitor abandoned, or has not been heard
--- from for abandon_after (when set): a skipped visitor takes no capacity. Returns 1 if served.
-local function decide(w, pos)
-  if w.abandon > 0 and w.now_s - math.max(get_hb(pos), w.since) > w.abandon then
-    set_state(pos, ST_SKIPPED)
-    return 0
-  end
-  set_state(pos, ST_SERVED)
-  redis.call('ZADD', K_ACTIVE, w.deadline, pos)
-  return 1
 end
 
 -- serve_next moves the serving rank forward until n visitors are served, or it reaches stop_at (never
@@ -217,60 +262,21 @@ local function serve_next(now, n, stop_at)
   return served, skipped
 end
 
--- serve_random serves up to n visitors, each drawn uniformly from the pool (a draw takes a slot and
--- moves the last slot into it). Positions no longer waiting are dropped from the pool as they are
--- drawn. Randomness: SHA-1 over the queue's secret and a draw counter, unknown to visitors.
-local function serve_random(now, n)
-  local d = drops()
-  local m = redis.call('HMGET', K_META, 'pool_base', 'pool_m', 'secret', 'draws')
-  local base, size, secret, draws = num(m[1]), num(m[2]), m[3] or '', num(m[4])
-  local w = waiter(now)
-  local served, skipped, steps = 0, 0, 0
-  while served < n and size > 0 and steps < MAX_ADVANCE do
-    steps = steps + 1
-    draws = draws + 1
-    local i = tonumber(string.sub(redis.sha1hex(secret .. ':draw:' .. draws), 1, 13), 16) % size
-    local pos = d.pool_get(i, base, w.lot)
-    if i ~= size - 1 then d.pool_set(i, d.pool_get(size - 1, base, w.lot)) end
-    size = size - 1
-    if get_state(pos) == ST_WAITING then
-      if decide(w, pos) == 1 then
-        served = served + 1
-        redis.call('APPEND', K_DRAWN, d.encode5(pos))
-      else
-        skipped = skipped + 1
-      end
-    end
-  end
-  if size == 0 then redis.call('DEL', K_POOL) end
-  redis.call('HSET', K_META, 'pool_m', size, 'draws', draws)
-  return served, skipped
-end
-
--- open_if_due opens a scheduled queue once opens_at has come (store clock): with shuffle, the pre-queue
--- (everyone behind the serving rank) gets its lottery order, from a seed drawn now. Returns whether the
--- queue is open.
-local function open_if_due(now)
-  local m = redis.call('HMGET', K_META, 'opened', 'opens_at', 'shuffle', 'secret')
-  if num(m[1]) > 0 then return true end
-  if num(m[2]) > now then return false end
-  local counter, serving = num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING))
-  if m[3] == '1' and counter - serving > 1 then
-    redis.call('HSET', K_META, 'pre_lo', serving, 'pre_n', counter - serving,
-      'seed', redis.sha1hex((m[4] or '') .. ':lottery:' .. now))
-  end
-  redis.call('HSET', K_META, 'opened', now)
-  return true
+-- gate reads the settings the inlet and a join decide on, in one call (each field read costs):
+-- opened, paused, sold_out, method, capacity, rate, join_from, closes_at, pool_m.
+local function gate()
+  return redis.call('HMGET', K_META, 'opened', 'paused', 'sold_out', 'method', 'capacity', 'rate',
+    'join_from', 'closes_at', 'pool_m')
 end
 
 -- inlet is the capacity inlet: expire what is due, open a scheduled queue when its time has come, then
 -- serve as many as the method, capacity and release rate allow. Nobody is served before the opening,
 -- while the queue is paused or while it is sold out. It is idempotent: replicas calling it at once serve
--- each free slot once.
-local function inlet(now)
+-- each free slot once. m is gate()'s answer when the caller has read it already.
+local function inlet(now, m)
   local expired = expire_due(now)
-  local m = redis.call('HMGET', K_META, 'opened', 'paused', 'sold_out', 'method', 'capacity', 'rate')
-  if num(m[1]) == 0 and not open_if_due(now) then return 0, 0, expired end
+  m = m or gate()
+  if num(m[1]) == 0 and not drops().open_if_due(now) then return 0, 0, expired end
   if m[2] == '1' or m[3] == '1' then return 0, 0, expired end
   local method = m[4] or 'fifo'
   local served, skipped = 0, 0
@@ -296,7 +302,7 @@ local function inlet(now)
     end
     if available > 0 then
       if method == 'random' then
-        served, skipped = serve_random(now, available)
+        served, skipped = drops().serve_random(now, available)
       else
         served, skipped = serve_next(now, available, math.huge)
       end
