@@ -139,3 +139,51 @@ func TestSoldOut_TheLastUnitEndsEveryWaitAndARestockReopens(t *testing.T) {
 		t.Fatalf("edgeq_queue_state open = %v after the restock", v)
 	}
 }
+
+// A drop's schedule and method are hot (CONTRACT 10.2): a reload that moves opens_at into the past
+// opens the queue, one that sets method reject closes it to newcomers; the file is the only input.
+func TestReload_TheDropsScheduleAndMethodAreHot(t *testing.T) {
+	origin := newOrigin(t)
+	queue := func(extra string) string {
+		return configText(origin.URL, `  - {name: drop, match: "GET /drop", queue: drop}`) +
+			"queues:\n  - {id: drop, capacity: 10, " + extra + "}\n"
+	}
+	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	in := start(t, queue(`opens_at: "`+later+`", prequeue: 2h, shuffle: true`))
+	join := func() (int, string) {
+		resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			RequestID string `json:"request_id"`
+		}
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		return resp.StatusCode, body.RequestID
+	}
+	ids := make([]string, 5)
+	for i := range ids {
+		code, id := join()
+		if code != 200 {
+			t.Fatalf("join to the pre-queue: %d", code)
+		}
+		ids[i] = id
+	}
+	if st := statusOf(t, in, ids[0]); st["queue_status"] != "prequeue" {
+		t.Fatalf("before the opening: %v", st)
+	}
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	in.rewrite(t, queue(`opens_at: "`+past+`", prequeue: 2h, shuffle: true`))
+	eventually(t, "opened by the reload", func() bool { return statusOf(t, in, ids[0])["queue_status"] == "served" || statusOf(t, in, ids[0])["queue_status"] == "waiting" })
+	for _, id := range ids {
+		if st := statusOf(t, in, id); st["queue_status"] != "served" {
+			t.Fatalf("after the opening (capacity 10, 5 in the pre-queue): %v", st)
+		}
+	}
+	if !strings.Contains(in.logs.String(), "the pre-queue's order was drawn by lot") || !strings.Contains(in.logs.String(), "seed_sha256") {
+		t.Fatalf("the lottery was not logged:\n%s", in.logs)
+	}
+	in.rewrite(t, queue(`opens_at: "`+past+`", prequeue: 2h, shuffle: true, method: reject`))
+	eventually(t, "closed by the reload", func() bool { code, _ := join(); return code == 410 })
+}
