@@ -175,7 +175,9 @@ func TestReload_TheDropsScheduleAndMethodAreHot(t *testing.T) {
 	}
 	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	in.rewrite(t, queue(`opens_at: "`+past+`", prequeue: 2h, shuffle: true`))
-	eventually(t, "opened by the reload", func() bool { return statusOf(t, in, ids[0])["queue_status"] == "served" || statusOf(t, in, ids[0])["queue_status"] == "waiting" })
+	eventually(t, "opened by the reload", func() bool {
+		return statusOf(t, in, ids[0])["queue_status"] == "served" || statusOf(t, in, ids[0])["queue_status"] == "waiting"
+	})
 	for _, id := range ids {
 		if st := statusOf(t, in, id); st["queue_status"] != "served" {
 			t.Fatalf("after the opening (capacity 10, 5 in the pre-queue): %v", st)
