@@ -105,6 +105,25 @@ routes:
 	}
 }
 
+// A queue that sells out with a product the file does not declare is probably a typo: check says so.
+func TestCheck_WarnsWhenSoldOutWithNamesAnUnknownProduct(t *testing.T) {
+	dir := t.TempDir()
+	const file = `queues:
+  - {id: drop, sold_out_with: [%s]}
+products:
+  - {id: sneaker, stock: 10}
+`
+	typo, right := filepath.Join(dir, "typo.yaml"), filepath.Join(dir, "right.yaml")
+	os.WriteFile(typo, []byte(fmt.Sprintf(file, "sneakr")), 0o600)
+	os.WriteFile(right, []byte(fmt.Sprintf(file, "sneaker")), 0o600)
+	if code, _, stderr := runEdgeq(t, "check", "-config", typo); code != 0 || !strings.Contains(stderr, "warning: queues[drop].sold_out_with names sneakr") {
+		t.Fatalf("typo: exit %d\nstderr %s", code, stderr)
+	}
+	if code, _, stderr := runEdgeq(t, "check", "-config", right); code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("declared product: exit %d\nstderr %s", code, stderr)
+	}
+}
+
 func TestCheck_Usage(t *testing.T) {
 	if code, _, stderr := runEdgeq(t, "check"); code != 2 || !strings.Contains(stderr, "-config FILE is required") {
 		t.Fatalf("exit %d: %s", code, stderr)

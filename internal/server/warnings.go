@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -19,6 +20,14 @@ func warnings(cfg *config.Config) []string {
 		out = append(out, "turnstile.hostnames is empty: a Turnstile response is accepted for whatever host the "+
 			"request names in its Host header, so a response solved on another site passes with that site's "+
 			"Host; list the shop's host names (used by "+strings.Join(users, ", ")+")")
+	}
+	for _, q := range cfg.Queues {
+		for _, id := range q.SoldOutWith {
+			if !slices.ContainsFunc(cfg.Products, func(p config.Product) bool { return p.ID == id }) {
+				out = append(out, "queues["+q.ID+"].sold_out_with names "+id+", which is not among products: "+
+					"unless it is created through the admin API, the queue never sells out")
+			}
+		}
 	}
 	return out
 }
