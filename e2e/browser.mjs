@@ -442,7 +442,157 @@ async function dashboard() {
   }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard };
+async function admin(method, path, body) {
+  const resp = await fetch(env.EDGEQ_ADMIN_URL + path, {
+    method, headers: { Authorization: 'Bearer ' + env.EDGEQ_ADMIN_KEY, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const answer = await resp.json().catch(() => ({}));
+  expect(resp.ok, `${method} ${path}: ${resp.status} ${JSON.stringify(answer)}`);
+  return answer;
+}
+
+// overflow checks that nothing on the page is wider than its box or the viewport: element boxes, not
+// the picture. Returns the offenders.
+async function overflow(page) {
+  return page.evaluate(() => {
+    const bad = [];
+    const width = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth > width + 1) bad.push('page scrolls sideways: ' + document.documentElement.scrollWidth + ' > ' + width);
+    for (const el of document.querySelectorAll('main *')) {
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 && box.height === 0) continue;
+      if (box.right > width + 1) bad.push(`${el.tagName}.${el.className}#${el.id} ends at ${Math.round(box.right)} > ${width}`);
+      const style = getComputedStyle(el);
+      if (style.display !== 'inline' && el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0 && el.tagName !== 'PROGRESS') {
+        bad.push(`${el.tagName}.${el.className}#${el.id} text ${el.scrollWidth} > box ${el.clientWidth}: "${el.textContent.trim().slice(0, 40)}"`);
+      }
+    }
+    return bad;
+  });
+}
+
+// checkSizes looks at one page state in both languages at 320 and 1280 px, and screenshots it.
+async function checkSizes(url, state, ready) {
+  for (const locale of ['en', 'zh-TW']) {
+    for (const [device, options] of [['phone', { ...phone, viewport: { width: 320, height: 700 } }], ['desktop', desktop]]) {
+      const b = await browser({ ...options, locale });
+      try {
+        await b.page.goto(url);
+        await ready(b.page);
+        const bad = await overflow(b.page);
+        expect(bad.length === 0, `${state} ${locale} ${device}: ${bad.join('; ')}`);
+        if ((state === 'notopen' && device === 'desktop' && locale === 'en') || (state === 'prequeue' && device === 'phone' && locale === 'zh-TW') ||
+            (state === 'paused' && device === 'desktop' && locale === 'en') || (state === 'soldout' && device === 'phone' && locale === 'en')) {
+          await screenshot(b.page, `drop-${state}-${device}-${locale}`);
+        }
+      } finally {
+        await b.close();
+      }
+    }
+  }
+}
+
+function clock(s) {
+  const m = /(\d+):(\d\d):(\d\d)$/.exec(s);
+  return m ? Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]) : NaN;
+}
+
+// drops: a scheduled drop as a shopper sees it (CONTRACT 10.2). Not open yet (no place taken), the
+// pre-queue's countdown, the opening (the browser ends on the shop's page, served), a paused line, a
+// sell-out that ends the wait and the polling. No page state overflows at 320 or 1280 px.
+async function drops() {
+  // Not open yet: the opening in the visitor's time zone, a countdown, no place.
+  const notOpen = base + '/_edgeq/wait/later?return=%2F';
+  await checkSizes(notOpen, 'notopen', async (page) => {
+    expect((await text(page, 'h1')) === 'Not open yet' || (await text(page, 'h1')) === '尚未開放', 'not the not-open page: ' + await text(page, 'h1'));
+    const first = clock(await text(page, '.countdown'));
+    expect(/^\d+ (d|天) \d\d:\d\d:\d\d$/.test(await text(page, '.countdown')), 'countdown: ' + await text(page, '.countdown'));
+    await page.waitForTimeout(1100);
+    expect(clock(await text(page, '.countdown')) < first || first === 0, 'the countdown does not count');
+    expect(!/UTC$/.test(await text(page, 'time.local-time')), 'the opening is not in local time: ' + await text(page, 'time.local-time'));
+  });
+  expect((await admin('GET', '/api/queue/later')).assigned_pos === 0, 'a place was taken before the pre-queue');
+
+  // The pre-queue: a place, a countdown to an opening an hour away, nobody served.
+  const b = await browser(desktop);
+  const { page } = b;
+  try {
+    await page.goto(base + '/orders/soon');
+    expect(page.url().startsWith(base + '/_edgeq/wait/soon'), 'not on the waiting page: ' + page.url());
+    expect((await text(page, 'h1')) === 'You are in the pre-queue', 'h1: ' + await text(page, 'h1'));
+    expect((await page.textContent('main')).includes('drawn by lot'), 'the lottery is not explained');
+    const first = clock(await text(page, '.countdown'));
+    expect(first > 3000 && first <= 3600, 'countdown to the opening: ' + await text(page, '.countdown'));
+    await page.waitForTimeout(1100);
+    expect(clock(await text(page, '.countdown')) < first, 'the countdown does not count');
+    await checkSizes(page.url(), 'prequeue', async (p) => { await p.waitForSelector('.countdown'); });
+    // The operator opens the drop in four seconds: the page counts down to it, then takes the visitor on.
+    await admin('PUT', '/api/queue', { queue_id: 'soon', opens_at: new Date(Date.now() + 4000).toISOString().replace(/\.\d+Z$/, 'Z') });
+    await page.waitForFunction(() => { const m = /(\d+):(\d\d):(\d\d)$/.exec(document.querySelector('.countdown').textContent); return m && Number(m[2]) * 60 + Number(m[3]) <= 6; }, null, { timeout: 15000 });
+    await page.waitForURL(base + '/orders/soon', { timeout: 20000 });
+    const cookies = await page.context().cookies();
+    expect(cookies.some((c) => c.name === 'edgeq_tk_soon'), 'served without a token cookie');
+    expect(b.consoleErrors.length === 0, 'errors: ' + b.consoleErrors);
+    log('pre-queue → opening → served');
+  } finally {
+    await b.close();
+  }
+
+  // Paused: the notice appears while paused and goes when the line moves again.
+  const w = await browser(desktop);
+  try {
+    await w.page.goto(base + '/orders/pause');
+    expect(w.page.url().startsWith(base + '/_edgeq/wait/pause'), 'not waiting: ' + w.page.url());
+    await w.page.waitForFunction(() => document.documentElement.classList.contains('js'));
+    expect(await w.page.$('#paused') === null, 'paused before the pause');
+    await admin('PUT', '/api/queue', { queue_id: 'pause', paused: true });
+    await w.page.waitForSelector('#paused', { timeout: 15000 });
+    expect((await text(w.page, '#paused')).startsWith('The line is paused'), 'paused notice: ' + await text(w.page, '#paused'));
+    await checkSizes(w.page.url(), 'paused', async (p) => { await p.waitForSelector('#paused'); });
+    await admin('PUT', '/api/queue', { queue_id: 'pause', paused: false });
+    await w.page.waitForSelector('#paused', { state: 'detached', timeout: 15000 });
+    log('paused notice shown and withdrawn');
+  } finally {
+    await w.close();
+  }
+
+  // Sold out: the last pair is bought; the waiting page turns into the sold-out page and stops polling.
+  const g = await browser(desktop);
+  try {
+    const polls = [];
+    g.page.on('request', (r) => { if (r.url().includes('/_edgeq/status/')) polls.push(Date.now()); });
+    await g.page.goto(base + '/orders/gone');
+    expect(g.page.url().startsWith(base + '/_edgeq/wait/gone'), 'not waiting: ' + g.page.url());
+    await g.page.waitForFunction(() => document.documentElement.classList.contains('js'));
+    const bought = await fetch(base + '/buy/last-pair', { method: 'POST', headers: { 'X-Buyer': 'e2e-buyer' } });
+    expect(bought.status !== 409 && bought.status < 500, 'buying the last pair: ' + bought.status);
+    const soldAt = Date.now();
+    await g.page.waitForFunction(() => document.querySelector('h1') && document.querySelector('h1').textContent.trim() === 'Sold out', null, { timeout: 15000 });
+    const took = Date.now() - soldAt;
+    log('sold-out page', took, 'ms after the last unit');
+    // One poll interval (4 s, jittered up to 4.8 s), the reload's spread (1.5 s) and a tick.
+    expect(took < 7000, 'the sold-out page took ' + took + ' ms');
+    expect(await g.page.$('script[src*="wait.js"]') === null, 'the sold-out page still loads the polling script');
+    const after = polls.length;
+    await g.page.waitForTimeout(10000);
+    expect(polls.length === after, `the sold-out page polled ${polls.length - after} times in 10 s`);
+    expect((await text(g.page, 'main')).includes('Your place is kept'), 'the waiting visitor is not told the place is kept');
+    const bad = await overflow(g.page);
+    expect(bad.length === 0, 'sold-out page of a waiting visitor: ' + bad.join('; '));
+    await screenshot(g.page, 'drop-soldout-desktop-en');
+    // A newcomer gets the sold-out page at once.
+    await checkSizes(g.page.url(), 'soldout', async (p) => {
+      const h = await text(p, 'h1');
+      expect(h === 'Sold out' || h === '已售完', 'newcomer after the sell-out: ' + h);
+    });
+    log('sold out: the wait ended and polling stopped');
+  } finally {
+    await g.close();
+  }
+}
+
+const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

@@ -107,11 +107,18 @@ queues:
   - {id: xss, title: "<script>alert('title')</script>", capacity: 0}
   - {id: sale, title: "Flash sale", capacity: 3}
   - {id: still, title: "Nobody served", capacity: 0}
+  # Drops: a pre-queue an hour before its opening (the scenario opens it), one whose pre-queue has not
+  # begun, one to pause, and one that sells out with its product.
+  - {id: soon, title: "Midnight drop", capacity: 5, opens_at: %q, prequeue: 2h, shuffle: true}
+  - {id: later, title: "Next week's drop", capacity: 5, opens_at: %q, prequeue: 10m}
+  - {id: pause, title: "Paused drop", capacity: 1}
+  - {id: gone, title: "Last pairs", capacity: 0, sold_out_with: ["last-pair"]}
 products:
   # edgeq guards two of the shop's SKUs: jersey (sold in the dashboard's simulated sale) and sneaker-b,
   # which edgeq has none of; sneaker-a passes unguarded (unknown_product: pass).
   - {id: "jersey", stock: 300, per_user_limit: 1, name: "Team jersey"}
   - {id: "sneaker-b", stock: 0, per_user_limit: 1, name: "Limited sneaker B"}
+  - {id: "last-pair", stock: 1, per_user_limit: 1, name: "Last pair"}
 routes:
   # /products/{id} is the waiting room's (drop, capacity 1, kept full); the shop scenarios browse the
   # same pages under their second URL, on the sale queue, as config.example.yaml gates both.
@@ -120,6 +127,13 @@ routes:
   - {name: orders, match: "GET /orders", queue: quiet}
   - {name: still, match: "GET /still", queue: still}
   - {name: auctions, match: "GET /auctions/42", queue: club}
+  - {name: drop_soon, match: "GET /orders/soon", queue: soon}
+  - {name: drop_pause, match: "GET /orders/pause", queue: pause}
+  - {name: drop_gone, match: "GET /orders/gone", queue: gone}
+  # Buys the last pair without the shop (it has no such page): only a transport error gives it back.
+  - name: buy_last_pair
+    match: "POST /buy/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-Buyer", release_on: ["error"]}
   - name: add_to_cart
     match: "POST /api/carts/{cart}/items"
     queue: sale
@@ -141,6 +155,7 @@ routes:
 auctions:
   - {id: "7", starting_price: "20.00", ends_at: %q}
 `, adminKey, origin.URL, storetest.RedisAddr(t), turnstiletest.SiteKey, turnstiletest.Secret, ts.URL, ts.URL,
+		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), time.Now().Add(7*24*time.Hour).UTC().Format(time.RFC3339),
 		time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
 	path := filepath.Join(t.TempDir(), "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -296,6 +311,19 @@ func TestBrowser(t *testing.T) {
 		runScenario(t, node, s, "still")
 		if n := s.originHits.Load() - before; n != 0 {
 			t.Fatalf("a browser waiting 30 s made %d requests to the shop", n)
+		}
+	})
+	t.Run("a drop: not open yet, the pre-queue's countdown, the opening, paused, sold out; no overflow", func(t *testing.T) {
+		pauseHolder := s.hold(t, "pause", nil)
+		before := s.originHits.Load()
+		runScenario(t, node, s, "drops", "HOLDER="+pauseHolder, "SCREENSHOT_DIR="+shots)
+		t.Logf("the shop saw %d requests during the drop scenario (the served visitor, the last pair)", s.originHits.Load()-before)
+		if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
+			for _, name := range []string{"drop-notopen-desktop-en", "drop-prequeue-phone-zh-TW", "drop-paused-desktop-en", "drop-soldout-phone-en", "drop-soldout-desktop-en"} {
+				if info, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || info.Size() < 5000 {
+					t.Fatalf("screenshot %s: %v", name, err)
+				}
+			}
 		}
 	})
 	t.Run("markup in titles and return paths stays text", func(t *testing.T) {

@@ -157,6 +157,10 @@
   function render(s) {
     updatedAt = Date.now();
     setPaused(!!s.paused);
+    if (typeof s.opens_in === 'number') {
+      // The opening may have moved (the operator's schedule): count down to what the server says now.
+      counters.forEach(function (c) { c.until = Date.now() + s.opens_in * 1000; });
+    }
     setText(el.position, s.queue_position);
     setText(el.ahead, s.ahead);
     setText(el.eta, duration(s.estimated_wait_time));

@@ -405,6 +405,9 @@ func (r *Room) status(ctx context.Context, queueID, requestID string, pos int64,
 	if s.SoldOut {
 		st.QueueStatus, st.EstimatedWaitTime = "sold_out", -1
 	}
+	if s.Paused {
+		st.EstimatedWaitTime = -1 // nobody is served while paused: no wait can be promised
+	}
 	return st, nil
 }
 

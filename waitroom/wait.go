@@ -201,8 +201,9 @@ func (r *Room) notJoinable(w http.ResponseWriter, req *http.Request, s *snapshot
 		w.Header().Set("Cache-Control", "no-store")
 		r.responder.Page(w, req, http.StatusOK, "wait.html", page)
 	case web.ErrSoldOut.Code:
+		base := r.responder.Base(req)
 		r.responder.Page(w, req, e.Status, "soldout.html", web.RefusalPage{
-			ErrorPage: web.ErrorPage{PageBase: r.responder.Base(req), Status: e.Status, Code: e.Code},
+			ErrorPage: web.ErrorPage{PageBase: base, Status: e.Status, Code: e.Code, Message: base.Text.T("msg.SOLD_OUT")},
 			Back:      "/",
 		})
 	default:
@@ -231,6 +232,9 @@ func (r *Room) renderWait(w http.ResponseWriter, req *http.Request, s *snapshot,
 	page.ETASeconds = s.eta(s.togo(j.Position))
 	page.Progress = int(min(100, max(0, 100*s.Serving/max(1, page.Position))))
 	page.Paused, page.Random = s.Paused, s.Method == config.MethodRandom
+	if s.Paused {
+		page.ETASeconds = -1
+	}
 	switch {
 	case s.SoldOut:
 		page.Phase, page.ETASeconds = PhaseSoldOut, -1
