@@ -99,11 +99,12 @@ func (s *snapshot) state() string {
 	if s.SoldOut {
 		return "sold_out"
 	}
-	if e := s.joinable(); e != nil && e.Code == web.ErrQueueClosed.Code {
+	e := s.joinable()
+	if e != nil && e.Code == web.ErrQueueClosed.Code {
 		return "closed"
 	}
 	if !s.open() {
-		if s.joinable() != nil {
+		if e != nil {
 			return "not_open"
 		}
 		return "prequeue"

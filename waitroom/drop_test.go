@@ -2,7 +2,6 @@ package waitroom
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -441,5 +440,3 @@ func TestETA_NeverShorterThanFullSessionsAllow(t *testing.T) {
 		}
 	})
 }
-
-var _ = rand.IntN

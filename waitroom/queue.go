@@ -139,7 +139,7 @@ func (s *snapshot) open() bool {
 
 // hasRoom reports whether a newcomer would be served at once: room inside and nobody waiting.
 func (s *snapshot) hasRoom() bool {
-	if s.Paused || s.SoldOut || !s.Opened || s.joinable() != nil {
+	if s.Paused || !s.Opened || s.joinable() != nil { // joinable: not sold out, not closed
 		return false
 	}
 	return s.Method == config.MethodPassthrough || (s.behind() == 0 && s.Active < s.Capacity)

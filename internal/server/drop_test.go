@@ -33,6 +33,21 @@ routes:
 `, originURL, redisAddr)
 }
 
+// joinQueue asks for a place in a queue; it returns the status and the request id (when 200).
+func joinQueue(t *testing.T, in *instance, queue string) (int, string) {
+	t.Helper()
+	resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {queue}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		RequestID string `json:"request_id"`
+	}
+	json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body.RequestID
+}
+
 func statusOf(t *testing.T, in *instance, id string) map[string]any {
 	t.Helper()
 	resp, err := http.Get(in.public + "/_edgeq/status/drop/" + id)
@@ -54,16 +69,7 @@ func TestSoldOut_TheLastUnitEndsEveryWaitAndARestockReopens(t *testing.T) {
 	ids := make([]string, 500)
 	positions := make([]any, len(ids))
 	for i := range ids {
-		resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var joined struct {
-			RequestID string `json:"request_id"`
-		}
-		json.NewDecoder(resp.Body).Decode(&joined)
-		resp.Body.Close()
-		ids[i] = joined.RequestID
+		_, ids[i] = joinQueue(t, in, "drop")
 	}
 	for i, id := range ids {
 		positions[i] = statusOf(t, in, id)["queue_position"]
@@ -150,18 +156,7 @@ func TestReload_TheDropsScheduleAndMethodAreHot(t *testing.T) {
 	}
 	later := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	in := start(t, queue(`opens_at: "`+later+`", prequeue: 2h, shuffle: true`))
-	join := func() (int, string) {
-		resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body struct {
-			RequestID string `json:"request_id"`
-		}
-		json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
-		return resp.StatusCode, body.RequestID
-	}
+	join := func() (int, string) { return joinQueue(t, in, "drop") }
 	ids := make([]string, 5)
 	for i := range ids {
 		code, id := join()

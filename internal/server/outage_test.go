@@ -300,16 +300,7 @@ func TestStoreRestart_AOFKeepsTheSale(t *testing.T) {
 	}
 	waiting := make([]string, 2) // positions 4 and 5: capacity is 3
 	for i := range waiting {
-		resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var j struct {
-			RequestID string `json:"request_id"`
-		}
-		json.NewDecoder(resp.Body).Decode(&j)
-		resp.Body.Close()
-		waiting[i] = j.RequestID
+		_, waiting[i] = joinQueue(t, in, "drop")
 	}
 	for i := range 4 {
 		if a, _ := send("POST", in.public+"/checkout/sneaker", http.Header{"X-User": {fmt.Sprintf("buyer-%d", i)}}); a.status != 200 {
@@ -358,19 +349,11 @@ func TestStoreRestart_AOFKeepsTheSale(t *testing.T) {
 // not handed out twice.
 func joinAndTokenless(t *testing.T, in *instance) (string, int) {
 	t.Helper()
-	resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {"drop"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var j struct {
-		RequestID string `json:"request_id"`
-	}
-	json.NewDecoder(resp.Body).Decode(&j)
-	resp.Body.Close()
-	if p := position(t, in, "queue_pos/drop/"+j.RequestID); p != 6 {
+	_, id := joinQueue(t, in, "drop")
+	if p := position(t, in, "queue_pos/drop/"+id); p != 6 {
 		t.Fatalf("a join after the restart got position %d, want 6", p)
 	}
-	return j.RequestID, 6
+	return id, 6
 }
 
 // position reads {"position": n} from a public waiting-room endpoint.
