@@ -68,7 +68,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	var trusted []netip.Prefix
 	for _, s := range o.trusted {
-		p, err := config.ParseTrustedProxy(s)
+		p, err := config.ParseCIDR(s)
 		if err != nil {
 			t.Fatal(err)
 		}

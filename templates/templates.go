@@ -23,7 +23,7 @@ var builtin embed.FS
 const layout = "layout.html"
 
 // Pages are the page templates, each parsed together with the layout.
-var Pages = []string{"error.html", "wait.html", "challenge.html", "soldout.html", "expired.html", "bidtoolow.html", "busy.html"}
+var Pages = []string{"error.html", "wait.html", "challenge.html", "soldout.html", "expired.html", "bidtoolow.html", "busy.html", "invite.html"}
 
 // builtinFuncs are available to every template, before the caller's funcs.
 var builtinFuncs = template.FuncMap{"json": toJSON}

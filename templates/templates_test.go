@@ -60,6 +60,11 @@ type expiredPage struct {
 	Title, RejoinURL string
 }
 
+type invitePage struct {
+	base
+	Title, Action string
+}
+
 func en() base { return base{Brand: "Shop", Lang: "en", CorrelationID: "abc", Text: For("en")} }
 
 func TestParse_BuiltinPagesRender(t *testing.T) {
@@ -90,6 +95,9 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 			[]string{"<h1>Bid too low</h1>", "The highest bid is now 25.00.", `<a class="button" href="/auctions/7">Back to the auction</a>`}},
 		{"busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}, RefreshSeconds: 5},
 			[]string{"The shop is busy", `<meta http-equiv="refresh" content="5">`, "tries again by itself in 5 seconds", "503 · BUSY"}},
+		{"invite.html", invitePage{base: en(), Title: "Presale", Action: "/_edgeq/invite/drop/abc?return=%2Fsale"},
+			[]string{"<h1>Opening your invitation</h1>", `<form id="invite" method="post" action="/_edgeq/invite/drop/abc?return=%2Fsale">`,
+				`/_edgeq/static/invite.js`, "Open my invitation"}},
 	}
 	// Without a refresh (a form post, which a refresh would not repeat) the busy page does not reload.
 	var b strings.Builder

@@ -30,6 +30,9 @@ func (r *Room) RegisterAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/queue/update_token_status", r.adminUpdateTokenStatus)
 	mux.HandleFunc("GET /api/queue/{queue_id}/active_token_num", r.adminActiveTokens)
 	mux.HandleFunc("GET /api/queues", r.adminList)
+	mux.HandleFunc("POST /api/queue/{id}/invites", r.adminCreateInvites)
+	mux.HandleFunc("GET /api/queue/{id}/invites", r.adminListInvites)
+	mux.HandleFunc("DELETE /api/queue/{id}/invites/{code}", r.adminDeleteInvite)
 }
 
 // queueRequest is the JSON body of POST/PUT /api/queue. Pointers tell absent fields from zero: on PUT
@@ -53,6 +56,10 @@ type queueRequest struct {
 	ClosesAt       *string   `json:"closes_at"`
 	Method         *string   `json:"method"`
 	SoldOutWith    *[]string `json:"sold_out_with"`
+	// Sessions and invitations (CONTRACT 10.2).
+	SessionRenewal   *bool  `json:"session_renewal"`
+	MaxSessionSecond *int64 `json:"max_session_second"`
+	InviteOnly       *bool  `json:"invite_only"`
 }
 
 // QueueInfo is a queue as the admin API shows it: seed 004's fields, edgeq's settings and live counters.
@@ -85,6 +92,18 @@ type QueueInfo struct {
 	// Lottery is the pre-queue's draw, once the queue opened with shuffle: its size and the SHA-256 of
 	// its seed (the same as logged at the opening).
 	Lottery *LotteryInfo `json:"lottery,omitempty"`
+	// Sessions and invitations (CONTRACT 10.2).
+	SessionRenewal   bool        `json:"session_renewal"`
+	MaxSessionSecond int64       `json:"max_session_second"`
+	InviteOnly       bool        `json:"invite_only"`
+	Invites          InviteCount `json:"invites"`
+}
+
+// InviteCount is how many of a queue's invitations exist, and how many of them were used.
+type InviteCount struct {
+	Total  int64 `json:"total"`
+	Used   int64 `json:"used"`
+	Unused int64 `json:"unused"`
 }
 
 // LotteryInfo describes a queue's pre-queue lottery.
@@ -136,6 +155,8 @@ func (r *Room) info(id string, s *snapshot) QueueInfo {
 		OpensAt: formatTime(s.OpensAt), PrequeueSecond: prequeueOf(s), Shuffle: s.Shuffle,
 		ClosesAt: formatTime(s.ClosesAt), Method: s.Method, SoldOutWith: append([]string{}, s.SoldOutWith...),
 		State: s.state(), Lottery: s.lotteryInfo(),
+		SessionRenewal: s.SessionRenewal, MaxSessionSecond: int64(s.MaxSession / time.Second), InviteOnly: s.InviteOnly,
+		Invites: InviteCount{Total: s.Invites, Used: s.InvitesUsed, Unused: max(0, s.Invites-s.InvitesUsed)},
 	}
 }
 
@@ -202,6 +223,19 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 		AbandonAfter: time.Duration(s.AbandonAfter) * time.Second, Turnstile: s.Turnstile,
 		OpensAt: formatTime(msTime(s.OpensAt)), ClosesAt: formatTime(msTime(s.ClosesAt)),
 		Prequeue: time.Duration(s.Prequeue) * time.Second, Shuffle: s.Shuffle, Method: s.Method, SoldOutWith: s.SoldOutWith,
+		SessionRenewal: s.SessionRenewal, MaxSession: time.Duration(s.MaxSession) * time.Second, InviteOnly: s.InviteOnly,
+	}
+	if cq.MaxSession < cq.TokenTTL && q.MaxSessionSecond == nil {
+		cq.MaxSession = max(cq.TokenTTL, config.DefaultQueue().MaxSession) // a queue written before sessions existed
+	}
+	if q.SessionRenewal != nil {
+		cq.SessionRenewal = *q.SessionRenewal
+	}
+	if q.MaxSessionSecond != nil {
+		cq.MaxSession = time.Duration(*q.MaxSessionSecond) * time.Second
+	}
+	if q.InviteOnly != nil {
+		cq.InviteOnly = *q.InviteOnly
 	}
 	if q.OpensAt != nil {
 		cq.OpensAt = *q.OpensAt
@@ -227,6 +261,7 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 	// Validated: the times parse.
 	drop := settingsOf(cq)
 	s.OpensAt, s.ClosesAt, s.Prequeue, s.Shuffle, s.Method, s.SoldOutWith = drop.OpensAt, drop.ClosesAt, drop.Prequeue, drop.Shuffle, drop.Method, drop.SoldOutWith
+	s.SessionRenewal, s.MaxSession, s.InviteOnly = drop.SessionRenewal, drop.MaxSession, drop.InviteOnly
 	return s, nil
 }
 
@@ -290,6 +325,7 @@ func settingsOfSnapshot(id string, s *snapshot) settings {
 		AbandonAfter: int64(s.AbandonAfter / time.Second), Turnstile: s.Turnstile,
 		OpensAt: unixMs(s.OpensAt), ClosesAt: unixMs(s.ClosesAt), Prequeue: prequeueOf(s), Shuffle: s.Shuffle,
 		Method: s.Method, SoldOutWith: s.SoldOutWith,
+		SessionRenewal: s.SessionRenewal, MaxSession: int64(s.MaxSession / time.Second), InviteOnly: s.InviteOnly,
 	}
 }
 

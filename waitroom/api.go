@@ -32,6 +32,8 @@ func (r *Room) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+p+"/jwks.json", r.handleJWKS)
 	mux.HandleFunc("GET "+p+"/wait/{queue_id}", r.handleWait)
 	mux.HandleFunc("POST "+p+"/wait/{queue_id}", r.handleWait)
+	mux.HandleFunc("GET "+p+"/invite/{queue_id}/{code}", r.handleInvite)
+	mux.HandleFunc("POST "+p+"/invite/{queue_id}/{code}", r.handleInvite)
 }
 
 // bodyFields reads top-level fields of a form (urlencoded or multipart) or JSON object body of at
@@ -155,6 +157,10 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 		// Not open yet, sold out or closed: no place, no Turnstile response spent (assign.lua checks
 		// again on the store's clock).
 		return joined{}, e
+	}
+	if s.InviteOnly {
+		// Invited visitors join through their invitation link (handleInvite).
+		return joined{}, web.ErrInviteRequired
 	}
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e

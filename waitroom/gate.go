@@ -45,9 +45,16 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
+		if r.bypasses(queueID, web.RequestFrom(ctx).ClientIP) {
+			// Staff and monitors (bypass_cidrs): no place, no token, no capacity held.
+			r.bypassed.WithLabelValues(queueID).Inc()
+			next.ServeHTTP(w, req)
+			return
+		}
 		// A valid token costs no Redis call: the signature check is cached, the epoch comes from the
-		// snapshot and revocations arrive by pub/sub.
-		if claims, fromHeader, ok := r.validToken(ctx, req, queueID, tokenCookie); ok {
+		// snapshot and revocations arrive by pub/sub. Renewing it costs none either (renew.go).
+		if s, claims, fromHeader, ok := r.validToken(ctx, req, queueID, tokenCookie); ok {
+			r.renew(w, req, s, queueID, claims, fromHeader)
 			r.forward(w, req, next, sess, claims, fromHeader)
 			return
 		}
@@ -78,10 +85,10 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 
 // validToken finds the request's token for queueID (the queue's cookie, or Authorization: Bearer) and
 // checks it: signature, claims, audience, the request id inside it, and revocation.
-func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, tokenCookie string) (token.Claims, bool, bool) {
+func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, tokenCookie string) (*snapshot, token.Claims, bool, bool) {
 	s := r.snapshotOf(ctx, queueID)
 	if s == nil {
-		return token.Claims{}, false, false
+		return nil, token.Claims{}, false, false
 	}
 	check := func(raw string) (token.Claims, bool) {
 		c, err := r.opts.Verifier.Verify(raw, queueID)
@@ -100,15 +107,15 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, token
 	}
 	if raw, found := web.CookieValue(req.Header, tokenCookie); found {
 		if c, ok := check(raw); ok {
-			return c, false, true
+			return s, c, false, true
 		}
 	}
 	if raw, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok {
 		if c, ok := check(strings.TrimSpace(raw)); ok {
-			return c, true, true
+			return s, c, true, true
 		}
 	}
-	return token.Claims{}, false, false
+	return s, token.Claims{}, false, false
 }
 
 // forward sends a request with a valid token on, telling the origin who it is, and acts on an

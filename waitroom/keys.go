@@ -16,6 +16,7 @@ func queueKeys(k store.Keys, queue string) []string {
 		k.Queue(queue, "revoked"),
 		k.Queue(queue, "pool"),
 		k.Queue(queue, "drawn"),
+		k.Queue(queue, "inv"),
 	}
 }
 

@@ -36,6 +36,9 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descState
 	ch <- descOpensIn
 	c.r.tokensIssued.Describe(ch)
+	c.r.sessionsRenewed.Describe(ch)
+	c.r.bypassed.Describe(ch)
+	c.r.invites.Describe(ch)
 	c.r.rateLimited.Describe(ch)
 }
 
@@ -71,5 +74,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descOpensIn, prometheus.GaugeValue, opensIn, q.id)
 	}
 	c.r.tokensIssued.Collect(ch)
+	c.r.sessionsRenewed.Collect(ch)
+	c.r.bypassed.Collect(ch)
+	c.r.invites.Collect(ch)
 	c.r.rateLimited.Collect(ch)
 }

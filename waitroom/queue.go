@@ -76,6 +76,13 @@ type snapshot struct {
 	FullSessions bool
 	// Moved counts waiters decided (served or skipped), for the rate meter.
 	Moved int64
+
+	// Sessions and invitations (CONTRACT section 10.2).
+	SessionRenewal bool
+	MaxSession     time.Duration
+	InviteOnly     bool
+	Invites        int64 // invitations created and not deleted
+	InvitesUsed    int64 // of which used
 }
 
 // deadline is the index-th oldest deadline of the active set.
@@ -282,6 +289,11 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 		ClosesAt: msTime(set.int(12)), Shuffle: set.int(13) == 1, Opened: set.int(14) > 0,
 		Lottery: lottery{lo: set.int(15), n: set.int(16), seed: set.str(17)},
 		SoldOut: set.int(18) == 1, SoldOutWith: splitList(set.str(19)), Pool: set.int(20), Moved: set.int(21),
+		SessionRenewal: set.int(23) == 1, MaxSession: time.Duration(set.int(24)) * time.Second,
+		InviteOnly: set.int(25) == 1, Invites: set.int(26), InvitesUsed: set.int(27),
+	}
+	if s.MaxSession < s.TokenTTL {
+		s.MaxSession = s.TokenTTL // a queue written before sessions existed
 	}
 	if s.Method == "" {
 		s.Method = config.MethodFIFO

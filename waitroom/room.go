@@ -77,6 +77,8 @@ type Room struct {
 	missing *expirable.LRU[string, struct{}]
 	// configured are the queues of the configuration file: recreated if they vanish from the store.
 	configured atomic.Pointer[map[string]config.Queue]
+	// bypass is the configured queues' bypass_cidrs.
+	bypass atomic.Pointer[bypassList]
 
 	revoked    *expirable.LRU[revocation, struct{}]
 	heartbeats heartbeatBatch
@@ -85,6 +87,10 @@ type Room struct {
 	limits     config.Limits
 
 	tokensIssued *prometheus.CounterVec
+	// sessionsRenewed counts tokens re-issued by session_renewal, bypassed counts requests let through
+	// by bypass_cidrs, invites counts invitation visits by result.
+	sessionsRenewed, bypassed, invites *prometheus.CounterVec
+	renewals                           renewalBatch
 	rateLimited  *prometheus.CounterVec // by limit: join, status, turnstile
 }
 
@@ -113,6 +119,15 @@ func New(opts Options) *Room {
 		tokensIssued: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "tokens_issued_total", Help: "Access tokens issued, by queue.",
 		}, []string{"queue"}),
+		sessionsRenewed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgeq", Name: "sessions_renewed_total", Help: "Access tokens re-issued by session_renewal, by queue.",
+		}, []string{"queue"}),
+		bypassed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgeq", Name: "queue_bypassed_total", Help: "Gated requests let through by bypass_cidrs, by queue.",
+		}, []string{"queue"}),
+		invites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgeq", Name: "invites_total", Help: "Invitation visits, by queue and result (joined, served, used, expired, unknown, refused).",
+		}, []string{"queue", "result"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, status, turnstile).",
 		}, []string{"limit"}),
@@ -152,6 +167,7 @@ func (r *Room) Run(ctx context.Context) {
 			wg.Wait()
 			return
 		case <-tick.C:
+			r.flushRenewals(ctx)
 			r.tickAll(ctx)
 		case <-flush.C:
 			r.flushHeartbeats(ctx)
@@ -170,6 +186,8 @@ func (r *Room) Apply(ctx context.Context, queues []config.Queue, previous []conf
 		byID[q.ID] = q
 	}
 	r.configured.Store(&byID)
+	bypass := newBypassList(queues)
+	r.bypass.Store(&bypass)
 	var errs []error
 	for _, q := range queues {
 		if i := slices.IndexFunc(previous, func(p config.Queue) bool { return p.ID == q.ID }); i >= 0 && previous[i].Same(q) {
@@ -201,6 +219,10 @@ type settings struct {
 	Shuffle           bool
 	Method            string
 	SoldOutWith       []string
+	// Sessions and invitations: MaxSession in seconds.
+	SessionRenewal bool
+	MaxSession     int64
+	InviteOnly     bool
 	// Pause is "" to keep the queue's paused state (the configuration file never changes it), "1" to
 	// pause (nobody new is served; joins and tokens already issued go on) or "0" to resume.
 	Pause string
@@ -215,6 +237,7 @@ func settingsOf(q config.Queue) settings {
 		AbandonAfter: int64(q.AbandonAfter / time.Second), Turnstile: q.Turnstile,
 		OpensAt: unixMs(opens), ClosesAt: unixMs(closes), Prequeue: int64(q.Prequeue / time.Second),
 		Shuffle: q.Shuffle, Method: cmp.Or(q.Method, config.MethodFIFO), SoldOutWith: q.SoldOutWith,
+		SessionRenewal: q.SessionRenewal, MaxSession: int64(q.MaxSession / time.Second), InviteOnly: q.InviteOnly,
 	}
 }
 
@@ -242,10 +265,19 @@ var (
 // fingerprint identifies a configuration file's entry for a queue: the file's settings are written
 // again only when it changes, so a replica that starts does not undo what the admin API set.
 func (s settings) fingerprint() string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%q|%d|%d|%d|%d|%d|%t|%q|%d|%d|%d|%t|%q|%q", s.ID, s.Capacity,
+	sum := sha256.Sum256(fmt.Appendf(nil, "%q|%d|%d|%d|%d|%d|%t|%q|%d|%d|%d|%t|%q|%q|%t|%d|%t", s.ID, s.Capacity,
 		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, s.Turnstile, s.Title, s.OpensAt,
-		s.ClosesAt, s.Prequeue, s.Shuffle, s.Method, strings.Join(s.SoldOutWith, ",")))
+		s.ClosesAt, s.Prequeue, s.Shuffle, s.Method, strings.Join(s.SoldOutWith, ","), s.SessionRenewal,
+		s.MaxSession, s.InviteOnly))
 	return hex.EncodeToString(sum[:16])
+}
+
+// flag is a boolean as the scripts store it.
+func flag(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // upsert writes a queue's settings (mode create, update or file, see upsert.lua) and returns its
@@ -253,22 +285,15 @@ func (s settings) fingerprint() string {
 func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, error) {
 	var epoch [8]byte
 	rand.Read(epoch[:])
-	turnstile := 0
-	if s.Turnstile {
-		turnstile = 1
-	}
 	fingerprint := ""
 	if mode == "file" {
 		fingerprint = s.fingerprint()
 	}
-	shuffle := 0
-	if s.Shuffle {
-		shuffle = 1
-	}
 	res := r.scripts.run(ctx, r.client, r.scripts.upsert, queueKeys(r.keys, s.ID), mode, s.Capacity,
-		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, turnstile, s.Title, hex.EncodeToString(epoch[:]), s.Pause,
-		fingerprint, s.OpensAt, s.joinFrom(), shuffle, s.ClosesAt, cmp.Or(s.Method, config.MethodFIFO),
-		strings.Join(s.SoldOutWith, ","), randomHex())
+		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, flag(s.Turnstile), s.Title, hex.EncodeToString(epoch[:]), s.Pause,
+		fingerprint, s.OpensAt, s.joinFrom(), flag(s.Shuffle), s.ClosesAt, cmp.Or(s.Method, config.MethodFIFO),
+		strings.Join(s.SoldOutWith, ","), randomHex(), flag(s.SessionRenewal), max(s.MaxSession, s.TokenTTL),
+		flag(s.InviteOnly))
 	code, gotEpoch, created := res.int(0), res.str(1), res.int(2)
 	if res.err != nil {
 		return "", res.err

@@ -16,7 +16,7 @@ var scriptFiles embed.FS
 // scriptSet holds the queue scripts, each made of lib.lua followed by the operation's file. They run
 // with EVALSHA (go-redis falls back to EVAL when Redis does not have them yet).
 type scriptSet struct {
-	upsert, remove, assign, advance, token, finish, heartbeat, lookup, increment *redis.Script
+	upsert, remove, assign, advance, token, finish, heartbeat, lookup, increment, renew, invite, invites *redis.Script
 }
 
 func loadScripts() scriptSet {
@@ -26,6 +26,7 @@ func loadScripts() scriptSet {
 		upsert: load("upsert.lua"), remove: load("delete.lua"), assign: load("assign.lua"),
 		advance: load("advance.lua"), token: load("token.lua"), finish: load("finish.lua"),
 		heartbeat: load("heartbeat.lua"), lookup: load("lookup.lua"), increment: load("increment.lua"),
+		renew: load("renew.lua"), invite: load("invite.lua"), invites: load("invites.lua"),
 	}
 }
 

@@ -75,7 +75,7 @@ func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requ
 func (r *Room) sign(queueID, epoch, requestID string, pos, iat, exp, tsv int64) (issued, *web.Error) {
 	raw, err := r.opts.Keyring.Sign(token.Claims{
 		Issuer: r.opts.Issuer, Queue: queueID, RequestID: requestID, Position: pos,
-		IssuedAt: iat, NotBefore: iat, Expires: exp, ID: tokenID(queueID, epoch, pos, iat), TurnstileAt: tsv,
+		IssuedAt: iat, NotBefore: iat, Expires: exp, ID: tokenID(queueID, epoch, pos, iat, exp), TurnstileAt: tsv,
 	})
 	if err != nil {
 		return issued{}, web.ErrInternal.Because(err)
@@ -83,13 +83,15 @@ func (r *Room) sign(queueID, epoch, requestID string, pos, iat, exp, tsv int64) 
 	return issued{Raw: raw, Expires: time.Unix(exp, 0)}, nil
 }
 
-// tokenID is a token's jti: unique per queue incarnation, position and issue time.
-func tokenID(queueID, epoch string, pos, iat int64) string {
+// tokenID is a token's jti: unique per queue incarnation, position, issue time and expiry (a renewed
+// token keeps iat and gets a later exp).
+func tokenID(queueID, epoch string, pos, iat, exp int64) string {
 	h := sha256.New()
 	h.Write([]byte(queueID + "\x00" + epoch + "\x00"))
-	var b [16]byte
+	var b [24]byte
 	binary.BigEndian.PutUint64(b[0:8], uint64(pos))
 	binary.BigEndian.PutUint64(b[8:16], uint64(iat))
+	binary.BigEndian.PutUint64(b[16:24], uint64(exp))
 	h.Write(b[:])
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }

@@ -121,6 +121,14 @@ type Queue struct {
 	Method string `yaml:"method"`
 	// SoldOutWith are product ids: when every one has no stock left the queue is sold out.
 	SoldOutWith []string `yaml:"sold_out_with"`
+	// Sessions: with SessionRenewal a token used in the last half of its life is re-issued, up to
+	// MaxSession after the first one.
+	SessionRenewal bool          `yaml:"session_renewal"`
+	MaxSession     time.Duration `yaml:"max_session"`
+	// InviteOnly queues take only visitors with an invitation (POST /api/queue/{id}/invites).
+	InviteOnly bool `yaml:"invite_only"`
+	// BypassCIDRs are client addresses (after server.trusted_proxies) served at once (ParseCIDR).
+	BypassCIDRs []string `yaml:"bypass_cidrs"`
 }
 
 // Queueing methods (queues[].method).
@@ -144,19 +152,22 @@ func ParseQueueTime(s string) (time.Time, error) {
 
 // Same reports whether two queue entries are equal in every setting.
 func (q Queue) Same(o Queue) bool {
-	return slices.Equal(q.SoldOutWith, o.SoldOutWith) && q.withoutLists() == o.withoutLists()
+	return slices.Equal(q.SoldOutWith, o.SoldOutWith) && slices.Equal(q.BypassCIDRs, o.BypassCIDRs) &&
+		q.withoutLists() == o.withoutLists()
 }
 
 type comparableQueue struct {
 	ID, Title, OpensAt, ClosesAt, Method             string
 	Capacity, ReleasePerMinute                       int
 	TokenTTL, PositionExpiry, AbandonAfter, Prequeue time.Duration
-	Turnstile, Shuffle                               bool
+	MaxSession                                       time.Duration
+	Turnstile, Shuffle, SessionRenewal, InviteOnly   bool
 }
 
 func (q Queue) withoutLists() comparableQueue {
 	return comparableQueue{q.ID, q.Title, q.OpensAt, q.ClosesAt, q.Method, q.Capacity, q.ReleasePerMinute,
-		q.TokenTTL, q.PositionExpiry, q.AbandonAfter, q.Prequeue, q.Turnstile, q.Shuffle}
+		q.TokenTTL, q.PositionExpiry, q.AbandonAfter, q.Prequeue, q.MaxSession, q.Turnstile, q.Shuffle,
+		q.SessionRenewal, q.InviteOnly}
 }
 
 // DefaultQueue is a queue with every setting at its default (and no id).
@@ -171,6 +182,7 @@ func (q *Queue) applyDefaults() {
 	q.TokenTTL = 10 * time.Minute
 	q.PositionExpiry = 5 * time.Minute
 	q.Method = MethodFIFO
+	q.MaxSession = 2 * time.Hour
 }
 
 // Requirements a route can ask the gate for (CONTRACT section 4): each is enforced by one step, which

@@ -25,10 +25,12 @@ var (
 	keyPrefixSyntax = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,64}$`)
 )
 
-// Queue duration bounds: a revocation is remembered for MaxTokenTTL; the waiting page polls at least
+// Queue duration bounds: a revocation is remembered for MaxTokenTTL; a renewed session lasts at most
+// MaxSession; the waiting page polls at least
 // every MinAbandonAfter/3.
 const (
 	MaxTokenTTL     = 24 * time.Hour
+	MaxSession      = 7 * 24 * time.Hour
 	MinAbandonAfter = 10 * time.Second
 )
 
@@ -126,7 +128,7 @@ func (cfg *Config) checkServer(c *check) {
 		c.add("server.prefix", "%q must be a path such as /_edgeq (no trailing slash, no wildcards)", cfg.Server.Prefix)
 	}
 	for i, p := range cfg.Server.TrustedProxies {
-		if _, err := ParseTrustedProxy(p); err != nil {
+		if _, err := ParseCIDR(p); err != nil {
 			c.add(fmt.Sprintf("server.trusted_proxies[%d]", i), "%v", err)
 		}
 	}
@@ -148,8 +150,8 @@ func (cfg *Config) checkServer(c *check) {
 	c.durationAtLeast("origin.timeout", cfg.Origin.Timeout, time.Millisecond)
 }
 
-// ParseTrustedProxy reads a CIDR ("10.0.0.0/8") or a single address ("10.1.2.3", meaning /32 or /128).
-func ParseTrustedProxy(text string) (netip.Prefix, error) {
+// ParseCIDR reads a CIDR (server.trusted_proxies, queues[].bypass_cidrs) ("10.0.0.0/8") or a single address ("10.1.2.3", meaning /32 or /128).
+func ParseCIDR(text string) (netip.Prefix, error) {
 	if p, err := netip.ParsePrefix(text); err == nil {
 		return p.Masked(), nil
 	}

@@ -92,6 +92,28 @@ func checkDrop(c *check, p string, q Queue) {
 	for i, id := range q.SoldOutWith {
 		c.id(fmt.Sprintf("%s.sold_out_with[%d]", p, i), id)
 	}
+	checkSessions(c, p, q)
+}
+
+// checkSessions checks session renewal, invitations and bypass addresses (CONTRACT section 10.2).
+func checkSessions(c *check, p string, q Queue) {
+	if q.MaxSession < q.TokenTTL && q.TokenTTL <= MaxTokenTTL {
+		c.add(p+".max_session", "must be at least token_ttl (%s), not %s", q.TokenTTL, q.MaxSession)
+	}
+	if q.MaxSession > MaxSession {
+		c.add(p+".max_session", "must be at most %s, not %s", MaxSession, q.MaxSession)
+	}
+	if q.MaxSession%time.Second != 0 {
+		c.add(p+".max_session", "%s is not a whole number of seconds", q.MaxSession)
+	}
+	if len(q.BypassCIDRs) > 1000 {
+		c.add(p+".bypass_cidrs", "at most 1000 entries, not %d", len(q.BypassCIDRs))
+	}
+	for i, text := range q.BypassCIDRs {
+		if _, err := ParseCIDR(text); err != nil {
+			c.add(fmt.Sprintf("%s.bypass_cidrs[%d]", p, i), "%v", err)
+		}
+	}
 }
 
 // ValidateProduct checks one product with the rules of the configuration file (for products created

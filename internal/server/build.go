@@ -61,7 +61,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	trusted := make([]netip.Prefix, 0, len(cfg.Server.TrustedProxies))
 	for _, p := range cfg.Server.TrustedProxies {
-		prefix, err := config.ParseTrustedProxy(p)
+		prefix, err := config.ParseCIDR(p)
 		if err != nil {
 			return nil, fmt.Errorf("server.trusted_proxies: %w", err)
 		}

@@ -62,6 +62,12 @@ var (
 	ErrNotOpen     = code(http.StatusForbidden, "QUEUE_NOT_OPEN", "This sale has not opened yet. Please come back at the opening time.")
 	ErrSoldOut     = code(http.StatusGone, "SOLD_OUT", "Sorry, everything in this sale is sold out.")
 	ErrQueueClosed = code(http.StatusGone, "QUEUE_CLOSED", "This waiting room is closed: it takes no new visitors.")
+	// Invitations (CONTRACT section 10.2): an invite_only queue takes only visitors with one; a code
+	// works once.
+	ErrInviteRequired = code(http.StatusForbidden, "INVITE_REQUIRED", "This waiting room is by invitation only. Please open the link in your invitation.")
+	ErrInviteNotFound = code(http.StatusNotFound, "INVITE_NOT_FOUND", "This invitation link is not valid. Please check that it was copied whole.")
+	ErrInviteUsed     = code(http.StatusGone, "INVITE_USED", "This invitation has been used already: each invitation works once.")
+	ErrInviteExpired  = code(http.StatusGone, "INVITE_EXPIRED", "This invitation has expired.")
 
 	// Turnstile (CONTRACT sections 3 and 4).
 	ErrTurnstileRequired = code(http.StatusForbidden, "TURNSTILE_REQUIRED", "A Turnstile check is required: send a cf-turnstile-response field or CF-Turnstile-Response header.")

@@ -8,7 +8,7 @@
 --   code 0 ok; 1 queue not found
 --   settings: {epoch, capacity, rate, ttl, pexp, abandon, turnstile, paused, title, method, opens_at,
 --              join_from, closes_at, shuffle, opened, pre_lo, pre_n, seed, sold_out, sold_out_with,
---              pool_m, moved, early}
+--              pool_m, moved, early, renew, max_session, invite_only, inv_total, inv_used}
 --   revocations: flat {position, time_ms, ...}
 --   deadlines: flat {index, deadline_ms or "inf", ...}: a sample of the active set's deadlines, oldest
 --              first, for the waiting time estimate
@@ -26,9 +26,10 @@ end
 inlet(now)
 local m = redis.call('HMGET', K_META, 'epoch', 'capacity', 'rate', 'ttl', 'pexp', 'abandon', 'turnstile',
   'paused', 'title', 'method', 'opens_at', 'join_from', 'closes_at', 'shuffle', 'opened', 'pre_lo', 'pre_n',
-  'seed', 'sold_out', 'sold_out_with', 'pool_m', 'moved', 'early', 'unclaimed')
+  'seed', 'sold_out', 'sold_out_with', 'pool_m', 'moved', 'early', 'renew', 'max_session', 'invite_only',
+  'inv_total', 'inv_used', 'unclaimed')
 local settings = {}
-for i = 1, 23 do settings[i] = m[i] or '' end
+for i = 1, 28 do settings[i] = m[i] or '' end
 local revocations = redis.call('ZRANGEBYSCORE', K_REVOKED, '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 10000)
 local card = redis.call('ZCARD', K_ACTIVE)
 local deadlines, last = {}, -1
@@ -50,5 +51,5 @@ local drawn = ''
 if offset < redis.call('STRLEN', K_DRAWN) then
   drawn = redis.call('GETRANGE', K_DRAWN, offset, offset + 5 * 20000 - 1)
 end
-return {0, num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING)), card, num(m[24]), now,
+return {0, num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING)), card, num(m[29]), now,
   settings, revocations, deadlines, drawn}

@@ -13,16 +13,7 @@ local m = gate()
 if num(m[1]) == 0 and num(m[7]) > now then return {2, 0, 0, '', 0, 0, 0} end
 if m[3] == '1' then return {4, 0, 0, '', 0, 0, 0} end
 if m[4] == 'reject' or (num(m[8]) > 0 and now >= num(m[8])) then return {3, 0, 0, '', 0, 0, 0} end
-local pos = redis.call('INCR', K_COUNTER)
-set_hb(pos, math.floor(now / 1000))
-local tsv = tonumber(ARGV[2])
-if tsv > 0 then
-  redis.call('HSET', K_TOK, pos, '0:0:' .. tsv)
-end
-if m[4] == 'random' then
-  drops().pool_set(num(m[9]), pos)
-  redis.call('HSET', K_META, 'pool_m', num(m[9]) + 1)
-end
+local pos = take_place(now, m, tonumber(ARGV[2]))
 inlet(now, m)
 local st = get_state(pos)
 local iat, exp = 0, 0

@@ -3,9 +3,10 @@
 -- Every script of a queue receives the same KEYS, all under the queue's hash tag {q:<id>}:
 --   KEYS[1] meta     hash   settings (capacity, rate, ttl, pexp, abandon, abandon_since, turnstile, title,
 --                           paused, epoch, secret, method, opens_at, join_from, shuffle, closes_at,
---                           sold_out_with), rate bucket (bucket, bucket_at), unclaimed (served, no token),
---                           and the drop's state: opened (ms, 0 not yet), the lottery (pre_lo, pre_n, seed),
---                           sold_out, the random method's pool (pool_base, pool_m), draws, moved, early
+--                           sold_out_with, renew, max_session, invite_only), rate bucket (bucket,
+--                           bucket_at), unclaimed (served, no token), the drop's state: opened (ms, 0 not
+--                           yet), the lottery (pre_lo, pre_n, seed), sold_out, the random method's pool
+--                           (pool_base, pool_m), draws, moved, early; invitations: inv_total, inv_used
 --   KEYS[2] counter  string last assigned position (positions start at 1, in arrival order)
 --   KEYS[3] serving  string serving rank (starts at 0, never decreases): ranks 1..serving were reached in
 --                           serving order (see rank below)
@@ -19,6 +20,8 @@
 --                           position of rank pool_base + slot + 1)
 --   KEYS[10] drawn   string method random: five bytes per position served by a draw, in order; replicas
 --                           read it from where they left off, so polls know who was drawn
+--   KEYS[11] inv     hash   invitations: SHA-256 of the code (hex) -> "created:expires:front:position:used"
+--                           (seconds; position and used 0 until it is used); codes are never stored
 --
 -- Ranks. A position is a visitor's place in arrival order; its rank is its place in serving order. They
 -- are equal except in a lottery: at the opening of a queue with shuffle, the pre-queue's positions
@@ -30,7 +33,7 @@
 
 local K_META, K_COUNTER, K_SERVING, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATE, K_HB, K_TOK, K_REVOKED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_POOL, K_DRAWN = KEYS[9], KEYS[10]
+local K_POOL, K_DRAWN, K_INV = KEYS[9], KEYS[10], KEYS[11]
 
 local ST_WAITING, ST_SERVED, ST_TOKEN, ST_COMPLETED = 0, 1, 2, 3
 local ST_ABANDONED, ST_EXPIRED, ST_SKIPPED = 4, 5, 6
@@ -314,6 +317,21 @@ local function inlet(now, m)
   if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', served) end
   if served + skipped > 0 then redis.call('HINCRBY', K_META, 'moved', served + skipped) end
   return served, skipped, expired
+end
+
+-- take_place gives a new visitor the next position (assign, invite): m is gate()'s answer, tsv the time
+-- of the Turnstile check passed to join (0 none).
+local function take_place(now, m, tsv)
+  local pos = redis.call('INCR', K_COUNTER)
+  set_hb(pos, math.floor(now / 1000))
+  if tsv > 0 then
+    redis.call('HSET', K_TOK, pos, '0:0:' .. tsv)
+  end
+  if m[4] == 'random' then
+    drops().pool_set(num(m[9]), pos)
+    redis.call('HSET', K_META, 'pool_m', num(m[9]) + 1)
+  end
+  return pos
 end
 
 -- issue gives a served position (ST_SERVED) its token, or returns the token of an ST_TOKEN position,

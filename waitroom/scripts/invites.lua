@@ -1,0 +1,23 @@
+-- invites.lua: the admin API's changes to a queue's invitations.
+-- KEYS: see lib.lua
+-- ARGV[1] "add": ARGV[2] created (s), ARGV[3] expires (s), ARGV[4] front (0/1), ARGV[5..] code hashes
+--         "delete": ARGV[2] code hash
+-- returns {code}: 0 ok; 1 queue not found; 2 no such invitation (delete)
+if redis.call('EXISTS', K_META) == 0 then return {1} end
+if ARGV[1] == 'add' then
+  local value = ARGV[2] .. ':' .. ARGV[3] .. ':' .. ARGV[4] .. ':0:0'
+  local added = 0
+  for i = 5, #ARGV do
+    added = added + redis.call('HSETNX', K_INV, ARGV[i], value)
+  end
+  redis.call('HINCRBY', K_META, 'inv_total', added)
+  return {0}
+end
+local v = redis.call('HGET', K_INV, ARGV[2])
+if not v then return {2} end
+redis.call('HDEL', K_INV, ARGV[2])
+redis.call('HINCRBY', K_META, 'inv_total', -1)
+if not string.match(v, ':0:%d+$') then
+  redis.call('HINCRBY', K_META, 'inv_used', -1)
+end
+return {0}
