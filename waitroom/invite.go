@@ -235,7 +235,7 @@ func (r *Room) adminCreateInvites(w http.ResponseWriter, req *http.Request) {
 
 func (r *Room) adminListInvites(w http.ResponseWriter, req *http.Request) {
 	queueID := req.PathValue("id")
-	page, size, e := web.Paging(req, 0)
+	page, size, e := web.Paging(req, web.MaxPageSize)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return

@@ -3,6 +3,7 @@ package waitroom
 import (
 	"crypto/sha1"
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 )
 
@@ -68,6 +69,24 @@ func (b *bitset) has(pos int64) bool {
 	}
 	i := pos / 64
 	return i < int64(len(b.words)) && b.words[i]&(1<<(pos%64)) != 0
+}
+
+// countWhere counts the positions in b for which keep is true.
+func (b *bitset) countWhere(keep func(pos int64) bool) int64 {
+	if b == nil {
+		return 0
+	}
+	var n int64
+	for i, w := range b.words {
+		for w != 0 {
+			bit := int64(bits.TrailingZeros64(w))
+			if keep(int64(i)*64 + bit) {
+				n++
+			}
+			w &= w - 1
+		}
+	}
+	return n
 }
 
 // with returns a copy of b holding positions too.

@@ -76,6 +76,9 @@ type snapshot struct {
 	FullSessions bool
 	// Moved counts waiters decided (served or skipped), for the rate meter.
 	Moved int64
+	// OutOfTurn counts the positions behind the serving rank served already: front invitations (the
+	// fifo method; the random method counts its pool instead).
+	OutOfTurn int64
 
 	// Sessions and invitations (CONTRACT section 10.2).
 	SessionRenewal bool
@@ -99,7 +102,7 @@ func (s *snapshot) behind() int64 {
 	if s.Method == config.MethodRandom {
 		return s.Pool
 	}
-	return max(0, s.Counter-s.Serving)
+	return max(0, s.Counter-s.Serving-s.OutOfTurn)
 }
 
 // Waiting is the number of visitors not yet inside: not reached yet, or reached but without a token
@@ -320,6 +323,9 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	}
 	q.drawn.add(s.Epoch, offset, drawn)
 	s.Drawn = q.drawn.set
+	if s.Method != config.MethodRandom {
+		s.OutOfTurn = s.Drawn.countWhere(func(pos int64) bool { return s.Lottery.rank(pos) > s.Serving })
+	}
 	if early != q.early {
 		q.early, q.earlyAt = early, now
 	}

@@ -28,7 +28,9 @@ redis.call('HINCRBY', K_META, 'inv_used', 1)
 local iat, exp = 0, 0
 if front == '1' then
   -- Served now, ahead of everyone: the place is decided, so the serving rank passes over it later.
+  -- It is in the drawn string, as a draw's would be, so polls and waiting counts know it was served.
   set_state(pos, ST_SERVED)
+  redis.call('APPEND', K_DRAWN, drops().encode5(pos))
   redis.call('HINCRBY', K_META, 'unclaimed', 1)
   iat, exp = issue(pos, now)
   inlet(now, m)

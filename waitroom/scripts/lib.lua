@@ -18,8 +18,9 @@
 --   KEYS[8] revoked  zset   position -> revocation time in ms, for replicas catching up on revocations
 --   KEYS[9] pool     string method random: five bytes per slot, the positions a draw picks from (0 = the
 --                           position of rank pool_base + slot + 1)
---   KEYS[10] drawn   string method random: five bytes per position served by a draw, in order; replicas
---                           read it from where they left off, so polls know who was drawn
+--   KEYS[10] drawn   string five bytes per position served out of turn, in order: by a draw (method
+--                           random) or a front invitation; replicas read it from where they left off,
+--                           so polls know who was served
 --   KEYS[11] inv     hash   invitations: SHA-256 of the code (hex) -> "created:expires:front:position:used"
 --                           (seconds; position and used 0 until it is used); codes are never stored
 --
