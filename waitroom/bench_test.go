@@ -10,10 +10,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
@@ -35,7 +37,9 @@ func (m memoryOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // BenchmarkGate measures a gated GET with a valid token cookie through edgeq's handler, beside a bare
 // ReverseProxy with pooled buffers, over the same in-memory origin: the difference is the gate's and
-// edgeq's own cost per request. The valid-token path makes no store call.
+// edgeq's own cost per request. The valid-token path makes no store call, nor does one that renews the
+// token (session_renewal: every request of the renewal case sends a token in the last half of its
+// life): a hook on the store client fails the benchmark on any command during the requests.
 func BenchmarkGate(b *testing.B) {
 	s := storetest.Embedded(b)
 	key, _ := token.GenerateKey()
@@ -47,8 +51,21 @@ func BenchmarkGate(b *testing.B) {
 	})
 	ctx := context.Background()
 	q := testQueue("drop", 10)
-	if err := room.Apply(ctx, []config.Queue{q}, nil); err != nil {
+	renewing := testQueue("renewing", 10)
+	renewing.SessionRenewal, renewing.TokenTTL = true, time.Hour
+	if err := room.Apply(ctx, []config.Queue{q, renewing}, nil); err != nil {
 		b.Fatal(err)
+	}
+	// A token of the renewing queue issued 40 minutes ago, valid for 20 more: in the last half of its life.
+	rsnap := room.snapshotOf(ctx, "renewing")
+	rres := room.scripts.run(ctx, room.client, room.scripts.assign, queueKeys(room.keys, "renewing"), "1", 0)
+	if rres.err != nil || rres.int(6) == 0 {
+		b.Fatalf("assign: %v", rres.err)
+	}
+	now := time.Now().Unix()
+	old, e := room.sign("renewing", rsnap.Epoch, room.ids.make("renewing", rsnap.Epoch, rres.int(1)), rres.int(1), now-2400, now+1200, 0)
+	if e != nil {
+		b.Fatal(e)
 	}
 	snap := room.snapshotOf(ctx, "drop")
 	res := room.scripts.run(ctx, room.client, room.scripts.assign, queueKeys(room.keys, "drop"), "1", 0)
@@ -67,7 +84,9 @@ func BenchmarkGate(b *testing.B) {
 		Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Metrics: metrics.New(prometheus.NewRegistry()),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Transport: origin,
 	})
-	table, err := edge.Compile([]config.Route{{Name: "gated", Match: "GET /gated/", Queue: "drop"}})
+	table, err := edge.Compile([]config.Route{
+		{Name: "gated", Match: "GET /gated/", Queue: "drop"}, {Name: "renewing", Match: "GET /renewing/", Queue: "renewing"},
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -76,24 +95,91 @@ func BenchmarkGate(b *testing.B) {
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
 		Transport: origin, BufferPool: proxy.NewBufferPool(),
 	}
-	cookie := "edgeq_tk_drop=" + t.Raw + "; session=abc"
+	var commands atomic.Int64
+	room.client.AddHook(countingHook{&commands})
 	for _, c := range []struct {
-		name    string
-		handler http.Handler
-	}{{"bare_buffer_pool", bare}, {"edgeq_gated_valid_token", edge}} {
+		name, path, cookie string
+		handler            http.Handler
+		renews             bool
+	}{
+		{"bare_buffer_pool", "/gated/page", "edgeq_tk_drop=" + t.Raw + "; session=abc", bare, false},
+		{"edgeq_gated_valid_token", "/gated/page", "edgeq_tk_drop=" + t.Raw + "; session=abc", edge, false},
+		{"edgeq_gated_renewing_token", "/renewing/page", "edgeq_tk_renewing=" + old.Raw + "; session=abc", edge, true},
+	} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			commands.Store(0)
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					req := httptest.NewRequest("GET", "/gated/page", nil)
-					req.Header.Set("Cookie", cookie)
+					req := httptest.NewRequest("GET", c.path, nil)
+					req.Header.Set("Cookie", c.cookie)
 					w := httptest.NewRecorder()
 					c.handler.ServeHTTP(w, req)
 					if w.Code != 200 {
 						b.Fatalf("status %d: %s", w.Code, w.Body)
 					}
+					if c.renews && !strings.Contains(w.Header().Get("Set-Cookie"), "edgeq_tk_renewing=") {
+						b.Fatal("the token was not renewed")
+					}
 				}
 			})
+			if n := commands.Load(); n != 0 {
+				b.Fatalf("%d store commands on the request path", n)
+			}
+			if c.renews {
+				// The renewals reach the store on the tick, in one batch (and the hook does count).
+				room.flushRenewals(ctx)
+				if n := commands.Load(); n == 0 {
+					b.Fatal("the renewal never reached the store")
+				}
+			}
 		})
 	}
+}
+
+// countingHook counts the commands a store client sends.
+type countingHook struct{ n *atomic.Int64 }
+
+func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// BenchmarkInvites creates 10,000 invitations in one admin API call (issue 18: under a second) on a
+// real redis-server: codes drawn, hashed, stored by one invites.lua call, and answered as JSON.
+func BenchmarkInvites(b *testing.B) {
+	s := storetest.Redis(b)
+	key, _ := token.GenerateKey()
+	keys := token.NewKeyring(key)
+	room := New(Options{
+		Store: s, Keyring: keys, Verifier: token.NewVerifier(keys, "edgeq", 5*time.Second), Issuer: "edgeq",
+		IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
+		Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err := room.Apply(context.Background(), []config.Queue{testQueue("presale", 10)}, nil); err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	room.RegisterAdmin(mux)
+	b.Run("create_10000", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			req := httptest.NewRequest("POST", "/api/queue/presale/invites", strings.NewReader(`{"count": 10000, "ttl_second": 3600}`))
+			req.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			mux.ServeHTTP(w, req)
+			if w.Code != http.StatusCreated {
+				b.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+		}
+	})
 }

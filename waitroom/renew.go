@@ -2,7 +2,6 @@ package waitroom
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -111,7 +110,7 @@ func (r *Room) flushRenewals(ctx context.Context) {
 			end := min(len(b.args), start+4*renewalChunk)
 			args := append([]any{b.epoch}, b.args[start:end]...)
 			res := r.scripts.run(ctx, r.client, r.scripts.renew, queueKeys(r.keys, b.queue), args...)
-			if res.err == nil || errors.Is(res.err, errReply) {
+			if res.err == nil {
 				continue
 			}
 			r.logger.Warn("storing renewed sessions failed; trying again on the next tick", "queue", b.queue, "error", res.err.Error())

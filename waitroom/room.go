@@ -91,7 +91,7 @@ type Room struct {
 	// by bypass_cidrs, invites counts invitation visits by result.
 	sessionsRenewed, bypassed, invites *prometheus.CounterVec
 	renewals                           renewalBatch
-	rateLimited  *prometheus.CounterVec // by limit: join, status, turnstile
+	rateLimited                        *prometheus.CounterVec // by limit: join, status, turnstile
 }
 
 // New builds a room. Run must be running for queues to advance.

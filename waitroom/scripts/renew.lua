@@ -5,8 +5,8 @@
 -- A live session gets the later deadline and is counted once, as before. One the store expired while its
 -- renewal was on the way is live again (its renewed token is valid). A completed or abandoned session
 -- (revoked) stays ended.
--- returns the number of sessions extended
-if redis.call('EXISTS', K_META) == 0 or redis.call('HGET', K_META, 'epoch') ~= ARGV[1] then return 0 end
+-- returns {number of sessions extended}
+if redis.call('EXISTS', K_META) == 0 or redis.call('HGET', K_META, 'epoch') ~= ARGV[1] then return {0} end
 local now_s = math.floor(now_ms() / 1000)
 local counter = num(redis.call('GET', K_COUNTER))
 local n = 0
@@ -23,4 +23,4 @@ for i = 2, #ARGV - 3, 4 do
     end
   end
 end
-return n
+return {n}
