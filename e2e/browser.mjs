@@ -592,7 +592,53 @@ async function drops() {
   }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops };
+// invite: a presale by invitation while its line is full. A guest's browser opens a front invitation
+// link (the page's script posts it) and lands on the shop; another browser opening the same link
+// gets the used page; a visitor without one gets the invitation-only page; the dashboard shows the
+// queue's invitations used and unused.
+async function invite() {
+  const made = await admin('POST', '/api/queue/vip/invites', { count: 2, ttl_second: 3600, front: true });
+  expect(made.items.length === 2 && made.items[0].url.startsWith('/_edgeq/invite/vip/'), 'invitations: ' + JSON.stringify(made));
+  const link = base + made.items[0].url + '?return=' + encodeURIComponent('/orders/vip');
+  const guest = await browser(desktop);
+  try {
+    await guest.page.goto(link);
+    await guest.page.waitForURL(base + '/orders/vip', { timeout: 10000 });
+    expect(!(await guest.page.content()).includes('edgeq_'), 'the shop page is not the shop\'s');
+    const cookies = (await guest.page.context().cookies()).map((c) => c.name);
+    expect(cookies.includes('edgeq_tk_vip'), 'no token cookie: ' + cookies);
+    // Back to the link in the same browser: on to the shop, not "used".
+    await guest.page.goto(link);
+    await guest.page.waitForURL(base + '/orders/vip', { timeout: 10000 });
+  } finally {
+    await guest.close();
+  }
+  const other = await browser(phone);
+  try {
+    await other.page.goto(link);
+    await other.page.waitForSelector('h1');
+    expect((await text(other.page, 'h1')) === 'Invitation already used', 'second browser: ' + await text(other.page, 'h1'));
+    await screenshot(other.page, 'invite-used-phone-en');
+    await other.page.goto(base + '/orders/vip');
+    expect((await text(other.page, 'h1')) === 'By invitation only', 'uninvited: ' + await text(other.page, 'h1'));
+  } finally {
+    await other.close();
+  }
+  const b = await browser({ viewport: { width: 1400, height: 1000 }, httpCredentials: { username: 'operator', password: env.EDGEQ_ADMIN_KEY } });
+  try {
+    await b.page.goto(env.EDGEQ_ADMIN_URL + '/dashboard');
+    const card = await queueCard(b.page, 'vip');
+    await card.waitFor({ timeout: 15000 });
+    await b.page.waitForFunction(() => {
+      const dd = document.querySelector('.queue[data-queue="vip"] [data-f="invites"]');
+      return dd && dd.textContent.trim() === '1 / 1 · invite only';
+    }, null, { timeout: 10000 });
+  } finally {
+    await b.close();
+  }
+}
+
+const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops, invite };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

@@ -113,6 +113,8 @@ queues:
   - {id: later, title: "Next week's drop", capacity: 5, opens_at: %q, prequeue: 10m}
   - {id: pause, title: "Paused drop", capacity: 1}
   - {id: gone, title: "Last pairs", capacity: 0, sold_out_with: ["last-pair"]}
+  # A presale by invitation, its line full.
+  - {id: vip, title: "Members' presale", capacity: 0, invite_only: true}
 products:
   # edgeq guards two of the shop's SKUs: jersey (sold in the dashboard's simulated sale) and sneaker-b,
   # which edgeq has none of; sneaker-a passes unguarded (unknown_product: pass).
@@ -130,6 +132,7 @@ routes:
   - {name: drop_soon, match: "GET /orders/soon", queue: soon}
   - {name: drop_pause, match: "GET /orders/pause", queue: pause}
   - {name: drop_gone, match: "GET /orders/gone", queue: gone}
+  - {name: presale, match: "GET /orders/vip", queue: vip}
   # Buys the last pair without the shop (it has no such page): only a transport error gives it back.
   - name: buy_last_pair
     match: "POST /buy/{product}"
@@ -325,6 +328,9 @@ func TestBrowser(t *testing.T) {
 				}
 			}
 		}
+	})
+	t.Run("a presale by invitation: the link lands on the shop once, the dashboard counts it", func(t *testing.T) {
+		runScenario(t, node, s, "invite", "SCREENSHOT_DIR="+shots)
 	})
 	t.Run("markup in titles and return paths stays text", func(t *testing.T) {
 		runScenario(t, node, s, "xss")

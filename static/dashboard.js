@@ -194,6 +194,10 @@
       set('served', fmt(served, 1));
       // A queue that serves nobody now (paused, not open yet, sold out) has no ETA to show.
       const moving = !q.state || q.state === 'open' || q.state === 'closed';
+      // Invitations: shown for queues that have some, or take only invited visitors.
+      const inv = q.invites || { total: 0, used: 0, unused: 0 };
+      $('[data-f="invites-row"]', c).hidden = !(inv.total > 0 || q.invite_only);
+      set('invites', fmt(inv.used) + ' / ' + fmt(inv.unused) + (q.invite_only ? ' · invite only' : ''));
       set('eta', q.waiting_num === 0 ? '0 s' : (moving && q.serving_rate_per_second > 0 ? duration(q.waiting_num / q.serving_rate_per_second) : '—'));
       const state = $('[data-f="state"]', c);
       const named = { open: 'running', paused: 'paused', not_open: 'not open yet', prequeue: 'pre-queue', sold_out: 'sold out', closed: 'closed' };
