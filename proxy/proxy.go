@@ -206,7 +206,8 @@ var correlationKey = http.CanonicalHeaderKey(CorrelationHeader)
 
 // loggedPath is a request's path as the access log shows it. A request id is a bearer credential
 // (generate_token turns it into the visitor's token), so the one in {prefix}/status/{queue}/{id} and
-// {prefix}/queue_pos/{queue}/{id} is logged as "{request_id}".
+// {prefix}/queue_pos/{queue}/{id} is logged as "{request_id}"; so is an invitation code, in
+// {prefix}/invite/{queue}/{code}, logged as "{code}".
 func (p *Proxy) loggedPath(path string) string {
 	if strings.Contains(path, "//") || strings.Contains(path, "/.") {
 		path = cleanPath(path) // the form ServeMux redirects "/_edgeq//status/..." to
@@ -215,10 +216,12 @@ func (p *Proxy) loggedPath(path string) string {
 	if !ok {
 		return path
 	}
-	for _, endpoint := range []string{"status/", "queue_pos/"} {
-		if tail, ok := strings.CutPrefix(rest, endpoint); ok {
+	for _, endpoint := range []struct{ path, secret string }{
+		{"status/", "{request_id}"}, {"queue_pos/", "{request_id}"}, {"invite/", "{code}"},
+	} {
+		if tail, ok := strings.CutPrefix(rest, endpoint.path); ok {
 			if queue, _, found := strings.Cut(tail, "/"); found {
-				return p.prefix + "/" + endpoint + queue + "/{request_id}"
+				return p.prefix + "/" + endpoint.path + queue + "/" + endpoint.secret
 			}
 		}
 	}

@@ -151,9 +151,18 @@ func withRequestInfo(logger *slog.Logger, next http.Handler) http.Handler {
 		w.Header().Set(web.CorrelationHeader, id)
 		info := web.NewRequest(logger.With("listener", "admin"), id)
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			info.Logger().Info("admin request", "method", web.ClipLog(r.Method), "path", web.ClipLog(r.URL.Path),
+			info.Logger().Info("admin request", "method", web.ClipLog(r.Method), "path", web.ClipLog(loggedPath(r.URL.Path)),
 				"remote", r.RemoteAddr)
 		}
 		next.ServeHTTP(w, r.WithContext(web.WithRequest(r.Context(), info)))
 	})
+}
+
+// loggedPath is an admin request's path as the log shows it: an invitation code in
+// /api/queue/{id}/invites/{code} works until it is deleted, so it is logged as "{code}".
+func loggedPath(path string) string {
+	if head, _, found := strings.Cut(path, "/invites/"); found && strings.HasPrefix(path, "/api/queue/") {
+		return head + "/invites/{code}"
+	}
+	return path
 }

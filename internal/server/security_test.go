@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -481,12 +482,32 @@ func TestLogs_NeverContainSecrets(t *testing.T) {
 			t.Fatalf("GET %s: %v %+v", path, err, r)
 		}
 	}
+	// So is an invitation code, in its link and in the admin API's DELETE.
+	var made struct {
+		Items []struct{ Code, URL string } `json:"items"`
+	}
+	invites, _ := http.NewRequest("POST", in.admin+"/api/queue/drop/invites", strings.NewReader(`{"count": 2}`))
+	invites.Header.Set("Authorization", "Bearer "+secrets[0])
+	if resp, err := http.DefaultClient.Do(invites); err != nil || resp.StatusCode != http.StatusCreated {
+		t.Fatalf("creating invitations: %v %v", err, resp)
+	} else {
+		json.NewDecoder(resp.Body).Decode(&made)
+		resp.Body.Close()
+	}
+	secrets = append(secrets, made.Items[0].Code, made.Items[1].Code)
+	if r, err := send("GET", in.public+made.Items[0].URL, nil); err != nil || r.status != 200 {
+		t.Fatalf("GET %s: %v %+v", made.Items[0].URL, err, r)
+	}
+	if r, err := send("DELETE", in.admin+"/api/queue/drop/invites/"+made.Items[1].Code, http.Header{"Authorization": {"Bearer " + secrets[0]}}); err != nil || r.status != http.StatusNoContent {
+		t.Fatalf("DELETE invitation: %v %+v", err, r)
+	}
 	in.rewrite(t, text(secrets[3]))
 	eventually(t, "reload logged", func() bool { return strings.Contains(in.logs.String(), "admin.api_key") })
 	logs := in.logs.String()
 	// The events above were logged (so the check below looks at something).
 	for _, want := range []string{`"msg":"admin request"`, `"path":"/protected"`, `"keys":"admin.api_key"`,
-		`"path":"/_edgeq/status/drop/{request_id}"`, `"path":"/_edgeq/queue_pos/drop/{request_id}"`} {
+		`"path":"/_edgeq/status/drop/{request_id}"`, `"path":"/_edgeq/queue_pos/drop/{request_id}"`,
+		`"path":"/_edgeq/invite/drop/{code}"`, `"path":"/api/queue/drop/invites/{code}"`} {
 		if !strings.Contains(logs, want) {
 			t.Fatalf("no %s in the logs\n%s", want, logs)
 		}
