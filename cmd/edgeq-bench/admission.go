@@ -23,8 +23,9 @@ import (
 // beside reserve.lua called directly on the same redis-server, in one run.
 func admissionBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("admission", flag.ContinueOnError)
-	duration := fs.Duration("duration", 10*time.Second, "load time of each measurement")
+	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
 	concurrency := fs.Int("concurrency", 64, "concurrent clients")
+	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,15 +48,47 @@ func admissionBench(args []string, w io.Writer) error {
 	defer stop()
 
 	var users atomic.Int64
-	src := func() (bench.Request, bool) {
-		u := strconv.FormatInt(users.Add(1), 10)
-		return bench.Request{Method: "POST", URL: edge + "/checkout/bench",
-			Header: http.Header{"X-User": {"buyer-" + u}, "Content-Type": {"application/x-www-form-urlencoded"}},
-			Body:   []byte("quantity=1")}, true
+	post := func(path string) func() (bench.Request, bool) {
+		return func() (bench.Request, bool) {
+			u := strconv.FormatInt(users.Add(1), 10)
+			return bench.Request{Method: "POST", URL: edge + path,
+				Header: http.Header{"X-User": {"buyer-" + u}, "Content-Type": {"application/x-www-form-urlencoded"}},
+				Body:   []byte("quantity=1")}, true
+		}
 	}
+	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	defer rc.Close()
 	client := bench.NewClient(*concurrency)
-	bench.Run(client, "warm-up", src, 200, *concurrency, time.Second)
-	through := bench.Run(client, "admission through edgeq", src, 200, *concurrency, *duration)
+	bench.Run(client, "warm-up", post("/checkout/bench"), 200, *concurrency, time.Second)
+	// Rounds alternate so that both targets see the same machine; the worker drains between them.
+	var plain, through bench.Sample
+	var cpu redisCPU
+	var worst time.Duration // how long the worker needed after a round to catch up
+	const stream = "edgeq:{p:bench}:events"
+	for round := 0; round < *rounds; round++ {
+		plain.Add(bench.Run(client, "same POST passed through", post("/plain/bench"), 200, *concurrency, *duration))
+		if _, err := drained(rc, stream, 5*time.Minute); err != nil {
+			return err
+		}
+		before, err := readRedisCPU(rc)
+		if err != nil {
+			return err
+		}
+		s := bench.Run(client, "stock admission through edgeq", post("/checkout/bench"), 200, *concurrency, *duration)
+		through.Add(s)
+		// The event worker's share counts: wait until it has applied everything the run admitted.
+		lag, err := drained(rc, stream, 5*time.Minute)
+		if err != nil {
+			return err
+		}
+		worst = max(worst, lag)
+		after, err := readRedisCPU(rc)
+		if err != nil {
+			return err
+		}
+		cpu.add(after.minus(before), int64(len(s.Latencies)))
+	}
+	plain.Name, through.Name = "same POST passed through", "stock admission through edgeq"
 
 	raw, err := rawReserve(redisSrv.Addr(), *concurrency, *duration)
 	if err != nil {
@@ -63,16 +96,21 @@ func admissionBench(args []string, w io.Writer) error {
 	}
 
 	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: %d concurrent clients, %s each, redis-server on loopback, one product with ample stock, a new buyer per request\n\n",
-		*concurrency, *duration)
+	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, redis-server on loopback, one product with ample stock, a new buyer per request\n\n",
+		*concurrency, *rounds, *duration)
+	fmt.Fprintln(w, plain)
 	fmt.Fprintln(w, through)
 	fmt.Fprintln(w, raw)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| measurement | admissions/s | p50 | p99 |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
-	for _, s := range []bench.Sample{through, raw} {
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(), s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
+	fmt.Fprintln(w, "| measurement | admissions/s | vs pass-through | p50 | p99 |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	for _, s := range []bench.Sample{plain, through, raw} {
+		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/plain.RPS(),
+			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
+	fmt.Fprintf(w, "\nRedis CPU per stock admission (request path and event worker, INFO commandstats): %.1f µs\n", cpu.perOp())
+	fmt.Fprintf(w, "event worker: caught up at most %s after a round's last admission\n", worst.Round(10*time.Millisecond))
+	fmt.Fprintln(w, cpu.breakdown())
 	return nil
 }
 
@@ -81,6 +119,7 @@ func startAdmissionEdgeq(origin, redisAddr string) (string, func(), error) {
 products:
   - {id: bench, stock: 1000000000, per_user_limit: 1, name: "Bench item"}
 routes:
+  - {name: plain, match: "POST /plain/{product}"}
   - name: checkout
     match: "POST /checkout/{product}"
     admission: {type: stock, product: "path:product", user: "header:X-User", quantity: "form:quantity"}
