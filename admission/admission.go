@@ -47,6 +47,8 @@ type Service struct {
 	responder  *web.Responder
 	metrics    *serviceMetrics
 	comp       compensations
+	commits    committer
+	reserves   reserver
 
 	stock *stockKind
 	bid   *bidKind

@@ -163,8 +163,8 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 		ctx := context.Background()
 		user := st.svc.pseudonyms.of("u")
 		keys := stockKeys(s.Keys, "p", user, "42")
-		res, err := reserveScript.Run(ctx, s.Client, keys, "42", user, 2, 60000, 3600, 1000).Int64Slice()
-		if err != nil || res[0] != 0 || res[1] != 3 {
+		res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: user, id: "42", value: 2}})
+		if err != nil || res[0].code != 0 || res[0].remaining != 3 {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
 		for i, want := range []int64{0, 2, 2} {
@@ -615,8 +615,8 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 		if n := st.svc.PendingCompensations(); n != 0 {
 			t.Fatalf("%d compensations still pending", n)
 		}
-		res, err := reserveScript.Run(ctx, s.Client, stockKeys(s.Keys, "p", "u", "900"), "900", "u", 1, 60000, 60, 1000).Int64Slice()
-		if err != nil || res[0] != 6 || st.remaining("p") != 5 {
+		res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: "u", id: "900", value: 1}})
+		if err != nil || res[0].code != 6 || st.remaining("p") != 5 {
 			t.Fatalf("a late reserve after its compensation: %v %v, stock %d", res, err, st.remaining("p"))
 		}
 		code, err := st.svc.PlaceBid(ctx, "lot", "u", "901", 2000)

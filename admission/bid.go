@@ -89,6 +89,10 @@ func (k *bidKind) commit(ctx context.Context, c claim) error {
 	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id).Err()
 }
 
+func (k *bidKind) commitKeys(c claim) (string, string) {
+	return bidRecordKey(k.s.keys, c.owner, c.id), ""
+}
+
 func (k *bidKind) changed(auction string) { k.reads.forget(auction) }
 
 // refusalPage: a bidder whose bid is too low sees the highest bid and a way back to the auction.
@@ -126,42 +130,40 @@ func (k *bidKind) index() string                { return auctionIndexKey(k.s.key
 func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
 
 // parse reads an entry of an auction's stream (written by bid.lua and withdraw.lua).
-func (k *bidKind) parse(auction string, msg redis.XMessage) (func(context.Context) error, error) {
+func (k *bidKind) parse(auction string, msg redis.XMessage) (application, error) {
 	e := entry(msg)
 	typ := e.str("type")
 	amount, err1 := e.num("amount")
 	at, err2 := e.num("at")
 	if typ != "bid" && typ != "withdrawn" || e.str("bid") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
-		return nil, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		return application{}, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
 	rec := BidRecord{ID: e.str("bid"), AuctionID: auction, Bidder: e.str("user"), Amount: money.Format(amount),
 		State: "accepted", BidAt: time.UnixMilli(at).UTC().Format(recordTime)}
 	if typ == "withdrawn" {
 		w, err := e.num("withdrawn_at")
 		if err != nil {
-			return nil, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
+			return application{}, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
 		}
 		rec.State, rec.WithdrawnAt = "withdrawn", time.UnixMilli(w).UTC().Format(recordTime)
 	}
-	return func(ctx context.Context) error { return k.apply(ctx, auction, msg.ID, rec, at) }, nil
+	return k.application(auction, msg.ID, rec, at)
 }
 
-// apply indexes a bid event exactly once: the bid's JSON and the bidder's list. A "bid" entry never
-// overwrites a record that exists: if a take-over made the withdrawal land first, the bid stays
-// withdrawn.
-func (k *bidKind) apply(ctx context.Context, auction, streamID string, rec BidRecord, atMs int64) error {
+// application is what a bid event writes, exactly once: the bid's JSON and the bidder's list. A
+// "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
+// the bid stays withdrawn.
+func (k *bidKind) application(auction, streamID string, rec BidRecord, atMs int64) (application, error) {
 	s := k.s
 	body, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return application{}, err
 	}
-	record := bidJSONKey(s.keys, rec.ID)
-	return s.applyOnce(ctx, k.deadPrefix()+auction+"/"+streamID, record, func(p redis.Pipeliner, exists bool) {
-		if rec.State == "withdrawn" || !exists {
-			p.Set(ctx, record, body, 0)
-		}
-		p.ZAdd(ctx, userBidsKey(s.keys, rec.Bidder), redis.Z{Score: float64(atMs), Member: rec.ID})
-	})
+	return application{
+		marker: doneKey(s.keys, k.deadPrefix()+auction+"/"+streamID), record: bidJSONKey(s.keys, rec.ID),
+		body: body, overwrite: rec.State == "withdrawn",
+		zadd: []zentry{{userBidsKey(s.keys, rec.Bidder), float64(atMs), rec.ID}},
+	}, nil
 }
 
 // registerPublic adds the public auction reads.

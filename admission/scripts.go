@@ -35,4 +35,7 @@ var (
 	withdrawScript  = script("withdraw.lua")
 	bidCommitScript = script("bidcommit.lua")
 	auctionScript   = script("auction.lua")
+
+	applyScript   = redis.NewScript(mustRead("apply.lua"))   // the event worker's (worker.go)
+	commitsScript = redis.NewScript(mustRead("commits.lua")) // batched commits (committer.go)
 )

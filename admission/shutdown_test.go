@@ -40,7 +40,7 @@ func TestCompensation_ShutdownGivesBackWhatItCan(t *testing.T) {
 		logs := &syncBuffer{}
 		st.svc.logger = slog.New(slog.NewTextHandler(logs, nil))
 		ctx := context.Background()
-		if res, err := reserveScript.Run(ctx, s.Client, stockKeys(s.Keys, "p", "u", "800"), "800", "u", 1, 60000, 60, 1000).Int64Slice(); err != nil || res[0] != 0 {
+		if res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: "u", id: "800", value: 1}}); err != nil || res[0].code != 0 {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
 		if n := st.remaining("p"); n != 4 {

@@ -50,6 +50,9 @@ type kind interface {
 	release(ctx context.Context, c claim) (int64, error)
 	// commit keeps an admission the origin accepted.
 	commit(ctx context.Context, c claim) error
+	// commitKeys are the keys a batched commit of c touches (commits.lua): its record, and the
+	// user's in-flight claim ("" for a kind without one).
+	commitKeys(c claim) (record, claimKey string)
 	// changed drops this replica's cached reads of an owner after an admission or release.
 	changed(owner string)
 	// refusalPage is the page a browser gets for a refusal instead of the error page ("" for that).
@@ -60,8 +63,8 @@ type kind interface {
 	stream(owner string) string
 	// deadPrefix starts the dead-letter ids (and applied-event markers) of this kind's entries.
 	deadPrefix() string
-	// parse reads one stream entry and returns what applies it (exactly once: applyOnce).
-	parse(owner string, msg redis.XMessage) (func(context.Context) error, error)
+	// parse reads one stream entry and returns what applying it writes (exactly once: applyBatch).
+	parse(owner string, msg redis.XMessage) (application, error)
 
 	// registerPublic adds the kind's public reads; registerAdmin its admin views.
 	registerPublic(mux *http.ServeMux)
@@ -152,6 +155,10 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
 		// store that did not answer. The store client's own timeouts bound it.
 		e, err := k.reserve(context.WithoutCancel(r.Context()), c)
+		if err == nil && e != nil && e.Code == web.ErrPurchaseInProgress.Code && s.waitCommit(k, c) {
+			// The user's last purchase was answered and its commit is on its way from this replica.
+			e, err = k.reserve(context.WithoutCancel(r.Context()), c)
+		}
 		if err != nil {
 			// No answer: the script may have run. Its effect is undone as soon as the store answers.
 			s.compensateLater(k, c)
@@ -263,6 +270,9 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 		k.changed(c.owner)
 		logger.Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
 			"origin_status", statusOf(o), "result", code)
+		return
+	}
+	if s.commitLater(k, c) {
 		return
 	}
 	if err := k.commit(ctx, c); err != nil {

@@ -55,13 +55,11 @@ func (*stockKind) value(text string, found bool) (int64, *web.Error) {
 func (k *stockKind) keys(c claim) []string { return stockKeys(k.s.keys, c.owner, c.user, c.id) }
 
 func (k *stockKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
-	s := k.s
-	res, err := reserveScript.Run(ctx, s.client, k.keys(c), c.id, c.user, c.value, s.o.ClaimTTL.Milliseconds(),
-		int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
-	if err != nil || len(res) != 3 {
-		return nil, fmt.Errorf("reserve: %v %v", res, err)
+	r, err := k.s.reserveOne(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
 	}
-	return stockRefusal(res[0], res[1], res[2]), nil
+	return stockRefusal(r.code, r.remaining, r.limit), nil
 }
 
 // stockRefusal maps reserve.lua's answer to a refusal, nil when admitted.
@@ -95,6 +93,10 @@ func (k *stockKind) commit(ctx context.Context, c claim) error {
 	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id).Err()
 }
 
+func (k *stockKind) commitKeys(c claim) (string, string) {
+	return recordKey(k.s.keys, c.owner, c.id), claimKey(k.s.keys, c.owner, c.user)
+}
+
 func (k *stockKind) changed(product string) { k.products.forget(product) }
 
 // refusalPage: a shopper whose purchase meets an empty stock sees the sold-out page.
@@ -109,12 +111,11 @@ func (*stockKind) refusalPage(e *web.Error) string {
 // admission id: what every stock admission costs the store, for the benchmark that compares it with
 // admissions through edgeq. The answer is reserve.lua's code (0 admitted, 1 insufficient stock, ...).
 func (s *Service) Reserve(ctx context.Context, product, user, id string) (code int64, err error) {
-	res, err := reserveScript.Run(ctx, s.client, stockKeys(s.keys, product, user, id), id, user, 1,
-		s.o.ClaimTTL.Milliseconds(), int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
-	if err != nil || len(res) == 0 {
-		return 0, fmt.Errorf("reserve: %v %v", res, err)
+	res, err := s.reserveNow(ctx, product, []claim{{owner: product, user: user, id: id, value: 1}})
+	if err != nil {
+		return 0, fmt.Errorf("reserve: %w", err)
 	}
-	return res[0], nil
+	return res[0].code, nil
 }
 
 // Record is an admission as the admin API shows it, written by the worker from the events.
@@ -132,48 +133,45 @@ func (k *stockKind) index() string                { return productIndexKey(k.s.k
 func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, product) }
 
 // parse reads an entry of a product's stream (written by reserve.lua and release.lua).
-func (k *stockKind) parse(product string, msg redis.XMessage) (func(context.Context) error, error) {
+func (k *stockKind) parse(product string, msg redis.XMessage) (application, error) {
 	e := entry(msg)
 	typ := e.str("type")
 	qty, err1 := e.num("qty")
 	at, err2 := e.num("at")
 	if typ != "admitted" && typ != "released" || e.str("admission") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
-		return nil, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		return application{}, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
 	rec := Record{ID: e.str("admission"), ProductID: product, User: e.str("user"), Quantity: qty,
 		State: typ, AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}
 	if typ == "released" {
 		rel, err := e.num("released_at")
 		if err != nil {
-			return nil, fmt.Errorf("malformed event %s: released_at", msg.ID)
+			return application{}, fmt.Errorf("malformed event %s: released_at", msg.ID)
 		}
 		rec.ReleasedAt = time.UnixMilli(rel).UTC().Format(recordTime)
 	}
-	return func(ctx context.Context) error { return k.apply(ctx, product, msg.ID, rec, at) }, nil
+	return k.application(product, msg.ID, rec, at)
 }
 
-// apply writes an admission event's effects exactly once: the admission JSON, the index by time, the
-// user's index and the sales leaderboard. An "admitted" entry never overwrites a record that exists:
-// if a take-over made the release land first, the admission stays released.
-func (k *stockKind) apply(ctx context.Context, product, streamID string, rec Record, atMs int64) error {
+// application is what an admission event writes, exactly once: the admission JSON, the index by
+// time, the user's index and the sales leaderboard. An "admitted" entry never overwrites a record
+// that exists: if a take-over made the release land first, the admission stays released.
+func (k *stockKind) application(product, streamID string, rec Record, atMs int64) (application, error) {
 	s := k.s
 	body, err := json.Marshal(rec)
 	if err != nil {
-		return err
+		return application{}, err
 	}
-	record := admissionKey(s.keys, rec.ID)
-	return s.applyOnce(ctx, k.deadPrefix()+product+"/"+streamID, record, func(p redis.Pipeliner, exists bool) {
-		if rec.State == "released" || !exists {
-			p.Set(ctx, record, body, 0)
-		}
-		p.ZAdd(ctx, byTimeKey(s.keys), redis.Z{Score: float64(atMs), Member: rec.ID})
-		p.ZAdd(ctx, userKey(s.keys, rec.User), redis.Z{Score: float64(atMs), Member: rec.ID})
-		sales := float64(rec.Quantity)
-		if rec.State == "released" {
-			sales = -sales
-		}
-		p.ZIncrBy(ctx, leaderboardKey(s.keys), sales, product)
-	})
+	sales := float64(rec.Quantity)
+	if rec.State == "released" {
+		sales = -sales
+	}
+	return application{
+		marker: doneKey(s.keys, k.deadPrefix()+product+"/"+streamID), record: admissionKey(s.keys, rec.ID),
+		body: body, overwrite: rec.State == "released",
+		zadd:  []zentry{{byTimeKey(s.keys), float64(atMs), rec.ID}, {userKey(s.keys, rec.User), float64(atMs), rec.ID}},
+		zincr: []zentry{{leaderboardKey(s.keys), sales, product}},
+	}, nil
 }
 
 func (k *stockKind) registerPublic(mux *http.ServeMux) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,34 +31,54 @@ func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
 
 func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
 
-// applyOnce writes an event's effects exactly once: write queues the kind's writes, which run with a
-// marker in one MULTI/EXEC under WATCH of the marker and of the event's record (exists says whether
-// the record is there). An event delivered twice (a consumer took over another's pending entries)
-// finds the marker and changes nothing; two consumers racing on one event cannot both commit. Every
-// key shares the admin indexes' hash tag, so this works on a Cluster too.
-func (s *Service) applyOnce(ctx context.Context, event, record string, write func(p redis.Pipeliner, exists bool)) error {
-	marker := doneKey(s.keys, event)
-	return s.client.Watch(ctx, func(tx *redis.Tx) error {
-		done, err := tx.Exists(ctx, marker).Result()
-		if err != nil || done == 1 {
-			return err
-		}
-		exists, err := tx.Exists(ctx, record).Result()
-		if err != nil {
-			return err
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			write(p, exists == 1)
-			p.Set(ctx, marker, 1, markerTTL)
-			return nil
-		})
-		return err
-	}, marker, record)
+// application is what applying one event writes, exactly once: the record's JSON (kept when the
+// record exists, unless overwrite), and sorted-set additions and increments. Every key is an admin
+// index under the {adm} hash tag, so one script applies a whole batch, on a Cluster too.
+type application struct {
+	marker, record string
+	body           []byte
+	overwrite      bool
+	zadd, zincr    []zentry
 }
 
-// applier parses an entry of a stream and returns what applies it.
+type zentry struct {
+	key    string
+	score  float64
+	member string
+}
+
+// applyBatch applies events with one apply.lua call: each exactly once (its marker), so an event
+// delivered again after a take-over, or a batch retried after a lost reply, changes nothing twice.
+func (s *Service) applyBatch(ctx context.Context, apps []application) error {
+	keys := make([]string, 0, len(apps)*5)
+	args := make([]any, 0, 1+len(apps)*10)
+	args = append(args, int64(markerTTL/time.Second))
+	for _, a := range apps {
+		keys = append(keys, a.marker, a.record)
+		overwrite := "0"
+		if a.overwrite {
+			overwrite = "1"
+		}
+		args = append(args, len(a.zadd), len(a.zincr), overwrite, a.body)
+		for _, z := range a.zadd {
+			keys = append(keys, z.key)
+			args = append(args, z.score, z.member)
+		}
+		for _, z := range a.zincr {
+			keys = append(keys, z.key)
+			args = append(args, z.score, z.member)
+		}
+	}
+	return applyScript.Run(ctx, s.client, keys, args...).Err()
+}
+
+// applier parses an entry of a stream and returns what applies it alone.
 func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context) error, error) {
-	return src.kind.parse(src.owner, msg)
+	app, err := src.kind.parse(src.owner, msg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error { return s.applyBatch(ctx, []application{app}) }, nil
 }
 
 // Run is the event worker: a consumer of every product's and auction's stream in one consumer group (every replica
@@ -67,6 +88,8 @@ func (s *Service) Run(ctx context.Context) {
 	w := &worker{s: s, consumer: consumerName(), groups: map[string]bool{}}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
+	wg.Go(func() { s.runCommitter(ctx) })
+	wg.Go(func() { s.runReserver(ctx) })
 	w.run(ctx)
 	wg.Wait()
 }
@@ -181,13 +204,63 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		if w.stopAfterRead != nil && w.stopAfterRead(src, len(msgs)) {
 			return busy, true
 		}
-		for _, msg := range msgs {
-			if !w.handle(ctx, src, msg) {
-				return busy, true
-			}
+		if !w.handleBatch(ctx, src, msgs) {
+			return busy, true
 		}
 	}
 	return busy, false
+}
+
+// handleBatch applies a read's entries with one script call and acknowledges them with one XACK. An
+// entry that does not parse, or a batch that keeps failing through every retry, goes through handle
+// one entry at a time (its retries, then the dead letters). false means ctx ended first.
+func (w *worker) handleBatch(ctx context.Context, src source, msgs []redis.XMessage) bool {
+	s := w.s
+	apps := make([]application, 0, len(msgs))
+	ids := make([]string, 0, len(msgs))
+	var single []redis.XMessage
+	for _, msg := range msgs {
+		app, err := src.kind.parse(src.owner, msg)
+		if err != nil {
+			single = append(single, msg)
+			continue
+		}
+		apps, ids = append(apps, app), append(ids, msg.ID)
+	}
+	if len(apps) > 0 {
+		var err error
+		for attempt := 0; ; attempt++ {
+			if err = s.applyBatch(ctx, apps); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.o.Backoff[attempt]):
+			}
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if err == nil {
+			if err := s.client.XAck(ctx, src.stream(), groupName, ids...).Err(); err != nil {
+				s.logger.Warn("acknowledging events failed", "stream", src.String(), "entries", len(ids), "error", err.Error())
+			}
+		} else {
+			s.logger.Warn("applying a batch of events failed; applying them one by one", "stream", src.String(),
+				"entries", len(ids), "error", err.Error())
+			for _, msg := range msgs {
+				if slices.Contains(ids, msg.ID) {
+					single = append(single, msg)
+				}
+			}
+		}
+	}
+	for _, msg := range single {
+		if !w.handle(ctx, src, msg) {
+			return false
+		}
+	}
+	return true
 }
 
 // handle applies one entry, retrying with backoff, dead-letters it after the last retry, and

@@ -1,40 +1,56 @@
--- reserve.lua: admit one purchase atomically (seeds 000, 002, 003): the user's in-flight claim, the
--- per-user limit, the stock check and decrement, the buyer record, the admission record and the event.
+-- reserve.lua: admit purchases of one product atomically (seeds 000, 002, 003), one or a batch (the
+-- reserve batcher sends what queued up while its last call was on its way). For each, in order: the
+-- user's in-flight claim, the per-user limit, the stock check and decrement, the buyer record, the
+-- admission record and the event.
 -- KEYS[1] info     hash   product: name, price, image_url, per_user_limit, total_stock
 -- KEYS[2] stock    string units left
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
--- KEYS[4] claim    string the user's in-flight claim (value: admission id), with a TTL
--- KEYS[5] record   hash   this admission: user, qty, state, at (TTL: release must find it)
--- KEYS[6] events   stream admission events for the worker
--- ARGV[1] admission id   ARGV[2] user pseudonym   ARGV[3] quantity
--- ARGV[4] claim TTL (ms)   ARGV[5] record TTL (s)   ARGV[6] stream length bound (approximate)
--- returns {code, remaining, per_user_limit}
+-- KEYS[4] events   stream admission events for the worker
+-- then per purchase: its claim (string: the user's in-flight claim, value: admission id, with a TTL)
+--   and its record (hash: user, qty, state, at; TTL: release must find it)
+-- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)   ARGV[3] stream length bound (approximate)
+-- then per purchase: admission id, user pseudonym, quantity
+-- returns per purchase {code, remaining, per_user_limit}, flat:
 --   0 admitted; 1 insufficient stock; 2 no such product; 3 the user has a purchase in flight;
 --   4 the user reached per_user_limit; 5 quantity outside 1..per_user_limit; 6 the id has a record
 --   already (a compensation ran before this call arrived: nothing is taken)
-if redis.call('EXISTS', KEYS[5]) == 1 then return {6, 0, 0} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {2, 0, 0} end
-local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit')) or 1
-local qty = tonumber(ARGV[3])
+local out = {}
+local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
-if not qty or qty < 1 or qty > limit or qty ~= math.floor(qty) then return {5, remaining, limit} end
-if not redis.call('SET', KEYS[4], ARGV[1], 'NX', 'PX', ARGV[4]) then return {3, remaining, limit} end
-local bought = tonumber(redis.call('HGET', KEYS[3], ARGV[2])) or 0
-local refuse = 0
-if bought + qty > limit then
-  refuse = 4
-elseif remaining < qty then
-  refuse = 1
+local at
+for i = 0, (#ARGV - 3) / 3 - 1 do
+  local id, user, qty = ARGV[4 + 3 * i], ARGV[5 + 3 * i], tonumber(ARGV[6 + 3 * i])
+  local claim, record = KEYS[5 + 2 * i], KEYS[6 + 2 * i]
+  local code = 0
+  if redis.call('EXISTS', record) == 1 then
+    code = 6
+  elseif not limit then
+    code = 2
+  elseif not qty or qty < 1 or qty > limit or qty ~= math.floor(qty) then
+    code = 5
+  elseif not redis.call('SET', claim, id, 'NX', 'PX', ARGV[1]) then
+    code = 3
+  else
+    local bought = tonumber(redis.call('HGET', KEYS[3], user)) or 0
+    if bought + qty > limit then
+      code = 4
+    elseif remaining < qty then
+      code = 1
+    end
+    if code ~= 0 then
+      redis.call('DEL', claim)
+    else
+      at = at or now_ms()
+      remaining = redis.call('DECRBY', KEYS[2], qty)
+      redis.call('HINCRBY', KEYS[3], user, qty)
+      redis.call('HSET', record, 'user', user, 'qty', qty, 'state', 'admitted', 'at', at)
+      redis.call('EXPIRE', record, ARGV[2])
+      redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'type', 'admitted', 'admission', id,
+        'user', user, 'qty', qty, 'at', at)
+    end
+  end
+  out[#out + 1] = code
+  out[#out + 1] = remaining
+  out[#out + 1] = limit or 0
 end
-if refuse ~= 0 then
-  redis.call('DEL', KEYS[4])
-  return {refuse, remaining, limit}
-end
-local at = now_ms()
-remaining = redis.call('DECRBY', KEYS[2], qty)
-redis.call('HINCRBY', KEYS[3], ARGV[2], qty)
-redis.call('HSET', KEYS[5], 'user', ARGV[2], 'qty', qty, 'state', 'admitted', 'at', at)
-redis.call('EXPIRE', KEYS[5], ARGV[5])
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[6], '*', 'type', 'admitted', 'admission', ARGV[1],
-  'user', ARGV[2], 'qty', qty, 'at', at)
-return {0, remaining, limit}
+return out

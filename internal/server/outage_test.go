@@ -165,15 +165,23 @@ func TestStoreOutage_FlashSaleLosesNothing(t *testing.T) {
 	_, token := joinAndToken(t, in, "drop")
 	bearer := http.Header{"Authorization": {"Bearer " + token}}
 
-	// 1,000 buyers, each retrying until the answer is definite.
+	// 1,000 buyers, each retrying until the answer is definite, and 50 more who arrive once Redis is
+	// down (grouped reservations decide the first wave in a few script calls, before the kill).
 	var (
 		wg                     sync.WaitGroup
 		bought, soldOut, limit atomic.Int64
 		unavailable            atomic.Int64
 	)
 	deadline := time.Now().Add(60 * time.Second)
-	for i := range 1000 {
+	for i := range 1050 {
 		wg.Go(func() {
+			if i >= 1000 {
+				select {
+				case <-killed:
+				case <-time.After(30 * time.Second):
+					return
+				}
+			}
 			h := http.Header{"X-User": {fmt.Sprintf("buyer-%d", i)}, "Accept": {"application/json"}}
 			for time.Now().Before(deadline) {
 				a, err := send("POST", in.public+"/checkout/sneaker", h)

@@ -1,0 +1,176 @@
+package admission
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Commits off the request path. When the origin accepts an admission, the visitor's answer does not
+// wait for the store: the commit goes to the committer, which sends at once whatever is queued, one
+// commits.lua call per owner in one pipeline (a group commit: under load the batches grow by
+// themselves, and one round trip carries many commits, which is what Redis CPU per admission is made
+// of). A commit only marks the record committed and ends the user's in-flight claim; the units were
+// taken at admission, so a batch lost with its replica loses no unit and sells none twice: the claim
+// expires (ClaimTTL) and the record stays "admitted" (an unsettled admission). While the committer
+// is not running (tests, shutdown), commits run on the request path as before.
+//
+// The user's next purchase may arrive before the commit of the last one is applied. On the same
+// replica it waits for that commit (waitCommit) and is admitted; on another replica, inside that
+// window of about one store round trip, it is refused 409 PURCHASE_IN_PROGRESS, as a purchase still
+// at the shop is.
+
+// commitBatchMax bounds one batch.
+const commitBatchMax = 512
+
+type pendingCommit struct {
+	kind kind
+	c    claim
+	done chan struct{} // closed once the commit's batch was sent and answered (or failed)
+}
+
+type commitKey struct{ kind, owner, user string }
+
+type committer struct {
+	mu      sync.RWMutex
+	running bool
+	queue   chan pendingCommit
+	// inFlight holds, per user of an owner, the done channel of the last commit handed over.
+	inFlight sync.Map // commitKey -> chan struct{}
+}
+
+// commitLater hands a commit to the committer; false when it is not running or is full (then the
+// caller commits now).
+func (s *Service) commitLater(k kind, c claim) bool {
+	s.commits.mu.RLock()
+	defer s.commits.mu.RUnlock()
+	if !s.commits.running {
+		return false
+	}
+	p := pendingCommit{kind: k, c: c, done: make(chan struct{})}
+	select {
+	case s.commits.queue <- p:
+		s.commits.inFlight.Store(commitKey{k.name(), c.owner, c.user}, p.done)
+		return true
+	default:
+		return false
+	}
+}
+
+// waitCommit waits, briefly, for this replica's last commit of the user's purchases of an owner;
+// true when there was one (the caller tries its reservation again).
+func (s *Service) waitCommit(k kind, c claim) bool {
+	v, ok := s.commits.inFlight.Load(commitKey{k.name(), c.owner, c.user})
+	if !ok {
+		return false
+	}
+	select {
+	case <-v.(chan struct{}):
+	case <-time.After(time.Second):
+	}
+	return true
+}
+
+// runCommitter applies queued commits in batches until ctx ends, then applies what is left.
+func (s *Service) runCommitter(ctx context.Context) {
+	s.commits.mu.Lock()
+	s.commits.queue = make(chan pendingCommit, 4*commitBatchMax)
+	s.commits.running = true
+	s.commits.mu.Unlock()
+	batch := make([]pendingCommit, 0, commitBatchMax)
+	for {
+		select {
+		case <-ctx.Done():
+			s.commits.mu.Lock()
+			s.commits.running = false // from here settle commits on the request path
+			s.commits.mu.Unlock()
+			batch = batch[:0]
+			for {
+				select {
+				case p := <-s.commits.queue:
+					batch = append(batch, p)
+					continue
+				default:
+				}
+				break
+			}
+			s.applyCommits(context.WithoutCancel(ctx), batch)
+			return
+		case p := <-s.commits.queue:
+			// Whatever queued up while the last batch was on its way goes in this one.
+			batch = append(batch[:0], p)
+		gather:
+			for len(batch) < commitBatchMax {
+				select {
+				case p := <-s.commits.queue:
+					batch = append(batch, p)
+				default:
+					break gather
+				}
+			}
+			s.applyCommits(ctx, batch)
+		}
+	}
+}
+
+// applyCommits runs one commits.lua per owner of a batch, pipelined. A failure is logged: the units
+// are kept either way and the claims expire by themselves.
+func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
+	if len(batch) == 0 {
+		return
+	}
+	defer func() {
+		for _, p := range batch {
+			s.commits.inFlight.CompareAndDelete(commitKey{p.kind.name(), p.c.owner, p.c.user}, p.done)
+			close(p.done)
+		}
+	}()
+	type group struct {
+		keys []string
+		args []any
+	}
+	groups := map[[2]string]*group{}
+	for _, p := range batch {
+		key := [2]string{p.kind.name(), p.c.owner}
+		g := groups[key]
+		if g == nil {
+			g = &group{}
+			groups[key] = g
+		}
+		record, claimKey := p.kind.commitKeys(p.c)
+		g.keys = append(g.keys, record)
+		if claimKey != "" {
+			g.keys = append(g.keys, claimKey)
+			g.args = append(g.args, p.c.id, "1")
+		} else {
+			g.args = append(g.args, p.c.id, "0")
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for attempt := 0; attempt < 3; attempt++ {
+		_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, g := range groups {
+				commitsScript.EvalSha(ctx, p, g.keys, g.args...)
+			}
+			return nil
+		})
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// The first batch after a store restart: load the script and send the batch again.
+			if err = commitsScript.Load(ctx, s.client).Err(); err == nil {
+				continue
+			}
+		}
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || attempt == 2 {
+			s.logger.Warn("committing a batch of admissions failed; their units are kept and their claims expire by themselves",
+				"admissions", len(batch), "error", err.Error())
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
