@@ -396,12 +396,26 @@ func adminForm(t *testing.T, in *instance, path string, form url.Values) {
 	}
 }
 
-// edgeq warns at start when the Redis it is given keeps nothing on disk.
+// edgeq warns at start when the Redis it is given keeps nothing on disk, and when it keeps RDB
+// snapshots only (issue 22: a crash loses minutes of sales); not with an append-only file.
 func TestStart_WarnsWhenRedisPersistenceIsOff(t *testing.T) {
-	srv := privateRedisWith(t) // no AOF, no save points
-	in := start(t, outageConfig(newOrigin(t).URL, srv.Addr()))
-	if !strings.Contains(in.logs.String(), "Redis persistence is off") {
-		t.Fatalf("no warning about persistence:\n%s", in.logs)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		warns string
+	}{
+		{"nothing", nil, "Redis persistence is off"},
+		{"rdb only", []string{"--save", "60 1"}, "Redis appendonly is off: RDB snapshots alone lose"},
+		{"aof", []string{"--appendonly", "yes"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := privateRedisWith(t, c.args...)
+			logs := start(t, outageConfig(newOrigin(t).URL, srv.Addr())).logs.String()
+			warned := strings.Contains(logs, "Redis persistence is off") || strings.Contains(logs, "Redis appendonly is off")
+			if c.warns == "" && warned || c.warns != "" && !strings.Contains(logs, c.warns) {
+				t.Fatalf("want warning %q:\n%s", c.warns, logs)
+			}
+		})
 	}
 }
 

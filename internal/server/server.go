@@ -188,9 +188,14 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 	// reachable yet, the room's tick recreates them as soon as it is.
 	applyCtx, cancelApply := context.WithTimeout(runCtx, 5*time.Second)
 	if !built.store.Embedded() {
-		if off, err := built.store.PersistenceOff(applyCtx); err == nil && off {
+		switch p, err := built.store.Persistence(applyCtx); {
+		case err != nil:
+		case p == store.PersistNothing:
 			logger.Warn("Redis persistence is off (appendonly no, no save points): a Redis restart loses queue " +
 				"positions, stock, buyers and bids; turn on appendonly yes with appendfsync everysec")
+		case p == store.PersistRDBOnly:
+			logger.Warn("Redis appendonly is off: RDB snapshots alone lose every sale, bid and queue place since " +
+				"the last snapshot (minutes) when Redis crashes; turn on appendonly yes with appendfsync everysec")
 		}
 	}
 	if err := built.room.Apply(applyCtx, cfg.Queues, nil); err != nil {

@@ -134,43 +134,58 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// PersistenceOff reports whether Redis says it keeps nothing on disk: no append-only file and no RDB
-// save points (CONFIG GET appendonly, save). On a Cluster it is true when any master keeps nothing: that
-// master's slots (some products' stock, some queues) would come back empty after a restart. An error
-// means it could not tell (CONFIG is disabled on many managed services); the embedded store is never
-// asked.
-func (s *Store) PersistenceOff(ctx context.Context) (bool, error) {
+// Persistence is what a Redis keeps on disk, from the least to the most: its writes since the last
+// RDB snapshot are lost on a crash unless the append-only file is on.
+type Persistence int
+
+const (
+	PersistNothing Persistence = iota // appendonly no, no save points: a restart loses everything
+	PersistRDBOnly                    // save points only: a crash loses the writes since the last snapshot (minutes of sales)
+	PersistAOF                        // the append-only file: at most a second (appendfsync everysec)
+)
+
+// Persistence reports what Redis says it keeps on disk (CONFIG GET appendonly, save). On a Cluster it
+// is the least of every master: that master's slots (some products' stock, some queues) are what a
+// crash would lose. An error means it could not tell (CONFIG is disabled on many managed services);
+// the embedded store is never asked.
+func (s *Store) Persistence(ctx context.Context) (Persistence, error) {
 	cluster, ok := s.Client.(*redis.ClusterClient)
 	if !ok {
-		return persistenceOff(ctx, s.Client)
+		return persistence(ctx, s.Client)
 	}
 	// A ClusterClient sends CONFIG GET, which names no key, to whichever node it picks, so one call
 	// answers for one node at random; each master is asked instead.
 	var mu sync.Mutex
-	anyOff := false
+	least := PersistAOF
 	err := cluster.ForEachMaster(ctx, func(ctx context.Context, master *redis.Client) error {
-		off, err := persistenceOff(ctx, master)
+		p, err := persistence(ctx, master)
 		mu.Lock()
-		anyOff = anyOff || off
+		least = min(least, p)
 		mu.Unlock()
 		return err
 	})
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return anyOff, nil
+	return least, nil
 }
 
-func persistenceOff(ctx context.Context, client redis.Cmdable) (bool, error) {
+func persistence(ctx context.Context, client redis.Cmdable) (Persistence, error) {
 	aof, err := client.ConfigGet(ctx, "appendonly").Result()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	save, err := client.ConfigGet(ctx, "save").Result()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
-	return aof["appendonly"] == "no" && strings.TrimSpace(save["save"]) == "", nil
+	switch {
+	case aof["appendonly"] == "yes":
+		return PersistAOF, nil
+	case strings.TrimSpace(save["save"]) != "":
+		return PersistRDBOnly, nil
+	}
+	return PersistNothing, nil
 }
 
 // Close releases the client and stops the embedded store.
