@@ -56,7 +56,10 @@ screenshots:
 
 # Pass-through overhead (origin direct, bare ReverseProxy, edgeq, measured in one run) and the waiting
 # room on a private redis-server.
+# The side-by-side table (edgeq-bench table) needs wrk, and shows nginx and Caddy when installed:
+# apt-get install wrk nginx caddy (Debian); without wrk it says so and stops.
 bench:
+	$(GO) run ./cmd/edgeq-bench table
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
 	$(GO) run ./cmd/edgeq-bench overhead
 	$(GO) run ./cmd/edgeq-bench waitroom
