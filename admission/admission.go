@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
@@ -48,7 +49,7 @@ type Service struct {
 	metrics    *serviceMetrics
 	comp       compensations
 	commits    committer
-	reserves   reserver
+	reserves   *group.Batcher[string, claim, reserved]
 
 	stock *stockKind
 	bid   *bidKind
@@ -79,6 +80,7 @@ func New(o Options) *Service {
 	s.stock = &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}}
 	s.bid = &bidKind{s: s, reads: newAuctionReads()}
 	s.kinds = []kind{s.stock, s.bid}
+	s.reserves = s.newReserver()
 	s.metrics = newMetrics(o.Registry, s.kinds)
 	return s
 }

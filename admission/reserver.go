@@ -3,35 +3,26 @@ package admission
 import (
 	"context"
 	"fmt"
-	"sync"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/edgeq/edgeq/internal/group"
 )
 
 // Reservations in groups. Stock admissions of one product all touch the product's keys, so the
-// reserver sends, per product, whatever purchases queued up while its last call was on its way as
-// one reserve.lua call (a group commit: one request alone goes at once; under load the groups grow by
-// themselves). One script call and one round trip then carry many admissions, which is what Redis CPU
-// per admission is made of; each purchase is still decided atomically, in arrival order. While the
-// reserver is not running (tests, shutdown), each request makes its own call.
+// reserver (package group) sends, per product, whatever purchases queued up while its last call was
+// on its way as one reserve.lua call; each purchase is still decided atomically, in arrival order. A
+// call without an answer answers each of its purchases with the error: their requests compensate as
+// a single one does.
 
 // reserveBatchMax bounds one call.
 const reserveBatchMax = 128
 
-type reservation struct {
-	c     claim
-	reply chan reserved
-}
-
 type reserved struct {
 	code, remaining, limit int64
-	err                    error
 }
 
-type reserver struct {
-	mu      sync.RWMutex
-	running bool
-	queue   chan reservation
+// newReserver groups the purchases of each product into reserve.lua calls (package group).
+func (s *Service) newReserver() *group.Batcher[string, claim, reserved] {
+	return group.New(reserveBatchMax, s.reserveNow)
 }
 
 // reserveArgs are reserve.lua's KEYS and ARGV for purchases of one product.
@@ -68,118 +59,7 @@ func splitReserved(res []int64, err error, n int) ([]reserved, error) {
 	return out, nil
 }
 
-// reserveOne reserves one purchase: through the reserver when it runs, else with a call of its own.
+// reserveOne reserves one purchase: grouped with others of its product when the reserver runs.
 func (s *Service) reserveOne(ctx context.Context, c claim) (reserved, error) {
-	reply := make(chan reserved, 1)
-	s.reserves.mu.RLock()
-	queued := false
-	if s.reserves.running {
-		select {
-		case s.reserves.queue <- reservation{c: c, reply: reply}:
-			queued = true
-		default:
-		}
-	}
-	s.reserves.mu.RUnlock()
-	if !queued {
-		res, err := s.reserveNow(ctx, c.owner, []claim{c})
-		if err != nil {
-			return reserved{}, err
-		}
-		return res[0], nil
-	}
-	r := <-reply
-	return r, r.err
-}
-
-// runReserver sends queued purchases in groups until ctx ends, then sends what is left.
-func (s *Service) runReserver(ctx context.Context) {
-	s.reserves.mu.Lock()
-	s.reserves.queue = make(chan reservation, 4*reserveBatchMax)
-	s.reserves.running = true
-	s.reserves.mu.Unlock()
-	batch := make([]reservation, 0, reserveBatchMax)
-	for {
-		select {
-		case <-ctx.Done():
-			s.reserves.mu.Lock()
-			s.reserves.running = false
-			s.reserves.mu.Unlock()
-			batch = batch[:0]
-			for {
-				select {
-				case r := <-s.reserves.queue:
-					batch = append(batch, r)
-					continue
-				default:
-				}
-				break
-			}
-			s.sendReservations(context.WithoutCancel(ctx), batch)
-			return
-		case r := <-s.reserves.queue:
-			batch = append(batch[:0], r)
-		gather:
-			for len(batch) < reserveBatchMax {
-				select {
-				case r := <-s.reserves.queue:
-					batch = append(batch, r)
-				default:
-					break gather
-				}
-			}
-			s.sendReservations(context.WithoutCancel(ctx), batch)
-		}
-	}
-}
-
-// sendReservations makes one reserve.lua call per product of a batch, in one pipeline, and answers
-// each purchase. A call without an answer answers each of its purchases with the error: their
-// requests compensate as a single one does.
-func (s *Service) sendReservations(ctx context.Context, batch []reservation) {
-	if len(batch) == 0 {
-		return
-	}
-	byProduct := map[string][]reservation{}
-	var order []string
-	for _, r := range batch {
-		if _, ok := byProduct[r.c.owner]; !ok {
-			order = append(order, r.c.owner)
-		}
-		byProduct[r.c.owner] = append(byProduct[r.c.owner], r)
-	}
-	cmds := make([]*redis.Cmd, len(order))
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, product := range order {
-			rs := byProduct[product]
-			cs := make([]claim, len(rs))
-			for j, r := range rs {
-				cs[j] = r.c
-			}
-			keys, args := s.reserveArgs(product, cs)
-			cmds[i] = reserveScript.EvalSha(ctx, p, keys, args...)
-		}
-		return nil
-	})
-	for i, product := range order {
-		rs := byProduct[product]
-		res, err := cmds[i].Int64Slice()
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			// The first call after a store restart: send this product's group again with the script.
-			cs := make([]claim, len(rs))
-			for j, r := range rs {
-				cs[j] = r.c
-			}
-			keys, args := s.reserveArgs(product, cs)
-			res, err = reserveScript.Run(ctx, s.client, keys, args...).Int64Slice()
-		}
-		out, err := splitReserved(res, err, len(rs))
-		for j, r := range rs {
-			if err != nil {
-				r.reply <- reserved{err: err}
-			} else {
-				r.reply <- out[j]
-			}
-		}
-	}
+	return s.reserves.Do(ctx, c.owner, c)
 }

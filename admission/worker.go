@@ -89,7 +89,7 @@ func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
-	wg.Go(func() { s.runReserver(ctx) })
+	wg.Go(func() { s.reserves.Run(ctx) })
 	w.run(ctx)
 	wg.Wait()
 }

@@ -37,6 +37,7 @@ func tableBench(args []string, w io.Writer) error {
 	connections := fs.Int("connections", 64, "wrk connections")
 	threads := fs.Int("threads", 2, "wrk threads")
 	rounds := fs.Int("rounds", 3, "alternating rounds; the table shows each target's median")
+	only := fs.String("only", "", "a regular expression: only the paths whose name matches (bare ReverseProxy and nginx always run, as references)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -63,13 +64,6 @@ func tableBench(args []string, w io.Writer) error {
 		return err
 	}
 	originURL, _ := url.Parse(origin)
-	bare, err := serve(&httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
-		Transport: proxy.NewTransport(config.Default().Origin.Timeout),
-	})
-	if err != nil {
-		return err
-	}
 	redisSrv, err := redisserver.Start()
 	if err != nil {
 		return fmt.Errorf("the table needs redis-server: %w", err)
@@ -77,6 +71,34 @@ func tableBench(args []string, w io.Writer) error {
 	defer redisSrv.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
 	defer rdb.Close()
+	// The least a join can cost (issue 19): parse the form, one INCR, a JSON answer with a cookie.
+	floorClient := redis.NewClient(&redis.Options{Addr: redisSrv.Addr(), PoolSize: 128})
+	defer floorClient.Close()
+	floor, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.PostForm.Get("queue_id") == "" {
+			http.Error(w, "bad form", http.StatusBadRequest)
+			return
+		}
+		n, err := floorClient.Incr(r.Context(), "floor:"+r.PostForm.Get("queue_id")).Result()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		id := strconv.FormatInt(n, 10)
+		http.SetCookie(w, &http.Cookie{Name: "rq", Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"request_id":%q}`, id)
+	}))
+	if err != nil {
+		return err
+	}
+	bare, err := serve(&httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
+		Transport: proxy.NewTransport(config.Default().Origin.Timeout),
+	})
+	if err != nil {
+		return err
+	}
 	edge, stop, err := startEdgeqWith(origin, redisSrv.Addr(), fmt.Sprintf(`
 limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
 queues:
@@ -136,6 +158,7 @@ routes:
 		wrkTarget{name: "edgeq pass-through GET", url: edge + "/page"},
 		wrkTarget{name: "edgeq gated GET, valid token", url: edge + "/gated/page", header: "Cookie: " + cookie},
 		wrkTarget{name: "edgeq status poll (waiting)", url: edge + "/_edgeq/status/bench_wait/" + waiting[0], store: true},
+		wrkTarget{name: "join floor: form, one INCR, JSON and a cookie", url: floor + "/join", script: postScript, body: "queue_id=bench_join", store: true},
 		wrkTarget{name: "edgeq join", url: edge + "/_edgeq/assign_queue_pos", script: postScript, body: "queue_id=bench_join", store: true},
 		wrkTarget{name: "edgeq POST passed through", url: edge + "/plain/bench", script: postScript, body: "quantity=1"},
 		wrkTarget{name: "edgeq stock admission", url: edge + "/checkout/bench", script: postScript, body: "quantity=1", store: true,
@@ -143,6 +166,13 @@ routes:
 		wrkTarget{name: "edgeq bid admission (refused: too low)", url: edge + "/auctions/bench/bid", script: postScript, body: "amount=5.00", store: true,
 			drain: "edgeq:{a:bench}:events"},
 	)
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			return err
+		}
+		targets = slices.DeleteFunc(targets, func(t wrkTarget) bool { return t.ref == "" && !re.MatchString(t.name) })
+	}
 	results := make([][]wrkResult, len(targets))
 	for round := range *rounds {
 		for i, t := range targets {
