@@ -179,16 +179,13 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 // first). With claim, a visitor served by this very call also gets its token. tsv is the time of the
 // Turnstile check passed to join, 0 if none.
 func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
-	flag := "0"
-	if claim {
-		flag = "1"
+	// The call does not end with the visitor's connection: it may carry other visitors' joins.
+	a, err := r.assigner.Do(context.WithoutCancel(ctx), queueID, assignReq{claim: claim, tsv: tsv})
+	if err != nil {
+		return joined{}, web.ErrStoreUnavailable.Because(err)
 	}
-	res := r.scripts.run(ctx, r.client, r.scripts.assign, queueKeys(r.keys, queueID), flag, tsv)
-	code, pos, epoch, st, iat, exp := res.int(0), res.int(1), res.str(3), State(res.int(4)), res.int(5), res.int(6)
-	if res.err != nil {
-		return joined{}, web.ErrStoreUnavailable.Because(res.err)
-	}
-	switch code {
+	pos, epoch, st, iat, exp := a.pos, a.epoch, a.state, a.iat, a.exp
+	switch a.code {
 	case 1:
 		return joined{}, web.ErrQueueNotFound
 	case 2:

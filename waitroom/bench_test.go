@@ -58,21 +58,21 @@ func BenchmarkGate(b *testing.B) {
 	}
 	// A token of the renewing queue issued 40 minutes ago, valid for 20 more: in the last half of its life.
 	rsnap := room.snapshotOf(ctx, "renewing")
-	rres := room.scripts.run(ctx, room.client, room.scripts.assign, queueKeys(room.keys, "renewing"), "1", 0)
-	if rres.err != nil || rres.int(6) == 0 {
-		b.Fatalf("assign: %v", rres.err)
+	rres, err := room.assignNow(ctx, "renewing", []assignReq{{claim: true}})
+	if err != nil || rres[0].exp == 0 {
+		b.Fatalf("assign: %v", err)
 	}
 	now := time.Now().Unix()
-	old, e := room.sign("renewing", rsnap.Epoch, room.ids.make("renewing", rsnap.Epoch, rres.int(1)), rres.int(1), now-2400, now+1200, 0)
+	old, e := room.sign("renewing", rsnap.Epoch, room.ids.make("renewing", rsnap.Epoch, rres[0].pos), rres[0].pos, now-2400, now+1200, 0)
 	if e != nil {
 		b.Fatal(e)
 	}
 	snap := room.snapshotOf(ctx, "drop")
-	res := room.scripts.run(ctx, room.client, room.scripts.assign, queueKeys(room.keys, "drop"), "1", 0)
-	pos, iat, exp := res.int(1), res.int(5), res.int(6)
-	if res.err != nil || exp == 0 {
-		b.Fatalf("assign: %v", res.err)
+	res, err := room.assignNow(ctx, "drop", []assignReq{{claim: true}})
+	if err != nil || res[0].exp == 0 {
+		b.Fatalf("assign: %v", err)
 	}
+	pos, iat, exp := res[0].pos, res[0].iat, res[0].exp
 	t, e := room.sign("drop", snap.Epoch, room.ids.make("drop", snap.Epoch, pos), pos, iat, exp, 0)
 	if e != nil {
 		b.Fatal(e)

@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
@@ -91,6 +92,7 @@ type Room struct {
 	// by bypass_cidrs, invites counts invitation visits by result.
 	sessionsRenewed, bypassed, invites *prometheus.CounterVec
 	renewals                           renewalBatch
+	assigner                           *group.Batcher[string, assignReq, placed]
 	rateLimited                        *prometheus.CounterVec // by limit: join, status, turnstile
 }
 
@@ -136,6 +138,7 @@ func New(opts Options) *Room {
 		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series
 	}
 	r.heartbeats.pending = map[string]map[int64]struct{}{}
+	r.assigner = r.newAssigner()
 	r.limits = opts.Limits
 	empty := map[string]config.Queue{}
 	r.configured.Store(&empty)
@@ -153,6 +156,7 @@ func (r *Room) RateLimited(limit string) prometheus.Counter {
 func (r *Room) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { r.subscribeRevocations(ctx) })
+	wg.Go(func() { r.assigner.Run(ctx) })
 	tick := time.NewTicker(r.opts.Tick)
 	defer tick.Stop()
 	flush := time.NewTicker(time.Second)

@@ -22,11 +22,11 @@ func TestRenew_ExtendsLiveSessionsAndNeverRevivesAFinishedOne(t *testing.T) {
 		keys := queueKeys(r.keys, "q")
 		served := func() (int64, int64, int64) {
 			t.Helper()
-			res := r.scripts.run(ctx, r.client, r.scripts.assign, keys, "1", 0)
-			if res.err != nil || State(res.int(4)) != StateToken {
-				t.Fatalf("assign: %v state %d", res.err, res.int(4))
+			res, err := r.assignNow(ctx, "q", []assignReq{{claim: true}})
+			if err != nil || res[0].state != StateToken {
+				t.Fatalf("assign: %v %+v", err, res)
 			}
-			return res.int(1), res.int(5), res.int(6)
+			return res[0].pos, res[0].iat, res[0].exp
 		}
 		live, iat, exp := served()
 		done, doneIat, doneExp := served()

@@ -330,7 +330,8 @@ local function take_place(now, m, tsv)
   end
   if m[4] == 'random' then
     drops().pool_set(num(m[9]), pos)
-    redis.call('HSET', K_META, 'pool_m', num(m[9]) + 1)
+    m[9] = num(m[9]) + 1 -- the next place of the same call goes after this one
+    redis.call('HSET', K_META, 'pool_m', m[9])
   end
   return pos
 end

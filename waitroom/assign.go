@@ -1,0 +1,60 @@
+package waitroom
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/edgeq/edgeq/internal/group"
+)
+
+// Joins in groups. Every join of a queue runs assign.lua on the queue's keys, so the replica's
+// assigner (package group) sends the joins of a queue that queued up while its last call was on its
+// way as one call: places are taken in arrival order and the inlet runs once for the group. Under a
+// drop's arrival rate that is one script call and one round trip for many joins.
+
+// assignBatchMax bounds one call.
+const assignBatchMax = 256
+
+// assignReq is one join: claim asks for the token at once if the new place is served by the call
+// (the gate's served-at-once path); tsv is the time of the Turnstile check passed to join, 0 if none.
+type assignReq struct {
+	claim bool
+	tsv   int64
+}
+
+// placed is assign.lua's answer for one join: code 0 with a place, else why none was taken.
+type placed struct {
+	code, pos, serving int64
+	epoch              string
+	state              State
+	iat, exp           int64
+}
+
+func (r *Room) newAssigner() *group.Batcher[string, assignReq, placed] {
+	return group.New(assignBatchMax, r.assignNow)
+}
+
+// assignNow runs assign.lua for joins of one queue, now, in one call.
+func (r *Room) assignNow(ctx context.Context, queueID string, reqs []assignReq) ([]placed, error) {
+	args := make([]any, 0, 2*len(reqs))
+	for _, q := range reqs {
+		args = append(args, flag(q.claim), q.tsv)
+	}
+	res := r.scripts.run(ctx, r.client, r.scripts.assign, queueKeys(r.keys, queueID), args...)
+	code, serving, epoch := res.int(0), res.int(1), res.str(2)
+	if res.err != nil {
+		return nil, res.err
+	}
+	out := make([]placed, len(reqs))
+	for i := range out {
+		out[i] = placed{code: code, serving: serving, epoch: epoch}
+		if code == 0 {
+			base := 3 + 4*i
+			out[i].pos, out[i].state, out[i].iat, out[i].exp = res.int(base), State(res.int(base+1)), res.int(base+2), res.int(base+3)
+		}
+	}
+	if res.err != nil {
+		return nil, fmt.Errorf("assign: %w", res.err)
+	}
+	return out, nil
+}
