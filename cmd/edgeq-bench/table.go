@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,8 +39,20 @@ func tableBench(args []string, w io.Writer) error {
 	threads := fs.Int("threads", 2, "wrk threads")
 	rounds := fs.Int("rounds", 3, "alternating rounds; the table shows each target's median")
 	only := fs.String("only", "", "a regular expression: only the paths whose name matches (bare ReverseProxy and nginx always run, as references)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (origin, edgeq, bare proxy) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if _, err := exec.LookPath("wrk"); err != nil {
 		return errors.New("the table needs wrk (Debian: apt-get install wrk; nginx and caddy are added to the table when installed)")

@@ -41,10 +41,17 @@ func joinQueue(t *testing.T, in *instance, queue string) (int, string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
 	var body struct {
 		RequestID string `json:"request_id"`
 	}
-	json.NewDecoder(resp.Body).Decode(&body)
+	json.Unmarshal(raw, &body)
+	if resp.StatusCode == 200 && body.RequestID == "" {
+		t.Errorf("join answered 200 without a request id: %s", raw)
+	}
+	if resp.StatusCode != 200 {
+		t.Logf("join of %s: %d %s", queue, resp.StatusCode, raw)
+	}
 	return resp.StatusCode, body.RequestID
 }
 
