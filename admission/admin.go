@@ -25,6 +25,7 @@ func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /api/dead-letters", s.adminDeadLetters)
 	mux.HandleFunc("POST /api/dead-letters/{id}/retry", s.adminRetry)
+	mux.HandleFunc("DELETE /api/dead-letters/{id}", s.adminDismiss)
 }
 
 // Register adds every kind's public reads under the prefix (GET {prefix}/products/{id}, the auction
@@ -279,6 +280,36 @@ func (s *Service) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
+}
+
+// adminDismiss removes a dead letter that can never succeed (issue 22): an operator who decided it, from
+// the shop's own records, takes it out of the set (and out of EdgeqDeadLetters). What it was is logged,
+// with the operator's request's correlation id, so the decision stays on record.
+func (s *Service) adminDismiss(w http.ResponseWriter, r *http.Request) {
+	ctx, id := r.Context(), r.PathValue("id")
+	var removed *redis.IntCmd
+	var body *redis.StringCmd
+	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		body = p.HGet(ctx, deadKey(s.keys), id)
+		removed = p.HDel(ctx, deadKey(s.keys), id)
+		p.ZRem(ctx, deadByTimeKey(s.keys), id)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	if removed.Val() == 0 {
+		s.responder.Error(w, r, web.ErrDeadLetterNotFound)
+		return
+	}
+	s.metrics.deadLetters.Dec()
+	attrs := []any{"id", web.ClipLog(id)}
+	if d, _, err := s.decodeDeadLetter(body.Val()); err == nil {
+		attrs = append(attrs, "type", d.Type, "owner", d.Owner, "stream_id", d.StreamID, "error", web.ClipLog(d.Error))
+	}
+	web.RequestFrom(ctx).Logger().Warn("dead letter dismissed by an operator", attrs...)
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // adminRetry applies a dead-lettered event again; on success it leaves the dead-letter set.

@@ -389,6 +389,28 @@ func TestWorker_DeadLetters(t *testing.T) {
 		if a := st.adminSend("POST", "/api/dead-letters/nope/retry", "", ""); a.status != 404 {
 			t.Fatalf("unknown dead letter: %d", a.status)
 		}
+
+		// One that can never succeed is dismissed (issue 22): gone from the list and the gauge, once.
+		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: []any{"type", "admitted", "admission", "8", "user", "y", "qty", "none", "at", "1"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "dead-lettered again", func() bool {
+			return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1 && testutil.ToFloat64(st.svc.metrics.deadLetters) == 1
+		})
+		id = st.adminGet("/api/dead-letters").json["items"].([]any)[0].(map[string]any)["id"].(string)
+		noKey, _ := http.NewRequest("DELETE", st.admin.URL+"/api/dead-letters/"+id, nil)
+		if a := do(t, noKey); a.status != 401 {
+			t.Fatalf("dismiss without the key: %d", a.status)
+		}
+		if a := st.adminSend("DELETE", "/api/dead-letters/"+id, "", ""); a.status != 204 {
+			t.Fatalf("dismiss: %d %s", a.status, a.body)
+		}
+		if a := st.adminSend("DELETE", "/api/dead-letters/"+id, "", ""); a.status != 404 {
+			t.Fatalf("dismiss again: %d %s", a.status, a.body)
+		}
+		if n := num(st.adminGet("/api/dead-letters").json["total_count"]); n != 0 || testutil.ToFloat64(st.svc.metrics.deadLetters) != 0 {
+			t.Fatalf("after the dismissal: %v listed, gauge %v", n, testutil.ToFloat64(st.svc.metrics.deadLetters))
+		}
 	})
 }
 
