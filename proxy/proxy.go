@@ -122,12 +122,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	bodyDeadline(w, r, start, p.bodyTimeout)
 	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
+	claimed := r.Header["Edgeq-Request-Id"] // an API client's place in line, read before it is stripped
 	stripClientHeaders(r.Header, peerTrusted)
 	id := web.CorrelationID(r.Header)
 	r.Header.Set(CorrelationHeader, id)
 	w.Header().Set(CorrelationHeader, id)
 	info := web.NewRequest(p.logger, id)
 	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
+	if len(claimed) == 1 && len(claimed[0]) <= 64 {
+		info.ClaimedRequestID = claimed[0]
+	}
 	info.Store.Degraded = p.degraded()
 	ctx := web.WithRequest(r.Context(), info)
 	rec := &recorder{ResponseWriter: w}

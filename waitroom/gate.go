@@ -68,15 +68,27 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			return
 		}
 		if !web.WantsHTML(req) {
-			if s := r.snapshotOf(ctx, queueID); s != nil {
+			s := r.snapshotOf(ctx, queueID)
+			if s != nil {
 				if e := s.joinable(); e != nil && e.Code != web.ErrNotOpen.Code {
 					// Sold out or closed: nothing to wait for (CONTRACT 10.2).
 					r.responder.Error(w, req, e)
 					return
 				}
+				claims, t, placed := r.serveAPIClient(ctx, w, req, queueID, s)
+				if t.Raw != "" {
+					// Served at once, as a browser is when there is room (CONTRACT 10.4).
+					w.Header().Set(HeaderToken, t.Raw)
+					r.forward(w, req, next, sess, claims, false)
+					return
+				}
+				if placed {
+					// The room filled up since this replica last looked: the place taken is the
+					// client's, named in the 403 (and the request cookie).
+					web.RequestFrom(ctx).ClaimedRequestID = claims.RequestID
+				}
 			}
-			waitURL := r.waitURL(queueID, req.URL.RequestURI())
-			r.responder.Error(w, req, web.ErrQueueRequired.With("wait_url", waitURL))
+			r.responder.Error(w, req, r.queueRequired(ctx, req, queueID, s))
 			return
 		}
 		r.admit(w, req, next, sess)
@@ -116,6 +128,70 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, token
 		}
 	}
 	return s, token.Claims{}, false, false
+}
+
+// serveAPIClient serves a request of an app or API client at once when the queue has room and
+// nobody waits (and no Turnstile check or invitation is needed), as browsers are: a place and a
+// token, handed over in the Edgeq-Token header (and the request cookie). Not a browser's load of a
+// subresource (an <img>, <script> or frame: Sec-Fetch-Dest other than "empty"), a prefetch, or a
+// request a browser sent for another site's page: those would take places from visitors who never
+// see the shop. The token is empty when the client was not served; placed then says whether it took
+// a place in line all the same (the queue filled up since the snapshot), named by the claims.
+func (r *Room) serveAPIClient(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot) (c token.Claims, t issued, placed bool) {
+	if !s.hasRoom() || s.Turnstile || s.InviteOnly || !apiCall(req) {
+		return c, t, false
+	}
+	j, e := r.join(ctx, w, req, queueID, s, true, "", "")
+	if e != nil {
+		return c, t, false
+	}
+	c = token.Claims{RequestID: j.RequestID, Position: j.Position}
+	if j.State != StateToken || j.Expires == 0 {
+		return c, t, true
+	}
+	t, e = r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
+	return c, t, e == nil
+}
+
+// apiCall reports whether a request comes from an app or a script's fetch, not from a browser
+// loading a subresource or prefetching, nor sent for another site's page.
+func apiCall(req *http.Request) bool {
+	if purpose := req.Header.Get("Sec-Purpose"); strings.Contains(purpose, "prefetch") || strings.Contains(purpose, "prerender") {
+		return false
+	}
+	if dest := req.Header.Get("Sec-Fetch-Dest"); dest != "" && dest != "empty" {
+		return false
+	}
+	return !web.CrossSite(req)
+}
+
+// queueRequired is the 403 of an API request without a valid token: where to wait (wait_url, the
+// page) and to join (queue_id, join_url: the assign endpoint), and, when the request names a live
+// place (the request cookie, or an Edgeq-Request-Id header), where it stands.
+func (r *Room) queueRequired(ctx context.Context, req *http.Request, queueID string, s *snapshot) *web.Error {
+	e := web.ErrQueueRequired.With("wait_url", r.waitURL(queueID, req.URL.RequestURI())).
+		With("queue_id", queueID).With("join_url", r.opts.Prefix+"/assign_queue_pos")
+	if s == nil {
+		return e
+	}
+	claimed := web.RequestFrom(ctx).ClaimedRequestID
+	id, pos, ok := r.requestFromCookie(req, queueID, s)
+	if !ok {
+		if claimed != "" {
+			if p, valid := r.ids.position(queueID, s.Epoch, claimed); valid {
+				id, pos, ok = claimed, p, true
+			}
+		}
+	}
+	if !ok {
+		return e
+	}
+	st, err := r.status(ctx, queueID, id, pos, s)
+	if err != nil || (st.QueueStatus != "waiting" && st.QueueStatus != "prequeue" && st.QueueStatus != "served") {
+		return e
+	}
+	return e.With("request_id", id).With("queue_status", st.QueueStatus).With("queue_position", st.QueuePosition).
+		With("ahead", st.Ahead).With("estimated_wait_time", st.EstimatedWaitTime)
 }
 
 // forward sends a request with a valid token on, telling the origin who it is, and acts on an

@@ -314,7 +314,8 @@ func TestQueueRecreatedInvalidatesOldIDsAndTokens(t *testing.T) {
 		if a := h.adminJSON(rp, "DELETE", "/api/queue/adhoc", ""); a.status != 200 {
 			t.Fatalf("delete: %d %s", a.status, a.body)
 		}
-		if a := h.adminJSON(rp, "POST", "/api/queue", create); a.status != 200 {
+		// Recreated full: the old token opens nothing (with room, an API client would be served anew).
+		if a := h.adminJSON(rp, "POST", "/api/queue", strings.Replace(create, `"capacity":10`, `"capacity":0`, 1)); a.status != 200 {
 			t.Fatalf("recreate: %d %s", a.status, a.body)
 		}
 		if a := v.do("GET", "/shop/x", nil, bearer); a.status != http.StatusForbidden {

@@ -71,10 +71,12 @@ log: {level: error}
 limits: {join_per_ip_per_minute: 3, status_per_ip_per_minute: 0}
 queues:
   - {id: drop, capacity: 10}
+  # Full: a request reaches /protected only with a token (API clients are served at once with room).
+  - {id: locked, capacity: 0}
 products:
   - {id: "1", stock: 5, name: "Sneaker"}
 routes:
-  - {name: protected, match: "/protected", queue: drop}
+  - {name: protected, match: "/protected", queue: locked}
   - name: checkout
     match: "POST /checkout/{product}"
     admission: {type: stock, product: "path:product", user: "header:X-User", quantity: "form:quantity"}

@@ -24,6 +24,9 @@ type Request struct {
 	// QueueRequestID is the queue request id of the visitor's valid access token, set by the queue
 	// step: admissions with user "token" identify the visitor by it.
 	QueueRequestID string
+	// ClaimedRequestID is the Edgeq-Request-Id header the client sent: an API client naming its place
+	// in line. The header itself is removed like every client-sent Edgeq-* header.
+	ClaimedRequestID string
 	// Store is what steps do when the store cannot be used (on_store_error), decided by the proxy.
 	Store StorePolicy
 	// Refusal is the matched route's refusal.json template (nil: the standard error body).
