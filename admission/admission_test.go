@@ -691,3 +691,69 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 		}
 	})
 }
+
+// Issue 22, acceptance 1: an operator cancels an admission; its unit is bought by the next buyer,
+// the buyer may buy again, the admin record says cancelled and the leaderboard counts it out. A
+// second cancel, an unknown id, a malformed one and a call without the key change nothing.
+func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 1, 1))
+		st.startWorker()
+		first := st.checkout("p", "alice", nil)
+		if first.status != 200 {
+			t.Fatalf("purchase: %d %s", first.status, first.body)
+		}
+		if a := st.checkout("p", "bob", nil); a.status != 409 || !strings.Contains(a.body, "INSUFFICIENT_STOCK") {
+			t.Fatalf("a second buyer of the only unit: %d %s", a.status, a.body)
+		}
+		var id string
+		eventually(t, 5*time.Second, "the admission recorded", func() bool {
+			items, _ := st.adminGet("/api/admissions").json["items"].([]any)
+			if len(items) == 1 {
+				id = items[0].(map[string]any)["id"].(string)
+			}
+			return id != ""
+		})
+		noKey, _ := http.NewRequest("POST", st.admin.URL+"/api/admissions/"+id+"/cancel", nil)
+		if a := do(t, noKey); a.status != 401 {
+			t.Fatalf("cancel without the key: %d", a.status)
+		}
+		for _, bad := range []struct {
+			id     string
+			status int
+		}{{"not-an-id", 400}, {"12345", 404}} {
+			if a := st.adminSend("POST", "/api/admissions/"+bad.id+"/cancel", "", ""); a.status != bad.status {
+				t.Fatalf("cancel %s: %d %s", bad.id, a.status, a.body)
+			}
+		}
+		if st.remaining("p") != 0 {
+			t.Fatal("a refused cancel changed the stock")
+		}
+		a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", "")
+		if a.status != 200 || a.json["state"] != "cancelled" || num(a.json["remaining_stock"]) != 1 {
+			t.Fatalf("cancel: %d %s", a.status, a.body)
+		}
+		if a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.status != 409 || !strings.Contains(a.body, "ALREADY_GIVEN_BACK") {
+			t.Fatalf("cancel again: %d %s", a.status, a.body)
+		}
+		if st.remaining("p") != 1 {
+			t.Fatalf("stock after the cancel: %d", st.remaining("p"))
+		}
+		// The unit is sold again, and alice, whose purchase was cancelled, is not at her limit.
+		if a := st.checkout("p", "bob", nil); a.status != 200 {
+			t.Fatalf("the next buyer: %d %s", a.status, a.body)
+		}
+		eventually(t, 5*time.Second, "the cancel in the admin record and the leaderboard", func() bool {
+			rec := st.adminGet("/api/admissions/" + id)
+			lb, _ := st.adminGet("/api/leaderboard").json["items"].([]any)
+			return rec.json["state"] == "cancelled" && rec.json["cancelled_at"] != nil && len(lb) == 1 &&
+				num(lb[0].(map[string]any)["sales"]) == 1
+		})
+		if a := st.adminSend("POST", "/api/products/p/restock", "application/json", `{"amount": 1}`); a.status != 200 {
+			t.Fatalf("restock: %d %s", a.status, a.body)
+		}
+		if a := st.checkout("p", "alice", nil); a.status != 200 {
+			t.Fatalf("alice buys again after her cancelled purchase: %d %s", a.status, a.body)
+		}
+	})
+}

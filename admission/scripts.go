@@ -28,6 +28,7 @@ var (
 	reserveScript = script("reserve.lua")
 	releaseScript = script("release.lua")
 	commitScript  = script("commit.lua")
+	cancelScript  = script("cancel.lua")
 	productScript = script("product.lua")
 	restockScript = script("restock.lua")
 

@@ -124,9 +124,11 @@ type Record struct {
 	ProductID  string `json:"product_id"`
 	User       string `json:"user"` // pseudonym
 	Quantity   int64  `json:"quantity"`
-	State      string `json:"state"` // admitted, released
+	State      string `json:"state"` // admitted, released, cancelled
 	AdmittedAt string `json:"admitted_at"`
 	ReleasedAt string `json:"released_at,omitempty"`
+	// CancelledAt is when an operator cancelled it (POST /api/admissions/{id}/cancel).
+	CancelledAt string `json:"cancelled_at,omitempty"`
 }
 
 func (k *stockKind) index() string                { return productIndexKey(k.s.keys) }
@@ -138,7 +140,7 @@ func (k *stockKind) parse(product string, msg redis.XMessage) (application, erro
 	typ := e.str("type")
 	qty, err1 := e.num("qty")
 	at, err2 := e.num("at")
-	if typ != "admitted" && typ != "released" || e.str("admission") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
+	if typ != "admitted" && typ != "released" && typ != "cancelled" || e.str("admission") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
 		return application{}, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
 	rec := Record{ID: e.str("admission"), ProductID: product, User: e.str("user"), Quantity: qty,
@@ -149,6 +151,13 @@ func (k *stockKind) parse(product string, msg redis.XMessage) (application, erro
 			return application{}, fmt.Errorf("malformed event %s: released_at", msg.ID)
 		}
 		rec.ReleasedAt = time.UnixMilli(rel).UTC().Format(recordTime)
+	}
+	if typ == "cancelled" {
+		c, err := e.num("cancelled_at")
+		if err != nil {
+			return application{}, fmt.Errorf("malformed event %s: cancelled_at", msg.ID)
+		}
+		rec.CancelledAt = time.UnixMilli(c).UTC().Format(recordTime)
 	}
 	return k.application(product, msg.ID, rec, at)
 }
@@ -163,12 +172,13 @@ func (k *stockKind) application(product, streamID string, rec Record, atMs int64
 		return application{}, err
 	}
 	sales := float64(rec.Quantity)
-	if rec.State == "released" {
+	given := rec.State == "released" || rec.State == "cancelled" // the units went back
+	if given {
 		sales = -sales
 	}
 	return application{
 		marker: doneKey(s.keys, k.deadPrefix()+product+"/"+streamID), record: admissionKey(s.keys, rec.ID),
-		body: body, overwrite: rec.State == "released",
+		body: body, overwrite: given,
 		zadd:  []zentry{{byTimeKey(s.keys), float64(atMs), rec.ID}, {userKey(s.keys, rec.User), float64(atMs), rec.ID}},
 		zincr: []zentry{{leaderboardKey(s.keys), sales, product}},
 	}, nil
@@ -188,6 +198,59 @@ func (k *stockKind) registerAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("GET /api/admissions", s.adminAdmissions)
 	admin.HandleFunc("GET /api/admissions/{id}", s.adminAdmission)
 	admin.HandleFunc("DELETE /api/admissions/{id}", s.adminDeleteAdmission)
+	admin.HandleFunc("POST /api/admissions/{id}/cancel", k.adminCancel)
 	admin.HandleFunc("GET /api/users/{user}/admissions", s.adminUserAdmissions)
 	admin.HandleFunc("GET /api/leaderboard", s.adminLeaderboard)
+}
+
+// adminCancel cancels an admission (issue 22): the shop cancelled the order, or the operator decided
+// an unsettled one. Its units go back to stock and the buyer may buy again; the cancelled event
+// reaches the admin indexes (and the ledger) through the worker. 409 ALREADY_GIVEN_BACK when it was
+// released or cancelled already; 404 until the worker has recorded the admission (a moment after it).
+func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	id := r.PathValue("id")
+	if !admissionIDSyntax.MatchString(id) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	ctx := r.Context()
+	rec, found, err := s.record(ctx, id)
+	switch {
+	case err != nil:
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	case !found:
+		s.responder.Error(w, r, web.ErrAdmissionNotFound)
+		return
+	case rec.State == "released" || rec.State == "cancelled":
+		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", rec.State))
+		return
+	}
+	at, err := time.Parse(recordTime, rec.AdmittedAt)
+	if err != nil {
+		s.responder.Error(w, r, web.ErrInternal.Because(fmt.Errorf("admission %s: admitted_at %q", id, rec.AdmittedAt)))
+		return
+	}
+	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
+	res, err := cancelScript.Run(ctx, s.client, k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(), s.o.StreamBound,
+		int64(recordTTL/time.Second)).Int64Slice()
+	if err != nil || len(res) != 2 {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("cancel: %v %v", res, err)))
+		return
+	}
+	if res[0] != 0 {
+		state := "released"
+		if res[0] == 4 {
+			state = "cancelled"
+		}
+		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", state))
+		return
+	}
+	k.changed(rec.ProductID)
+	s.metrics.admissions.WithLabelValues(k.name(), "cancelled").Inc()
+	web.RequestFrom(ctx).Logger().Info("admission cancelled by an operator", "id", id, "product", rec.ProductID,
+		"quantity", rec.Quantity, "remaining_stock", res[1])
+	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "cancelled",
+		"quantity": rec.Quantity, "remaining_stock": res[1]})
 }

@@ -9,7 +9,7 @@
 -- returns 0 committed; 1 unknown admission; 2 already released
 local state = redis.call('HGET', KEYS[5], 'state')
 if not state then return 1 end
-if state == 'released' then return 2 end
+if state == 'released' or state == 'cancelled' then return 2 end
 redis.call('HSET', KEYS[5], 'state', 'committed')
 if redis.call('GET', KEYS[4]) == ARGV[1] then
   redis.call('DEL', KEYS[4])

@@ -9,7 +9,7 @@ for a = 1, #ARGV, 2 do
   local id, record = ARGV[a], KEYS[k]
   k = k + 1
   local state = redis.call('HGET', record, 'state')
-  if state and state ~= 'released' and state ~= 'withdrawn' and state ~= 'committed' then
+  if state and state ~= 'released' and state ~= 'withdrawn' and state ~= 'committed' and state ~= 'cancelled' then
     redis.call('HSET', record, 'state', 'committed')
     n = n + 1
   end

@@ -7,7 +7,8 @@
 -- KEYS[5] record   hash   this admission: user, qty, state, at
 -- KEYS[6] events   stream admission events for the worker
 -- ARGV[1] admission id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
--- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released; 3 already committed
+-- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released (or cancelled by an
+--   operator: its units are back already); 3 already committed
 -- An unknown admission gets a tombstone (a released record), so that a reserve.lua call with this id
 -- still on its way (the caller gave up on its answer) is refused when it arrives.
 local state = redis.call('HGET', KEYS[5], 'state')
@@ -16,7 +17,7 @@ if not state then
   redis.call('EXPIRE', KEYS[5], ARGV[3])
   return {1, 0}
 end
-if state == 'released' then return {2, 0} end
+if state == 'released' or state == 'cancelled' then return {2, 0} end
 if state == 'committed' then return {3, 0} end
 local user = redis.call('HGET', KEYS[5], 'user')
 local qty = tonumber(redis.call('HGET', KEYS[5], 'qty'))

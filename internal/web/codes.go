@@ -101,6 +101,7 @@ var (
 	ErrAlreadyFinished     = code(http.StatusConflict, "ALREADY_FINISHED", "This visitor's session is already over.")
 	ErrProductExists       = code(http.StatusConflict, "PRODUCT_EXISTS", "A product with this id exists.")
 	ErrAdmissionNotFound   = code(http.StatusNotFound, "ADMISSION_NOT_FOUND", "There is no such admission.")
+	ErrAlreadyGivenBack    = code(http.StatusConflict, "ALREADY_GIVEN_BACK", "This admission's units were given back already: it was released or cancelled.")
 	ErrDeadLetterNotFound  = ErrNotFound.saying("There is no such dead letter.")
 	ErrDeadLetterRetryFail = code(http.StatusConflict, "RETRY_FAILED", "The event failed again; it stays in the dead-letter set.")
 )
