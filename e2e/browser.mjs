@@ -638,7 +638,41 @@ async function invite() {
   }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops, invite };
+// deadletters: the dashboard lists two dead letters the Go side planted; Retry applies the good one
+// (the admission appears in the admin API), Retry on the malformed one says why it failed and keeps
+// it, Dismiss (confirmed) removes it.
+async function deadletters() {
+  const b = await browser({ viewport: { width: 1400, height: 1000 }, httpCredentials: { username: 'operator', password: env.EDGEQ_ADMIN_KEY } });
+  const { page } = b;
+  try {
+    await page.goto(env.EDGEQ_ADMIN_URL + '/dashboard');
+    const row = (id) => page.locator('#dead-letters tbody tr', { hasText: id });
+    await row(env.GOOD).waitFor({ timeout: 15000 });
+    await row(env.BAD).waitFor({ timeout: 15000 });
+    await screenshot(page, 'dashboard-dead-letters');
+    await row(env.GOOD).locator('button[data-action="retry"]').click();
+    await page.locator('#dead-result', { hasText: env.GOOD + ' retried' }).waitFor({ timeout: 10000 });
+    await row(env.GOOD).waitFor({ state: 'detached', timeout: 10000 });
+    const admission = await api('/api/admissions/990001');
+    expect(admission.state === 'admitted' && admission.product_id === 'jersey', 'the retried event: ' + JSON.stringify(admission));
+    await row(env.BAD).locator('button[data-action="retry"]').click();
+    await page.locator('#dead-result', { hasText: env.BAD + ':' }).waitFor({ timeout: 10000 });
+    log('a failed retry says', await text(page, '#dead-result'));
+    expect((await row(env.BAD).count()) === 1, 'a failed retry removed the dead letter');
+    // Dismissing asks first: the browser's confirmation is accepted here.
+    page.removeAllListeners('dialog');
+    page.once('dialog', (d) => d.accept());
+    await row(env.BAD).locator('button[data-action="dismiss"]').click();
+    await page.locator('#dead-result', { hasText: env.BAD + ' dismissed' }).waitFor({ timeout: 10000 });
+    await row(env.BAD).waitFor({ state: 'detached', timeout: 10000 });
+    const left = await api('/api/dead-letters');
+    expect(left.total_count === 0, 'dead letters left: ' + JSON.stringify(left));
+  } finally {
+    await b.close();
+  }
+}
+
+const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops, invite, deadletters };
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

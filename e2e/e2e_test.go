@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/edgeq/edgeq/internal/demoshop"
 	"github.com/edgeq/edgeq/internal/server"
 	"github.com/edgeq/edgeq/internal/store/storetest"
@@ -334,6 +336,24 @@ func TestBrowser(t *testing.T) {
 	})
 	t.Run("markup in titles and return paths stays text", func(t *testing.T) {
 		runScenario(t, node, s, "xss")
+	})
+	t.Run("dead letters retried and dismissed from the dashboard", func(t *testing.T) {
+		// Two events the worker gave up on: one well formed (its cause since fixed), one malformed.
+		rdb := redis.NewClient(&redis.Options{Addr: storetest.RedisAddr(t)})
+		defer rdb.Close()
+		ctx := context.Background()
+		plant := func(id, qty string) {
+			body, _ := json.Marshal(map[string]any{"id": id, "product_id": "jersey", "stream_id": strings.TrimPrefix(id, "jersey."),
+				"fields": map[string]string{"type": "admitted", "admission": "990001", "user": "dead-letter-user", "qty": qty, "at": "1700000000000"},
+				"error": "planted by the e2e test", "failed_at": time.Now().UTC().Format(time.RFC3339)})
+			if err := rdb.HSet(ctx, "edgeq:{adm}:dead", id, body).Err(); err != nil {
+				t.Fatal(err)
+			}
+			rdb.ZAdd(ctx, "edgeq:{adm}:dead_by_time", redis.Z{Score: float64(time.Now().UnixMilli()), Member: id})
+		}
+		plant("jersey.1700000000000-0", "1")
+		plant("jersey.1700000000001-0", "many")
+		runScenario(t, node, s, "deadletters", "GOOD=jersey.1700000000000-0", "BAD=jersey.1700000000001-0", "SCREENSHOT_DIR="+shots)
 	})
 	t.Run("the operator dashboard during a sale", func(t *testing.T) {
 		stop := s.sale(t, "sale", "jersey")

@@ -265,6 +265,43 @@
       new Date(a.admitted_at).toLocaleTimeString()]), 5);
   }
 
+  function renderDeadLetters(items) {
+    fillTable('dead-letters', items.map((d) => {
+      const actions = el('span', undefined, 'actions');
+      for (const [action, label] of [['retry', 'Retry'], ['dismiss', 'Dismiss']]) {
+        const b = actions.appendChild(el('button', label));
+        b.type = 'button';
+        b.dataset.action = action;
+        b.dataset.id = d.id;
+      }
+      return [d.id, d.type, d.product_id || d.auction_id || '', d.error || '', d.failed_at ? new Date(d.failed_at).toLocaleString() : '', actions];
+    }), 6);
+  }
+
+  // Retry and dismiss, for every row the table is drawn with (event delegation: rows are redrawn).
+  $('#dead-letters').addEventListener('click', async (ev) => {
+    const b = ev.target.closest('button[data-action]');
+    if (!b) return;
+    const out = $('#dead-result');
+    const id = b.dataset.id;
+    b.disabled = true;
+    try {
+      if (b.dataset.action === 'retry') {
+        await change('POST', '/api/dead-letters/' + encodeURIComponent(id) + '/retry', {});
+        out.textContent = id + ' retried: applied';
+      } else {
+        if (!confirm('Dismiss ' + id + '? It is removed for good (the log keeps what it was).')) return;
+        await change('DELETE', '/api/dead-letters/' + encodeURIComponent(id));
+        out.textContent = id + ' dismissed';
+      }
+      poll();
+    } catch (e) {
+      out.textContent = id + ': ' + e.message;
+    } finally {
+      b.disabled = false;
+    }
+  });
+
   function renderStore(ready) {
     const badge = $('#store');
     const store = ready && ready.checks ? ready.checks.store : undefined;
@@ -283,15 +320,16 @@
       // the queue counters still come from the replica's snapshot while product reads fail).
       const parts = await Promise.allSettled([
         getJSON('/api/queues'), getJSON('/api/products'), getJSON('/api/auctions'),
-        getJSON('/api/admissions?page_size=8'), getJSON('/readyz'),
+        getJSON('/api/admissions?page_size=8'), getJSON('/readyz'), getJSON('/api/dead-letters?page_size=20'),
       ]);
-      const [queues, products, auctions, admissions, ready] = parts.map((p) => (p.status === 'fulfilled' ? p.value : null));
+      const [queues, products, auctions, admissions, ready, dead] = parts.map((p) => (p.status === 'fulfilled' ? p.value : null));
       const failed = parts.find((p) => p.status === 'rejected');
       const now = Date.now();
       if (queues) renderQueues(queues.items || [], now);
       if (products) renderProducts(products.items || []);
       if (auctions) renderAuctions(auctions.items || [], now);
       if (admissions) renderAdmissions(admissions.items || []);
+      if (dead) renderDeadLetters(dead.items || []);
       renderStore(ready);
       if (failed) throw failed.reason;
       $('#updated').textContent = 'updated ' + new Date(now).toLocaleTimeString();
