@@ -345,7 +345,7 @@ func TestBrowser(t *testing.T) {
 		plant := func(id, qty string) {
 			body, _ := json.Marshal(map[string]any{"id": id, "product_id": "jersey", "stream_id": strings.TrimPrefix(id, "jersey."),
 				"fields": map[string]string{"type": "admitted", "admission": "990001", "user": "dead-letter-user", "qty": qty, "at": "1700000000000"},
-				"error": "planted by the e2e test", "failed_at": time.Now().UTC().Format(time.RFC3339)})
+				"error":  "planted by the e2e test", "failed_at": time.Now().UTC().Format(time.RFC3339)})
 			if err := rdb.HSet(ctx, "edgeq:{adm}:dead", id, body).Err(); err != nil {
 				t.Fatal(err)
 			}
