@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -122,8 +124,95 @@ func (s *Service) writePage(w http.ResponseWriter, r *http.Request, index string
 }
 
 func (s *Service) adminAdmissions(w http.ResponseWriter, r *http.Request) {
-	s.writePage(w, r, byTimeKey(s.keys))
+	q := r.URL.Query()
+	switch state := q.Get("state"); state {
+	case "":
+		if q.Has("older_than") {
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than").With("problems", "older_than goes with state=admitted"))
+			return
+		}
+		s.writePage(w, r, byTimeKey(s.keys))
+	case "admitted":
+		s.adminUnsettled(w, r)
+	default:
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "state").With("problems", "state lists unsettled admissions: admitted"))
+	}
 }
+
+// adminUnsettled lists the admissions neither committed nor given back that are older than
+// older_than seconds (default 0), oldest first (issue 22): normally none lasts longer than the origin
+// takes to answer; one that does was admitted by a replica that died before its settlement. The
+// operator checks the shop's order and commits or cancels it.
+func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
+	page, size, e := web.Paging(r, web.MaxPageSize)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	older := int64(0)
+	if v := r.URL.Query().Get("older_than"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 365*24*3600 {
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than"))
+			return
+		}
+		older = n
+	}
+	ctx := r.Context()
+	items, err := s.unsettled(ctx, time.Now().Add(-time.Duration(older)*time.Second))
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	lo, hi, size := web.Window(int64(len(items)), page, size)
+	out := make([]Record, 0, hi-lo)
+	for _, u := range items[lo:hi] {
+		rec, found, err := s.record(ctx, u.id)
+		if err != nil {
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+			return
+		}
+		if !found { // the worker has not recorded it yet, or the record was deleted
+			rec = Record{ID: u.id, ProductID: u.product, AdmittedAt: time.UnixMilli(u.at).UTC().Format(recordTime)}
+		}
+		rec.State = "admitted"
+		out = append(out, rec)
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "total_count": len(items), "page": page, "page_size": size})
+}
+
+type unsettledAdmission struct {
+	id, product string
+	at          int64 // ms
+}
+
+// unsettled reads every product's admissions not settled since before, oldest first.
+func (s *Service) unsettled(ctx context.Context, before time.Time) ([]unsettledAdmission, error) {
+	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []unsettledAdmission
+	for _, p := range products {
+		zs, err := s.client.ZRangeByScoreWithScores(ctx, unsettledKey(s.keys, p), &redis.ZRangeBy{
+			Min: "-inf", Max: strconv.FormatInt(before.UnixMilli(), 10),
+		}).Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, z := range zs {
+			if id, ok := z.Member.(string); ok {
+				out = append(out, unsettledAdmission{id: id, product: p, at: int64(z.Score)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b unsettledAdmission) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
+	return out, nil
+}
+
+// UnsettledAfter is how old an admission must be to count in edgeq_admissions_unsettled: no origin
+// answer takes this long (origin.timeout is far shorter), so one counted is waiting for an operator.
+const UnsettledAfter = 5 * time.Minute
 
 var admissionIDSyntax = regexp.MustCompile(`^[0-9]{1,20}$`)
 

@@ -89,8 +89,8 @@ func (k *bidKind) commit(ctx context.Context, c claim) error {
 	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id).Err()
 }
 
-func (k *bidKind) commitKeys(c claim) (string, string) {
-	return bidRecordKey(k.s.keys, c.owner, c.id), ""
+func (k *bidKind) commitKeys(c claim) []string {
+	return []string{bidRecordKey(k.s.keys, c.owner, c.id)}
 }
 
 func (k *bidKind) changed(auction string) { k.reads.forget(auction) }

@@ -139,14 +139,9 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 			g = &group{}
 			groups[key] = g
 		}
-		record, claimKey := p.kind.commitKeys(p.c)
-		g.keys = append(g.keys, record)
-		if claimKey != "" {
-			g.keys = append(g.keys, claimKey)
-			g.args = append(g.args, p.c.id, "1")
-		} else {
-			g.args = append(g.args, p.c.id, "0")
-		}
+		keys := p.kind.commitKeys(p.c)
+		g.keys = append(g.keys, keys...)
+		g.args = append(g.args, p.c.id, flag(len(keys) > 1))
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -173,4 +168,11 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

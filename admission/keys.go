@@ -7,6 +7,9 @@ func infoKey(k store.Keys, product string) string   { return k.Product(product, 
 func stockKey(k store.Keys, product string) string  { return k.Product(product, "stock") }
 func buyersKey(k store.Keys, product string) string { return k.Product(product, "buyers") }
 func eventsKey(k store.Keys, product string) string { return k.Product(product, "events") }
+func unsettledKey(k store.Keys, product string) string {
+	return k.Product(product, "unsettled")
+}
 func claimKey(k store.Keys, product, user string) string {
 	return k.Product(product, "claim:"+user)
 }
@@ -17,7 +20,7 @@ func recordKey(k store.Keys, product, admission string) string {
 // stockKeys are the KEYS of reserve.lua, release.lua and commit.lua.
 func stockKeys(k store.Keys, product, user, admission string) []string {
 	return []string{infoKey(k, product), stockKey(k, product), buyersKey(k, product), claimKey(k, product, user),
-		recordKey(k, product, admission), eventsKey(k, product)}
+		recordKey(k, product, admission), eventsKey(k, product), unsettledKey(k, product)}
 }
 
 // The admin indexes share one hash tag ({adm}), so the worker can write an admission and all its

@@ -8,6 +8,7 @@ type serviceMetrics struct {
 	deadLetters prometheus.Gauge
 	// compensations: releases and withdrawals waiting for the store to answer.
 	compensations prometheus.Gauge
+	unsettled     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
@@ -25,6 +26,10 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 			Namespace: "edgeq", Name: "dead_letters",
 			Help: "Admission events that failed every retry and wait in the dead-letter set.",
 		}),
+		unsettled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "edgeq", Name: "admissions_unsettled",
+			Help: "Stock admissions neither committed nor given back for more than 5 minutes (their replica died before settling them), every product together.",
+		}),
 		compensations: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "edgeq", Name: "pending_compensations",
 			Help: "Releases and bid withdrawals this replica retries until the store answers.",
@@ -36,7 +41,7 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations)
+		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled)
 	}
 	return m
 }

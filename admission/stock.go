@@ -93,8 +93,8 @@ func (k *stockKind) commit(ctx context.Context, c claim) error {
 	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id).Err()
 }
 
-func (k *stockKind) commitKeys(c claim) (string, string) {
-	return recordKey(k.s.keys, c.owner, c.id), claimKey(k.s.keys, c.owner, c.user)
+func (k *stockKind) commitKeys(c claim) []string {
+	return []string{recordKey(k.s.keys, c.owner, c.id), claimKey(k.s.keys, c.owner, c.user), unsettledKey(k.s.keys, c.owner)}
 }
 
 func (k *stockKind) changed(product string) { k.products.forget(product) }
@@ -199,6 +199,7 @@ func (k *stockKind) registerAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("GET /api/admissions/{id}", s.adminAdmission)
 	admin.HandleFunc("DELETE /api/admissions/{id}", s.adminDeleteAdmission)
 	admin.HandleFunc("POST /api/admissions/{id}/cancel", k.adminCancel)
+	admin.HandleFunc("POST /api/admissions/{id}/commit", k.adminCommit)
 	admin.HandleFunc("GET /api/users/{user}/admissions", s.adminUserAdmissions)
 	admin.HandleFunc("GET /api/leaderboard", s.adminLeaderboard)
 }
@@ -253,4 +254,41 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		"quantity", rec.Quantity, "remaining_stock", res[1])
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "cancelled",
 		"quantity": rec.Quantity, "remaining_stock": res[1]})
+}
+
+// adminCommit settles an unsettled admission as sold (issue 22): the operator found the shop's order
+// of an admission whose replica died before its settlement. The units stay sold; the buyer's
+// in-flight claim ends. 409 ALREADY_GIVEN_BACK when it was released or cancelled.
+func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	id := r.PathValue("id")
+	if !admissionIDSyntax.MatchString(id) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	ctx := r.Context()
+	rec, found, err := s.record(ctx, id)
+	switch {
+	case err != nil:
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	case !found:
+		s.responder.Error(w, r, web.ErrAdmissionNotFound)
+		return
+	case rec.State == "released" || rec.State == "cancelled":
+		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", rec.State))
+		return
+	}
+	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
+	code, err := commitScript.Run(ctx, s.client, k.keys(c), id).Int64()
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	if code == 2 {
+		s.responder.Error(w, r, web.ErrAlreadyGivenBack)
+		return
+	}
+	web.RequestFrom(ctx).Logger().Info("admission committed by an operator", "id", id, "product", rec.ProductID)
+	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "committed"})
 }

@@ -161,6 +161,9 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		if n, err := s.client.HLen(ctx, deadKey(s.keys)).Result(); err == nil {
 			s.metrics.deadLetters.Set(float64(n))
 		}
+		if u, err := s.unsettled(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
+			s.metrics.unsettled.Set(float64(len(u)))
+		}
 	}
 	claim := time.Since(w.claimAt) > s.o.ClaimIdle/3
 	if claim {

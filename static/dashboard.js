@@ -321,8 +321,9 @@
       const parts = await Promise.allSettled([
         getJSON('/api/queues'), getJSON('/api/products'), getJSON('/api/auctions'),
         getJSON('/api/admissions?page_size=8'), getJSON('/readyz'), getJSON('/api/dead-letters?page_size=20'),
+        getJSON('/api/admissions?state=admitted&older_than=300&page_size=1'),
       ]);
-      const [queues, products, auctions, admissions, ready, dead] = parts.map((p) => (p.status === 'fulfilled' ? p.value : null));
+      const [queues, products, auctions, admissions, ready, dead, unsettled] = parts.map((p) => (p.status === 'fulfilled' ? p.value : null));
       const failed = parts.find((p) => p.status === 'rejected');
       const now = Date.now();
       if (queues) renderQueues(queues.items || [], now);
@@ -330,6 +331,11 @@
       if (auctions) renderAuctions(auctions.items || [], now);
       if (admissions) renderAdmissions(admissions.items || []);
       if (dead) renderDeadLetters(dead.items || []);
+      if (unsettled) {
+        const badge = $('#unsettled');
+        badge.textContent = 'unsettled: ' + fmt(unsettled.total_count);
+        badge.dataset.state = unsettled.total_count > 0 ? 'bad' : 'ok';
+      }
       renderStore(ready);
       if (failed) throw failed.reason;
       $('#updated').textContent = 'updated ' + new Date(now).toLocaleTimeString();

@@ -4,9 +4,12 @@
 -- KEYS[3] buyers   hash   (unused here)
 -- KEYS[4] claim    string the user's in-flight claim (value: admission id)
 -- KEYS[5] record   hash   this admission: state
+-- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
 -- KEYS[6] events   stream (unused here)
 -- ARGV[1] admission id
 -- returns 0 committed; 1 unknown admission; 2 already released
+-- Committed or given back, or its record long gone: it is settled either way.
+redis.call('ZREM', KEYS[7], ARGV[1])
 local state = redis.call('HGET', KEYS[5], 'state')
 if not state then return 1 end
 if state == 'released' or state == 'cancelled' then return 2 end

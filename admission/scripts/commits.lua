@@ -1,8 +1,9 @@
 -- commits.lua: commit a batch of admissions or bids that the origin accepted, all of one owner (one
 -- hash tag): each record not released or withdrawn becomes committed, and a stock admission's
 -- in-flight claim ends when it is still this admission's.
--- ARGV per item: id, with_claim (1 for a stock admission, 0 for a bid)
--- KEYS per item, in the same order: its record, then its claim when with_claim is 1
+-- ARGV per item: id, stock (1 for a stock admission, 0 for a bid)
+-- KEYS per item, in the same order: its record, then for a stock admission its claim and its
+--   product's unsettled set
 -- returns {items committed now}
 local k, n = 1, 0
 for a = 1, #ARGV, 2 do
@@ -15,7 +16,8 @@ for a = 1, #ARGV, 2 do
   end
   if ARGV[a + 1] == '1' then
     if redis.call('GET', KEYS[k]) == id then redis.call('DEL', KEYS[k]) end
-    k = k + 1
+    if state ~= 'released' and state ~= 'cancelled' then redis.call('ZREM', KEYS[k + 1], id) end
+    k = k + 2
   end
 end
 return {n}

@@ -5,6 +5,7 @@
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
 -- KEYS[4] claim    string the user's in-flight claim (value: admission id)
 -- KEYS[5] record   hash   this admission: user, qty, state, at
+-- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
 -- KEYS[6] events   stream admission events for the worker
 -- ARGV[1] admission id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
 -- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released (or cancelled by an
@@ -27,6 +28,7 @@ if redis.call('HINCRBY', KEYS[3], user, -qty) <= 0 then
   redis.call('HDEL', KEYS[3], user)
 end
 redis.call('HSET', KEYS[5], 'state', 'released')
+redis.call('ZREM', KEYS[7], ARGV[1])
 if redis.call('GET', KEYS[4]) == ARGV[1] then
   redis.call('DEL', KEYS[4])
 end

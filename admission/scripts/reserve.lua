@@ -6,6 +6,7 @@
 -- KEYS[2] stock    string units left
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
 -- KEYS[4] events   stream admission events for the worker
+-- KEYS[5] unsettled zset admissions neither committed nor given back yet, by admission time (ms)
 -- then per purchase: its claim (string: the user's in-flight claim, value: admission id, with a TTL)
 --   and its record (hash: user, qty, state, at; TTL: release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)   ARGV[3] stream length bound (approximate)
@@ -20,7 +21,7 @@ local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
 local at
 for i = 0, (#ARGV - 3) / 3 - 1 do
   local id, user, qty = ARGV[4 + 3 * i], ARGV[5 + 3 * i], tonumber(ARGV[6 + 3 * i])
-  local claim, record = KEYS[5 + 2 * i], KEYS[6 + 2 * i]
+  local claim, record = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
   local code = 0
   if redis.call('EXISTS', record) == 1 then
     code = 6
@@ -45,6 +46,7 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
       redis.call('HINCRBY', KEYS[3], user, qty)
       redis.call('HSET', record, 'user', user, 'qty', qty, 'state', 'admitted', 'at', at)
       redis.call('EXPIRE', record, ARGV[2])
+      redis.call('ZADD', KEYS[5], at, id)
       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'type', 'admitted', 'admission', id,
         'user', user, 'qty', qty, 'at', at)
     end

@@ -254,30 +254,38 @@ origin: {url: %q}
 // the log keeps being drained so the process never blocks on a full pipe.
 func waitForStart(t *testing.T, stderr io.Reader) string {
 	t.Helper()
+	public, _ := waitForListeners(t, stderr)
+	return public
+}
+
+// waitForListeners waits for edgeq's start line and returns its public and admin addresses.
+func waitForListeners(t *testing.T, stderr io.Reader) (public, admin string) {
+	t.Helper()
 	lines := bufio.NewScanner(stderr)
-	found := make(chan string, 1)
+	found := make(chan [2]string, 1)
 	go func() {
 		for lines.Scan() {
 			var entry struct {
 				Msg    string `json:"msg"`
 				Public string `json:"public"`
+				Admin  string `json:"admin"`
 			}
 			if json.Unmarshal(lines.Bytes(), &entry) == nil && entry.Msg == "edgeq started" {
-				found <- entry.Public
+				found <- [2]string{entry.Public, entry.Admin}
 			}
 		}
 		close(found)
 	}()
 	select {
-	case addr, ok := <-found:
+	case addrs, ok := <-found:
 		if !ok {
 			t.Fatal("edgeq exited before starting")
 		}
-		return addr
+		return addrs[0], addrs[1]
 	case <-time.After(30 * time.Second):
 		t.Fatal("edgeq did not start within 30s")
 	}
-	return ""
+	return "", ""
 }
 
 // check -print shows the effective configuration: file, defaults and EDGEQ_* overrides together, with
