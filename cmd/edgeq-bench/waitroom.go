@@ -207,45 +207,54 @@ routes:
 // redisAddr, with a signing key of its own, logging at info (as deployed), and the rest of the
 // configuration (queues, products, routes) from rest.
 func startEdgeqWith(origin, redisAddr, rest string) (string, func(), error) {
+	public, _, stop, err := startEdgeqAdmin(origin, redisAddr, rest)
+	return public, stop, err
+}
+
+// benchAdminKey is the admin API key of the edgeq the benchmarks start.
+const benchAdminKey = "bench-admin-key"
+
+// startEdgeqAdmin is startEdgeqWith that also returns the admin listener's base URL (key benchAdminKey).
+func startEdgeqAdmin(origin, redisAddr, rest string) (string, string, func(), error) {
 	dir, err := os.MkdirTemp("", "edgeq-bench-")
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	key, _ := token.GenerateKey()
 	pemBytes, _ := token.MarshalPrivateKey(key)
 	keyPath := filepath.Join(dir, "signing.pem")
 	if err := os.WriteFile(keyPath, pemBytes, 0o600); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	cfg := fmt.Sprintf(`
 server: {listen: "127.0.0.1:0"}
-admin: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: %q}
 origin: {url: %q}
 redis: {addr: %q}
 tokens: {signing_key_file: %q}
 log: {level: info}
-`, origin, redisAddr, keyPath) + rest
+`, benchAdminKey, origin, redisAddr, keyPath) + rest
 	path := filepath.Join(dir, "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	if _, err := config.Load(path); err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan string, 1)
+	started := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: io.Discard, Started: func(public, _ net.Addr) {
-			started <- "http://" + public.String()
+		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: io.Discard, Started: func(public, admin net.Addr) {
+			started <- [2]string{"http://" + public.String(), "http://" + admin.String()}
 		}})
 	}()
 	select {
-	case addr := <-started:
-		return addr, func() { cancel(); <-done; os.RemoveAll(dir) }, nil
+	case addrs := <-started:
+		return addrs[0], addrs[1], func() { cancel(); <-done; os.RemoveAll(dir) }, nil
 	case err := <-done:
 		cancel()
-		return "", nil, fmt.Errorf("edgeq did not start: %v", err)
+		return "", "", nil, fmt.Errorf("edgeq did not start: %v", err)
 	}
 }
 
