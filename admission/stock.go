@@ -209,23 +209,9 @@ func (k *stockKind) registerAdmin(admin *http.ServeMux) {
 // reaches the admin indexes (and the ledger) through the worker. 409 ALREADY_GIVEN_BACK when it was
 // released or cancelled already; 404 until the worker has recorded the admission (a moment after it).
 func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
-	s := k.s
-	id := r.PathValue("id")
-	if !admissionIDSyntax.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
-		return
-	}
-	ctx := r.Context()
-	rec, found, err := s.record(ctx, id)
-	switch {
-	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	case !found:
-		s.responder.Error(w, r, web.ErrAdmissionNotFound)
-		return
-	case rec.State == "released" || rec.State == "cancelled":
-		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", rec.State))
+	s, id, ctx := k.s, r.PathValue("id"), r.Context()
+	rec, ok := k.settleable(w, r, id)
+	if !ok {
 		return
 	}
 	at, err := time.Parse(recordTime, rec.AdmittedAt)
@@ -260,23 +246,9 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 // of an admission whose replica died before its settlement. The units stay sold; the buyer's
 // in-flight claim ends. 409 ALREADY_GIVEN_BACK when it was released or cancelled.
 func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
-	s := k.s
-	id := r.PathValue("id")
-	if !admissionIDSyntax.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
-		return
-	}
-	ctx := r.Context()
-	rec, found, err := s.record(ctx, id)
-	switch {
-	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	case !found:
-		s.responder.Error(w, r, web.ErrAdmissionNotFound)
-		return
-	case rec.State == "released" || rec.State == "cancelled":
-		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", rec.State))
+	s, id, ctx := k.s, r.PathValue("id"), r.Context()
+	rec, ok := k.settleable(w, r, id)
+	if !ok {
 		return
 	}
 	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
@@ -291,4 +263,58 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 	}
 	web.RequestFrom(ctx).Logger().Info("admission committed by an operator", "id", id, "product", rec.ProductID)
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "committed"})
+}
+
+// settleable reads the admission an operator settles by hand (cancel, commit): its record, or the
+// answer already written (a malformed id, none recorded yet, one given back already).
+func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string) (Record, bool) {
+	s := k.s
+	if !admissionIDSyntax.MatchString(id) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return Record{}, false
+	}
+	rec, found, err := s.record(r.Context(), id)
+	if err == nil && !found {
+		// Not in the admin indexes yet (the worker that read its event may have died with its replica:
+		// another takes it over after ClaimIdle): an unsettled admission is found in its product's set.
+		rec, found, err = s.unsettledRecord(r.Context(), id)
+	}
+	switch {
+	case err != nil:
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+	case !found:
+		s.responder.Error(w, r, web.ErrAdmissionNotFound)
+	case rec.State == "released" || rec.State == "cancelled":
+		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", rec.State))
+	default:
+		return rec, true
+	}
+	return Record{}, false
+}
+
+// unsettledRecord finds an unsettled admission by its product's unsettled set and its record there.
+func (s *Service) unsettledRecord(ctx context.Context, id string) (Record, bool, error) {
+	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil {
+		return Record{}, false, err
+	}
+	for _, p := range products {
+		if _, err := s.client.ZScore(ctx, unsettledKey(s.keys, p), id).Result(); errors.Is(err, redis.Nil) {
+			continue
+		} else if err != nil {
+			return Record{}, false, err
+		}
+		h, err := s.client.HGetAll(ctx, recordKey(s.keys, p, id)).Result()
+		if err != nil {
+			return Record{}, false, err
+		}
+		qty, err1 := strconv.ParseInt(h["qty"], 10, 64)
+		at, err2 := strconv.ParseInt(h["at"], 10, 64)
+		if h["user"] == "" || errors.Join(err1, err2) != nil {
+			return Record{}, false, nil // its record expired: only the admin indexes can tell more
+		}
+		return Record{ID: id, ProductID: p, User: h["user"], Quantity: qty, State: h["state"],
+			AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}, true, nil
+	}
+	return Record{}, false, nil
 }

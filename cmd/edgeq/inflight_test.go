@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/inflight"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
-	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
 // Issue 16, acceptance 1: a replica killed with SIGKILL while one of its requests holds the route's
@@ -22,17 +19,7 @@ import (
 // a request waiting on a second replica gets it then. Both replicas are real edgeq processes on one
 // Redis.
 func TestMaxInFlight_ASIGKILLedReplicasSlotIsFreeWithinTheLeaseTime(t *testing.T) {
-	redisSrv, err := redisserver.Start()
-	if errors.Is(err, redisserver.ErrNotInstalled) {
-		if storetest.InCI() {
-			t.Fatal("this test needs redis-server (apt-get install redis-server)")
-		}
-		t.Skip("redis-server is not installed; skipped outside CI")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(redisSrv.Stop)
+	redisSrv := privateRedis(t)
 
 	arrived := make(chan string, 2)
 	stop := make(chan struct{})

@@ -21,17 +21,7 @@ import (
 // settles them. Another replica lists them as unsettled; the operator commits one (the shop has the
 // order) and cancels the other (it has not: its unit goes back), and the list is empty.
 func TestUnsettled_AKilledReplicasAdmissionsAreListedAndResolved(t *testing.T) {
-	redisSrv, err := redisserver.Start()
-	if errors.Is(err, redisserver.ErrNotInstalled) {
-		if storetest.InCI() {
-			t.Fatal("this test needs redis-server (apt-get install redis-server)")
-		}
-		t.Skip("redis-server is not installed; skipped outside CI")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(redisSrv.Stop)
+	redisSrv := privateRedis(t)
 	arrived := make(chan string, 2)
 	stop := make(chan struct{})
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -150,4 +140,21 @@ routes:
 	if code, _ := api("POST", "/api/admissions/"+ids[1]+"/commit"); code != 409 {
 		t.Fatalf("committing a cancelled admission: %d, want 409", code)
 	}
+}
+
+// privateRedis starts a redis-server of the test's own; a missing one fails in CI, says so elsewhere.
+func privateRedis(t *testing.T) *redisserver.Server {
+	t.Helper()
+	srv, err := redisserver.Start()
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		if storetest.InCI() {
+			t.Fatal("this test needs redis-server (apt-get install redis-server)")
+		}
+		t.Skip("redis-server is not installed; skipped outside CI")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	return srv
 }
