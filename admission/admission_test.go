@@ -556,6 +556,22 @@ func TestAdmin_Products(t *testing.T) {
 		if a := do(t, req); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
 			t.Fatalf("public unknown: %d %s", a.status, a.body)
 		}
+		// The public list for the shop's pages (issue 22): every product, sorted by id, public fields
+		// only, paged; bad paging is 400.
+		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products", nil)
+		if a := do(t, req); a.status != 200 || num(a.json["total_count"]) != 2 ||
+			a.json["items"].([]any)[1].(map[string]any)["id"] != "new" || len(a.json["items"].([]any)[1].(map[string]any)) != 6 ||
+			num(a.json["items"].([]any)[1].(map[string]any)["remaining_stock"]) != 11 {
+			t.Fatalf("public list: %d %s", a.status, a.body)
+		}
+		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products?page_size=1&page=2", nil)
+		if a := do(t, req); a.status != 200 || len(a.json["items"].([]any)) != 1 || a.json["items"].([]any)[0].(map[string]any)["id"] != "new" {
+			t.Fatalf("public list, page 2: %d %s", a.status, a.body)
+		}
+		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products?page_size=1000", nil)
+		if a := do(t, req); a.status != 400 {
+			t.Fatalf("public list, page_size 1000: %d", a.status)
+		}
 		if a := st.adminGet("/api/products"); num(a.json["total_count"]) != 2 || len(a.json["items"].([]any)) != 2 || num(a.json["page_size"]) != 2 {
 			t.Fatalf("list: %s", a.body)
 		}

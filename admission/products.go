@@ -164,10 +164,59 @@ func (k *stockKind) handleProduct(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrProductNotFound)
 		return
 	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{
-		"id": e.product.ID, "name": e.product.Name, "image_url": e.product.ImageURL, "price": e.product.Price,
-		"total_stock": e.product.TotalStock, "remaining_stock": e.product.RemainingStock,
-	})
+	web.WriteJSON(w, http.StatusOK, publicProduct(e.product))
+}
+
+// publicProduct is a product as the shop's pages read it (CONTRACT section 3).
+func publicProduct(p Product) map[string]any {
+	return map[string]any{
+		"id": p.ID, "name": p.Name, "image_url": p.ImageURL, "price": p.Price,
+		"total_stock": p.TotalStock, "remaining_stock": p.RemainingStock,
+	}
+}
+
+// productList is the public product list, read from the store at most every 250 ms per replica: a
+// shop's pages may poll it from every visitor's browser.
+type productList struct {
+	mu    sync.Mutex
+	items []map[string]any
+	at    time.Time
+}
+
+// handleProducts lists every product edgeq guards, sorted by id, for the shop's own pages (issue 22:
+// seed 003's public product list): `{"items","total_count","page","page_size"}`, 100 a page.
+func (k *stockKind) handleProducts(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	page, size, e := web.Paging(r, web.MaxPageSize)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	k.list.mu.Lock()
+	defer k.list.mu.Unlock()
+	if k.list.items == nil || time.Since(k.list.at) > productCacheTTL {
+		ids, err := s.client.SMembers(r.Context(), k.index()).Result()
+		if err != nil {
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+			return
+		}
+		slices.Sort(ids)
+		items := make([]map[string]any, 0, len(ids))
+		for _, id := range ids {
+			p, found, err := k.product(r.Context(), id)
+			if err != nil {
+				s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+				return
+			}
+			if found {
+				items = append(items, publicProduct(p))
+			}
+		}
+		k.list.items, k.list.at = items, time.Now()
+	}
+	lo, hi, size := web.Window(int64(len(k.list.items)), page, size)
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": k.list.items[lo:hi], "total_count": len(k.list.items),
+		"page": page, "page_size": size})
 }
 
 func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {

@@ -22,6 +22,7 @@ import (
 type stockKind struct {
 	s        *Service
 	products productCache // public product reads (products.go)
+	list     productList  // the public product list (products.go)
 }
 
 // HeaderAdmissionID carries a stock admission's id to the origin.
@@ -186,6 +187,7 @@ func (k *stockKind) application(product, streamID string, rec Record, atMs int64
 
 func (k *stockKind) registerPublic(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/products/{id}", k.handleProduct)
+	mux.HandleFunc("GET "+k.s.o.Prefix+"/products", k.handleProducts)
 }
 
 // registerAdmin adds the product and admission admin views.
