@@ -278,8 +278,8 @@ func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string
 	rec, found, err := s.record(r.Context(), id)
 	if err == nil && !found {
 		// Not in the admin indexes yet (the worker that read its event may have died with its replica:
-		// another takes it over after ClaimIdle): an unsettled admission is found in its product's set.
-		rec, found, err = s.unsettledRecord(r.Context(), id)
+		// another takes it over after ClaimIdle): its record under its product tells.
+		rec, found, err = s.productRecord(r.Context(), id)
 	}
 	switch {
 	case err != nil:
@@ -294,18 +294,14 @@ func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string
 	return Record{}, false
 }
 
-// unsettledRecord finds an unsettled admission by its product's unsettled set and its record there.
-func (s *Service) unsettledRecord(ctx context.Context, id string) (Record, bool, error) {
+// productRecord finds an admission by its record under its product (kept a day), for when the admin
+// indexes do not have it yet.
+func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, error) {
 	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
 	if err != nil {
 		return Record{}, false, err
 	}
 	for _, p := range products {
-		if _, err := s.client.ZScore(ctx, unsettledKey(s.keys, p), id).Result(); errors.Is(err, redis.Nil) {
-			continue
-		} else if err != nil {
-			return Record{}, false, err
-		}
 		h, err := s.client.HGetAll(ctx, recordKey(s.keys, p, id)).Result()
 		if err != nil {
 			return Record{}, false, err
@@ -313,7 +309,7 @@ func (s *Service) unsettledRecord(ctx context.Context, id string) (Record, bool,
 		qty, err1 := strconv.ParseInt(h["qty"], 10, 64)
 		at, err2 := strconv.ParseInt(h["at"], 10, 64)
 		if h["user"] == "" || errors.Join(err1, err2) != nil {
-			return Record{}, false, nil // its record expired: only the admin indexes can tell more
+			continue // not this product's (or a tombstone)
 		}
 		return Record{ID: id, ProductID: p, User: h["user"], Quantity: qty, State: h["state"],
 			AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}, true, nil
