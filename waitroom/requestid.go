@@ -17,30 +17,39 @@ import (
 // deleted and created again, which invalidates every id (and token) of the old queue.
 type requestIDs struct {
 	key []byte
-	// macs reuses keyed HMAC states: hmac.New is most of the cost of checking an id, and the gate
-	// checks one on every request.
+	// macs reuses keyed HMAC states and their buffers: hmac.New is most of the cost of checking an id,
+	// and the gate checks one on every request, without allocating.
 	macs *sync.Pool
 }
 
+type macState struct {
+	h        hash.Hash
+	msg, sum []byte
+}
+
 func newRequestIDs(key []byte) requestIDs {
-	return requestIDs{key: key, macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+	return requestIDs{key: key, macs: &sync.Pool{New: func() any {
+		return &macState{h: hmac.New(sha256.New, key), msg: make([]byte, 0, 128), sum: make([]byte, 0, sha256.Size)}
+	}}}
 }
 
 const maxPosition = 1<<40 - 1
 
-func (r requestIDs) mac(queue, epoch string, pos int64) []byte {
-	m := r.macs.Get().(hash.Hash)
-	defer r.macs.Put(m)
-	m.Reset()
-	m.Write([]byte("edgeq request id v1\x00"))
-	m.Write([]byte(queue))
-	m.Write([]byte{0})
-	m.Write([]byte(epoch))
-	var p [8]byte
-	binary.BigEndian.PutUint64(p[:], uint64(pos))
-	m.Write(p[:])
-	var sum [sha256.Size]byte
-	return m.Sum(sum[:0])
+// mac is the HMAC of a position in a queue's incarnation.
+func (r requestIDs) mac(queue, epoch string, pos int64) (out [sha256.Size]byte) {
+	st := r.macs.Get().(*macState)
+	m := append(st.msg[:0], "edgeq request id v1\x00"...)
+	m = append(m, queue...)
+	m = append(m, 0)
+	m = append(m, epoch...)
+	m = binary.BigEndian.AppendUint64(m, uint64(pos))
+	st.h.Reset()
+	st.h.Write(m)
+	st.sum = st.h.Sum(st.sum[:0])
+	copy(out[:], st.sum)
+	st.msg = m[:0]
+	r.macs.Put(st)
+	return out
 }
 
 // make returns the request id of a position.
@@ -49,7 +58,8 @@ func (r requestIDs) make(queue, epoch string, pos int64) string {
 	var p [8]byte
 	binary.BigEndian.PutUint64(p[:], uint64(pos))
 	copy(b[0:5], p[3:8])
-	copy(b[5:16], r.mac(queue, epoch, pos))
+	sum := r.mac(queue, epoch, pos)
+	copy(b[5:16], sum[:])
 	b[6] = b[6]&0x0f | 0x80 // version 8
 	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
 	return formatUUID(b)
@@ -96,14 +106,30 @@ func parseUUID(s string) ([16]byte, bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return b, false
 	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'F' {
+	n := 0
+	for i := 0; i < len(s); i += 2 {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i-- // the dash: the next pair starts after it
+			continue
+		}
+		hi, ok1 := fromHex(s[i])
+		lo, ok2 := fromHex(s[i+1])
+		if !ok1 || !ok2 {
 			return b, false
 		}
+		b[n] = hi<<4 | lo
+		n++
 	}
-	hexPart := s[0:8] + s[9:13] + s[14:18] + s[19:23] + s[24:36]
-	if _, err := hex.Decode(b[:], []byte(hexPart)); err != nil {
-		return b, false
+	return b, n == 16
+}
+
+// fromHex reads a lower-case hexadecimal digit.
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
 	}
-	return b, true
+	return 0, false
 }

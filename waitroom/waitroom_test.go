@@ -1,7 +1,10 @@
 package waitroom
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"net/http"
 	"net/url"
 	"slices"
@@ -507,6 +510,14 @@ func TestRequestIDs(t *testing.T) {
 	}
 	if pos, ok := ids.position("drop", "e1", id); !ok || pos != 42 {
 		t.Fatalf("position = %d, %v", pos, ok)
+	}
+	// The id's MAC is HMAC-SHA256 over a fixed message: ids minted by earlier builds stay valid.
+	m := hmac.New(sha256.New, []byte("k"))
+	m.Write([]byte("edgeq request id v1\x00drop\x00e1\x00\x00\x00\x00\x00\x00\x00\x2a"))
+	want := m.Sum(nil)
+	want[1], want[3] = want[1]&0x0f|0x80, want[3]&0x3f|0x80
+	if got, _ := parseUUID(id); !bytes.Equal(got[5:16], want[:11]) || !bytes.Equal(got[0:5], []byte{0, 0, 0, 0, 42}) {
+		t.Fatalf("id %q does not carry HMAC-SHA256 of its position", id)
 	}
 	for name, check := range map[string]func() bool{
 		"other queue": func() bool { _, ok := ids.position("other", "e1", id); return ok },
