@@ -125,8 +125,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	claimed := r.Header["Edgeq-Request-Id"] // an API client's place in line, read before it is stripped
 	stripClientHeaders(r.Header, peerTrusted)
 	id := web.CorrelationID(r.Header)
-	r.Header.Set(CorrelationHeader, id)
-	w.Header().Set(CorrelationHeader, id)
+	// One value slice for both maps (Header.Set allocates one per call); a full slice (cap 1) means an
+	// Add to either copies it first.
+	ids := []string{id}
+	r.Header[correlationKey] = ids
+	w.Header()[correlationKey] = ids
 	info := web.NewRequest(p.logger, id)
 	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
 	if len(claimed) == 1 && len(claimed[0]) <= 64 {
@@ -264,9 +267,13 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// chain and append the peer; from anyone else, start a new chain with the peer. Forwarded (RFC
 	// 7239) is kept from a trusted proxy only, with the peer appended the same way; edgeq does not
 	// start one.
+	// One backing array for the three X-Forwarded-* values (each header gets its own one-value slice
+	// of it): Header.Set allocates a slice per call, and this runs on every request.
+	vals := make([]string, 3)
 	peer := parsePeer(pr.In.RemoteAddr)
 	if peer.IsValid() {
-		pr.Out.Header.Set("X-Forwarded-For", withHop(peerTrusted, pr.In.Header.Values("X-Forwarded-For"), peer.String()))
+		vals[0] = withHop(peerTrusted, pr.In.Header.Values("X-Forwarded-For"), peer.String())
+		pr.Out.Header["X-Forwarded-For"] = vals[0:1:1]
 		if prior := pr.In.Header.Values("Forwarded"); peerTrusted && len(prior) > 0 {
 			pr.Out.Header.Set("Forwarded", withHop(true, prior, "for="+forwardedNode(peer)))
 		}
@@ -275,12 +282,14 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	if info.Secure {
 		proto = "https"
 	}
-	pr.Out.Header.Set("X-Forwarded-Proto", proto)
+	vals[1] = proto
+	pr.Out.Header["X-Forwarded-Proto"] = vals[1:2:2]
 	host := pr.In.Host
 	if fh := pr.In.Header.Get("X-Forwarded-Host"); peerTrusted && fh != "" {
 		host = fh
 	}
-	pr.Out.Header.Set("X-Forwarded-Host", host)
+	vals[2] = host
+	pr.Out.Header["X-Forwarded-Host"] = vals[2:3:3]
 	stripEdgeqCookies(pr.Out.Header)
 	// The Edgeq-* headers on In are the gates' own (the client's were stripped on arrival), and the
 	// correlation id is edgeq's. Put them back: a client naming them in its Connection header had them
