@@ -58,7 +58,10 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 		if value, found, e = pick(src, f.query); e != nil {
 			return "", false, e
 		}
-		return value, found, f.notInBody(src)
+		if e := f.notInBody(src); e != nil {
+			return "", false, e // ambiguous: no value comes with a refusal
+		}
+		return value, found, nil
 	case "form":
 		if e := f.parseForm(); e != nil {
 			return "", false, e
@@ -66,7 +69,10 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 		if value, found, e = pick(src, f.form); e != nil {
 			return "", false, e
 		}
-		return value, found, f.notInQuery(src)
+		if e := f.notInQuery(src); e != nil {
+			return "", false, e
+		}
+		return value, found, nil
 	case "json":
 		if e := f.parseJSON(); e != nil {
 			return "", false, e
@@ -76,9 +82,11 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 			return "", false, e
 		}
 		if len(path) == 1 {
-			e = f.notInQuery(src)
+			if e := f.notInQuery(src); e != nil {
+				return "", false, e
+			}
 		}
-		return value, found, e
+		return value, found, nil
 	case "header":
 		return f.header(src)
 	case "cookie":
