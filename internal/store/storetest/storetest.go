@@ -30,7 +30,25 @@ func Main(m *testing.M) {
 	code := m.Run()
 	server.stop()
 	cluster.stop()
+	atExit.Lock()
+	for _, fn := range atExit.fns {
+		fn()
+	}
+	atExit.Unlock()
 	os.Exit(code)
+}
+
+var atExit struct {
+	sync.Mutex
+	fns []func()
+}
+
+// AtExit registers fn to run when Main ends, for other private servers a test package starts (the
+// ledger's PostgreSQL).
+func AtExit(fn func()) {
+	atExit.Lock()
+	atExit.fns = append(atExit.fns, fn)
+	atExit.Unlock()
 }
 
 // Each runs fn as two subtests, "redis" on the private redis-server and "embedded" on the in-process
