@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -72,6 +74,21 @@ func listOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k kin
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(ids), "page": page, "page_size": size})
 }
 
+// headerSource tells, with the ledger on, where an admin history answer was read: "ledger", or
+// "store" when the ledger could not be read (or did not have the record yet).
+const headerSource = "Edgeq-Source"
+
+func writeLedgerPage[T any](w http.ResponseWriter, items []T, total, page, size int64) {
+	w.Header().Set(headerSource, "ledger")
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
+}
+
+// ledgerReadFailed notes a history read that falls back to the store: the store keeps the last
+// LedgerRecordTTL of records.
+func (s *Service) ledgerReadFailed(r *http.Request, err error) {
+	web.RequestFrom(r.Context()).Logger().Warn("ledger: reading the history failed; answering from the store", "error", err.Error())
+}
+
 // paging reads page (from 1) and page_size (1..100, default 20).
 func paging(r *http.Request) (page, size int64, e *web.Error) {
 	return web.Paging(r, 20)
@@ -109,11 +126,25 @@ func (s *Service) pageOf(ctx context.Context, index string, page, size int64) ([
 	return records, total, nil
 }
 
-func (s *Service) writePage(w http.ResponseWriter, r *http.Request, index string) {
+// writePage answers a page of admissions: from the ledger when it is on (buyer "" for every
+// buyer's), from the store's index otherwise or when the ledger cannot be read.
+func (s *Service) writePage(w http.ResponseWriter, r *http.Request, index, buyer string) {
 	page, size, e := paging(r)
 	if e != nil {
 		s.responder.Error(w, r, e)
 		return
+	}
+	if s.o.Ledger != nil {
+		rows, total, err := s.o.Ledger.Admissions(r.Context(), buyer, page, size)
+		if err == nil {
+			items := make([]Record, len(rows))
+			for i, a := range rows {
+				items[i] = recordOf(a)
+			}
+			writeLedgerPage(w, items, total, page, size)
+			return
+		}
+		s.ledgerReadFailed(r, err)
 	}
 	items, total, err := s.pageOf(r.Context(), index, page, size)
 	if err != nil {
@@ -131,7 +162,7 @@ func (s *Service) adminAdmissions(w http.ResponseWriter, r *http.Request) {
 			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than").With("problems", "older_than goes with state=admitted"))
 			return
 		}
-		s.writePage(w, r, byTimeKey(s.keys))
+		s.writePage(w, r, byTimeKey(s.keys), "")
 	case "admitted":
 		s.adminUnsettled(w, r)
 	default:
@@ -234,6 +265,18 @@ func (s *Service) adminAdmission(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
+	if s.o.Ledger != nil {
+		a, found, err := s.o.Ledger.Admission(r.Context(), id)
+		if err == nil && found {
+			w.Header().Set(headerSource, "ledger")
+			web.WriteJSON(w, http.StatusOK, recordOf(a))
+			return
+		}
+		if err != nil {
+			s.ledgerReadFailed(r, err)
+		}
+		// Not in the ledger (yet): the store may have it, the ledger a moment behind.
+	}
 	rec, found, err := s.record(r.Context(), id)
 	switch {
 	case err != nil:
@@ -314,7 +357,7 @@ func (s *Service) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, e)
 		return
 	}
-	s.writePage(w, r, userKey(s.keys, user))
+	s.writePage(w, r, userKey(s.keys, user), user)
 }
 
 func (s *Service) adminLeaderboard(w http.ResponseWriter, r *http.Request) {
@@ -422,9 +465,19 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 	for k, val := range d.Fields {
 		values[k] = val
 	}
-	apply, err := s.applier(source{kind: k, owner: d.Owner}, redis.XMessage{ID: d.StreamID, Values: values})
-	if err == nil {
-		err = apply(ctx)
+	msg, src := redis.XMessage{ID: d.StreamID, Values: values}, source{kind: k, owner: d.Owner}
+	if d.Target == targetLedger {
+		var b ledger.Batch
+		if s.o.Ledger == nil {
+			err = fmt.Errorf("the ledger is off (ledger.postgres_url)")
+		} else if err = k.ledgerRow(src.owner, msg, &b); err == nil {
+			err = s.o.Ledger.Write(ctx, b)
+		}
+	} else {
+		var apply func(context.Context) error
+		if apply, err = s.applier(src, msg); err == nil {
+			err = apply(ctx)
+		}
 	}
 	if err != nil {
 		s.responder.Error(w, r, web.ErrDeadLetterRetryFail.With("error", err.Error()).Because(err))

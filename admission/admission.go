@@ -15,6 +15,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -36,6 +37,8 @@ type Options struct {
 	Backoff     []time.Duration // retries of a failing event: 1 s, 2 s, 4 s
 	ClaimIdle   time.Duration   // pending events of a silent consumer are taken over after this: 30 s
 	StreamBound int64           // approximate length bound of each product's event stream: 100,000
+	// Ledger, when set, receives every event (ledger.go) and serves the admin history lists.
+	Ledger *ledger.Ledger
 }
 
 // Service is admission: its kinds (stock, bid), their event worker and their admin views.

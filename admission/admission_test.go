@@ -179,7 +179,7 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 		if n, _ := s.Client.HLen(ctx, buyersKey(s.Keys, "p")).Result(); n != 0 {
 			t.Fatalf("buyer records left: %d", n)
 		}
-		if code, _ := commitScript.Run(ctx, s.Client, keys, "42").Int(); code != 2 {
+		if code, _ := commitScript.Run(ctx, s.Client, keys, "42", "0", 1000).Int(); code != 2 {
 			t.Fatalf("commit after release: %d", code)
 		}
 	})

@@ -160,6 +160,18 @@ func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
+	if s.o.Ledger != nil {
+		bids, total, err := s.o.Ledger.Bids(ctx, user, page, size)
+		if err == nil {
+			items := make([]BidRecord, len(bids))
+			for i, b := range bids {
+				items[i] = bidRecordOf(b)
+			}
+			writeLedgerPage(w, items, total, page, size)
+			return
+		}
+		s.ledgerReadFailed(r, err)
+	}
 	index := userBidsKey(s.keys, user)
 	total, err := s.client.ZCard(ctx, index).Result()
 	if err != nil {

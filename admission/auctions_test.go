@@ -537,7 +537,7 @@ func TestBid_WithdrawBelowTheHighest(t *testing.T) {
 		}
 		// A committed bid cannot be withdrawn.
 		bid("4", "u4", 10000)
-		if code, _ := bidCommitScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4").Int64(); code != 0 {
+		if code, _ := bidCommitScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4", "0", 1000).Int64(); code != 0 {
 			t.Fatalf("commit: %d", code)
 		}
 		if code, _ := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4", 1000).Int64(); code != 3 {

@@ -86,7 +86,7 @@ func (k *bidKind) release(ctx context.Context, c claim) (int64, error) {
 }
 
 func (k *bidKind) commit(ctx context.Context, c claim) error {
-	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id).Err()
+	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, flag(k.s.o.Ledger != nil), k.s.o.StreamBound).Err()
 }
 
 func (k *bidKind) commitKeys(c claim) []string {
@@ -121,33 +121,54 @@ type BidRecord struct {
 	AuctionID   string `json:"auction_id"`
 	Bidder      string `json:"bidder"` // pseudonym
 	Amount      string `json:"amount"`
-	State       string `json:"state"` // accepted, withdrawn
+	State       string `json:"state"` // accepted, committed (ledger only), withdrawn
 	BidAt       string `json:"bid_at"`
 	WithdrawnAt string `json:"withdrawn_at,omitempty"`
+	CommittedAt string `json:"committed_at,omitempty"` // only the ledger records it
+
+	cents int64 // Amount in cents
 }
 
 func (k *bidKind) index() string                { return auctionIndexKey(k.s.keys) }
 func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
 
-// parse reads an entry of an auction's stream (written by bid.lua and withdraw.lua).
+// parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
+// on, the commit scripts; a "committed" entry is for the ledger alone).
 func (k *bidKind) parse(auction string, msg redis.XMessage) (application, error) {
+	rec, at, err := parseBid(auction, msg)
+	if err != nil || rec.State == "committed" {
+		return application{skip: true}, err
+	}
+	return k.application(auction, msg.ID, rec, at)
+}
+
+// parseBid reads an entry of an auction's stream into the bid it records (for a "committed" entry
+// only its id and state) and the bid's time in milliseconds.
+func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
 	e := entry(msg)
 	typ := e.str("type")
+	if typ == "committed" {
+		c, err := e.num("committed_at")
+		if e.str("bid") == "" || err != nil {
+			return BidRecord{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		}
+		return BidRecord{ID: e.str("bid"), AuctionID: auction, State: typ, CommittedAt: time.UnixMilli(c).UTC().Format(recordTime)}, 0, nil
+	}
 	amount, err1 := e.num("amount")
 	at, err2 := e.num("at")
 	if typ != "bid" && typ != "withdrawn" || e.str("bid") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
-		return application{}, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		return BidRecord{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
 	rec := BidRecord{ID: e.str("bid"), AuctionID: auction, Bidder: e.str("user"), Amount: money.Format(amount),
-		State: "accepted", BidAt: time.UnixMilli(at).UTC().Format(recordTime)}
+		State: "accepted", BidAt: time.UnixMilli(at).UTC().Format(recordTime), cents: amount}
 	if typ == "withdrawn" {
 		w, err := e.num("withdrawn_at")
 		if err != nil {
-			return application{}, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
+			return BidRecord{}, 0, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
 		}
 		rec.State, rec.WithdrawnAt = "withdrawn", time.UnixMilli(w).UTC().Format(recordTime)
 	}
-	return k.application(auction, msg.ID, rec, at)
+	return rec, at, nil
 }
 
 // application is what a bid event writes, exactly once: the bid's JSON and the bidder's list. A

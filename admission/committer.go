@@ -136,7 +136,7 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 		key := [2]string{p.kind.name(), p.c.owner}
 		g := groups[key]
 		if g == nil {
-			g = &group{}
+			g = &group{keys: []string{p.kind.stream(p.c.owner)}, args: []any{flag(s.o.Ledger != nil), s.o.StreamBound}}
 			groups[key] = g
 		}
 		keys := p.kind.commitKeys(p.c)

@@ -9,6 +9,9 @@ type serviceMetrics struct {
 	// compensations: releases and withdrawals waiting for the store to answer.
 	compensations prometheus.Gauge
 	unsettled     prometheus.Gauge
+	// The ledger (ledger.go): events written, by result, and the age of the oldest one waiting.
+	ledgerWrites *prometheus.CounterVec
+	ledgerLag    prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
@@ -34,6 +37,17 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 			Namespace: "edgeq", Name: "pending_compensations",
 			Help: "Releases and bid withdrawals this replica retries until the store answers.",
 		}),
+		ledgerWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "edgeq", Name: "ledger_writes_total",
+			Help: "Events the ledger worker handled, by result: written (to PostgreSQL), retried (a failed write, retried), dead_lettered (refused by PostgreSQL), malformed (skipped).",
+		}, []string{"result"}),
+		ledgerLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "edgeq", Name: "ledger_lag_seconds",
+			Help: "Age of the oldest event this replica read and has not yet written to the ledger (0 when it is caught up).",
+		}),
+	}
+	for _, r := range []string{"written", "retried", "dead_lettered", "malformed"} {
+		m.ledgerWrites.WithLabelValues(r)
 	}
 	for _, k := range kinds {
 		for _, r := range resultLabels(k) {
@@ -41,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled)
+		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled, m.ledgerWrites, m.ledgerLag)
 	}
 	return m
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -65,6 +66,8 @@ type kind interface {
 	deadPrefix() string
 	// parse reads one stream entry and returns what applying it writes (exactly once: applyBatch).
 	parse(owner string, msg redis.XMessage) (application, error)
+	// ledgerRow reads one stream entry into the ledger row it writes (ledger.go).
+	ledgerRow(owner string, msg redis.XMessage, b *ledger.Batch) error
 
 	// registerPublic adds the kind's public reads; registerAdmin its admin views.
 	registerPublic(mux *http.ServeMux)

@@ -91,7 +91,7 @@ func (k *stockKind) release(ctx context.Context, c claim) (int64, error) {
 }
 
 func (k *stockKind) commit(ctx context.Context, c claim) error {
-	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id).Err()
+	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil), k.s.o.StreamBound).Err()
 }
 
 func (k *stockKind) commitKeys(c claim) []string {
@@ -125,42 +125,65 @@ type Record struct {
 	ProductID  string `json:"product_id"`
 	User       string `json:"user"` // pseudonym
 	Quantity   int64  `json:"quantity"`
-	State      string `json:"state"` // admitted, released, cancelled
+	State      string `json:"state"` // admitted, committed (ledger only), released, cancelled
 	AdmittedAt string `json:"admitted_at"`
 	ReleasedAt string `json:"released_at,omitempty"`
 	// CancelledAt is when an operator cancelled it (POST /api/admissions/{id}/cancel).
 	CancelledAt string `json:"cancelled_at,omitempty"`
+	// CommittedAt is when the shop's answer kept it; only the ledger records it (with the ledger on,
+	// the admin lists read it from there).
+	CommittedAt string `json:"committed_at,omitempty"`
 }
 
 func (k *stockKind) index() string                { return productIndexKey(k.s.keys) }
 func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, product) }
 
-// parse reads an entry of a product's stream (written by reserve.lua and release.lua).
+// parse reads an entry of a product's stream (written by reserve.lua, release.lua, cancel.lua and,
+// with the ledger on, the commit scripts). A "committed" entry is for the ledger alone: the admin
+// indexes record admissions and what gave their units back.
 func (k *stockKind) parse(product string, msg redis.XMessage) (application, error) {
+	rec, at, err := parseAdmission(product, msg)
+	if err != nil || rec.State == "committed" {
+		return application{skip: true}, err
+	}
+	return k.application(product, msg.ID, rec, at)
+}
+
+// parseAdmission reads an entry of a product's stream into the admission it records (for a
+// "committed" entry only its id and state) and the admission's time in milliseconds.
+func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
 	e := entry(msg)
 	typ := e.str("type")
+	if typ == "committed" {
+		c, err := e.num("committed_at")
+		if e.str("admission") == "" || err != nil {
+			return Record{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		}
+		return Record{ID: e.str("admission"), ProductID: product, State: typ,
+			CommittedAt: time.UnixMilli(c).UTC().Format(recordTime)}, 0, nil
+	}
 	qty, err1 := e.num("qty")
 	at, err2 := e.num("at")
 	if typ != "admitted" && typ != "released" && typ != "cancelled" || e.str("admission") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
-		return application{}, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		return Record{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
 	rec := Record{ID: e.str("admission"), ProductID: product, User: e.str("user"), Quantity: qty,
 		State: typ, AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}
 	if typ == "released" {
 		rel, err := e.num("released_at")
 		if err != nil {
-			return application{}, fmt.Errorf("malformed event %s: released_at", msg.ID)
+			return Record{}, 0, fmt.Errorf("malformed event %s: released_at", msg.ID)
 		}
 		rec.ReleasedAt = time.UnixMilli(rel).UTC().Format(recordTime)
 	}
 	if typ == "cancelled" {
 		c, err := e.num("cancelled_at")
 		if err != nil {
-			return application{}, fmt.Errorf("malformed event %s: cancelled_at", msg.ID)
+			return Record{}, 0, fmt.Errorf("malformed event %s: cancelled_at", msg.ID)
 		}
 		rec.CancelledAt = time.UnixMilli(c).UTC().Format(recordTime)
 	}
-	return k.application(product, msg.ID, rec, at)
+	return rec, at, nil
 }
 
 // application is what an admission event writes, exactly once: the admission JSON, the index by
@@ -254,7 +277,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
-	code, err := commitScript.Run(ctx, s.client, k.keys(c), id).Int64()
+	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, flag(s.o.Ledger != nil), s.o.StreamBound).Int64()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

@@ -24,6 +24,11 @@ const recordTime = "2006-01-02T15:04:05.000Z07:00"
 // markerTTL is how long the worker remembers an applied event; redelivery comes far sooner.
 const markerTTL = 7 * 24 * time.Hour
 
+// LedgerRecordTTL is how long the admin indexes in Redis keep an admission or a bid when the ledger
+// is on (without it they stay until deleted): the admin history lists read the ledger then, and the
+// store keeps what the unsettled list, cancel and commit need.
+const LedgerRecordTTL = 7 * 24 * time.Hour
+
 // entry reads the fields of a stream entry.
 type entry redis.XMessage
 
@@ -35,6 +40,7 @@ func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 
 // record exists, unless overwrite), and sorted-set additions and increments. Every key is an admin
 // index under the {adm} hash tag, so one script applies a whole batch, on a Cluster too.
 type application struct {
+	skip           bool // an entry for the ledger alone: nothing to apply
 	marker, record string
 	body           []byte
 	overwrite      bool
@@ -52,8 +58,15 @@ type zentry struct {
 func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 	keys := make([]string, 0, len(apps)*5)
 	args := make([]any, 0, 1+len(apps)*10)
-	args = append(args, int64(markerTTL/time.Second))
+	var ttl, cutoff int64
+	if s.o.Ledger != nil {
+		ttl, cutoff = int64(LedgerRecordTTL/time.Second), time.Now().Add(-LedgerRecordTTL).UnixMilli()
+	}
+	args = append(args, int64(markerTTL/time.Second), ttl, cutoff)
 	for _, a := range apps {
+		if a.skip {
+			continue
+		}
 		keys = append(keys, a.marker, a.record)
 		overwrite := "0"
 		if a.overwrite {
@@ -68,6 +81,9 @@ func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 			keys = append(keys, z.key)
 			args = append(args, z.score, z.member)
 		}
+	}
+	if len(keys) == 0 {
+		return nil
 	}
 	return applyScript.Run(ctx, s.client, keys, args...).Err()
 }
@@ -90,6 +106,9 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
 	wg.Go(func() { s.reserves.Run(ctx) })
+	if s.o.Ledger != nil {
+		wg.Go(func() { s.runLedger(ctx) })
+	}
 	w.run(ctx)
 	wg.Wait()
 }
@@ -145,16 +164,7 @@ func (w *worker) run(ctx context.Context) {
 func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	s := w.s
 	if time.Since(w.listedAt) > 5*time.Second {
-		var streams []source
-		var errs []error
-		for _, k := range s.kinds {
-			owners, err := s.client.SMembers(ctx, k.index()).Result()
-			errs = append(errs, err)
-			for _, id := range owners {
-				streams = append(streams, source{kind: k, owner: id})
-			}
-		}
-		if errors.Join(errs...) == nil {
+		if streams, err := s.sources(ctx); err == nil {
 			w.streams, w.listedAt = streams, time.Now()
 			maps.DeleteFunc(w.groups, func(_ string, ok bool) bool { return !ok }) // another try for those that failed
 		}
@@ -170,36 +180,7 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		w.claimAt = time.Now()
 	}
 	for _, src := range w.streams {
-		stream := src.stream()
-		if done, tried := w.groups[stream]; !done {
-			if tried {
-				continue // until the next listing
-			}
-			// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
-			err := s.client.XGroupCreate(ctx, stream, groupName, "0").Err()
-			if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-				w.groups[stream] = false
-				continue
-			}
-			w.groups[stream] = true
-		}
-		res, err := s.client.XReadGroup(ctx, &redis.XReadGroupArgs{
-			Group: groupName, Consumer: w.consumer, Streams: []string{stream, ">"}, Count: 100, Block: -1,
-		}).Result()
-		var msgs []redis.XMessage
-		if err == nil && len(res) > 0 {
-			msgs = res[0].Messages
-		} else if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-			delete(w.groups, stream)
-		}
-		if claim {
-			claimed, _, err := s.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-				Stream: stream, Group: groupName, Consumer: w.consumer, MinIdle: s.o.ClaimIdle, Start: "0-0", Count: 100,
-			}).Result()
-			if err == nil {
-				msgs = append(msgs, claimed...)
-			}
-		}
+		msgs := s.readGroup(ctx, src, groupName, w.consumer, w.groups, claim, 100)
 		if len(msgs) == 0 {
 			continue
 		}
@@ -212,6 +193,59 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		}
 	}
 	return busy, false
+}
+
+// sources lists every event stream: each product's and each auction's.
+func (s *Service) sources(ctx context.Context) ([]source, error) {
+	var streams []source
+	for _, k := range s.kinds {
+		owners, err := s.client.SMembers(ctx, k.index()).Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range owners {
+			streams = append(streams, source{kind: k, owner: id})
+		}
+	}
+	return streams, nil
+}
+
+// readGroup reads up to count new entries of a stream for a consumer of group, creating the group
+// (from the stream's first entry) the first time; with claim, it also takes over entries another
+// consumer left pending for ClaimIdle. groups remembers, per stream, whether the group exists
+// (false: creating it failed, tried again after the next listing).
+func (s *Service) readGroup(ctx context.Context, src source, group, consumer string, groups map[string]bool, claim bool, count int64) []redis.XMessage {
+	stream := src.stream()
+	if done, tried := groups[stream]; !done {
+		if tried {
+			return nil // until the next listing
+		}
+		// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
+		err := s.client.XGroupCreate(ctx, stream, group, "0").Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			groups[stream] = false
+			return nil
+		}
+		groups[stream] = true
+	}
+	res, err := s.client.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: count, Block: -1,
+	}).Result()
+	var msgs []redis.XMessage
+	if err == nil && len(res) > 0 {
+		msgs = res[0].Messages
+	} else if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		delete(groups, stream)
+	}
+	if claim {
+		claimed, _, err := s.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream: stream, Group: group, Consumer: consumer, MinIdle: s.o.ClaimIdle, Start: "0-0", Count: count,
+		}).Result()
+		if err == nil {
+			msgs = append(msgs, claimed...)
+		}
+	}
+	return msgs
 }
 
 // handleBatch applies a read's entries with one script call and acknowledges them with one XACK. An
@@ -309,6 +343,8 @@ type DeadLetter struct {
 	Fields   map[string]string
 	Error    string
 	FailedAt string
+	// Target is what could not be written: "" the admin indexes, "ledger" the ledger.
+	Target string
 
 	ownerName string // the kind's owner(): its JSON field is ownerName + "_id"
 }
@@ -316,6 +352,9 @@ type DeadLetter struct {
 func (d DeadLetter) MarshalJSON() ([]byte, error) {
 	m := map[string]any{"id": d.ID, "type": d.Type, "stream_id": d.StreamID, "fields": d.Fields,
 		"error": d.Error, "failed_at": d.FailedAt}
+	if d.Target != "" {
+		m["target"] = d.Target
+	}
 	if d.ownerName != "" {
 		m[d.ownerName+"_id"] = d.Owner
 	}
@@ -330,12 +369,13 @@ func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
 		Fields   map[string]string `json:"fields"`
 		Error    string            `json:"error"`
 		FailedAt string            `json:"failed_at"`
+		Target   string            `json:"target"`
 	}
 	var owners map[string]any
 	if err := errors.Join(json.Unmarshal([]byte(raw), &m), json.Unmarshal([]byte(raw), &owners)); err != nil {
 		return DeadLetter{}, nil, err
 	}
-	d := DeadLetter{ID: m.ID, StreamID: m.StreamID, Fields: m.Fields, Error: m.Error, FailedAt: m.FailedAt}
+	d := DeadLetter{ID: m.ID, StreamID: m.StreamID, Fields: m.Fields, Error: m.Error, FailedAt: m.FailedAt, Target: m.Target}
 	for _, k := range s.kinds {
 		if owner, ok := owners[k.owner()+"_id"].(string); ok && owner != "" {
 			d.Type, d.Owner, d.ownerName = k.name(), owner, k.owner()
@@ -345,13 +385,24 @@ func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
 	return d, nil, fmt.Errorf("dead letter %s names no product or auction", m.ID)
 }
 
+// targetLedger marks the dead letters of the ledger worker (ledger.go); their ids start "ledger.".
+const targetLedger = "ledger"
+
 func (s *Service) deadLetter(ctx context.Context, src source, msg redis.XMessage, cause error) error {
+	return s.deadLetterTo(ctx, "", src, msg, cause)
+}
+
+func (s *Service) deadLetterTo(ctx context.Context, target string, src source, msg redis.XMessage, cause error) error {
 	fields := map[string]string{}
 	for k, v := range msg.Values {
 		fields[k] = fmt.Sprint(v)
 	}
-	d := DeadLetter{ID: src.deadID(msg.ID), Type: src.kind.name(), Owner: src.owner, StreamID: msg.ID, Fields: fields,
-		Error: cause.Error(), FailedAt: time.Now().UTC().Format(time.RFC3339), ownerName: src.kind.owner()}
+	id := src.deadID(msg.ID)
+	if target != "" {
+		id = target + "." + id
+	}
+	d := DeadLetter{ID: id, Type: src.kind.name(), Owner: src.owner, StreamID: msg.ID, Fields: fields,
+		Error: cause.Error(), FailedAt: time.Now().UTC().Format(time.RFC3339), Target: target, ownerName: src.kind.owner()}
 	body, _ := json.Marshal(d)
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, deadKey(s.keys), d.ID, body)

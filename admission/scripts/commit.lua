@@ -5,15 +5,20 @@
 -- KEYS[4] claim    string the user's in-flight claim (value: admission id)
 -- KEYS[5] record   hash   this admission: state
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
--- KEYS[6] events   stream (unused here)
--- ARGV[1] admission id
+-- KEYS[6] events   stream: with the ledger on, a committed event
+-- ARGV[1] admission id   ARGV[2] 1: add the committed event (the ledger is on)   ARGV[3] stream length bound
 -- returns 0 committed; 1 unknown admission; 2 already released
 -- Committed or given back, or its record long gone: it is settled either way.
 redis.call('ZREM', KEYS[7], ARGV[1])
 local state = redis.call('HGET', KEYS[5], 'state')
 if not state then return 1 end
 if state == 'released' or state == 'cancelled' then return 2 end
-redis.call('HSET', KEYS[5], 'state', 'committed')
+if state ~= 'committed' then
+  redis.call('HSET', KEYS[5], 'state', 'committed')
+  if ARGV[2] == '1' then
+    redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', 'type', 'committed', 'admission', ARGV[1], 'committed_at', now_ms())
+  end
+end
 if redis.call('GET', KEYS[4]) == ARGV[1] then
   redis.call('DEL', KEYS[4])
 end

@@ -4,6 +4,7 @@
 //	edgeq [serve] [-config FILE]       run the gateway (FILE also from EDGEQ_CONFIG)
 //	edgeq check -config FILE [-print]  validate a configuration file; -print shows the effective one
 //	edgeq keygen [-out FILE]           write a new Ed25519 signing key (PKCS#8 PEM)
+//	edgeq reconcile -config FILE       compare the store with the ledger (exit 1 on a difference)
 //	edgeq version                      print the version
 package main
 
@@ -14,10 +15,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/server"
@@ -49,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return check(args, stdout, stderr)
 	case "keygen":
 		return keygen(args, stdout, stderr)
+	case "reconcile":
+		return reconcile(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "edgeq", versionString())
 		return 0
@@ -66,6 +71,7 @@ func usage(w io.Writer) {
   edgeq [serve] [-config FILE]       run the gateway (FILE also from EDGEQ_CONFIG)
   edgeq check -config FILE [-print]  validate a configuration file; -print shows the effective one
   edgeq keygen [-out FILE]           write a new Ed25519 signing key (PKCS#8 PEM)
+  edgeq reconcile -config FILE       compare the store with the ledger (exit 1 on a difference)
   edgeq version                      print the version
 `)
 }
@@ -215,4 +221,36 @@ func versionString() string {
 		goVersion = " (" + info.GoVersion + ")"
 	}
 	return v + goVersion
+}
+
+// reconcile compares the store with the ledger (docs/operations.md, "The ledger"): 0 when they
+// agree, 1 when they differ (each difference on a line of stdout), 3 when they could not be compared.
+func reconcile(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("reconcile", stderr)
+	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	wait := fs.Duration("wait", time.Minute, "how long to let the ledger catch up before comparing")
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "edgeq reconcile: -config FILE is required")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r, err := server.Reconcile(ctx, *configPath, *wait, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "edgeq reconcile:", err)
+		return 3
+	}
+	for _, d := range r.Differences {
+		fmt.Fprintln(stdout, d.String())
+	}
+	fmt.Fprintf(stdout, "compared %d products, %d auctions, %d admissions and %d bids (records since %s): %d difference(s)\n",
+		r.Products, r.Auctions, r.Admissions, r.Bids, r.Since.UTC().Format(time.RFC3339), len(r.Differences))
+	if len(r.Differences) > 0 {
+		return 1
+	}
+	return 0
 }

@@ -27,7 +27,13 @@ type Config struct {
 	Limits      Limits      `yaml:"limits"`
 	Pages       Pages       `yaml:"pages"`
 	StoreHealth StoreHealth `yaml:"store_health"`
+	Ledger      Ledger      `yaml:"ledger"`
 	Log         Log         `yaml:"log"`
+}
+
+// Ledger is the durable record in PostgreSQL (CONTRACT 10.3); off when PostgresURL is "".
+type Ledger struct {
+	PostgresURL string `yaml:"postgres_url" secret:"true"`
 }
 
 // Server is the public listener: the waiting room and the proxied traffic.

@@ -99,6 +99,7 @@ func (cfg *Config) problems() []Problem {
 	c := &check{}
 	cfg.checkServer(c)
 	cfg.checkRedis(c)
+	cfg.checkLedger(c)
 	cfg.checkTokens(c)
 	cfg.checkTurnstile(c)
 	checkEach(c, "queues", cfg.Queues, func(q Queue) string { return q.ID }, checkQueue)
@@ -159,6 +160,26 @@ func ParseCIDR(text string) (netip.Prefix, error) {
 		return netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()), nil
 	}
 	return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an IP address", text)
+}
+
+// checkLedger accepts a PostgreSQL URL (postgres:// or postgresql://) naming a host and a database.
+// The problem never repeats the value: it may hold a password.
+func (cfg *Config) checkLedger(c *check) {
+	raw := cfg.Ledger.PostgresURL
+	if raw == "" {
+		return
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		c.add("ledger.postgres_url", "is not a URL (postgres://user:password@host:5432/database)")
+	case u.Scheme != "postgres" && u.Scheme != "postgresql":
+		c.add("ledger.postgres_url", "must start with postgres:// or postgresql://")
+	case u.Host == "" && u.Query().Get("host") == "":
+		c.add("ledger.postgres_url", "names no host (postgres://user:password@host:5432/database)")
+	case strings.Trim(u.Path, "/") == "":
+		c.add("ledger.postgres_url", "names no database (postgres://user:password@host:5432/database)")
+	}
 }
 
 func (cfg *Config) checkRedis(c *check) {

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,26 +64,48 @@ func (b Batch) Len() int { return len(b.Admissions) + len(b.Bids) }
 
 // Ledger is a connection pool to the ledger's database.
 type Ledger struct {
-	pool *pgxpool.Pool
+	pool     *pgxpool.Pool
+	migrated atomic.Bool
 }
 
-// Open connects and applies the migrations the database lacks.
-func Open(ctx context.Context, url string) (*Ledger, error) {
+// New makes the pool without connecting: a ledger whose server is down at start is migrated by the
+// first write that reaches it.
+func New(url string) (*Ledger, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("ledger.postgres_url: %w", err)
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		return nil, err
 	}
-	l := &Ledger{pool: pool}
-	if err := l.migrate(ctx); err != nil {
-		pool.Close()
+	return &Ledger{pool: pool}, nil
+}
+
+// Open connects and applies the migrations the database lacks.
+func Open(ctx context.Context, url string) (*Ledger, error) {
+	l, err := New(url)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Migrate(ctx); err != nil {
+		l.Close()
 		return nil, err
 	}
 	return l, nil
+}
+
+// Migrate applies the migrations the database lacks (once per Ledger).
+func (l *Ledger) Migrate(ctx context.Context) error {
+	if l.migrated.Load() {
+		return nil
+	}
+	if err := l.migrate(ctx); err != nil {
+		return err
+	}
+	l.migrated.Store(true)
+	return nil
 }
 
 // Close closes the pool.
@@ -252,6 +275,10 @@ ON CONFLICT (id) DO UPDATE SET
 // order, so writers that race on the same ids (a worker taken over mid-batch) wait for each other
 // instead of deadlocking.
 func (l *Ledger) Write(ctx context.Context, b Batch) error {
+	if err := l.Migrate(ctx); err != nil {
+		// Not a refusal of the batch (%v: no PgError inside): the writer waits and tries again.
+		return fmt.Errorf("ledger: migrating the schema: %v", err)
+	}
 	adms := mergeByID(b.Admissions, func(a Admission) string { return a.ID }, Admission.merge)
 	bids := mergeByID(b.Bids, func(b Bid) string { return b.ID }, Bid.merge)
 	return pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {

@@ -18,6 +18,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/inflight"
+	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
@@ -40,6 +41,7 @@ type parts struct {
 	room      *waitroom.Room
 	admission *admission.Service
 	inflight  *inflight.Limiter
+	ledger    *ledger.Ledger // nil when the ledger is off
 }
 
 // build turns a validated configuration into the running parts; any error is a start-up error.
@@ -83,6 +85,12 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		ts = turnstile.New(cfg.Turnstile, st, registry)
 	}
 
+	led, err := openLedger(cfg.Ledger, logger)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+
 	var adm *admission.Service // the room's sold_out_with reads its stock; built below
 	room := waitroom.New(waitroom.Options{
 		Stock: func(ctx context.Context, products []string) (bool, error) {
@@ -121,6 +129,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Responder:    responder,
 		Logger:       logger,
 		Registry:     registry,
+		Ledger:       led,
 	})
 
 	endpoints := http.NewServeMux()
@@ -158,7 +167,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	warnMissing(logger, table)
 	p.Use(table)
-	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter}, nil
+	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter, ledger: led}, nil
 }
 
 // What the keys of identityKey are for; each purpose gives an independent key.
@@ -249,4 +258,31 @@ func claimTTL(cfg *config.Config) time.Duration {
 		}
 	}
 	return cfg.Origin.Timeout + hold + 30*time.Second
+}
+
+// openLedger opens the ledger when ledger.postgres_url is set and migrates its schema. A PostgreSQL
+// that cannot be reached at start does not stop edgeq (the fast path never waits for it): the
+// ledger worker migrates and catches up once it is back. One that answers and refuses (bad
+// credentials, no such database, a failed migration) is a start-up error.
+func openLedger(cfg config.Ledger, logger *slog.Logger) (*ledger.Ledger, error) {
+	if cfg.PostgresURL == "" {
+		return nil, nil
+	}
+	led, err := ledger.New(cfg.PostgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("ledger.postgres_url: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = led.Migrate(ctx)
+	switch {
+	case err == nil:
+		logger.Info("ledger: PostgreSQL schema is current")
+	case ledger.Refused(err):
+		led.Close()
+		return nil, fmt.Errorf("ledger: %v", err)
+	default:
+		logger.Error("ledger: PostgreSQL cannot be reached; edgeq starts, and the ledger catches up once it is back", "error", err.Error())
+	}
+	return led, nil
 }

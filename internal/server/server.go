@@ -60,6 +60,9 @@ func Run(ctx context.Context, opts Options) error {
 		return &StartupError{Err: err}
 	}
 	defer built.store.Close()
+	if built.ledger != nil {
+		defer built.ledger.Close()
+	}
 
 	g := &gateway{
 		path:      opts.ConfigPath,

@@ -1,0 +1,320 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/money"
+)
+
+// The ledger worker (CONTRACT 10.3) writes every event of every stream to PostgreSQL, behind the
+// fast path: it is a consumer group of its own on the same streams as the admin-index worker, so a
+// ledger that is slow or down holds back nothing but itself. Each pass reads what is new on every
+// stream, writes it in one transaction (ledger.Write: idempotent upserts keyed by id, so an entry
+// delivered again after a take-over changes nothing) and only then acknowledges it. While PostgreSQL
+// cannot be reached the batch is retried with backoff for as long as it takes — the entries stay in
+// the streams (up to their length bound, 100,000 per product or auction) — and
+// edgeq_ledger_lag_seconds grows. A batch PostgreSQL refuses (a server error about the data) is
+// written one entry at a time and the refused entries are dead-lettered with target "ledger".
+
+const (
+	ledgerGroup = "edgeq-ledger"
+	// ledgerRead bounds the entries read from one stream per pass.
+	ledgerRead = 500
+	// ledgerBackoffMax caps the wait between tries while PostgreSQL is unreachable.
+	ledgerBackoffMax = 5 * time.Second
+)
+
+type ledgerWorker struct {
+	s        *Service
+	consumer string
+	groups   map[string]bool
+	streams  []source
+	listedAt time.Time
+	claimAt  time.Time
+	outage   bool // a write failed and none succeeded since (logged once)
+	// stopAfterWrite, for tests: when it returns true the worker stops after writing a batch and
+	// before acknowledging it, as if its process died between the two.
+	stopAfterWrite func() bool
+}
+
+// held is a pass's entries of one stream, acknowledged together once written.
+type held struct {
+	src source
+	ids []string
+}
+
+func (s *Service) runLedger(ctx context.Context) {
+	w := &ledgerWorker{s: s, consumer: consumerName(), groups: map[string]bool{}}
+	w.run(ctx)
+}
+
+func (w *ledgerWorker) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		busy, stop := w.pass(ctx)
+		if stop {
+			return
+		}
+		if !busy {
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// pass reads every stream once, writes what it read and acknowledges it; false busy when there was
+// nothing new.
+func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
+	s := w.s
+	if time.Since(w.listedAt) > 5*time.Second {
+		if streams, err := s.sources(ctx); err == nil {
+			w.streams, w.listedAt = streams, time.Now()
+			for k, ok := range w.groups {
+				if !ok {
+					delete(w.groups, k)
+				}
+			}
+		}
+	}
+	claim := time.Since(w.claimAt) > s.o.ClaimIdle/3
+	if claim {
+		w.claimAt = time.Now()
+	}
+	var batch ledger.Batch
+	var entries []held
+	var msgs []entryOf
+	oldest := time.Time{}
+	for _, src := range w.streams {
+		read := s.readGroup(ctx, src, ledgerGroup, w.consumer, w.groups, claim, ledgerRead)
+		if len(read) == 0 {
+			continue
+		}
+		h := held{src: src}
+		for _, msg := range read {
+			h.ids = append(h.ids, msg.ID)
+			if err := src.kind.ledgerRow(src.owner, msg, &batch); err != nil {
+				s.metrics.ledgerWrites.WithLabelValues("malformed").Inc()
+				s.logger.Warn("ledger: skipping a malformed event", "stream", src.String(), "entry", msg.ID, "error", err.Error())
+				continue
+			}
+			msgs = append(msgs, entryOf{src, msg})
+			if t := streamTime(msg.ID); oldest.IsZero() || t.Before(oldest) {
+				oldest = t
+			}
+		}
+		entries = append(entries, h)
+	}
+	if len(entries) == 0 {
+		s.metrics.ledgerLag.Set(0)
+		return false, false
+	}
+	if !w.write(ctx, batch, msgs, oldest) {
+		return true, true
+	}
+	if w.stopAfterWrite != nil && w.stopAfterWrite() {
+		return true, true
+	}
+	for _, h := range entries {
+		if err := s.client.XAck(ctx, h.src.stream(), ledgerGroup, h.ids...).Err(); err != nil {
+			s.logger.Warn("ledger: acknowledging events failed (they are written again, which changes nothing)",
+				"stream", h.src.String(), "entries", len(h.ids), "error", err.Error())
+		}
+	}
+	s.metrics.ledgerLag.Set(0)
+	return true, false
+}
+
+type entryOf struct {
+	src source
+	msg redis.XMessage
+}
+
+// write writes a batch, waiting out an unreachable PostgreSQL; false means ctx ended first (the
+// entries stay pending for a take-over).
+func (w *ledgerWorker) write(ctx context.Context, batch ledger.Batch, msgs []entryOf, oldest time.Time) bool {
+	s := w.s
+	wait := 100 * time.Millisecond
+	for {
+		err := s.o.Ledger.Write(ctx, batch)
+		if err == nil {
+			s.metrics.ledgerWrites.WithLabelValues("written").Add(float64(batch.Len()))
+			if w.outage {
+				w.outage = false
+				s.logger.Info("ledger: writing again", "events", batch.Len(), "lag_seconds", time.Since(oldest).Seconds())
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		if ledger.Refused(err) {
+			w.writeEach(ctx, msgs, err)
+			return true
+		}
+		s.metrics.ledgerWrites.WithLabelValues("retried").Add(float64(batch.Len()))
+		if !w.outage {
+			w.outage = true
+			s.logger.Error("ledger: PostgreSQL cannot be written; sales go on, the events wait in the streams and are written when it is back",
+				"events", batch.Len(), "error", err.Error())
+		}
+		if !oldest.IsZero() {
+			s.metrics.ledgerLag.Set(time.Since(oldest).Seconds())
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, ledgerBackoffMax)
+	}
+}
+
+// writeEach writes a refused batch one entry at a time: an entry PostgreSQL refuses again after the
+// retries is dead-lettered.
+func (w *ledgerWorker) writeEach(ctx context.Context, msgs []entryOf, cause error) {
+	s := w.s
+	s.logger.Warn("ledger: PostgreSQL refused a batch; writing its events one by one", "events", len(msgs), "error", cause.Error())
+	for _, m := range msgs {
+		var one ledger.Batch
+		if m.src.kind.ledgerRow(m.src.owner, m.msg, &one) != nil {
+			continue
+		}
+		var err error
+		for attempt := 0; ; attempt++ {
+			if err = s.o.Ledger.Write(ctx, one); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.o.Backoff[attempt]):
+			}
+		}
+		if err == nil {
+			s.metrics.ledgerWrites.WithLabelValues("written").Inc()
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if derr := s.deadLetterTo(ctx, targetLedger, m.src, m.msg, err); derr != nil {
+			s.logger.Error("ledger: dead-lettering an event failed", "stream", m.src.String(), "entry", m.msg.ID, "error", derr.Error())
+			continue
+		}
+		s.metrics.ledgerWrites.WithLabelValues("dead_lettered").Inc()
+		s.logger.Warn("ledger: event dead-lettered after retries", "stream", m.src.String(), "entry", m.msg.ID, "error", err.Error())
+	}
+}
+
+// streamTime is the time in a stream entry's id (milliseconds before the dash).
+func streamTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// parseRecordTime reads a record's time ("" is unknown: the zero time).
+func parseRecordTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(recordTime, s)
+	if err != nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func (k *stockKind) ledgerRow(product string, msg redis.XMessage, b *ledger.Batch) error {
+	rec, _, err := parseAdmission(product, msg)
+	if err != nil {
+		return err
+	}
+	b.Admissions = append(b.Admissions, ledgerAdmission(rec))
+	return nil
+}
+
+func ledgerAdmission(rec Record) ledger.Admission {
+	return ledger.Admission{ID: rec.ID, ProductID: rec.ProductID, Buyer: rec.User, Quantity: rec.Quantity, State: rec.State,
+		AdmittedAt: parseRecordTime(rec.AdmittedAt), CommittedAt: parseRecordTime(rec.CommittedAt),
+		ReleasedAt: parseRecordTime(rec.ReleasedAt), CancelledAt: parseRecordTime(rec.CancelledAt)}
+}
+
+func (k *bidKind) ledgerRow(auction string, msg redis.XMessage, b *ledger.Batch) error {
+	rec, _, err := parseBid(auction, msg)
+	if err != nil {
+		return err
+	}
+	b.Bids = append(b.Bids, ledger.Bid{ID: rec.ID, AuctionID: rec.AuctionID, Bidder: rec.Bidder, AmountCents: rec.cents,
+		State: rec.State, BidAt: parseRecordTime(rec.BidAt), CommittedAt: parseRecordTime(rec.CommittedAt),
+		WithdrawnAt: parseRecordTime(rec.WithdrawnAt)})
+	return nil
+}
+
+// recordOf is the admin API's view of a ledger row.
+func recordOf(a ledger.Admission) Record {
+	return Record{ID: a.ID, ProductID: a.ProductID, User: a.Buyer, Quantity: a.Quantity, State: a.State,
+		AdmittedAt: formatRecordTime(a.AdmittedAt), ReleasedAt: formatRecordTime(a.ReleasedAt),
+		CancelledAt: formatRecordTime(a.CancelledAt), CommittedAt: formatRecordTime(a.CommittedAt)}
+}
+
+func bidRecordOf(b ledger.Bid) BidRecord {
+	return BidRecord{ID: b.ID, AuctionID: b.AuctionID, Bidder: b.Bidder, Amount: money.Format(b.AmountCents), State: b.State,
+		BidAt: formatRecordTime(b.BidAt), WithdrawnAt: formatRecordTime(b.WithdrawnAt), CommittedAt: formatRecordTime(b.CommittedAt),
+		cents: b.AmountCents}
+}
+
+func formatRecordTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(recordTime)
+}
+
+// LedgerBacklog is, for tests and `edgeq reconcile`, every stream's entries the ledger group has not
+// acknowledged yet (read and pending, or not read yet), summed over the streams.
+func (s *Service) LedgerBacklog(ctx context.Context) (int64, error) {
+	streams, err := s.sources(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, src := range streams {
+		groups, err := s.client.XInfoGroups(ctx, src.stream()).Result()
+		if err != nil {
+			if strings.Contains(err.Error(), "no such key") {
+				continue
+			}
+			return 0, err
+		}
+		found := false
+		for _, g := range groups {
+			if g.Name != ledgerGroup {
+				continue
+			}
+			found = true
+			if g.Lag < 0 {
+				return 0, fmt.Errorf("%s: the ledger's lag is unknown (entries were trimmed or deleted)", src)
+			}
+			total += g.Pending + g.Lag
+		}
+		if !found {
+			n, err := s.client.XLen(ctx, src.stream()).Result()
+			if err != nil {
+				return 0, err
+			}
+			total += n
+		}
+	}
+	return total, nil
+}

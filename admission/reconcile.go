@@ -1,0 +1,334 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/money"
+)
+
+// Reconciliation (`edgeq reconcile`, CONTRACT 10.3) compares the store with the ledger after the
+// ledger has caught up with the streams:
+//   - per product, the units held (admitted or committed, not given back): the store's buyer counts
+//     against the ledger's rows; per auction, the highest standing bid;
+//   - every admission and bid the store still has a record of (records live recordTTL, a day)
+//     against the ledger's rows of that period: ids in one and not the other, and states that differ.
+// Store records are the scripts' own (written in the same call that took the units), not the admin
+// indexes, so a store that lost writes (a crash with AOF everysec) shows what it lost.
+
+// Difference is one thing the store and the ledger disagree on.
+type Difference struct {
+	Kind   string // "product", "auction", "admission", "bid", "backlog"
+	Owner  string // product or auction id
+	ID     string // admission or bid id ("" for a per-owner count)
+	What   string // "units held", "highest bid", "missing from the ledger", "missing from the store", "state", "not written"
+	Store  string // the store's value ("" when it has none)
+	Ledger string // the ledger's value
+}
+
+func (d Difference) String() string {
+	switch {
+	case d.Kind == "backlog":
+		return fmt.Sprintf("ledger: %s events not written yet", d.Store)
+	case d.ID == "":
+		return fmt.Sprintf("%s %s: %s: store %s, ledger %s", d.Kind, d.Owner, d.What, d.Store, d.Ledger)
+	case d.What == "missing from the ledger":
+		return fmt.Sprintf("%s %s (%s %s): in the store (%s), missing from the ledger", d.Kind, d.ID, ownerWord(d.Kind), d.Owner, d.Store)
+	case d.What == "missing from the store":
+		return fmt.Sprintf("%s %s (%s %s): in the ledger (%s), missing from the store", d.Kind, d.ID, ownerWord(d.Kind), d.Owner, d.Ledger)
+	default:
+		return fmt.Sprintf("%s %s (%s %s): %s: store %s, ledger %s", d.Kind, d.ID, ownerWord(d.Kind), d.Owner, d.What, d.Store, d.Ledger)
+	}
+}
+
+func ownerWord(kind string) string {
+	if kind == "bid" {
+		return "auction"
+	}
+	return "product"
+}
+
+// Reconciliation is what Reconcile found.
+type Reconciliation struct {
+	Products, Auctions int // owners compared
+	Admissions, Bids   int // ids compared (the store's and the ledger's of the period, together)
+	Since              time.Time
+	Differences        []Difference
+}
+
+// CatchUpLedger writes what the ledger lacks, as the ledger worker does, until nothing is left to
+// write or ctx ends; it takes over entries other consumers left pending (for ClaimIdle). It returns
+// the backlog left.
+func (s *Service) CatchUpLedger(ctx context.Context) (int64, error) {
+	if s.o.Ledger == nil {
+		return 0, fmt.Errorf("the ledger is off (ledger.postgres_url)")
+	}
+	w := &ledgerWorker{s: s, consumer: consumerName() + "-reconcile", groups: map[string]bool{}}
+	for {
+		backlog, err := s.LedgerBacklog(ctx)
+		if err != nil || backlog == 0 {
+			return backlog, err
+		}
+		w.claimAt = time.Time{} // take over pending entries on every pass
+		if busy, _ := w.pass(ctx); !busy {
+			select {
+			case <-ctx.Done():
+				return backlog, nil
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if ctx.Err() != nil {
+			return s.LedgerBacklog(context.WithoutCancel(ctx))
+		}
+	}
+}
+
+// Reconcile compares the store with the ledger (see above). Call CatchUpLedger first: whatever is
+// still to be written shows as differences.
+func (s *Service) Reconcile(ctx context.Context) (*Reconciliation, error) {
+	if s.o.Ledger == nil {
+		return nil, fmt.Errorf("the ledger is off (ledger.postgres_url)")
+	}
+	// Ledger rows are compared by id from this time on; the store's records are at most recordTTL
+	// old, less a margin for records about to expire while the comparison runs.
+	since := time.Now().Add(-recordTTL + 10*time.Minute)
+	r := &Reconciliation{Since: since}
+	backlog, err := s.LedgerBacklog(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if backlog > 0 {
+		r.Differences = append(r.Differences, Difference{Kind: "backlog", What: "not written", Store: strconv.FormatInt(backlog, 10)})
+	}
+	if err := s.reconcileStock(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := s.reconcileBids(ctx, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (s *Service) reconcileStock(ctx context.Context, r *Reconciliation) error {
+	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil {
+		return err
+	}
+	slices.Sort(products)
+	held, err := s.o.Ledger.UnitsHeld(ctx)
+	if err != nil {
+		return err
+	}
+	for p := range held {
+		if !slices.Contains(products, p) {
+			products = append(products, p)
+		}
+	}
+	for _, p := range products {
+		r.Products++
+		counts, err := s.client.HVals(ctx, buyersKey(s.keys, p)).Result()
+		if err != nil {
+			return err
+		}
+		var units int64
+		for _, c := range counts {
+			n, _ := strconv.ParseInt(c, 10, 64)
+			units += n
+		}
+		if units != held[p] {
+			r.Differences = append(r.Differences, Difference{Kind: "product", Owner: p, What: "units held",
+				Store: strconv.FormatInt(units, 10), Ledger: strconv.FormatInt(held[p], 10)})
+		}
+	}
+	// Every admission record the store has (reserve.lua's, under its product's hash tag).
+	store := map[string]ledger.Admission{}
+	err = s.scanRecords(ctx, s.keys.Prefix+":{p:*}:adm:*", func(key string, h map[string]string) {
+		owner, id, ok := ownerAndID(key, ":{p:", "}:adm:")
+		if !ok || h["user"] == "" {
+			return // a tombstone (a release of an admission the store never saw) holds nothing
+		}
+		qty, _ := strconv.ParseInt(h["qty"], 10, 64)
+		store[id] = ledger.Admission{ID: id, ProductID: owner, Buyer: h["user"], Quantity: qty, State: h["state"]}
+	})
+	if err != nil {
+		return err
+	}
+	rows, err := s.o.Ledger.AllAdmissions(ctx, r.Since)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, a := range rows {
+		seen[a.ID] = true
+		st, ok := store[a.ID]
+		switch {
+		case !ok:
+			r.Differences = append(r.Differences, Difference{Kind: "admission", Owner: a.ProductID, ID: a.ID,
+				What: "missing from the store", Ledger: a.State})
+		case st.State != a.State || st.Quantity != a.Quantity || st.ProductID != a.ProductID:
+			r.Differences = append(r.Differences, Difference{Kind: "admission", Owner: a.ProductID, ID: a.ID, What: "state",
+				Store:  fmt.Sprintf("%s, %d units, product %s", st.State, st.Quantity, st.ProductID),
+				Ledger: fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)})
+		}
+	}
+	ids := make([]string, 0, len(store))
+	for id := range store {
+		if !seen[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		// Older than the ledger rows compared (about to expire from the store)? Look it up alone.
+		if a, found, err := s.o.Ledger.Admission(ctx, id); err != nil {
+			return err
+		} else if found && a.State == store[id].State {
+			continue
+		}
+		r.Differences = append(r.Differences, Difference{Kind: "admission", Owner: store[id].ProductID, ID: id,
+			What: "missing from the ledger", Store: store[id].State})
+	}
+	r.Admissions = len(store) + onlyIn(seen, store)
+	return nil
+}
+
+func (s *Service) reconcileBids(ctx context.Context, r *Reconciliation) error {
+	auctions, err := s.client.SMembers(ctx, auctionIndexKey(s.keys)).Result()
+	if err != nil {
+		return err
+	}
+	slices.Sort(auctions)
+	standing, err := s.o.Ledger.BidsStanding(ctx)
+	if err != nil {
+		return err
+	}
+	for a := range standing {
+		if !slices.Contains(auctions, a) {
+			auctions = append(auctions, a)
+		}
+	}
+	for _, a := range auctions {
+		r.Auctions++
+		amount, err := s.client.HGet(ctx, auctionHighestKey(s.keys, a), "amount").Result()
+		if err != nil && err != redis.Nil {
+			return err
+		}
+		cents, _ := strconv.ParseInt(amount, 10, 64)
+		if cents != standing[a].HighestCents {
+			r.Differences = append(r.Differences, Difference{Kind: "auction", Owner: a, What: "highest bid",
+				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
+		}
+	}
+	store := map[string]ledger.Bid{}
+	err = s.scanRecords(ctx, s.keys.Prefix+":{a:*}:bid:*", func(key string, h map[string]string) {
+		owner, id, ok := ownerAndID(key, ":{a:", "}:bid:")
+		if !ok || h["bidder"] == "" {
+			return // a tombstone
+		}
+		cents, _ := strconv.ParseInt(h["amount"], 10, 64)
+		store[id] = ledger.Bid{ID: id, AuctionID: owner, Bidder: h["bidder"], AmountCents: cents, State: h["state"]}
+	})
+	if err != nil {
+		return err
+	}
+	rows, err := s.o.Ledger.AllBids(ctx, r.Since)
+	if err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, b := range rows {
+		seen[b.ID] = true
+		st, ok := store[b.ID]
+		switch {
+		case !ok:
+			r.Differences = append(r.Differences, Difference{Kind: "bid", Owner: b.AuctionID, ID: b.ID,
+				What: "missing from the store", Ledger: b.State})
+		case st.State != b.State || st.AmountCents != b.AmountCents || st.AuctionID != b.AuctionID:
+			r.Differences = append(r.Differences, Difference{Kind: "bid", Owner: b.AuctionID, ID: b.ID, What: "state",
+				Store:  fmt.Sprintf("%s, %s, auction %s", st.State, money.Format(st.AmountCents), st.AuctionID),
+				Ledger: fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)})
+		}
+	}
+	ids := make([]string, 0, len(store))
+	for id := range store {
+		if !seen[id] {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		r.Differences = append(r.Differences, Difference{Kind: "bid", Owner: store[id].AuctionID, ID: id,
+			What: "missing from the ledger", Store: store[id].State})
+	}
+	r.Bids = len(store) + onlyIn(seen, store)
+	return nil
+}
+
+// onlyIn counts the ids of seen that store lacks: with len(store), the ids compared.
+func onlyIn[T any](seen map[string]bool, store map[string]T) int {
+	n := 0
+	for id := range seen {
+		if _, ok := store[id]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// ownerAndID splits "<prefix>:{p:<owner>}:adm:<id>" (or the auction form) into owner and id.
+func ownerAndID(key, open, middle string) (owner, id string, ok bool) {
+	_, rest, ok1 := strings.Cut(key, open)
+	owner, id, ok2 := strings.Cut(rest, middle)
+	return owner, id, ok1 && ok2 && owner != "" && id != ""
+}
+
+// scanRecords calls fn with every hash whose key matches pattern, on every master of a Cluster.
+func (s *Service) scanRecords(ctx context.Context, pattern string, fn func(key string, h map[string]string)) error {
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				cmds := make([]*redis.MapStringStringCmd, len(keys))
+				_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+					for i, k := range keys {
+						cmds[i] = p.HGetAll(ctx, k)
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+				for i, k := range keys {
+					if h := cmds[i].Val(); len(h) > 0 {
+						fn(k, h)
+					}
+				}
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	if cluster, ok := s.client.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		return cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			// fn fills maps shared by every master: one master at a time.
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	}
+	return scan(ctx, s.client)
+}
