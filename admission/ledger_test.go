@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,5 +174,39 @@ func TestLedger_RefusedEventsAreDeadLetteredAndRetried(t *testing.T) {
 	// The admin indexes have every admission once (the ledger's dead letter is not theirs).
 	if n := num(st.adminGet("/api/leaderboard").json["items"].([]any)[0].(map[string]any)["sales"]); n != 7 {
 		t.Fatalf("leaderboard %v, want 7 units", n)
+	}
+}
+
+// Issue 22, acceptance 1 (the ledger part): an order the shop cancelled shows in the ledger as
+// cancelled, with when it was committed and when it was cancelled, and its unit sells again.
+func TestLedger_ACancelledAdmissionShowsInTheLedger(t *testing.T) {
+	s := storetest.Redis(t)
+	st := newStack(t, s, product("p", 1, 1))
+	db := withLedger(t, st)
+	st.startWorker()
+	first := st.checkout("p", "ann", nil)
+	id := strings.TrimPrefix(first.body, "origin took admission ")
+	if first.status != 200 || id == "" {
+		t.Fatalf("first purchase: %d %s", first.status, first.body)
+	}
+	if a := st.checkout("p", "ben", nil); a.status != 409 {
+		t.Fatalf("a purchase of the sold-out unit: %d", a.status)
+	}
+	eventually(t, 10*time.Second, "the cancellation", func() bool {
+		return st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", "").status == 200
+	})
+	second := st.checkout("p", "ben", nil)
+	if second.status != 200 {
+		t.Fatalf("the cancelled unit does not sell again: %d %s", second.status, second.body)
+	}
+	again := strings.TrimPrefix(second.body, "origin took admission ")
+	eventually(t, 10*time.Second, "both in the ledger", func() bool {
+		return sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE id = '"+id+"' AND state = 'cancelled'"+
+			" AND committed_at IS NOT NULL AND cancelled_at >= committed_at") == 1 &&
+			sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE id = '"+again+"' AND state = 'committed'") == 1
+	})
+	rec := st.adminGet("/api/admissions/" + id)
+	if rec.status != 200 || rec.json["state"] != "cancelled" || rec.header.Get("Edgeq-Source") != "ledger" {
+		t.Fatalf("admin view of the cancelled admission: %d %s", rec.status, rec.body)
 	}
 }
