@@ -100,7 +100,8 @@ func (r redisCPU) breakdown() string {
 	return b.String()
 }
 
-// drained waits until a consumer group has read and acknowledged every entry of a stream.
+// drained waits until every consumer group of a stream (the event worker's, and the ledger's when
+// it is on) has read and acknowledged every entry.
 func drained(c *redis.Client, stream string, limit time.Duration) (time.Duration, error) {
 	start := time.Now()
 	for time.Since(start) < limit {
@@ -108,7 +109,11 @@ func drained(c *redis.Client, stream string, limit time.Duration) (time.Duration
 		if err != nil {
 			return 0, err
 		}
-		if len(groups) > 0 && groups[0].Lag == 0 && groups[0].Pending == 0 {
+		done := len(groups) > 0
+		for _, g := range groups {
+			done = done && g.Lag == 0 && g.Pending == 0
+		}
+		if done {
 			return time.Since(start), nil
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -59,6 +59,35 @@ func TestLoad_BadFilesReportEveryProblem(t *testing.T) {
 	}
 }
 
+// A bad ledger URL is refused without repeating it (it may hold a password), for each way it can be wrong.
+func TestLedgerURL(t *testing.T) {
+	for raw, want := range map[string]string{
+		"": "",
+		"postgres://edgeq:pw@db.internal:5432/edgeq?sslmode=require": "",
+		"postgresql://db.internal/edgeq":                             "",
+		"postgres:///edgeq?host=/run/postgresql":                     "",
+		"mysql://edgeq:pw@db/edgeq":                                  "must start with postgres:// or postgresql://",
+		"postgres://edgeq:pw@db.internal":                            "names no database",
+		"postgres:///edgeq":                                          "names no host",
+		"postgres://edgeq:pw@db\x7f:5432/x":                          "is not a URL",
+	} {
+		cfg := Default()
+		cfg.Ledger.PostgresURL = raw
+		c := &check{}
+		cfg.checkLedger(c)
+		got := ""
+		for _, p := range c.problems {
+			got += p.Error()
+		}
+		if want == "" && got != "" || want != "" && !strings.Contains(got, want) {
+			t.Errorf("%q: %q, want %q", raw, got, want)
+		}
+		if strings.Contains(got, "pw") {
+			t.Errorf("%q: the problem repeats the password: %s", raw, got)
+		}
+	}
+}
+
 func wantLines(t *testing.T, file string) []string {
 	t.Helper()
 	f, err := os.Open(file)

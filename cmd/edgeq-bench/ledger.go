@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/internal/ledger/pgserver"
+	"github.com/edgeq/edgeq/internal/store/redisserver"
+)
+
+// ledgerBench measures the ledger (issue 20): stock admissions through an edgeq with the ledger on
+// beside one with it off (same redis-server, alternating rounds), how far the ledger lags during the
+// load and how soon it has caught up after it, and how fast it catches up after PostgreSQL was
+// stopped for -outage while admissions went on.
+func ledgerBench(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
+	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
+	concurrency := fs.Int("concurrency", 64, "concurrent clients")
+	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
+	outage := fs.Duration("outage", 10*time.Second, "how long PostgreSQL is stopped while admissions go on")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	redisSrv, err := redisserver.Start()
+	if err != nil {
+		return fmt.Errorf("the ledger benchmark needs redis-server: %w", err)
+	}
+	defer redisSrv.Stop()
+	pg, err := pgserver.Start()
+	if err != nil {
+		return fmt.Errorf("the ledger benchmark needs PostgreSQL: %w", err)
+	}
+	defer pg.Close()
+	db, err := pg.NewDatabase(context.Background())
+	if err != nil {
+		return err
+	}
+	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("order confirmed"))
+	}))
+	if err != nil {
+		return err
+	}
+	routes := func(product string) string {
+		return fmt.Sprintf(`
+products:
+  - {id: %s, stock: 1000000000, per_user_limit: 1, name: "Bench item"}
+routes:
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+`, product)
+	}
+	on, onAdmin, stopOn, err := startEdgeqAdmin(origin, redisSrv.Addr(), fmt.Sprintf("ledger: {postgres_url: %q}\n", db)+routes("led"))
+	if err != nil {
+		return err
+	}
+	defer stopOn()
+	off, _, stopOff, err := startEdgeqAdmin(origin, redisSrv.Addr(), routes("plain"))
+	if err != nil {
+		return err
+	}
+	defer stopOff()
+
+	var users atomic.Int64
+	post := func(edge, product string) func() (bench.Request, bool) {
+		return func() (bench.Request, bool) {
+			u := strconv.FormatInt(users.Add(1), 10)
+			return bench.Request{Method: "POST", URL: edge + "/checkout/" + product, Header: http.Header{"X-User": {"buyer-" + u}}}, true
+		}
+	}
+	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	defer rc.Close()
+	const ledStream, plainStream = "edgeq:{p:led}:events", "edgeq:{p:plain}:events"
+	client := bench.NewClient(*concurrency)
+	bench.Run(client, "warm-up", post(on, "led"), 200, *concurrency, time.Second)
+	bench.Run(client, "warm-up", post(off, "plain"), 200, *concurrency, time.Second)
+
+	var without, with bench.Sample
+	var lags []float64
+	var worstCatchUp time.Duration
+	for round := 0; round < *rounds; round++ {
+		for _, stream := range []string{ledStream, plainStream} {
+			if _, err := drained(rc, stream, 5*time.Minute); err != nil {
+				return err
+			}
+		}
+		without.Add(bench.Run(client, "stock admission, ledger off", post(off, "plain"), 200, *concurrency, *duration))
+		if _, err := drained(rc, plainStream, 5*time.Minute); err != nil {
+			return err
+		}
+		stop := sampleLag(onAdmin, &lags)
+		with.Add(bench.Run(client, "stock admission, ledger on", post(on, "led"), 200, *concurrency, *duration))
+		caught, err := drained(rc, ledStream, 5*time.Minute)
+		stop()
+		if err != nil {
+			return err
+		}
+		worstCatchUp = max(worstCatchUp, caught)
+	}
+	without.Name, with.Name = "stock admission, ledger off", "stock admission, ledger on"
+
+	// An outage: PostgreSQL stopped while admissions go on, then started; the backlog is timed.
+	pg.Stop()
+	during := bench.Run(client, "admissions while PostgreSQL is down", post(on, "led"), 200, *concurrency, *outage)
+	backlog, err := ledgerBacklog(rc, ledStream)
+	if err != nil {
+		return err
+	}
+	if err := pg.Restart(); err != nil {
+		return err
+	}
+	restarted := time.Now()
+	caughtUp, err := drained(rc, ledStream, 10*time.Minute)
+	if err != nil {
+		return err
+	}
+	rows, err := countRows(db)
+	if err != nil {
+		return err
+	}
+
+	slices.Sort(lags)
+	pct := func(q float64) float64 {
+		if len(lags) == 0 {
+			return 0
+		}
+		return lags[min(len(lags)-1, int(q*float64(len(lags))))]
+	}
+	fmt.Fprintf(w, "machine: %s\n", machine())
+	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, redis-server and PostgreSQL (fsync off) on loopback, a new buyer per request\n\n",
+		*concurrency, *rounds, *duration)
+	fmt.Fprintln(w, "| measurement | admissions/s | vs ledger off | p50 | p99 |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	for _, s := range []bench.Sample{without, with, during} {
+		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/without.RPS(),
+			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
+	}
+	fmt.Fprintf(w, "\nledger lag during the load (edgeq_ledger_lag_seconds every 100 ms): p50 %.2f s, p99 %.2f s, max %.2f s\n", pct(0.5), pct(0.99), pct(1))
+	fmt.Fprintf(w, "ledger caught up at most %s after a round's last admission\n", worstCatchUp.Round(10*time.Millisecond))
+	fmt.Fprintf(w, "after %s without PostgreSQL: %d events waiting, written in %s once it was back (%.0f events/s; %s after the restart)\n",
+		*outage, backlog, caughtUp.Round(10*time.Millisecond), float64(backlog)/caughtUp.Seconds(), time.Since(restarted).Round(10*time.Millisecond))
+	fmt.Fprintf(w, "ledger rows: %d admissions (each written twice: admitted, then committed)\n", rows)
+	return nil
+}
+
+// sampleLag reads edgeq_ledger_lag_seconds from admin every 100 ms into lags until stop is called.
+func sampleLag(admin string, lags *[]float64) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			resp, err := http.Get(admin + "/metrics")
+			if err != nil {
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for line := range strings.SplitSeq(string(body), "\n") {
+				if v, ok := strings.CutPrefix(line, "edgeq_ledger_lag_seconds "); ok {
+					if f, err := strconv.ParseFloat(v, 64); err == nil {
+						*lags = append(*lags, f)
+					}
+				}
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// ledgerBacklog is the entries of a stream the ledger's group has not acknowledged.
+func ledgerBacklog(c *redis.Client, stream string) (int64, error) {
+	groups, err := c.XInfoGroups(context.Background(), stream).Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, g := range groups {
+		if g.Name == "edgeq-ledger" {
+			return g.Pending + g.Lag, nil
+		}
+	}
+	return 0, fmt.Errorf("%s has no ledger group", stream)
+}
+
+func countRows(url string) (int64, error) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(ctx)
+	var n int64
+	err = conn.QueryRow(ctx, "SELECT count(*) FROM edgeq_admissions").Scan(&n)
+	return n, err
+}
