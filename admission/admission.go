@@ -8,6 +8,8 @@ package admission
 
 import (
 	"log/slog"
+	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +41,14 @@ type Options struct {
 	StreamBound int64           // approximate length bound of each product's event stream: 100,000
 	// Ledger, when set, receives every event (ledger.go) and serves the admin history lists.
 	Ledger *ledger.Ledger
+	// Visitor returns the queue request id of a request's valid access token for a queue: how GET
+	// {prefix}/auctions/mine identifies a bidder when the bid route's user is "token". Nil: such
+	// bidders cannot be identified there (400).
+	Visitor func(r *http.Request, queue string) (requestID string, ok bool)
+	// The circuit breaker of auctions_source: open after SourceFailures failures in a row (5), for
+	// SourceCooldown (10 s).
+	SourceFailures int
+	SourceCooldown time.Duration
 }
 
 // Service is admission: its kinds (stock, bid), their event worker and their admin views.
@@ -53,6 +63,12 @@ type Service struct {
 	comp       compensations
 	commits    committer
 	reserves   *group.Batcher[string, claim, reserved]
+
+	// source asks the shop about unknown auctions (auctions_source; nil when off); bidders is how GET
+	// {prefix}/auctions/mine identifies a bidder (nil without a bid route). Both follow reloads.
+	source        atomic.Pointer[auctionSource]
+	sourceMetrics *sourceMetrics
+	bidders       atomic.Pointer[bidderSource]
 
 	stock *stockKind
 	bid   *bidKind
@@ -76,6 +92,12 @@ func New(o Options) *Service {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.SourceFailures == 0 {
+		o.SourceFailures = 5
+	}
+	if o.SourceCooldown == 0 {
+		o.SourceCooldown = 10 * time.Second
+	}
 	s := &Service{
 		o: o, client: o.Store.Client, keys: o.Store.Keys, pseudonyms: newPseudonyms(o.IdentityKey),
 		logger: o.Logger, responder: o.Responder, comp: compensations{wake: make(chan struct{}, 1)},
@@ -85,5 +107,9 @@ func New(o Options) *Service {
 	s.kinds = []kind{s.stock, s.bid}
 	s.reserves = s.newReserver()
 	s.metrics = newMetrics(o.Registry, s.kinds)
+	s.sourceMetrics = newSourceMetrics()
+	if o.Registry != nil {
+		o.Registry.MustRegister(s.sourceMetrics.requests, s.sourceMetrics.breakerOpen)
+	}
 	return s
 }

@@ -22,14 +22,17 @@ func (s *Service) ApplyAuctions(ctx context.Context, auctions, previous []config
 		if slices.Contains(previous, a) {
 			continue
 		}
-		if err := s.bid.writeAuction(ctx, a); err != nil {
+		if err := s.bid.writeAuction(ctx, a, false); err != nil {
 			errs = append(errs, fmt.Errorf("auction %s: %w", a.ID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (k *bidKind) writeAuction(ctx context.Context, a config.Auction) error {
+// writeAuction writes an auction to the store: created or updated, or, with createOnly (an auction
+// from auctions_source), created only if the store does not have it, in the same script call, so a
+// push that lands meanwhile is never overwritten.
+func (k *bidKind) writeAuction(ctx context.Context, a config.Auction, createOnly bool) error {
 	s := k.s
 	start, err1 := money.Parse(a.StartingPrice)
 	inc, err2 := money.Parse(a.MinIncrement)
@@ -40,7 +43,11 @@ func (k *bidKind) writeAuction(ctx context.Context, a config.Auction) error {
 	if id, e := fields.Identity(a.Owner, ""); e == nil { // normalised like a bidder's identity
 		owner = s.pseudonyms.of(id)
 	}
-	if err := auctionScript.Run(ctx, s.client, []string{auctionInfoKey(s.keys, a.ID)}, start, inc, a.EndsAt.UnixMilli(), owner).Err(); err != nil {
+	mode := "0"
+	if createOnly {
+		mode = "1"
+	}
+	if err := auctionScript.Run(ctx, s.client, []string{auctionInfoKey(s.keys, a.ID)}, start, inc, a.EndsAt.UnixMilli(), owner, mode).Err(); err != nil {
 		return err
 	}
 	k.reads.forget(a.ID)
@@ -97,7 +104,7 @@ func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
 		return
 	}
-	if err := k.writeAuction(r.Context(), a); err != nil {
+	if err := k.writeAuction(r.Context(), a, false); err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}

@@ -37,7 +37,8 @@ func (*bidKind) sources(a config.Admission) (owner, value string) { return a.Auc
 func (*bidKind) unknown() *web.Error { return web.ErrAuctionNotFound }
 
 func (*bidKind) refusals() []*web.Error {
-	return []*web.Error{web.ErrAuctionNotFound, web.ErrAuctionEnded, web.ErrSelfBid, web.ErrInvalidBid, web.ErrBidTooLow}
+	return []*web.Error{web.ErrAuctionNotFound, web.ErrAuctionEnded, web.ErrSelfBid, web.ErrInvalidBid, web.ErrBidTooLow,
+		web.ErrAuctionsSourceUnavailable}
 }
 
 // value is the amount: a decimal string, as integer cents.
@@ -53,12 +54,42 @@ func (*bidKind) value(text string, found bool) (int64, *web.Error) {
 }
 
 func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
+	code, highest, err := k.place(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if code == bidUnknownAuction {
+		// Only an auction the store does not know is asked of the shop (auctions_source): known
+		// auctions never wait for it. bid.lua refused before writing anything.
+		if src := k.s.source.Load(); src != nil {
+			r := src.ensure(ctx, c.owner)
+			switch {
+			case r.err != nil:
+				return nil, fmt.Errorf("writing auction %s from auctions_source: %w", c.owner, r.err)
+			case r.e != nil:
+				return r.e, nil
+			case !r.found:
+				return web.ErrAuctionNotFound, nil
+			}
+			if code, highest, err = k.place(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return bidRefusal(code, highest), nil
+}
+
+// bidUnknownAuction is bid.lua's code for an auction the store does not know.
+const bidUnknownAuction = 2
+
+// place runs bid.lua: its code and the highest amount.
+func (k *bidKind) place(ctx context.Context, c claim) (code, highest int64, err error) {
 	res, err := bidScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, c.user, c.value,
 		int64(recordTTL/time.Second), k.s.o.StreamBound).Int64Slice()
 	if err != nil || len(res) != 2 {
-		return nil, fmt.Errorf("bid: %v %v", res, err)
+		return 0, 0, fmt.Errorf("bid: %v %v", res, err)
 	}
-	return bidRefusal(res[0], res[1]), nil
+	return res[0], res[1], nil
 }
 
 // bidRefusal maps bid.lua's answer to a refusal, nil when accepted.
@@ -107,12 +138,8 @@ func (*bidKind) refusalPage(e *web.Error) string {
 // compares it with bids through edgeq. user is already a pseudonym; the answer is bid.lua's code (0
 // accepted, 1 too low, ...).
 func (s *Service) PlaceBid(ctx context.Context, auction, user, id string, cents int64) (code int64, err error) {
-	res, err := bidScript.Run(ctx, s.client, bidKeys(s.keys, auction, id), id, user, cents,
-		int64(recordTTL/time.Second), s.o.StreamBound).Int64Slice()
-	if err != nil || len(res) != 2 {
-		return 0, fmt.Errorf("bid: %v %v", res, err)
-	}
-	return res[0], nil
+	code, _, err = s.bid.place(ctx, claim{owner: auction, user: user, id: id, value: cents})
+	return code, err
 }
 
 // BidRecord is a bid as the admin API shows it (GET /api/users/{user}/bids), written by the worker.
@@ -194,6 +221,7 @@ func (k *bidKind) registerPublic(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+p+"/auctions/{id}/bids", k.handleHistory)
 	mux.HandleFunc("GET "+p+"/auctions/{id}/stats", k.handleStats)
 	mux.HandleFunc("POST "+p+"/bids/highest-bids/batch", k.handleBatch)
+	mux.HandleFunc("GET "+p+"/auctions/mine", k.handleMine)
 }
 
 // registerAdmin adds the auction admin views.

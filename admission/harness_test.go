@@ -189,7 +189,12 @@ func (st *stack) edge(node int64, products []config.Product) {
 		Prefix: "/_edgeq", Responder: responder, Logger: logger, Registry: st.reg,
 		Backoff:   []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
 		ClaimIdle: 300 * time.Millisecond,
+		// auctions_source's breaker: the default 5 failures, a cool-down short enough to wait for.
+		SourceCooldown: sourceCooldown,
 	})
+	if err := st.svc.UseBidders(testRoutes()); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.svc.Apply(context.Background(), products, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -207,6 +207,9 @@ var catalog = map[string]map[string]string{
 		"msg.INVALID_BID":             "Enter an amount such as 123.45, at least the starting price.",
 		"msg.BID_TOO_LOW":             "Your bid does not beat the highest bid by the minimum increment. Go back, refresh the page to see the highest bid, and bid higher.",
 
+		"head.AUCTIONS_SOURCE_UNAVAILABLE": "Auction details unavailable",
+		"msg.AUCTIONS_SOURCE_UNAVAILABLE":  "The details of this auction cannot be fetched from the shop right now, so your bid was not sent. Please try again in a moment.",
+
 		"wait.title":          "Waiting room",
 		"wait.lead":           "You are in the queue. Keep this page open: it updates by itself and takes you on when it is your turn.",
 		"wait.lead_nojs":      "You are in the queue. This page refreshes every few seconds and takes you on when it is your turn.",
@@ -333,6 +336,9 @@ var catalog = map[string]map[string]string{
 		"msg.INVALID_BID":             "請輸入像 123.45 這樣的金額，且不低於起標價。",
 		"msg.BID_TOO_LOW":             "你的出價未比最高出價高出最低加價幅度。請返回並重新整理頁面查看最高出價，再出更高的價格。",
 
+		"head.AUCTIONS_SOURCE_UNAVAILABLE": "暫時無法取得拍賣資訊",
+		"msg.AUCTIONS_SOURCE_UNAVAILABLE":  "目前無法從商店取得這場拍賣的資訊，因此你的出價尚未送出。請稍後再試。",
+
 		"wait.title":          "等候室",
 		"wait.lead":           "你已在排隊中。請保持這個頁面開啟：它會自動更新，輪到你時會自動帶你進入。",
 		"wait.lead_nojs":      "你已在排隊中。這個頁面每隔幾秒會重新整理，輪到你時會自動帶你進入。",
@@ -458,6 +464,9 @@ var catalog = map[string]map[string]string{
 		"msg.SELF_BID":                "你不能对自己的拍卖出价。",
 		"msg.INVALID_BID":             "请输入像 123.45 这样的金额，且不低于起拍价。",
 		"msg.BID_TOO_LOW":             "你的出价未比最高出价高出最低加价幅度。请返回并刷新页面查看最高出价，再出更高的价格。",
+
+		"head.AUCTIONS_SOURCE_UNAVAILABLE": "暂时无法获取拍卖信息",
+		"msg.AUCTIONS_SOURCE_UNAVAILABLE":  "目前无法从商店获取这场拍卖的信息，因此你的出价尚未提交。请稍后再试。",
 
 		"wait.title":          "等候室",
 		"wait.lead":           "你已在排队中。请保持此页面打开：它会自动更新，轮到你时会自动带你进入。",

@@ -313,3 +313,12 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	}
 	http.Redirect(w, req, r.waitURL(queueID, returnTo), http.StatusFound)
 }
+
+// TokenRequestID returns the queue request id of the request's valid access token for queueID (its
+// cookie, or Authorization: Bearer), checked as the gate checks it: for edgeq's own endpoints that
+// identify a visitor the way a route with admission user "token" does (GET {prefix}/auctions/mine).
+// Nothing is issued, renewed or joined.
+func (r *Room) TokenRequestID(req *http.Request, queueID string) (string, bool) {
+	_, c, _, ok := r.validToken(req.Context(), req, queueID, r.cookieName("tk", queueID))
+	return c.RequestID, ok
+}

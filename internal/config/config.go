@@ -29,6 +29,9 @@ type Config struct {
 	StoreHealth StoreHealth `yaml:"store_health"`
 	Ledger      Ledger      `yaml:"ledger"`
 	Log         Log         `yaml:"log"`
+
+	// AuctionsSource fetches auctions edgeq does not know from the shop (CONTRACT 10.3).
+	AuctionsSource AuctionsSource `yaml:"auctions_source"`
 }
 
 // Ledger is the durable record in PostgreSQL (CONTRACT 10.3); off when PostgresURL is "".
@@ -294,6 +297,22 @@ type Auction struct {
 
 func (a *Auction) applyDefaults() { a.MinIncrement = "1.00" }
 
+// AuctionsSource is where edgeq asks the shop about an auction a bid names but the store does not
+// know (CONTRACT 10.3): URL with "{id}" in it ("" = off), answered with a JSON object with the
+// fields of an auctions[] entry. Timeout bounds one request; CacheTTL is how long an answer (found
+// or not found) is remembered per auction on a replica.
+type AuctionsSource struct {
+	URL      string        `yaml:"url"`
+	Timeout  time.Duration `yaml:"timeout"`
+	CacheTTL time.Duration `yaml:"cache_ttl"`
+}
+
+// On reports whether auctions are fetched from the shop.
+func (s AuctionsSource) On() bool { return s.URL != "" }
+
+// AuctionsSourceID is the placeholder of the auction id in auctions_source.url.
+const AuctionsSourceID = "{id}"
+
 // Limits are per-client-IP rate limits; 0 turns one off.
 type Limits struct {
 	JoinPerIPPerMinute   int `yaml:"join_per_ip_per_minute"`
@@ -367,6 +386,9 @@ func Default() *Config {
 			Cooldown:           30 * time.Second,
 		},
 		Log: Log{Level: "info", Format: "json"},
+
+		// seed 001: a short timeout, so a bid on an unknown auction waits little for a slow shop.
+		AuctionsSource: AuctionsSource{Timeout: 100 * time.Millisecond, CacheTTL: 60 * time.Second},
 	}
 }
 

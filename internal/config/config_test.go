@@ -148,6 +148,9 @@ func TestLoad_ListItemDefaults(t *testing.T) {
 	if p := cfg.Products[1]; p.ID != "2" || p.PerUserLimit != 2 || cfg.Products[0].PerUserLimit != 1 {
 		t.Errorf("products = %+v", cfg.Products)
 	}
+	if src := cfg.AuctionsSource; src.URL != "http://shop.internal/api/auctions/{id}" || src.Timeout != 100*time.Millisecond || src.CacheTTL != time.Minute {
+		t.Errorf("auctions_source = %+v, want the url with the default timeout and cache_ttl", src)
+	}
 	a := cfg.Auctions[1]
 	if a.MinIncrement != "0.50" || cfg.Auctions[0].MinIncrement != "1.00" || !a.EndsAt.Equal(time.Date(2026, 12, 24, 17, 0, 0, 0, time.UTC)) {
 		t.Errorf("auctions = %+v", cfg.Auctions)
@@ -242,6 +245,8 @@ func TestRestartKeys(t *testing.T) {
 	next.Log.Level = "debug"
 	next.Queues = []Queue{{ID: "q", Capacity: 5}}
 	next.Routes = []Route{{Name: "r", Match: "/r"}}
+	next.AuctionsSource.URL = "http://shop.internal/auctions/{id}"
+	next.AuctionsSource.Timeout = time.Second
 	if got := RestartKeys(old, next); len(got) != 0 {
 		t.Fatalf("hot keys reported as needing a restart: %v", got)
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 // hotKeys are the top-level and nested keys a reload applies without a restart (CONTRACT section 8).
-var hotKeys = []string{"queues", "routes", "products", "auctions", "log.level"}
+var hotKeys = []string{"queues", "routes", "products", "auctions", "auctions_source", "log.level"}
 
 // RestartKeys lists the keys whose values differ between old and next but only take effect after a
 // restart (listeners, store, keys, ...). A reload applies the rest and logs these as ignored.

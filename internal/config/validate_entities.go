@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -149,5 +150,28 @@ func checkAuction(c *check, p string, a Auction) {
 	}
 	if len(a.Owner) > 256 {
 		c.add(p+".owner", "must be at most 256 characters")
+	}
+}
+
+// checkAuctionsSource checks auctions_source (CONTRACT 10.3). The timeout is bounded because a bid on
+// an unknown auction waits for it; the cache keeps the shop from being asked about one auction more
+// than once a second per replica.
+func checkAuctionsSource(c *check, s AuctionsSource) {
+	if s.URL != "" {
+		if strings.Count(s.URL, AuctionsSourceID) != 1 {
+			c.add("auctions_source.url", "%q must contain %s once: it is replaced by the auction id", s.URL, AuctionsSourceID)
+		}
+		c.httpURL("auctions_source.url", strings.ReplaceAll(s.URL, AuctionsSourceID, "id"))
+		if u, err := url.Parse(strings.ReplaceAll(s.URL, AuctionsSourceID, "id")); err == nil && (u.User != nil || u.Fragment != "") {
+			c.add("auctions_source.url", "must not carry credentials or a fragment")
+		}
+	}
+	c.durationAtLeast("auctions_source.timeout", s.Timeout, time.Millisecond)
+	if s.Timeout > 10*time.Second {
+		c.add("auctions_source.timeout", "must be at most 10s, not %s: a bid on an unknown auction waits for it", s.Timeout)
+	}
+	c.durationAtLeast("auctions_source.cache_ttl", s.CacheTTL, time.Second)
+	if s.CacheTTL > 24*time.Hour {
+		c.add("auctions_source.cache_ttl", "must be at most 24h, not %s", s.CacheTTL)
 	}
 }

@@ -130,6 +130,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Logger:       logger,
 		Registry:     registry,
 		Ledger:       led,
+		Visitor:      room.TokenRequestID,
 	})
 
 	endpoints := http.NewServeMux()
@@ -167,6 +168,11 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	warnMissing(logger, table)
 	p.Use(table)
+	if err := adm.UseBidders(cfg.Routes); err != nil {
+		st.Close()
+		return nil, err
+	}
+	adm.UseAuctionsSource(cfg.AuctionsSource)
 	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter, ledger: led}, nil
 }
 

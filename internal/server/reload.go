@@ -124,6 +124,11 @@ func (g *gateway) reload(trigger string, force bool) {
 	}
 	g.proxy.Use(table)
 	warnMissing(g.logger, table)
+	if err := g.admission.UseBidders(next.Routes); err != nil {
+		// The routes compiled with the same parsing: only a bug gets here.
+		g.logger.Warn("GET /auctions/mine keeps the previous bidder identity", "error", err.Error())
+	}
+	g.admission.UseAuctionsSource(next.AuctionsSource)
 	g.level.Set(parseLevel(next.Log.Level))
 	g.cfg.Store(config.WithHot(running, next))
 	// Queue settings go to the store (capacity changes take effect at once); the file was valid, so a

@@ -87,6 +87,10 @@ var (
 	ErrSelfBid         = code(http.StatusForbidden, "SELF_BID", "You cannot bid on your own auction.")
 	ErrInvalidBid      = code(http.StatusBadRequest, "INVALID_BID", "A bid is a positive amount with at most two decimals, at least the starting price.")
 	ErrBidTooLow       = code(http.StatusConflict, "BID_TOO_LOW", "Your bid must beat the highest bid by at least the minimum increment.")
+	// ErrAuctionsSourceUnavailable: a bid names an auction edgeq does not know, and the shop could not
+	// be asked about it (auctions_source failing, or its circuit breaker open; CONTRACT 10.3). Nothing
+	// was taken and the shop's bid endpoint was not called. AuctionsSourceUnavailable sets Retry-After.
+	ErrAuctionsSourceUnavailable = code(http.StatusServiceUnavailable, "AUCTIONS_SOURCE_UNAVAILABLE", "This auction's details cannot be fetched from the shop right now. Please try again in a moment.").retryAfter(time.Second)
 
 	// The admin API (CONTRACT section 7).
 	ErrUnauthorized = code(http.StatusUnauthorized, "UNAUTHORIZED", "A valid admin API key is required.")
@@ -129,6 +133,12 @@ func (e *Error) status(status int) *Error {
 
 // RateLimited is 429 RATE_LIMITED telling the client to come back after retry (Retry-After).
 func RateLimited(retry time.Duration) *Error { return ErrRateLimited.retryAfter(retry) }
+
+// AuctionsSourceUnavailable is 503 AUCTIONS_SOURCE_UNAVAILABLE telling the client to come back after
+// retry (Retry-After; at least a second).
+func AuctionsSourceUnavailable(retry time.Duration) *Error {
+	return ErrAuctionsSourceUnavailable.retryAfter(max(retry, time.Second))
+}
 
 func (e *Error) retryAfter(d time.Duration) *Error {
 	c := *e

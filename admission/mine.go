@@ -1,0 +1,219 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// bidderSource is how GET {prefix}/auctions/mine identifies a bidder: like the first bid route's
+// admission user (CONTRACT 10.3).
+type bidderSource struct {
+	route string
+	user  config.UserSource
+	queue string // the route's queue: whose token identifies the bidder when user is "token"
+}
+
+// UseBidders takes the bidder identity of GET {prefix}/auctions/mine from routes, at start and on
+// every reload: the first route with bid admission. Without one the endpoint answers 404.
+func (s *Service) UseBidders(routes []config.Route) error {
+	for _, r := range routes {
+		if r.Admission.Type != config.AdmissionBid {
+			continue
+		}
+		user, err := config.ParseUserSource(r.Admission.User)
+		if err != nil {
+			return fmt.Errorf("route %s: %w", r.Name, err)
+		}
+		if !user.FromToken && (user.Field.Kind == "form" || user.Field.Kind == "json") {
+			// A GET has no body: the bidder names itself in the query, under the field's name.
+			user.Field = config.FieldSource{Kind: "query", Name: user.Field.Name}
+		}
+		s.bidders.Store(&bidderSource{route: r.Name, user: user, queue: r.Queue})
+		return nil
+	}
+	s.bidders.Store(nil)
+	return nil
+}
+
+// bidderOf identifies the bidder of a GET {prefix}/auctions/mine, normalised as the bid route does.
+func (s *Service) bidderOf(r *http.Request, src *bidderSource) (string, *web.Error) {
+	if !src.user.FromToken {
+		return s.userOf(r, fields.New(r, s.o.MaxBodyBytes), src.user)
+	}
+	if s.o.Visitor != nil {
+		if id, ok := s.o.Visitor(r, src.queue); ok {
+			return id, nil
+		}
+	}
+	return "", errUserMissing.Because(fmt.Errorf("no valid queue token for %s", src.queue))
+}
+
+// Statuses of the bidder's auctions.
+const (
+	mineActive = "active" // not ended
+	mineWon    = "won"    // ended, and the bidder's bid is the highest
+	mineLost   = "lost"   // ended, and it is not
+)
+
+// MyAuction is one auction in a bidder's own list: only the bidder's own bids and the auction's
+// public state, never another bidder's identity (nor the bidder's own pseudonym).
+type MyAuction struct {
+	AuctionID string `json:"auction_id"`
+	Status    string `json:"status"`
+	// IsHighest: the auction's highest bid is the bidder's (a withdrawn bid never is: its withdrawal
+	// restored the previous highest).
+	IsHighest bool   `json:"is_highest"`
+	Amount    string `json:"amount"` // the bidder's highest bid
+	BidAt     string `json:"bid_at"` // when it was placed
+	BidCount  int64  `json:"bid_count"`
+	// HighestAmount is the auction's highest bid, whoever placed it (as GET .../highest-bid shows).
+	HighestAmount *string `json:"highest_amount"`
+	EndsAt        string  `json:"ends_at"`
+
+	amountCents int64
+}
+
+// maxMineBids bounds the bids one listing reads: a bidder's most recent ones.
+const maxMineBids = 10_000
+
+// handleMine answers GET {prefix}/auctions/mine?status=active|won|lost&page=&page_size= (CONTRACT
+// 10.3): the auctions the bidder bid on, newest bid first, from the bidder's own bid index that the
+// event worker keeps (so a bid shows up once the worker has recorded it, normally within a second).
+func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	src := s.bidders.Load()
+	if src == nil {
+		s.responder.Error(w, r, web.ErrNotFound)
+		return
+	}
+	status := r.URL.Query().Get("status")
+	if status != "" && status != mineActive && status != mineWon && status != mineLost {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "status").With("problems", "status is active, won or lost"))
+		return
+	}
+	page, size, e := paging(r)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	user, e := s.bidderOf(r, src)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	all, err := k.mine(r.Context(), s.pseudonyms.of(user))
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	items := all
+	if status != "" {
+		items = slices.DeleteFunc(slices.Clone(all), func(a MyAuction) bool { return a.Status != status })
+	}
+	lo, hi, size := web.Window(int64(len(items)), page, size)
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items[lo:hi], "total_count": len(items), "page": page, "page_size": size})
+}
+
+// mine reads a bidder's auctions: the bidder's bids from the worker's index (one ZREVRANGE, MGETs of
+// the records), grouped by auction, then each auction's end and highest bid in one pipeline.
+// Withdrawn bids are left out: the shop refused them.
+func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
+	s := k.s
+	ids, err := s.client.ZRevRange(ctx, userBidsKey(s.keys, bidder), 0, maxMineBids-1).Result()
+	if err != nil {
+		return nil, err
+	}
+	byAuction := map[string]*MyAuction{}
+	var order []*MyAuction
+	for chunk := range slices.Chunk(ids, 500) {
+		keys := make([]string, len(chunk))
+		for i, id := range chunk {
+			keys[i] = bidJSONKey(s.keys, id)
+		}
+		values, err := s.client.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range values {
+			text, ok := v.(string)
+			var rec BidRecord
+			if !ok || json.Unmarshal([]byte(text), &rec) != nil || rec.State == "withdrawn" {
+				continue
+			}
+			cents, err := money.Parse(rec.Amount)
+			if err != nil {
+				continue
+			}
+			a := byAuction[rec.AuctionID]
+			if a == nil {
+				a = &MyAuction{AuctionID: rec.AuctionID}
+				byAuction[rec.AuctionID] = a
+				order = append(order, a)
+			}
+			a.BidCount++
+			if cents > a.amountCents {
+				a.amountCents, a.Amount, a.BidAt = cents, rec.Amount, rec.BidAt
+			}
+		}
+	}
+	if len(order) == 0 {
+		return []MyAuction{}, nil
+	}
+	// Each auction's keys share its own hash tag; a pipeline (not one multi-key command) reads them
+	// on Cluster too.
+	pipe := s.client.Pipeline()
+	ends := make([]*redis.SliceCmd, len(order))
+	highest := make([]*redis.SliceCmd, len(order))
+	for i, a := range order {
+		ends[i] = pipe.HMGet(ctx, auctionInfoKey(s.keys, a.AuctionID), "ends_at")
+		highest[i] = pipe.HMGet(ctx, auctionHighestKey(s.keys, a.AuctionID), "bidder", "amount")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	now := time.Now()
+	out := make([]MyAuction, 0, len(order))
+	for i, a := range order {
+		endsMs, err := strconv.ParseInt(fmt.Sprint(ends[i].Val()[0]), 10, 64)
+		if err != nil {
+			continue // the auction is gone from the store: nothing to say about it
+		}
+		endsAt := time.UnixMilli(endsMs).UTC()
+		a.EndsAt = endsAt.Format(time.RFC3339)
+		h := highest[i].Val()
+		if bidderOfHighest, ok := h[0].(string); ok {
+			a.IsHighest = bidderOfHighest == bidder
+		}
+		if amount, ok := h[1].(string); ok {
+			if cents, err := strconv.ParseInt(amount, 10, 64); err == nil {
+				text := money.Format(cents)
+				a.HighestAmount = &text
+			}
+		}
+		switch {
+		case now.Before(endsAt):
+			a.Status = mineActive
+		case a.IsHighest:
+			a.Status = mineWon
+		default:
+			a.Status = mineLost
+		}
+		out = append(out, *a)
+	}
+	// In the order of the bidder's latest bid on each, newest first: the index's order (by time,
+	// then by bid id, which grows with time), so pages are stable.
+	return out, nil
+}
