@@ -160,4 +160,3 @@ func verbs(s string) []string {
 	}
 	return out
 }
-
