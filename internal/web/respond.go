@@ -215,7 +215,8 @@ func (rs *Responder) PageCSP(w http.ResponseWriter, r *http.Request, status int,
 	w.Write([]byte(buf.String()))
 }
 
-// heading is the page title of an error status, in the page's language.
+// heading is the page title of an error status, in the page's language: the status's own heading,
+// else a general one (never the English status text on a page in another language).
 func heading(t templates.Text, status int) string {
 	if key := "error." + strconv.Itoa(status); t.Has(key) {
 		return t.T(key)
@@ -223,5 +224,5 @@ func heading(t templates.Text, status int) string {
 	if status >= 500 {
 		return t.T("error.500")
 	}
-	return http.StatusText(status)
+	return t.T("error.other")
 }
