@@ -94,7 +94,7 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 			Fields: map[string]any{"highest_amount": "25.00"}, Back: "/auctions/7"},
 			[]string{"<h1>Bid too low</h1>", "The highest bid is now 25.00.", `<a class="button" href="/auctions/7">Back to the auction</a>`}},
 		{"busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}, RefreshSeconds: 5},
-			[]string{"The shop is busy", `<meta http-equiv="refresh" content="5">`, "tries again by itself in 5 seconds", "503 · BUSY"}},
+			[]string{"The shop is busy", `<meta http-equiv="refresh" content="5">`, "tries again by itself in 5 seconds", `<span dir="ltr">503 · BUSY</span>`}},
 		{"invite.html", invitePage{base: en(), Title: "Presale", Action: "/_edgeq/invite/drop/abc?return=%2Fsale"},
 			[]string{"<h1>Opening your invitation</h1>", `<form id="invite" method="post" action="/_edgeq/invite/drop/abc?return=%2Fsale">`,
 				`/_edgeq/static/invite.js`, "Open my invitation"}},
@@ -115,7 +115,7 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 		}
 		out := b.String()
 		// Every page declares edgeq's own icon, so a browser never asks the shop for /favicon.ico.
-		for _, want := range append(c.want, `<html lang="en">`, "/_edgeq/static/edgeq.css", `rel="icon" href="/_edgeq/static/favicon.svg"`, "Reference <code>abc</code>") {
+		for _, want := range append(c.want, `<html lang="en" dir="ltr">`, "/_edgeq/static/edgeq.css", `rel="icon" href="/_edgeq/static/favicon.svg"`, `Reference <code dir="ltr">abc</code>`) {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s lacks %q:\n%s", c.name, want, out)
 			}
