@@ -18,7 +18,10 @@ import (
 // Languages the built-in pages speak, English first. Each has its strings in lang/<tag>.json: one flat
 // JSON object of key -> string, English being the reference every other file must match key for key.
 // Operator templates may use the same keys.
-var Languages = []string{"en", "zh-TW", "zh-CN"}
+var Languages = []string{
+	"en", "zh-TW", "zh-CN", "ja", "ko", "es", "fr", "de", "pt-BR",
+	"it", "nl", "pl", "tr", "id", "th", "vi", "ar", "he",
+}
 
 // rightToLeft are the languages written from right to left (<html dir="rtl">).
 var rightToLeft = map[string]bool{"ar": true, "he": true}

@@ -69,7 +69,11 @@ func quality(params string) (float64, bool) {
 
 // byPrimary maps a primary language subtag to the built-in language that speaks it, for the
 // languages with one variant (Chinese has two, told apart in builtinLanguage).
-var byPrimary = map[string]string{"en": "en"}
+var byPrimary = map[string]string{
+	"en": "en", "ja": "ja", "ko": "ko", "es": "es", "fr": "fr", "de": "de", "pt": "pt-BR", "it": "it",
+	"nl": "nl", "pl": "pl", "tr": "tr", "id": "id", "th": "th", "vi": "vi", "ar": "ar", "he": "he",
+	"iw": "he", "in": "id",
+}
 
 // builtinLanguage is the built-in language a language range names, "" for none.
 func builtinLanguage(tag string) string {
