@@ -79,7 +79,9 @@ const DefaultCSP = "default-src 'none'; style-src 'self'; script-src 'self'; img
 type Responder struct {
 	Pages *templates.Set
 	Brand string
-	Lang  string
+	Lang  string // the fallback language (pages.default_language)
+	// Languages are the languages offered (pages.languages); none offers every built-in one.
+	Languages []string
 }
 
 // PageBase is the data every page template gets.
@@ -91,9 +93,9 @@ type PageBase struct {
 }
 
 // Base returns the page data common to every page for r, in the language the visitor's
-// Accept-Language prefers among the built-in ones (pages.default_language otherwise).
+// Accept-Language prefers among those offered (pages.default_language otherwise).
 func (rs *Responder) Base(r *http.Request) PageBase {
-	text := templates.For(templates.Negotiate(r.Header.Get("Accept-Language"), rs.Lang))
+	text := templates.For(templates.Negotiate(r.Header.Get("Accept-Language"), rs.Lang, rs.Languages...))
 	return PageBase{Brand: rs.Brand, Lang: text.Lang(), Text: text, CorrelationID: RequestFrom(r.Context()).CorrelationID}
 }
 
