@@ -326,7 +326,10 @@ type Limits struct {
 type Pages struct {
 	TemplatesDir    string `yaml:"templates_dir"`
 	DefaultLanguage string `yaml:"default_language"`
-	Brand           string `yaml:"brand"`
+	// Languages are the built-in languages offered, Accept-Language choosing among them; empty offers
+	// every one (templates.Languages). DefaultLanguage must be one of them.
+	Languages []string `yaml:"languages"`
+	Brand     string   `yaml:"brand"`
 }
 
 // StoreHealth is the hysteresis of the store health check (seed 001).
