@@ -801,7 +801,8 @@ func TestPageErrorsAreEscaped(t *testing.T) {
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest("GET", "/", nil)
 	req.Header.Set("Accept", "text/html")
-	responder.Error(rec, req, web.Errorf(400, "INVALID_REQUEST", "bad <script>alert(1)</script>"))
+	// A code without a message of its own in the catalog: the page shows the error's message.
+	responder.Error(rec, req, web.Errorf(400, "TEST_NO_CATALOG_MESSAGE", "bad <script>alert(1)</script>"))
 	body := rec.Body.String()
 	if strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;") {
 		t.Fatalf("unescaped: %s", body)
