@@ -69,6 +69,7 @@ type Service struct {
 	source        atomic.Pointer[auctionSource]
 	sourceMetrics *sourceMetrics
 	bidders       atomic.Pointer[bidderSource]
+	buyers        atomic.Pointer[bidderSource] // GET {prefix}/admissions/mine (buyers.go)
 
 	stock *stockKind
 	bid   *bidKind

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,33 +20,47 @@ import (
 )
 
 // bidderSource is how GET {prefix}/auctions/mine identifies a bidder: like the first bid route's
-// admission user (CONTRACT 10.3).
+// admission user (CONTRACT 10.3); and how GET {prefix}/admissions/mine identifies a buyer: like the
+// first stock route's.
 type bidderSource struct {
 	route string
 	user  config.UserSource
 	queue string // the route's queue: whose token identifies the bidder when user is "token"
 }
 
-// UseBidders takes the bidder identity of GET {prefix}/auctions/mine from routes, at start and on
-// every reload: the first route with bid admission. Without one the endpoint answers 404.
+// UseBidders takes the identities of GET {prefix}/auctions/mine and GET {prefix}/admissions/mine
+// from routes, at start and on every reload: the first route with bid admission, and the first with
+// stock admission. Without one, its endpoint answers 404.
 func (s *Service) UseBidders(routes []config.Route) error {
+	for _, use := range []struct {
+		typ  string
+		into *atomic.Pointer[bidderSource]
+	}{{config.AdmissionBid, &s.bidders}, {config.AdmissionStock, &s.buyers}} {
+		src, err := firstIdentity(routes, use.typ)
+		if err != nil {
+			return err
+		}
+		use.into.Store(src)
+	}
+	return nil
+}
+
+func firstIdentity(routes []config.Route, typ string) (*bidderSource, error) {
 	for _, r := range routes {
-		if r.Admission.Type != config.AdmissionBid {
+		if r.Admission.Type != typ {
 			continue
 		}
 		user, err := config.ParseUserSource(r.Admission.User)
 		if err != nil {
-			return fmt.Errorf("route %s: %w", r.Name, err)
+			return nil, fmt.Errorf("route %s: %w", r.Name, err)
 		}
 		if !user.FromToken && (user.Field.Kind == "form" || user.Field.Kind == "json") {
-			// A GET has no body: the bidder names itself in the query, under the field's name.
+			// A GET has no body: the visitor names itself in the query, under the field's name.
 			user.Field = config.FieldSource{Kind: "query", Name: user.Field.Name}
 		}
-		s.bidders.Store(&bidderSource{route: r.Name, user: user, queue: r.Queue})
-		return nil
+		return &bidderSource{route: r.Name, user: user, queue: r.Queue}, nil
 	}
-	s.bidders.Store(nil)
-	return nil
+	return nil, nil
 }
 
 // bidderOf identifies the bidder of a GET {prefix}/auctions/mine, normalised as the bid route does.

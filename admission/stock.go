@@ -211,6 +211,7 @@ func (k *stockKind) application(product, streamID string, rec Record, atMs int64
 func (k *stockKind) registerPublic(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/products/{id}", k.handleProduct)
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/products", k.handleProducts)
+	mux.HandleFunc("GET "+k.s.o.Prefix+"/admissions/mine", k.handleMyAdmissions)
 }
 
 // registerAdmin adds the product and admission admin views.
