@@ -142,6 +142,9 @@ type entryOf struct {
 func (w *ledgerWorker) write(ctx context.Context, batch ledger.Batch, msgs []entryOf, oldest time.Time) bool {
 	s := w.s
 	wait := 100 * time.Millisecond
+	if !oldest.IsZero() {
+		s.metrics.ledgerLag.Set(time.Since(oldest).Seconds())
+	}
 	for {
 		err := s.o.Ledger.Write(ctx, batch)
 		if err == nil {

@@ -69,7 +69,7 @@ func usage() {
   edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
   edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
   edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64]
-  edgeq-bench ledger [-duration 4s] [-rounds 3] [-concurrency 64] [-outage 10s]   (needs redis-server and PostgreSQL)
+  edgeq-bench ledger [-duration 4s] [-rounds 3] [-concurrency 64] [-outage 4s]   (needs redis-server and PostgreSQL)
   edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2]   (needs wrk; adds nginx and caddy when installed)
   edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)
 }

@@ -111,6 +111,9 @@ func drained(c *redis.Client, stream string, limit time.Duration) (time.Duration
 		}
 		done := len(groups) > 0
 		for _, g := range groups {
+			if g.Lag < 0 {
+				return 0, fmt.Errorf("%s: group %s lost entries (trimmed by the stream's length bound before it read them)", stream, g.Name)
+			}
 			done = done && g.Lag == 0 && g.Pending == 0
 		}
 		if done {

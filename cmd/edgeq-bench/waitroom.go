@@ -216,6 +216,11 @@ const benchAdminKey = "bench-admin-key"
 
 // startEdgeqAdmin is startEdgeqWith that also returns the admin listener's base URL (key benchAdminKey).
 func startEdgeqAdmin(origin, redisAddr, rest string) (string, string, func(), error) {
+	return startEdgeqPrefixed(origin, redisAddr, "edgeq", rest)
+}
+
+// startEdgeqPrefixed is startEdgeqAdmin with the store's key prefix (redis.key_prefix).
+func startEdgeqPrefixed(origin, redisAddr, prefix, rest string) (string, string, func(), error) {
 	dir, err := os.MkdirTemp("", "edgeq-bench-")
 	if err != nil {
 		return "", "", nil, err
@@ -230,10 +235,10 @@ func startEdgeqAdmin(origin, redisAddr, rest string) (string, string, func(), er
 server: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0", api_key: %q}
 origin: {url: %q}
-redis: {addr: %q}
+redis: {addr: %q, key_prefix: %q}
 tokens: {signing_key_file: %q}
 log: {level: info}
-`, benchAdminKey, origin, redisAddr, keyPath) + rest
+`, benchAdminKey, origin, redisAddr, prefix, keyPath) + rest
 	path := filepath.Join(dir, "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return "", "", nil, err
