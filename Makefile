@@ -55,7 +55,7 @@ screenshots:
 	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -run TestBrowser ./e2e/
 
 # Pass-through overhead (origin direct, bare ReverseProxy, edgeq, measured in one run) and the waiting
-# room on a private redis-server.
+# room on a private redis-server; the ledger on a private PostgreSQL.
 # The side-by-side table (edgeq-bench table) needs wrk, and shows nginx and Caddy when installed:
 # apt-get install wrk nginx caddy (Debian); without wrk it says so and stops.
 bench:
@@ -65,6 +65,7 @@ bench:
 	$(GO) run ./cmd/edgeq-bench waitroom
 	$(GO) run ./cmd/edgeq-bench admission
 	$(GO) run ./cmd/edgeq-bench bid
+	$(GO) run ./cmd/edgeq-bench ledger
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
