@@ -55,20 +55,7 @@ func (s *Service) runLedger(ctx context.Context) {
 	w.run(ctx)
 }
 
-func (w *ledgerWorker) run(ctx context.Context) {
-	for ctx.Err() == nil {
-		busy, stop := w.pass(ctx)
-		if stop {
-			return
-		}
-		if !busy {
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
-}
+func (w *ledgerWorker) run(ctx context.Context) { runPasses(ctx, w.pass) }
 
 // pass reads every stream once, writes what it read and acknowledges it; false busy when there was
 // nothing new.

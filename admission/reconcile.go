@@ -149,14 +149,14 @@ func (s *Service) reconcileStock(ctx context.Context, r *Reconciliation) error {
 		}
 	}
 	// Every admission record the store has (reserve.lua's, under its product's hash tag).
-	store := map[string]ledger.Admission{}
+	store := map[string]compared{}
 	err = s.scanRecords(ctx, s.keys.Prefix+":{p:*}:adm:*", func(key string, h map[string]string) {
 		owner, id, ok := ownerAndID(key, ":{p:", "}:adm:")
 		if !ok || h["user"] == "" {
 			return // a tombstone (a release of an admission the store never saw) holds nothing
 		}
 		qty, _ := strconv.ParseInt(h["qty"], 10, 64)
-		store[id] = ledger.Admission{ID: id, ProductID: owner, Buyer: h["user"], Quantity: qty, State: h["state"]}
+		store[id] = admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: h["state"]})
 	})
 	if err != nil {
 		return err
@@ -165,18 +165,42 @@ func (s *Service) reconcileStock(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
+	inLedger := make([]compared, len(rows))
+	for i, a := range rows {
+		inLedger[i] = admissionCompared(a)
+	}
+	r.Admissions, err = r.compareIDs("admission", store, inLedger, func(id string) (compared, bool, error) {
+		// A record older than the ledger rows compared (about to expire from the store): alone.
+		a, found, err := s.o.Ledger.Admission(ctx, id)
+		return admissionCompared(a), found, err
+	})
+	return err
+}
+
+// compared is an admission or a bid as reconcile compares it: its owner, state and the rest.
+type compared struct{ id, owner, state, detail string }
+
+func admissionCompared(a ledger.Admission) compared {
+	return compared{a.ID, a.ProductID, a.State, fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
+}
+
+func bidCompared(b ledger.Bid) compared {
+	return compared{b.ID, b.AuctionID, b.State, fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
+}
+
+// compareIDs adds a difference for every id in one of store and inLedger and not in the other
+// (lookup asks the ledger for one the period's rows lack), and for every id whose state or details
+// differ; it returns the number of ids compared.
+func (r *Reconciliation) compareIDs(kind string, store map[string]compared, inLedger []compared, lookup func(id string) (compared, bool, error)) (int, error) {
 	seen := map[string]bool{}
-	for _, a := range rows {
-		seen[a.ID] = true
-		st, ok := store[a.ID]
+	for _, l := range inLedger {
+		seen[l.id] = true
+		st, ok := store[l.id]
 		switch {
 		case !ok:
-			r.Differences = append(r.Differences, Difference{Kind: "admission", Owner: a.ProductID, ID: a.ID,
-				What: "missing from the store", Ledger: a.State})
-		case st.State != a.State || st.Quantity != a.Quantity || st.ProductID != a.ProductID:
-			r.Differences = append(r.Differences, Difference{Kind: "admission", Owner: a.ProductID, ID: a.ID, What: "state",
-				Store:  fmt.Sprintf("%s, %d units, product %s", st.State, st.Quantity, st.ProductID),
-				Ledger: fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)})
+			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "missing from the store", Ledger: l.state})
+		case st.detail != l.detail:
+			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "state", Store: st.detail, Ledger: l.detail})
 		}
 	}
 	ids := make([]string, 0, len(store))
@@ -187,17 +211,14 @@ func (s *Service) reconcileStock(ctx context.Context, r *Reconciliation) error {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		// Older than the ledger rows compared (about to expire from the store)? Look it up alone.
-		if a, found, err := s.o.Ledger.Admission(ctx, id); err != nil {
-			return err
-		} else if found && a.State == store[id].State {
+		if l, found, err := lookup(id); err != nil {
+			return 0, err
+		} else if found && l.detail == store[id].detail {
 			continue
 		}
-		r.Differences = append(r.Differences, Difference{Kind: "admission", Owner: store[id].ProductID, ID: id,
-			What: "missing from the ledger", Store: store[id].State})
+		r.Differences = append(r.Differences, Difference{Kind: kind, Owner: store[id].owner, ID: id, What: "missing from the ledger", Store: store[id].state})
 	}
-	r.Admissions = len(store) + onlyIn(seen, store)
-	return nil
+	return len(seen) + len(ids), nil
 }
 
 func (s *Service) reconcileBids(ctx context.Context, r *Reconciliation) error {
@@ -227,14 +248,14 @@ func (s *Service) reconcileBids(ctx context.Context, r *Reconciliation) error {
 				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
 		}
 	}
-	store := map[string]ledger.Bid{}
+	store := map[string]compared{}
 	err = s.scanRecords(ctx, s.keys.Prefix+":{a:*}:bid:*", func(key string, h map[string]string) {
 		owner, id, ok := ownerAndID(key, ":{a:", "}:bid:")
 		if !ok || h["bidder"] == "" {
 			return // a tombstone
 		}
 		cents, _ := strconv.ParseInt(h["amount"], 10, 64)
-		store[id] = ledger.Bid{ID: id, AuctionID: owner, Bidder: h["bidder"], AmountCents: cents, State: h["state"]}
+		store[id] = bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
 	})
 	if err != nil {
 		return err
@@ -243,44 +264,12 @@ func (s *Service) reconcileBids(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, b := range rows {
-		seen[b.ID] = true
-		st, ok := store[b.ID]
-		switch {
-		case !ok:
-			r.Differences = append(r.Differences, Difference{Kind: "bid", Owner: b.AuctionID, ID: b.ID,
-				What: "missing from the store", Ledger: b.State})
-		case st.State != b.State || st.AmountCents != b.AmountCents || st.AuctionID != b.AuctionID:
-			r.Differences = append(r.Differences, Difference{Kind: "bid", Owner: b.AuctionID, ID: b.ID, What: "state",
-				Store:  fmt.Sprintf("%s, %s, auction %s", st.State, money.Format(st.AmountCents), st.AuctionID),
-				Ledger: fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)})
-		}
+	inLedger := make([]compared, len(rows))
+	for i, b := range rows {
+		inLedger[i] = bidCompared(b)
 	}
-	ids := make([]string, 0, len(store))
-	for id := range store {
-		if !seen[id] {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		r.Differences = append(r.Differences, Difference{Kind: "bid", Owner: store[id].AuctionID, ID: id,
-			What: "missing from the ledger", Store: store[id].State})
-	}
-	r.Bids = len(store) + onlyIn(seen, store)
-	return nil
-}
-
-// onlyIn counts the ids of seen that store lacks: with len(store), the ids compared.
-func onlyIn[T any](seen map[string]bool, store map[string]T) int {
-	n := 0
-	for id := range seen {
-		if _, ok := store[id]; !ok {
-			n++
-		}
-	}
-	return n
+	r.Bids, err = r.compareIDs("bid", store, inLedger, func(string) (compared, bool, error) { return compared{}, false, nil })
+	return err
 }
 
 // ownerAndID splits "<prefix>:{p:<owner>}:adm:<id>" (or the auction form) into owner and id.

@@ -145,9 +145,13 @@ func consumerName() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-func (w *worker) run(ctx context.Context) {
+func (w *worker) run(ctx context.Context) { runPasses(ctx, w.pass) }
+
+// runPasses runs a worker's passes until ctx ends or a pass says stop, resting 100 ms after a pass
+// that found nothing to do.
+func runPasses(ctx context.Context, pass func(context.Context) (busy, stop bool)) {
 	for ctx.Err() == nil {
-		busy, stop := w.pass(ctx)
+		busy, stop := pass(ctx)
 		if stop {
 			return
 		}
