@@ -79,7 +79,7 @@ async function waitroom() {
     log('position', position, 'ahead', await text(page, '#ahead'), 'eta', eta);
     expect(/^\d+$/.test(position), 'no position: ' + position);
     expect(eta !== '' && eta !== 'Calculating…', 'no estimated wait: ' + eta);
-    expect(await page.getAttribute('#main dl', 'aria-live') === 'polite', 'updates are not announced');
+    expect(await page.getAttribute('#announce', 'aria-live') === 'polite', 'updates are not announced');
 
     await page.reload();
     expect(await text(page, '#position') === position, 'the reload changed the position');
