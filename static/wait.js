@@ -7,14 +7,25 @@
  * refresh) and the server sends the visitor on. */
 (function () {
   'use strict';
-  var lang = document.documentElement.lang || undefined;
+  var lang = document.documentElement.lang;
+  // Numbers and dates in the page's language, with the Latin digits the server writes in every
+  // language (Arabic pages included), so a number never changes its digits when the script updates it.
+  var locale = lang ? lang + '-u-nu-latn' : undefined;
+  var numbers = null;
+  try { numbers = new Intl.NumberFormat(locale, { maximumFractionDigits: 0 }); } catch (e) { numbers = null; }
+
+  // number formats a count for people (1,234 / 1.234 / 1 234 as the language writes it).
+  function number(n) {
+    if (typeof n !== 'number' || !isFinite(n)) return String(n);
+    return numbers ? numbers.format(n) : String(n);
+  }
 
   // Opening times in the visitor's own time zone; the server wrote UTC for pages without script.
   Array.prototype.forEach.call(document.querySelectorAll('time.local-time'), function (node) {
     var at = new Date(node.getAttribute('datetime'));
     if (isNaN(at.getTime())) return;
     try {
-      node.textContent = at.toLocaleString(lang, { dateStyle: 'medium', timeStyle: 'short' });
+      node.textContent = at.toLocaleString(locale, { dateStyle: 'medium', timeStyle: 'short' });
     } catch (e) {
       node.textContent = at.toLocaleString();
     }
@@ -28,7 +39,7 @@
     var d = Math.floor(seconds / 86400), h = Math.floor(seconds / 3600) % 24;
     var m = Math.floor(seconds / 60) % 60, s = seconds % 60;
     var clock = pad(h) + ':' + pad(m) + ':' + pad(s);
-    return d > 0 ? (text.countdown_days || '%d d').replace('%d', String(d)) + ' ' + clock : clock;
+    return d > 0 ? (text.countdown_days || '%d d').replace('%d', number(d)) + ' ' + clock : clock;
   }
 
   var counters = [];
@@ -91,7 +102,7 @@
 
   function t(key, n) {
     var s = text[key] || '';
-    return n === undefined ? s : s.replace('%d', String(n));
+    return n === undefined ? s : s.replace('%d', number(n));
   }
 
   function duration(seconds) {
@@ -149,7 +160,8 @@
   // is written only when the count ahead changed and the change means something: a quarter of the
   // line since the last announcement, the visitor's turn (0 ahead), or a minute since the last one.
   // A poll that finds the same count writes nothing.
-  var lastSaid = { ahead: el.ahead ? Number(el.ahead.textContent) : NaN, at: Date.now() };
+  // (The server writes plain digits; grouping them comes later.)
+  var lastSaid = { ahead: el.ahead ? Number(el.ahead.textContent.replace(/[^0-9]/g, '')) : NaN, at: Date.now() };
 
   function label(node) {
     var dt = node && node.parentNode && node.parentNode.querySelector('dt');
@@ -166,7 +178,7 @@
     var now = Date.now();
     if (ahead !== 0 && !(moved >= lastSaid.ahead / 4) && now - lastSaid.at < 60000) return;
     lastSaid = { ahead: ahead, at: now };
-    say(label(el.ahead) + ': ' + ahead + '. ' + label(el.eta) + ': ' + eta + '.');
+    say(label(el.ahead) + ': ' + number(ahead) + '. ' + label(el.eta) + ': ' + eta + '.');
   }
 
   function setPaused(paused) {
@@ -191,8 +203,8 @@
       // The opening may have moved (the operator's schedule): count down to what the server says now.
       counters.forEach(function (c) { c.until = Date.now() + s.opens_in * 1000; });
     }
-    setText(el.position, s.queue_position);
-    setText(el.ahead, s.ahead);
+    setText(el.position, number(s.queue_position));
+    setText(el.ahead, number(s.ahead));
     setText(el.eta, duration(s.estimated_wait_time));
     announceProgress(s.ahead, duration(s.estimated_wait_time));
     if (el.progress && s.queue_position > 0) {
@@ -277,6 +289,10 @@
   if (el.refresh) {
     el.refresh.addEventListener('click', function (e) { e.preventDefault(); schedule(0); });
   }
+  // The server wrote plain digits: group them as the language does at once, not at the first update.
+  [el.position, el.ahead].forEach(function (node) {
+    if (node && /^[0-9]+$/.test(node.textContent.trim())) setText(node, number(Number(node.textContent)));
+  });
   setInterval(function () { setText(el.updated, since()); }, 1000);
   setText(el.updated, since());
   schedule(jitter(Math.min(poll, 2000)));

@@ -42,8 +42,12 @@ type Set struct {
 
 // Parse parses the layout and every page. A file in overrideDir (if not "") with the name of a built-in
 // template replaces it; a file there that names no built-in template is an error, since it would
-// otherwise be silently ignored. funcs are available to every template.
+// otherwise be silently ignored. funcs are available to every template. A problem in the built-in
+// language files (CheckLanguages) is an error too: the pages would show raw keys.
 func Parse(overrideDir string, funcs template.FuncMap) (*Set, error) {
+	if catalogErr != nil {
+		return nil, fmt.Errorf("built-in languages: %w", catalogErr)
+	}
 	read := func(name string) (string, error) {
 		if overrideDir != "" {
 			b, err := os.ReadFile(filepath.Join(overrideDir, name))

@@ -100,7 +100,7 @@ func edgeqHandler(origin *url.URL) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	responder := &web.Responder{Pages: pages, Brand: cfg.Pages.Brand, Lang: cfg.Pages.DefaultLanguage}
+	responder := &web.Responder{Pages: pages, Brand: cfg.Pages.Brand, Lang: cfg.Pages.DefaultLanguage, Languages: cfg.Pages.Languages}
 	endpoints := http.NewServeMux()
 	endpoints.Handle("GET "+cfg.Server.Prefix+"/static/", assets)
 	p := proxy.New(proxy.Options{

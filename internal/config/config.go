@@ -301,7 +301,10 @@ type Limits struct {
 type Pages struct {
 	TemplatesDir    string `yaml:"templates_dir"`
 	DefaultLanguage string `yaml:"default_language"`
-	Brand           string `yaml:"brand"`
+	// Languages are the built-in languages offered, Accept-Language choosing among them; empty offers
+	// every one (templates.Languages). DefaultLanguage must be one of them.
+	Languages []string `yaml:"languages"`
+	Brand     string   `yaml:"brand"`
 	// LogoFile is a PNG, SVG or WebP file (at most 256 KiB) that edgeq serves itself and shows on every
 	// page in place of the brand text, the brand as its alt text; "" shows the brand text.
 	LogoFile string `yaml:"logo_file"`

@@ -110,7 +110,7 @@ func (cfg *Config) problems() []Problem {
 	c.atLeast("limits.join_per_ip_per_minute", int64(cfg.Limits.JoinPerIPPerMinute), 0)
 	c.atLeast("limits.status_per_ip_per_minute", int64(cfg.Limits.StatusPerIPPerMinute), 0)
 	c.atLeast("limits.turnstile_per_ip_per_minute", int64(cfg.Limits.TurnstilePerIPPerMinute), 0)
-	c.oneOf("pages.default_language", cfg.Pages.DefaultLanguage, templates.Languages...)
+	cfg.checkLanguages(c)
 	cfg.checkPages(c)
 	c.durationAtLeast("store_health.interval", cfg.StoreHealth.Interval, 100*time.Millisecond)
 	c.atLeast("store_health.failures_to_degrade", int64(cfg.StoreHealth.FailuresToDegrade), 1)
@@ -136,6 +136,28 @@ func (cfg *Config) checkPages(c *check) {
 		if _, err := brand.NewAccent(cfg.Pages.AccentColor); err != nil {
 			c.add("pages.accent_color", "%v", err)
 		}
+	}
+}
+
+// checkLanguages: pages.languages names built-in languages, each once, and the fallback
+// (pages.default_language) is one of those offered: a visitor whose language is not offered gets it.
+func (cfg *Config) checkLanguages(c *check) {
+	builtin := strings.Join(templates.Languages, ", ")
+	for i, lang := range cfg.Pages.Languages {
+		path := fmt.Sprintf("pages.languages[%d]", i)
+		switch {
+		case !slices.Contains(templates.Languages, lang):
+			c.add(path, "%q is not a built-in language (built-in: %s)", lang, builtin)
+		case slices.Index(cfg.Pages.Languages, lang) < i:
+			c.add(path, "%q is listed twice", lang)
+		}
+	}
+	switch {
+	case !slices.Contains(templates.Languages, cfg.Pages.DefaultLanguage):
+		c.add("pages.default_language", "%q is not a built-in language (built-in: %s)", cfg.Pages.DefaultLanguage, builtin)
+	case len(cfg.Pages.Languages) > 0 && !slices.Contains(cfg.Pages.Languages, cfg.Pages.DefaultLanguage):
+		c.add("pages.default_language", "%q is not one of pages.languages (%s): visitors whose language is not offered get it",
+			cfg.Pages.DefaultLanguage, strings.Join(cfg.Pages.Languages, ", "))
 	}
 }
 

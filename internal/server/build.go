@@ -54,7 +54,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pages: %w", err)
 	}
-	responder := &web.Responder{Pages: pages, Brand: cfg.Pages.Brand, Lang: cfg.Pages.DefaultLanguage}
+	responder := &web.Responder{Pages: pages, Brand: cfg.Pages.Brand, Lang: cfg.Pages.DefaultLanguage, Languages: cfg.Pages.Languages}
 	if responder.LogoURL, responder.AccentStylesheet, err = addLook(cfg.Pages, assets); err != nil {
 		return nil, err
 	}

@@ -79,7 +79,9 @@ const DefaultCSP = "default-src 'none'; style-src 'self'; script-src 'self'; img
 type Responder struct {
 	Pages *templates.Set
 	Brand string
-	Lang  string
+	Lang  string // the fallback language (pages.default_language)
+	// Languages are the languages offered (pages.languages); none offers every built-in one.
+	Languages []string
 	// The shop's look (pages.logo_file, pages.accent_color), as URLs edgeq serves; "" for none.
 	LogoURL, AccentStylesheet string
 }
@@ -98,9 +100,9 @@ type PageBase struct {
 }
 
 // Base returns the page data common to every page for r, in the language the visitor's
-// Accept-Language prefers among the built-in ones (pages.default_language otherwise).
+// Accept-Language prefers among those offered (pages.default_language otherwise).
 func (rs *Responder) Base(r *http.Request) PageBase {
-	text := templates.For(templates.Negotiate(r.Header.Get("Accept-Language"), rs.Lang))
+	text := templates.For(templates.Negotiate(r.Header.Get("Accept-Language"), rs.Lang, rs.Languages...))
 	return PageBase{Brand: rs.Brand, Lang: text.Lang(), Text: text, CorrelationID: RequestFrom(r.Context()).CorrelationID,
 		LogoURL: rs.LogoURL, AccentStylesheet: rs.AccentStylesheet}
 }
@@ -223,7 +225,8 @@ func (rs *Responder) PageCSP(w http.ResponseWriter, r *http.Request, status int,
 	w.Write([]byte(buf.String()))
 }
 
-// heading is the page title of an error status, in the page's language.
+// heading is the page title of an error status, in the page's language: the status's own heading,
+// else a general one (never the English status text on a page in another language).
 func heading(t templates.Text, status int) string {
 	if key := "error." + strconv.Itoa(status); t.Has(key) {
 		return t.T(key)
@@ -231,5 +234,5 @@ func heading(t templates.Text, status int) string {
 	if status >= 500 {
 		return t.T("error.500")
 	}
-	return http.StatusText(status)
+	return t.T("error.other")
 }
