@@ -26,10 +26,11 @@ demo: build
 
 # The full suite, with the race detector. Tests that run Lua use a private redis-server when one is
 # installed (and the embedded store otherwise); browser tests need Chromium and e2e/node_modules (they
-# are skipped without them). With CI set, anything missing fails instead.
+# are skipped without them; they take several minutes, hence the longer timeout). With CI set, anything
+# missing fails instead.
 test:
 	@[ -d e2e/node_modules ] || ! command -v npm >/dev/null || (cd e2e && npm ci --no-audit --no-fund --loglevel=error)
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Fuzz every parser of visitor-controlled input for FUZZTIME each (CI runs this after `make test`).
 # Plain `go test` already replays the committed corpora in testdata/fuzz; this searches for new inputs.
@@ -50,9 +51,10 @@ fuzz:
 		scripts/fuzz.sh $$pkg $$name $(FUZZTIME) $(GO); \
 	done
 
-# Retake the screenshots in docs/screenshots (headless Chromium; see e2e/).
+# Retake the screenshots in docs/screenshots (headless Chromium; see e2e/): the scenarios', and every
+# shopper page state in en, ja and ar on desktop and phone in docs/screenshots/states.
 screenshots:
-	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -run TestBrowser ./e2e/
+	UPDATE_SCREENSHOTS=1 $(GO) test -count=1 -timeout 30m -run TestBrowser ./e2e/
 
 # Pass-through overhead (origin direct, bare ReverseProxy, edgeq, measured in one run) and the waiting
 # room on a private redis-server; the ledger on a private PostgreSQL.

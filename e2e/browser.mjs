@@ -5,7 +5,8 @@
 //
 // with the addresses in the environment. A scenario throws (exit 1) on the first broken expectation.
 import { chromium } from 'playwright-core';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -79,7 +80,7 @@ async function waitroom() {
     log('position', position, 'ahead', await text(page, '#ahead'), 'eta', eta);
     expect(/^\d+$/.test(position), 'no position: ' + position);
     expect(eta !== '' && eta !== 'Calculating…', 'no estimated wait: ' + eta);
-    expect(await page.getAttribute('#main dl', 'aria-live') === 'polite', 'updates are not announced');
+    expect(await page.getAttribute('#announce', 'aria-live') === 'polite', 'updates are not announced');
 
     await page.reload();
     expect(await text(page, '#position') === position, 'the reload changed the position');
@@ -678,7 +679,660 @@ async function deadletters() {
   }
 }
 
-const scenarios = { waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops, invite, deadletters };
+// ---- The shopper pages (TestBrowserPages, TestBrowserBranding): every state a shopper can see, each
+// reached the way a shopper reaches it, checked with axe-core, the keyboard, element boxes and pixels.
+
+const sizes = { desktop: { width: 1280, height: 800 }, phone: { width: 375, height: 740 } };
+// AXE_EXTRA_TAGS adds rule tags for a look beyond the acceptance (best-practice, wcag22aa: none fail today).
+const axeTags = ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', ...(env.AXE_EXTRA_TAGS ? env.AXE_EXTRA_TAGS.split(',') : [])];
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const langs = (env.LANGS || 'en').split(',');
+
+// Every state and browser gets a client address of its own (edgeq trusts X-Forwarded-For from
+// loopback in these stacks), so per-IP limits only bite where a state asks them to.
+let lastAddress = (process.pid * 7919 + Date.now()) % 60000;
+function freshAddress() {
+  lastAddress = (lastAddress + 1) % 65536;
+  return `198.18.${lastAddress >> 8}.${lastAddress & 255}`;
+}
+let uniq = 0;
+function unique(prefix) {
+  uniq++;
+  return `${prefix}-${process.pid}-${uniq}`;
+}
+
+async function jsReady(page) {
+  await page.waitForFunction(() => document.documentElement.classList.contains('js'));
+}
+
+async function adminForm(path, form) {
+  const resp = await fetch(env.EDGEQ_ADMIN_URL + path, {
+    method: 'POST', body: new URLSearchParams(form),
+    headers: { Authorization: 'Bearer ' + env.EDGEQ_ADMIN_KEY, 'Content-Type': 'application/x-www-form-urlencoded' },
+  });
+  expect(resp.ok, `${path}: ${resp.status} ${await resp.text()}`);
+}
+
+// A queue of this browser's own, for states that change a queue (served, sold out while waiting,
+// expired), so no other browser sees the change.
+async function ownQueue(title) {
+  const id = unique('q');
+  await admin('POST', '/api/queue', { queue_id: id, title, capacity: 0 });
+  return id;
+}
+
+async function goto(page, path, expectStatus) {
+  const resp = await page.goto(base + path);
+  if (expectStatus) expect(resp && resp.status() === expectStatus, `${path}: status ${resp && resp.status()}, want ${expectStatus}`);
+  return resp;
+}
+
+async function heading(page) {
+  return text(page, 'h1');
+}
+
+// The states. open(page) leaves the page showing the state; leave(page), if any, undoes what open
+// changed in the browser.
+const pageStates = [
+  {
+    name: 'waiting', async open(page) {
+      await goto(page, '/_edgeq/wait/line?return=%2Fproducts%2F1', 200);
+      await jsReady(page);
+      expect(/^\d+$/.test(await text(page, '#position')), 'no position');
+    },
+  },
+  {
+    name: 'lottery', async open(page) {
+      await goto(page, '/_edgeq/wait/draw?return=%2F', 200);
+      await jsReady(page);
+      expect(await page.$('#position') === null && await page.$('#ahead') !== null, 'not the lottery page');
+    },
+  },
+  {
+    name: 'join', async open(page) {
+      await goto(page, '/_edgeq/wait/club?return=%2F', 200);
+      await page.waitForSelector('[data-testid=turnstile-checkbox]');
+    },
+  },
+  {
+    // Served: the page's script has seen the turn come and claims the token, which is held back here
+    // so the page stays on its "your turn" notice.
+    name: 'served', async open(page) {
+      const q = await ownQueue('Sneaker drop');
+      await page.route('**/_edgeq/generate_token', () => {});
+      await goto(page, `/_edgeq/wait/${q}?return=%2F`, 200);
+      await jsReady(page);
+      await adminForm('/api/queue/increment_serving_position', { queue_id: q, increment_by: '1' });
+      await page.waitForSelector('#notice:not([hidden])', { timeout: 15000 });
+    },
+    async leave(page) {
+      await page.goto('about:blank'); // the held claim goes with its page, before it could be let through
+      await page.unroute('**/_edgeq/generate_token');
+    },
+  },
+  {
+    name: 'notopen', async open(page) {
+      await goto(page, '/_edgeq/wait/later?return=%2F', 200);
+      await page.waitForSelector('#notopen .countdown');
+    },
+  },
+  {
+    name: 'countdown', async open(page) {
+      await goto(page, '/_edgeq/wait/soon?return=%2F', 200);
+      await page.waitForSelector('#wait .countdown');
+    },
+  },
+  {
+    name: 'paused', async open(page) {
+      await goto(page, '/_edgeq/wait/pause?return=%2F', 200);
+      await jsReady(page);
+      await page.waitForSelector('#paused');
+    },
+  },
+  {
+    // Sold out while waiting: the place is kept, the page says so and polls no more.
+    name: 'soldout-waiting', async open(page) {
+      const q = await ownQueue('Last pairs');
+      await goto(page, `/_edgeq/wait/${q}?return=%2F`, 200);
+      await jsReady(page);
+      await admin('PUT', '/api/queue', { queue_id: q, sold_out_with: ['sneaker-b'] });
+      // The page learns it at its next poll and reloads into the sold-out page.
+      await page.waitForFunction(() => document.readyState === 'complete' && !document.getElementById('wait') && document.querySelector('h1'), null, { timeout: 15000 });
+      expect(await page.$('#wait') === null && await page.$('script[src*="wait."]') === null, 'still the waiting page');
+    },
+  },
+  { name: 'soldout', async open(page) { await goto(page, '/_edgeq/wait/gone?return=%2F', 410); } },
+  { name: 'closed', async open(page) { await goto(page, '/_edgeq/wait/shut?return=%2F', 410); } },
+  {
+    // Busy: the held route's only slot is taken (the Go side holds it). Its script, which retries by
+    // itself, is kept out: these checks look at the page, the keyboard scenario at the script.
+    name: 'busy', async open(page) {
+      await page.route('**/_edgeq/static/busy.*.js', (r) => r.abort());
+      await goto(page, '/e2e/hold', 503);
+    },
+    async leave(page) { await page.unroute('**/_edgeq/static/busy.*.js'); },
+  },
+  {
+    name: 'expired', async open(page) {
+      const q = await ownQueue('Sneaker drop');
+      await goto(page, `/_edgeq/wait/${q}?return=%2F`, 200);
+      const request = await page.getAttribute('#wait', 'data-request');
+      // Given up (status 2), the place is skipped when the line reaches it: then it has expired.
+      await adminForm('/api/queue/update_token_status', { queue_id: q, request_id: request, status: '2' });
+      await adminForm('/api/queue/increment_serving_position', { queue_id: q, increment_by: '1' });
+      await goto(page, `/_edgeq/wait/${q}?return=%2F`, 410);
+    },
+  },
+  {
+    name: 'challenge', async open(page) {
+      await goto(page, '/auctions/42', 200);
+      expect(page.url().startsWith(base + '/_edgeq/challenge'), 'not the challenge page: ' + page.url());
+      await page.waitForSelector('[data-testid=turnstile-checkbox]');
+    },
+  },
+  { name: 'notfound', async open(page) { await goto(page, '/_edgeq/wait/nowhere', 404); } },
+  {
+    // Rate limited: this state's address loads the page more than 20 times in a minute.
+    name: 'ratelimited', async open(page) {
+      const path = '/_edgeq/wait/later?return=%2F';
+      await goto(page, path, 200);
+      await page.evaluate(async (url) => {
+        for (let i = 0; i < 25; i++) await fetch(url, { headers: { Accept: 'text/html' } });
+      }, base + path);
+      await goto(page, path, 429);
+    },
+  },
+  {
+    // The invitation page, as a guest without JavaScript sees it (its script posts it at once).
+    name: 'invite', async open(page) {
+      const made = await admin('POST', '/api/queue/vip/invites', { count: 1, ttl_second: 3600 });
+      await page.route('**/_edgeq/static/invite.*.js', (r) => r.abort());
+      await goto(page, made.items[0].url + '?return=%2F', 200);
+    },
+    async leave(page) { await page.unroute('**/_edgeq/static/invite.*.js'); },
+  },
+  {
+    name: 'inviteused', async open(page) {
+      const made = await admin('POST', '/api/queue/vip/invites', { count: 1, ttl_second: 3600 });
+      const used = await fetch(base + made.items[0].url, { method: 'POST', redirect: 'manual' });
+      expect(used.status === 303, 'using the invitation: ' + used.status);
+      await goto(page, made.items[0].url + '?return=%2F');
+      await page.waitForFunction(() => document.querySelector('h1') && !document.getElementById('invite'));
+      expect(await page.$('#invite') === null, 'not the used page: ' + await heading(page));
+    },
+  },
+  { name: 'inviteonly', async open(page) { await goto(page, '/_edgeq/wait/vip?return=%2F', 403); } },
+  {
+    name: 'bidtoolow', async open(page) {
+      await page.context().addCookies([{ name: 'shop_session', value: unique('bidder'), url: base }]);
+      await goto(page, '/auctions/7', 200);
+      await page.fill('input[name=amount]', '21.00');
+      const [resp] = await Promise.all([page.waitForNavigation(), page.click('button[type=submit]')]);
+      expect(resp.status() === 409 && await page.$('#highest') !== null, 'not the bid-too-low page: ' + resp.status());
+    },
+  },
+];
+
+// pagesBrowser is a browser in a language whose requests to edgeq come from an address of its own
+// (b.address; only edgeq's: another origin, such as the check widget's, would need a CORS preflight
+// for the header).
+async function pagesBrowser(lang, options = {}) {
+  const b = await browser({ viewport: sizes.desktop, ...options, locale: lang });
+  b.address = freshAddress();
+  const origin = new URL(base).origin;
+  await b.page.route((url) => url.origin === origin, (route) =>
+    route.continue({ headers: { ...route.request().headers(), 'x-forwarded-for': b.address } }));
+  return b;
+}
+
+// openState shows a state from a new address and checks the page's language.
+async function openState(b, state, lang) {
+  b.address = freshAddress();
+  await state.open(b.page);
+  const shown = await b.page.getAttribute('html', 'lang');
+  expect(shown === lang || (!builtIn(lang) && shown === 'en'), `${state.name}: page language ${shown}, asked ${lang}`);
+}
+
+// builtIn: whether the server speaks lang (it falls back to English for the others).
+function builtIn(lang) {
+  return (env.SERVER_LANGS || env.LANGS || 'en').split(',').includes(lang);
+}
+
+async function runAxe(page) {
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) {
+    // Evaluated by the browser's debugging protocol, not as a <script>: the pages' CSP stays on.
+    await page.evaluate(axeSource);
+  }
+  return page.evaluate(async (tags) => {
+    const r = await window.axe.run(document, { runOnly: { type: 'tag', values: tags }, resultTypes: ['violations'] });
+    return {
+      violations: r.violations.map((v) => ({ id: v.id, impact: v.impact, targets: v.nodes.map((n) => n.target.join(' ') + (n.failureSummary ? ' [' + n.failureSummary.replace(/\s+/g, ' ').slice(0, 160) + ']' : '')) })),
+      incomplete: r.incomplete.map((v) => v.id),
+    };
+  }, axeTags);
+}
+
+// axe: axe-core's WCAG 2.1 A and AA rules on every state, at desktop and phone sizes, in light and
+// dark, in each language of LANGS. Every violation of every combination is listed before failing.
+async function axeScenario() {
+  const problems = [];
+  let runs = 0;
+  let ruleIds = [];
+  const incomplete = new Set();
+  for (const lang of langs) {
+    const b = await pagesBrowser(lang);
+    try {
+      for (const state of pageStates) {
+        await openState(b, state, lang);
+        if (lang === 'ar') {
+          const dir = await b.page.getAttribute('html', 'dir');
+          if (builtIn('ar')) expect(dir === 'rtl', `${state.name} ar: dir=${dir}`);
+        }
+        for (const [size, viewport] of Object.entries(sizes)) {
+          await b.page.setViewportSize(viewport);
+          for (const colorScheme of ['light', 'dark']) {
+            await b.page.emulateMedia({ colorScheme });
+            const r = await runAxe(b.page);
+            runs++;
+            r.incomplete.forEach((id) => incomplete.add(id));
+            for (const v of r.violations) problems.push(`${state.name} ${lang} ${size} ${colorScheme}: ${v.id} (${v.impact}): ${v.targets.join(' | ')}`);
+          }
+        }
+        await b.page.emulateMedia({ colorScheme: 'light' });
+        await b.page.setViewportSize(sizes.desktop);
+        if (state.leave) await state.leave(b.page);
+      }
+      if (ruleIds.length === 0) ruleIds = await b.page.evaluate((tags) => window.axe.getRules(tags).map((r) => r.ruleId), axeTags);
+    } finally {
+      await b.close();
+    }
+  }
+  log(`axe-core ${axeSource.match(/axe v([\d.]+)/) ? axeSource.match(/axe v([\d.]+)/)[1] : ''} rules run (${axeTags.join(', ')}): ${ruleIds.join(' ')}`);
+  log(`${runs} runs: ${pageStates.length} states x ${Object.keys(sizes).length} sizes x light/dark x ${langs.join('/')}; needing a human look (incomplete): ${[...incomplete].join(' ') || 'none'}`);
+  expect(ruleIds.length > 40, 'axe ran only ' + ruleIds.length + ' rules');
+  expect(problems.length === 0, `${problems.length} axe violations:\n  ${problems.join('\n  ')}`);
+}
+
+// focusOrder tabs through a page from its top and returns, for every stop, the element, whether it
+// shows a focus indicator (an outline or a box shadow under :focus-visible) and its place in the
+// document; it stops when focus leaves the page or comes back to the first stop.
+async function focusOrder(page) {
+  await fromTheTop(page);
+  const stops = [];
+  for (let i = 0; i < 20; i++) {
+    await page.keyboard.press('Tab');
+    const stop = await page.evaluate(() => {
+      const el = document.activeElement;
+      if (!el || el === document.body) return null;
+      const style = getComputedStyle(el);
+      const outline = style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2;
+      const shadow = style.boxShadow && style.boxShadow !== 'none';
+      const all = [...document.querySelectorAll('*')];
+      return {
+        what: el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().replace(/\s+/g, '.') : ''),
+        focusVisible: el.matches(':focus-visible'), indicator: outline || shadow, index: all.indexOf(el),
+        outline: `${style.outlineStyle} ${style.outlineWidth} ${style.outlineColor}`,
+      };
+    });
+    if (!stop || (stops.length > 0 && stop.index === stops[0].index)) break;
+    stops.push(stop);
+  }
+  return stops;
+}
+
+// fromTheTop makes the next Tab go to the page's first stop: a click at the top corner, on nothing
+// focusable, moves the sequential focus starting point there (blur() alone leaves it where it was).
+async function fromTheTop(page) {
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.mouse.click(2, 2);
+  await page.evaluate(() => document.activeElement && document.activeElement.blur());
+}
+
+function checkStops(name, stops, want) {
+  const whats = stops.map((s) => s.what);
+  log(name, 'tab order:', whats.join(' → '));
+  expect(JSON.stringify(whats.map((w, i) => w.startsWith(want[i] || '?'))) === JSON.stringify(want.map(() => true)) && whats.length === want.length,
+    `${name}: tab order ${whats.join(', ')}, want ${want.join(', ')}`);
+  for (const s of stops) {
+    expect(s.focusVisible && s.indicator, `${name}: ${s.what} has no visible focus (${s.outline})`);
+  }
+  for (let i = 1; i < stops.length; i++) expect(stops[i].index > stops[i - 1].index, `${name}: focus goes back up the page at ${stops[i].what}`);
+}
+
+// keyboard: keyboard-only use. On the waiting, challenge and expired pages in English and Arabic,
+// every Tab stop shows its focus and the stops follow the page's order. The challenge is passed and
+// the expired place rejoined with keys alone. The busy page's own retry stops once a key is pressed,
+// and happens when none is.
+async function keyboard() {
+  for (const lang of ['en', 'ar']) {
+    const b = await pagesBrowser(lang);
+    const { page } = b;
+    try {
+      for (const colorScheme of ['light', 'dark']) {
+        await page.emulateMedia({ colorScheme });
+        await openState(b, pageStates.find((s) => s.name === 'waiting'), lang);
+        checkStops(`waiting ${lang} ${colorScheme}`, await focusOrder(page), ['a#refresh']);
+
+        await openState(b, pageStates.find((s) => s.name === 'expired'), lang);
+        checkStops(`expired ${lang} ${colorScheme}`, await focusOrder(page), ['a.button']);
+      }
+      await page.emulateMedia({ colorScheme: 'light' });
+      // Rejoin from the expired page with Tab and Enter.
+      await fromTheTop(page);
+      await page.keyboard.press('Tab');
+      await Promise.all([page.waitForNavigation(), page.keyboard.press('Enter')]);
+      expect(await page.$('#wait') !== null, `${lang}: Enter on rejoin did not lead back to the line`);
+
+      await openState(b, pageStates.find((s) => s.name === 'challenge'), lang);
+      const stops = await focusOrder(page);
+      checkStops(`challenge ${lang}`, stops, ['input', 'button.button']);
+      // Keys alone: Space ticks the check, Tab and Enter send the form, and the shop's page comes.
+      await fromTheTop(page);
+      await page.keyboard.press('Tab');
+      await page.keyboard.press('Space');
+      await page.waitForFunction(() => {
+        const input = document.querySelector('input[name=cf-turnstile-response]');
+        return input && input.value.length > 0;
+      });
+      await page.keyboard.press('Tab');
+      await Promise.all([page.waitForURL(base + '/auctions/42', { timeout: 10000 }), page.keyboard.press('Enter')]);
+      expect((await heading(page)) === 'Signed match ball', `${lang}: after the challenge by keyboard: ${await heading(page)}`);
+    } finally {
+      await b.close();
+    }
+  }
+
+  // The busy page: a key press stops the automatic retry (and takes its sentence away); untouched, it
+  // retries after its 5 seconds.
+  const b = await pagesBrowser('en');
+  try {
+    let loads = 0;
+    b.page.on('framenavigated', (f) => { if (f === b.page.mainFrame()) loads++; });
+    await goto(b.page, '/e2e/hold', 503);
+    expect(await b.page.$('#retrying') !== null, 'no retry sentence');
+    await b.page.keyboard.press('Tab');
+    await b.page.waitForTimeout(6500);
+    expect(loads === 1 && await b.page.$('#retrying') === null, `after a key press: ${loads} loads, sentence ${await b.page.$('#retrying') !== null}`);
+    checkStops('busy', await focusOrder(b.page), ['a.button']);
+    await goto(b.page, '/e2e/hold', 503);
+    loads = 0;
+    await b.page.waitForEvent('framenavigated', { timeout: 8000 });
+    expect(loads >= 1, 'the busy page did not retry by itself');
+    log('busy page: retries by itself, stops at a key press');
+  } finally {
+    await b.close();
+  }
+}
+
+// liveregion: the waiting page's live region stays silent while polls bring the same place, speaks
+// once when the line moves by a good part, once more for a pause, and not again for the same news.
+async function liveregion() {
+  const q = await ownQueue('Sneaker drop');
+  for (let i = 0; i < 20; i++) {
+    const r = await fetch(base + '/_edgeq/assign_queue_pos', { method: 'POST', body: new URLSearchParams({ queue_id: q }) });
+    expect(r.ok, 'join: ' + r.status);
+  }
+  for (const lang of ['en', 'ar']) {
+    const b = await pagesBrowser(lang);
+    const { page } = b;
+    try {
+      let polls = 0;
+      page.on('request', (r) => { if (r.url().includes('/_edgeq/status/')) polls++; });
+      await goto(page, `/_edgeq/wait/${q}?return=%2F`, 200);
+      await jsReady(page);
+      expect(await page.getAttribute('#announce', 'aria-live') === 'polite', 'no polite live region');
+      expect(await page.$('[aria-live] #position, [aria-live] #ahead, [aria-live] .countdown, [aria-live] #updated') === null, 'ticking numbers inside a live region');
+      await page.evaluate(() => {
+        window.liveWrites = [];
+        new MutationObserver(() => window.liveWrites.push(document.getElementById('announce').textContent))
+          .observe(document.getElementById('announce'), { childList: true, characterData: true, subtree: true });
+      });
+      const ahead = Number(await text(page, '#ahead'));
+      const start = polls;
+      const deadline = Date.now() + 30000;
+      while (polls - start < 3 && Date.now() < deadline) await page.waitForTimeout(250);
+      expect(polls - start >= 3, `only ${polls - start} polls in 30 s`);
+      let writes = await page.evaluate(() => window.liveWrites);
+      expect(writes.length === 0 && Number(await text(page, '#ahead')) === ahead, `${lang}: ${polls - start} polls with the same place wrote the live region: ${JSON.stringify(writes)}`);
+      log(lang, polls - start, 'polls at', ahead, 'ahead: the live region said nothing');
+
+      // Half the line is served: said once, with the new count.
+      await adminForm('/api/queue/increment_serving_position', { queue_id: q, increment_by: String(Math.ceil(ahead / 2)) });
+      await page.waitForFunction(() => window.liveWrites.length > 0, null, { timeout: 15000 });
+      const now = Number(await text(page, '#ahead'));
+      const said = await text(page, '#announce');
+      const aheadLabel = await page.$eval('#ahead', (dd) => dd.parentNode.querySelector('dt').textContent.trim());
+      expect(now < ahead && said.includes(String(now)) && said.includes(aheadLabel), `${lang}: announced ${JSON.stringify(said)} for ${now} ahead`);
+      const afterMove = polls;
+      while (polls - afterMove < 2) await page.waitForTimeout(250);
+      writes = await page.evaluate(() => window.liveWrites);
+      expect(writes.length === 1, `${lang}: the move was announced ${writes.length} times: ${JSON.stringify(writes)}`);
+      log(lang, 'announced once:', said);
+
+      // A pause is news too.
+      await admin('PUT', '/api/queue', { queue_id: q, paused: true });
+      await page.waitForSelector('#paused', { timeout: 15000 });
+      expect((await text(page, '#announce')) === (await text(page, '#paused')), `${lang}: the pause was not announced: ${await text(page, '#announce')}`);
+      await admin('PUT', '/api/queue', { queue_id: q, paused: false });
+      await page.waitForSelector('#paused', { state: 'detached', timeout: 15000 });
+    } finally {
+      await b.close();
+    }
+    // The next language's browser joins behind the ones served.
+  }
+}
+
+// pixel is the colour at a point of an element as drawn (fx, fy: fractions of its box): the
+// element's screenshot decoded by the page itself (the pages' CSP allows data: images).
+async function pixel(page, selector, fx, fy) {
+  const png = await page.locator(selector).screenshot();
+  return page.evaluate(async ([b64, x, y]) => {
+    const img = new Image();
+    img.src = 'data:image/png;base64,' + b64;
+    await img.decode();
+    const c = document.createElement('canvas');
+    c.width = img.naturalWidth;
+    c.height = img.naturalHeight;
+    const g = c.getContext('2d');
+    g.drawImage(img, 0, 0);
+    const d = g.getImageData(Math.floor(c.width * x), Math.floor(c.height * y), 1, 1).data;
+    return `rgb(${d[0]}, ${d[1]}, ${d[2]})`;
+  }, [png.toString('base64'), fx, fy]);
+}
+
+// motion: with prefers-reduced-motion: reduce nothing on the pages moves: no element has a
+// transition or an animation, and the progress bar's fill (a pseudo-element no style query reaches)
+// is drawn at its new width at once, where without the preference it is still on its way. The
+// browser's animations are slowed a hundredfold so the difference does not depend on timing.
+async function motion() {
+  const b = await pagesBrowser('en');
+  const { page } = b;
+  try {
+    await openState(b, pageStates.find((s) => s.name === 'waiting'), 'en');
+    const cdp = await page.context().newCDPSession(page);
+    await cdp.send('Animation.enable');
+    await cdp.send('Animation.setPlaybackRate', { playbackRate: 0.01 });
+    const accent = await page.evaluate(() => getComputedStyle(document.querySelector('.button.secondary')).color);
+    const seen = {};
+    for (const reducedMotion of ['no-preference', 'reduce']) {
+      await page.emulateMedia({ reducedMotion });
+      const moving = await page.evaluate(() => [...document.querySelectorAll('*')].filter((el) => {
+        const s = getComputedStyle(el);
+        return s.transitionDuration.split(',').some((d) => parseFloat(d) > 0) || s.animationName !== 'none';
+      }).map((el) => el.tagName));
+      await page.evaluate(() => { document.getElementById('progress').value = 5; });
+      await page.waitForTimeout(200);
+      await page.evaluate(() => { document.getElementById('progress').value = 95; });
+      await page.waitForTimeout(100);
+      seen[reducedMotion] = { moving, at80: await pixel(page, '#progress', 0.8, 0.5) };
+    }
+    log('motion:', JSON.stringify(seen), 'accent', accent);
+    expect(seen.reduce.moving.length === 0, 'elements still moving under reduced motion: ' + seen.reduce.moving);
+    expect(seen.reduce.at80 === accent, `reduced motion: the progress fill is not at once at 95% (${seen.reduce.at80}, accent ${accent})`);
+    expect(seen['no-preference'].at80 !== accent, 'without the preference the fill jumped too: the check could not tell the difference');
+  } finally {
+    await b.close();
+  }
+}
+
+// overflowAll is overflow() for the whole body, and for right-to-left pages also what sticks out on
+// the left.
+async function overflowAll(page) {
+  return page.evaluate(() => {
+    const bad = [];
+    const width = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth > width + 1) bad.push('page scrolls sideways: ' + document.documentElement.scrollWidth + ' > ' + width);
+    for (const el of document.querySelectorAll('body *')) {
+      if (el.closest('script, style, noscript, template')) continue;
+      const box = el.getBoundingClientRect();
+      if (box.width === 0 && box.height === 0) continue;
+      if (getComputedStyle(el).position === 'absolute' && el.classList.contains('visually-hidden')) continue;
+      const name = `${el.tagName}.${el.className}#${el.id}`;
+      if (box.right > width + 1) bad.push(`${name} ends at ${Math.round(box.right)} > ${width}`);
+      if (box.left < -1) bad.push(`${name} starts at ${Math.round(box.left)} < 0`);
+      const style = getComputedStyle(el);
+      if (style.display !== 'inline' && el.scrollWidth > el.clientWidth + 1 && el.clientWidth > 0 && el.tagName !== 'PROGRESS') {
+        bad.push(`${name} text ${el.scrollWidth} > box ${el.clientWidth}: "${el.textContent.trim().slice(0, 40)}"`);
+      }
+    }
+    return bad;
+  });
+}
+
+// overflow: every state in every language of LANGS at 320 and 1280 px: nothing wider than its box or
+// the viewport. Three languages at a time, each in its own browser: most of a state's time is spent
+// waiting for the page's next poll.
+async function overflowScenario() {
+  const problems = [];
+  const pending = [...langs];
+  await Promise.all([1, 2, 3].map(async () => {
+    for (let lang = pending.shift(); lang; lang = pending.shift()) await overflowIn(lang, problems);
+  }));
+  log(`${pageStates.length} states x ${langs.length} languages x 320/1280 px`);
+  expect(problems.length === 0, `${problems.length} overflows:\n  ${problems.join('\n  ')}`);
+}
+
+async function overflowIn(lang, problems) {
+  const b = await pagesBrowser(lang);
+  try {
+    for (const state of pageStates) {
+      await openState(b, state, lang);
+      for (const width of [320, 1280]) {
+        await b.page.setViewportSize({ width, height: 800 });
+        for (const bad of await overflowAll(b.page)) problems.push(`${state.name} ${lang} ${width}px: ${bad}`);
+      }
+      await b.page.setViewportSize(sizes.desktop);
+      if (state.leave) await state.leave(b.page);
+    }
+  } finally {
+    await b.close();
+  }
+  log('overflow checked:', lang);
+}
+
+// states: screenshots of every state in English, Japanese and Arabic, desktop and phone, light; and
+// a few in dark. Written as docs/screenshots/states/state-<state>-<device>-<lang>[-dark].png.
+async function statesScenario() {
+  const dark = new Set(['waiting desktop en', 'waiting phone ar', 'notopen phone ja', 'busy desktop en', 'challenge phone en']);
+  // One device pixel per CSS pixel keeps the 120-odd pictures small (the README's are taken at 2).
+  const phoneDevice = { viewport: sizes.phone, deviceScaleFactor: 1, isMobile: true, hasTouch: true };
+  for (const lang of ['en', 'ja', 'ar']) {
+    for (const [device, options] of [['desktop', { viewport: sizes.desktop }], ['phone', phoneDevice]]) {
+      const b = await pagesBrowser(lang, options);
+      try {
+        for (const state of pageStates) {
+          await openState(b, state, lang);
+          await b.page.waitForTimeout(150);
+          await stateShot(b.page, `state-${state.name}-${device}-${lang}`);
+          if (dark.has(`${state.name} ${device} ${lang}`)) {
+            await b.page.emulateMedia({ colorScheme: 'dark' });
+            await stateShot(b.page, `state-${state.name}-${device}-${lang}-dark`);
+            await b.page.emulateMedia({ colorScheme: 'light' });
+          }
+          if (state.leave) await state.leave(b.page);
+        }
+      } finally {
+        await b.close();
+      }
+    }
+  }
+}
+
+async function stateShot(page, name) {
+  if (!env.SCREENSHOT_DIR) return;
+  const dir = join(env.SCREENSHOT_DIR, 'states');
+  mkdirSync(dir, { recursive: true });
+  // Transitions (the progress bar's fill) are finished first: the picture shows where the page settles.
+  await page.screenshot({ path: join(dir, name + '.png'), fullPage: true, animations: 'disabled' });
+}
+
+// branding: a waiting browser on a page with the shop's logo and accent colour (TestBrowserBranding).
+// Everything it loads comes from edgeq (the Go side counts the shop's requests); the logo is edgeq's
+// URL and is drawn; the accent (ACCENT, ACCENT_DARK, computed by the Go side) is what the buttons'
+// styles say and what the progress bar's fill is drawn with, in both schemes and both directions;
+// the branded pages pass axe too.
+async function branding() {
+  const problems = [];
+  for (const lang of ['en', 'ar']) {
+    const b = await pagesBrowser(lang);
+    const { page } = b;
+    const elsewhere = [];
+    page.on('request', (r) => { if (!new URL(r.url()).pathname.startsWith('/_edgeq/')) elsewhere.push(r.url()); });
+    try {
+      await page.goto(base + '/products/1');
+      expect(page.url().startsWith(base + '/_edgeq/wait/line'), 'not on the waiting page: ' + page.url());
+      await jsReady(page);
+      const logo = await page.$eval('header img.logo', (img) => ({ src: img.src, alt: img.alt, w: img.naturalWidth, h: img.naturalHeight, complete: img.complete, shown: img.getBoundingClientRect().width }));
+      expect(logo.complete && logo.w > 0 && logo.h > 0 && logo.shown > 0, 'the logo is not drawn: ' + JSON.stringify(logo));
+      expect(/\/_edgeq\/static\/logo\.[0-9a-f]{10}\.svg$/.test(new URL(logo.src).pathname) && new URL(logo.src).origin === base, 'the logo is not edgeq\'s: ' + logo.src);
+      expect(logo.alt === 'Sneaker Shop' && await page.$('header .brand span, header.brand > span') === null, 'alt text / brand text: ' + logo.alt);
+      for (const [scheme, accent, fg] of [['light', env.ACCENT, env.ACCENT_FG], ['dark', env.ACCENT_DARK, env.ACCENT_DARK_FG]]) {
+        await page.emulateMedia({ colorScheme: scheme });
+        const refresh = await page.$eval('#refresh', (a) => ({ color: getComputedStyle(a).color, border: getComputedStyle(a).borderTopColor }));
+        expect(refresh.color === accent && refresh.border === accent, `${lang} ${scheme}: the refresh button is ${JSON.stringify(refresh)}, want ${accent}`);
+        // The fill starts on the reading side: the left in English, the right in Arabic.
+        const rtl = (await page.getAttribute('html', 'dir')) === 'rtl';
+        const fill = await pixel(page, '#progress', rtl ? 0.97 : 0.03, 0.5);
+        const track = await pixel(page, '#progress', rtl ? 0.03 : 0.97, 0.5);
+        expect(fill === accent && track !== accent, `${lang} ${scheme}: progress fill ${fill}, track ${track}, want the fill ${accent} (${rtl ? 'rtl' : 'ltr'})`);
+        for (const size of ['desktop', 'phone']) {
+          await page.setViewportSize(sizes[size]);
+          for (const v of (await runAxe(page)).violations) problems.push(`branded waiting ${lang} ${size} ${scheme}: ${v.id}: ${v.targets.join(' | ')}`);
+        }
+        await page.setViewportSize(sizes.desktop);
+        if (lang === 'en' && scheme === 'light') await screenshot(page, 'brand-wait-desktop-en');
+        if (lang === 'ar' && scheme === 'dark') await screenshot(page, 'brand-wait-desktop-ar-dark');
+      }
+      await page.emulateMedia({ colorScheme: 'light' });
+      // Waiting a while: the page polls edgeq and nothing else.
+      let polls = 0;
+      page.on('request', (r) => { if (r.url().includes('/_edgeq/status/')) polls++; });
+      const until = Date.now() + 30000;
+      while (polls < 3 && Date.now() < until) await page.waitForTimeout(250);
+      expect(polls >= 3, 'the page did not poll');
+      expect(elsewhere.length === 1 && elsewhere[0] === base + '/products/1', 'requests outside edgeq: ' + elsewhere);
+
+      // A page with a filled button: edgeq's own not-found page.
+      await goto(page, '/_edgeq/wait/nowhere', 404);
+      for (const [scheme, accent, fg] of [['light', env.ACCENT, env.ACCENT_FG], ['dark', env.ACCENT_DARK, env.ACCENT_DARK_FG]]) {
+        await page.emulateMedia({ colorScheme: scheme });
+        const button = await page.$eval('a.button', (a) => ({ bg: getComputedStyle(a).backgroundColor, fg: getComputedStyle(a).color }));
+        expect(button.bg === accent && button.fg === fg, `${lang} ${scheme}: the button is ${JSON.stringify(button)}, want ${accent} on ${fg}`);
+        for (const v of (await runAxe(page)).violations) problems.push(`branded 404 ${lang} ${scheme}: ${v.id}: ${v.targets.join(' | ')}`);
+      }
+      expect(b.consoleErrors.length === 0, 'errors: ' + b.consoleErrors);
+      log(lang, 'logo', logo.w + 'x' + logo.h, 'accent', env.ACCENT, '/', env.ACCENT_DARK, 'on buttons and the progress bar');
+    } finally {
+      await b.close();
+    }
+  }
+  expect(problems.length === 0, `${problems.length} axe violations:\n  ${problems.join('\n  ')}`);
+}
+
+const scenarios = {
+  waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops, invite, deadletters,
+  axe: axeScenario, keyboard, liveregion, motion, overflow: overflowScenario, states: statesScenario, branding,
+};
 const name = process.argv[2];
 if (!scenarios[name]) {
   console.error('usage: node browser.mjs ' + Object.keys(scenarios).join('|'));

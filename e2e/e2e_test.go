@@ -53,8 +53,10 @@ func requireBrowser(t *testing.T) (node string) {
 	if err != nil {
 		missing = append(missing, "Node.js (apt-get install nodejs npm)")
 	}
-	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
-		missing = append(missing, "playwright-core (npm ci in e2e/)")
+	for _, module := range []string{"playwright-core", "axe-core"} {
+		if _, err := os.Stat("node_modules/" + module); err != nil {
+			missing = append(missing, module+" (npm ci in e2e/)")
+		}
 	}
 	if len(missing) > 0 {
 		msg := "browser tests need " + strings.Join(missing, ", ") + "; .ci/run installs them"
@@ -71,25 +73,14 @@ type stack struct {
 	edgeq, admin string
 	fake         *turnstiletest.Server
 	originHits   *atomic.Int64 // every request that reached the shop
+	holds        chan struct{} // a GET /e2e/hold reached the shop
 }
 
+// startStack is the deployment of TestBrowser: the shop's routes and a queue per scenario.
 func startStack(t *testing.T) *stack {
 	t.Helper()
-	shop, err := demoshop.New(slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hits atomic.Int64
-	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		shop.ServeHTTP(w, r)
-	}))
-	t.Cleanup(origin.Close)
-	fake := turnstiletest.New()
-	ts := httptest.NewServer(fake)
-	t.Cleanup(ts.Close)
-
-	cfg := fmt.Sprintf(`
+	return launch(t, func(origin, ts string) string {
+		return fmt.Sprintf(`
 server: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0", api_key: %q}
 origin: {url: %q}
@@ -159,9 +150,45 @@ routes:
     admission: {type: bid, auction: "path:id", amount: "form:amount", user: "cookie:shop_session"}
 auctions:
   - {id: "7", starting_price: "20.00", ends_at: %q}
-`, adminKey, origin.URL, storetest.RedisAddr(t), turnstiletest.SiteKey, turnstiletest.Secret, ts.URL, ts.URL,
-		time.Now().Add(time.Hour).UTC().Format(time.RFC3339), time.Now().Add(7*24*time.Hour).UTC().Format(time.RFC3339),
-		time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+`, adminKey, origin, storetest.RedisAddr(t), turnstiletest.SiteKey, turnstiletest.Secret, ts, ts,
+			time.Now().Add(time.Hour).UTC().Format(time.RFC3339), time.Now().Add(7*24*time.Hour).UTC().Format(time.RFC3339),
+			time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+	})
+}
+
+// launch starts the demo shop behind a counter of the requests that reach it, the Turnstile
+// stand-in, and edgeq on the configuration config writes for their URLs. Besides the shop's pages the
+// origin answers GET /e2e/hold by holding the request until its client leaves or the test ends (a
+// request that keeps an in-flight slot); holds reports each one that arrives.
+func launch(t *testing.T, config func(origin, turnstile string) string) *stack {
+	t.Helper()
+	shop, err := demoshop.New(slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hits atomic.Int64
+	holds, release := make(chan struct{}, 16), make(chan struct{})
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		if r.URL.Path == "/e2e/hold" {
+			select {
+			case holds <- struct{}{}:
+			default:
+			}
+			select {
+			case <-r.Context().Done():
+			case <-release: // the test is over (edgeq lets a request outlast its visitor)
+			}
+			return
+		}
+		shop.ServeHTTP(w, r)
+	}))
+	t.Cleanup(origin.Close)
+	fake := turnstiletest.New()
+	ts := httptest.NewServer(fake)
+	t.Cleanup(ts.Close)
+
+	cfg := config(origin.URL, ts.URL)
 	path := filepath.Join(t.TempDir(), "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -177,7 +204,8 @@ auctions:
 	select {
 	case addrs := <-started:
 		t.Cleanup(func() { cancel(); <-done })
-		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake, originHits: &hits}
+		t.Cleanup(func() { close(release) }) // first: held requests end before edgeq shuts down
+		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake, originHits: &hits, holds: holds}
 	case err := <-done:
 		cancel()
 		t.Fatalf("edgeq did not start: %v", err)

@@ -26,6 +26,12 @@ type Assets struct {
 	content map[string]asset  // hashed name -> file
 }
 
+// SVGPolicy is the Content-Security-Policy of every SVG served: no script, no loads, only the inline
+// styles an SVG commonly uses.
+const SVGPolicy = "default-src 'none'; style-src 'unsafe-inline'"
+
+const svgType = "image/svg+xml"
+
 type asset struct {
 	body        []byte
 	contentType string
@@ -37,13 +43,24 @@ func New(base string) *Assets {
 	entries, _ := fs.ReadDir(files, ".")
 	for _, e := range entries {
 		body, _ := files.ReadFile(e.Name())
-		sum := sha256.Sum256(body)
-		ext := path.Ext(e.Name())
-		hashed := strings.TrimSuffix(e.Name(), ext) + "." + hex.EncodeToString(sum[:5]) + ext
-		a.byName[e.Name()] = hashed
-		a.content[hashed] = asset{body: body, contentType: mime.TypeByExtension(ext)}
+		a.Add(e.Name(), body, mime.TypeByExtension(path.Ext(e.Name())))
 	}
 	return a
+}
+
+// Add serves body under name (with its content hash, like the embedded files) and returns its URL:
+// files made at start-up from the configuration, such as the operator's logo (pages.logo_file) and
+// accent stylesheet. A name added twice serves the last body. Not safe while serving: call it before.
+func (a *Assets) Add(name string, body []byte, contentType string) string {
+	sum := sha256.Sum256(body)
+	ext := path.Ext(name)
+	hashed := strings.TrimSuffix(name, ext) + "." + hex.EncodeToString(sum[:5]) + ext
+	if old, ok := a.byName[name]; ok {
+		delete(a.content, old)
+	}
+	a.byName[name] = hashed
+	a.content[hashed] = asset{body: body, contentType: contentType}
+	return a.base + hashed
 }
 
 // URL returns the versioned URL of an embedded file, for templates. An unknown name returns "" (and
@@ -68,6 +85,11 @@ func (a *Assets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", f.contentType)
 	h.Set("Cache-Control", "public, max-age=31536000, immutable")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if strings.HasPrefix(f.contentType, svgType) {
+		// An SVG may carry script and links. Shown in an <img> none of it runs, but opened on its own
+		// (its URL typed in) it is a document of edgeq's origin: this policy keeps it an inert picture.
+		h.Set("Content-Security-Policy", SVGPolicy)
+	}
 	// ServeContent handles Range, HEAD and conditional requests; the zero modtime skips Last-Modified,
 	// the hashed name makes an ETag unnecessary.
 	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(f.body))

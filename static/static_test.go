@@ -50,3 +50,39 @@ func TestIcon(t *testing.T) {
 		t.Fatalf("favicon: %d %v", rec.Code, rec.Header())
 	}
 }
+
+// Files added at start-up (the operator's logo and accent) are served like the embedded ones: a
+// content hash in the name, cached for a year; an SVG gets a policy that keeps its script from running.
+func TestAdd_ServedWithHashAndSVGPolicy(t *testing.T) {
+	a := New("/_edgeq/static/")
+	svg := []byte(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 1 1"><script>alert(1)</script></svg>`)
+	logo := a.Add("logo.svg", svg, "image/svg+xml")
+	if !regexp.MustCompile(`^/_edgeq/static/logo\.[0-9a-f]{10}\.svg$`).MatchString(logo) || a.URL("logo.svg") != logo {
+		t.Fatalf("URL = %q, URL(logo.svg) = %q", logo, a.URL("logo.svg"))
+	}
+	get := func(url string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, httptest.NewRequest("GET", url, nil))
+		return rec
+	}
+	rec := get(logo)
+	h := rec.Header()
+	if rec.Code != 200 || rec.Body.String() != string(svg) || h.Get("Content-Type") != "image/svg+xml" ||
+		h.Get("Content-Security-Policy") != "default-src 'none'; style-src 'unsafe-inline'" ||
+		h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+		t.Fatalf("logo: %d %v", rec.Code, h)
+	}
+	// edgeq's own icon is an SVG too.
+	if get(a.URL("favicon.svg")).Header().Get("Content-Security-Policy") == "" {
+		t.Error("the icon is served without the SVG policy")
+	}
+	css := a.Add("accent.css", []byte(":root { --accent: #0a7c42; }"), "text/css; charset=utf-8")
+	if rec := get(css); rec.Code != 200 || rec.Header().Get("Content-Security-Policy") != "" || rec.Header().Get("Content-Type") != "text/css; charset=utf-8" {
+		t.Fatalf("accent.css: %d %v", rec.Code, rec.Header())
+	}
+	// Another body under the same name has another URL, and the old one is gone.
+	again := a.Add("logo.svg", []byte(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 2 2"/>`), "image/svg+xml")
+	if again == logo || get(logo).Code != http.StatusNotFound || get(again).Code != 200 {
+		t.Fatalf("replaced logo: %s then %s", logo, again)
+	}
+}

@@ -96,7 +96,8 @@
     progress: document.getElementById('progress'),
     updated: document.getElementById('updated'),
     notice: document.getElementById('notice'),
-    refresh: document.getElementById('refresh')
+    refresh: document.getElementById('refresh'),
+    announce: document.getElementById('announce')
   };
 
   function t(key, n) {
@@ -119,6 +120,9 @@
 
   function notice(message, action) {
     if (!el.notice) return;
+    // The notice is a live region: the same message again (a poll failing again) is left alone, not
+    // read out once more.
+    if (!action && el.notice.textContent === (message || '') && el.notice.hidden === !message) return;
     el.notice.textContent = message || '';
     if (action) {
       var link = document.createElement('a');
@@ -151,7 +155,34 @@
     if (!finished) timer = setTimeout(check, ms);
   }
 
+  // Announcements for screen readers (the polite live region #announce). The numbers on the page change
+  // at every poll while the line moves; reading each change out would drown the visitor, so the region
+  // is written only when the count ahead changed and the change means something: a quarter of the
+  // line since the last announcement, the visitor's turn (0 ahead), or a minute since the last one.
+  // A poll that finds the same count writes nothing.
+  // (The server writes plain digits; grouping them comes later.)
+  var lastSaid = { ahead: el.ahead ? Number(el.ahead.textContent.replace(/[^0-9]/g, '')) : NaN, at: Date.now() };
+
+  function label(node) {
+    var dt = node && node.parentNode && node.parentNode.querySelector('dt');
+    return dt ? dt.textContent.trim() : '';
+  }
+
+  function say(message) {
+    if (el.announce && el.announce.textContent !== message) el.announce.textContent = message;
+  }
+
+  function announceProgress(ahead, eta) {
+    if (!el.ahead || typeof ahead !== 'number' || ahead === lastSaid.ahead) return;
+    var moved = Math.abs(lastSaid.ahead - ahead);
+    var now = Date.now();
+    if (ahead !== 0 && !(moved >= lastSaid.ahead / 4) && now - lastSaid.at < 60000) return;
+    lastSaid = { ahead: ahead, at: now };
+    say(label(el.ahead) + ': ' + number(ahead) + '. ' + label(el.eta) + ': ' + eta + '.');
+  }
+
   function setPaused(paused) {
+    if (paused !== !!el.paused) say(paused ? t('paused') : '');
     if (paused && !el.paused) {
       el.paused = document.createElement('p');
       el.paused.className = 'notice';
@@ -175,6 +206,7 @@
     setText(el.position, number(s.queue_position));
     setText(el.ahead, number(s.ahead));
     setText(el.eta, duration(s.estimated_wait_time));
+    announceProgress(s.ahead, duration(s.estimated_wait_time));
     if (el.progress && s.queue_position > 0) {
       var pct = Math.max(0, Math.min(100, Math.round(100 * s.serving_position / s.queue_position)));
       el.progress.value = pct;

@@ -14,6 +14,7 @@ var funcs = template.FuncMap{"static": func(name string) string { return "/_edge
 type base struct {
 	Brand, Lang, CorrelationID string
 	Text                       Text
+	LogoURL, AccentStylesheet  string
 }
 
 type errorPage struct {
@@ -67,38 +68,46 @@ type invitePage struct {
 
 func en() base { return base{Brand: "Shop", Lang: "en", CorrelationID: "abc", Text: For("en")} }
 
+// pageCase is a built-in page with data and strings its output must hold.
+type pageCase struct {
+	name string
+	data any
+	want []string
+}
+
+// builtinCases has a case for each built-in page, rendered with b.
+func builtinCases(b base) []pageCase {
+	return []pageCase{
+		{"error.html", errorPage{base: b, Status: 502, Code: "ORIGIN_UNAVAILABLE",
+			Heading: "The shop is not answering", Message: "<b>try</b>", Retry: true},
+			[]string{"The shop is not answering", "&lt;b&gt;try&lt;/b&gt;", "Try again"}},
+		{"wait.html", waitPage{base: b, Phase: "waiting", QueueID: "drop", Title: "<i>Drop</i>", Joined: true, Position: 42,
+			Ahead: 41, ETASeconds: 300, RefreshSeconds: 5, Self: "/_edgeq/wait/drop?return=%2F", Return: `/p?x="><script>`},
+			[]string{"&lt;i&gt;Drop&lt;/i&gt;", `id="position">42<`, `id="ahead">41<`, "About 5 minutes", `content="5"`,
+				`data-return="/p?x=&#34;&gt;&lt;script&gt;"`, `<p id="announce" class="visually-hidden" aria-live="polite" aria-atomic="true"></p>`, "<progress"}},
+		{"challenge.html", challengePage{base: b, SiteKey: "k", ScriptURL: "https://c.example/api.js", Action: "edgeq_challenge",
+			Self: "/_edgeq/challenge?return=%2F", Failed: true},
+			[]string{`class="cf-turnstile" data-sitekey="k"`, `src="https://c.example/api.js"`, "did not succeed"}},
+		{"soldout.html", errorPage{base: b, Status: 409, Code: "INSUFFICIENT_STOCK"}, []string{"Sold out"}},
+		{"expired.html", expiredPage{base: b, Title: "Drop", RejoinURL: "/_edgeq/wait/drop?rejoin=1"},
+			[]string{"Your place has expired", `href="/_edgeq/wait/drop?rejoin=1"`}},
+		{"bidtoolow.html", refusalPage{errorPage: errorPage{base: b, Status: 409, Code: "BID_TOO_LOW"},
+			Fields: map[string]any{"highest_amount": "25.00"}, Back: "/auctions/7"},
+			[]string{"<h1>Bid too low</h1>", "The highest bid is now 25.00.", `<a class="button" href="/auctions/7">Back to the auction</a>`}},
+		{"busy.html", busyPage{errorPage: errorPage{base: b, Status: 503, Code: "BUSY"}, RefreshSeconds: 5},
+			[]string{"The shop is busy", `<noscript><meta http-equiv="refresh" content="5"></noscript>`, "/_edgeq/static/busy.js", `data-seconds="5"`, "tries again by itself in 5 seconds", `<span dir="ltr">503 · BUSY</span>`}},
+		{"invite.html", invitePage{base: b, Title: "Presale", Action: "/_edgeq/invite/drop/abc?return=%2Fsale"},
+			[]string{"<h1>Opening your invitation</h1>", `<form id="invite" method="post" action="/_edgeq/invite/drop/abc?return=%2Fsale">`,
+				`/_edgeq/static/invite.js`, "Open my invitation"}},
+	}
+}
+
 func TestParse_BuiltinPagesRender(t *testing.T) {
 	set, err := Parse("", funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name string
-		data any
-		want []string
-	}{
-		{"error.html", errorPage{base: en(), Status: 502, Code: "ORIGIN_UNAVAILABLE",
-			Heading: "The shop is not answering", Message: "<b>try</b>", Retry: true},
-			[]string{"The shop is not answering", "&lt;b&gt;try&lt;/b&gt;", "Try again"}},
-		{"wait.html", waitPage{base: en(), Phase: "waiting", QueueID: "drop", Title: "<i>Drop</i>", Joined: true, Position: 42,
-			Ahead: 41, ETASeconds: 300, RefreshSeconds: 5, Self: "/_edgeq/wait/drop?return=%2F", Return: `/p?x="><script>`},
-			[]string{"&lt;i&gt;Drop&lt;/i&gt;", `id="position">42<`, `id="ahead">41<`, "About 5 minutes", `content="5"`,
-				`data-return="/p?x=&#34;&gt;&lt;script&gt;"`, "aria-live", "<progress"}},
-		{"challenge.html", challengePage{base: en(), SiteKey: "k", ScriptURL: "https://c.example/api.js", Action: "edgeq_challenge",
-			Self: "/_edgeq/challenge?return=%2F", Failed: true},
-			[]string{`class="cf-turnstile" data-sitekey="k"`, `src="https://c.example/api.js"`, "did not succeed"}},
-		{"soldout.html", errorPage{base: en(), Status: 409, Code: "INSUFFICIENT_STOCK"}, []string{"Sold out"}},
-		{"expired.html", expiredPage{base: en(), Title: "Drop", RejoinURL: "/_edgeq/wait/drop?rejoin=1"},
-			[]string{"Your place has expired", `href="/_edgeq/wait/drop?rejoin=1"`}},
-		{"bidtoolow.html", refusalPage{errorPage: errorPage{base: en(), Status: 409, Code: "BID_TOO_LOW"},
-			Fields: map[string]any{"highest_amount": "25.00"}, Back: "/auctions/7"},
-			[]string{"<h1>Bid too low</h1>", "The highest bid is now 25.00.", `<a class="button" href="/auctions/7">Back to the auction</a>`}},
-		{"busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}, RefreshSeconds: 5},
-			[]string{"The shop is busy", `<meta http-equiv="refresh" content="5">`, "tries again by itself in 5 seconds", `<span dir="ltr">503 · BUSY</span>`}},
-		{"invite.html", invitePage{base: en(), Title: "Presale", Action: "/_edgeq/invite/drop/abc?return=%2Fsale"},
-			[]string{"<h1>Opening your invitation</h1>", `<form id="invite" method="post" action="/_edgeq/invite/drop/abc?return=%2Fsale">`,
-				`/_edgeq/static/invite.js`, "Open my invitation"}},
-	}
+	cases := builtinCases(en())
 	// Without a refresh (a form post, which a refresh would not repeat) the busy page does not reload.
 	var b strings.Builder
 	if err := set.Render(&b, "busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}}); err != nil ||
@@ -119,6 +128,38 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("%s lacks %q:\n%s", c.name, want, out)
 			}
+		}
+	}
+}
+
+// With a logo and an accent colour, every page shows the logo (the brand as its alt text) instead of
+// the brand text, and loads the accent stylesheet after edgeq's own; without, neither appears.
+func TestLayout_LogoAndAccentOnEveryPage(t *testing.T) {
+	set, err := Parse("", funcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	branded := en()
+	branded.Brand, branded.LogoURL, branded.AccentStylesheet = `Tom & "Jerry"`, "/_edgeq/static/logo.0123456789.svg", "/_edgeq/static/accent.0123456789.css"
+	for _, c := range builtinCases(branded) {
+		var b strings.Builder
+		if err := set.Render(&b, c.name, c.data); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		out := b.String()
+		logo := `<header class="brand"><img class="logo" src="/_edgeq/static/logo.0123456789.svg" alt="Tom &amp; &#34;Jerry&#34;"></header>`
+		css := `<link rel="stylesheet" href="/_edgeq/static/edgeq.css">` + "\n" + `<link rel="stylesheet" href="/_edgeq/static/accent.0123456789.css">`
+		if !strings.Contains(out, logo) || !strings.Contains(out, css) {
+			t.Errorf("%s lacks the logo or the accent stylesheet after edgeq.css:\n%s", c.name, out)
+		}
+	}
+	for _, c := range builtinCases(en()) {
+		var b strings.Builder
+		if err := set.Render(&b, c.name, c.data); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if out := b.String(); strings.Contains(out, "<img") || strings.Contains(out, "accent.") || !strings.Contains(out, `<header class="brand"><span>Shop</span></header>`) {
+			t.Errorf("%s without a look:\n%s", c.name, out)
 		}
 	}
 }

@@ -330,6 +330,12 @@ type Pages struct {
 	// every one (templates.Languages). DefaultLanguage must be one of them.
 	Languages []string `yaml:"languages"`
 	Brand     string   `yaml:"brand"`
+	// LogoFile is a PNG, SVG or WebP file (at most 256 KiB) that edgeq serves itself and shows on every
+	// page in place of the brand text, the brand as its alt text; "" shows the brand text.
+	LogoFile string `yaml:"logo_file"`
+	// AccentColor is the colour of buttons and the progress bar, "#rgb" or "#rrggbb"; "" keeps edgeq's.
+	// It must contrast 4.5:1 with the page background (brand.NewAccent).
+	AccentColor string `yaml:"accent_color"`
 }
 
 // StoreHealth is the hysteresis of the store health check (seed 001).

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/brand"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/templates"
 )
@@ -112,9 +113,7 @@ func (cfg *Config) problems() []Problem {
 	c.atLeast("limits.status_per_ip_per_minute", int64(cfg.Limits.StatusPerIPPerMinute), 0)
 	c.atLeast("limits.turnstile_per_ip_per_minute", int64(cfg.Limits.TurnstilePerIPPerMinute), 0)
 	cfg.checkLanguages(c)
-	if strings.TrimSpace(cfg.Pages.Brand) == "" {
-		c.add("pages.brand", "must not be empty")
-	}
+	cfg.checkPages(c)
 	c.durationAtLeast("store_health.interval", cfg.StoreHealth.Interval, 100*time.Millisecond)
 	c.atLeast("store_health.failures_to_degrade", int64(cfg.StoreHealth.FailuresToDegrade), 1)
 	c.atLeast("store_health.successes_to_recover", int64(cfg.StoreHealth.SuccessesToRecover), 1)
@@ -122,6 +121,24 @@ func (cfg *Config) problems() []Problem {
 	c.oneOf("log.level", cfg.Log.Level, "debug", "info", "warn", "error")
 	c.oneOf("log.format", cfg.Log.Format, "json", "text")
 	return c.problems
+}
+
+// checkPages checks the pages' look. The logo file is read here, so `edgeq check` and start-up refuse
+// a file that is missing, too large or not an image, instead of a page showing a broken one.
+func (cfg *Config) checkPages(c *check) {
+	if strings.TrimSpace(cfg.Pages.Brand) == "" {
+		c.add("pages.brand", "must not be empty")
+	}
+	if cfg.Pages.LogoFile != "" {
+		if _, err := brand.ReadLogo(cfg.Pages.LogoFile); err != nil {
+			c.add("pages.logo_file", "%v", err)
+		}
+	}
+	if cfg.Pages.AccentColor != "" {
+		if _, err := brand.NewAccent(cfg.Pages.AccentColor); err != nil {
+			c.add("pages.accent_color", "%v", err)
+		}
+	}
 }
 
 // checkLanguages: pages.languages names built-in languages, each once, and the fallback

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/internal/brand"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/inflight"
@@ -56,6 +57,9 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		return nil, fmt.Errorf("pages: %w", err)
 	}
 	responder := &web.Responder{Pages: pages, Brand: cfg.Pages.Brand, Lang: cfg.Pages.DefaultLanguage, Languages: cfg.Pages.Languages}
+	if responder.LogoURL, responder.AccentStylesheet, err = addLook(cfg.Pages, assets); err != nil {
+		return nil, err
+	}
 
 	origin, err := url.Parse(cfg.Origin.URL)
 	if err != nil {
@@ -291,4 +295,27 @@ func openLedger(cfg config.Ledger, logger *slog.Logger) (*ledger.Ledger, error) 
 		logger.Error("ledger: PostgreSQL cannot be reached; edgeq starts, and the ledger catches up once it is back", "error", err.Error())
 	}
 	return led, nil
+}
+
+// addLook serves the shop's look with edgeq's own assets: the logo file (read once, here: a new logo
+// needs a restart, as every pages key does) and the accent stylesheet, each under a name with its
+// content hash, so browsers keep them a year and a new one is a new URL. It returns their URLs, ""
+// for what is not configured. The configuration was validated, so an error here means the logo file
+// changed since.
+func addLook(pages config.Pages, assets *static.Assets) (logoURL, accentURL string, err error) {
+	if pages.LogoFile != "" {
+		logo, err := brand.ReadLogo(pages.LogoFile)
+		if err != nil {
+			return "", "", fmt.Errorf("pages.logo_file: %w", err)
+		}
+		logoURL = assets.Add("logo"+logo.Ext, logo.Body, logo.ContentType)
+	}
+	if pages.AccentColor != "" {
+		accent, err := brand.NewAccent(pages.AccentColor)
+		if err != nil {
+			return "", "", fmt.Errorf("pages.accent_color: %w", err)
+		}
+		accentURL = assets.Add("accent.css", []byte(accent.CSS()), "text/css; charset=utf-8")
+	}
+	return logoURL, accentURL, nil
 }

@@ -82,6 +82,8 @@ type Responder struct {
 	Lang  string // the fallback language (pages.default_language)
 	// Languages are the languages offered (pages.languages); none offers every built-in one.
 	Languages []string
+	// The shop's look (pages.logo_file, pages.accent_color), as URLs edgeq serves; "" for none.
+	LogoURL, AccentStylesheet string
 }
 
 // PageBase is the data every page template gets.
@@ -90,13 +92,19 @@ type PageBase struct {
 	Lang          string         // BCP 47 tag of the page's language
 	Text          templates.Text // {{.Text.T "key"}}
 	CorrelationID string
+	// LogoURL is the operator's logo, shown in place of the brand text (the brand is its alt text).
+	LogoURL string
+	// AccentStylesheet sets the operator's accent colour; it loads after edgeq.css. A stylesheet and
+	// not a style attribute: the pages' Content-Security-Policy allows no inline styles.
+	AccentStylesheet string
 }
 
 // Base returns the page data common to every page for r, in the language the visitor's
 // Accept-Language prefers among those offered (pages.default_language otherwise).
 func (rs *Responder) Base(r *http.Request) PageBase {
 	text := templates.For(templates.Negotiate(r.Header.Get("Accept-Language"), rs.Lang, rs.Languages...))
-	return PageBase{Brand: rs.Brand, Lang: text.Lang(), Text: text, CorrelationID: RequestFrom(r.Context()).CorrelationID}
+	return PageBase{Brand: rs.Brand, Lang: text.Lang(), Text: text, CorrelationID: RequestFrom(r.Context()).CorrelationID,
+		LogoURL: rs.LogoURL, AccentStylesheet: rs.AccentStylesheet}
 }
 
 // ErrorPage is the data of error.html.
