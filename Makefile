@@ -25,11 +25,12 @@ demo: build
 	EDGEQ_LOG_FORMAT=$${EDGEQ_LOG_FORMAT:-text} $(BIN)/edgeq serve -config config.example.yaml
 
 # The full suite, with the race detector. Tests that run Lua use a private redis-server when one is
-# installed (and the embedded store otherwise); browser tests need Chromium and e2e/node_modules (they
+# installed (and the embedded store otherwise); browser tests need Chromium and e2e/node_modules (npm ci
+# runs again when package-lock.json is newer than the installed modules; they
 # are skipped without them; they take several minutes, hence the longer timeout). With CI set, anything
 # missing fails instead.
 test:
-	@[ -d e2e/node_modules ] || ! command -v npm >/dev/null || (cd e2e && npm ci --no-audit --no-fund --loglevel=error)
+	@[ e2e/node_modules/.package-lock.json -nt e2e/package-lock.json ] || ! command -v npm >/dev/null || (cd e2e && npm ci --no-audit --no-fund --loglevel=error)
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # Fuzz every parser of visitor-controlled input for FUZZTIME each (CI runs this after `make test`).
