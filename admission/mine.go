@@ -147,12 +147,46 @@ func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 // Withdrawn bids are left out: the shop refused them.
 func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
 	s := k.s
-	ids, err := s.client.ZRevRange(ctx, userBidsKey(s.keys, bidder), 0, maxMineBids-1).Result()
-	if err != nil {
-		return nil, err
-	}
 	byAuction := map[string]*MyAuction{}
 	var order []*MyAuction
+	add := func(rec BidRecord) {
+		if rec.State == "withdrawn" {
+			return
+		}
+		cents, err := money.Parse(rec.Amount)
+		if err != nil {
+			return
+		}
+		a := byAuction[rec.AuctionID]
+		if a == nil {
+			a = &MyAuction{AuctionID: rec.AuctionID}
+			byAuction[rec.AuctionID] = a
+			order = append(order, a)
+		}
+		a.BidCount++
+		if cents > a.amountCents {
+			a.amountCents, a.Amount, a.BidAt = cents, rec.Amount, rec.BidAt
+		}
+	}
+	// With the ledger on, the bids come from it: the store's index keeps only a week of them.
+	var ids []string
+	read := false
+	if s.o.Ledger != nil {
+		if bids, _, err := s.o.Ledger.Bids(ctx, bidder, 1, maxMineBids); err == nil {
+			for _, b := range bids {
+				add(bidRecordOf(b))
+			}
+			read = true
+		} else {
+			s.logger.Warn("ledger: reading a bidder's bids failed; answering from the store", "error", err.Error())
+		}
+	}
+	if !read {
+		var err error
+		if ids, err = s.client.ZRevRange(ctx, userBidsKey(s.keys, bidder), 0, maxMineBids-1).Result(); err != nil {
+			return nil, err
+		}
+	}
 	for chunk := range slices.Chunk(ids, 500) {
 		keys := make([]string, len(chunk))
 		for i, id := range chunk {
@@ -163,24 +197,9 @@ func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) 
 			return nil, err
 		}
 		for _, v := range values {
-			text, ok := v.(string)
 			var rec BidRecord
-			if !ok || json.Unmarshal([]byte(text), &rec) != nil || rec.State == "withdrawn" {
-				continue
-			}
-			cents, err := money.Parse(rec.Amount)
-			if err != nil {
-				continue
-			}
-			a := byAuction[rec.AuctionID]
-			if a == nil {
-				a = &MyAuction{AuctionID: rec.AuctionID}
-				byAuction[rec.AuctionID] = a
-				order = append(order, a)
-			}
-			a.BidCount++
-			if cents > a.amountCents {
-				a.amountCents, a.Amount, a.BidAt = cents, rec.Amount, rec.BidAt
+			if text, ok := v.(string); ok && json.Unmarshal([]byte(text), &rec) == nil {
+				add(rec)
 			}
 		}
 	}

@@ -44,91 +44,98 @@ func mineItems(t *testing.T, a answer) map[string]map[string]any {
 // Two bidders on three auctions, one of which ends: each sees only their own bids, with active, won
 // or lost and is_highest; a withdrawn bid counts for nothing; nobody's identity is in the answer.
 func TestMine_EachBidderSeesTheirOwnAuctions(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		st := newStack(t, s)
-		soon := auction("soon", "1.00", "1.00", 4*time.Second) // ends in 3 to 4 s (whole seconds)
-		st.addAuctions(auction("lamp", "1.00", "1.00", time.Hour), auction("desk", "1.00", "1.00", time.Hour), soon)
-		st.startWorker() // after the auctions: it lists their streams when it starts
-		for _, b := range []struct{ auction, user, amount string }{
-			{"lamp", "Alice", "10.00"}, {"lamp", "bob", "11.00"}, {"lamp", "alice", "12.00"},
-			{"desk", "bob", "10.00"},
-			{"soon", "alice", "10.00"}, {"soon", "bob", "11.00"},
-		} {
-			if a := st.bid(b.auction, b.user, b.amount); a.status != 200 {
-				t.Fatalf("%+v: %d %s", b, a.status, a.body)
-			}
-		}
-		// Alice's bid on the desk is refused by the shop (strict route: 4xx withdraws): it is gone.
-		st.status.Store(409)
-		if a := st.bidOn("/strict/auctions/", "desk", "alice", "20.00"); a.status != 409 {
-			t.Fatalf("withdrawn bid: %d %s", a.status, a.body)
-		}
-		st.status.Store(200)
-		// The worker records every bid (7, the withdrawal included) in each bidder's index.
-		eventually(t, 10*time.Second, "bids recorded", func() bool {
-			return num(st.mine("alice", "").json["total_count"]) == 2 && num(st.mine("bob", "").json["total_count"]) == 3 &&
-				strings.Contains(st.adminGet("/api/users/alice/bids").body, "withdrawn")
-		})
-
-		alice := mineItems(t, st.mine("alice", ""))
-		if l := alice["lamp"]; l["status"] != "active" || l["is_highest"] != true || l["amount"] != "12.00" || num(l["bid_count"]) != 2 ||
-			l["highest_amount"] != "12.00" {
-			t.Errorf("alice's lamp: %v", l)
-		}
-		if _, ok := alice["desk"]; ok {
-			t.Errorf("alice's only desk bid was withdrawn, yet the desk is listed: %v", alice["desk"])
-		}
-		beforeEnd := time.Until(soon.EndsAt) > 200*time.Millisecond
-		bob := mineItems(t, st.mine("BOB", "")) // normalised like the bid route's user
-		if l := bob["lamp"]; l["status"] != "active" || l["is_highest"] != false || l["amount"] != "11.00" || num(l["bid_count"]) != 1 ||
-			l["highest_amount"] != "12.00" {
-			t.Errorf("bob's lamp: %v", l)
-		}
-		if d := bob["desk"]; d["status"] != "active" || d["is_highest"] != true || d["amount"] != "10.00" || d["highest_amount"] != "10.00" {
-			t.Errorf("bob's desk (alice's higher bid was withdrawn): %v", d)
-		}
-		if s := bob["soon"]; beforeEnd && (s["status"] != "active" || s["is_highest"] != true) {
-			t.Errorf("bob's soon before the end: %v", s)
-		}
-
-		time.Sleep(time.Until(soon.EndsAt) + 50*time.Millisecond)
-		alice = mineItems(t, st.mine("alice", ""))
-		bob = mineItems(t, st.mine("bob", ""))
-		if a, b := alice["soon"], bob["soon"]; a["status"] != "lost" || a["is_highest"] != false || b["status"] != "won" ||
-			b["is_highest"] != true || a["ends_at"] != soon.EndsAt.Format(time.RFC3339) {
-			t.Errorf("after the end: alice %v, bob %v", a, b)
-		}
-		for user, filters := range map[string]map[string][]string{
-			"alice": {"active": {"lamp"}, "won": {}, "lost": {"soon"}},
-			"bob":   {"active": {"desk", "lamp"}, "won": {"soon"}, "lost": {}},
-		} {
-			for status, want := range filters {
-				a := st.mine(user, "?status="+status)
-				got := mineItems(t, a)
-				if len(got) != len(want) || num(a.json["total_count"]) != int64(len(want)) {
-					t.Errorf("%s status=%s: %s, want %v", user, status, a.body, want)
-				}
-				for _, id := range want {
-					if got[id]["status"] != status {
-						t.Errorf("%s status=%s: %s missing: %s", user, status, id, a.body)
-					}
-				}
-			}
-		}
-
-		// Nobody's identity: not the other bidder's, not the bidder's own, raw or pseudonymised.
-		for _, user := range []string{"alice", "bob"} {
-			body := st.mine(user, "").body
-			for _, secret := range []string{"alice", "bob", "Alice", st.svc.pseudonyms.of("alice"), st.svc.pseudonyms.of("bob"), "bidder"} {
-				if strings.Contains(body, secret) {
-					t.Errorf("%s's list carries %q: %s", user, secret, body)
-				}
-			}
-		}
-		if a := st.mine("carol", ""); a.status != 200 || num(a.json["total_count"]) != 0 || a.body == "" || !strings.Contains(a.body, `"items":[]`) {
-			t.Errorf("a bidder without bids: %d %s", a.status, a.body)
-		}
+	storetest.Each(t, func(t *testing.T, s *store.Store) { mineOfEachBidder(t, newStack(t, s)) })
+	// With the ledger on, the bids come from it (the store's index keeps a week of them).
+	t.Run("ledger", func(t *testing.T) {
+		st := newStack(t, storetest.Redis(t))
+		withLedger(t, st)
+		mineOfEachBidder(t, st)
 	})
+}
+
+func mineOfEachBidder(t *testing.T, st *stack) {
+	soon := auction("soon", "1.00", "1.00", 4*time.Second) // ends in 3 to 4 s (whole seconds)
+	st.addAuctions(auction("lamp", "1.00", "1.00", time.Hour), auction("desk", "1.00", "1.00", time.Hour), soon)
+	st.startWorker() // after the auctions: it lists their streams when it starts
+	for _, b := range []struct{ auction, user, amount string }{
+		{"lamp", "Alice", "10.00"}, {"lamp", "bob", "11.00"}, {"lamp", "alice", "12.00"},
+		{"desk", "bob", "10.00"},
+		{"soon", "alice", "10.00"}, {"soon", "bob", "11.00"},
+	} {
+		if a := st.bid(b.auction, b.user, b.amount); a.status != 200 {
+			t.Fatalf("%+v: %d %s", b, a.status, a.body)
+		}
+	}
+	// Alice's bid on the desk is refused by the shop (strict route: 4xx withdraws): it is gone.
+	st.status.Store(409)
+	if a := st.bidOn("/strict/auctions/", "desk", "alice", "20.00"); a.status != 409 {
+		t.Fatalf("withdrawn bid: %d %s", a.status, a.body)
+	}
+	st.status.Store(200)
+	// The worker records every bid (7, the withdrawal included) in each bidder's index.
+	eventually(t, 10*time.Second, "bids recorded", func() bool {
+		return num(st.mine("alice", "").json["total_count"]) == 2 && num(st.mine("bob", "").json["total_count"]) == 3 &&
+			strings.Contains(st.adminGet("/api/users/alice/bids").body, "withdrawn")
+	})
+
+	alice := mineItems(t, st.mine("alice", ""))
+	if l := alice["lamp"]; l["status"] != "active" || l["is_highest"] != true || l["amount"] != "12.00" || num(l["bid_count"]) != 2 ||
+		l["highest_amount"] != "12.00" {
+		t.Errorf("alice's lamp: %v", l)
+	}
+	if _, ok := alice["desk"]; ok {
+		t.Errorf("alice's only desk bid was withdrawn, yet the desk is listed: %v", alice["desk"])
+	}
+	beforeEnd := time.Until(soon.EndsAt) > 200*time.Millisecond
+	bob := mineItems(t, st.mine("BOB", "")) // normalised like the bid route's user
+	if l := bob["lamp"]; l["status"] != "active" || l["is_highest"] != false || l["amount"] != "11.00" || num(l["bid_count"]) != 1 ||
+		l["highest_amount"] != "12.00" {
+		t.Errorf("bob's lamp: %v", l)
+	}
+	if d := bob["desk"]; d["status"] != "active" || d["is_highest"] != true || d["amount"] != "10.00" || d["highest_amount"] != "10.00" {
+		t.Errorf("bob's desk (alice's higher bid was withdrawn): %v", d)
+	}
+	if s := bob["soon"]; beforeEnd && (s["status"] != "active" || s["is_highest"] != true) {
+		t.Errorf("bob's soon before the end: %v", s)
+	}
+
+	time.Sleep(time.Until(soon.EndsAt) + 50*time.Millisecond)
+	alice = mineItems(t, st.mine("alice", ""))
+	bob = mineItems(t, st.mine("bob", ""))
+	if a, b := alice["soon"], bob["soon"]; a["status"] != "lost" || a["is_highest"] != false || b["status"] != "won" ||
+		b["is_highest"] != true || a["ends_at"] != soon.EndsAt.Format(time.RFC3339) {
+		t.Errorf("after the end: alice %v, bob %v", a, b)
+	}
+	for user, filters := range map[string]map[string][]string{
+		"alice": {"active": {"lamp"}, "won": {}, "lost": {"soon"}},
+		"bob":   {"active": {"desk", "lamp"}, "won": {"soon"}, "lost": {}},
+	} {
+		for status, want := range filters {
+			a := st.mine(user, "?status="+status)
+			got := mineItems(t, a)
+			if len(got) != len(want) || num(a.json["total_count"]) != int64(len(want)) {
+				t.Errorf("%s status=%s: %s, want %v", user, status, a.body, want)
+			}
+			for _, id := range want {
+				if got[id]["status"] != status {
+					t.Errorf("%s status=%s: %s missing: %s", user, status, id, a.body)
+				}
+			}
+		}
+	}
+
+	// Nobody's identity: not the other bidder's, not the bidder's own, raw or pseudonymised.
+	for _, user := range []string{"alice", "bob"} {
+		body := st.mine(user, "").body
+		for _, secret := range []string{"alice", "bob", "Alice", st.svc.pseudonyms.of("alice"), st.svc.pseudonyms.of("bob"), "bidder"} {
+			if strings.Contains(body, secret) {
+				t.Errorf("%s's list carries %q: %s", user, secret, body)
+			}
+		}
+	}
+	if a := st.mine("carol", ""); a.status != 200 || num(a.json["total_count"]) != 0 || a.body == "" || !strings.Contains(a.body, `"items":[]`) {
+		t.Errorf("a bidder without bids: %d %s", a.status, a.body)
+	}
 }
 
 // The list is paginated like the admin lists; a bad status or page, or no identity, is 400; without
