@@ -35,12 +35,33 @@ func Identity(raw, kind string) (string, *web.Error) {
 	}
 	// Canonical caseless matching (Unicode 3.13): normalise, fold, normalise again (folding can
 	// leave a string that is not in NFC).
-	v = norm.NFC.String(cases.Fold().String(norm.NFC.String(v)))
+	v = norm.NFC.String(cherokeeCapitals(cases.Fold().String(norm.NFC.String(v))))
 	if strings.TrimSpace(v) == "" {
 		return "", errEmptyIdentity
 	}
 	return v, nil
 }
+
+// cherokeeCapitals maps Cherokee small letters to their capitals, as Unicode's case folding does
+// (CaseFolding.txt folds Cherokee to the capitals, encoded first, for stability). x/text's Fold maps
+// the capitals to the small letters and the small letters back, so folding alone is not idempotent
+// there (FuzzIdentity: "Ꮜ" gave "ꮜ", which gave "Ꮜ"); after this step it is.
+func cherokeeCapitals(s string) string {
+	if !strings.ContainsFunc(s, isCherokeeSmall) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 0xAB70 && r <= 0xABBF: // CHEROKEE SMALL LETTER A .. YA -> U+13A0 .. U+13EF
+			return r - 0xAB70 + 0x13A0
+		case r >= 0x13F8 && r <= 0x13FD: // CHEROKEE SMALL LETTER YE .. MV -> U+13F0 .. U+13F5
+			return r - 8
+		}
+		return r
+	}, s)
+}
+
+func isCherokeeSmall(r rune) bool { return r >= 0xAB70 && r <= 0xABBF || r >= 0x13F8 && r <= 0x13FD }
 
 var errEmptyIdentity = web.ErrInvalidRequest.With("field", "user").Because(errors.New("the user identity is empty once normalised"))
 
