@@ -360,6 +360,8 @@ func (s *Service) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
 	s.writePage(w, r, userKey(s.keys, user), user)
 }
 
+// adminLeaderboard lists the products by sales, highest first (ties by id): the units held, which
+// each product's own counters give (total stock less remaining stock), read live in one pipeline.
 func (s *Service) adminLeaderboard(w http.ResponseWriter, r *http.Request) {
 	limit := int64(10)
 	if v := r.URL.Query().Get("limit"); v != "" {
@@ -370,18 +372,54 @@ func (s *Service) adminLeaderboard(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	rows, err := s.client.ZRevRangeByScoreWithScores(r.Context(), leaderboardKey(s.keys), &redis.ZRangeBy{
-		Min: "(0", Max: "+inf", Count: limit,
-	}).Result()
+	sales, err := s.sales(r.Context())
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	items := make([]map[string]any, 0, len(rows))
-	for _, z := range rows {
-		items = append(items, map[string]any{"product_id": z.Member, "sales": int64(z.Score)})
+	items := make([]map[string]any, 0, min(int64(len(sales)), limit))
+	for _, p := range sales[:min(int64(len(sales)), limit)] {
+		items = append(items, map[string]any{"product_id": p.id, "sales": p.units})
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+type productSales struct {
+	id    string
+	units int64
+}
+
+// sales is every product with sales above 0, highest first.
+func (s *Service) sales(ctx context.Context) ([]productSales, error) {
+	ids, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil {
+		return nil, err
+	}
+	pipe := s.client.Pipeline()
+	totals := make([]*redis.StringCmd, len(ids))
+	stocks := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		totals[i] = pipe.HGet(ctx, infoKey(s.keys, id), "total_stock")
+		stocks[i] = pipe.Get(ctx, stockKey(s.keys, id))
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	out := make([]productSales, 0, len(ids))
+	for i, id := range ids {
+		total, err1 := totals[i].Int64()
+		remaining, err2 := stocks[i].Int64()
+		if err1 != nil || err2 != nil || total-remaining <= 0 {
+			continue // gone, or nothing sold
+		}
+		out = append(out, productSales{id, total - remaining})
+	}
+	slices.SortFunc(out, func(a, b productSales) int {
+		return cmp.Or(cmp.Compare(b.units, a.units), cmp.Compare(a.id, b.id))
+	})
+	return out, nil
 }
 
 func (s *Service) adminDeadLetters(w http.ResponseWriter, r *http.Request) {

@@ -346,8 +346,18 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		if err := apply(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if sales, _ := s.Client.ZScore(ctx, leaderboardKey(s.Keys), "p").Result(); sales != 120 {
-			t.Fatalf("a redelivered event counted twice: %v", sales)
+		before, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admission"].(string))).Result()
+		if err := apply(ctx); err != nil { // twice
+			t.Fatal(err)
+		}
+		if n, _ := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Result(); n != 120 {
+			t.Fatalf("a redelivered event was indexed twice: %d admissions", n)
+		}
+		if after, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admission"].(string))).Result(); after != before || after == "" {
+			t.Fatalf("a redelivered event changed its record: %s -> %s", before, after)
+		}
+		if num(st.adminGet("/api/leaderboard").json["items"].([]any)[0].(map[string]any)["sales"]) != 120 {
+			t.Fatal("the leaderboard moved on a redelivery")
 		}
 	})
 }

@@ -166,7 +166,7 @@ func (k *bidKind) parse(auction string, msg redis.XMessage) (application, error)
 	if err != nil || rec.State == "committed" {
 		return application{skip: true}, err
 	}
-	return k.application(auction, msg.ID, rec, at)
+	return k.application(rec, at)
 }
 
 // parseBid reads an entry of an auction's stream into the bid it records (for a "committed" entry
@@ -201,14 +201,14 @@ func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
 // application is what a bid event writes, exactly once: the bid's JSON and the bidder's list. A
 // "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
 // the bid stays withdrawn.
-func (k *bidKind) application(auction, streamID string, rec BidRecord, atMs int64) (application, error) {
+func (k *bidKind) application(rec BidRecord, atMs int64) (application, error) {
 	s := k.s
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return application{}, err
 	}
 	return application{
-		marker: doneKey(s.keys, k.deadPrefix()+auction+"/"+streamID), record: bidJSONKey(s.keys, rec.ID),
+		record: bidJSONKey(s.keys, rec.ID),
 		body: body, overwrite: rec.State == "withdrawn",
 		zadd: []zentry{{userBidsKey(s.keys, rec.Bidder), float64(atMs), rec.ID}},
 	}, nil

@@ -28,8 +28,6 @@ func stockKeys(k store.Keys, product, user, admission string) []string {
 func admissionKey(k store.Keys, id string) string { return k.Global("adm", "a:"+id) }
 func byTimeKey(k store.Keys) string               { return k.Global("adm", "by_time") }
 func userKey(k store.Keys, user string) string    { return k.Global("adm", "user:"+user) }
-func leaderboardKey(k store.Keys) string          { return k.Global("adm", "leaderboard") }
-func doneKey(k store.Keys, event string) string   { return k.Global("adm", "done:"+event) }
 func deadKey(k store.Keys) string                 { return k.Global("adm", "dead") }
 func deadByTimeKey(k store.Keys) string           { return k.Global("adm", "dead_by_time") }
 func productIndexKey(k store.Keys) string         { return k.Global("adm", "products") }

@@ -146,7 +146,7 @@ func (k *stockKind) parse(product string, msg redis.XMessage) (application, erro
 	if err != nil || rec.State == "committed" {
 		return application{skip: true}, err
 	}
-	return k.application(product, msg.ID, rec, at)
+	return k.application(rec, at)
 }
 
 // parseAdmission reads an entry of a product's stream into the admission it records (for a
@@ -186,25 +186,20 @@ func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
 	return rec, at, nil
 }
 
-// application is what an admission event writes, exactly once: the admission JSON, the index by
-// time, the user's index and the sales leaderboard. An "admitted" entry never overwrites a record
-// that exists: if a take-over made the release land first, the admission stays released.
-func (k *stockKind) application(product, streamID string, rec Record, atMs int64) (application, error) {
+// application is what an admission event writes: the admission JSON, the index by time and the
+// user's index. An "admitted" entry never overwrites a record that exists: if a take-over made the
+// release land first, the admission stays released. (The sales leaderboard is read from the
+// products' own counters: adminLeaderboard.)
+func (k *stockKind) application(rec Record, atMs int64) (application, error) {
 	s := k.s
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return application{}, err
 	}
-	sales := float64(rec.Quantity)
 	given := rec.State == "released" || rec.State == "cancelled" // the units went back
-	if given {
-		sales = -sales
-	}
 	return application{
-		marker: doneKey(s.keys, k.deadPrefix()+product+"/"+streamID), record: admissionKey(s.keys, rec.ID),
-		body: body, overwrite: given,
-		zadd:  []zentry{{byTimeKey(s.keys), float64(atMs), rec.ID}, {userKey(s.keys, rec.User), float64(atMs), rec.ID}},
-		zincr: []zentry{{leaderboardKey(s.keys), sales, product}},
+		record: admissionKey(s.keys, rec.ID), body: body, overwrite: given,
+		zadd: []zentry{{byTimeKey(s.keys), float64(atMs), rec.ID}, {userKey(s.keys, rec.User), float64(atMs), rec.ID}},
 	}, nil
 }
 

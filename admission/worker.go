@@ -21,9 +21,6 @@ import (
 // recordTime formats the times of records: RFC 3339 with milliseconds, fixed width.
 const recordTime = "2006-01-02T15:04:05.000Z07:00"
 
-// markerTTL is how long the worker remembers an applied event; redelivery comes far sooner.
-const markerTTL = 7 * 24 * time.Hour
-
 // LedgerRecordTTL is how long the admin indexes in Redis keep an admission or a bid when the ledger
 // is on (without it they stay until deleted): the admin history lists read the ledger then, and the
 // store keeps what the unsettled list, cancel and commit need.
@@ -36,15 +33,16 @@ func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
 
 func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
 
-// application is what applying one event writes, exactly once: the record's JSON (kept when the
-// record exists, unless overwrite), and sorted-set additions and increments. Every key is an admin
-// index under the {adm} hash tag, so one script applies a whole batch, on a Cluster too.
+// application is what applying one event writes: the record's JSON (kept when the record exists,
+// unless overwrite) and sorted-set additions, all idempotent, so an event applied twice changes
+// nothing. Every key is an admin index under the {adm} hash tag, so one script applies a whole batch,
+// on a Cluster too.
 type application struct {
-	skip           bool // an entry for the ledger alone: nothing to apply
-	marker, record string
-	body           []byte
-	overwrite      bool
-	zadd, zincr    []zentry
+	skip      bool // an entry for the ledger alone: nothing to apply
+	record    string
+	body      []byte
+	overwrite bool
+	zadd      []zentry
 }
 
 type zentry struct {
@@ -53,31 +51,27 @@ type zentry struct {
 	member string
 }
 
-// applyBatch applies events with one apply.lua call: each exactly once (its marker), so an event
-// delivered again after a take-over, or a batch retried after a lost reply, changes nothing twice.
+// applyBatch applies events with one apply.lua call. Applying is idempotent: an event delivered again
+// after a take-over, or a batch retried after a lost reply, changes nothing twice.
 func (s *Service) applyBatch(ctx context.Context, apps []application) error {
-	keys := make([]string, 0, len(apps)*5)
-	args := make([]any, 0, 1+len(apps)*10)
+	keys := make([]string, 0, len(apps)*3)
+	args := make([]any, 0, 2+len(apps)*7)
 	var ttl, cutoff int64
 	if s.o.Ledger != nil {
 		ttl, cutoff = int64(LedgerRecordTTL/time.Second), time.Now().Add(-LedgerRecordTTL).UnixMilli()
 	}
-	args = append(args, int64(markerTTL/time.Second), ttl, cutoff)
+	args = append(args, ttl, cutoff)
 	for _, a := range apps {
 		if a.skip {
 			continue
 		}
-		keys = append(keys, a.marker, a.record)
+		keys = append(keys, a.record)
 		overwrite := "0"
 		if a.overwrite {
 			overwrite = "1"
 		}
-		args = append(args, len(a.zadd), len(a.zincr), overwrite, a.body)
+		args = append(args, len(a.zadd), overwrite, a.body)
 		for _, z := range a.zadd {
-			keys = append(keys, z.key)
-			args = append(args, z.score, z.member)
-		}
-		for _, z := range a.zincr {
 			keys = append(keys, z.key)
 			args = append(args, z.score, z.member)
 		}
