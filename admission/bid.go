@@ -209,7 +209,7 @@ func (k *bidKind) application(rec BidRecord, atMs int64) (application, error) {
 	}
 	return application{
 		record: bidJSONKey(s.keys, rec.ID),
-		body: body, overwrite: rec.State == "withdrawn",
+		body:   body, overwrite: rec.State == "withdrawn",
 		zadd: []zentry{{userBidsKey(s.keys, rec.Bidder), float64(atMs), rec.ID}},
 	}, nil
 }
