@@ -114,6 +114,11 @@ func TestIdentities_AreNormalisedBeforePseudonyms(t *testing.T) {
 		if a := buy("dave"); a.status != 200 {
 			t.Fatalf("first purchase: %d %s", a.status, a.body)
 		}
+		// The commit of the first purchase is queued just after its answer (the committer): until it
+		// is applied the same user is told PURCHASE_IN_PROGRESS. Wait for it, then try the spellings.
+		eventually(t, 5*time.Second, "the first purchase settled", func() bool {
+			return buy("dave").json["error"] == "ALREADY_PURCHASED"
+		})
 		for _, spelling := range []string{"%64ave", "d%61ve", "DAVE", "Dave", "%20dave", "dave%20", "d%41ve"} {
 			if a := buy(spelling); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
 				t.Errorf("%s: %d %s", spelling, a.status, a.body)
