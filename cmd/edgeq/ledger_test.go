@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,27 +21,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/edgeq/edgeq/internal/ledger/ledgertest"
 	"github.com/edgeq/edgeq/internal/ledger/pgserver"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
-	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
 // privatePostgres starts a PostgreSQL server of the test's own (it may be stopped and started).
-func privatePostgres(t *testing.T) *pgserver.Server {
-	t.Helper()
-	srv, err := pgserver.Start()
-	if errors.Is(err, pgserver.ErrNotInstalled) {
-		if storetest.InCI() {
-			t.Fatalf("%v: the ledger tests need it (.ci/run installs it)", err)
-		}
-		t.Skipf("%v; skipped outside CI", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
-}
+func privatePostgres(t *testing.T) *pgserver.Server { return ledgertest.PrivateServer(t) }
 
 // sale is one edgeq replica (a process) with the ledger on, in front of a shop that accepts every
 // order and bid, with a product "drop" and an auction "lot".
@@ -326,14 +310,7 @@ func TestLedger_PostgreSQLDownForThirtySecondsMidSale(t *testing.T) {
 // last writes leaves. reconcile exits 1 and reports exactly the second part: the units, the highest
 // bid, and each admission and bid by id, and nothing else.
 func TestLedger_ReconcileReportsExactlyWhatTheStoreLost(t *testing.T) {
-	redisSrv, err := redisserver.Start("--appendonly", "yes", "--appendfsync", "everysec")
-	if errors.Is(err, redisserver.ErrNotInstalled) && !storetest.InCI() {
-		t.Skip("redis-server is not installed; skipped outside CI")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(redisSrv.Stop)
+	redisSrv := privateRedis(t, "--appendonly", "yes", "--appendfsync", "everysec")
 	s := newSale(t, redisSrv.Addr(), privatePostgres(t), 100)
 	part := func(name string, buyers, bids, from int) (admissions, bidIDs []string) {
 		s.mu.Lock()

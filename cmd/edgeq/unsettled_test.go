@@ -142,10 +142,11 @@ routes:
 	}
 }
 
-// privateRedis starts a redis-server of the test's own; a missing one fails in CI, says so elsewhere.
-func privateRedis(t *testing.T) *redisserver.Server {
+// privateRedis starts a redis-server of the test's own, with extra arguments; a missing one fails in
+// CI, says so elsewhere.
+func privateRedis(t *testing.T, extra ...string) *redisserver.Server {
 	t.Helper()
-	srv, err := redisserver.Start()
+	srv, err := redisserver.Start(extra...)
 	if errors.Is(err, redisserver.ErrNotInstalled) {
 		if storetest.InCI() {
 			t.Fatal("this test needs redis-server (apt-get install redis-server)")

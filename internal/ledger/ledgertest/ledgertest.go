@@ -31,16 +31,33 @@ func Server(t testing.TB) *pgserver.Server {
 			storetest.AtExit(shared.server.Close)
 		}
 	})
-	if errors.Is(shared.err, pgserver.ErrNotInstalled) {
-		if storetest.InCI() {
-			t.Fatalf("ledgertest: %v, but CI is set: the ledger is tested on a real PostgreSQL (.ci/run installs it)", shared.err)
-		}
-		t.Skipf("ledgertest: %v; the ledger tests need it (with CI=true this is an error)", shared.err)
-	}
-	if shared.err != nil {
-		t.Fatalf("ledgertest: %v", shared.err)
-	}
+	usable(t, shared.err)
 	return shared.server
+}
+
+// PrivateServer starts a PostgreSQL server of the caller's own, closed when the test ends: for a test
+// that stops and starts it.
+func PrivateServer(t testing.TB) *pgserver.Server {
+	t.Helper()
+	srv, err := pgserver.Start()
+	usable(t, err)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// usable ends the test when the server could not start: a failure in CI (and for any other cause),
+// a skip that says what to install outside CI.
+func usable(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, pgserver.ErrNotInstalled) {
+		if storetest.InCI() {
+			t.Fatalf("ledgertest: %v, but CI is set: the ledger is tested on a real PostgreSQL (.ci/run installs it)", err)
+		}
+		t.Skipf("ledgertest: %v; the ledger tests need it (with CI=true this is an error)", err)
+	}
+	if err != nil {
+		t.Fatalf("ledgertest: %v", err)
+	}
 }
 
 // Database returns the URL of a new, empty database on the package's private server.
