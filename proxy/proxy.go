@@ -374,26 +374,3 @@ func NewBufferPool() *bufferPool {
 
 func (b *bufferPool) Get() []byte  { return *b.pool.Get().(*[]byte) }
 func (b *bufferPool) Put(p []byte) { b.pool.Put(&p) }
-
-// NewTransport is the transport to the origin. Every timeout is explicit: a gateway in front of a shop
-// under a traffic spike must not pile up connections to an origin that stopped answering.
-func NewTransport(responseHeaderTimeout time.Duration) *http.Transport {
-	return &http.Transport{
-		// Never route origin traffic through an HTTP_PROXY from the environment.
-		Proxy: nil,
-		DialContext: (&net.Dialer{
-			Timeout:   5 * time.Second,  // a reachable origin accepts in milliseconds; more is an outage
-			KeepAlive: 30 * time.Second, // notice dead peers on idle pooled connections
-		}).DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,      // a stuck handshake otherwise holds a connection forever
-		ResponseHeaderTimeout: responseHeaderTimeout, // origin.timeout: 504 ORIGIN_TIMEOUT after it
-		ExpectContinueTimeout: time.Second,           // send the body anyway if the origin ignores Expect
-		IdleConnTimeout:       90 * time.Second,      // below common origin keep-alive limits
-		// Spikes are the point: keep many warm connections instead of Go's default of 2 per host.
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 1024,
-		ForceAttemptHTTP2:   true,
-		// Pass Accept-Encoding and compressed bodies through untouched instead of decompressing.
-		DisableCompression: true,
-	}
-}

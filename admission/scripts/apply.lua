@@ -16,12 +16,13 @@ while a <= #ARGV do
   local nz, overwrite, body = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2]
   local record = KEYS[k]
   a, k = a + 3, k + 1
-  if overwrite == '1' or redis.call('EXISTS', record) == 0 then
-    if ttl > 0 then
-      redis.call('SET', record, body, 'EX', ttl)
-    else
-      redis.call('SET', record, body)
-    end
+  -- One SET: NX keeps a record that exists (a release that landed first stays released).
+  if overwrite == '1' then
+    if ttl > 0 then redis.call('SET', record, body, 'EX', ttl) else redis.call('SET', record, body) end
+  elseif ttl > 0 then
+    redis.call('SET', record, body, 'NX', 'EX', ttl)
+  else
+    redis.call('SET', record, body, 'NX')
   end
   for _ = 1, nz do
     redis.call('ZADD', KEYS[k], ARGV[a], ARGV[a + 1])

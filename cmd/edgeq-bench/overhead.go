@@ -44,7 +44,7 @@ func overhead(args []string, w io.Writer) error {
 			pr.SetURL(originURL)
 			pr.SetXForwarded()
 		},
-		Transport: proxy.NewTransport(config.Default().Origin.Timeout),
+		Transport: proxy.NewHTTPTransport(config.Default().Origin.Timeout),
 	})
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func overhead(args []string, w io.Writer) error {
 			pr.SetURL(originURL)
 			pr.SetXForwarded()
 		},
-		Transport:  proxy.NewTransport(config.Default().Origin.Timeout),
+		Transport:  proxy.NewHTTPTransport(config.Default().Origin.Timeout),
 		BufferPool: proxy.NewBufferPool(),
 	})
 	if err != nil {

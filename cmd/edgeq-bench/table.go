@@ -107,7 +107,7 @@ func tableBench(args []string, w io.Writer) error {
 	}
 	bare, err := serve(&httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
-		Transport: proxy.NewTransport(config.Default().Origin.Timeout),
+		Transport: proxy.NewHTTPTransport(config.Default().Origin.Timeout),
 	})
 	if err != nil {
 		return err

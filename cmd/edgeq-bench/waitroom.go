@@ -140,14 +140,14 @@ func waitroomBench(args []string, w io.Writer) error {
 	originURL, _ := url.Parse(origin)
 	bare, err := serve(&httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
-		Transport: proxy.NewTransport(30 * time.Second),
+		Transport: proxy.NewHTTPTransport(30 * time.Second),
 	})
 	if err != nil {
 		return err
 	}
 	pooled, err := serve(&httputil.ReverseProxy{
 		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
-		Transport:  proxy.NewTransport(30 * time.Second),
+		Transport:  proxy.NewHTTPTransport(30 * time.Second),
 		BufferPool: proxy.NewBufferPool(),
 	})
 	if err != nil {

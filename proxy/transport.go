@@ -1,0 +1,358 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
+	"sync"
+	"time"
+)
+
+// Transport is the round tripper to the origin. Bodiless GET and HEAD requests to a plain-HTTP origin
+// — most of a shop's traffic, and every gated page view — take a short path: the calling goroutine
+// writes the request on a pooled keep-alive connection and reads the answer itself. net/http's
+// Transport hands each request to two goroutines per connection (a writer and a reader) and back
+// through channels; on the proxy's hot path those hand-offs cost more than the HTTP work. Everything
+// else — bodies, upgrades, other methods, HTTPS origins, HTTP/2 — goes through net/http's Transport
+// unchanged, with the same timeouts.
+//
+// The short path keeps net/http's rules where they matter: requests are written by Request.Write and
+// answers read by http.ReadResponse; a connection is reused only after its answer was read to the end
+// with nothing left over and neither side asked to close; a pooled connection the origin closed while
+// it was idle is noticed before any byte of an answer and the request (GET and HEAD are idempotent) is
+// sent once more on a new connection; informational answers (103 Early Hints) reach the visitor through
+// the ClientTrace ReverseProxy installs; the response-header timeout (origin.timeout) and the visitor's
+// hang-up (the request's context) close the connection.
+type Transport struct {
+	std           *http.Transport
+	dialer        *net.Dialer
+	headerTimeout time.Duration
+	idleTimeout   time.Duration
+	maxIdle       int // per origin address
+
+	mu   sync.Mutex
+	idle map[string][]*originConn // by "host:port"; most recently used last
+}
+
+// NewTransport is the transport to the origin. Every timeout is explicit: a gateway in front of a shop
+// under a traffic spike must not pile up connections to an origin that stopped answering.
+func NewTransport(responseHeaderTimeout time.Duration) *Transport {
+	std := NewHTTPTransport(responseHeaderTimeout)
+	return &Transport{
+		std: std, dialer: originDialer(), headerTimeout: responseHeaderTimeout,
+		idleTimeout: std.IdleConnTimeout, maxIdle: std.MaxIdleConnsPerHost,
+		idle: map[string][]*originConn{},
+	}
+}
+
+func originDialer() *net.Dialer {
+	return &net.Dialer{
+		Timeout:   5 * time.Second,  // a reachable origin accepts in milliseconds; more is an outage
+		KeepAlive: 30 * time.Second, // notice dead peers on idle pooled connections
+	}
+}
+
+// NewHTTPTransport is net/http's Transport with edgeq's settings: what Transport uses for every
+// request off its short path (and what benchmarks compare a bare ReverseProxy with).
+func NewHTTPTransport(responseHeaderTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		// Never route origin traffic through an HTTP_PROXY from the environment.
+		Proxy:                 nil,
+		DialContext:           originDialer().DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,      // a stuck handshake otherwise holds a connection forever
+		ResponseHeaderTimeout: responseHeaderTimeout, // origin.timeout: 504 ORIGIN_TIMEOUT after it
+		ExpectContinueTimeout: time.Second,           // send the body anyway if the origin ignores Expect
+		IdleConnTimeout:       90 * time.Second,      // below common origin keep-alive limits
+		// Spikes are the point: keep many warm connections instead of Go's default of 2 per host.
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 1024,
+		ForceAttemptHTTP2:   true,
+		// Pass Accept-Encoding and compressed bodies through untouched instead of decompressing.
+		DisableCompression: true,
+	}
+}
+
+// CloseIdleConnections closes every idle connection of both paths.
+func (t *Transport) CloseIdleConnections() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = map[string][]*originConn{}
+	t.mu.Unlock()
+	for _, conns := range idle {
+		for _, c := range conns {
+			c.conn.Close()
+		}
+	}
+	t.std.CloseIdleConnections()
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !shortPath(req) {
+		return t.std.RoundTrip(req)
+	}
+	addr := req.URL.Host
+	if req.URL.Port() == "" {
+		addr = net.JoinHostPort(req.URL.Hostname(), "80")
+	}
+	ctx := req.Context()
+	for {
+		c, reused, err := t.get(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		resp, early, err := c.roundTrip(req, t)
+		if err == nil {
+			return resp, nil
+		}
+		c.conn.Close()
+		if ctx.Err() != nil {
+			// The visitor left: say so the way net/http does, for the error handler.
+			return nil, fmt.Errorf("origin request: %w", ctx.Err())
+		}
+		if !(reused && early) {
+			return nil, err
+		}
+		// A pooled connection the origin had closed while idle: nothing reached it that it answered.
+		// Try again; a new connection cannot be stale, and the next attempt may use one.
+	}
+}
+
+// shortPath says whether req goes the short way: a plain-HTTP GET or HEAD without a body, without an
+// upgrade, with header fields net/http's Transport would also accept.
+func shortPath(req *http.Request) bool {
+	if req.URL.Scheme != "http" || req.Method != http.MethodGet && req.Method != http.MethodHead {
+		return false
+	}
+	if req.Body != nil && req.Body != http.NoBody || req.ContentLength != 0 || len(req.TransferEncoding) > 0 {
+		return false
+	}
+	if _, up := req.Header["Upgrade"]; up {
+		return false
+	}
+	for k, vs := range req.Header {
+		if !validFieldName(k) {
+			return false
+		}
+		for _, v := range vs {
+			if !validFieldValue(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validFieldName: an RFC 9110 token.
+func validFieldName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		switch c {
+		case '!', '#', '$', '%', '&', '\'', '*', '+', '-', '.', '^', '_', '`', '|', '~':
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// validFieldValue: no control characters other than horizontal tab (so no CR, LF or NUL).
+func validFieldValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// originConn is one keep-alive connection of the short path, used by one request at a time.
+type originConn struct {
+	addr      string
+	conn      net.Conn
+	br        *bufio.Reader
+	bw        *bufio.Writer
+	idleSince time.Time
+}
+
+// get returns an idle connection to addr (reused true) or a new one.
+func (t *Transport) get(ctx context.Context, addr string) (*originConn, bool, error) {
+	now := time.Now()
+	t.mu.Lock()
+	for conns := t.idle[addr]; len(conns) > 0; conns = t.idle[addr] {
+		c := conns[len(conns)-1]
+		t.idle[addr] = conns[:len(conns)-1]
+		if now.Sub(c.idleSince) < t.idleTimeout {
+			t.mu.Unlock()
+			return c, true, nil
+		}
+		// The newest is too old: so are the others.
+		for _, old := range conns {
+			old.conn.Close()
+		}
+		delete(t.idle, addr)
+	}
+	t.mu.Unlock()
+	conn, err := t.dialer.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return &originConn{addr: addr, conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, false, nil
+}
+
+// put returns c to the pool, or closes it when the pool is full. Connections idle for longer than the
+// idle timeout are closed on the way (the oldest are first in line).
+func (t *Transport) put(c *originConn) {
+	c.idleSince = time.Now()
+	t.mu.Lock()
+	conns := t.idle[c.addr]
+	drop := 0
+	for drop < len(conns) && c.idleSince.Sub(conns[drop].idleSince) >= t.idleTimeout {
+		drop++
+	}
+	stale := conns[:drop:drop]
+	conns = conns[drop:]
+	full := len(conns) >= t.maxIdle
+	if !full {
+		conns = append(conns, c)
+	}
+	t.idle[c.addr] = conns
+	t.mu.Unlock()
+	for _, old := range stale {
+		old.conn.Close()
+	}
+	if full {
+		c.conn.Close()
+	}
+}
+
+// maxInformational bounds the 1xx answers read before the real one.
+const maxInformational = 8
+
+// roundTrip writes req on c and reads the answer's header. early reports a failure before any byte of
+// an answer arrived (a stale pooled connection, when c was reused).
+func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Response, early bool, err error) {
+	stop := context.AfterFunc(req.Context(), func() { c.conn.Close() })
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	if err := req.Write(c.bw); err != nil {
+		return nil, true, err
+	}
+	if err := c.bw.Flush(); err != nil {
+		return nil, true, err
+	}
+	if t.headerTimeout > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		err = timeoutError(err)
+		var timeout headerTimeoutError
+		return nil, !errors.As(err, &timeout), err
+	}
+	for n := 0; ; n++ {
+		resp, err = http.ReadResponse(c.br, req)
+		if err != nil {
+			return nil, false, timeoutError(err)
+		}
+		code := resp.StatusCode
+		if code >= 200 {
+			break
+		}
+		if code == http.StatusSwitchingProtocols || n == maxInformational {
+			return nil, false, fmt.Errorf("origin answered %d to a request without an upgrade", code)
+		}
+		// 1xx informational (103 Early Hints): passed on through the trace ReverseProxy installs.
+		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.Got1xxResponse != nil {
+			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	if t.headerTimeout > 0 {
+		c.conn.SetReadDeadline(time.Time{})
+	}
+	keep := !resp.Close && !req.Close
+	if resp.Body == http.NoBody {
+		if stop() && keep && c.br.Buffered() == 0 {
+			t.put(c)
+		} else {
+			c.conn.Close()
+		}
+		return resp, false, nil
+	}
+	resp.Body = &originBody{body: resp.Body, c: c, t: t, stop: stop, keep: keep}
+	return resp, false, nil
+}
+
+// headerTimeoutError is what a response-header timeout returns, a net.Error whose Timeout is true (504).
+type headerTimeoutError struct{ err error }
+
+func (e headerTimeoutError) Error() string {
+	return "timeout awaiting the origin's response headers: " + e.err.Error()
+}
+func (e headerTimeoutError) Unwrap() error { return e.err }
+func (headerTimeoutError) Timeout() bool   { return true }
+func (headerTimeoutError) Temporary() bool { return true }
+
+func timeoutError(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return headerTimeoutError{err}
+	}
+	return err
+}
+
+// originBody returns its connection to the pool once read to the end, and closes it otherwise.
+type originBody struct {
+	body io.ReadCloser
+	c    *originConn
+	t    *Transport
+	stop func() bool
+	keep bool
+	done bool
+}
+
+func (b *originBody) Read(p []byte) (int, error) {
+	if b.done {
+		return 0, io.EOF
+	}
+	n, err := b.body.Read(p)
+	if err == io.EOF {
+		b.finish(true)
+	} else if err != nil {
+		b.finish(false)
+	}
+	return n, err
+}
+
+func (b *originBody) Close() error {
+	if !b.done {
+		b.finish(false) // closed before its end: what is left is unread, so the connection cannot be reused
+	}
+	return nil
+}
+
+func (b *originBody) finish(atEnd bool) {
+	b.done = true
+	// stop is false when the visitor's hang-up already closed the connection.
+	if b.stop() && atEnd && b.keep && b.c.br.Buffered() == 0 {
+		b.t.put(b.c)
+		return
+	}
+	b.c.conn.Close()
+}

@@ -1,0 +1,409 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/http/httputil"
+	"net/textproto"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingOrigin is an httptest origin that counts the connections it accepted.
+type countingOrigin struct {
+	*httptest.Server
+	conns atomic.Int64
+}
+
+func newCountingOrigin(t *testing.T, h http.HandlerFunc, configure func(*http.Server)) *countingOrigin {
+	t.Helper()
+	o := &countingOrigin{}
+	o.Server = httptest.NewUnstartedServer(h)
+	o.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			o.conns.Add(1)
+		}
+	}
+	if configure != nil {
+		configure(o.Config)
+	}
+	o.Start()
+	t.Cleanup(o.Close)
+	return o
+}
+
+func get(t *testing.T, tr http.RoundTripper, method, target string, h http.Header) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("%s %s: body: %v", method, target, err)
+	}
+	return resp, string(b)
+}
+
+func TestTransport_ReusesOneConnectionForEveryKindOfAnswer(t *testing.T) {
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+		case "/unchanged":
+			w.WriteHeader(http.StatusNotModified)
+		case "/chunked":
+			w.Header().Set("Trailer", "X-Sum")
+			for i := range 3 {
+				fmt.Fprintf(w, "part%d,", i)
+				w.(http.Flusher).Flush()
+			}
+			w.Header().Set("X-Sum", "3")
+		default:
+			fmt.Fprint(w, "hello ", r.Method, " ", r.URL.Path)
+		}
+	}, nil)
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	for i := range 5 {
+		if resp, body := get(t, tr, "GET", o.URL+"/page", nil); resp.StatusCode != 200 || body != "hello GET /page" {
+			t.Fatalf("round %d: %d %q", i, resp.StatusCode, body)
+		}
+		if resp, body := get(t, tr, "HEAD", o.URL+"/page", nil); resp.StatusCode != 200 || body != "" {
+			t.Fatalf("HEAD: %d %q", resp.StatusCode, body)
+		}
+		if resp, _ := get(t, tr, "GET", o.URL+"/empty", nil); resp.StatusCode != 204 {
+			t.Fatalf("204: %d", resp.StatusCode)
+		}
+		if resp, _ := get(t, tr, "GET", o.URL+"/unchanged", nil); resp.StatusCode != 304 {
+			t.Fatalf("304: %d", resp.StatusCode)
+		}
+		resp, body := get(t, tr, "GET", o.URL+"/chunked", nil)
+		if body != "part0,part1,part2," || resp.Trailer.Get("X-Sum") != "3" {
+			t.Fatalf("chunked: %q trailer %v", body, resp.Trailer)
+		}
+	}
+	if n := o.conns.Load(); n != 1 {
+		t.Fatalf("the origin accepted %d connections for 25 sequential answers, want 1", n)
+	}
+}
+
+func TestTransport_AConnectionTheOriginClosedWhileIdleIsReplacedUnnoticed(t *testing.T) {
+	// The origin closes keep-alive connections idle for 20 ms, silently (as Node's 5 s default does).
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") },
+		func(s *http.Server) { s.IdleTimeout = 20 * time.Millisecond })
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	for i := range 4 {
+		if resp, body := get(t, tr, "GET", o.URL+"/", nil); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("round %d: %d %q", i, resp.StatusCode, body)
+		}
+		time.Sleep(100 * time.Millisecond) // the origin closes the pooled connection meanwhile
+	}
+	if n := o.conns.Load(); n != 4 {
+		t.Fatalf("%d connections, want 4 (one per round: each pooled one was closed by the origin)", n)
+	}
+}
+
+// rawOrigin answers every request with answer's bytes, whatever is asked; an HTTP/1.0 answer ends
+// its connection.
+func rawOrigin(t *testing.T, answer string) (addr string, accepted *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					req.Body.Close()
+					if _, err := io.WriteString(c, answer); err != nil {
+						return
+					}
+					if strings.HasPrefix(answer, "HTTP/1.0") {
+						return // the end of the body is the end of the connection
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), accepted
+}
+
+func TestTransport_ABodyThatEndsWithTheConnectionIsReadAndNotPooled(t *testing.T) {
+	addr, accepted := rawOrigin(t, "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end")
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	for range 3 {
+		if resp, body := get(t, tr, "GET", "http://"+addr+"/", nil); resp.StatusCode != 200 || body != "until the end" {
+			t.Fatalf("%d %q", resp.StatusCode, body)
+		}
+	}
+	if n := accepted.Load(); n != 3 {
+		t.Fatalf("%d connections, want 3", n)
+	}
+}
+
+func TestTransport_BytesAfterTheAnswerAreNeverReadAsTheNextAnswer(t *testing.T) {
+	// A broken (or hostile) origin sends a second answer nobody asked for after the first.
+	smuggled := "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsmuggled"
+	addr, accepted := rawOrigin(t, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"+smuggled)
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	for i := range 3 {
+		if _, body := get(t, tr, "GET", "http://"+addr+"/", nil); body != "hello" {
+			t.Fatalf("answer %d: %q, want hello", i, body)
+		}
+	}
+	if n := accepted.Load(); n != 3 {
+		t.Fatalf("%d connections, want 3: a connection with unread bytes must not be pooled", n)
+	}
+}
+
+func TestTransport_EarlyHintsReachTheVisitorThroughReverseProxy(t *testing.T) {
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</app.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		fmt.Fprint(w, "page")
+	}, nil)
+	u, _ := url.Parse(o.URL)
+	front := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u) },
+		Transport: NewTransport(5 * time.Second),
+	})
+	defer front.Close()
+	var hints []string
+	req, _ := http.NewRequest("GET", front.URL+"/", nil)
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+			hints = append(hints, fmt.Sprint(code, " ", h.Get("Link")))
+			return nil
+		},
+	}))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(body) != "page" {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+	if len(hints) != 1 || hints[0] != "103 </app.css>; rel=preload; as=style" {
+		t.Fatalf("1xx seen by the visitor: %q", hints)
+	}
+}
+
+func TestTransport_SlowHeadersTimeOutWithANetTimeoutError(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}, nil)
+	tr := NewTransport(50 * time.Millisecond)
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequest("GET", o.URL+"/", nil)
+	_, err := tr.RoundTrip(req)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("error %v, want a net.Error that is a timeout", err)
+	}
+}
+
+func TestTransport_AVisitorWhoLeavesMidBodyClosesTheOriginConnection(t *testing.T) {
+	wrote := make(chan struct{})
+	originSawClose := make(chan struct{})
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/other" {
+			fmt.Fprint(w, "other")
+			return
+		}
+		fmt.Fprint(w, "first part,")
+		w.(http.Flusher).Flush()
+		close(wrote)
+		<-r.Context().Done() // net/http cancels it when the connection closes
+		close(originSawClose)
+	}, nil)
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "GET", o.URL+"/", nil)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-wrote
+	buf := make([]byte, 11)
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "first part," {
+		t.Fatalf("%q %v", buf, err)
+	}
+	cancel()
+	if _, err := resp.Body.Read(buf); err == nil {
+		t.Fatal("read after the visitor left succeeded")
+	}
+	resp.Body.Close()
+	select {
+	case <-originSawClose:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the origin's connection stayed open after the visitor left")
+	}
+	// The next request needs a new connection: the broken one was not pooled.
+	if _, body := get(t, tr, "GET", o.URL+"/other", nil); body != "other" {
+		t.Fatalf("next answer %q", body)
+	}
+	if n := o.conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2", n)
+	}
+}
+
+func TestTransport_ConcurrentRequestsGetTheirOwnAnswers(t *testing.T) {
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.URL.Query().Get("n"))
+		if r.URL.Query().Has("chunked") {
+			w.(http.Flusher).Flush()
+		}
+		fmt.Fprint(w, r.URL.Query().Get("n"), strings.Repeat(".", n*997%9000))
+	}, nil)
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	const clients, each = 32, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		wg.Go(func() {
+			for i := range each {
+				n := fmt.Sprintf("%d-%d", c, i)
+				target := o.URL + "/?n=" + n
+				if i%3 == 0 {
+					target += "&chunked"
+				}
+				req, _ := http.NewRequest("GET", target, nil)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if want := n + strings.Repeat(".", len(n)*997%9000); err != nil || string(b) != want {
+					errs <- fmt.Errorf("request %s: got %d bytes starting %.20q, want %d (%v)", n, len(b), b, len(want), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := o.conns.Load(); n > clients {
+		t.Fatalf("%d connections for %d clients", n, clients)
+	}
+}
+
+func TestTransport_OnlyBodilessGETAndHEADToPlainHTTPTakeTheShortPath(t *testing.T) {
+	mk := func(method, target string, body io.Reader, h http.Header) *http.Request {
+		r := httptest.NewRequest(method, target, body)
+		r.RequestURI = ""
+		for k, v := range h {
+			r.Header[k] = v
+		}
+		return r
+	}
+	for _, c := range []struct {
+		name string
+		req  *http.Request
+		want bool
+	}{
+		{"GET", mk("GET", "http://o/", nil, nil), true},
+		{"HEAD", mk("HEAD", "http://o/", nil, nil), true},
+		{"GET with a body", mk("GET", "http://o/", strings.NewReader("x"), nil), false},
+		{"POST", mk("POST", "http://o/", nil, nil), false},
+		{"DELETE", mk("DELETE", "http://o/", nil, nil), false},
+		{"HTTPS origin", mk("GET", "https://o/", nil, nil), false},
+		{"Upgrade", mk("GET", "http://o/", nil, http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}}), false},
+		{"newline in a value", mk("GET", "http://o/", nil, http.Header{"X-A": {"a\r\nInjected: 1"}}), false},
+		{"space in a name", mk("GET", "http://o/", nil, http.Header{"X A": {"a"}}), false},
+	} {
+		if got := shortPath(c.req); got != c.want {
+			t.Errorf("%s: short path %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func TestTransport_ABadHeaderValueIsRefusedNotWritten(t *testing.T) {
+	var hits atomic.Int64
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }, nil)
+	tr := NewTransport(5 * time.Second)
+	req, _ := http.NewRequest("GET", o.URL+"/", nil)
+	req.Header["X-A"] = []string{"a\r\nInjected: 1"}
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Fatal("a header value with CR LF was sent")
+	}
+	if hits.Load() != 0 {
+		t.Fatal("the origin received it")
+	}
+}
+
+// BenchmarkTransport compares the short path with net/http's Transport, one origin, 1 KiB answers.
+func BenchmarkTransport(b *testing.B) {
+	payload := strings.Repeat("x", 1024)
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, payload) }))
+	defer o.Close()
+	for _, c := range []struct {
+		name string
+		tr   http.RoundTripper
+	}{{"net-http", NewHTTPTransport(5 * time.Second)}, {"edgeq", NewTransport(5 * time.Second)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest("GET", o.URL+"/", nil)
+					resp, err := c.tr.RoundTrip(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		})
+	}
+}
