@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -107,6 +108,44 @@ func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 		}
 		if st.hits.Load() != 1 || st.remaining("sneaker") != 99 {
 			t.Fatalf("origin hits %d, remaining %d", st.hits.Load(), st.remaining("sneaker"))
+		}
+	})
+}
+
+// A buyer's next purchase that arrives after the shop answered the last one, while edgeq is still
+// passing that answer on (its commit not handed over yet), waits for the commit instead of being
+// told PURCHASE_IN_PROGRESS about a purchase that is over.
+func TestStock_ANextPurchaseAfterTheShopAnsweredWaitsForTheCommit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("sneaker", 100, 2))
+		hold := make(chan struct{})
+		st.hold.Store(hold)
+		req, _ := http.NewRequest("POST", st.public.URL+"/checkout/sneaker", strings.NewReader(""))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-User", "quick-buyer")
+		first, err := http.DefaultClient.Do(req) // returns with the shop's headers; the body is held
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first.StatusCode != 200 {
+			t.Fatalf("first purchase: %d", first.StatusCode)
+		}
+		st.hold.Store(make(chan struct{})) // only the first answer is held
+		close(st.hold.Load().(chan struct{}))
+		second := make(chan answer, 1)
+		go func() { second <- st.checkout("sneaker", "quick-buyer", nil) }()
+		time.Sleep(100 * time.Millisecond) // the second is at edgeq while the first answer is still copied
+		close(hold)
+		io.Copy(io.Discard, first.Body)
+		first.Body.Close()
+		if a := <-second; a.status != 200 {
+			t.Fatalf("second purchase within the limit of 2: %d %s", a.status, a.body)
+		}
+		if a := st.checkout("sneaker", "quick-buyer", nil); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
+			t.Fatalf("third: %d %s", a.status, a.body)
+		}
+		if st.remaining("sneaker") != 98 {
+			t.Fatalf("remaining %d, want 98", st.remaining("sneaker"))
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/web"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -17,10 +18,11 @@ import (
 // expires (ClaimTTL) and the record stays "admitted" (an unsettled admission). While the committer
 // is not running (tests, shutdown), commits run on the request path as before.
 //
-// The user's next purchase may arrive before the commit of the last one is applied. On the same
-// replica it waits for that commit (waitCommit) and is admitted; on another replica, inside that
-// window of about one store round trip, it is refused 409 PURCHASE_IN_PROGRESS, as a purchase still
-// at the shop is.
+// The user's next purchase may arrive before the commit of the last one is applied: once the shop
+// has answered the last one, while its answer is still being passed on or its commit is on its way.
+// On the same replica it waits for that settlement (waitCommit) and is admitted; on another replica,
+// inside that window of about one store round trip, it is refused 409 PURCHASE_IN_PROGRESS, as a
+// purchase still at the shop is.
 
 // commitBatchMax bounds one batch.
 const commitBatchMax = 512
@@ -28,7 +30,13 @@ const commitBatchMax = 512
 type pendingCommit struct {
 	kind kind
 	c    claim
-	done chan struct{} // closed once the commit's batch was sent and answered (or failed)
+	st   *settling // ended once the commit's batch was sent and answered (or failed)
+}
+
+// settling is an admission of this replica from the moment it is forwarded until it is settled.
+type settling struct {
+	answered <-chan struct{} // closed when the shop answered (or failed): nil, never
+	done     chan struct{}   // closed when settled: released, or committed (or the commit failed)
 }
 
 type commitKey struct{ kind, owner, user string }
@@ -37,37 +45,58 @@ type committer struct {
 	mu      sync.RWMutex
 	running bool
 	queue   chan pendingCommit
-	// inFlight holds, per user of an owner, the done channel of the last commit handed over.
-	inFlight sync.Map // commitKey -> chan struct{}
+	// inFlight holds, per user of an owner, this replica's last admission not settled yet.
+	inFlight sync.Map // commitKey -> *settling
 }
 
-// commitLater hands a commit to the committer; false when it is not running or is full (then the
-// caller commits now).
-func (s *Service) commitLater(k kind, c claim) bool {
+// startSettling registers an admission about to be forwarded; endSettling must follow.
+func (s *Service) startSettling(k kind, c claim, o *web.Outcome) *settling {
+	st := &settling{done: make(chan struct{})}
+	if o != nil {
+		st.answered = o.WatchAnswer()
+	}
+	s.commits.inFlight.Store(commitKey{k.name(), c.owner, c.user}, st)
+	return st
+}
+
+// endSettling says an admission is settled.
+func (s *Service) endSettling(k kind, c claim, st *settling) {
+	s.commits.inFlight.CompareAndDelete(commitKey{k.name(), c.owner, c.user}, st)
+	close(st.done)
+}
+
+// commitLater hands a commit to the committer, which ends st once applied; false when it is not
+// running or is full (then the caller commits now).
+func (s *Service) commitLater(k kind, c claim, st *settling) bool {
 	s.commits.mu.RLock()
 	defer s.commits.mu.RUnlock()
 	if !s.commits.running {
 		return false
 	}
-	p := pendingCommit{kind: k, c: c, done: make(chan struct{})}
 	select {
-	case s.commits.queue <- p:
-		s.commits.inFlight.Store(commitKey{k.name(), c.owner, c.user}, p.done)
+	case s.commits.queue <- pendingCommit{kind: k, c: c, st: st}:
 		return true
 	default:
 		return false
 	}
 }
 
-// waitCommit waits, briefly, for this replica's last commit of the user's purchases of an owner;
-// true when there was one (the caller tries its reservation again).
+// waitCommit waits, briefly, for the settlement of this replica's last admission of the user's
+// purchases of an owner, when the shop has answered it; true when there was one to wait for (the
+// caller tries its reservation again). A purchase the shop has not answered yet is in progress.
 func (s *Service) waitCommit(k kind, c claim) bool {
 	v, ok := s.commits.inFlight.Load(commitKey{k.name(), c.owner, c.user})
 	if !ok {
 		return false
 	}
+	st := v.(*settling)
 	select {
-	case <-v.(chan struct{}):
+	case <-st.answered:
+	default:
+		return false
+	}
+	select {
+	case <-st.done:
 	case <-time.After(time.Second):
 	}
 	return true
@@ -123,8 +152,7 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 	}
 	defer func() {
 		for _, p := range batch {
-			s.commits.inFlight.CompareAndDelete(commitKey{p.kind.name(), p.c.owner, p.c.user}, p.done)
-			close(p.done)
+			s.endSettling(p.kind, p.c, p.st)
 		}
 	}()
 	type group struct {

@@ -49,6 +49,7 @@ type stack struct {
 	bids    sync.Map     // bid ids the origin received -> amount (form value)
 	bidHits atomic.Int64 // bid requests that reached the origin
 	fault   atomic.Value // string: "" (answer), "hang", "reset" (close the connection) or "garbage" (not HTTP)
+	hold    atomic.Value // chan struct{}: the origin sends its headers, then the body once it is closed
 	reg     *prometheus.Registry
 	workers sync.WaitGroup
 
@@ -154,6 +155,10 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 		}
 		w.Header().Set("X-Body", url.QueryEscape(string(body)))
 		w.WriteHeader(int(st.status.Load()))
+		if hold, _ := st.hold.Load().(chan struct{}); hold != nil {
+			w.(http.Flusher).Flush()
+			<-hold
+		}
 		io.WriteString(w, "origin took admission "+r.Header.Get(HeaderAdmissionID))
 	}))
 	t.Cleanup(st.origin.Close)

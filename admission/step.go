@@ -190,7 +190,8 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// deferred so that it also runs when the response copy aborts (http.ErrAbortHandler).
 		fwd, done := web.OutlastVisitor(r)
 		defer done()
-		defer s.settle(fwd, k, c, releaseOn)
+		st := s.startSettling(k, c, web.OutcomeFrom(r.Context()))
+		defer s.settle(fwd, k, c, releaseOn, st)
 		next.ServeHTTP(w, fwd)
 	}), nil
 }
@@ -256,7 +257,13 @@ func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSourc
 // settle gives the admission back when the origin's outcome is in release_on, and commits it
 // otherwise. It outlives the visitor's connection: nothing must stay reserved because the visitor
 // left.
-func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.ReleaseOutcome) {
+func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.ReleaseOutcome, st *settling) {
+	handed := false // to the committer, which ends st
+	defer func() {
+		if !handed {
+			s.endSettling(k, c, st)
+		}
+	}()
 	o := web.OutcomeFrom(r.Context())
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
@@ -275,7 +282,8 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 			"origin_status", statusOf(o), "result", code)
 		return
 	}
-	if s.commitLater(k, c) {
+	if s.commitLater(k, c, st) {
+		handed = true
 		return
 	}
 	if err := k.commit(ctx, c); err != nil {
