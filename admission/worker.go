@@ -51,33 +51,47 @@ type zentry struct {
 	member string
 }
 
-// applyBatch applies events with one apply.lua call. Applying is idempotent: an event delivered again
-// after a take-over, or a batch retried after a lost reply, changes nothing twice.
+// applyBatch applies events with one apply.lua call: each record with one SET, each index with one
+// ZADD of every addition the batch makes to it. Applying is idempotent: an event delivered again after
+// a take-over, or a batch retried after a lost reply, changes nothing twice.
 func (s *Service) applyBatch(ctx context.Context, apps []application) error {
-	keys := make([]string, 0, len(apps)*3)
-	args := make([]any, 0, 2+len(apps)*7)
 	var ttl, cutoff int64
 	if s.o.Ledger != nil {
 		ttl, cutoff = int64(LedgerRecordTTL/time.Second), time.Now().Add(-LedgerRecordTTL).UnixMilli()
 	}
-	args = append(args, ttl, cutoff)
+	keys := make([]string, 0, len(apps)+2)
+	args := make([]any, 0, 3+len(apps)*6)
+	args = append(args, ttl, cutoff, 0)
+	type index struct {
+		key   string
+		pairs []any
+	}
+	var indexes []*index // in order of first addition
+	byKey := map[string]*index{}
 	for _, a := range apps {
 		if a.skip {
 			continue
 		}
 		keys = append(keys, a.record)
-		overwrite := "0"
-		if a.overwrite {
-			overwrite = "1"
-		}
-		args = append(args, len(a.zadd), overwrite, a.body)
+		args = append(args, flag(a.overwrite), a.body)
 		for _, z := range a.zadd {
-			keys = append(keys, z.key)
-			args = append(args, z.score, z.member)
+			ix := byKey[z.key]
+			if ix == nil {
+				ix = &index{key: z.key}
+				byKey[z.key] = ix
+				indexes = append(indexes, ix)
+			}
+			ix.pairs = append(ix.pairs, z.score, z.member)
 		}
 	}
 	if len(keys) == 0 {
 		return nil
+	}
+	args[2] = len(keys)
+	for _, ix := range indexes {
+		keys = append(keys, ix.key)
+		args = append(args, len(ix.pairs)/2)
+		args = append(args, ix.pairs...)
 	}
 	return applyScript.Run(ctx, s.client, keys, args...).Err()
 }

@@ -1,22 +1,23 @@
 -- apply.lua: the event worker applies a batch of events to the admin indexes. Every key is an admin
 -- index under the {adm} hash tag (one Cluster slot).
 -- ARGV[1] record TTL (s; 0: records stay: the ledger is off); ARGV[2] with a record TTL, the time (ms)
---   before which index entries go (their records have expired); then per event: the number of
---   sorted-set additions (nz), overwrite (1: the record is written even when it exists: a release, a
---   cancellation or a withdrawal), the record's JSON, then nz pairs (score, member).
--- KEYS per event, in the same order: its record, then the nz sorted sets.
+--   before which index entries go (their records have expired); ARGV[3] the number of records (nr);
+--   then per record: overwrite (1: the record is written even when it exists: a release, a
+--   cancellation or a withdrawal) and its JSON; then per sorted set: the number of additions and
+--   that many (score, member) pairs.
+-- KEYS: the nr records, in the same order, then the sorted sets (each once: the additions of every
+--   event of the batch to one index go in one ZADD).
 -- Applying an event twice (delivered again after a take-over, or a batch retried after a lost reply)
 -- changes nothing: the record is the event's own, and a sorted-set member is added once. An event
 -- that is not an overwrite never replaces a record that exists: when a take-over let the release land
 -- first, the admission stays released.
--- returns {events applied}
-local ttl, cutoff = tonumber(ARGV[1]), ARGV[2]
-local k, a, applied = 1, 3, 0
-while a <= #ARGV do
-  local nz, overwrite, body = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2]
-  local record = KEYS[k]
-  a, k = a + 3, k + 1
-  -- One SET: NX keeps a record that exists (a release that landed first stays released).
+-- returns {records applied}
+local ttl, cutoff, nr = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local a = 4
+for k = 1, nr do
+  local overwrite, record, body = ARGV[a], KEYS[k], ARGV[a + 1]
+  a = a + 2
+  -- One SET: NX keeps a record that exists.
   if overwrite == '1' then
     if ttl > 0 then redis.call('SET', record, body, 'EX', ttl) else redis.call('SET', record, body) end
   elseif ttl > 0 then
@@ -24,14 +25,14 @@ while a <= #ARGV do
   else
     redis.call('SET', record, body, 'NX')
   end
-  for _ = 1, nz do
-    redis.call('ZADD', KEYS[k], ARGV[a], ARGV[a + 1])
-    if ttl > 0 then
-      redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', '(' .. cutoff)
-      redis.call('EXPIRE', KEYS[k], ttl)
-    end
-    a, k = a + 2, k + 1
-  end
-  applied = applied + 1
 end
-return {applied}
+for k = nr + 1, #KEYS do
+  local n = tonumber(ARGV[a])
+  redis.call('ZADD', KEYS[k], unpack(ARGV, a + 1, a + 2 * n))
+  a = a + 1 + 2 * n
+  if ttl > 0 then
+    redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', '(' .. cutoff)
+    redis.call('EXPIRE', KEYS[k], ttl)
+  end
+end
+return {nr}

@@ -7,8 +7,10 @@
 -- ARGV per item from ARGV[3]: id, stock (1 for a stock admission, 0 for a bid)
 -- KEYS per item from KEYS[2], in the same order: its record, then for a stock admission its claim
 --   and its product's unsettled set
+-- Settled stock admissions leave their unsettled set with one ZREM per set, after the loop.
 -- returns {items committed now}
 local k, n, now = 2, 0, nil
+local settled, sets = {}, {}
 for a = 3, #ARGV, 2 do
   local id, record = ARGV[a], KEYS[k]
   k = k + 1
@@ -28,8 +30,18 @@ for a = 3, #ARGV, 2 do
   end
   if ARGV[a + 1] == '1' then
     if redis.call('GET', KEYS[k]) == id then redis.call('DEL', KEYS[k]) end
-    if state ~= 'released' and state ~= 'cancelled' then redis.call('ZREM', KEYS[k + 1], id) end
+    if state ~= 'released' and state ~= 'cancelled' then
+      local set = KEYS[k + 1]
+      if not settled[set] then
+        settled[set] = {}
+        sets[#sets + 1] = set
+      end
+      table.insert(settled[set], id)
+    end
     k = k + 2
   end
+end
+for _, set in ipairs(sets) do
+  redis.call('ZREM', set, unpack(settled[set]))
 end
 return {n}

@@ -11,6 +11,8 @@
 --   and its record (hash: user, qty, state, at; TTL: release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)   ARGV[3] stream length bound (approximate)
 -- then per purchase: admission id, user pseudonym, quantity
+-- The units taken and the unsettled entries are written once per call, after the loop (one DECRBY, one
+-- ZADD): a call is atomic, so the stock each purchase sees is the one left by the purchases before it.
 -- returns per purchase {code, remaining, per_user_limit}, flat:
 --   0 admitted; 1 insufficient stock; 2 no such product; 3 the user has a purchase in flight;
 --   4 the user reached per_user_limit; 5 quantity outside 1..per_user_limit; 6 the id has a record
@@ -19,6 +21,7 @@ local out = {}
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
 local at
+local taken, unsettled = 0, {}
 for i = 0, (#ARGV - 3) / 3 - 1 do
   local id, user, qty = ARGV[4 + 3 * i], ARGV[5 + 3 * i], tonumber(ARGV[6 + 3 * i])
   local claim, record = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
@@ -42,11 +45,12 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
       redis.call('DEL', claim)
     else
       at = at or now_ms()
-      remaining = redis.call('DECRBY', KEYS[2], qty)
+      remaining, taken = remaining - qty, taken + qty
       redis.call('HINCRBY', KEYS[3], user, qty)
       redis.call('HSET', record, 'user', user, 'qty', qty, 'state', 'admitted', 'at', at)
       redis.call('EXPIRE', record, ARGV[2])
-      redis.call('ZADD', KEYS[5], at, id)
+      unsettled[#unsettled + 1] = at
+      unsettled[#unsettled + 1] = id
       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'type', 'admitted', 'admission', id,
         'user', user, 'qty', qty, 'at', at)
     end
@@ -54,5 +58,9 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
   out[#out + 1] = code
   out[#out + 1] = remaining
   out[#out + 1] = limit or 0
+end
+if taken > 0 then
+  redis.call('DECRBY', KEYS[2], taken)
+  redis.call('ZADD', KEYS[5], unpack(unsettled))
 end
 return out
