@@ -21,6 +21,9 @@ COPY --from=build /out/edgeq /usr/local/bin/edgeq
 # interfaces (the /api/* endpoints stay disabled until admin.api_key is set). Publish port 9090 only
 # to your cluster network, never to the internet.
 ENV EDGEQ_ADMIN_LISTEN=":9090"
+# Collect less often: 6-7 % more requests per CPU for a larger heap. Set GOMEMLIMIT below the
+# container's memory limit when you run it (docs/deploy.md, "The Go runtime").
+ENV GOGC=400
 EXPOSE 8080 9090
 USER nonroot:nonroot
 ENTRYPOINT ["/usr/local/bin/edgeq"]
