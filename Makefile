@@ -65,7 +65,7 @@ bench:
 	$(GO) run ./cmd/edgeq-bench table
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
 	$(GO) run ./cmd/edgeq-bench overhead
-	$(GO) run ./cmd/edgeq-bench waitroom
+	$(GO) run ./cmd/edgeq-bench waitroom -waiters 1000000
 	$(GO) run ./cmd/edgeq-bench admission
 	$(GO) run ./cmd/edgeq-bench bid
 	$(GO) run ./cmd/edgeq-bench ledger
