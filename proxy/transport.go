@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/textproto"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,12 +25,14 @@ import (
 // unchanged, with the same timeouts.
 //
 // The short path keeps net/http's rules where they matter: requests are written by Request.Write and
-// answers read by http.ReadResponse; a connection is reused only after its answer was read to the end
-// with nothing left over and neither side asked to close; a pooled connection the origin closed while
-// it was idle is noticed before any byte of an answer and the request (GET and HEAD are idempotent) is
-// sent once more on a new connection; informational answers (103 Early Hints) reach the visitor through
-// the ClientTrace ReverseProxy installs; the response-header timeout (origin.timeout) and the visitor's
-// hang-up (the request's context) close the connection.
+// answers read by http.ReadResponse, headers at most 10 MiB; a connection is reused only after its
+// answer was read to the end with nothing left over and neither side asked to close, and only if
+// nothing arrived on it while it was idle (net/http's reader goroutine watches idle connections; here
+// one non-blocking peek before use does); idle connections close after the idle timeout; a pooled
+// connection the origin closes as the request goes out is noticed before any byte of an answer and
+// the request (GET and HEAD are idempotent) is sent once more; informational answers (103 Early Hints)
+// reach the visitor through the ClientTrace ReverseProxy installs; the response-header timeout
+// (origin.timeout) and the visitor's hang-up (the request's context) close the connection.
 type Transport struct {
 	std           *http.Transport
 	dialer        *net.Dialer
@@ -83,9 +87,15 @@ func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
 	t.idle = map[string][]*originConn{}
+	for _, conns := range idle {
+		for _, c := range conns {
+			c.pooled = false
+		}
+	}
 	t.mu.Unlock()
 	for _, conns := range idle {
 		for _, c := range conns {
+			c.idle.Stop()
 			c.conn.Close()
 		}
 	}
@@ -180,62 +190,108 @@ func validFieldValue(s string) bool {
 
 // originConn is one keep-alive connection of the short path, used by one request at a time.
 type originConn struct {
-	addr      string
-	conn      net.Conn
-	br        *bufio.Reader
-	bw        *bufio.Writer
-	idleSince time.Time
+	addr   string
+	conn   net.Conn
+	limit  headerLimit // between conn and br: bounds the size of an answer's header
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	probe  *idleProbe  // has anything arrived while it was idle?
+	idle   *time.Timer // closes the connection when it stays idle for the idle timeout
+	pooled bool        // in the idle pool (guarded by Transport.mu)
 }
 
-// get returns an idle connection to addr (reused true) or a new one.
+// get returns an idle connection to addr (reused true) or a new one. A pooled connection is used only
+// if nothing arrived on it while it was idle: neither the origin's close nor bytes nobody asked for
+// (a late or unsolicited answer, a 408 before a close) may be read as the next request's answer.
 func (t *Transport) get(ctx context.Context, addr string) (*originConn, bool, error) {
-	now := time.Now()
-	t.mu.Lock()
-	for conns := t.idle[addr]; len(conns) > 0; conns = t.idle[addr] {
-		c := conns[len(conns)-1]
-		t.idle[addr] = conns[:len(conns)-1]
-		if now.Sub(c.idleSince) < t.idleTimeout {
+	for {
+		t.mu.Lock()
+		conns := t.idle[addr]
+		if len(conns) == 0 {
 			t.mu.Unlock()
+			break
+		}
+		c := conns[len(conns)-1]
+		conns[len(conns)-1] = nil
+		t.idle[addr] = conns[:len(conns)-1]
+		c.pooled = false
+		// A timer that fired meanwhile finds c out of the pool and leaves it; one that fired so long
+		// ago that c is back in the pool by the time it runs only closes c early.
+		c.idle.Stop()
+		t.mu.Unlock()
+		if c.probe.isQuiet() {
 			return c, true, nil
 		}
-		// The newest is too old: so are the others.
-		for _, old := range conns {
-			old.conn.Close()
-		}
-		delete(t.idle, addr)
+		c.conn.Close()
 	}
-	t.mu.Unlock()
 	conn, err := t.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
 	}
-	return &originConn{addr: addr, conn: conn, br: bufio.NewReaderSize(conn, 4<<10), bw: bufio.NewWriterSize(conn, 4<<10)}, false, nil
+	c := &originConn{addr: addr, conn: conn, probe: newIdleProbe(conn)}
+	c.limit.r = conn
+	c.br, c.bw = bufio.NewReaderSize(&c.limit, 4<<10), bufio.NewWriterSize(conn, 4<<10)
+	c.idle = time.AfterFunc(time.Hour, func() { t.expire(c) })
+	c.idle.Stop()
+	return c, false, nil
 }
 
-// put returns c to the pool, or closes it when the pool is full. Connections idle for longer than the
-// idle timeout are closed on the way (the oldest are first in line).
+// put returns c to the pool, or closes it when the pool is full.
 func (t *Transport) put(c *originConn) {
-	c.idleSince = time.Now()
 	t.mu.Lock()
-	conns := t.idle[c.addr]
-	drop := 0
-	for drop < len(conns) && c.idleSince.Sub(conns[drop].idleSince) >= t.idleTimeout {
-		drop++
-	}
-	stale := conns[:drop:drop]
-	conns = conns[drop:]
-	full := len(conns) >= t.maxIdle
-	if !full {
-		conns = append(conns, c)
-	}
-	t.idle[c.addr] = conns
-	t.mu.Unlock()
-	for _, old := range stale {
-		old.conn.Close()
-	}
-	if full {
+	if len(t.idle[c.addr]) >= t.maxIdle {
+		t.mu.Unlock()
 		c.conn.Close()
+		return
 	}
+	t.idle[c.addr] = append(t.idle[c.addr], c)
+	c.pooled = true
+	c.idle.Reset(t.idleTimeout)
+	t.mu.Unlock()
+}
+
+// expire closes c, idle for the idle timeout, unless a request took it meanwhile.
+func (t *Transport) expire(c *originConn) {
+	t.mu.Lock()
+	if !c.pooled {
+		t.mu.Unlock()
+		return
+	}
+	conns := t.idle[c.addr]
+	if i := slices.Index(conns, c); i >= 0 {
+		t.idle[c.addr] = slices.Delete(conns, i, i+1)
+	}
+	c.pooled = false
+	t.mu.Unlock()
+	c.conn.Close()
+}
+
+// headerLimit bounds what is read from the connection while an answer's header is read (net/http's
+// Transport stops at MaxResponseHeaderBytes too): an origin that sends an endless header gets 502
+// instead of the proxy's memory. n < 0: no limit (the body is read).
+type headerLimit struct {
+	r io.Reader
+	n int64
+}
+
+var errHeaderTooLarge = fmt.Errorf("origin answered with more than %d bytes of header", maxResponseHeaderBytes)
+
+// maxResponseHeaderBytes is net/http's default limit.
+const maxResponseHeaderBytes = 10 << 20
+
+func (l *headerLimit) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.r.Read(p)
+	}
+	if l.n == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
 }
 
 // maxInformational bounds the 1xx answers read before the real one.
@@ -259,6 +315,7 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Resp
 	if t.headerTimeout > 0 {
 		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
 	}
+	c.limit.n = maxResponseHeaderBytes
 	if _, err := c.br.Peek(1); err != nil {
 		err = timeoutError(err)
 		var timeout headerTimeoutError
@@ -283,6 +340,7 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Resp
 			}
 		}
 	}
+	c.limit.n = -1
 	if t.headerTimeout > 0 {
 		c.conn.SetReadDeadline(time.Time{})
 	}
@@ -295,7 +353,7 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Resp
 		}
 		return resp, false, nil
 	}
-	resp.Body = &originBody{body: resp.Body, c: c, t: t, stop: stop, keep: keep}
+	resp.Body = &originBody{body: resp.Body, c: c, t: t, ctx: req.Context(), stop: stop, keep: keep}
 	return resp, false, nil
 }
 
@@ -322,13 +380,14 @@ type originBody struct {
 	body io.ReadCloser
 	c    *originConn
 	t    *Transport
+	ctx  context.Context
 	stop func() bool
 	keep bool
-	done bool
+	done atomic.Bool
 }
 
 func (b *originBody) Read(p []byte) (int, error) {
-	if b.done {
+	if b.done.Load() {
 		return 0, io.EOF
 	}
 	n, err := b.body.Read(p)
@@ -336,19 +395,25 @@ func (b *originBody) Read(p []byte) (int, error) {
 		b.finish(true)
 	} else if err != nil {
 		b.finish(false)
+		if e := b.ctx.Err(); e != nil {
+			// The visitor left and its hang-up closed the connection: say so as net/http does
+			// (ReverseProxy does not log a copy that ends with context.Canceled).
+			err = e
+		}
 	}
 	return n, err
 }
 
 func (b *originBody) Close() error {
-	if !b.done {
-		b.finish(false) // closed before its end: what is left is unread, so the connection cannot be reused
-	}
+	b.finish(false) // closed before its end: what is left is unread, so the connection cannot be reused
 	return nil
 }
 
+// finish runs once: the connection goes back to the pool or is closed.
 func (b *originBody) finish(atEnd bool) {
-	b.done = true
+	if !b.done.CompareAndSwap(false, true) {
+		return
+	}
 	// stop is false when the visitor's hang-up already closed the connection.
 	if b.stop() && atEnd && b.keep && b.c.br.Buffered() == 0 {
 		b.t.put(b.c)
