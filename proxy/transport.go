@@ -137,7 +137,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // shortPath says whether req goes the short way: a plain-HTTP GET or HEAD without a body, without an
 // upgrade, with header fields net/http's Transport would also accept.
 func shortPath(req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.Method != http.MethodGet && req.Method != http.MethodHead {
+	if !shortPathAvailable || req.URL.Scheme != "http" || req.Method != http.MethodGet && req.Method != http.MethodHead {
 		return false
 	}
 	if req.Body != nil && req.Body != http.NoBody || req.ContentLength != 0 || len(req.TransferEncoding) > 0 {

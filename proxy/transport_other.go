@@ -4,8 +4,11 @@ package proxy
 
 import "net"
 
-// idleProbe cannot look at an idle connection without reading it on this platform: pooled
-// connections are not reused by the short path here (each request dials).
+// shortPathAvailable: the short path needs to look at an idle connection without reading it (a
+// non-blocking peek), which this platform's build does not do; every request goes through
+// net/http's Transport here.
+const shortPathAvailable = false
+
 type idleProbe struct{}
 
 func newIdleProbe(net.Conn) *idleProbe { return &idleProbe{} }

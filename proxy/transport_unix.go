@@ -7,6 +7,9 @@ import (
 	"syscall"
 )
 
+// shortPathAvailable: the short path is taken on this platform (see idleProbe).
+const shortPathAvailable = true
+
 // idleProbe tells whether anything has arrived on an idle connection: a byte or the peer's close. It
 // peeks without waiting (MSG_PEEK|MSG_DONTWAIT): one system call, and the bytes stay for the next read.
 // Built once per connection, so that a probe allocates nothing.
