@@ -201,7 +201,7 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 		st := newStack(t, s, product("p", 5, 2))
 		ctx := context.Background()
 		user := st.svc.pseudonyms.of("u")
-		keys := stockKeys(s.Keys, "p", user, "42")
+		keys := stockKeys(s.Keys, "p", "42")
 		res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: user, id: "42", value: 2}})
 		if err != nil || res[0].code != 0 || res[0].remaining != 3 {
 			t.Fatalf("reserve: %v %v", res, err)
@@ -220,6 +220,98 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 		}
 		if code, _ := commitScript.Run(ctx, s.Client, keys, "42", "0", 1000).Int(); code != 2 {
 			t.Fatalf("commit after release: %d", code)
+		}
+	})
+}
+
+// Claims are fields of one hash per product that nothing deletes (no key, TTL, GET or DEL per
+// admission): a claim holds only while its admission is unsettled and younger than the claim TTL, so
+// the next purchase takes over a settled one, and two purchases of one user in one reserve call still
+// get one. A commit never marks a released admission committed, and
+// never brings back a record that expired (HSET would make one without a TTL).
+func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 10, 3))
+		ctx := context.Background()
+		u, v := st.svc.pseudonyms.of("u"), st.svc.pseudonyms.of("v")
+		reserve := func(cs ...claim) []int64 {
+			t.Helper()
+			res, err := st.svc.reserveNow(ctx, "p", cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes := make([]int64, len(res))
+			for i, r := range res {
+				codes[i] = r.code
+			}
+			return codes
+		}
+		commit := func(ids ...claim) {
+			t.Helper()
+			var batch []pendingCommit
+			for _, c := range ids {
+				batch = append(batch, pendingCommit{kind: st.svc.stock, c: c, st: &settling{done: make(chan struct{})}})
+			}
+			st.svc.applyCommits(ctx, batch)
+		}
+		state := func(id string) string {
+			t.Helper()
+			return s.Client.HGet(ctx, recordKey(s.Keys, "p", id), "state").Val()
+		}
+		unsettled := func(id string) bool {
+			return s.Client.ZScore(ctx, unsettledKey(s.Keys, "p"), id).Err() == nil
+		}
+		c1, c2, c3 := claim{owner: "p", user: u, id: "1", value: 1}, claim{owner: "p", user: u, id: "2", value: 1}, claim{owner: "p", user: u, id: "3", value: 1}
+		if got := reserve(c1); got[0] != 0 {
+			t.Fatalf("first purchase: code %d", got[0])
+		}
+		if got := reserve(c2); got[0] != 3 {
+			t.Fatalf("a purchase while the first is unsettled: code %d, want 3 (in flight)", got[0])
+		}
+		commit(c1)
+		if state("1") != "committed" || unsettled("1") {
+			t.Fatalf("after the commit: state %q, unsettled %v", state("1"), unsettled("1"))
+		}
+		if held := s.Client.HGet(ctx, claimsKey(s.Keys, "p"), u).Val(); held != "1" {
+			t.Fatalf("the claim after a batched commit holds %q, want the settled admission 1 (left to expire)", held)
+		}
+		if got := reserve(c2); got[0] != 0 {
+			t.Fatalf("a purchase after the commit: code %d, want 0 (the settled claim is taken over)", got[0])
+		}
+		if held := s.Client.HGet(ctx, claimsKey(s.Keys, "p"), u).Val(); held != "2" {
+			t.Fatalf("the claim holds %q, want 2", held)
+		}
+		if got := reserve(c3); got[0] != 3 {
+			t.Fatalf("a purchase while the second is unsettled: code %d, want 3", got[0])
+		}
+		// A claim older than the claim TTL (a minute here) no longer counts, settled or not: the
+		// replica that admitted it may have died before the shop answered.
+		s.Client.ZAdd(ctx, unsettledKey(s.Keys, "p"), redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).UnixMilli()), Member: "2"})
+		if got := reserve(c3); got[0] != 0 {
+			t.Fatalf("a purchase after the claim TTL: code %d, want 0", got[0])
+		}
+		// Two purchases of one user in one call: the second sees the first's claim, whose admission
+		// is not in the unsettled set yet (that ZADD comes at the end of the call).
+		if got := reserve(claim{owner: "p", user: v, id: "4", value: 1}, claim{owner: "p", user: v, id: "5", value: 1}); got[0] != 0 || got[1] != 3 {
+			t.Fatalf("one user twice in one call: codes %v, want [0 3]", got)
+		}
+		// A released admission is not committed by a commit that comes after.
+		if res, err := releaseScript.Run(ctx, s.Client, stockKeys(s.Keys, "p", "2"), "2", 1000, 60).Int64Slice(); err != nil || res[0] != 0 {
+			t.Fatalf("release: %v %v", res, err)
+		}
+		commit(c2)
+		if state("2") != "released" {
+			t.Fatalf("a commit after the release made it %q", state("2"))
+		}
+		// A commit that comes after the record expired (a day late) leaves no record behind: HSET
+		// would bring it back without a TTL.
+		s.Client.Del(ctx, recordKey(s.Keys, "p", "4"))
+		commit(claim{owner: "p", user: v, id: "4", value: 1})
+		if n := s.Client.Exists(ctx, recordKey(s.Keys, "p", "4")).Val(); n != 0 || unsettled("4") {
+			t.Fatalf("a commit after the record expired: record exists %d, unsettled %v", n, unsettled("4"))
+		}
+		if r := st.remaining("p"); r != 7 {
+			t.Fatalf("remaining %d, want 7 (1, 3 and 4 kept, 2 released)", r)
 		}
 	})
 }

@@ -120,9 +120,9 @@ func (k *bidKind) commit(ctx context.Context, c claim) error {
 	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, flag(k.s.o.Ledger != nil), k.s.o.StreamBound).Err()
 }
 
-func (k *bidKind) commitKeys(c claim) []string {
-	return []string{bidRecordKey(k.s.keys, c.owner, c.id)}
-}
+func (k *bidKind) commitRecord(c claim) string { return bidRecordKey(k.s.keys, c.owner, c.id) }
+
+func (*bidKind) commitSet(string) string { return "" }
 
 func (k *bidKind) changed(auction string) { k.reads.forget(auction) }
 

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -13,7 +14,8 @@ import (
 // wait for the store: the commit goes to the committer, which sends at once whatever is queued, one
 // commits.lua call per owner in one pipeline (a group commit: under load the batches grow by
 // themselves, and one round trip carries many commits, which is what Redis CPU per admission is made
-// of). A commit only marks the record committed and ends the user's in-flight claim; the units were
+// of). A commit only marks the record committed and takes it out of the unsettled set, which ends the
+// user's in-flight claim (reserve.lua takes over a claim whose admission is settled); the units were
 // taken at admission, so a batch lost with its replica loses no unit and sells none twice: the claim
 // expires (ClaimTTL) and the record stays "admitted" (an unsettled admission). While the committer
 // is not running (tests, shutdown), commits run on the request path as before.
@@ -164,12 +166,13 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 		key := [2]string{p.kind.name(), p.c.owner}
 		g := groups[key]
 		if g == nil {
-			g = &group{keys: []string{p.kind.stream(p.c.owner)}, args: []any{flag(s.o.Ledger != nil), s.o.StreamBound}}
+			stream, set := p.kind.stream(p.c.owner), p.kind.commitSet(p.c.owner)
+			g = &group{keys: []string{stream, cmp.Or(set, stream)},
+				args: []any{flag(s.o.Ledger != nil), s.o.StreamBound, flag(set != "")}}
 			groups[key] = g
 		}
-		keys := p.kind.commitKeys(p.c)
-		g.keys = append(g.keys, keys...)
-		g.args = append(g.args, p.c.id, flag(len(keys) > 1))
+		g.keys = append(g.keys, p.kind.commitRecord(p.c))
+		g.args = append(g.args, p.c.id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -10,16 +10,17 @@ func eventsKey(k store.Keys, product string) string { return k.Product(product, 
 func unsettledKey(k store.Keys, product string) string {
 	return k.Product(product, "unsettled")
 }
-func claimKey(k store.Keys, product, user string) string {
-	return k.Product(product, "claim:"+user)
-}
+// claimsKey: the in-flight claims of a product's buyers (hash: user pseudonym -> admission id). A
+// claim counts only while its admission is unsettled and younger than the claim TTL (reserve.lua), so
+// nothing deletes one: a settled admission's claim is stale by itself.
+func claimsKey(k store.Keys, product string) string { return k.Product(product, "claims") }
 func recordKey(k store.Keys, product, admission string) string {
 	return k.Product(product, "adm:"+admission)
 }
 
-// stockKeys are the KEYS of reserve.lua, release.lua and commit.lua.
-func stockKeys(k store.Keys, product, user, admission string) []string {
-	return []string{infoKey(k, product), stockKey(k, product), buyersKey(k, product), claimKey(k, product, user),
+// stockKeys are the KEYS of release.lua, commit.lua and cancel.lua.
+func stockKeys(k store.Keys, product, admission string) []string {
+	return []string{infoKey(k, product), stockKey(k, product), buyersKey(k, product), claimsKey(k, product),
 		recordKey(k, product, admission), eventsKey(k, product), unsettledKey(k, product)}
 }
 

@@ -333,7 +333,8 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// One slot, one command: the product, its stock, its buyers and its events go together.
-	n, err := s.client.Del(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id)).Result()
+	n, err := s.client.Del(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id),
+		claimsKey(s.keys, id)).Result()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

@@ -51,9 +51,10 @@ type kind interface {
 	release(ctx context.Context, c claim) (int64, error)
 	// commit keeps an admission the origin accepted.
 	commit(ctx context.Context, c claim) error
-	// commitKeys are the keys a batched commit of c touches (commits.lua): its record, then, for a
-	// stock admission, the user's in-flight claim and the product's unsettled set.
-	commitKeys(c claim) []string
+	// commitRecord is the record a batched commit of c marks committed (commits.lua); commitSet is
+	// the owner's unsettled set that a stock admission leaves ("" for a kind without one).
+	commitRecord(c claim) string
+	commitSet(owner string) string
 	// changed drops this replica's cached reads of an owner after an admission or release.
 	changed(owner string)
 	// refusalPage is the page a browser gets for a refusal instead of the error page ("" for that).

@@ -53,7 +53,7 @@ func (*stockKind) value(text string, found bool) (int64, *web.Error) {
 	return q, nil
 }
 
-func (k *stockKind) keys(c claim) []string { return stockKeys(k.s.keys, c.owner, c.user, c.id) }
+func (k *stockKind) keys(c claim) []string { return stockKeys(k.s.keys, c.owner, c.id) }
 
 func (k *stockKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 	r, err := k.s.reserveOne(ctx, c)
@@ -94,9 +94,9 @@ func (k *stockKind) commit(ctx context.Context, c claim) error {
 	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil), k.s.o.StreamBound).Err()
 }
 
-func (k *stockKind) commitKeys(c claim) []string {
-	return []string{recordKey(k.s.keys, c.owner, c.id), claimKey(k.s.keys, c.owner, c.user), unsettledKey(k.s.keys, c.owner)}
-}
+func (k *stockKind) commitRecord(c claim) string { return recordKey(k.s.keys, c.owner, c.id) }
+
+func (k *stockKind) commitSet(product string) string { return unsettledKey(k.s.keys, product) }
 
 func (k *stockKind) changed(product string) { k.products.forget(product) }
 

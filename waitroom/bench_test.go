@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -185,4 +186,66 @@ func BenchmarkInvites(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkJoinScript is the store's side of joins as a replica sends them in a drop: one assign.lua
+// call for a group of joins of a full queue (everyone waits), on the package's private redis-server.
+// It reports what Redis spent per join: redis-µs/join is the redis-server process's CPU (INFO cpu),
+// script-µs/join the script's own time (INFO commandstats, evalsha).
+func BenchmarkJoinScript(b *testing.B) {
+	for _, group := range []int{1, 16} {
+		b.Run("group="+strconv.Itoa(group), func(b *testing.B) {
+			s := storetest.Redis(b)
+			key, _ := token.GenerateKey()
+			keys := token.NewKeyring(key)
+			room := New(Options{
+				Store: s, Keyring: keys, Verifier: token.NewVerifier(keys, "edgeq", 5*time.Second), Issuer: "edgeq",
+				IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
+				Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: slog.New(slog.DiscardHandler),
+			})
+			ctx := context.Background()
+			if err := room.Apply(ctx, []config.Queue{testQueue("drop", 0)}, nil); err != nil {
+				b.Fatal(err)
+			}
+			reqs := make([]assignReq, group)
+			p0, s0 := redisScriptCPU(b, s.Client)
+			var n int
+			for b.Loop() {
+				res, err := room.assignNow(ctx, "drop", reqs)
+				if err != nil || len(res) != group || res[0].code != 0 {
+					b.Fatalf("assign: %v %v", res, err)
+				}
+				n += group
+			}
+			b.StopTimer()
+			p1, s1 := redisScriptCPU(b, s.Client)
+			b.ReportMetric((p1-p0)/float64(n), "redis-µs/join")
+			b.ReportMetric((s1-s0)/float64(n), "script-µs/join")
+		})
+	}
+}
+
+// redisScriptCPU reads a redis-server's process CPU (INFO cpu: user + sys) and the time its scripts
+// took (INFO commandstats: evalsha), both in µs.
+func redisScriptCPU(b *testing.B, c redis.UniversalClient) (process, script float64) {
+	text, err := c.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch {
+		case k == "used_cpu_user" || k == "used_cpu_sys":
+			n, _ := strconv.ParseFloat(v, 64)
+			process += n * 1e6
+		case k == "cmdstat_evalsha":
+			for _, f := range strings.Split(v, ",") {
+				if name, n, _ := strings.Cut(f, "="); name == "usec" {
+					us, _ := strconv.ParseFloat(n, 64)
+					script += us
+				}
+			}
+		}
+	}
+	return process, script
 }

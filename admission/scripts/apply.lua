@@ -19,9 +19,9 @@ for k = 1, nr do
   a = a + 2
   -- One SET: NX keeps a record that exists.
   if overwrite == '1' then
-    if ttl > 0 then redis.call('SET', record, body, 'EX', ttl) else redis.call('SET', record, body) end
+    if ttl > 0 then redis.call('SET', record, body, 'EX', ARGV[1]) else redis.call('SET', record, body) end
   elseif ttl > 0 then
-    redis.call('SET', record, body, 'NX', 'EX', ttl)
+    redis.call('SET', record, body, 'NX', 'EX', ARGV[1])
   else
     redis.call('SET', record, body, 'NX')
   end
@@ -32,7 +32,7 @@ for k = nr + 1, #KEYS do
   a = a + 1 + 2 * n
   if ttl > 0 then
     redis.call('ZREMRANGEBYSCORE', KEYS[k], '-inf', '(' .. cutoff)
-    redis.call('EXPIRE', KEYS[k], ttl)
+    redis.call('EXPIRE', KEYS[k], ARGV[1])
   end
 end
 return {nr}

@@ -24,16 +24,19 @@ local amount = tonumber(ARGV[3])
 if amount < tonumber(info[1]) then return {5, tonumber(info[1])} end
 local highest = tonumber(redis.call('HGET', KEYS[2], 'amount'))
 if highest and amount < highest + tonumber(info[2]) then return {1, highest} end
-local member = ARGV[1] .. ':' .. now .. ':' .. ARGV[2]
-redis.call('ZADD', KEYS[3], amount, member)
-redis.call('HSET', KEYS[2], 'bid_id', ARGV[1], 'bidder', ARGV[2], 'amount', amount, 'at', now)
-redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
-redis.call('HSET', KEYS[5], 'member', member, 'bidder', ARGV[2], 'amount', amount, 'at', now, 'state', 'accepted')
+-- Numbers go to redis.call (and into text) as strings made here ('%d'): Redis turns a Lua number
+-- argument into text with snprintf("%.17g"), and Lua's own conversion is no cheaper.
+local at, amount_s = string.format('%d', now), string.format('%d', amount)
+local member = ARGV[1] .. ':' .. at .. ':' .. ARGV[2]
+redis.call('ZADD', KEYS[3], amount_s, member)
+redis.call('HSET', KEYS[2], 'bid_id', ARGV[1], 'bidder', ARGV[2], 'amount', amount_s, 'at', at)
+redis.call('HINCRBY', KEYS[4], ARGV[2], '1')
+redis.call('HSET', KEYS[5], 'member', member, 'bidder', ARGV[2], 'amount', amount_s, 'at', at, 'state', 'accepted')
 redis.call('EXPIRE', KEYS[5], ARGV[4])
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[5], '*', 'type', 'bid', 'bid', ARGV[1], 'user', ARGV[2],
-  'amount', amount, 'at', now)
+  'amount', amount_s, 'at', at)
 -- History, bidder counts and events are kept a week past the end; the auction and its highest bid stay.
-local expire_at = math.floor(ends_at / 1000) + 7 * 24 * 3600
+local expire_at = string.format('%d', math.floor(ends_at / 1000) + 7 * 24 * 3600)
 redis.call('EXPIREAT', KEYS[3], expire_at)
 redis.call('EXPIREAT', KEYS[4], expire_at)
 redis.call('EXPIREAT', KEYS[6], expire_at)

@@ -1,7 +1,7 @@
 -- cancel.lua: an operator cancels an admission (the shop cancelled the order, or an unsettled one
 -- whose order never came): its units go back to stock, the buyer's count goes down, a cancelled event
 -- is appended. Once per admission: a released or cancelled one is refused.
--- KEYS: as release.lua (info, stock, buyers, claim, record, events, unsettled)
+-- KEYS: as release.lua (info, stock, buyers, claims, record, events, unsettled)
 -- ARGV[1] admission id   ARGV[2] user pseudonym   ARGV[3] quantity   ARGV[4] admitted at (ms)
 -- ARGV[5] stream length bound   ARGV[6] record TTL (s)
 -- (user, quantity and time come from the admission's record in the admin indexes: the record here
@@ -18,9 +18,6 @@ end
 redis.call('HSET', KEYS[5], 'state', 'cancelled', 'user', ARGV[2], 'qty', qty, 'at', ARGV[4])
 redis.call('EXPIRE', KEYS[5], ARGV[6])
 redis.call('ZREM', KEYS[7], ARGV[1])
-if redis.call('GET', KEYS[4]) == ARGV[1] then
-  redis.call('DEL', KEYS[4])
-end
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[5], '*', 'type', 'cancelled', 'admission', ARGV[1],
   'user', ARGV[2], 'qty', qty, 'at', ARGV[4], 'cancelled_at', now_ms())
 return {0, remaining}

@@ -1,8 +1,9 @@
--- commit.lua: the origin accepted an admission: keep the units and end the user's in-flight claim.
+-- commit.lua: the origin accepted an admission: keep the units (the user's in-flight claim ends with
+-- the unsettled entry).
 -- KEYS[1] info     hash   product (unused here; every stock script gets the same KEYS)
 -- KEYS[2] stock    string (unused here)
 -- KEYS[3] buyers   hash   (unused here)
--- KEYS[4] claim    string the user's in-flight claim (value: admission id)
+-- KEYS[4] claims   hash   (unused here: a claim whose admission is settled no longer counts)
 -- KEYS[5] record   hash   this admission: state
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
 -- KEYS[6] events   stream: with the ledger on, a committed event
@@ -18,8 +19,5 @@ if state ~= 'committed' then
   if ARGV[2] == '1' then
     redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', 'type', 'committed', 'admission', ARGV[1], 'committed_at', now_ms())
   end
-end
-if redis.call('GET', KEYS[4]) == ARGV[1] then
-  redis.call('DEL', KEYS[4])
 end
 return 0

@@ -1,47 +1,48 @@
--- commits.lua: commit a batch of admissions or bids that the origin accepted, all of one owner (one
--- hash tag): each record not released or withdrawn becomes committed, and a stock admission's
--- in-flight claim ends when it is still this admission's. With the ledger on, each commit adds a
--- "committed" event to the owner's stream (the ledger's settlement record).
+-- commits.lua: commit a batch of admissions or bids that the origin accepted, all of one kind and one
+-- owner (one hash tag): each record not released, cancelled or withdrawn becomes committed. With the
+-- ledger on, each commit adds a "committed" event to the owner's stream (the ledger's settlement
+-- record).
 -- KEYS[1] the owner's event stream
+-- KEYS[2] stock: the product's unsettled set (admissions neither committed nor given back); bids: unused
+-- KEYS from KEYS[3]: each item's record, in the order of the ids
 -- ARGV[1] 1: add committed events (the ledger is on)   ARGV[2] stream length bound
--- ARGV per item from ARGV[3]: id, stock (1 for a stock admission, 0 for a bid)
--- KEYS per item from KEYS[2], in the same order: its record, then for a stock admission its claim
---   and its product's unsettled set
--- Settled stock admissions leave their unsettled set with one ZREM per set, after the loop.
+-- ARGV[3] 1: stock admissions, 0: bids   ARGV from ARGV[4]: the ids
+-- A stock admission is in the unsettled set exactly while its record is "admitted" (reserve.lua adds
+-- it, and whatever settles it takes it out in the same call), so taking it out of the set tells
+-- whether it is still to commit, without reading the record's state. The user's in-flight claim
+-- needs nothing: a claim whose admission is settled no longer counts (reserve.lua).
 -- returns {items committed now}
-local k, n, now = 2, 0, nil
-local settled, sets = {}, {}
-for a = 3, #ARGV, 2 do
-  local id, record = ARGV[a], KEYS[k]
-  k = k + 1
-  local state = redis.call('HGET', record, 'state')
-  if state and state ~= 'released' and state ~= 'withdrawn' and state ~= 'committed' and state ~= 'cancelled' then
-    redis.call('HSET', record, 'state', 'committed')
-    n = n + 1
-    if ARGV[1] == '1' then
-      if not now then
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      end
-      local field = 'bid'
-      if ARGV[a + 1] == '1' then field = 'admission' end
-      redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'type', 'committed', field, id, 'committed_at', now)
+local stock, n, now = ARGV[3] == '1', 0, nil
+local function committed(id)
+  n = n + 1
+  if ARGV[1] == '1' then
+    if not now then
+      local t = redis.call('TIME')
+      now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
     end
-  end
-  if ARGV[a + 1] == '1' then
-    if redis.call('GET', KEYS[k]) == id then redis.call('DEL', KEYS[k]) end
-    if state ~= 'released' and state ~= 'cancelled' then
-      local set = KEYS[k + 1]
-      if not settled[set] then
-        settled[set] = {}
-        sets[#sets + 1] = set
-      end
-      table.insert(settled[set], id)
-    end
-    k = k + 2
+    local field = 'bid'
+    if stock then field = 'admission' end
+    redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', 'type', 'committed', field, id, 'committed_at', now)
   end
 end
-for _, set in ipairs(sets) do
-  redis.call('ZREM', set, unpack(settled[set]))
+for i = 4, #ARGV do
+  local id, record = ARGV[i], KEYS[i - 1]
+  if stock then
+    if redis.call('ZREM', KEYS[2], id) == 1 then
+      -- HSET answers how many fields it added: 1 means the record had expired (a commit more than a
+      -- day late) and HSET made a new one, without a TTL, which goes.
+      if redis.call('HSET', record, 'state', 'committed') == 1 then
+        redis.call('DEL', record)
+      else
+        committed(id)
+      end
+    end
+  else
+    local state = redis.call('HGET', record, 'state')
+    if state and state ~= 'withdrawn' and state ~= 'committed' and state ~= 'released' and state ~= 'cancelled' then
+      redis.call('HSET', record, 'state', 'committed')
+      committed(id)
+    end
+  end
 end
 return {n}

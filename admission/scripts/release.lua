@@ -1,9 +1,10 @@
 -- release.lua: give an admission's units back after the origin refused or failed (release_on): stock
--- back, buyer record reduced, released event. Idempotent per admission id.
+-- back, buyer record reduced, released event (the user's claim ends with the unsettled entry).
+-- Idempotent per admission id.
 -- KEYS[1] info     hash   product (unused here; every stock script gets the same KEYS)
 -- KEYS[2] stock    string units left
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
--- KEYS[4] claim    string the user's in-flight claim (value: admission id)
+-- KEYS[4] claims   hash   (unused here: a claim whose admission is settled no longer counts)
 -- KEYS[5] record   hash   this admission: user, qty, state, at
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
 -- KEYS[6] events   stream admission events for the worker
@@ -29,9 +30,6 @@ if redis.call('HINCRBY', KEYS[3], user, -qty) <= 0 then
 end
 redis.call('HSET', KEYS[5], 'state', 'released')
 redis.call('ZREM', KEYS[7], ARGV[1])
-if redis.call('GET', KEYS[4]) == ARGV[1] then
-  redis.call('DEL', KEYS[4])
-end
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'type', 'released', 'admission', ARGV[1],
   'user', user, 'qty', qty, 'at', redis.call('HGET', KEYS[5], 'at'), 'released_at', at)
 return {0, remaining}

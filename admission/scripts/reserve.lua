@@ -7,8 +7,8 @@
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
 -- KEYS[4] events   stream admission events for the worker
 -- KEYS[5] unsettled zset admissions neither committed nor given back yet, by admission time (ms)
--- then per purchase: its claim (string: the user's in-flight claim, value: admission id, with a TTL)
---   and its record (hash: user, qty, state, at; TTL: release must find it)
+-- KEYS[6] claims   hash   user pseudonym -> admission id: the user's in-flight claim
+-- then per purchase: its record (hash: user, qty, state, at; TTL: release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)   ARGV[3] stream length bound (approximate)
 -- then per purchase: admission id, user pseudonym, quantity
 -- The units taken and the unsettled entries are written once per call, after the loop (one DECRBY, one
@@ -17,14 +17,33 @@
 --   0 admitted; 1 insufficient stock; 2 no such product; 3 the user has a purchase in flight;
 --   4 the user reached per_user_limit; 5 quantity outside 1..per_user_limit; 6 the id has a record
 --   already (a compensation ran before this call arrived: nothing is taken)
+-- take_claim: the user's in-flight claim, for admission id. A claim counts only while its admission
+-- is unsettled (in the unsettled set, or admitted earlier in this call: that ZADD comes after the
+-- loop) and younger than the claim TTL (the TTL covers a replica that died before the shop answered).
+-- Nothing deletes a claim: a commit, a release or a refusal leaves one that no longer counts, and
+-- the next purchase takes it over. One field of one hash per buyer: no key, no TTL per purchase.
+-- Numbers go to redis.call as strings made here ('%d'): Redis turns a Lua number argument into text
+-- with snprintf("%.17g"), which costs more than most of the commands of an admission.
+local admitted, at, at_s = {}, nil, nil
+local function take_claim(user, id)
+  if redis.call('HSETNX', KEYS[6], user, id) == 1 then return true end
+  local held = redis.call('HGET', KEYS[6], user)
+  if admitted[held] then return false end
+  local since = redis.call('ZSCORE', KEYS[5], held)
+  if since then
+    at = at or now_ms()
+    if tonumber(since) > at - tonumber(ARGV[1]) then return false end
+  end
+  redis.call('HSET', KEYS[6], user, id)
+  return true
+end
 local out = {}
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
-local at
 local taken, unsettled = 0, {}
 for i = 0, (#ARGV - 3) / 3 - 1 do
   local id, user, qty = ARGV[4 + 3 * i], ARGV[5 + 3 * i], tonumber(ARGV[6 + 3 * i])
-  local claim, record = KEYS[6 + 2 * i], KEYS[7 + 2 * i]
+  local record = KEYS[7 + i]
   local code = 0
   if redis.call('EXISTS', record) == 1 then
     code = 6
@@ -32,7 +51,7 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
     code = 2
   elseif not qty or qty < 1 or qty > limit or qty ~= math.floor(qty) then
     code = 5
-  elseif not redis.call('SET', claim, id, 'NX', 'PX', ARGV[1]) then
+  elseif not take_claim(user, id) then
     code = 3
   else
     local bought = tonumber(redis.call('HGET', KEYS[3], user)) or 0
@@ -41,18 +60,19 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
     elseif remaining < qty then
       code = 1
     end
-    if code ~= 0 then
-      redis.call('DEL', claim)
-    else
+    if code == 0 then
       at = at or now_ms()
+      at_s = at_s or string.format('%d', at)
+      local q = string.format('%d', qty)
       remaining, taken = remaining - qty, taken + qty
-      redis.call('HINCRBY', KEYS[3], user, qty)
-      redis.call('HSET', record, 'user', user, 'qty', qty, 'state', 'admitted', 'at', at)
+      redis.call('HINCRBY', KEYS[3], user, q)
+      redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s)
       redis.call('EXPIRE', record, ARGV[2])
-      unsettled[#unsettled + 1] = at
+      unsettled[#unsettled + 1] = at_s
       unsettled[#unsettled + 1] = id
+      admitted[id] = true
       redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'type', 'admitted', 'admission', id,
-        'user', user, 'qty', qty, 'at', at)
+        'user', user, 'qty', q, 'at', at_s)
     end
   end
   out[#out + 1] = code
@@ -60,7 +80,7 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
   out[#out + 1] = limit or 0
 end
 if taken > 0 then
-  redis.call('DECRBY', KEYS[2], taken)
+  redis.call('DECRBY', KEYS[2], string.format('%d', taken))
   redis.call('ZADD', KEYS[5], unpack(unsettled))
 end
 return out

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -27,8 +29,18 @@ func admissionBench(args []string, w io.Writer) error {
 	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
 	concurrency := fs.Int("concurrency", 64, "concurrent clients")
 	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (edgeq, the origin and the load) during the admission rounds to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var profile *os.File
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		profile = f
+		defer profile.Close()
 	}
 	redisSrv, err := redisserver.Start()
 	if err != nil {
@@ -75,7 +87,16 @@ func admissionBench(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if profile != nil {
+			if err := pprof.StartCPUProfile(profile); err != nil {
+				return err
+			}
+		}
 		s := bench.Run(client, "stock admission through edgeq", post("/checkout/bench"), 200, *concurrency, *duration)
+		if profile != nil {
+			pprof.StopCPUProfile()
+			profile = nil // the first round's profile
+		}
 		through.Add(s)
 		// The event worker's share counts: wait until it has applied everything the run admitted.
 		lag, err := drained(rc, stream, 5*time.Minute)

@@ -40,7 +40,7 @@ local ST_WAITING, ST_SERVED, ST_TOKEN, ST_COMPLETED = 0, 1, 2, 3
 local ST_ABANDONED, ST_EXPIRED, ST_SKIPPED = 4, 5, 6
 
 -- Bounds on the work one call may do; the inlet ticker picks up whatever is left.
-local MAX_EXPIRE = 1000
+local MAX_EXPIRE = '1000' -- text: a redis.call argument (see int)
 local MAX_ADVANCE = 1000
 
 local function now_ms()
@@ -52,36 +52,43 @@ local function num(v)
   return tonumber(v) or 0
 end
 
+-- int is an integer as the text Redis reads. Redis turns a Lua number argument of redis.call into
+-- text with snprintf("%.17g"), which costs more than the command itself on a join's path.
+local function int(n)
+  return string.format('%d', n)
+end
+
 local function meta_num(field)
   return num(redis.call('HGET', K_META, field))
 end
 
 local function get_state(pos)
-  local s = redis.call('GETRANGE', K_STATE, pos, pos)
+  local p = int(pos)
+  local s = redis.call('GETRANGE', K_STATE, p, p)
   if s == '' then return ST_WAITING end
   return string.byte(s)
 end
 
 local function set_state(pos, st)
-  redis.call('SETRANGE', K_STATE, pos, string.char(st))
+  redis.call('SETRANGE', K_STATE, int(pos), string.char(st))
 end
 
 local function get_hb(pos)
-  local s = redis.call('GETRANGE', K_HB, pos * 4, pos * 4 + 3)
+  local s = redis.call('GETRANGE', K_HB, int(pos * 4), int(pos * 4 + 3))
   if string.len(s) < 4 then return 0 end
   local a, b, c, d = string.byte(s, 1, 4)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
 local function set_hb(pos, seconds)
-  redis.call('SETRANGE', K_HB, pos * 4, string.char(
+  redis.call('SETRANGE', K_HB, int(pos * 4), string.char(
     math.floor(seconds / 16777216) % 256, math.floor(seconds / 65536) % 256,
     math.floor(seconds / 256) % 256, seconds % 256))
 end
 
 -- tok values are "iat:exp:tsv" (seconds).
 local function get_tok(pos)
-  local v = redis.call('HGET', K_TOK, pos)
+  local v = redis.call('HGET', K_TOK, int(pos))
   if not v then return 0, 0, 0 end
   local iat, exp, tsv = string.match(v, '^(%d+):(%d+):(%d+)$')
   return num(iat), num(exp), num(tsv)
@@ -93,14 +100,15 @@ local function leave_active(pos, final)
   if st == ST_SERVED then
     redis.call('HINCRBY', K_META, 'unclaimed', -1)
   end
-  redis.call('ZREM', K_ACTIVE, pos)
-  redis.call('HDEL', K_TOK, pos)
+  local p = int(pos)
+  redis.call('ZREM', K_ACTIVE, p)
+  redis.call('HDEL', K_TOK, p)
   set_state(pos, final)
 end
 
 -- expire_due ends served positions and tokens whose deadline has passed.
 local function expire_due(now)
-  local due = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', now, 'LIMIT', 0, MAX_EXPIRE)
+  local due = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', int(now), 'LIMIT', '0', MAX_EXPIRE)
   for _, member in ipairs(due) do
     leave_active(tonumber(member), ST_EXPIRED)
   end
@@ -113,7 +121,7 @@ local function waiter(now)
   local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since', 'pre_lo', 'pre_n', 'seed')
   local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf',
     lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}}
-  if num(m[1]) > 0 then w.deadline = now + num(m[1]) * 1000 end
+  if num(m[1]) > 0 then w.deadline = int(now + num(m[1]) * 1000) end
   return w
 end
 
@@ -125,7 +133,7 @@ local function decide(w, pos)
     return 0
   end
   set_state(pos, ST_SERVED)
-  redis.call('ZADD', K_ACTIVE, w.deadline, pos)
+  redis.call('ZADD', K_ACTIVE, w.deadline, int(pos))
   return 1
 end
 
@@ -262,7 +270,7 @@ local function serve_next(now, n, stop_at)
       skipped = skipped + 1
     end
   end
-  redis.call('SET', K_SERVING, serving)
+  redis.call('SET', K_SERVING, int(serving))
   return served, skipped
 end
 
@@ -315,8 +323,8 @@ local function inlet(now, m)
       redis.call('HSET', K_META, 'bucket', tostring(tokens - served), 'bucket_at', now)
     end
   end
-  if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', served) end
-  if served + skipped > 0 then redis.call('HINCRBY', K_META, 'moved', served + skipped) end
+  if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', int(served)) end
+  if served + skipped > 0 then redis.call('HINCRBY', K_META, 'moved', int(served + skipped)) end
   return served, skipped, expired
 end
 
@@ -326,7 +334,7 @@ local function take_place(now, m, tsv)
   local pos = redis.call('INCR', K_COUNTER)
   set_hb(pos, math.floor(now / 1000))
   if tsv > 0 then
-    redis.call('HSET', K_TOK, pos, '0:0:' .. tsv)
+    redis.call('HSET', K_TOK, int(pos), '0:0:' .. int(tsv))
   end
   if m[4] == 'random' then
     drops().pool_set(num(m[9]), pos)
@@ -345,8 +353,9 @@ local function issue(pos, now)
   end
   iat = math.floor(now / 1000)
   exp = iat + meta_num('ttl')
-  redis.call('HSET', K_TOK, pos, iat .. ':' .. exp .. ':' .. tsv)
-  redis.call('ZADD', K_ACTIVE, exp * 1000, pos)
+  local p = int(pos)
+  redis.call('HSET', K_TOK, p, int(iat) .. ':' .. int(exp) .. ':' .. int(tsv))
+  redis.call('ZADD', K_ACTIVE, int(exp * 1000), p)
   redis.call('HINCRBY', K_META, 'unclaimed', -1)
   set_state(pos, ST_TOKEN)
   return iat, exp, tsv, 1

@@ -1,0 +1,81 @@
+package admission
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// BenchmarkStockReserveAndCommit is the store's side of stock admissions as a replica sends them
+// under load: one reserve.lua call for a group of purchases (new buyers, ample stock), then one
+// commits.lua call for the same group, on the package's private redis-server. Besides time per
+// admission it reports what Redis spent per admission: redis-µs/adm is the redis-server process's
+// CPU (INFO cpu: scripts, commands and the network), script-µs/adm the scripts' own time (INFO
+// commandstats, evalsha). Redis is one shared core for every replica: these are the budget figures.
+func BenchmarkStockReserveAndCommit(b *testing.B) {
+	for _, group := range []int{1, 16} {
+		b.Run("group="+strconv.Itoa(group), func(b *testing.B) {
+			s := storetest.Redis(b)
+			ctx := context.Background()
+			svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
+				Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+			if err := svc.Apply(ctx, []config.Product{product("p", 1<<50, 1)}, nil); err != nil {
+				b.Fatal(err)
+			}
+			cpu := func() (process, script float64) {
+				text := s.Client.Info(ctx, "cpu", "commandstats").Val()
+				for _, line := range strings.Split(text, "\n") {
+					k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+					switch {
+					case k == "used_cpu_user" || k == "used_cpu_sys":
+						n, _ := strconv.ParseFloat(v, 64)
+						process += n * 1e6
+					case k == "cmdstat_evalsha":
+						for _, f := range strings.Split(v, ",") {
+							if name, n, _ := strings.Cut(f, "="); name == "usec" {
+								us, _ := strconv.ParseFloat(n, 64)
+								script += us
+							}
+						}
+					}
+				}
+				return process, script
+			}
+			claims := make([]claim, group)
+			batch := make([]pendingCommit, group)
+			var n int64
+			p0, s0 := cpu()
+			for b.Loop() {
+				for i := range claims {
+					n++
+					id := strconv.FormatInt(n, 10)
+					claims[i] = claim{owner: "p", user: svc.pseudonyms.of("buyer-" + id), id: id, value: 1}
+				}
+				res, err := svc.reserveNow(ctx, "p", claims)
+				if err != nil || res[0].code != 0 {
+					b.Fatalf("reserve: %v %v", res, err)
+				}
+				for i, c := range claims {
+					batch[i] = pendingCommit{kind: svc.stock, c: c, st: &settling{done: make(chan struct{})}}
+				}
+				svc.applyCommits(ctx, batch)
+			}
+			b.StopTimer()
+			p1, s1 := cpu()
+			if left := s.Client.ZCard(ctx, unsettledKey(s.Keys, "p")).Val(); left != 0 {
+				b.Fatalf("%d admissions left unsettled", left)
+			}
+			b.ReportMetric((p1-p0)/float64(n), "redis-µs/adm")
+			b.ReportMetric((s1-s0)/float64(n), "script-µs/adm")
+		})
+	}
+}
