@@ -10,6 +10,7 @@ func eventsKey(k store.Keys, product string) string { return k.Product(product, 
 func unsettledKey(k store.Keys, product string) string {
 	return k.Product(product, "unsettled")
 }
+
 // claimsKey: the in-flight claims of a product's buyers (hash: user pseudonym -> admission id). A
 // claim counts only while its admission is unsettled and younger than the claim TTL (reserve.lua), so
 // nothing deletes one: a settled admission's claim is stale by itself.
