@@ -16,21 +16,25 @@ import (
 	"time"
 )
 
-// Transport is the round tripper to the origin. Bodiless GET and HEAD requests to a plain-HTTP origin
-// — most of a shop's traffic, and every gated page view — take a short path: the calling goroutine
-// writes the request on a pooled keep-alive connection and reads the answer itself. net/http's
-// Transport hands each request to two goroutines per connection (a writer and a reader) and back
-// through channels; on the proxy's hot path those hand-offs cost more than the HTTP work. Everything
-// else — bodies, upgrades, other methods, HTTPS origins, HTTP/2 — goes through net/http's Transport
-// unchanged, with the same timeouts.
+// Transport is the round tripper to the origin. Requests to a plain-HTTP origin without a body or
+// with a small one of known length — most of a shop's traffic: every gated page view, and the form
+// and JSON posts of add-to-cart, checkout and bids — take a short path: the calling goroutine writes
+// the request on a pooled keep-alive connection and reads the answer itself. net/http's Transport
+// hands each request to two goroutines per connection (a writer and a reader) and back through
+// channels; on the proxy's hot path those hand-offs cost more than the HTTP work. Everything else —
+// larger or chunked bodies, Expect: 100-continue, upgrades, HTTPS origins, HTTP/2 — goes through
+// net/http's Transport unchanged, with the same timeouts.
 //
 // The short path keeps net/http's rules where they matter: requests are written by Request.Write and
 // answers read by http.ReadResponse, headers at most 10 MiB; a connection is reused only after its
 // answer was read to the end with nothing left over and neither side asked to close, and only if
 // nothing arrived on it while it was idle (net/http's reader goroutine watches idle connections; here
 // one non-blocking peek before use does); idle connections close after the idle timeout; a pooled
-// connection the origin closes as the request goes out is noticed before any byte of an answer and
-// the request (GET and HEAD are idempotent) is sent once more; informational answers (103 Early Hints)
+// connection the origin closes as the request goes out is noticed before any byte of an answer and a
+// GET or HEAD (idempotent) is sent once more, any other method is not (net/http's Transport does not
+// send a POST twice either); a body is at most maxShortBody bytes, which the connection's send buffer
+// takes whole, so an origin that answers before reading it (a 413) cannot block the write, and its
+// answer is read as usual; informational answers (103 Early Hints)
 // reach the visitor through the ClientTrace ReverseProxy installs; the response-header timeout
 // (origin.timeout) and the visitor's hang-up (the request's context) close the connection.
 type Transport struct {
@@ -115,6 +119,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		c, reused, err := t.get(ctx, addr)
 		if err != nil {
+			if req.Body != nil {
+				req.Body.Close() // a RoundTripper closes the body, even on errors
+			}
 			return nil, err
 		}
 		resp, early, err := c.roundTrip(req, t)
@@ -126,7 +133,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// The visitor left: say so the way net/http does, for the error handler.
 			return nil, fmt.Errorf("origin request: %w", ctx.Err())
 		}
-		if !(reused && early) {
+		if !(reused && early && (req.Method == http.MethodGet || req.Method == http.MethodHead)) {
 			return nil, err
 		}
 		// A pooled connection the origin had closed while idle: nothing reached it that it answered.
@@ -134,16 +141,29 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// shortPath says whether req goes the short way: a plain-HTTP GET or HEAD without a body, without an
-// upgrade, with header fields net/http's Transport would also accept.
+// maxShortBody is the largest request body the short path sends: far below any socket send buffer,
+// so writing it never waits for the origin to read.
+const maxShortBody = 4 << 10
+
+// shortPath says whether req goes the short way: a plain-HTTP request without a body, or with one of
+// a known length up to maxShortBody, without an upgrade or Expect, with header fields net/http's
+// Transport would also accept.
 func shortPath(req *http.Request) bool {
-	if !shortPathAvailable || req.URL.Scheme != "http" || req.Method != http.MethodGet && req.Method != http.MethodHead {
+	if !shortPathAvailable || req.URL.Scheme != "http" || req.Method == http.MethodConnect || len(req.TransferEncoding) > 0 {
 		return false
 	}
-	if req.Body != nil && req.Body != http.NoBody || req.ContentLength != 0 || len(req.TransferEncoding) > 0 {
+	noBody := req.Body == nil || req.Body == http.NoBody
+	switch {
+	case noBody && req.ContentLength == 0:
+	case !noBody && req.ContentLength > 0 && req.ContentLength <= maxShortBody &&
+		req.Method != http.MethodGet && req.Method != http.MethodHead:
+	default:
 		return false
 	}
 	if _, up := req.Header["Upgrade"]; up {
+		return false
+	}
+	if _, expect := req.Header["Expect"]; expect {
 		return false
 	}
 	for k, vs := range req.Header {

@@ -460,7 +460,7 @@ func TestTransport_ConcurrentRequestsGetTheirOwnAnswers(t *testing.T) {
 	}
 }
 
-func TestTransport_OnlyBodilessGETAndHEADToPlainHTTPTakeTheShortPath(t *testing.T) {
+func TestTransport_WhichRequestsTakeTheShortPath(t *testing.T) {
 	mk := func(method, target string, body io.Reader, h http.Header) *http.Request {
 		r := httptest.NewRequest(method, target, body)
 		r.RequestURI = ""
@@ -477,8 +477,18 @@ func TestTransport_OnlyBodilessGETAndHEADToPlainHTTPTakeTheShortPath(t *testing.
 		{"GET", mk("GET", "http://o/", nil, nil), true},
 		{"HEAD", mk("HEAD", "http://o/", nil, nil), true},
 		{"GET with a body", mk("GET", "http://o/", strings.NewReader("x"), nil), false},
-		{"POST", mk("POST", "http://o/", nil, nil), false},
-		{"DELETE", mk("DELETE", "http://o/", nil, nil), false},
+		{"POST without a body", mk("POST", "http://o/", nil, nil), true},
+		{"DELETE", mk("DELETE", "http://o/", nil, nil), true},
+		{"POST with a form", mk("POST", "http://o/", strings.NewReader("quantity=1"), nil), true},
+		{"PUT of 4 KiB", mk("PUT", "http://o/", strings.NewReader(strings.Repeat("x", maxShortBody)), nil), true},
+		{"POST over 4 KiB", mk("POST", "http://o/", strings.NewReader(strings.Repeat("x", maxShortBody+1)), nil), false},
+		{"POST of unknown length (chunked)", func() *http.Request {
+			r := mk("POST", "http://o/", io.MultiReader(strings.NewReader("x")), nil)
+			r.ContentLength = -1
+			return r
+		}(), false},
+		{"POST with Expect: 100-continue", mk("POST", "http://o/", strings.NewReader("x"), http.Header{"Expect": {"100-continue"}}), false},
+		{"CONNECT", mk("CONNECT", "http://o/", nil, nil), false},
 		{"HTTPS origin", mk("GET", "https://o/", nil, nil), false},
 		{"Upgrade", mk("GET", "http://o/", nil, http.Header{"Upgrade": {"websocket"}, "Connection": {"Upgrade"}}), false},
 		{"newline in a value", mk("GET", "http://o/", nil, http.Header{"X-A": {"a\r\nInjected: 1"}}), false},
@@ -487,6 +497,128 @@ func TestTransport_OnlyBodilessGETAndHEADToPlainHTTPTakeTheShortPath(t *testing.
 		if got := shortPath(c.req); got != c.want {
 			t.Errorf("%s: short path %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+func post(t *testing.T, tr http.RoundTripper, target, body string) (*http.Response, string, error) {
+	t.Helper()
+	req, err := http.NewRequest("POST", target, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("POST %s: body: %v", target, err)
+	}
+	return resp, string(b), nil
+}
+
+func TestTransport_SmallPostsGoTheShortWayOnOneConnection(t *testing.T) {
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s %d %s", r.Method, r.Header.Get("Content-Type"), r.ContentLength, b)
+	}, nil)
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	for i := range 5 {
+		body := fmt.Sprintf("quantity=%d", i)
+		resp, got, err := post(t, tr, o.URL+"/checkout", body)
+		if err != nil || resp.StatusCode != 200 || got != fmt.Sprintf("POST application/x-www-form-urlencoded %d %s", len(body), body) {
+			t.Fatalf("round %d: %v %q", i, err, got)
+		}
+		big := strings.Repeat("y", maxShortBody)
+		if resp, got, err := post(t, tr, o.URL+"/checkout", big); err != nil || resp.StatusCode != 200 || !strings.HasSuffix(got, " 4096 "+big) {
+			t.Fatalf("4 KiB body: %v %.60q", err, got)
+		}
+		if resp, body := get(t, tr, "GET", o.URL+"/page", nil); resp.StatusCode != 200 || !strings.HasPrefix(body, "GET") {
+			t.Fatalf("GET after a POST: %d %q", resp.StatusCode, body)
+		}
+	}
+	if n := o.conns.Load(); n != 1 {
+		t.Fatalf("the origin accepted %d connections for 15 sequential requests, want 1", n)
+	}
+}
+
+// A POST is never sent twice: when the connection ends without an answer (here the origin takes the
+// request and drops the connection, on a pooled connection where a stale one would look the same),
+// the error goes back to the caller (admission releases the units), as net/http's Transport does.
+func TestTransport_APostIsNeverSentTwice(t *testing.T) {
+	var posts atomic.Int64
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "POST" {
+			io.ReadAll(r.Body)
+			posts.Add(1)
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+			return
+		}
+		fmt.Fprint(w, "ok")
+	}, nil)
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	get(t, tr, "GET", o.URL+"/", nil) // a pooled connection for the POST
+	if _, _, err := post(t, tr, o.URL+"/checkout", "quantity=1"); err == nil {
+		t.Fatal("a POST without an answer got one")
+	}
+	if n := posts.Load(); n != 1 {
+		t.Fatalf("the origin received the POST %d times, want 1", n)
+	}
+}
+
+// An origin that answers before reading the body (413, a refused upload) and closes: the body fits
+// the send buffer, so writing it does not wait for the origin, and its answer is what comes back.
+func TestTransport_AnAnswerBeforeTheBodyIsRead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				tp := textproto.NewReader(br)
+				if _, err := tp.ReadLine(); err != nil { // the request line and header only
+					return
+				}
+				if _, err := tp.ReadMIMEHeader(); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big\n")
+				// A lingering close, as servers do, so that the unread body does not turn into a reset.
+				c.(*net.TCPConn).CloseWrite()
+				c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				io.Copy(io.Discard, br)
+			}()
+		}
+	}()
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp, body, err := post(t, tr, "http://"+ln.Addr().String()+"/upload", strings.Repeat("z", maxShortBody))
+		if err != nil || resp.StatusCode != 413 || body != "too big\n" {
+			t.Errorf("answer: %v %v %q", err, resp, body)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the POST waited for an origin that had answered")
 	}
 }
 
@@ -504,7 +636,8 @@ func TestTransport_ABadHeaderValueIsRefusedNotWritten(t *testing.T) {
 	}
 }
 
-// BenchmarkTransport compares the short path with net/http's Transport, one origin, 1 KiB answers.
+// BenchmarkTransport compares the short path with net/http's Transport, one origin, 1 KiB answers, to
+// GETs and to small form POSTs.
 func BenchmarkTransport(b *testing.B) {
 	payload := strings.Repeat("x", 1024)
 	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, payload) }))
@@ -513,19 +646,25 @@ func BenchmarkTransport(b *testing.B) {
 		name string
 		tr   http.RoundTripper
 	}{{"net-http", NewHTTPTransport(5 * time.Second)}, {"edgeq", NewTransport(5 * time.Second)}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					req, _ := http.NewRequest("GET", o.URL+"/", nil)
-					resp, err := c.tr.RoundTrip(req)
-					if err != nil {
-						b.Fatal(err)
+		for _, method := range []string{"GET", "POST"} {
+			b.Run(method+"/"+c.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						var body io.Reader
+						if method == "POST" {
+							body = strings.NewReader("quantity=1&sku=sneaker-42")
+						}
+						req, _ := http.NewRequest(method, o.URL+"/", body)
+						resp, err := c.tr.RoundTrip(req)
+						if err != nil {
+							b.Fatal(err)
+						}
+						io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
 					}
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
+				})
 			})
-		})
+		}
 	}
 }
