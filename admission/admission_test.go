@@ -265,6 +265,10 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		if got := reserve(c1); got[0] != 0 {
 			t.Fatalf("first purchase: code %d", got[0])
 		}
+		// The claims expire with their product's sale: a claim TTL after the last one written.
+		if ttl := s.Client.PTTL(ctx, claimsKey(s.Keys, "p")).Val(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("the claims hash's TTL is %v, want up to the claim TTL (a minute)", ttl)
+		}
 		if got := reserve(c2); got[0] != 3 {
 			t.Fatalf("a purchase while the first is unsettled: code %d, want 3 (in flight)", got[0])
 		}

@@ -21,12 +21,17 @@
 -- is unsettled (in the unsettled set, or admitted earlier in this call: that ZADD comes after the
 -- loop) and younger than the claim TTL (the TTL covers a replica that died before the shop answered).
 -- Nothing deletes a claim: a commit, a release or a refusal leaves one that no longer counts, and
--- the next purchase takes it over. One field of one hash per buyer: no key, no TTL per purchase.
+-- the next purchase takes it over. One field of one hash per buyer: no key, no TTL per purchase. The
+-- hash itself expires a claim TTL after the last claim written to it (once per call, at the end): by
+-- then every claim in it has stopped counting, so a product's claims take memory only while it sells.
 -- Numbers go to redis.call as strings made here ('%d'): Redis turns a Lua number argument into text
 -- with snprintf("%.17g"), which costs more than most of the commands of an admission.
-local admitted, at, at_s = {}, nil, nil
+local admitted, at, at_s, claimed = {}, nil, nil, false
 local function take_claim(user, id)
-  if redis.call('HSETNX', KEYS[6], user, id) == 1 then return true end
+  if redis.call('HSETNX', KEYS[6], user, id) == 1 then
+    claimed = true
+    return true
+  end
   local held = redis.call('HGET', KEYS[6], user)
   if admitted[held] then return false end
   local since = redis.call('ZSCORE', KEYS[5], held)
@@ -35,6 +40,7 @@ local function take_claim(user, id)
     if tonumber(since) > at - tonumber(ARGV[1]) then return false end
   end
   redis.call('HSET', KEYS[6], user, id)
+  claimed = true
   return true
 end
 local out = {}
@@ -83,4 +89,5 @@ if taken > 0 then
   redis.call('DECRBY', KEYS[2], string.format('%d', taken))
   redis.call('ZADD', KEYS[5], unpack(unsettled))
 end
+if claimed then redis.call('PEXPIRE', KEYS[6], ARGV[1]) end
 return out
