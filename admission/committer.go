@@ -17,7 +17,7 @@ import (
 // of). A commit only marks the record committed and takes it out of the unsettled set, which ends the
 // user's in-flight claim (reserve.lua takes over a claim whose admission is settled); the units were
 // taken at admission, so a batch lost with its replica loses no unit and sells none twice: the claim
-// expires (ClaimTTL) and the record stays "admitted" (an unsettled admission). While the committer
+// stops counting after ClaimTTL and the record stays "admitted" (an unsettled admission). While the committer
 // is not running (tests, shutdown), commits run on the request path as before.
 //
 // The user's next purchase may arrive before the commit of the last one is applied: once the shop
