@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -32,30 +31,11 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 			if err := svc.Apply(ctx, []config.Product{product("p", 1<<50, 1)}, nil); err != nil {
 				b.Fatal(err)
 			}
-			cpu := func() (process, script float64) {
-				text := s.Client.Info(ctx, "cpu", "commandstats").Val()
-				for _, line := range strings.Split(text, "\n") {
-					k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-					switch {
-					case k == "used_cpu_user" || k == "used_cpu_sys":
-						n, _ := strconv.ParseFloat(v, 64)
-						process += n * 1e6
-					case k == "cmdstat_evalsha":
-						for _, f := range strings.Split(v, ",") {
-							if name, n, _ := strings.Cut(f, "="); name == "usec" {
-								us, _ := strconv.ParseFloat(n, 64)
-								script += us
-							}
-						}
-					}
-				}
-				return process, script
-			}
 			w := &worker{s: svc, consumer: "bench", groups: map[string]bool{}}
 			claims := make([]claim, group)
 			batch := make([]pendingCommit, group)
 			var n int64
-			p0, s0 := cpu()
+			p0, s0 := storetest.RedisCPU(b, s.Client)
 			for b.Loop() {
 				for i := range claims {
 					n++
@@ -75,7 +55,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			p1, s1 := cpu()
+			p1, s1 := storetest.RedisCPU(b, s.Client)
 			if left := s.Client.ZCard(ctx, unsettledKey(s.Keys, "p")).Val(); left != 0 {
 				b.Fatalf("%d admissions left unsettled", left)
 			}

@@ -208,7 +208,7 @@ func BenchmarkJoinScript(b *testing.B) {
 				b.Fatal(err)
 			}
 			reqs := make([]assignReq, group)
-			p0, s0 := redisScriptCPU(b, s.Client)
+			p0, s0 := storetest.RedisCPU(b, s.Client)
 			var n int
 			for b.Loop() {
 				res, err := room.assignNow(ctx, "drop", reqs)
@@ -218,34 +218,9 @@ func BenchmarkJoinScript(b *testing.B) {
 				n += group
 			}
 			b.StopTimer()
-			p1, s1 := redisScriptCPU(b, s.Client)
+			p1, s1 := storetest.RedisCPU(b, s.Client)
 			b.ReportMetric((p1-p0)/float64(n), "redis-µs/join")
 			b.ReportMetric((s1-s0)/float64(n), "script-µs/join")
 		})
 	}
-}
-
-// redisScriptCPU reads a redis-server's process CPU (INFO cpu: user + sys) and the time its scripts
-// took (INFO commandstats: evalsha), both in µs.
-func redisScriptCPU(b *testing.B, c redis.UniversalClient) (process, script float64) {
-	text, err := c.Info(context.Background(), "cpu", "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(text, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		switch {
-		case k == "used_cpu_user" || k == "used_cpu_sys":
-			n, _ := strconv.ParseFloat(v, 64)
-			process += n * 1e6
-		case k == "cmdstat_evalsha":
-			for _, f := range strings.Split(v, ",") {
-				if name, n, _ := strings.Cut(f, "="); name == "usec" {
-					us, _ := strconv.ParseFloat(n, 64)
-					script += us
-				}
-			}
-		}
-	}
-	return process, script
 }

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,4 +245,31 @@ func (c *redisCluster) stop() {
 	if c.cluster != nil {
 		c.cluster.Stop()
 	}
+}
+
+// RedisCPU reads what a redis-server has spent so far, in µs: process is its CPU (INFO cpu: user and
+// system), scripts the time its EVALSHA calls took (INFO commandstats). Benchmarks report Redis CPU per
+// operation from two readings: Redis is one shared core for every replica.
+func RedisCPU(tb testing.TB, c redis.UniversalClient) (process, scripts float64) {
+	tb.Helper()
+	text, err := c.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "used_cpu_user", "used_cpu_sys":
+			n, _ := strconv.ParseFloat(v, 64)
+			process += n * 1e6
+		case "cmdstat_evalsha":
+			for _, f := range strings.Split(v, ",") {
+				if name, n, _ := strings.Cut(f, "="); name == "usec" {
+					us, _ := strconv.ParseFloat(n, 64)
+					scripts += us
+				}
+			}
+		}
+	}
+	return process, scripts
 }
