@@ -576,41 +576,26 @@ func TestTransport_APostIsNeverSentTwice(t *testing.T) {
 // An origin that answers before reading the body (413, a refused upload) and closes: the body fits
 // the send buffer, so writing it does not wait for the origin, and its answer is what comes back.
 func TestTransport_AnAnswerBeforeTheBodyIsRead(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				tp := textproto.NewReader(br)
-				if _, err := tp.ReadLine(); err != nil { // the request line and header only
-					return
-				}
-				if _, err := tp.ReadMIMEHeader(); err != nil {
-					return
-				}
-				io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big\n")
-				// A lingering close, as servers do, so that the unread body does not turn into a reset.
-				c.(*net.TCPConn).CloseWrite()
-				c.SetReadDeadline(time.Now().Add(2 * time.Second))
-				io.Copy(io.Discard, br)
-			}()
+	addr := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		tp := textproto.NewReader(br)
+		if _, err := tp.ReadLine(); err != nil { // the request line and header only
+			return
 		}
-	}()
+		if _, err := tp.ReadMIMEHeader(); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Length: 8\r\n\r\ntoo big\n")
+		// A lingering close, as servers do, so that the unread body does not turn into a reset.
+		c.(*net.TCPConn).CloseWrite()
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		io.Copy(io.Discard, br)
+	})
 	tr := NewTransport(5 * time.Second)
 	defer tr.CloseIdleConnections()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		resp, body, err := post(t, tr, "http://"+ln.Addr().String()+"/upload", strings.Repeat("z", maxShortBody))
+		resp, body, err := post(t, tr, "http://"+addr+"/upload", strings.Repeat("z", maxShortBody))
 		if err != nil || resp.StatusCode != 413 || body != "too big\n" {
 			t.Errorf("answer: %v %v %q", err, resp, body)
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/web"
@@ -36,6 +37,18 @@ func (m memoryOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
 	}, nil
 }
 
+// benchRoom is a waiting room on s with a fresh signing key, logging nowhere: what the benchmarks
+// measure against.
+func benchRoom(s *store.Store) *Room {
+	key, _ := token.GenerateKey()
+	keys := token.NewKeyring(key)
+	return New(Options{
+		Store: s, Keyring: keys, Verifier: token.NewVerifier(keys, "edgeq", 5*time.Second), Issuer: "edgeq",
+		IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
+		Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: slog.New(slog.DiscardHandler),
+	})
+}
+
 // BenchmarkGate measures a gated GET with a valid token cookie through edgeq's handler, beside a bare
 // ReverseProxy with pooled buffers, over the same in-memory origin: the difference is the gate's and
 // edgeq's own cost per request. The valid-token path makes no store call, nor does one that renews the
@@ -43,13 +56,7 @@ func (m memoryOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
 // life): a hook on the store client fails the benchmark on any command during the requests.
 func BenchmarkGate(b *testing.B) {
 	s := storetest.Embedded(b)
-	key, _ := token.GenerateKey()
-	keys := token.NewKeyring(key)
-	room := New(Options{
-		Store: s, Keyring: keys, Verifier: token.NewVerifier(keys, "edgeq", 5*time.Second), Issuer: "edgeq",
-		IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
-		Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: slog.New(slog.DiscardHandler),
-	})
+	room := benchRoom(s)
 	ctx := context.Background()
 	q := testQueue("drop", 10)
 	renewing := testQueue("renewing", 10)
@@ -159,13 +166,7 @@ func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // real redis-server: codes drawn, hashed, stored by one invites.lua call, and answered as JSON.
 func BenchmarkInvites(b *testing.B) {
 	s := storetest.Redis(b)
-	key, _ := token.GenerateKey()
-	keys := token.NewKeyring(key)
-	room := New(Options{
-		Store: s, Keyring: keys, Verifier: token.NewVerifier(keys, "edgeq", 5*time.Second), Issuer: "edgeq",
-		IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
-		Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: slog.New(slog.DiscardHandler),
-	})
+	room := benchRoom(s)
 	if err := room.Apply(context.Background(), []config.Queue{testQueue("presale", 10)}, nil); err != nil {
 		b.Fatal(err)
 	}
@@ -196,13 +197,7 @@ func BenchmarkJoinScript(b *testing.B) {
 	for _, group := range []int{1, 16} {
 		b.Run("group="+strconv.Itoa(group), func(b *testing.B) {
 			s := storetest.Redis(b)
-			key, _ := token.GenerateKey()
-			keys := token.NewKeyring(key)
-			room := New(Options{
-				Store: s, Keyring: keys, Verifier: token.NewVerifier(keys, "edgeq", 5*time.Second), Issuer: "edgeq",
-				IDKey: keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
-				Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: slog.New(slog.DiscardHandler),
-			})
+			room := benchRoom(s)
 			ctx := context.Background()
 			if err := room.Apply(ctx, []config.Queue{testQueue("drop", 0)}, nil); err != nil {
 				b.Fatal(err)
