@@ -398,8 +398,10 @@ func TestStock_BadInput(t *testing.T) {
 		if n, _ := s.Client.HLen(ctx, buyersKey(s.Keys, "p")).Result(); n != 0 {
 			t.Fatalf("buyer records: %d", n)
 		}
-		if n, _ := s.Client.XLen(ctx, eventsKey(s.Keys, "p")).Result(); n != 0 {
-			t.Fatalf("events: %d", n)
+		for _, stream := range []string{eventsKey(s.Keys, "p"), admitsKey(s.Keys, "p")} {
+			if n, _ := s.Client.XLen(ctx, stream).Result(); n != 0 {
+				t.Fatalf("%s: %d entries", stream, n)
+			}
 		}
 		// The good versions of the same requests work, and the origin gets the body byte for byte.
 		a := post("/api/cart", "application/json", `{"items":[{"sku":"p","qty":1}],"note":"gift"}`, session)
@@ -454,7 +456,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		defer cancel()
 		go w.run(ctx)
 		<-crashed
-		pending, err := s.Client.XPending(ctx, eventsKey(s.Keys, "p"), groupName).Result()
+		pending, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Result()
 		if err != nil || pending.Count == 0 {
 			t.Fatalf("the crashed worker left nothing pending: %+v %v", pending, err)
 		}
@@ -469,11 +471,11 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 			t.Fatalf("leaderboard counts %s, want 120 exactly once", lb.body)
 		}
 		eventually(t, 5*time.Second, "nothing pending", func() bool {
-			p, err := s.Client.XPending(ctx, eventsKey(s.Keys, "p"), groupName).Result()
+			p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Result()
 			return err == nil && p.Count == 0
 		})
 		// Applying an event again (a redelivery) changes nothing.
-		msgs, _ := s.Client.XRange(ctx, eventsKey(s.Keys, "p"), "-", "+").Result()
+		msgs, _ := s.Client.XRange(ctx, admitsKey(s.Keys, "p"), "-", "+").Result()
 		apply, err := st.svc.applier(source{kind: st.svc.stock, owner: "p"}, msgs[0])
 		if err != nil {
 			t.Fatal(err)
@@ -481,14 +483,14 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		if err := apply(ctx); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admission"].(string))).Result()
+		before, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admissions"].(string))).Result()
 		if err := apply(ctx); err != nil { // twice
 			t.Fatal(err)
 		}
 		if n, _ := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Result(); n != 120 {
 			t.Fatalf("a redelivered event was indexed twice: %d admissions", n)
 		}
-		if after, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admission"].(string))).Result(); after != before || after == "" {
+		if after, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admissions"].(string))).Result(); after != before || after == "" {
 			t.Fatalf("a redelivered event changed its record: %s -> %s", before, after)
 		}
 		if num(st.adminGet("/api/leaderboard").json["items"].([]any)[0].(map[string]any)["sales"]) != 120 {

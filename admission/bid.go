@@ -161,13 +161,19 @@ func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.ke
 
 // parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
 // on, the commit scripts; a "committed" entry is for the ledger alone).
-func (k *bidKind) parse(auction string, msg redis.XMessage) (application, error) {
+func (k *bidKind) parse(auction string, msg redis.XMessage) ([]application, error) {
 	rec, at, err := parseBid(auction, msg)
 	if err != nil || rec.State == "committed" {
-		return application{skip: true}, err
+		return nil, err
 	}
-	return k.application(rec, at)
+	app, err := k.application(rec, at)
+	if err != nil {
+		return nil, err
+	}
+	return []application{app}, nil
 }
+
+func (*bidKind) admits(string) string { return "" }
 
 // parseBid reads an entry of an auction's stream into the bid it records (for a "committed" entry
 // only its id and state) and the bid's time in milliseconds.

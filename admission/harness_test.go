@@ -234,6 +234,33 @@ func (st *stack) startWorker() {
 	st.workers.Go(func() { st.svc.Run(ctx) })
 }
 
+// buyTogether admits purchases of one product in one reserve.lua call, as the reserver groups
+// requests that arrive together, and commits them, as a replica does once the shop accepted each: one
+// entry of the product's admits stream names them all. It returns their admission ids.
+func (st *stack) buyTogether(product string, users []string, qtys []int64) []string {
+	st.t.Helper()
+	ctx := context.Background()
+	claims := make([]claim, len(users))
+	commits := make([]pendingCommit, len(users))
+	ids := make([]string, len(users))
+	for i, u := range users {
+		ids[i] = st.svc.o.IDs.NextString()
+		claims[i] = claim{owner: product, user: st.svc.pseudonyms.of(u), id: ids[i], value: qtys[i]}
+		commits[i] = pendingCommit{kind: st.svc.stock, c: claims[i], st: &settling{done: make(chan struct{})}}
+	}
+	res, err := st.svc.reserveNow(ctx, product, claims)
+	if err != nil {
+		st.t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.code != 0 {
+			st.t.Fatalf("purchase %d of %v refused: code %d", i, users, r.code)
+		}
+	}
+	st.svc.applyCommits(ctx, commits)
+	return ids
+}
+
 type answer struct {
 	status int
 	header http.Header

@@ -7,6 +7,12 @@ func infoKey(k store.Keys, product string) string   { return k.Product(product, 
 func stockKey(k store.Keys, product string) string  { return k.Product(product, "stock") }
 func buyersKey(k store.Keys, product string) string { return k.Product(product, "buyers") }
 func eventsKey(k store.Keys, product string) string { return k.Product(product, "events") }
+
+// admitsKey: the product's admissions stream. reserve.lua adds one entry per call, naming every
+// purchase the call admitted; the other events (released, cancelled, committed) go to eventsKey. The
+// workers read both. It is a stream of its own so that a replica of an older build, whose workers
+// read only the events stream and would not understand a grouped entry, never sees one (docs/deploy.md).
+func admitsKey(k store.Keys, product string) string { return k.Product(product, "admits") }
 func unsettledKey(k store.Keys, product string) string {
 	return k.Product(product, "unsettled")
 }

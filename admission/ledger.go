@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,7 @@ type ledgerWorker struct {
 	s        *Service
 	consumer string
 	groups   map[string]bool
-	streams  []source
+	streams  [][]source // each owner's streams (sources)
 	listedAt time.Time
 	claimAt  time.Time
 	outage   bool // a write failed and none succeeded since (logged once)
@@ -79,13 +80,17 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 	var entries []held
 	var msgs []entryOf
 	oldest := time.Time{}
-	for _, src := range w.streams {
-		read := s.readGroup(ctx, src, ledgerGroup, w.consumer, w.groups, claim, ledgerRead)
-		if len(read) == 0 {
+	var reads []read
+	for _, owned := range w.streams {
+		reads = append(reads, s.readGroup(ctx, owned, ledgerGroup, w.consumer, w.groups, claim, ledgerRead)...)
+	}
+	for _, r := range reads {
+		src := r.src
+		if len(r.msgs) == 0 {
 			continue
 		}
 		h := held{src: src}
-		for _, msg := range read {
+		for _, msg := range r.msgs {
 			h.ids = append(h.ids, msg.ID)
 			if err := src.kind.ledgerRow(src.owner, msg, &batch); err != nil {
 				s.metrics.ledgerWrites.WithLabelValues("malformed").Inc()
@@ -167,40 +172,60 @@ func (w *ledgerWorker) write(ctx context.Context, batch ledger.Batch, msgs []ent
 	}
 }
 
-// writeEach writes a refused batch one entry at a time: an entry PostgreSQL refuses again after the
-// retries is dead-lettered.
+// writeEach writes a refused batch one row at a time: an entry with a row PostgreSQL refuses again
+// after the retries is dead-lettered (whole: reserve.lua's entry names several admissions, and the
+// retry writes them all again, which changes nothing for those already written).
 func (w *ledgerWorker) writeEach(ctx context.Context, msgs []entryOf, cause error) {
 	s := w.s
 	s.logger.Warn("ledger: PostgreSQL refused a batch; writing its events one by one", "events", len(msgs), "error", cause.Error())
 	for _, m := range msgs {
-		var one ledger.Batch
-		if m.src.kind.ledgerRow(m.src.owner, m.msg, &one) != nil {
+		var rows ledger.Batch
+		if m.src.kind.ledgerRow(m.src.owner, m.msg, &rows) != nil {
 			continue
 		}
-		var err error
-		for attempt := 0; ; attempt++ {
-			if err = s.o.Ledger.Write(ctx, one); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
-				break
+		var refused error
+		for _, one := range rowsOf(rows) {
+			var err error
+			for attempt := 0; ; attempt++ {
+				if err = s.o.Ledger.Write(ctx, one); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+				case <-time.After(s.o.Backoff[attempt]):
+				}
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(s.o.Backoff[attempt]):
+			if ctx.Err() != nil {
+				return
 			}
-		}
-		if err == nil {
+			if err != nil {
+				refused = err
+				continue
+			}
 			s.metrics.ledgerWrites.WithLabelValues("written").Inc()
+		}
+		if refused == nil {
 			continue
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		if derr := s.deadLetterTo(ctx, targetLedger, m.src, m.msg, err); derr != nil {
+		if derr := s.deadLetterTo(ctx, targetLedger, m.src, m.msg, refused); derr != nil {
 			s.logger.Error("ledger: dead-lettering an event failed", "stream", m.src.String(), "entry", m.msg.ID, "error", derr.Error())
 			continue
 		}
 		s.metrics.ledgerWrites.WithLabelValues("dead_lettered").Inc()
-		s.logger.Warn("ledger: event dead-lettered after retries", "stream", m.src.String(), "entry", m.msg.ID, "error", err.Error())
+		s.logger.Warn("ledger: event dead-lettered after retries", "stream", m.src.String(), "entry", m.msg.ID, "error", refused.Error())
 	}
+}
+
+// rowsOf splits a batch into batches of one row.
+func rowsOf(b ledger.Batch) []ledger.Batch {
+	out := make([]ledger.Batch, 0, b.Len())
+	for _, a := range b.Admissions {
+		out = append(out, ledger.Batch{Admissions: []ledger.Admission{a}})
+	}
+	for _, bid := range b.Bids {
+		out = append(out, ledger.Batch{Bids: []ledger.Bid{bid}})
+	}
+	return out
 }
 
 // streamTime is the time in a stream entry's id (milliseconds before the dash).
@@ -226,11 +251,13 @@ func parseRecordTime(s string) time.Time {
 }
 
 func (k *stockKind) ledgerRow(product string, msg redis.XMessage, b *ledger.Batch) error {
-	rec, _, err := parseAdmission(product, msg)
+	recs, _, err := parseAdmissions(product, msg)
 	if err != nil {
 		return err
 	}
-	b.Admissions = append(b.Admissions, ledgerAdmission(rec))
+	for _, rec := range recs {
+		b.Admissions = append(b.Admissions, ledgerAdmission(rec))
+	}
 	return nil
 }
 
@@ -279,7 +306,7 @@ func (s *Service) LedgerBacklog(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	var total int64
-	for _, src := range streams {
+	for _, src := range slices.Concat(streams...) {
 		groups, err := s.client.XInfoGroups(ctx, src.stream()).Result()
 		if err != nil {
 			if strings.Contains(err.Error(), "no such key") {

@@ -71,7 +71,7 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 		return res[1] == 1, err
 	}
 	k.products.forget(p.ID)
-	return res[1] == 1, s.ensureStreamGroup(ctx, eventsKey(s.keys, p.ID))
+	return res[1] == 1, errors.Join(s.ensureStreamGroup(ctx, eventsKey(s.keys, p.ID)), s.ensureStreamGroup(ctx, admitsKey(s.keys, p.ID)))
 }
 
 // ensureStreamGroup creates the worker's consumer group on an event stream, from its first event.
@@ -334,7 +334,7 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	}
 	// One slot, one command: the product, its stock, its buyers and its events go together.
 	n, err := s.client.Del(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id),
-		claimsKey(s.keys, id)).Result()
+		admitsKey(s.keys, id), claimsKey(s.keys, id)).Result()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

@@ -296,7 +296,8 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			}
 			return total == int64(len(events))
 		})
-		for _, stream := range []string{eventsKey(s.Keys, productID), eventsKey(s.Keys, spareID), auctionEventsKey(s.Keys, auctionID)} {
+		for _, stream := range []string{eventsKey(s.Keys, productID), admitsKey(s.Keys, productID), eventsKey(s.Keys, spareID),
+			admitsKey(s.Keys, spareID), auctionEventsKey(s.Keys, auctionID)} {
 			eventually(t, 30*time.Second, "nothing pending on "+stream, func() bool {
 				p, err := s.Client.XPending(ctx, stream, groupName).Result()
 				return err == nil && p.Count == 0

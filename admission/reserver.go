@@ -28,7 +28,7 @@ func (s *Service) newReserver() *group.Batcher[string, claim, reserved] {
 // reserveArgs are reserve.lua's KEYS and ARGV for purchases of one product.
 func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 	keys := make([]string, 0, 6+len(cs))
-	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), eventsKey(s.keys, product),
+	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), admitsKey(s.keys, product),
 		unsettledKey(s.keys, product), claimsKey(s.keys, product))
 	args := make([]any, 0, 3+3*len(cs))
 	args = append(args, s.o.ClaimTTL.Milliseconds(), int64(recordTTL.Seconds()), s.o.StreamBound)

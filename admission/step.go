@@ -60,13 +60,16 @@ type kind interface {
 	// refusalPage is the page a browser gets for a refusal instead of the error page ("" for that).
 	refusalPage(e *web.Error) string
 
-	// index is the set of owners that have an event stream; stream is one owner's stream.
+	// index is the set of owners that have event streams; stream is one owner's events stream, admits
+	// its admissions stream ("" for a kind without one: stock only, admitsKey).
 	index() string
 	stream(owner string) string
+	admits(owner string) string
 	// deadPrefix starts the dead-letter ids (and applied-event markers) of this kind's entries.
 	deadPrefix() string
-	// parse reads one stream entry and returns what applying it writes (exactly once: applyBatch).
-	parse(owner string, msg redis.XMessage) (application, error)
+	// parse reads one stream entry and returns what applying it writes (exactly once: applyBatch):
+	// none for an entry meant for the ledger alone, several for an entry naming several admissions.
+	parse(owner string, msg redis.XMessage) ([]application, error)
 	// ledgerRow reads one stream entry into the ledger row it writes (ledger.go).
 	ledgerRow(owner string, msg redis.XMessage, b *ledger.Batch) error
 

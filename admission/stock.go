@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -138,15 +139,63 @@ type Record struct {
 func (k *stockKind) index() string                { return productIndexKey(k.s.keys) }
 func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, product) }
 
-// parse reads an entry of a product's stream (written by reserve.lua, release.lua, cancel.lua and,
+func (k *stockKind) admits(product string) string { return admitsKey(k.s.keys, product) }
+
+// parse reads an entry of a product's streams (written by reserve.lua, release.lua, cancel.lua and,
 // with the ledger on, the commit scripts). A "committed" entry is for the ledger alone: the admin
 // indexes record admissions and what gave their units back.
-func (k *stockKind) parse(product string, msg redis.XMessage) (application, error) {
-	rec, at, err := parseAdmission(product, msg)
-	if err != nil || rec.State == "committed" {
-		return application{skip: true}, err
+func (k *stockKind) parse(product string, msg redis.XMessage) ([]application, error) {
+	recs, at, err := parseAdmissions(product, msg)
+	if err != nil {
+		return nil, err
 	}
-	return k.application(rec, at)
+	apps := make([]application, 0, len(recs))
+	for _, rec := range recs {
+		if rec.State == "committed" {
+			continue
+		}
+		app, err := k.application(rec, at)
+		if err != nil {
+			return nil, err
+		}
+		apps = append(apps, app)
+	}
+	return apps, nil
+}
+
+// parseAdmissions reads an entry of either of a product's streams: reserve.lua's entry on the admits
+// stream names every purchase of one call; an entry of the events stream names one admission (as
+// did the admitted entries of builds before the admits stream).
+func parseAdmissions(product string, msg redis.XMessage) ([]Record, int64, error) {
+	if _, grouped := msg.Values["admissions"]; grouped {
+		return parseAdmitted(product, msg)
+	}
+	rec, at, err := parseAdmission(product, msg)
+	if err != nil {
+		return nil, 0, err
+	}
+	return []Record{rec}, at, nil
+}
+
+// parseAdmitted reads reserve.lua's entry: type "admitted", the call's time and the space-separated
+// lists admissions, users and qtys, one item per purchase admitted.
+func parseAdmitted(product string, msg redis.XMessage) ([]Record, int64, error) {
+	e := entry(msg)
+	ids, users, qtys := strings.Fields(e.str("admissions")), strings.Fields(e.str("users")), strings.Fields(e.str("qtys"))
+	at, err := e.num("at")
+	if e.str("type") != "admitted" || err != nil || len(ids) == 0 || len(users) != len(ids) || len(qtys) != len(ids) {
+		return nil, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+	}
+	admittedAt := time.UnixMilli(at).UTC().Format(recordTime)
+	recs := make([]Record, len(ids))
+	for i, id := range ids {
+		qty, err := strconv.ParseInt(qtys[i], 10, 64)
+		if err != nil {
+			return nil, 0, fmt.Errorf("malformed event %s: qty %q", msg.ID, qtys[i])
+		}
+		recs[i] = Record{ID: id, ProductID: product, User: users[i], Quantity: qty, State: "admitted", AdmittedAt: admittedAt}
+	}
+	return recs, at, nil
 }
 
 // parseAdmission reads an entry of a product's stream into the admission it records (for a

@@ -38,7 +38,6 @@ func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 
 // nothing. Every key is an admin index under the {adm} hash tag, so one script applies a whole batch,
 // on a Cluster too.
 type application struct {
-	skip      bool // an entry for the ledger alone: nothing to apply
 	record    string
 	body      []byte
 	overwrite bool
@@ -69,9 +68,6 @@ func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 	var indexes []*index // in order of first addition
 	byKey := map[string]*index{}
 	for _, a := range apps {
-		if a.skip {
-			continue
-		}
 		keys = append(keys, a.record)
 		args = append(args, flag(a.overwrite), a.body)
 		for _, z := range a.zadd {
@@ -98,11 +94,11 @@ func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 
 // applier parses an entry of a stream and returns what applies it alone.
 func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context) error, error) {
-	app, err := src.kind.parse(src.owner, msg)
+	apps, err := src.kind.parse(src.owner, msg)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) error { return s.applyBatch(ctx, []application{app}) }, nil
+	return func(ctx context.Context) error { return s.applyBatch(ctx, apps) }, nil
 }
 
 // Run is the event worker: a consumer of every product's and auction's stream in one consumer group (every replica
@@ -125,7 +121,7 @@ type worker struct {
 	s        *Service
 	consumer string
 	groups   map[string]bool // streams whose group this worker made sure of
-	streams  []source
+	streams  [][]source      // each owner's streams (sources)
 	listedAt time.Time
 	claimAt  time.Time
 	// stopAfterRead, for tests: when it returns true the worker stops after reading entries and before
@@ -133,18 +129,35 @@ type worker struct {
 	stopAfterRead func(src source, n int) bool
 }
 
-// source is one event stream: a product's (admissions) or an auction's (bids).
+// source is one event stream: a product's events or admissions (admitsKey), or an auction's events.
 type source struct {
-	kind  kind
-	owner string
+	kind   kind
+	owner  string
+	admits bool // the owner's admissions stream
 }
 
-func (src source) stream() string { return src.kind.stream(src.owner) }
+func (src source) stream() string {
+	if src.admits {
+		return src.kind.admits(src.owner)
+	}
+	return src.kind.stream(src.owner)
+}
 
-// deadID names a dead letter: "<product>.<entry>" or "auction.<auction>.<entry>" (ids hold no dots).
-func (src source) deadID(entry string) string { return src.kind.deadPrefix() + src.owner + "." + entry }
+// deadID names a dead letter: "<product>.<entry>", "<product>.admits.<entry>" or
+// "auction.<auction>.<entry>" (ids hold no dots).
+func (src source) deadID(entry string) string {
+	if src.admits {
+		return src.kind.deadPrefix() + src.owner + ".admits." + entry
+	}
+	return src.kind.deadPrefix() + src.owner + "." + entry
+}
 
-func (src source) String() string { return src.kind.owner() + " " + src.owner }
+func (src source) String() string {
+	if src.admits {
+		return src.kind.owner() + " " + src.owner + " admissions"
+	}
+	return src.kind.owner() + " " + src.owner
+}
 
 func consumerName() string {
 	host, _ := os.Hostname()
@@ -191,73 +204,109 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	if claim {
 		w.claimAt = time.Now()
 	}
-	for _, src := range w.streams {
-		msgs := s.readGroup(ctx, src, groupName, w.consumer, w.groups, claim, 100)
-		if len(msgs) == 0 {
-			continue
-		}
-		busy = true
-		if w.stopAfterRead != nil && w.stopAfterRead(src, len(msgs)) {
-			return busy, true
-		}
-		if !w.handleBatch(ctx, src, msgs) {
-			return busy, true
+	for _, owned := range w.streams {
+		for _, r := range s.readGroup(ctx, owned, groupName, w.consumer, w.groups, claim, 100) {
+			if len(r.msgs) == 0 {
+				continue
+			}
+			busy = true
+			if w.stopAfterRead != nil && w.stopAfterRead(r.src, len(r.msgs)) {
+				return busy, true
+			}
+			if !w.handleBatch(ctx, r.src, r.msgs) {
+				return busy, true
+			}
 		}
 	}
 	return busy, false
 }
 
-// sources lists every event stream: each product's and each auction's.
-func (s *Service) sources(ctx context.Context) ([]source, error) {
-	var streams []source
+// sources lists every event stream, by owner: each product's two (events, admits) and each
+// auction's one. An owner's streams share its hash tag, so one command reads them all.
+func (s *Service) sources(ctx context.Context) ([][]source, error) {
+	var streams [][]source
 	for _, k := range s.kinds {
 		owners, err := s.client.SMembers(ctx, k.index()).Result()
 		if err != nil {
 			return nil, err
 		}
 		for _, id := range owners {
-			streams = append(streams, source{kind: k, owner: id})
+			owned := []source{{kind: k, owner: id}}
+			if k.admits(id) != "" {
+				owned = append(owned, source{kind: k, owner: id, admits: true})
+			}
+			streams = append(streams, owned)
 		}
 	}
 	return streams, nil
 }
 
-// readGroup reads up to count new entries of a stream for a consumer of group, creating the group
-// (from the stream's first entry) the first time; with claim, it also takes over entries another
-// consumer left pending for ClaimIdle. groups remembers, per stream, whether the group exists
-// (false: creating it failed, tried again after the next listing).
-func (s *Service) readGroup(ctx context.Context, src source, group, consumer string, groups map[string]bool, claim bool, count int64) []redis.XMessage {
-	stream := src.stream()
-	if done, tried := groups[stream]; !done {
-		if tried {
-			return nil // until the next listing
+// read is what one read gave a consumer from one stream.
+type read struct {
+	src  source
+	msgs []redis.XMessage
+}
+
+// readGroup reads up to count new entries of each of one owner's streams for a consumer of group,
+// with one XREADGROUP (they share a hash tag), creating the group on a stream (from its first entry)
+// the first time; with claim, it also takes over entries another consumer left pending for
+// ClaimIdle. groups remembers, per stream, whether the group exists (false: creating it failed —
+// a product's admits stream before its first admission, say — tried again after the next listing).
+func (s *Service) readGroup(ctx context.Context, owned []source, group, consumer string, groups map[string]bool, claim bool, count int64) []read {
+	out := make([]read, 0, len(owned))
+	for _, src := range owned {
+		stream := src.stream()
+		if done, tried := groups[stream]; !done {
+			if tried {
+				continue // until the next listing
+			}
+			// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
+			err := s.client.XGroupCreate(ctx, stream, group, "0").Err()
+			if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+				groups[stream] = false
+				continue
+			}
+			groups[stream] = true
 		}
-		// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
-		err := s.client.XGroupCreate(ctx, stream, group, "0").Err()
-		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-			groups[stream] = false
-			return nil
-		}
-		groups[stream] = true
+		out = append(out, read{src: src})
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	args := make([]string, 0, 2*len(out))
+	for _, r := range out {
+		args = append(args, r.src.stream())
+	}
+	for range out {
+		args = append(args, ">")
 	}
 	res, err := s.client.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: count, Block: -1,
+		Group: group, Consumer: consumer, Streams: args, Count: count, Block: -1,
 	}).Result()
-	var msgs []redis.XMessage
-	if err == nil && len(res) > 0 {
-		msgs = res[0].Messages
-	} else if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-		delete(groups, stream)
-	}
-	if claim {
-		claimed, _, err := s.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-			Stream: stream, Group: group, Consumer: consumer, MinIdle: s.o.ClaimIdle, Start: "0-0", Count: count,
-		}).Result()
-		if err == nil {
-			msgs = append(msgs, claimed...)
+	if err == nil {
+		for _, st := range res {
+			for i := range out {
+				if out[i].src.stream() == st.Stream {
+					out[i].msgs = st.Messages
+				}
+			}
+		}
+	} else if strings.HasPrefix(err.Error(), "NOGROUP") {
+		for _, r := range out {
+			delete(groups, r.src.stream())
 		}
 	}
-	return msgs
+	if claim {
+		for i, r := range out {
+			claimed, _, err := s.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+				Stream: r.src.stream(), Group: group, Consumer: consumer, MinIdle: s.o.ClaimIdle, Start: "0-0", Count: count,
+			}).Result()
+			if err == nil {
+				out[i].msgs = append(out[i].msgs, claimed...)
+			}
+		}
+	}
+	return out
 }
 
 // handleBatch applies a read's entries with one script call and acknowledges them with one XACK. An
@@ -274,9 +323,9 @@ func (w *worker) handleBatch(ctx context.Context, src source, msgs []redis.XMess
 			single = append(single, msg)
 			continue
 		}
-		apps, ids = append(apps, app), append(ids, msg.ID)
+		apps, ids = append(apps, app...), append(ids, msg.ID)
 	}
-	if len(apps) > 0 {
+	if len(ids) > 0 {
 		var err error
 		for attempt := 0; ; attempt++ {
 			if err = s.applyBatch(ctx, apps); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {

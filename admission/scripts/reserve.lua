@@ -1,18 +1,22 @@
 -- reserve.lua: admit purchases of one product atomically (seeds 000, 002, 003), one or a batch (the
 -- reserve batcher sends what queued up while its last call was on its way). For each, in order: the
--- user's in-flight claim, the per-user limit, the stock check and decrement, the buyer record, the
--- admission record and the event.
+-- user's in-flight claim, the per-user limit, the stock check and decrement, the buyer record and
+-- the admission record; one event names every purchase the call admitted.
 -- KEYS[1] info     hash   product: name, price, image_url, per_user_limit, total_stock
 -- KEYS[2] stock    string units left
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
--- KEYS[4] events   stream admission events for the worker
+-- KEYS[4] admits   stream one entry per call that admitted anything, for the workers: type admitted,
+--                         at (ms), and space-separated lists admissions, users, qtys (in call order)
 -- KEYS[5] unsettled zset admissions neither committed nor given back yet, by admission time (ms)
 -- KEYS[6] claims   hash   user pseudonym -> admission id: the user's in-flight claim
 -- then per purchase: its record (hash: user, qty, state, at; TTL: release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)   ARGV[3] stream length bound (approximate)
 -- then per purchase: admission id, user pseudonym, quantity
--- The units taken and the unsettled entries are written once per call, after the loop (one DECRBY, one
--- ZADD): a call is atomic, so the stock each purchase sees is the one left by the purchases before it.
+-- The units taken, the unsettled entries and the event are written once per call, after the loop (one
+-- DECRBY, one ZADD, one XADD): a call is atomic, so the stock each purchase sees is the one left by
+-- the purchases before it, and every purchase of a call has the same time. One entry per call rather
+-- than per purchase: adding, reading and acknowledging a stream entry cost more than the rest of an
+-- admission's commands, and under load a call carries dozens of purchases.
 -- returns per purchase {code, remaining, per_user_limit}, flat:
 --   0 admitted; 1 insufficient stock; 2 no such product; 3 the user has a purchase in flight;
 --   4 the user reached per_user_limit; 5 quantity outside 1..per_user_limit; 6 the id has a record
@@ -46,7 +50,7 @@ end
 local out = {}
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
-local taken, unsettled = 0, {}
+local taken, unsettled, ids, users, qtys = 0, {}, {}, {}, {}
 for i = 0, (#ARGV - 3) / 3 - 1 do
   local id, user, qty = ARGV[4 + 3 * i], ARGV[5 + 3 * i], tonumber(ARGV[6 + 3 * i])
   local record = KEYS[7 + i]
@@ -77,8 +81,7 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
       unsettled[#unsettled + 1] = at_s
       unsettled[#unsettled + 1] = id
       admitted[id] = true
-      redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'type', 'admitted', 'admission', id,
-        'user', user, 'qty', q, 'at', at_s)
+      ids[#ids + 1], users[#users + 1], qtys[#qtys + 1] = id, user, q
     end
   end
   out[#out + 1] = code
@@ -88,6 +91,8 @@ end
 if taken > 0 then
   redis.call('DECRBY', KEYS[2], string.format('%d', taken))
   redis.call('ZADD', KEYS[5], unpack(unsettled))
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'type', 'admitted', 'at', at_s,
+    'admissions', table.concat(ids, ' '), 'users', table.concat(users, ' '), 'qtys', table.concat(qtys, ' '))
 end
 if claimed then redis.call('PEXPIRE', KEYS[6], ARGV[1]) end
 return out

@@ -77,10 +77,10 @@ func admissionBench(args []string, w io.Writer) error {
 	var plain, through bench.Sample
 	var cpu redisCPU
 	var worst time.Duration // how long the worker needed after a round to catch up
-	const stream = "edgeq:{p:bench}:events"
+	streams := productStreams("edgeq", "bench")
 	for round := 0; round < *rounds; round++ {
 		plain.Add(bench.Run(client, "same POST passed through", post("/plain/bench"), 200, *concurrency, *duration))
-		if _, err := drained(rc, stream, 5*time.Minute); err != nil {
+		if _, err := drained(rc, 5*time.Minute, streams...); err != nil {
 			return err
 		}
 		before, err := readRedisCPU(rc)
@@ -99,7 +99,7 @@ func admissionBench(args []string, w io.Writer) error {
 		}
 		through.Add(s)
 		// The event worker's share counts: wait until it has applied everything the run admitted.
-		lag, err := drained(rc, stream, 5*time.Minute)
+		lag, err := drained(rc, 5*time.Minute, streams...)
 		if err != nil {
 			return err
 		}

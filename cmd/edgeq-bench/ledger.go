@@ -93,7 +93,7 @@ func ledgerBench(args []string, w io.Writer) error {
 	}
 	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
 	defer rc.Close()
-	stream := func(prefix string, i int) string { return fmt.Sprintf("%s:{p:p%d}:events", prefix, i) }
+	streams := func(prefix string, i int) []string { return productStreams(prefix, fmt.Sprintf("p%d", i)) }
 	client := bench.NewClient(*concurrency)
 	bench.Run(client, "warm-up", post(on, "p0"), 200, *concurrency, time.Second)
 	bench.Run(client, "warm-up", post(off, "p0"), 200, *concurrency, time.Second)
@@ -104,11 +104,9 @@ func ledgerBench(args []string, w io.Writer) error {
 	var worstCatchUp time.Duration
 	for round := 0; round < *rounds; round++ {
 		product := fmt.Sprintf("p%d", round)
-		ledStream, plainStream := stream("led", round), stream("plain", round)
-		for _, s := range []string{stream("led", 0), stream("plain", 0)} {
-			if _, err := drained(rc, s, 5*time.Minute); err != nil {
-				return err
-			}
+		ledStreams, plainStreams := streams("led", round), streams("plain", round)
+		if _, err := drained(rc, 5*time.Minute, append(streams("led", 0), streams("plain", 0)...)...); err != nil {
+			return err
 		}
 		before, err := readRedisCPU(rc)
 		if err != nil {
@@ -116,7 +114,7 @@ func ledgerBench(args []string, w io.Writer) error {
 		}
 		s := bench.Run(client, "stock admission, ledger off", post(off, product), 200, *concurrency, *duration)
 		without.Add(s)
-		if _, err := drained(rc, plainStream, 5*time.Minute); err != nil {
+		if _, err := drained(rc, 5*time.Minute, plainStreams...); err != nil {
 			return err
 		}
 		after, err := readRedisCPU(rc)
@@ -127,7 +125,7 @@ func ledgerBench(args []string, w io.Writer) error {
 		stop := sampleLag(onAdmin, &lags)
 		s = bench.Run(client, "stock admission, ledger on", post(on, product), 200, *concurrency, *duration)
 		with.Add(s)
-		caught, err := drained(rc, ledStream, 5*time.Minute)
+		caught, err := drained(rc, 5*time.Minute, ledStreams...)
 		stop()
 		if err != nil {
 			return err
@@ -143,20 +141,20 @@ func ledgerBench(args []string, w io.Writer) error {
 
 	// An outage: PostgreSQL stopped while admissions go on, then started; the backlog is timed.
 	pg.Stop()
-	ledStream := stream("led", *rounds)
+	ledStreams := streams("led", *rounds)
 	during := bench.Run(client, "admissions while PostgreSQL is down", post(on, fmt.Sprintf("p%d", *rounds)), 200, *concurrency, *outage)
-	backlog, err := ledgerBacklog(rc, ledStream)
+	backlog, err := ledgerBacklog(rc, ledStreams...)
 	if err != nil {
 		return err
 	}
 	if backlog >= 95_000 {
-		return fmt.Errorf("%d events waited for the ledger: the stream's bound (100,000) trims what it has not read; use a shorter -outage", backlog)
+		return fmt.Errorf("%d stream entries waited for the ledger: the stream's bound (100,000) trims what it has not read; use a shorter -outage", backlog)
 	}
 	if err := pg.Restart(); err != nil {
 		return err
 	}
 	restarted := time.Now()
-	caughtUp, err := drained(rc, ledStream, 10*time.Minute)
+	caughtUp, err := drained(rc, 10*time.Minute, ledStreams...)
 	if err != nil {
 		return err
 	}
@@ -185,7 +183,7 @@ func ledgerBench(args []string, w io.Writer) error {
 		cpuOff.perOp(), cpuOn.perOp())
 	fmt.Fprintf(w, "ledger lag during the load (edgeq_ledger_lag_seconds every 100 ms): p50 %.2f s, p99 %.2f s, max %.2f s\n", pct(0.5), pct(0.99), pct(1))
 	fmt.Fprintf(w, "ledger caught up at most %s after a round's last admission\n", worstCatchUp.Round(10*time.Millisecond))
-	fmt.Fprintf(w, "after %s without PostgreSQL: %d events waiting, written in %s once it was back (%.0f events/s; %s after the restart)\n",
+	fmt.Fprintf(w, "after %s without PostgreSQL: %d stream entries waiting, written in %s once it was back (%.0f entries/s; %s after the restart)\n",
 		*outage, backlog, caughtUp.Round(10*time.Millisecond), float64(backlog)/caughtUp.Seconds(), time.Since(restarted).Round(10*time.Millisecond))
 	fmt.Fprintf(w, "ledger rows: %d admissions (each written twice: admitted, then committed)\n", rows)
 	return nil
@@ -220,18 +218,26 @@ func sampleLag(admin string, lags *[]float64) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// ledgerBacklog is the entries of a stream the ledger's group has not acknowledged.
-func ledgerBacklog(c *redis.Client, stream string) (int64, error) {
-	groups, err := c.XInfoGroups(context.Background(), stream).Result()
-	if err != nil {
-		return 0, err
-	}
-	for _, g := range groups {
-		if g.Name == "edgeq-ledger" {
-			return g.Pending + g.Lag, nil
+// ledgerBacklog is the entries of the streams that the ledger's group has not acknowledged (an
+// admitted entry names every purchase of one reserve.lua call).
+func ledgerBacklog(c *redis.Client, streams ...string) (int64, error) {
+	var total int64
+	for _, stream := range streams {
+		groups, err := c.XInfoGroups(context.Background(), stream).Result()
+		if err != nil {
+			return 0, err
+		}
+		found := false
+		for _, g := range groups {
+			if g.Name == "edgeq-ledger" {
+				total, found = total+g.Pending+g.Lag, true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("%s has no ledger group", stream)
 		}
 	}
-	return 0, fmt.Errorf("%s has no ledger group", stream)
+	return total, nil
 }
 
 func countRows(url string) (int64, error) {

@@ -100,26 +100,36 @@ func (r redisCPU) breakdown() string {
 	return b.String()
 }
 
-// drained waits until every consumer group of a stream (the event worker's, and the ledger's when
-// it is on) has read and acknowledged every entry.
-func drained(c *redis.Client, stream string, limit time.Duration) (time.Duration, error) {
+// drained waits until every consumer group of each stream has read and acknowledged everything, and
+// returns how long that took (a product's admissions go to two streams: events and admits).
+func drained(c *redis.Client, limit time.Duration, streams ...string) (time.Duration, error) {
 	start := time.Now()
-	for time.Since(start) < limit {
-		groups, err := c.XInfoGroups(context.Background(), stream).Result()
-		if err != nil {
-			return 0, err
-		}
-		done := len(groups) > 0
-		for _, g := range groups {
-			if g.Lag < 0 {
-				return 0, fmt.Errorf("%s: group %s lost entries (trimmed by the stream's length bound before it read them)", stream, g.Name)
+	for _, stream := range streams {
+		for {
+			if time.Since(start) >= limit {
+				return limit, fmt.Errorf("the event worker did not catch up with %s within %s", stream, limit)
 			}
-			done = done && g.Lag == 0 && g.Pending == 0
+			groups, err := c.XInfoGroups(context.Background(), stream).Result()
+			if err != nil {
+				return 0, err
+			}
+			done := len(groups) > 0
+			for _, g := range groups {
+				if g.Lag < 0 {
+					return 0, fmt.Errorf("%s: group %s lost entries (trimmed by the stream's length bound before it read them)", stream, g.Name)
+				}
+				done = done && g.Lag == 0 && g.Pending == 0
+			}
+			if done {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if done {
-			return time.Since(start), nil
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	return limit, fmt.Errorf("the event worker did not catch up with %s within %s", stream, limit)
+	return time.Since(start), nil
+}
+
+// productStreams are a product's two event streams under an edgeq key prefix.
+func productStreams(prefix, product string) []string {
+	return []string{fmt.Sprintf("%s:{p:%s}:events", prefix, product), fmt.Sprintf("%s:{p:%s}:admits", prefix, product)}
 }

@@ -175,9 +175,9 @@ routes:
 		wrkTarget{name: "edgeq join", url: edge + "/_edgeq/assign_queue_pos", script: postScript, body: "queue_id=bench_join", store: true},
 		wrkTarget{name: "edgeq POST passed through", url: edge + "/plain/bench", script: postScript, body: "quantity=1"},
 		wrkTarget{name: "edgeq stock admission", url: edge + "/checkout/bench", script: postScript, body: "quantity=1", store: true,
-			drain: "edgeq:{p:bench}:events"},
+			drain: productStreams("edgeq", "bench")},
 		wrkTarget{name: "edgeq bid admission (refused: too low)", url: edge + "/auctions/bench/bid", script: postScript, body: "amount=5.00", store: true,
-			drain: "edgeq:{a:bench}:events"},
+			drain: []string{"edgeq:{a:bench}:events"}},
 	)
 	if *only != "" {
 		re, err := regexp.Compile(*only)
@@ -232,10 +232,10 @@ routes:
 
 type wrkTarget struct {
 	name, url, header string
-	script, body      string // a POST: wrk script sending body with a new X-User per request
-	ref               string // "bare" or "nginx": a reference row
-	store             bool   // report Redis CPU per request
-	drain             string // a stream the event worker must have caught up with before Redis CPU is read
+	script, body      string   // a POST: wrk script sending body with a new X-User per request
+	ref               string   // "bare" or "nginx": a reference row
+	store             bool     // report Redis CPU per request
+	drain             []string // streams the event worker must have caught up with before Redis CPU is read
 }
 
 type wrkResult struct {
@@ -314,8 +314,8 @@ func runWrk(t wrkTarget, threads, connections int, d time.Duration, rdb *redis.C
 		}
 	}
 	if t.store {
-		if t.drain != "" {
-			if _, err := drained(rdb, t.drain, 5*time.Minute); err != nil {
+		if len(t.drain) > 0 {
+			if _, err := drained(rdb, 5*time.Minute, t.drain...); err != nil {
 				return wrkResult{}, err
 			}
 		}
