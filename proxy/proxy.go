@@ -347,8 +347,9 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 	var netErr net.Error
 	switch {
 	case bodyErr != nil:
-		// Not the origin's fault: the visitor's body could not be read to the end. The origin saw a
-		// request whose body broke off, which it discards.
+		// Not the origin's fault: the visitor's body could not be read to the end. A body over 4 KiB
+		// was streaming to the origin, which sees a request whose body broke off and discards it; a
+		// smaller one is read before the origin is contacted (transport.go), so it saw nothing.
 		logger.Info("request body unreadable; the origin got a truncated request", "error", web.ClipErr(bodyErr))
 		p.responder.Error(w, r, web.ErrMalformedBody.Because(bodyErr))
 	case r.Context().Err() != nil && errors.Is(err, context.Canceled):

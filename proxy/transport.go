@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,7 +40,7 @@ import (
 // (origin.timeout) and the visitor's hang-up (the request's context) close the connection.
 type Transport struct {
 	std           *http.Transport
-	dialer        *net.Dialer
+	dial          func(ctx context.Context, network, addr string) (net.Conn, error) // the short path's
 	headerTimeout time.Duration
 	idleTimeout   time.Duration
 	maxIdle       int // per origin address
@@ -53,7 +54,7 @@ type Transport struct {
 func NewTransport(responseHeaderTimeout time.Duration) *Transport {
 	std := NewHTTPTransport(responseHeaderTimeout)
 	return &Transport{
-		std: std, dialer: originDialer(), headerTimeout: responseHeaderTimeout,
+		std: std, dial: originDialer().DialContext, headerTimeout: responseHeaderTimeout,
 		idleTimeout: std.IdleConnTimeout, maxIdle: std.MaxIdleConnsPerHost,
 		idle: map[string][]*originConn{},
 	}
@@ -115,6 +116,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
+	if req.Body != nil && req.Body != http.NoBody {
+		buf := shortBodies.Get().(*[maxShortBody]byte)
+		defer shortBodies.Put(buf)
+		var err error
+		if req, err = readShortBody(req, buf); err != nil {
+			return nil, err
+		}
+	}
 	ctx := req.Context()
 	for {
 		c, reused, err := t.get(ctx, addr)
@@ -144,6 +153,25 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // maxShortBody is the largest request body the short path sends: far below any socket send buffer,
 // so writing it never waits for the origin to read.
 const maxShortBody = 4 << 10
+
+var shortBodies = sync.Pool{New: func() any { return new([maxShortBody]byte) }}
+
+// readShortBody reads a short-path request's body (ContentLength bytes, at most maxShortBody) into
+// buf, closes it, and returns a copy of req whose body is buf: net/http writes a body it knows to be
+// in memory together with the header, in one write to the origin, where it flushes the header first
+// for any other (one more system call per request). The visitor's body is read before the origin
+// sees anything; a body that breaks off fails the round trip as it would have while being copied.
+func readShortBody(req *http.Request, buf *[maxShortBody]byte) (*http.Request, error) {
+	n, err := io.ReadFull(req.Body, buf[:req.ContentLength])
+	req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	out := new(http.Request)
+	*out = *req
+	out.Body = io.NopCloser(bytes.NewReader(buf[:n]))
+	return out, nil
+}
 
 // shortPath says whether req goes the short way: a plain-HTTP request without a body, or with one of
 // a known length up to maxShortBody, without an upgrade or Expect, with header fields net/http's
@@ -244,7 +272,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*originConn, bool, er
 		}
 		c.conn.Close()
 	}
-	conn, err := t.dialer.DialContext(ctx, "tcp", addr)
+	conn, err := t.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, false, err
 	}

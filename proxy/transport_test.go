@@ -545,6 +545,65 @@ func TestTransport_SmallPostsGoTheShortWayOnOneConnection(t *testing.T) {
 	}
 }
 
+// A small POST reaches the origin in one write, header and body together, whatever its body reads
+// from: a visitor's body is a network stream, and net/http flushes the header before a body it does
+// not know to be in memory (one more system call per request).
+func TestTransport_ASmallPostIsOneWrite(t *testing.T) {
+	o := newCountingOrigin(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write(b)
+	}, nil)
+	tr := NewTransport(5 * time.Second)
+	defer tr.CloseIdleConnections()
+	var writes atomic.Int64
+	dial := tr.dial
+	tr.dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return writeCounter{Conn: c, n: &writes}, nil
+	}
+	for _, size := range []int{1, 1000, 3000} {
+		body := strings.Repeat("q", size)
+		req, _ := http.NewRequest("POST", o.URL+"/checkout", struct{ io.Reader }{strings.NewReader(body)})
+		req.ContentLength = int64(size)
+		before := writes.Load()
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != body {
+			t.Fatalf("%d bytes: the origin got %d", size, len(got))
+		}
+		if n := writes.Load() - before; n != 1 {
+			t.Fatalf("a POST of %d bytes took %d writes, want 1", size, n)
+		}
+	}
+	// A body shorter than its Content-Length fails the round trip; nothing is written.
+	req, _ := http.NewRequest("POST", o.URL+"/checkout", struct{ io.Reader }{strings.NewReader("short")})
+	req.ContentLength = 10
+	before := writes.Load()
+	if _, err := tr.RoundTrip(req); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a body that breaks off: %v", err)
+	}
+	if n := writes.Load() - before; n != 0 {
+		t.Fatalf("a body that broke off was written (%d writes)", n)
+	}
+}
+
+type writeCounter struct {
+	net.Conn
+	n *atomic.Int64
+}
+
+func (c writeCounter) Write(p []byte) (int, error) {
+	c.n.Add(1)
+	return c.Conn.Write(p)
+}
+
 // A POST is never sent twice: when the connection ends without an answer (here the origin takes the
 // request and drops the connection, on a pooled connection where a stale one would look the same),
 // the error goes back to the caller (admission releases the units), as net/http's Transport does.

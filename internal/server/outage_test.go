@@ -241,7 +241,10 @@ func TestStoreOutage_FlashSaleLosesNothing(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	time.Sleep(time.Second)
+	// The outage lasts until buyers have been answered during it: the first requests after the kill
+	// wait out the Redis client's dial retries (go-redis: 5 tries 100 ms apart, per command attempt)
+	// before their 503, which a fixed second of outage did not always cover.
+	eventually(t, "a buyer answered 503 during the outage", func() bool { return unavailable.Load() > 0 })
 	if err := redisSrv.Restart(); err != nil {
 		t.Fatal(err)
 	}
