@@ -920,3 +920,57 @@ func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
 		}
 	})
 }
+
+// Issue 19: a read of grouped entries can name thousands of admissions (100 entries of up to 128
+// each). The worker applies them in apply.lua calls of at most applyMax records: a script holds Redis
+// while it runs, and every reservation would wait behind one long call.
+func TestWorker_AppliesALargeReadInBoundedCalls(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 1000, 1))
+		for call := range 3 {
+			users := make([]string, 100)
+			qtys := make([]int64, 100)
+			for i := range users {
+				users[i], qtys[i] = fmt.Sprintf("buyer-%d-%d", call, i), 1
+			}
+			st.buyTogether("p", users, qtys)
+		}
+		ctx := context.Background()
+		counter := &scriptCalls{sha: applyScript.Hash()}
+		s.Client.AddHook(counter)
+		w := &worker{s: st.svc, consumer: "w", groups: map[string]bool{}}
+		if busy, _ := w.pass(ctx); !busy {
+			t.Fatal("the worker found nothing to apply")
+		}
+		if n := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); n != 300 {
+			t.Fatalf("%d admissions applied, want 300", n)
+		}
+		if n := counter.calls.Load(); n != 3 {
+			t.Fatalf("300 records applied in %d apply.lua calls, want 3 of %d", n, applyMax)
+		}
+		if p := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Val(); p.Count != 0 {
+			t.Fatalf("%d entries left unacknowledged", p.Count)
+		}
+	})
+}
+
+// scriptCalls counts the calls of one script (by its SHA) made through a client.
+type scriptCalls struct {
+	sha   string
+	calls atomic.Int64
+}
+
+func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); len(args) > 1 && cmd.Name() == "evalsha" && args[1] == h.sha {
+			h.calls.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

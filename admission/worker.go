@@ -50,6 +50,24 @@ type zentry struct {
 	member string
 }
 
+// applyMax bounds the records of one apply.lua call. A script blocks Redis while it runs, and a read
+// of grouped entries (up to 100 entries naming up to reserveBatchMax admissions each) would otherwise
+// be one long call that every reservation waits behind.
+const applyMax = 100
+
+// applyAll applies apps in apply.lua calls of at most applyMax records. A failure part way leaves
+// the calls before it applied, which a retry applies again without change (applying is idempotent).
+func (s *Service) applyAll(ctx context.Context, apps []application) error {
+	for len(apps) > 0 {
+		n := min(len(apps), applyMax)
+		if err := s.applyBatch(ctx, apps[:n]); err != nil {
+			return err
+		}
+		apps = apps[n:]
+	}
+	return nil
+}
+
 // applyBatch applies events with one apply.lua call: each record with one SET, each index with one
 // ZADD of every addition the batch makes to it. Applying is idempotent: an event delivered again after
 // a take-over, or a batch retried after a lost reply, changes nothing twice.
@@ -98,7 +116,7 @@ func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context)
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context) error { return s.applyBatch(ctx, apps) }, nil
+	return func(ctx context.Context) error { return s.applyAll(ctx, apps) }, nil
 }
 
 // Run is the event worker: a consumer of every product's and auction's stream in one consumer group (every replica
@@ -328,7 +346,7 @@ func (w *worker) handleBatch(ctx context.Context, src source, msgs []redis.XMess
 	if len(ids) > 0 {
 		var err error
 		for attempt := 0; ; attempt++ {
-			if err = s.applyBatch(ctx, apps); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
+			if err = s.applyAll(ctx, apps); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
 				break
 			}
 			select {
