@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -269,20 +270,27 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 		}
 	}()
 	o := web.OutcomeFrom(r.Context())
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-	defer cancel()
-	logger := web.RequestFrom(r.Context()).Logger()
+	// The store calls made here have a context of their own (a committed admission handed to the
+	// committer needs none).
+	storeCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	}
+	// The request's logger is built on first use (web.Request.Logger): only when a line is logged,
+	// not for every commit.
+	logger := func() *slog.Logger { return web.RequestFrom(r.Context()).Logger() }
 	if releases(o, releaseOn) {
+		ctx, cancel := storeCtx()
+		defer cancel()
 		code, err := k.release(ctx, c)
 		if err != nil {
-			logger.Warn("giving an admission back failed: retried until the store answers",
+			logger().Warn("giving an admission back failed: retried until the store answers",
 				"type", k.name(), "id", c.id, k.owner(), c.owner, "error", err.Error())
 			s.compensateLater(k, c)
 			return
 		}
 		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
 		k.changed(c.owner)
-		logger.Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
+		logger().Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
 			"origin_status", statusOf(o), "result", code)
 		return
 	}
@@ -290,9 +298,11 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 		handed = true
 		return
 	}
+	ctx, cancel := storeCtx()
+	defer cancel()
 	if err := k.commit(ctx, c); err != nil {
 		// A stock claim expires by itself (ClaimTTL); the units or the bid are kept either way.
-		logger.Warn("committing an admission failed", "type", k.name(), "id", c.id, "error", err.Error())
+		logger().Warn("committing an admission failed", "type", k.name(), "id", c.id, "error", err.Error())
 	}
 }
 
