@@ -936,8 +936,10 @@ func TestWorker_AppliesALargeReadInBoundedCalls(t *testing.T) {
 			st.buyTogether("p", users, qtys)
 		}
 		ctx := context.Background()
-		counter := &scriptCalls{sha: applyScript.Hash()}
-		s.Client.AddHook(counter)
+		applies := storetest.CountCommands(s.Client, func(cmd redis.Cmder) bool {
+			args := cmd.Args()
+			return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == applyScript.Hash()
+		})
 		w := &worker{s: st.svc, consumer: "w", groups: map[string]bool{}}
 		if busy, _ := w.pass(ctx); !busy {
 			t.Fatal("the worker found nothing to apply")
@@ -945,32 +947,11 @@ func TestWorker_AppliesALargeReadInBoundedCalls(t *testing.T) {
 		if n := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); n != 300 {
 			t.Fatalf("%d admissions applied, want 300", n)
 		}
-		if n := counter.calls.Load(); n != 3 {
+		if n := applies.Load(); n != 3 {
 			t.Fatalf("300 records applied in %d apply.lua calls, want 3 of %d", n, applyMax)
 		}
 		if p := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Val(); p.Count != 0 {
 			t.Fatalf("%d entries left unacknowledged", p.Count)
 		}
 	})
-}
-
-// scriptCalls counts the calls of one script (by its SHA) made through a client.
-type scriptCalls struct {
-	sha   string
-	calls atomic.Int64
-}
-
-func (h *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); len(args) > 1 && cmd.Name() == "evalsha" && args[1] == h.sha {
-			h.calls.Add(1)
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
 }

@@ -33,9 +33,10 @@ import (
 // one non-blocking peek before use does); idle connections close after the idle timeout; a pooled
 // connection the origin closes as the request goes out is noticed before any byte of an answer and a
 // GET or HEAD (idempotent) is sent once more, any other method is not (net/http's Transport does not
-// send a POST twice either); a body is at most maxShortBody bytes, which the connection's send buffer
-// takes whole, so an origin that answers before reading it (a 413) cannot block the write, and its
-// answer is read as usual; informational answers (103 Early Hints)
+// send a POST twice either); a body, at most maxShortBody bytes, is read from the visitor first and
+// goes out with the header in one write (readShortBody), which the connection's send buffer takes
+// whole, so an origin that answers before reading it (a 413) cannot block the write, and its answer
+// is read as usual; informational answers (103 Early Hints)
 // reach the visitor through the ClientTrace ReverseProxy installs; the response-header timeout
 // (origin.timeout) and the visitor's hang-up (the request's context) close the connection.
 type Transport struct {

@@ -11,12 +11,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
@@ -103,8 +101,7 @@ func BenchmarkGate(b *testing.B) {
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
 		Transport: origin, BufferPool: proxy.NewBufferPool(),
 	}
-	var commands atomic.Int64
-	room.client.AddHook(countingHook{&commands})
+	commands := storetest.CountCommands(room.client, nil)
 	for _, c := range []struct {
 		name, path, cookie string
 		handler            http.Handler
@@ -142,23 +139,6 @@ func BenchmarkGate(b *testing.B) {
 				}
 			}
 		})
-	}
-}
-
-// countingHook counts the commands a store client sends.
-type countingHook struct{ n *atomic.Int64 }
-
-func (h countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(int64(len(cmds)))
-		return next(ctx, cmds)
 	}
 }
 

@@ -273,3 +273,40 @@ func RedisCPU(tb testing.TB, c redis.UniversalClient) (process, scripts float64)
 	}
 	return process, scripts
 }
+
+// CountCommands counts the commands c sends from now on that match (every command when match is
+// nil), pipelined ones included: for tests and benchmarks that assert how often the store is called.
+func CountCommands(c redis.UniversalClient, match func(redis.Cmder) bool) *atomic.Int64 {
+	h := &commandCounter{match: match}
+	c.AddHook(h)
+	return &h.n
+}
+
+type commandCounter struct {
+	match func(redis.Cmder) bool
+	n     atomic.Int64
+}
+
+func (h *commandCounter) count(cmd redis.Cmder) {
+	if h.match == nil || h.match(cmd) {
+		h.n.Add(1)
+	}
+}
+
+func (h *commandCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
