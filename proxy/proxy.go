@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
@@ -196,16 +197,17 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 	if !p.logger.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
-	p.logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
-		slog.String("correlation_id", info.CorrelationID),
-		slog.String("method", web.ClipLog(r.Method)),
-		slog.String("path", web.ClipLog(p.loggedPath(r.URL.Path))),
-		slog.String("route", info.Route),
-		slog.Int("status", status),
-		slog.Int64("bytes", rec.bytes),
-		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
-		slog.String("client_ip", info.ClientIP.String()),
-	)
+	accesslog.Log(r.Context(), p.logger, &accesslog.Line{
+		Time:          start.Add(elapsed),
+		CorrelationID: info.CorrelationID,
+		Method:        web.ClipLog(r.Method),
+		Path:          web.ClipLog(p.loggedPath(r.URL.Path)),
+		Route:         info.Route,
+		Status:        status,
+		Bytes:         rec.bytes,
+		DurationMS:    float64(elapsed.Microseconds()) / 1000,
+		ClientIP:      info.ClientIP,
+	})
 }
 
 // correlationKey is CorrelationHeader as a key of a parsed header map.

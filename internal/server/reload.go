@@ -14,6 +14,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/proxy"
@@ -178,10 +179,7 @@ func parseLevel(level string) slog.Level {
 	return l
 }
 
+// newLogger is slog's JSON or text handler, with the access-log line's fast path (package accesslog).
 func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts))
-	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(accesslog.NewHandler(w, format, level))
 }
