@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
@@ -55,7 +56,7 @@ func BenchmarkProxy(b *testing.B) {
 	responder := &web.Responder{Brand: "edgeq", Lang: "en"}
 	edge := New(Options{
 		Origin: originURL, Prefix: "/_edgeq", Endpoints: http.NotFoundHandler(), Responder: responder,
-		Metrics: metrics.New(prometheus.NewRegistry()), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Metrics: metrics.New(prometheus.NewRegistry()), Logger: slog.New(accesslog.NewHandler(io.Discard, "json", slog.LevelInfo)),
 		Transport: origin,
 		// Built as the server builds it; the routes below have max_in_flight 0, which must cost nothing.
 		InFlight: inflight.New(inflight.Options{Store: storetest.Embedded(b)}), MaxBodyBytes: 1 << 20,

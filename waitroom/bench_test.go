@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
@@ -88,7 +89,7 @@ func BenchmarkGate(b *testing.B) {
 	edge := proxy.New(proxy.Options{
 		Origin: originURL, Prefix: "/_edgeq", Endpoints: http.NotFoundHandler(), Steps: []proxy.Step{room.Gate()},
 		Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Metrics: metrics.New(prometheus.NewRegistry()),
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Transport: origin,
+		Logger: slog.New(accesslog.NewHandler(io.Discard, "json", slog.LevelInfo)), Transport: origin,
 	})
 	table, err := edge.Compile([]config.Route{
 		{Name: "gated", Match: "GET /gated/", Queue: "drop"}, {Name: "renewing", Match: "GET /renewing/", Queue: "renewing"},

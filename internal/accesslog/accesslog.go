@@ -64,9 +64,10 @@ type Line struct {
 	ClientIP      netip.Addr
 }
 
-// Attrs is l as slog attributes, for a logger whose handler is not a Handler or a line Write declines.
-func (l *Line) Attrs() []slog.Attr {
-	return []slog.Attr{
+// Record is l as a slog record, for a logger whose handler is not a Handler or a line Write declines.
+func (l *Line) Record() slog.Record {
+	r := slog.NewRecord(l.Time, slog.LevelInfo, Message, 0)
+	r.AddAttrs(
 		slog.String("correlation_id", l.CorrelationID),
 		slog.String("method", l.Method),
 		slog.String("path", l.Path),
@@ -75,7 +76,8 @@ func (l *Line) Attrs() []slog.Attr {
 		slog.Int64("bytes", l.Bytes),
 		slog.Float64("duration_ms", l.DurationMS),
 		slog.String("client_ip", l.ClientIP.String()),
-	}
+	)
+	return r
 }
 
 // Log writes l at level info through logger: with Write when logger's handler is a Handler and l is
@@ -85,9 +87,7 @@ func Log(ctx context.Context, logger *slog.Logger, l *Line) {
 	if fast, ok := h.(*Handler); ok && fast.Write(l) {
 		return
 	}
-	r := slog.NewRecord(l.Time, slog.LevelInfo, Message, 0)
-	r.AddAttrs(l.Attrs()...)
-	h.Handle(ctx, r)
+	h.Handle(ctx, l.Record())
 }
 
 // Message is the access line's message.
@@ -96,7 +96,7 @@ const Message = "request"
 var buffers = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // Write writes l and reports true, or writes nothing and reports false when a value of l would need
-// quoting or escaping (then log l through slog: l.Attrs). The caller checks that info is enabled.
+// quoting or escaping (then log l through slog: l.Record). The caller checks that info is enabled.
 func (h *Handler) Write(l *Line) bool {
 	if y := l.Time.Year(); l.Time.IsZero() || y < 0 || y > 9999 || l.DurationMS < 0 || l.DurationMS >= 1e21 ||
 		(l.DurationMS != 0 && l.DurationMS < 1e-6) || l.DurationMS != l.DurationMS {
