@@ -811,3 +811,16 @@ func TestPageErrorsAreEscaped(t *testing.T) {
 		t.Fatalf("page headers: %v", rec.Header())
 	}
 }
+
+func TestBufferPool_ReusesWithoutAllocating(t *testing.T) {
+	pool := NewBufferPool()
+	b := pool.Get()
+	if len(b) != 32<<10 {
+		t.Fatalf("a buffer of %d bytes, want 32 KiB", len(b))
+	}
+	pool.Put(b)
+	pool.Put(make([]byte, 10)) // not one of the pool's: dropped, not converted
+	if n := testing.AllocsPerRun(100, func() { pool.Put(pool.Get()) }); n != 0 {
+		t.Errorf("%v allocations per Get and Put, want 0", n)
+	}
+}
