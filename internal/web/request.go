@@ -73,15 +73,21 @@ func RequestFrom(ctx context.Context) *Request {
 // CorrelationHeader carries the id that ties a request's log lines on edgeq and the origin together.
 const CorrelationHeader = "X-Correlation-ID"
 
+var correlationKey = http.CanonicalHeaderKey(CorrelationHeader)
+
 // CorrelationID returns the client's X-Correlation-ID when it is sane (1-128 characters of letters,
 // digits and . _ : -), else a new random one. Anything else could inject into logs or headers.
 func CorrelationID(h http.Header) string {
-	if id := h.Get(CorrelationHeader); saneID(id) {
-		return id
+	// The header's canonical key, looked up directly: Header.Get would build "X-Correlation-Id" from
+	// CorrelationHeader on every request.
+	if ids := h[correlationKey]; len(ids) > 0 && saneID(ids[0]) {
+		return ids[0]
 	}
 	var b [16]byte
+	var out [32]byte
 	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	hex.Encode(out[:], b[:])
+	return string(out[:]) // one allocation (hex.EncodeToString makes two)
 }
 
 func saneID(id string) bool {
