@@ -59,6 +59,10 @@ func FuzzStripEdgeqCookies(f *testing.F) {
 		h := http.Header{"Cookie": {line1, line2}}
 		before := (&http.Request{Header: h.Clone()}).Cookies()
 		stripEdgeqCookies(h)
+		// Byte for byte what the first implementation (split, filter, join) sent the origin.
+		if want := stripEdgeqCookiesSplitJoin([]string{line1, line2}); !slices.Equal(h["Cookie"], want) {
+			t.Fatalf("Cookie lines %q, want %q (lines %q, %q)", h["Cookie"], want, line1, line2)
+		}
 		after := (&http.Request{Header: h}).Cookies()
 		var want []string
 		for _, c := range before {
@@ -173,4 +177,28 @@ func FuzzCheckHost(f *testing.F) {
 			t.Fatalf("canonicalHost(%q) = %q names another host or port", host, canonical)
 		}
 	})
+}
+
+// stripEdgeqCookiesSplitJoin is stripEdgeqCookies as first written (split each line on ";", drop
+// edgeq's, join the rest): FuzzStripEdgeqCookies holds the allocation-free version to its output.
+func stripEdgeqCookiesSplitJoin(values []string) []string {
+	var kept []string
+	for _, line := range values {
+		var parts []string
+		changed := false
+		for _, part := range strings.Split(line, ";") {
+			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+			if strings.HasPrefix(name, edgeqCookiePrefix) {
+				changed = true
+				continue
+			}
+			parts = append(parts, part)
+		}
+		if !changed {
+			kept = append(kept, line)
+		} else if joined := strings.Trim(strings.Join(parts, ";"), " \t"); joined != "" {
+			kept = append(kept, joined)
+		}
+	}
+	return kept
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/edgeq/edgeq/internal/web"
@@ -112,32 +113,21 @@ func sameCGIName(name, want string) bool {
 }
 
 // stripEdgeqCookies removes edgeq's cookies (edgeq_*) from the Cookie headers of a request bound for the
-// origin, leaving every other cookie exactly as the client sent it.
+// origin, leaving every other cookie exactly as the client sent it. It allocates only for a line that
+// mixes edgeq's cookies with others (a gated visitor's Cookie line often holds the token alone).
 func stripEdgeqCookies(h http.Header) {
 	values := h["Cookie"]
-	if len(values) == 0 {
+	i := slices.IndexFunc(values, hasEdgeqCookie)
+	if i < 0 {
 		return
 	}
-	kept := values[:0:0]
-	for _, line := range values {
-		var parts []string
-		changed := false
-		for part := range strings.SplitSeq(line, ";") {
-			name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
-			if strings.HasPrefix(name, edgeqCookiePrefix) {
-				changed = true
-				continue
-			}
-			parts = append(parts, part)
-		}
-		if !changed {
+	var kept []string // a new slice: the header's own may be shared with the incoming request
+	kept = append(kept, values[:i]...)
+	for _, line := range values[i:] {
+		if !hasEdgeqCookie(line) {
 			kept = append(kept, line)
-			continue
-		}
-		// Trim only what HTTP calls whitespace: trimming more (a form feed, say) could turn a cookie the
-		// origin would have ignored into one it reads.
-		if joined := strings.Trim(strings.Join(parts, ";"), " \t"); joined != "" {
-			kept = append(kept, joined)
+		} else if rest := withoutEdgeqCookies(line); rest != "" {
+			kept = append(kept, rest)
 		}
 	}
 	if len(kept) == 0 {
@@ -145,6 +135,47 @@ func stripEdgeqCookies(h http.Header) {
 		return
 	}
 	h["Cookie"] = kept
+}
+
+// isEdgeqCookie says whether part of a Cookie line (between semicolons) names one of edgeq's cookies.
+func isEdgeqCookie(part string) bool {
+	name, _, _ := strings.Cut(strings.TrimSpace(part), "=")
+	return strings.HasPrefix(name, edgeqCookiePrefix)
+}
+
+func hasEdgeqCookie(line string) bool {
+	for {
+		part, rest, more := strings.Cut(line, ";")
+		if isEdgeqCookie(part) {
+			return true
+		}
+		if !more {
+			return false
+		}
+		line = rest
+	}
+}
+
+// withoutEdgeqCookies is line with the parts naming edgeq's cookies left out, the others joined by ";"
+// as they were, and only what HTTP calls whitespace trimmed at the ends: trimming more (a form feed,
+// say) could turn a cookie the origin would have ignored into one it reads.
+func withoutEdgeqCookies(line string) string {
+	var b strings.Builder
+	first := true
+	for {
+		part, rest, more := strings.Cut(line, ";")
+		if !isEdgeqCookie(part) {
+			if !first {
+				b.WriteByte(';')
+			}
+			b.WriteString(part)
+			first = false
+		}
+		if !more {
+			return strings.Trim(b.String(), " \t")
+		}
+		line = rest
+	}
 }
 
 // trustedSet is the parsed server.trusted_proxies.
