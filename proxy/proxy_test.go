@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
@@ -84,7 +86,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	rg.proxy = New(Options{
 		Origin: originURL, OriginTimeout: o.timeout, Prefix: "/_edgeq", TrustedProxies: trusted,
 		Endpoints: web.Routes(endpoints, responder), Steps: o.steps, Responder: responder,
-		Metrics: rg.metrics, Logger: slog.New(slog.NewJSONHandler(rg.logs, nil)), BodyTimeout: o.bodyTimeout,
+		Metrics: rg.metrics, Logger: slog.New(accesslog.NewHandler(rg.logs, "json", nil)), BodyTimeout: o.bodyTimeout,
 		InFlight: o.inflight, MaxBodyBytes: o.maxBodyBytes,
 	})
 	table, err := rg.proxy.Compile(o.routes)
@@ -793,6 +795,15 @@ func TestAccessLogLine(t *testing.T) {
 	}
 	if strings.Contains(rg.logs.String(), "do-not-log") {
 		t.Fatal("the query string was logged")
+	}
+	// The line as log/slog writes it, field for field and in this order (the rig logs through the
+	// server's handler, whose fast path writes it; package accesslog holds that path to slog's bytes).
+	raw := strings.TrimSpace(rg.logs.String())
+	raw = raw[strings.LastIndex(raw, "\n")+1:]
+	want := regexp.MustCompile(`^\{"time":"[0-9T:.Z+-]+","level":"INFO","msg":"request","correlation_id":"trace-1",` +
+		`"method":"GET","path":"/","route":"home","status":200,"bytes":[0-9]+,"duration_ms":[0-9.]+,"client_ip":"[0-9.]+"\}$`)
+	if !want.MatchString(raw) {
+		t.Fatalf("access line %s", raw)
 	}
 }
 
