@@ -41,9 +41,20 @@ return out`)
 				ranks[rank] = pos
 				args = append(args, rank)
 			}
-			got, err := script.Run(t.Context(), s.Client, nil, args...).Int64Slice()
-			if err != nil {
-				t.Fatal(err)
+			// In calls of at most 256 ranks: a single call of thousands keeps the embedded store's
+			// interpreter (under the race detector, on a slow machine) past the client's read timeout.
+			var got []int64
+			for ranks := args[3:]; len(ranks) > 0; {
+				part := ranks[:min(256, len(ranks))]
+				ranks = ranks[len(part):]
+				res, err := script.Run(t.Context(), s.Client, nil, append([]any{l.lo, l.n, l.seed}, part...)...).Int64Slice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, res...)
+			}
+			if int64(len(got)) != n {
+				t.Fatalf("n=%d: %d answers", n, len(got))
 			}
 			for i, pos := range got {
 				if want := l.lo + 1 + int64(i); pos != want {

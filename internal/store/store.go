@@ -89,10 +89,11 @@ func OpenEmbedded(keys Keys) (*Store, error) {
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start embedded store: %w", err)
 	}
-	// miniredis runs one command at a time, so a burst queues for a connection; in one process there is
-	// no network to fail fast from, so waiting for one is better than refusing (go-redis's default pool
-	// timeout, 4 s, turns a busy demo into 503s).
-	client := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 64, PoolTimeout: 30 * time.Second})
+	// miniredis runs one command at a time, so a burst queues for a connection and then for its answer;
+	// in one process there is no network to fail fast from, so waiting is better than refusing
+	// (go-redis's defaults, 4 s for a connection and 3 s for an answer, turn a busy demo into 503s).
+	client := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 64, PoolTimeout: 30 * time.Second,
+		ReadTimeout: 30 * time.Second})
 	return &Store{Client: client, Keys: keys, embedded: m}, nil
 }
 
