@@ -63,19 +63,23 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
     code = 5
   elseif not take_claim(user, id) then
     code = 3
-  else
+  elseif remaining < qty then
+    -- Refused either way; the per-user limit is the reason given when both refuse.
     local bought = tonumber(redis.call('HGET', KEYS[3], user)) or 0
-    if bought + qty > limit then
+    code = (bought + qty > limit) and 4 or 1
+  else
+    -- Count the units first and take them back if that passes the limit: one call for an admission
+    -- instead of a read and an increment. qty <= limit, so a purchase that passes the limit finds
+    -- the buyer's field there already, and taking the units back never leaves a 0 behind.
+    local q = string.format('%d', qty)
+    if redis.call('HINCRBY', KEYS[3], user, q) > limit then
+      redis.call('HINCRBY', KEYS[3], user, '-' .. q)
       code = 4
-    elseif remaining < qty then
-      code = 1
     end
     if code == 0 then
       at = at or now_ms()
       at_s = at_s or string.format('%d', at)
-      local q = string.format('%d', qty)
       remaining, taken = remaining - qty, taken + qty
-      redis.call('HINCRBY', KEYS[3], user, q)
       redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s)
       redis.call('EXPIRE', record, ARGV[2])
       unsettled[#unsettled + 1] = at_s

@@ -1,0 +1,88 @@
+package admission
+
+import (
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// reserve.lua counts a purchase's units before it checks the per-user limit and takes them back when
+// the limit refuses: every refusal leaves the buyers' counts as they were, and no buyer who was
+// refused gets a count of 0. When both the limit and the stock refuse, the limit is the reason.
+func TestReserve_RefusalsLeaveTheBuyersCountsAsTheyWere(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := t.Context()
+		svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
+			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+		if err := svc.Apply(ctx, []config.Product{product("p", 5, 2)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		buyer := func(name string, qty int64) claim {
+			n++
+			return claim{owner: "p", user: svc.pseudonyms.of(name), id: strconv.Itoa(n), value: qty}
+		}
+		reserve := func(cs ...claim) []int64 {
+			t.Helper()
+			res, err := svc.reserveNow(ctx, "p", cs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var codes []int64
+			var batch []pendingCommit
+			for i, r := range res {
+				codes = append(codes, r.code)
+				if r.code == 0 {
+					batch = append(batch, pendingCommit{kind: svc.stock, c: cs[i], st: &settling{done: make(chan struct{})}})
+				}
+			}
+			svc.applyCommits(ctx, batch) // settled: the buyers' claims no longer hold their next purchase
+			return codes
+		}
+		counts := func() map[string]string {
+			return s.Client.HGetAll(ctx, buyersKey(s.Keys, "p")).Val()
+		}
+		if got := reserve(buyer("a", 2), buyer("b", 1)); !equal(got, 0, 0) {
+			t.Fatalf("first call: codes %v", got)
+		}
+		// 2 units left. a is at the limit (stock would allow it), b buys its second, c wants 2 of the 1 left.
+		if got := reserve(buyer("a", 1), buyer("b", 1), buyer("c", 2)); !equal(got, 4, 0, 1) {
+			t.Fatalf("second call: codes %v, want [4 0 1]", got)
+		}
+		// 1 unit left. a and b are at the limit, a asks for 2 (the stock could not serve it either), b for 1 (it could).
+		if got := reserve(buyer("a", 2), buyer("b", 1), buyer("e", 1)); !equal(got, 4, 4, 0) {
+			t.Fatalf("third call: codes %v, want [4 4 0]", got)
+		}
+		if got := reserve(buyer("e", 2), buyer("c", 1)); !equal(got, 4, 1) {
+			t.Fatalf("sold out: codes %v, want [4 1]", got)
+		}
+		want := map[string]string{svc.pseudonyms.of("a"): "2", svc.pseudonyms.of("b"): "2", svc.pseudonyms.of("e"): "1"}
+		if got := counts(); len(got) != len(want) || got[svc.pseudonyms.of("a")] != "2" ||
+			got[svc.pseudonyms.of("b")] != "2" || got[svc.pseudonyms.of("e")] != "1" {
+			t.Fatalf("buyers' counts %v, want %v (c, always refused, has none)", got, want)
+		}
+		if left := s.Client.Get(ctx, stockKey(s.Keys, "p")).Val(); left != "0" {
+			t.Fatalf("stock %s, want 0", left)
+		}
+	})
+}
+
+func equal(got []int64, want ...int64) bool {
+	if len(got) != len(want) {
+		return false
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			return false
+		}
+	}
+	return true
+}
