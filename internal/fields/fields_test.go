@@ -31,6 +31,8 @@ func TestDuplicateKey(t *testing.T) {
 		"{\n\t\"a\"\t:\r\n1,\"A\"\n:2}":              "A",
 		"0}":                                         "", // not valid JSON: parseJSON refuses it first, and this must not panic
 		"]]}":                                        "",
+		"{\"\x9e\":0,\"\xbf\":0}":                    "\ufffd", // encoding/json reads broken UTF-8 as U+FFFD: one key
+		"{\"a\x9e\":0,\"a\xbf\xbf\":0}":              "",       // one U+FFFD per broken byte: two keys
 	} {
 		key, dup := duplicateKey([]byte(doc))
 		if dup != (want != "") || key != want {
@@ -86,6 +88,7 @@ func FuzzDuplicateKey(f *testing.F) {
 	f.Add(`{"a\"b":"\\","a\u0022b":1}`)
 	f.Add(`[{"k":1},{"\u212a":2}]`)
 	f.Add(`0}`)
+	f.Add("{\"\x9e\":0,\"\xbf\":0}")
 	f.Fuzz(func(t *testing.T, doc string) {
 		key, dup := duplicateKey([]byte(doc))
 		if !json.Valid([]byte(doc)) {

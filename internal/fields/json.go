@@ -50,7 +50,9 @@ func duplicateKey(body []byte) (string, bool) {
 				continue
 			}
 			key := string(raw[1 : len(raw)-1])
-			if escaped {
+			if escaped || !utf8.ValidString(key) {
+				// encoding/json reads escapes, and each byte of broken UTF-8 as U+FFFD: so must we, or
+				// "\x9e" and "\xbf" would be two keys here and one to a Go origin.
 				json.Unmarshal(raw, &key)
 			}
 			keys, folded := stack[len(stack)-1], foldKey(key)
