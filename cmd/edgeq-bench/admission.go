@@ -29,24 +29,38 @@ func admissionBench(args []string, w io.Writer) error {
 	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
 	concurrency := fs.Int("concurrency", 64, "concurrent clients")
 	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (edgeq, the origin and the load) during the admission rounds to this file")
+	pinCPU := fs.Int("redis-cpu", -1, "pin redis-server to this CPU and this process to the others (as Redis on a core of its own); -1: no pinning")
+	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of this process (edgeq, the origin and the load) during the first admission round to this file and the first round of the same POST passed through to this file + \".passthrough\"")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var profile *os.File
+	var profile, passProfile *os.File // the first round's of each, then nil
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
+		for _, p := range []struct {
+			f    **os.File
+			name string
+		}{{&profile, *cpuProfile}, {&passProfile, *cpuProfile + ".passthrough"}} {
+			f, err := os.Create(p.name)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			*p.f = f
 		}
-		profile = f
-		defer profile.Close()
 	}
 	redisSrv, err := redisserver.Start()
 	if err != nil {
 		return fmt.Errorf("the admission benchmark needs redis-server: %w", err)
 	}
 	defer redisSrv.Stop()
+	where := "redis-server on loopback"
+	if *pinCPU >= 0 {
+		keep, err := pinRedis(redisSrv.Pid(), *pinCPU)
+		if err != nil {
+			return err
+		}
+		where = fmt.Sprintf("redis-server on loopback pinned to CPU %d, edgeq, the origin and the load to CPU %s", *pinCPU, keep)
+	}
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Write([]byte("order confirmed"))
@@ -79,7 +93,16 @@ func admissionBench(args []string, w io.Writer) error {
 	var worst time.Duration // how long the worker needed after a round to catch up
 	streams := productStreams("edgeq", "bench")
 	for round := 0; round < *rounds; round++ {
+		if passProfile != nil {
+			if err := pprof.StartCPUProfile(passProfile); err != nil {
+				return err
+			}
+		}
 		plain.Add(bench.Run(client, "same POST passed through", post("/plain/bench"), 200, *concurrency, *duration))
+		if passProfile != nil {
+			pprof.StopCPUProfile()
+			passProfile = nil
+		}
 		if _, err := drained(rc, 5*time.Minute, streams...); err != nil {
 			return err
 		}
@@ -118,8 +141,8 @@ func admissionBench(args []string, w io.Writer) error {
 	}
 
 	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, redis-server on loopback, one product with ample stock, a new buyer per request\n\n",
-		*concurrency, *rounds, *duration)
+	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, %s, one product with ample stock, a new buyer per request\n\n",
+		*concurrency, *rounds, *duration, where)
 	fmt.Fprintln(w, plain)
 	fmt.Fprintln(w, through)
 	fmt.Fprintln(w, raw)

@@ -3,7 +3,7 @@
 //
 //	edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
 //	edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
-//	edgeq-bench admission [-duration 10s] [-concurrency 64]
+//	edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE]
 //	edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]
 //
 // overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
@@ -15,8 +15,9 @@
 // commands it costs, Redis memory per waiting visitor, and a gated GET with a valid token against a
 // bare proxy, on a private redis-server.
 //
-// admission: stock admissions per second and their latency through edgeq, beside reserve.lua called
-// directly, on a private redis-server.
+// admission: stock admissions per second and their latency through edgeq, beside the same POST
+// passed through and reserve.lua called directly, on a private redis-server (-redis-cpu N: pinned to
+// CPU N, this process to the others, as Redis on a core of its own).
 //
 // bid: latency of bids, highest-bid reads and history reads through edgeq under seed 001's load
 // (1,000 bidders, 5,000 and 1,000 pollers, together) and in bursts of as many simultaneous visitors,
@@ -68,7 +69,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
   edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
-  edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64]
+  edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE]
   edgeq-bench ledger [-duration 4s] [-rounds 3] [-concurrency 64] [-outage 4s]   (needs redis-server and PostgreSQL)
   edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2]   (needs wrk; adds nginx and caddy when installed)
   edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)

@@ -104,6 +104,9 @@ func (s *Server) Restart() error {
 	return s.waitReady()
 }
 
+// Pid is the server's process id (benchmarks pin it to a CPU).
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
+
 // Dir is the server's working directory (where an append-only file goes).
 func (s *Server) Dir() string { return s.dir }
 
