@@ -2,6 +2,8 @@ package admission
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -50,39 +52,26 @@ func TestReserve_RefusalsLeaveTheBuyersCountsAsTheyWere(t *testing.T) {
 		counts := func() map[string]string {
 			return s.Client.HGetAll(ctx, buyersKey(s.Keys, "p")).Val()
 		}
-		if got := reserve(buyer("a", 2), buyer("b", 1)); !equal(got, 0, 0) {
+		if got := reserve(buyer("a", 2), buyer("b", 1)); !slices.Equal(got, []int64{0, 0}) {
 			t.Fatalf("first call: codes %v", got)
 		}
 		// 2 units left. a is at the limit (stock would allow it), b buys its second, c wants 2 of the 1 left.
-		if got := reserve(buyer("a", 1), buyer("b", 1), buyer("c", 2)); !equal(got, 4, 0, 1) {
+		if got := reserve(buyer("a", 1), buyer("b", 1), buyer("c", 2)); !slices.Equal(got, []int64{4, 0, 1}) {
 			t.Fatalf("second call: codes %v, want [4 0 1]", got)
 		}
 		// 1 unit left. a and b are at the limit, a asks for 2 (the stock could not serve it either), b for 1 (it could).
-		if got := reserve(buyer("a", 2), buyer("b", 1), buyer("e", 1)); !equal(got, 4, 4, 0) {
+		if got := reserve(buyer("a", 2), buyer("b", 1), buyer("e", 1)); !slices.Equal(got, []int64{4, 4, 0}) {
 			t.Fatalf("third call: codes %v, want [4 4 0]", got)
 		}
-		if got := reserve(buyer("e", 2), buyer("c", 1)); !equal(got, 4, 1) {
+		if got := reserve(buyer("e", 2), buyer("c", 1)); !slices.Equal(got, []int64{4, 1}) {
 			t.Fatalf("sold out: codes %v, want [4 1]", got)
 		}
 		want := map[string]string{svc.pseudonyms.of("a"): "2", svc.pseudonyms.of("b"): "2", svc.pseudonyms.of("e"): "1"}
-		if got := counts(); len(got) != len(want) || got[svc.pseudonyms.of("a")] != "2" ||
-			got[svc.pseudonyms.of("b")] != "2" || got[svc.pseudonyms.of("e")] != "1" {
+		if got := counts(); !maps.Equal(got, want) {
 			t.Fatalf("buyers' counts %v, want %v (c, always refused, has none)", got, want)
 		}
 		if left := s.Client.Get(ctx, stockKey(s.Keys, "p")).Val(); left != "0" {
 			t.Fatalf("stock %s, want 0", left)
 		}
 	})
-}
-
-func equal(got []int64, want ...int64) bool {
-	if len(got) != len(want) {
-		return false
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			return false
-		}
-	}
-	return true
 }
