@@ -228,9 +228,15 @@ func TestLedger_ACancelledAdmissionShowsInTheLedger(t *testing.T) {
 	if a := st.checkout("p", "ben", nil); a.status != 409 {
 		t.Fatalf("a purchase of the sold-out unit: %d", a.status)
 	}
-	eventually(t, 10*time.Second, "the cancellation", func() bool {
-		return st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", "").status == 200
+	// The shop's acceptance is committed after the answer, in a batch; the operator cancels the
+	// order once it shows as committed. (One cancelled before its commit landed is cancelled with no
+	// committed_at: the commit finds it settled and records nothing.)
+	eventually(t, 10*time.Second, "the commit in the admin view", func() bool {
+		return st.adminGet("/api/admissions/"+id).json["state"] == "committed"
 	})
+	if a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.status != 200 {
+		t.Fatalf("cancel: %d %s", a.status, a.body)
+	}
 	second := st.checkout("p", "ben", nil)
 	if second.status != 200 {
 		t.Fatalf("the cancelled unit does not sell again: %d %s", second.status, second.body)
