@@ -232,7 +232,7 @@ func TestLedger_ACancelledAdmissionShowsInTheLedger(t *testing.T) {
 	// order once it shows as committed. (One cancelled before its commit landed is cancelled with no
 	// committed_at: the commit finds it settled and records nothing.)
 	eventually(t, 10*time.Second, "the commit in the admin view", func() bool {
-		return st.adminGet("/api/admissions/"+id).json["state"] == "committed"
+		return st.adminGet("/api/admissions/" + id).json["state"] == "committed"
 	})
 	if a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.status != 200 {
 		t.Fatalf("cancel: %d %s", a.status, a.body)
