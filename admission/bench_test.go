@@ -67,3 +67,48 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkIdleWorkerPass is what the event worker costs while nothing happens: one pass over the
+// streams of every product, none with anything new (each replica runs one every 100 ms, and the
+// ledger worker another). It reports Redis's CPU per pass (redis-µs/pass) and the round trips a pass
+// makes (trips/pass): both grow with the number of products, and Redis is one core for every replica.
+func BenchmarkIdleWorkerPass(b *testing.B) {
+	for _, products := range []int{10, 100, 1000} {
+		b.Run("products="+strconv.Itoa(products), func(b *testing.B) {
+			s := storetest.Redis(b)
+			ctx := context.Background()
+			svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
+				Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+			ps := make([]config.Product, products)
+			for i := range ps {
+				ps[i] = product("p"+strconv.Itoa(i), 100, 1)
+			}
+			if err := svc.Apply(ctx, ps, nil); err != nil {
+				b.Fatal(err)
+			}
+			// One admission each, applied, so that every stream and group exists.
+			for i := range ps {
+				c := claim{owner: ps[i].ID, user: svc.pseudonyms.of("u"), id: strconv.Itoa(i + 1), value: 1}
+				if res, err := svc.reserveNow(ctx, ps[i].ID, []claim{c}); err != nil || res[0].code != 0 {
+					b.Fatalf("reserve: %v %v", res, err)
+				}
+			}
+			w := &worker{s: svc, consumer: "bench", groups: map[string]bool{}}
+			for busy := true; busy; busy, _ = w.pass(ctx) {
+			}
+			w.claimAt = time.Now().Add(time.Hour) // the take-over sweep is a separate, rarer cost
+			trips := storetest.CountTrips(s.Client)
+			p0, _ := storetest.RedisCPU(b, s.Client)
+			t0 := trips.Load()
+			for b.Loop() {
+				if busy, _ := w.pass(ctx); busy {
+					b.Fatal("an idle pass found work")
+				}
+			}
+			b.StopTimer()
+			p1, _ := storetest.RedisCPU(b, s.Client)
+			b.ReportMetric((p1-p0)/float64(b.N), "redis-µs/pass")
+			b.ReportMetric(float64(trips.Load()-t0-1)/float64(b.N), "trips/pass")
+		})
+	}
+}

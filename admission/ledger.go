@@ -80,11 +80,7 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 	var entries []held
 	var msgs []entryOf
 	oldest := time.Time{}
-	var reads []read
-	for _, owned := range w.streams {
-		reads = append(reads, s.readGroup(ctx, owned, ledgerGroup, w.consumer, w.groups, claim, ledgerRead)...)
-	}
-	for _, r := range reads {
+	for _, r := range s.readAll(ctx, w.streams, ledgerGroup, w.consumer, w.groups, claim, ledgerRead) {
 		src := r.src
 		if len(r.msgs) == 0 {
 			continue

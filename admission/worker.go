@@ -214,26 +214,24 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		if n, err := s.client.HLen(ctx, deadKey(s.keys)).Result(); err == nil {
 			s.metrics.deadLetters.Set(float64(n))
 		}
-		if u, err := s.unsettled(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
-			s.metrics.unsettled.Set(float64(len(u)))
+		if n, err := s.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
+			s.metrics.unsettled.Set(float64(n))
 		}
 	}
 	claim := time.Since(w.claimAt) > s.o.ClaimIdle/3
 	if claim {
 		w.claimAt = time.Now()
 	}
-	for _, owned := range w.streams {
-		for _, r := range s.readGroup(ctx, owned, groupName, w.consumer, w.groups, claim, 100) {
-			if len(r.msgs) == 0 {
-				continue
-			}
-			busy = true
-			if w.stopAfterRead != nil && w.stopAfterRead(r.src, len(r.msgs)) {
-				return busy, true
-			}
-			if !w.handleBatch(ctx, r.src, r.msgs) {
-				return busy, true
-			}
+	for _, r := range s.readAll(ctx, w.streams, groupName, w.consumer, w.groups, claim, 100) {
+		if len(r.msgs) == 0 {
+			continue
+		}
+		busy = true
+		if w.stopAfterRead != nil && w.stopAfterRead(r.src, len(r.msgs)) {
+			return busy, true
+		}
+		if !w.handleBatch(ctx, r.src, r.msgs) {
+			return busy, true
 		}
 	}
 	return busy, false
@@ -265,66 +263,91 @@ type read struct {
 	msgs []redis.XMessage
 }
 
-// readGroup reads up to count new entries of each of one owner's streams for a consumer of group,
-// with one XREADGROUP (they share a hash tag), creating the group on a stream (from its first entry)
-// the first time; with claim, it also takes over entries another consumer left pending for
-// ClaimIdle. groups remembers, per stream, whether the group exists (false: creating it failed —
-// a product's admits stream before its first admission, say — tried again after the next listing).
-func (s *Service) readGroup(ctx context.Context, owned []source, group, consumer string, groups map[string]bool, claim bool, count int64) []read {
-	out := make([]read, 0, len(owned))
-	for _, src := range owned {
-		stream := src.stream()
-		if done, tried := groups[stream]; !done {
-			if tried {
-				continue // until the next listing
+// readAll reads up to count new entries of each stream of every owner for a consumer of group: one
+// XREADGROUP per owner (an owner's streams share its hash tag), all of them in one pipeline, so an
+// idle pass over many products is one round trip (on a cluster, one per node) instead of one per
+// product; with claim, the take-overs of entries another consumer left pending for ClaimIdle go in
+// the same pipeline. The group is created on a stream (from its first entry) the first time; groups
+// remembers, per stream, whether it exists (false: creating it failed — a product's admits stream
+// before its first admission, say — tried again after the next listing).
+func (s *Service) readAll(ctx context.Context, streams [][]source, group, consumer string, groups map[string]bool, claim bool, count int64) []read {
+	reads := make([]read, 0, 2*len(streams))
+	var owners [][2]int // each owner's reads: reads[o[0]:o[1]]
+	for _, owned := range streams {
+		first := len(reads)
+		for _, src := range owned {
+			stream := src.stream()
+			if done, tried := groups[stream]; !done {
+				if tried {
+					continue // until the next listing
+				}
+				// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
+				err := s.client.XGroupCreate(ctx, stream, group, "0").Err()
+				if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+					groups[stream] = false
+					continue
+				}
+				groups[stream] = true
 			}
-			// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
-			err := s.client.XGroupCreate(ctx, stream, group, "0").Err()
-			if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-				groups[stream] = false
-				continue
-			}
-			groups[stream] = true
+			reads = append(reads, read{src: src})
 		}
-		out = append(out, read{src: src})
+		if len(reads) > first {
+			owners = append(owners, [2]int{first, len(reads)})
+		}
 	}
-	if len(out) == 0 {
+	if len(reads) == 0 {
 		return nil
 	}
-	args := make([]string, 0, 2*len(out))
-	for _, r := range out {
-		args = append(args, r.src.stream())
+	cmds := make([]*redis.XStreamSliceCmd, len(owners))
+	var claims []*redis.XAutoClaimCmd
+	if claim {
+		claims = make([]*redis.XAutoClaimCmd, len(reads))
 	}
-	for range out {
-		args = append(args, ">")
-	}
-	res, err := s.client.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: args, Count: count, Block: -1,
-	}).Result()
-	if err == nil {
+	// Each command's own error is read below (an empty read is redis.Nil).
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		args := make([]string, 2*len(reads)) // an owner's streams, then as many ">"
+		for i, o := range owners {
+			n := o[1] - o[0]
+			mine := args[2*o[0] : 2*o[1]]
+			for j, r := range reads[o[0]:o[1]] {
+				mine[j], mine[n+j] = r.src.stream(), ">"
+			}
+			cmds[i] = p.XReadGroup(ctx, &redis.XReadGroupArgs{
+				Group: group, Consumer: consumer, Streams: mine, Count: count, Block: -1,
+			})
+		}
+		for i := range claims {
+			claims[i] = p.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+				Stream: reads[i].src.stream(), Group: group, Consumer: consumer, MinIdle: s.o.ClaimIdle, Start: "0-0", Count: count,
+			})
+		}
+		return nil
+	})
+	for i, o := range owners {
+		mine := reads[o[0]:o[1]]
+		res, err := cmds[i].Result()
+		if err != nil {
+			if strings.HasPrefix(err.Error(), "NOGROUP") {
+				for _, r := range mine {
+					delete(groups, r.src.stream()) // created again next pass
+				}
+			}
+			continue
+		}
 		for _, st := range res {
-			for i := range out {
-				if out[i].src.stream() == st.Stream {
-					out[i].msgs = st.Messages
+			for j := range mine {
+				if mine[j].src.stream() == st.Stream {
+					mine[j].msgs = st.Messages
 				}
 			}
 		}
-	} else if strings.HasPrefix(err.Error(), "NOGROUP") {
-		for _, r := range out {
-			delete(groups, r.src.stream())
+	}
+	for i, c := range claims {
+		if claimed, _, err := c.Result(); err == nil {
+			reads[i].msgs = append(reads[i].msgs, claimed...)
 		}
 	}
-	if claim {
-		for i, r := range out {
-			claimed, _, err := s.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-				Stream: r.src.stream(), Group: group, Consumer: consumer, MinIdle: s.o.ClaimIdle, Start: "0-0", Count: count,
-			}).Result()
-			if err == nil {
-				out[i].msgs = append(out[i].msgs, claimed...)
-			}
-		}
-	}
-	return out
+	return reads
 }
 
 // handleBatch applies a read's entries with one script call and acknowledges them with one XACK. An

@@ -310,3 +310,29 @@ func (h *commandCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 		return next(ctx, cmds)
 	}
 }
+
+// CountTrips counts the round trips c makes from now on: a command alone or a pipeline (or
+// transaction) of any length is one.
+func CountTrips(c redis.UniversalClient) *atomic.Int64 {
+	h := &tripCounter{}
+	c.AddHook(h)
+	return &h.n
+}
+
+type tripCounter struct{ n atomic.Int64 }
+
+func (h *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}

@@ -1,0 +1,97 @@
+package admission
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// workerOver is a service with n products, one admission each, and an event worker that has not
+// run yet.
+func workerOver(t *testing.T, s *store.Store, n int) (*Service, *worker) {
+	t.Helper()
+	ctx := context.Background()
+	svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
+		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
+	ps := make([]config.Product, n)
+	for i := range ps {
+		ps[i] = product("p"+strconv.Itoa(i), 10, 1)
+	}
+	if err := svc.Apply(ctx, ps, nil); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range ps {
+		c := claim{owner: p.ID, user: svc.pseudonyms.of("u"), id: strconv.Itoa(i + 1), value: 1}
+		if res, err := svc.reserveNow(ctx, p.ID, []claim{c}); err != nil || res[0].code != 0 {
+			t.Fatalf("reserve %s: %v %v", p.ID, res, err)
+		}
+	}
+	return svc, &worker{s: svc, consumer: "test", groups: map[string]bool{}}
+}
+
+// The event worker reads the streams of every product in one pipeline: one pass applies what is
+// new on all of them (on a cluster, products on every node), and a pass with nothing new is one
+// round trip however many products there are (it runs every 100 ms on every replica).
+func TestWorker_OnePassReadsEveryProductInOnePipeline(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		const products = 40
+		ctx := context.Background()
+		_, w := workerOver(t, s, products)
+		if busy, _ := w.pass(ctx); !busy {
+			t.Fatal("the first pass found nothing")
+		}
+		if n := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); n != products {
+			t.Fatalf("one pass applied %d admissions of the %d products", n, products)
+		}
+		for i := range products {
+			p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"+strconv.Itoa(i)), groupName).Result()
+			if err != nil || p.Count != 0 {
+				t.Fatalf("product p%d: pending %+v %v", i, p, err)
+			}
+		}
+		trips := storetest.CountTrips(s.Client)
+		reads := storetest.CountCommands(s.Client, func(c redis.Cmder) bool { return c.Name() == "xreadgroup" })
+		if busy, _ := w.pass(ctx); busy {
+			t.Fatal("a pass with nothing new was busy")
+		}
+		if n := trips.Load(); n != 1 {
+			t.Fatalf("a pass with nothing new made %d round trips, want 1 (a pipeline)", n)
+		}
+		if n := reads.Load(); n != products {
+			t.Fatalf("%d XREADGROUPs for %d products", n, products)
+		}
+	})
+}
+
+// edgeq_admissions_unsettled counts, over every product, the admissions neither committed nor given
+// back for longer than UnsettledAfter; newer ones do not count.
+func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		svc, w := workerOver(t, s, 5) // one fresh unsettled admission each: not counted
+		old := float64(time.Now().Add(-UnsettledAfter - time.Minute).UnixMilli())
+		for p, n := range map[string]int{"p0": 2, "p3": 1, "p4": 3} {
+			for i := range n {
+				s.Client.ZAdd(ctx, unsettledKey(s.Keys, p), redis.Z{Score: old, Member: p + "-old-" + strconv.Itoa(i)})
+			}
+		}
+		w.pass(ctx)
+		if got := testutil.ToFloat64(svc.metrics.unsettled); got != 6 {
+			t.Fatalf("edgeq_admissions_unsettled = %v, want 6", got)
+		}
+		if u, err := svc.unsettled(ctx, time.Now()); err != nil || len(u) != 5+6 {
+			t.Fatalf("the unsettled list: %d items, %v; want 11", len(u), err)
+		}
+	})
+}
