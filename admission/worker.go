@@ -267,29 +267,17 @@ type read struct {
 // XREADGROUP per owner (an owner's streams share its hash tag), all of them in one pipeline, so an
 // idle pass over many products is one round trip (on a cluster, one per node) instead of one per
 // product; with claim, the take-overs of entries another consumer left pending for ClaimIdle go in
-// the same pipeline. The group is created on a stream (from its first entry) the first time; groups
-// remembers, per stream, whether it exists (false: creating it failed — a product's admits stream
-// before its first admission, say — tried again after the next listing).
+// the same pipeline. Streams without the group yet get it first (createGroups).
 func (s *Service) readAll(ctx context.Context, streams [][]source, group, consumer string, groups map[string]bool, claim bool, count int64) []read {
+	s.createGroups(ctx, streams, group, groups)
 	reads := make([]read, 0, 2*len(streams))
 	var owners [][2]int // each owner's reads: reads[o[0]:o[1]]
 	for _, owned := range streams {
 		first := len(reads)
 		for _, src := range owned {
-			stream := src.stream()
-			if done, tried := groups[stream]; !done {
-				if tried {
-					continue // until the next listing
-				}
-				// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
-				err := s.client.XGroupCreate(ctx, stream, group, "0").Err()
-				if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-					groups[stream] = false
-					continue
-				}
-				groups[stream] = true
+			if groups[src.stream()] {
+				reads = append(reads, read{src: src})
 			}
-			reads = append(reads, read{src: src})
 		}
 		if len(reads) > first {
 			owners = append(owners, [2]int{first, len(reads)})
@@ -348,6 +336,38 @@ func (s *Service) readAll(ctx context.Context, streams [][]source, group, consum
 		}
 	}
 	return reads
+}
+
+// createGroups creates group, from the stream's first entry, on each stream that groups does not
+// know yet, with one pipeline, and notes which exist: the ledger's group on every stream at its
+// first pass (a product's and an auction's streams are made with the event worker's group). It
+// fails on a stream that does not exist (an auction's, a week after its end; a product's made by a
+// build before the streams were made with the product): groups notes false, tried again after the
+// next listing.
+func (s *Service) createGroups(ctx context.Context, streams [][]source, group string, groups map[string]bool) {
+	var names []string
+	for _, owned := range streams {
+		for _, src := range owned {
+			if _, tried := groups[src.stream()]; !tried {
+				names = append(names, src.stream())
+			}
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	cmds := make([]*redis.StatusCmd, len(names))
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, name := range names {
+			// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
+			cmds[i] = p.XGroupCreate(ctx, name, group, "0")
+		}
+		return nil
+	})
+	for i, c := range cmds {
+		err := c.Err()
+		groups[names[i]] = err == nil || strings.HasPrefix(err.Error(), "BUSYGROUP")
+	}
 }
 
 // handleBatch applies a read's entries with one script call and acknowledges them with one XACK. An

@@ -17,21 +17,21 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// workerOver is a service with n products, one admission each, and an event worker that has not
-// run yet.
-func workerOver(t *testing.T, s *store.Store, n int) (*Service, *worker) {
+// workerOver is a service with sold products, one admission each, and unsold ones, and an event
+// worker that has not run yet.
+func workerOver(t *testing.T, s *store.Store, sold, unsold int) (*Service, *worker) {
 	t.Helper()
 	ctx := context.Background()
 	svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-	ps := make([]config.Product, n)
+	ps := make([]config.Product, sold+unsold)
 	for i := range ps {
 		ps[i] = product("p"+strconv.Itoa(i), 10, 1)
 	}
 	if err := svc.Apply(ctx, ps, nil); err != nil {
 		t.Fatal(err)
 	}
-	for i, p := range ps {
+	for i, p := range ps[:sold] {
 		c := claim{owner: p.ID, user: svc.pseudonyms.of("u"), id: strconv.Itoa(i + 1), value: 1}
 		if res, err := svc.reserveNow(ctx, p.ID, []claim{c}); err != nil || res[0].code != 0 {
 			t.Fatalf("reserve %s: %v %v", p.ID, res, err)
@@ -42,34 +42,47 @@ func workerOver(t *testing.T, s *store.Store, n int) (*Service, *worker) {
 
 // The event worker reads the streams of every product in one pipeline: one pass applies what is
 // new on all of them (on a cluster, products on every node), and a pass with nothing new is one
-// round trip however many products there are (it runs every 100 ms on every replica).
+// round trip however many products there are, sold or not (it runs every 100 ms on every replica);
+// the pass that lists the streams again (every 5 s) makes as many round trips for 80 products as
+// for 10.
 func TestWorker_OnePassReadsEveryProductInOnePipeline(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
-		const products = 40
 		ctx := context.Background()
-		_, w := workerOver(t, s, products)
-		if busy, _ := w.pass(ctx); !busy {
-			t.Fatal("the first pass found nothing")
-		}
-		if n := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); n != products {
-			t.Fatalf("one pass applied %d admissions of the %d products", n, products)
-		}
-		for i := range products {
-			p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"+strconv.Itoa(i)), groupName).Result()
-			if err != nil || p.Count != 0 {
-				t.Fatalf("product p%d: pending %+v %v", i, p, err)
+		listingTrips := map[int]int64{}
+		for _, n := range []int{5, 40} {
+			s := store.Wrap(s.Client, store.Keys{Prefix: storetest.UniquePrefix()}) // products of its own
+			_, w := workerOver(t, s, n, n)
+			w.claimAt = time.Now() // the take-over sweep (every ClaimIdle/3) is left out
+			if busy, _ := w.pass(ctx); !busy {
+				t.Fatal("the first pass found nothing")
 			}
+			if got := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); got != int64(n) {
+				t.Fatalf("one pass applied %d admissions of the %d products sold", got, n)
+			}
+			for i := range n {
+				p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"+strconv.Itoa(i)), groupName).Result()
+				if err != nil || p.Count != 0 {
+					t.Fatalf("product p%d: pending %+v %v", i, p, err)
+				}
+			}
+			trips := storetest.CountTrips(s.Client)
+			reads := storetest.CountCommands(s.Client, func(c redis.Cmder) bool { return c.Name() == "xreadgroup" })
+			if busy, _ := w.pass(ctx); busy {
+				t.Fatal("a pass with nothing new was busy")
+			}
+			if n := trips.Load(); n != 1 {
+				t.Fatalf("a pass with nothing new made %d round trips, want 1 (a pipeline)", n)
+			}
+			if got := reads.Load(); got != int64(2*n) {
+				t.Fatalf("%d XREADGROUPs for %d products", got, 2*n)
+			}
+			w.listedAt = time.Time{}
+			before := trips.Load()
+			w.pass(ctx)
+			listingTrips[n] = trips.Load() - before
 		}
-		trips := storetest.CountTrips(s.Client)
-		reads := storetest.CountCommands(s.Client, func(c redis.Cmder) bool { return c.Name() == "xreadgroup" })
-		if busy, _ := w.pass(ctx); busy {
-			t.Fatal("a pass with nothing new was busy")
-		}
-		if n := trips.Load(); n != 1 {
-			t.Fatalf("a pass with nothing new made %d round trips, want 1 (a pipeline)", n)
-		}
-		if n := reads.Load(); n != products {
-			t.Fatalf("%d XREADGROUPs for %d products", n, products)
+		if listingTrips[5] != listingTrips[40] {
+			t.Fatalf("a listing pass: %d round trips for 10 products, %d for 80", listingTrips[5], listingTrips[40])
 		}
 	})
 }
@@ -79,7 +92,7 @@ func TestWorker_OnePassReadsEveryProductInOnePipeline(t *testing.T) {
 func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
-		svc, w := workerOver(t, s, 5) // one fresh unsettled admission each: not counted
+		svc, w := workerOver(t, s, 5, 0) // one fresh unsettled admission each: not counted
 		old := float64(time.Now().Add(-UnsettledAfter - time.Minute).UnixMilli())
 		for p, n := range map[string]int{"p0": 2, "p3": 1, "p4": 3} {
 			for i := range n {
