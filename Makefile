@@ -64,6 +64,7 @@ screenshots:
 bench:
 	$(GO) run ./cmd/edgeq-bench table
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
+	$(GO) test -run '^$$' -bench 'StockReserveAndCommit|IdleWorkerPass' ./admission/
 	$(GO) run ./cmd/edgeq-bench overhead
 	$(GO) run ./cmd/edgeq-bench waitroom -waiters 1000000
 	$(GO) run ./cmd/edgeq-bench admission
