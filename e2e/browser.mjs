@@ -612,6 +612,9 @@ async function invite() {
     await guest.page.goto(link);
     await guest.page.waitForURL(base + '/orders/vip', { timeout: 10000 });
     expect(!(await guest.page.content()).includes('edgeq_'), 'the shop page is not the shop\'s');
+    // The code was in the link: the shop page (and any analytics script on it) is told the origin only.
+    const referrer = await guest.page.evaluate(() => document.referrer);
+    expect(referrer === base + '/', 'the shop page\'s document.referrer: ' + referrer);
     const cookies = (await guest.page.context().cookies()).map((c) => c.name);
     expect(cookies.includes('edgeq_tk_vip'), 'no token cookie: ' + cookies);
     // Back to the link in the same browser: on to the shop, not "used".

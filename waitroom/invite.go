@@ -40,6 +40,9 @@ func newInviteCode() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// InviteReferrerPolicy is the Referrer-Policy of every answer at an invitation link.
+const InviteReferrerPolicy = "strict-origin"
+
 // MaxInvites is the most invitations one call creates.
 const MaxInvites = 10_000
 
@@ -58,6 +61,12 @@ func (r *Room) inviteURL(queueID, code string) string {
 // handleInvite serves an invitation link: GET shows the page that posts it, POST uses it.
 func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 	ctx, queueID, code := req.Context(), req.PathValue("queue_id"), req.PathValue("code")
+	// The code is in the URL: what the page and the answers to its post lead to (the post itself,
+	// the shop page after it, whose document.referrer a shop's analytics script sends away) gets the
+	// origin only, on every answer: an invitation the line could not take yet stays valid. Not
+	// no-referrer: with it a browser posts "Origin: null", refused as cross-site where no
+	// Sec-Fetch-Site comes (plain HTTP).
+	w.Header().Set("Referrer-Policy", InviteReferrerPolicy)
 	s, e := r.queueFor(ctx, queueID)
 	if e == web.ErrQueueNotFound {
 		e = errNoSuchWaitingRoom
@@ -79,7 +88,6 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 		}
 		page := InvitePage{PageBase: r.responder.Base(req), Title: s.Title, Action: action}
 		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("Referrer-Policy", "no-referrer") // the code is in the URL
 		r.responder.Page(w, req, http.StatusOK, "invite.html", page)
 		return
 	}

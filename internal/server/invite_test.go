@@ -61,6 +61,10 @@ func (s *shopper) useInvite(t *testing.T, base, link string) (int, string, strin
 	}
 	page, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	// The code is in the URL: every answer here lets a browser send the origin only.
+	if p := resp.Header.Get("Referrer-Policy"); p != "strict-origin" {
+		t.Errorf("GET %s: Referrer-Policy %q, want strict-origin", link, p)
+	}
 	if resp.StatusCode != 200 || !strings.Contains(string(page), `<form id="invite" method="post"`) {
 		return resp.StatusCode, resp.Header.Get("Location"), string(page)
 	}
@@ -76,6 +80,9 @@ func (s *shopper) useInvite(t *testing.T, base, link string) (int, string, strin
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	if p := resp.Header.Get("Referrer-Policy"); p != "strict-origin" {
+		t.Errorf("POST %s (%d): Referrer-Policy %q, want strict-origin", link, resp.StatusCode, p)
+	}
 	return resp.StatusCode, resp.Header.Get("Location"), string(body)
 }
 

@@ -61,13 +61,15 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // PageSecurityHeaders are set on every page edgeq renders: nothing is framed, nothing but edgeq's own
-// assets loads.
+// assets loads. A Referrer-Policy the handler set already (a stricter one) is kept.
 func PageSecurityHeaders(h http.Header, csp string) {
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "same-origin")
+	if h.Get("Referrer-Policy") == "" {
+		h.Set("Referrer-Policy", "same-origin")
+	}
 	h.Set("Content-Security-Policy", csp)
 }
 
