@@ -167,7 +167,8 @@ func apiCall(req *http.Request) bool {
 
 // queueRequired is the 403 of an API request without a valid token: where to wait (wait_url, the
 // page) and to join (queue_id, join_url: the assign endpoint), and, when the request names a live
-// place (the request cookie, or an Edgeq-Request-Id header), where it stands.
+// place (the request cookie, or an Edgeq-Request-Id header), where it stands. On an invite_only
+// queue a request that names no place gets 403 INVITE_REQUIRED instead (a join would be refused).
 func (r *Room) queueRequired(ctx context.Context, req *http.Request, queueID string, s *snapshot) *web.Error {
 	e := web.ErrQueueRequired.With("wait_url", r.waitURL(queueID, req.URL.RequestURI())).
 		With("queue_id", queueID).With("join_url", r.opts.Prefix+"/assign_queue_pos")
@@ -184,6 +185,10 @@ func (r *Room) queueRequired(ctx context.Context, req *http.Request, queueID str
 		}
 	}
 	if !ok {
+		if s.InviteOnly {
+			// Joining would be refused: the client needs an invitation, not the join endpoint.
+			return web.ErrInviteRequired.With("queue_id", queueID)
+		}
 		return e
 	}
 	st, err := r.status(ctx, queueID, id, pos, s)

@@ -162,9 +162,22 @@ func TestInvitations_OncePerCodeFrontServesAtOnceInviteOnlyRefusesTheRest(t *tes
 	if code, loc, _ := stranger.visit(t, in.public); code != http.StatusFound || !strings.Contains(loc, "/_edgeq/wait/pre") {
 		t.Fatalf("uninvited navigation: %d %q", code, loc)
 	}
+	// An app's call is told it needs an invitation, not pointed at a join that would refuse it.
+	api, _ := http.NewRequest("GET", in.public+"/pre/page", nil)
+	api.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(refused), `"error":"INVITE_REQUIRED"`) ||
+		!strings.Contains(string(refused), `"queue_id":"pre"`) || strings.Contains(string(refused), "join_url") {
+		t.Fatalf("uninvited API call: %d %s", resp.StatusCode, refused)
+	}
 	req, _ := http.NewRequest("GET", in.public+"/_edgeq/wait/pre", nil)
 	req.Header.Set("Accept", "text/html")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +222,25 @@ func TestInvitations_OncePerCodeFrontServesAtOnceInviteOnlyRefusesTheRest(t *tes
 	wg.Wait()
 	if served != 1 || t.Failed() {
 		t.Fatalf("%d guests served at once with capacity 1", served)
+	}
+	// A guest in line (the request cookie) calling from a script is told where they stand.
+	call, _ := http.NewRequest("GET", in.public+"/pre/page", nil)
+	call.Header.Set("Accept", "application/json")
+	for i := range guests {
+		resp, err := guests[i].client.Do(call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			continue // the one served
+		}
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"error":"QUEUE_REQUIRED"`) ||
+			!strings.Contains(string(b), `"queue_status":"waiting"`) {
+			t.Fatalf("a waiting guest's API call: %d %s", resp.StatusCode, b)
+		}
+		break
 	}
 	var q struct {
 		WaitingNum int64 `json:"waiting_num"`
