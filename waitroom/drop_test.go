@@ -246,8 +246,21 @@ func TestScheduled_NobodyIsServedBeforeOpensAtAndNobodyJoinsAfterClosesAt(t *tes
 
 		// Not open yet: no place, a page that says so, 403 for API clients, no operator override.
 		v := h.visitor(h.replicas[0])
-		if a := v.assign("later"); a.status != 403 || a.json["error"] != "QUEUE_NOT_OPEN" {
-			t.Fatalf("join before the pre-queue: %d %s", a.status, a.body)
+		notOpen := v.assign("later")
+		if notOpen.status != 403 || notOpen.json["error"] != "QUEUE_NOT_OPEN" || notOpen.json["opens_at"] != later.OpensAt ||
+			num(notOpen.json["opens_in"]) < 3500 || notOpen.json["joins_from"] == nil {
+			t.Fatalf("join before the pre-queue: %d %s", notOpen.status, notOpen.body)
+		}
+		// An invitation (not a front one) is told the same, and stays unused.
+		made := h.adminJSON(h.replicas[0], "POST", "/api/queue/later/invites", `{"count": 1, "ttl_second": 86400}`)
+		link := str(made.json["items"].([]any)[0].(map[string]any)["url"])
+		invited := v.do("POST", link, url.Values{}, http.Header{"Sec-Fetch-Site": {"same-origin"}})
+		if invited.status != 403 || invited.json["error"] != "QUEUE_NOT_OPEN" || invited.json["opens_at"] != notOpen.json["opens_at"] ||
+			invited.json["joins_from"] != notOpen.json["joins_from"] || num(invited.json["opens_in"]) < 3500 {
+			t.Fatalf("an invitation before the pre-queue: %d %s", invited.status, invited.body)
+		}
+		if used := h.adminJSON(h.replicas[0], "GET", "/api/queue/later/invites?used=true", ""); num(used.json["total_count"]) != 0 {
+			t.Fatalf("the refused invitation was used: %s", used.body)
 		}
 		page := v.do("GET", "/_edgeq/wait/later?return=%2F", nil, http.Header{"Accept": {"text/html"}})
 		if page.status != 200 || !strings.Contains(page.body, "Not open yet") || !strings.Contains(page.body, `class="countdown"`) {

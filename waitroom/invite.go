@@ -120,7 +120,11 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, errNoSuchWaitingRoom)
 		return
 	case 2:
-		refuse("refused", web.ErrNotOpen)
+		e := web.ErrNotOpen
+		if j := s.joinable(); j != nil && j.Code == e.Code {
+			e = j // with opens_at, opens_in and joins_from, as a join is told
+		}
+		refuse("refused", e)
 		return
 	case 3:
 		refuse("refused", web.ErrQueueClosed)
