@@ -686,6 +686,12 @@ func TestAdmin_Products(t *testing.T) {
 		if a := st.adminSend("POST", "/api/products/new/restock", "application/x-www-form-urlencoded", "amount=1"); a.status != 200 {
 			t.Fatalf("restock by form: %d %s", a.status, a.body)
 		}
+		// JSON whatever the Content-Type: with parameters, and as `curl -d '{...}'` sends it (a form's).
+		for _, ct := range []string{"application/json; charset=utf-8", "application/x-www-form-urlencoded", ""} {
+			if a := st.adminSend("POST", "/api/products/new/restock", ct, ` {"amount": 1}`); a.status != 200 {
+				t.Fatalf("restock with JSON as %q: %d %s", ct, a.status, a.body)
+			}
+		}
 		for _, body := range []string{`{"amount":0}`, `{"amount":-3}`, `{}`, `{"amount":"2"}`} {
 			if a := st.adminSend("POST", "/api/products/new/restock", js, body); a.status != 400 {
 				t.Errorf("restock %s: %d", body, a.status)
@@ -696,7 +702,7 @@ func TestAdmin_Products(t *testing.T) {
 		}
 		// Public read, cached briefly, and 404 for unknown products.
 		req, _ := http.NewRequest("GET", st.public.URL+"/_edgeq/products/new", nil)
-		if a := do(t, req); a.status != 200 || num(a.json["remaining_stock"]) != 11 || a.json["name"] != "New" || len(a.json) != 6 {
+		if a := do(t, req); a.status != 200 || num(a.json["remaining_stock"]) != 14 || a.json["name"] != "New" || len(a.json) != 6 {
 			t.Fatalf("public product: %d %s", a.status, a.body)
 		}
 		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products/zzz", nil)
@@ -708,7 +714,7 @@ func TestAdmin_Products(t *testing.T) {
 		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products", nil)
 		if a := do(t, req); a.status != 200 || num(a.json["total_count"]) != 2 ||
 			a.json["items"].([]any)[1].(map[string]any)["id"] != "new" || len(a.json["items"].([]any)[1].(map[string]any)) != 6 ||
-			num(a.json["items"].([]any)[1].(map[string]any)["remaining_stock"]) != 11 {
+			num(a.json["items"].([]any)[1].(map[string]any)["remaining_stock"]) != 14 {
 			t.Fatalf("public list: %d %s", a.status, a.body)
 		}
 		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products?page_size=1&page=2", nil)

@@ -1,9 +1,11 @@
 package admission
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -294,10 +296,17 @@ func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
 	k.writeProductJSON(w, r, id)
 }
 
-// amount reads the restock amount from a JSON body {"amount": n} or a form field.
+// amount reads the restock amount from a JSON body {"amount": n} or a form field. A body that is a
+// JSON object is read as JSON whatever its Content-Type says (`curl -d '{...}'` sends a form's), as
+// the admin API's JSON-only endpoints read theirs.
 func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Error) {
 	var amount int64
-	if r.Header.Get("Content-Type") == "application/json" {
+	body, e := fields.Buffer(r, maxAdminBody)
+	if e != nil {
+		return 0, e
+	}
+	media, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if media == "application/json" || bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
 		var body struct {
 			Amount *int64 `json:"amount"`
 		}
