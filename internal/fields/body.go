@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -66,6 +68,17 @@ func BodyError(err error) *web.Error {
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
 		return web.ErrPayloadTooLarge
+	}
+	// Name the field when encoding/json does: an unknown one, or one of the wrong type.
+	var wrongType *json.UnmarshalTypeError
+	if errors.As(err, &wrongType) && wrongType.Field != "" {
+		return web.ErrInvalidJSON.With("field", Clip(wrongType.Field)).Because(err)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if unquoted, err := strconv.Unquote(name); err == nil {
+			name = unquoted
+		}
+		return web.ErrInvalidJSON.With("field", Clip(name)).Because(err)
 	}
 	return web.ErrInvalidJSON.Because(err)
 }

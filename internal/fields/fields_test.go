@@ -129,7 +129,8 @@ func TestFields_JSONPaths(t *testing.T) {
 }
 
 // The admin API's JSON bodies are read as strictly as admission fields: a key twice (in any case),
-// data after the object, unknown fields and oversized bodies are refused.
+// data after the object, unknown fields and oversized bodies are refused; the error names the field
+// when there is one to name.
 func TestDecodeJSON_IsStrict(t *testing.T) {
 	type body struct {
 		Amount *int64 `json:"amount"`
@@ -137,27 +138,30 @@ func TestDecodeJSON_IsStrict(t *testing.T) {
 	cases := []struct {
 		body   string
 		status int
+		field  string // the field the error names, if any
 	}{
-		{`{"amount": 3}`, 0},
-		{`{"amount": 3} `, 0},
-		{`{"amount": 3}}`, 400},
-		{`{"amount": 3} {"amount": 4}`, 400},
-		{`{"amount": 3, "AMOUNT": 400}`, 400},
-		{`{"amount": 3, "other": 1}`, 400},
-		{`{"amount": "3"}`, 400},
-		{`{"amount": ` + strings.Repeat("1", 100) + `}`, 400},
-		{`{"amount": 3, "pad": "` + strings.Repeat("x", 200) + `"}`, 413},
+		{`{"amount": 3}`, 0, ""},
+		{`{"amount": 3} `, 0, ""},
+		{`{"amount": 3}}`, 400, ""},
+		{`{"amount": 3} {"amount": 4}`, 400, ""},
+		{`{"amount": 3, "AMOUNT": 400}`, 400, "AMOUNT"},
+		{`{"amount": 3, "other": 1}`, 400, "other"},
+		{`{"amount": 3, "o\"ther": 1}`, 400, `o"ther`},
+		{`{"amount": "3"}`, 400, "amount"},
+		{`{"amount": ` + strings.Repeat("1", 100) + `}`, 400, "amount"},
+		{`{"amount": 3, "pad": "` + strings.Repeat("x", 200) + `"}`, 413, ""},
 	}
 	for _, c := range cases {
 		r := httptest.NewRequest("POST", "/api/x", strings.NewReader(c.body))
 		var v body
 		e := DecodeJSON(httptest.NewRecorder(), r, 128, &v)
-		got := 0
+		got, field := 0, ""
 		if e != nil {
 			got = e.Status
+			field, _ = e.Fields["field"].(string)
 		}
-		if got != c.status {
-			t.Errorf("%.60s: status %d, want %d (%v)", c.body, got, c.status, e)
+		if got != c.status || field != c.field {
+			t.Errorf("%.60s: status %d, field %q; want %d, %q (%v)", c.body, got, field, c.status, c.field, e)
 		}
 	}
 }
