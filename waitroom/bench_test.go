@@ -200,3 +200,26 @@ func BenchmarkJoinScript(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAhead is a status poll's "ahead" with none and with 100,000 places served out of turn
+// (a random phase, then fifo): a binary search over the tick's sorted ranks, so a poll's cost grows
+// with their logarithm, not their number.
+func BenchmarkAhead(b *testing.B) {
+	for _, n := range []int{0, 100_000} {
+		b.Run("out_of_turn="+strconv.Itoa(n), func(b *testing.B) {
+			s := &snapshot{Method: config.MethodFIFO, Serving: 10}
+			for i := range n {
+				s.outOfTurnRanks = append(s.outOfTurnRanks, int64(20+2*i))
+			}
+			var sink int64
+			pos := int64(20 + n) // half of them before it
+			for b.Loop() {
+				sink += s.ahead(pos)
+			}
+			if want := pos - 11 - int64(n/2); n > 0 && s.ahead(pos) != want {
+				b.Fatalf("ahead %d, want %d", s.ahead(pos), want)
+			}
+			_ = sink
+		})
+	}
+}

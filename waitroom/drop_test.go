@@ -464,3 +464,58 @@ func TestETA_NeverShorterThanFullSessionsAllow(t *testing.T) {
 		}
 	})
 }
+
+// "Ahead of you" and the wait count only those still to be served before a visitor: places served out
+// of turn — a front invitation, or draws while the method was random — are passed over, and a
+// waiter's ahead is exactly the number of earlier places not served yet.
+func TestAhead_PassesOverThoseServedOutOfTurn(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := buildHarness(t, s, []config.Queue{testQueue("drop", 0)}, nil)
+		h.addReplica()
+		h.addReplica()
+		places := h.joinAll("drop", 8, 1)
+		put := func(body string) {
+			t.Helper()
+			if a := h.adminJSON(h.replicas[0], "PUT", "/api/queue", body); a.status != 200 {
+				t.Fatalf("%s: %d %s", body, a.status, a.body)
+			}
+		}
+		// Two drawn at random from the eight (capacity 2), then fifo again with no room left.
+		put(`{"queue_id": "drop", "method": "random", "capacity": 2}`)
+		for _, rp := range h.replicas {
+			rp.room.tickAll(t.Context())
+		}
+		put(`{"queue_id": "drop", "method": "fifo"}`)
+		// A front invitation is served at once, out of turn.
+		made := h.adminJSON(h.replicas[0], "POST", "/api/queue/drop/invites", `{"count": 1, "front": true}`)
+		guest := h.visitor(h.replicas[1])
+		link := str(made.json["items"].([]any)[0].(map[string]any)["url"])
+		if a := guest.do("POST", link, url.Values{}, http.Header{"Sec-Fetch-Site": {"same-origin"}}); a.status != http.StatusSeeOther {
+			t.Fatalf("front invitation: %d %s", a.status, a.body)
+		}
+		late := h.joinAll("drop", 2, 10)
+		for _, rp := range h.replicas {
+			rp.room.tickAll(t.Context())
+		}
+		waiting, drawn := int64(0), 0
+		for i, p := range append(places, late...) {
+			a := h.visitor(h.replicas[i%2]).do("GET", "/_edgeq/status/drop/"+p.requestID, nil, nil)
+			switch a.json["queue_status"] {
+			case "served":
+				drawn++
+			case "waiting":
+				// total_in_waiting is seed 004's waiting_num: the 8 not reached and the 2 drawn without
+				// a token yet.
+				if num(a.json["ahead"]) != waiting || num(a.json["total_in_waiting"]) != 10 {
+					t.Fatalf("arrival %d, with %d waiting before it, is told %s", p.arrival, waiting, a.body)
+				}
+				waiting++
+			default:
+				t.Fatalf("arrival %d: %s", p.arrival, a.body)
+			}
+		}
+		if drawn != 2 || waiting != 8 {
+			t.Fatalf("%d drawn, %d waiting; want 2 and 8", drawn, waiting)
+		}
+	})
+}

@@ -73,5 +73,5 @@ func (s *snapshot) togo(pos int64) int64 {
 		// Each draw picks one of those waiting: on average half of them go first.
 		return (s.Pool + 2) / 2
 	}
-	return s.Lottery.rank(pos) - s.Serving
+	return s.ahead(pos) + 1 // those served out of turn are not in its way
 }

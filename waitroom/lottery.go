@@ -71,22 +71,17 @@ func (b *bitset) has(pos int64) bool {
 	return i < int64(len(b.words)) && b.words[i]&(1<<(pos%64)) != 0
 }
 
-// countWhere counts the positions in b for which keep is true.
-func (b *bitset) countWhere(keep func(pos int64) bool) int64 {
+// each calls fn with every position in b, in increasing order.
+func (b *bitset) each(fn func(pos int64)) {
 	if b == nil {
-		return 0
+		return
 	}
-	var n int64
 	for i, w := range b.words {
 		for w != 0 {
-			bit := int64(bits.TrailingZeros64(w))
-			if keep(int64(i)*64 + bit) {
-				n++
-			}
+			fn(int64(i)*64 + int64(bits.TrailingZeros64(w)))
 			w &= w - 1
 		}
 	}
-	return n
 }
 
 // with returns a copy of b holding positions too.

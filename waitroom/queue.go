@@ -76,9 +76,11 @@ type snapshot struct {
 	FullSessions bool
 	// Moved counts waiters decided (served or skipped), for the rate meter.
 	Moved int64
-	// OutOfTurn counts the positions behind the serving rank served already: front invitations (the
-	// fifo method; the random method counts its pool instead).
-	OutOfTurn int64
+	// OutOfTurn counts the positions behind the serving rank served already: front invitations, and
+	// those drawn while the method was random (the fifo method; the random method counts its pool
+	// instead). outOfTurnRanks are their ranks, sorted: ahead passes over them.
+	OutOfTurn      int64
+	outOfTurnRanks []int64
 
 	// Sessions and invitations (CONTRACT section 10.2).
 	SessionRenewal bool
@@ -117,13 +119,16 @@ func (s *snapshot) reached(pos int64) bool {
 	return s.Lottery.rank(pos) <= s.Serving || s.Drawn.has(pos)
 }
 
-// ahead is how many visitors are before pos in serving order; for the random method, everyone else
+// ahead is how many visitors before pos in serving order are still to be served (those served out of
+// turn, by a front invitation or an earlier draw, are passed over); for the random method, everyone else
 // waiting (any of them may be drawn first).
 func (s *snapshot) ahead(pos int64) int64 {
 	if s.Method == config.MethodRandom {
 		return max(0, s.Pool-1)
 	}
-	return max(0, s.Lottery.rank(pos)-s.Serving-1)
+	rank := s.Lottery.rank(pos)
+	passed, _ := slices.BinarySearch(s.outOfTurnRanks, rank) // served out of turn before it
+	return max(0, rank-s.Serving-1-int64(passed))
 }
 
 // joinable says whether a newcomer may take a place now, and if not why: web.ErrNotOpen before the
@@ -324,7 +329,14 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	q.drawn.add(s.Epoch, offset, drawn)
 	s.Drawn = q.drawn.set
 	if s.Method != config.MethodRandom {
-		s.OutOfTurn = s.Drawn.countWhere(func(pos int64) bool { return s.Lottery.rank(pos) > s.Serving })
+		var ranks []int64
+		s.Drawn.each(func(pos int64) {
+			if r := s.Lottery.rank(pos); r > s.Serving {
+				ranks = append(ranks, r)
+			}
+		})
+		slices.Sort(ranks) // in position order already, unless a lottery reordered them
+		s.OutOfTurn, s.outOfTurnRanks = int64(len(ranks)), ranks
 	}
 	if early != q.early {
 		q.early, q.earlyAt = early, now
