@@ -249,6 +249,18 @@ func TestLedger_AFlashSaleIsInTheLedgerExactly(t *testing.T) {
 		!strings.Contains(stdout, ": 0 difference(s)") {
 		t.Fatalf("reconcile: exit %d\n%s%s", code, stdout, stderr)
 	}
+	// -wait 0s compares at once, writing nothing first.
+	if code, again, stderr := runEdgeq(t, "reconcile", "-config", s.config, "-wait", "0s"); code != 0 || again != stdout {
+		t.Fatalf("reconcile -wait 0s: exit %d\n%s%s", code, again, stderr)
+	}
+	// An unreachable Redis: exit 3 and one line on stderr (not go-redis's own dial-retry lines).
+	down, _ := os.ReadFile(s.config)
+	noRedis := filepath.Join(t.TempDir(), "edgeq.yaml")
+	os.WriteFile(noRedis, []byte(strings.Replace(string(down), "redis: {addr: ", `redis: {addr: "127.0.0.1:1"}`+"\n#", 1)), 0o644)
+	if code, stdout, stderr := runEdgeq(t, "reconcile", "-config", noRedis, "-wait", "0s"); code != 3 ||
+		strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "edgeq reconcile: ") {
+		t.Fatalf("reconcile with Redis down: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
 }
 
 // Issue 20, acceptance 2: PostgreSQL stopped for 30 seconds in the middle of a sale. Purchases go on

@@ -1,11 +1,11 @@
 // Command edgeq is an edge gateway for traffic spikes: a reverse proxy with a virtual waiting room,
 // signed access tokens and atomic admission on Redis, put in front of an unmodified shop.
 //
-//	edgeq [serve] [-config FILE]       run the gateway (FILE also from EDGEQ_CONFIG)
-//	edgeq check -config FILE [-print]  validate a configuration file; -print shows the effective one
-//	edgeq keygen [-out FILE]           write a new Ed25519 signing key (PKCS#8 PEM)
-//	edgeq reconcile -config FILE       compare the store with the ledger (exit 1 on a difference)
-//	edgeq version                      print the version
+//	edgeq [serve] [-config FILE]             run the gateway (FILE also from EDGEQ_CONFIG)
+//	edgeq check -config FILE [-print]        validate a configuration file; -print shows the effective one
+//	edgeq keygen [-out FILE]                 write a new Ed25519 signing key (PKCS#8 PEM)
+//	edgeq reconcile -config FILE [-wait 1m]  compare the store with the ledger (exit 1 on a difference)
+//	edgeq version                            print the version
 package main
 
 import (
@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 )
 
@@ -68,11 +69,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
-  edgeq [serve] [-config FILE]       run the gateway (FILE also from EDGEQ_CONFIG)
-  edgeq check -config FILE [-print]  validate a configuration file; -print shows the effective one
-  edgeq keygen [-out FILE]           write a new Ed25519 signing key (PKCS#8 PEM)
-  edgeq reconcile -config FILE       compare the store with the ledger (exit 1 on a difference)
-  edgeq version                      print the version
+  edgeq [serve] [-config FILE]             run the gateway (FILE also from EDGEQ_CONFIG)
+  edgeq check -config FILE [-print]        validate a configuration file; -print shows the effective one
+  edgeq keygen [-out FILE]                 write a new Ed25519 signing key (PKCS#8 PEM)
+  edgeq reconcile -config FILE [-wait 1m]  compare the store with the ledger (exit 1 on a difference)
+  edgeq version                            print the version
 `)
 }
 
@@ -239,6 +240,7 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store.RouteClientLogs(logger) // go-redis's dial retries at debug: an unreachable Redis is one line
 	r, err := server.Reconcile(ctx, *configPath, *wait, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "edgeq reconcile:", err)

@@ -290,7 +290,7 @@ func openLedger(cfg config.Ledger, logger *slog.Logger) (*ledger.Ledger, error) 
 		logger.Info("ledger: PostgreSQL schema is current")
 	case ledger.Refused(err):
 		led.Close()
-		return nil, fmt.Errorf("ledger: %v", err)
+		return nil, err // "ledger: ..." already
 	default:
 		logger.Error("ledger: PostgreSQL cannot be reached; edgeq starts, and the ledger catches up once it is back", "error", err.Error())
 	}
