@@ -75,7 +75,11 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 					r.responder.Error(w, req, e)
 					return
 				}
-				claims, t, placed := r.serveAPIClient(ctx, w, req, queueID, s)
+				claims, t, placed, refused := r.serveAPIClient(ctx, w, req, queueID, s)
+				if refused != nil {
+					r.responder.Error(w, req, refused) // the join limit: 429 with Retry-After
+					return
+				}
 				if t.Raw != "" {
 					// Served at once, as a browser is when there is room (CONTRACT 10.4).
 					w.Header().Set(HeaderToken, t.Raw)
@@ -137,20 +141,25 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, token
 // request a browser sent for another site's page: those would take places from visitors who never
 // see the shop. The token is empty when the client was not served; placed then says whether it took
 // a place in line all the same (the queue filled up since the snapshot), named by the claims.
-func (r *Room) serveAPIClient(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot) (c token.Claims, t issued, placed bool) {
+// refused is the join limit's 429 (per client address, as for joins through the API): the client is
+// told to slow down, not pointed at a join that would refuse it too.
+func (r *Room) serveAPIClient(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot) (c token.Claims, t issued, placed bool, refused *web.Error) {
 	if !s.hasRoom() || s.Turnstile || s.InviteOnly || !apiCall(req) {
-		return c, t, false
+		return c, t, false, nil
 	}
 	j, e := r.join(ctx, w, req, queueID, s, true, "", "")
 	if e != nil {
-		return c, t, false
+		if e.Code == web.ErrRateLimited.Code {
+			return c, t, false, e
+		}
+		return c, t, false, nil
 	}
 	c = token.Claims{RequestID: j.RequestID, Position: j.Position}
 	if j.State != StateToken || j.Expires == 0 {
-		return c, t, true
+		return c, t, true, nil
 	}
 	t, e = r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
-	return c, t, e == nil
+	return c, t, e == nil, nil
 }
 
 // apiCall reports whether a request comes from an app or a script's fetch, not from a browser

@@ -86,3 +86,53 @@ routes:
 		t.Fatalf("%d places taken, want 2 (the first app, the one that joined)", q.AssignedPos)
 	}
 }
+
+// An app that calls without keeping its token takes a place on every call while there is room; past
+// the join limit of its address it is told to slow down (429 with Retry-After), not pointed at a join
+// that would refuse it too, and no place is taken.
+func TestAPIClients_PastTheJoinLimitAreToldToWait(t *testing.T) {
+	redisSrv := privateRedis(t)
+	in := start(t, fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q}
+redis: {addr: %q}
+log: {level: warn}
+limits: {join_per_ip_per_minute: 3, status_per_ip_per_minute: 0}
+queues:
+  - {id: app, capacity: 100, token_ttl: 10m}
+routes:
+  - {name: orders, match: "GET /api/orders", queue: app}
+`, newOrigin(t).URL, redisSrv.Addr()))
+	codes := make([]int, 0, 6)
+	var last *http.Response
+	var body map[string]any
+	for range 6 {
+		req, _ := http.NewRequest("GET", in.public+"/api/orders", nil)
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = nil
+		json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+		last = resp
+	}
+	served := 0
+	for _, c := range codes {
+		if c == 200 {
+			served++
+		}
+	}
+	if served < 3 || codes[5] != http.StatusTooManyRequests || body["error"] != "RATE_LIMITED" || last.Header.Get("Retry-After") == "" {
+		t.Fatalf("six calls: %v, last %v (Retry-After %q)", codes, body, last.Header.Get("Retry-After"))
+	}
+	var q struct {
+		AssignedPos int64 `json:"assigned_pos"`
+	}
+	adminJSON(t, in, "GET", "/api/queue/app", "", &q)
+	if q.AssignedPos != int64(served) {
+		t.Fatalf("%d places taken for %d calls served", q.AssignedPos, served)
+	}
+}
