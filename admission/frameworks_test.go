@@ -72,6 +72,23 @@ func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.
 				}
 			})
 		}
+		// A field in the other place than the one edgeq reads is named as such, given once or twice.
+		for _, c := range []struct{ path, ct, body, message string }{
+			{"/checkout/p?quantity=5", form, "", "This field belongs in the request body, not in the query string."},
+			{"/json-checkout/p?Quantity=5", jsonCT, `{"quantity": 1}`, "This field belongs in the request body, not in the query string."},
+		} {
+			h := user
+			if c.ct == jsonCT {
+				h = session
+			}
+			if a := send("POST", c.path, c.ct, c.body, h); a.status != 400 || a.json["field"] != "quantity" || a.json["message"] != c.message {
+				t.Fatalf("POST %s %s: %d %s", c.path, c.body, a.status, a.body)
+			}
+		}
+		if a := send("GET", "/buy?p=p", form, "p=q", user); a.status != 400 || a.json["field"] != "p" ||
+			a.json["message"] != "This field belongs in the query string, not in the request body." {
+			t.Fatalf("GET /buy?p=p with p in the body: %d %s", a.status, a.body)
+		}
 		if r := st.remaining("p"); r != 100 {
 			t.Fatalf("ambiguous requests reserved units: %d left", r)
 		}

@@ -114,7 +114,8 @@ func pick(src config.FieldSource, values map[string][]string) (string, bool, *we
 	return vals[0], true, nil
 }
 
-// notInQuery refuses a body field whose name the query also carries (in any spelling).
+// notInQuery refuses a body field whose name the query carries (in any spelling), whether or not the
+// body has it: an origin that merges the two may read the query's.
 func (f *Reader) notInQuery(src config.FieldSource) *web.Error {
 	if f.r.URL.RawQuery == "" {
 		return nil
@@ -129,7 +130,7 @@ func (f *Reader) notInQuery(src config.FieldSource) *web.Error {
 	want := formSpelling(name)
 	for key := range f.query {
 		if sameForm(key, want) {
-			return web.ErrAmbiguousField.With("field", Clip(name)).Because(fmt.Errorf("%s is also in the query as %q", src, Clip(key)))
+			return web.ErrFieldInQuery.With("field", Clip(name)).Because(fmt.Errorf("%s is also in the query as %q", src, Clip(key)))
 		}
 	}
 	return nil
@@ -162,7 +163,7 @@ func (f *Reader) notInBody(src config.FieldSource) *web.Error {
 		}
 	}
 	if slices.Contains(keys, formSpelling(src.Name)) {
-		return web.ErrAmbiguousField.With("field", Clip(src.Name)).Because(fmt.Errorf("%s is also in the body", src))
+		return web.ErrFieldInBody.With("field", Clip(src.Name)).Because(fmt.Errorf("%s is also in the body", src))
 	}
 	return nil
 }

@@ -27,6 +27,11 @@ var (
 	// ErrAmbiguousField refuses a request that gives a field more than once: edgeq and the origin
 	// could read different copies (Go takes the first form value, PHP and Rails the last).
 	ErrAmbiguousField = ErrInvalidRequest.saying("The request gives a field more than once.")
+	// ErrFieldInQuery and ErrFieldInBody refuse a field in the other place than the one edgeq reads it
+	// from, whether or not that place has it too: frameworks that merge the two (PHP's $_REQUEST, Go's
+	// FormValue) would read a value edgeq did not check.
+	ErrFieldInQuery = ErrInvalidRequest.saying("This field belongs in the request body, not in the query string.")
+	ErrFieldInBody  = ErrInvalidRequest.saying("This field belongs in the query string, not in the request body.")
 	// ErrNotAPageLoad refuses a place in line to a load of the waiting page that is not a visitor
 	// opening it (an <img>, <iframe> or fetch from another site, a prefetch).
 	ErrNotAPageLoad = ErrInvalidRequest.saying("A place in line is taken by opening the waiting page.")
