@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"strings"
@@ -739,6 +740,17 @@ func TestAdmin_Products(t *testing.T) {
 		}
 		if a := st.adminGet("/api/products?page=0"); a.status != 400 || a.json["field"] != "page" {
 			t.Fatalf("list with page=0: %d %s", a.status, a.body)
+		}
+		// One product, as the list shows it; 404 unknown, 400 malformed.
+		list := st.adminGet("/api/products?page=2&page_size=1").json["items"].([]any)[0].(map[string]any)
+		if a := st.adminGet("/api/products/new"); a.status != 200 || !maps.Equal(a.json, list) || num(a.json["remaining_stock"]) != 14 {
+			t.Fatalf("one product: %d %s, the list has %v", a.status, a.body, list)
+		}
+		if a := st.adminGet("/api/products/zzz"); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
+			t.Fatalf("an unknown product: %d %s", a.status, a.body)
+		}
+		if a := st.adminGet("/api/products/no%20such"); a.status != 400 || a.json["field"] != "id" {
+			t.Fatalf("a malformed id: %d %s", a.status, a.body)
 		}
 		if a := st.adminSend("DELETE", "/api/products/new", "", ""); a.status != 200 {
 			t.Fatalf("delete: %d", a.status)

@@ -362,6 +362,26 @@ func (k *stockKind) adminListProducts(w http.ResponseWriter, r *http.Request) {
 	listOwners(k.s, w, r, k, k.product)
 }
 
+// adminGetProduct is one product as the list shows it, read from the store (not the public read's
+// cache).
+func (k *stockKind) adminGetProduct(w http.ResponseWriter, r *http.Request) {
+	s := k.s
+	id := r.PathValue("id")
+	if !config.ID.MatchString(id) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return
+	}
+	p, found, err := k.product(r.Context(), id)
+	switch {
+	case err != nil:
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+	case !found:
+		s.responder.Error(w, r, web.ErrProductNotFound)
+	default:
+		web.WriteJSON(w, http.StatusOK, p)
+	}
+}
+
 // SoldOut reports whether every one of the products has no stock left: a queue's sold_out_with
 // (CONTRACT 10.2), read by the waiting room's tick. A product that does not exist counts as not sold
 // out, so a mistyped id never ends anyone's wait.

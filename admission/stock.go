@@ -265,6 +265,7 @@ func (k *stockKind) registerAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("POST /api/products/{id}/restock", k.adminRestock)
 	admin.HandleFunc("DELETE /api/products/{id}", k.adminDeleteProduct)
 	admin.HandleFunc("GET /api/products", k.adminListProducts)
+	admin.HandleFunc("GET /api/products/{id}", k.adminGetProduct)
 	admin.HandleFunc("GET /api/admissions", s.adminAdmissions)
 	admin.HandleFunc("GET /api/admissions/{id}", s.adminAdmission)
 	admin.HandleFunc("DELETE /api/admissions/{id}", s.adminDeleteAdmission)
