@@ -35,7 +35,8 @@ func (m *rateMeter) observe(at time.Time, moved int64) float64 {
 }
 
 // eta estimates the seconds until a visitor is served who is togo places from being reached (its rank
-// minus the serving rank; for the random method, the draws expected before its own), CONTRACT 10.2:
+// minus the serving rank, less those served out of turn in between; for the random method, the draws
+// expected before its own), CONTRACT 10.2:
 // -1 (not known yet) until a serving rate has been measured, and never shorter than full sessions
 // allow while nobody has left before their token expired (fullSessions).
 func (s *snapshot) eta(togo int64) int64 {
@@ -72,6 +73,9 @@ func (s *snapshot) togo(pos int64) int64 {
 	if s.Method == config.MethodRandom {
 		// Each draw picks one of those waiting: on average half of them go first.
 		return (s.Pool + 2) / 2
+	}
+	if s.Lottery.rank(pos) <= s.Serving {
+		return 0 // reached
 	}
 	return s.ahead(pos) + 1 // those served out of turn are not in its way
 }
