@@ -371,15 +371,7 @@ func (k *stockKind) adminGetProduct(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
-	p, found, err := k.product(r.Context(), id)
-	switch {
-	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-	case !found:
-		s.responder.Error(w, r, web.ErrProductNotFound)
-	default:
-		web.WriteJSON(w, http.StatusOK, p)
-	}
+	k.writeProductJSON(w, r, id)
 }
 
 // SoldOut reports whether every one of the products has no stock left: a queue's sold_out_with

@@ -44,9 +44,9 @@ return out`)
 			// In calls of at most 256 ranks: a single call of thousands keeps the embedded store's
 			// interpreter (under the race detector, on a slow machine) past the client's read timeout.
 			var got []int64
-			for todo := args[3:]; len(todo) > 0; {
-				part := todo[:min(256, len(todo))]
-				todo = todo[len(part):]
+			for rest := args[3:]; len(rest) > 0; {
+				part := rest[:min(256, len(rest))]
+				rest = rest[len(part):]
 				res, err := script.Run(t.Context(), s.Client, nil, append(args[:3:3], part...)...).Int64Slice()
 				if err != nil {
 					t.Fatal(err)
