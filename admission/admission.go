@@ -36,9 +36,11 @@ type Options struct {
 	Logger    *slog.Logger
 	Registry  prometheus.Registerer
 	// Worker tuning; zero values take the defaults.
-	Backoff     []time.Duration // retries of a failing event: 1 s, 2 s, 4 s
-	ClaimIdle   time.Duration   // pending events of a silent consumer are taken over after this: 30 s
-	StreamBound int64           // approximate length bound of each product's event stream: 100,000
+	Backoff   []time.Duration // retries of a failing event: 1 s, 2 s, 4 s
+	ClaimIdle time.Duration   // pending events of a silent consumer are taken over after this: 30 s
+	// StreamMaxEntries bounds each event stream (redis.stream_max_entries, 1,000,000): trim.go.
+	StreamMaxEntries int64
+	TrimEvery        time.Duration // how often the worker trims the streams: 5 s
 	// Ledger, when set, receives every event (ledger.go) and serves the admin history lists.
 	Ledger *ledger.Ledger
 	// Visitor returns the queue request id of a request's valid access token for a queue: how GET
@@ -84,8 +86,11 @@ func New(o Options) *Service {
 	if o.ClaimIdle == 0 {
 		o.ClaimIdle = 30 * time.Second
 	}
-	if o.StreamBound == 0 {
-		o.StreamBound = 100_000
+	if o.StreamMaxEntries == 0 {
+		o.StreamMaxEntries = 1_000_000
+	}
+	if o.TrimEvery == 0 {
+		o.TrimEvery = 5 * time.Second
 	}
 	if o.ClaimTTL == 0 {
 		o.ClaimTTL = time.Minute

@@ -208,7 +208,7 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
 		for i, want := range []int64{0, 2, 2} {
-			res, err := releaseScript.Run(ctx, s.Client, keys, "42", 1000, 60).Int64Slice()
+			res, err := releaseScript.Run(ctx, s.Client, keys, "42", 60).Int64Slice()
 			if err != nil || res[0] != want {
 				t.Fatalf("release %d: %v %v", i, res, err)
 			}
@@ -219,7 +219,7 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 		if n, _ := s.Client.HLen(ctx, buyersKey(s.Keys, "p")).Result(); n != 0 {
 			t.Fatalf("buyer records left: %d", n)
 		}
-		if code, _ := commitScript.Run(ctx, s.Client, keys, "42", "0", 1000).Int(); code != 2 {
+		if code, _ := commitScript.Run(ctx, s.Client, keys, "42", "0").Int(); code != 2 {
 			t.Fatalf("commit after release: %d", code)
 		}
 	})
@@ -301,7 +301,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 			t.Fatalf("one user twice in one call: codes %v, want [0 3]", got)
 		}
 		// A released admission is not committed by a commit that comes after.
-		if res, err := releaseScript.Run(ctx, s.Client, stockKeys(s.Keys, "p", "2"), "2", 1000, 60).Int64Slice(); err != nil || res[0] != 0 {
+		if res, err := releaseScript.Run(ctx, s.Client, stockKeys(s.Keys, "p", "2"), "2", 60).Int64Slice(); err != nil || res[0] != 0 {
 			t.Fatalf("release: %v %v", res, err)
 		}
 		commit(c2)

@@ -446,7 +446,7 @@ func TestBid_OriginFailureWithdraws(t *testing.T) {
 		// Withdrawal is idempotent: again, it changes nothing.
 		before := auctionState(t, st, "lot")
 		keys := bidKeys(s.Keys, "lot", events[1].id)
-		if code, err := withdrawScript.Run(context.Background(), s.Client, keys, events[1].id, 1000).Int64(); err != nil || code != 2 {
+		if code, err := withdrawScript.Run(context.Background(), s.Client, keys, events[1].id, 60).Int64(); err != nil || code != 2 {
 			t.Fatalf("second withdrawal: %d %v", code, err)
 		}
 		if after := auctionState(t, st, "lot"); after != before {
@@ -513,7 +513,7 @@ func TestBid_WithdrawBelowTheHighest(t *testing.T) {
 		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
 		ctx := context.Background()
 		bid := func(id, user string, cents int64) {
-			res, err := bidScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", id), id, user, cents, 60, 1000).Int64Slice()
+			res, err := bidScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", id), id, user, cents, 60).Int64Slice()
 			if err != nil || res[0] != 0 {
 				t.Fatalf("bid %s: %v %v", id, res, err)
 			}
@@ -521,14 +521,14 @@ func TestBid_WithdrawBelowTheHighest(t *testing.T) {
 		bid("1", "u1", 10000)
 		bid("2", "u2", 11000)
 		bid("3", "u3", 12000)
-		if code, err := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "2"), "2", 1000).Int64(); err != nil || code != 0 {
+		if code, err := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "2"), "2", 60).Int64(); err != nil || code != 0 {
 			t.Fatalf("withdraw: %d %v", code, err)
 		}
 		if h := s.Client.HGet(ctx, auctionHighestKey(s.Keys, "lot"), "bid_id").Val(); h != "3" {
 			t.Fatalf("highest is bid %s, want 3", h)
 		}
 		for _, id := range []string{"3", "1"} {
-			if code, _ := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", id), id, 1000).Int64(); code != 0 {
+			if code, _ := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", id), id, 60).Int64(); code != 0 {
 				t.Fatalf("withdraw %s: %d", id, code)
 			}
 		}
@@ -537,10 +537,10 @@ func TestBid_WithdrawBelowTheHighest(t *testing.T) {
 		}
 		// A committed bid cannot be withdrawn.
 		bid("4", "u4", 10000)
-		if code, _ := bidCommitScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4", "0", 1000).Int64(); code != 0 {
+		if code, _ := bidCommitScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4", "0").Int64(); code != 0 {
 			t.Fatalf("commit: %d", code)
 		}
-		if code, _ := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4", 1000).Int64(); code != 3 {
+		if code, _ := withdrawScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", "4"), "4", 60).Int64(); code != 3 {
 			t.Fatalf("withdrawing a committed bid: %d, want 3", code)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -56,7 +57,7 @@ func (*bidKind) value(text string, found bool) (int64, *web.Error) {
 func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 	code, highest, err := k.place(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, err // store.ErrNotAcked among them: the step withdraws the bid
 	}
 	if code == bidUnknownAuction {
 		// Only an auction the store does not know is asked of the shop (auctions_source): known
@@ -82,12 +83,21 @@ func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 // bidUnknownAuction is bid.lua's code for an auction the store does not know.
 const bidUnknownAuction = 2
 
-// place runs bid.lua: its code and the highest amount.
+// place runs bid.lua: its code and the highest amount. With redis.wait_replicas the replicas are waited
+// for (store.RunAcked): an accepted bid they did not confirm in time comes with store.ErrNotAcked.
 func (k *bidKind) place(ctx context.Context, c claim) (code, highest int64, err error) {
-	res, err := bidScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, c.user, c.value,
-		int64(recordTTL/time.Second), k.s.o.StreamBound).Int64Slice()
+	cmd, err := k.s.o.Store.RunAcked(ctx, bidScript, bidKeys(k.s.keys, c.owner, c.id), c.id, c.user, c.value,
+		int64(recordTTL/time.Second))
+	notAcked := errors.Is(err, store.ErrNotAcked)
+	var res []int64
+	if err == nil || notAcked {
+		res, err = cmd.Int64Slice()
+	}
 	if err != nil || len(res) != 2 {
 		return 0, 0, fmt.Errorf("bid: %v %v", res, err)
+	}
+	if notAcked && res[0] == 0 {
+		return res[0], res[1], fmt.Errorf("bid: %w", store.ErrNotAcked)
 	}
 	return res[0], res[1], nil
 }
@@ -112,12 +122,12 @@ func bidRefusal(code, highest int64) *web.Error {
 }
 
 func (k *bidKind) release(ctx context.Context, c claim) (int64, error) {
-	return withdrawScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, k.s.o.StreamBound,
+	return withdrawScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id,
 		int64(recordTTL/time.Second)).Int64()
 }
 
 func (k *bidKind) commit(ctx context.Context, c claim) error {
-	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, flag(k.s.o.Ledger != nil), k.s.o.StreamBound).Err()
+	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, flag(k.s.o.Ledger != nil)).Err()
 }
 
 func (k *bidKind) commitRecord(c claim) string { return bidRecordKey(k.s.keys, c.owner, c.id) }

@@ -168,7 +168,7 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 		if g == nil {
 			stream, set := p.kind.stream(p.c.owner), p.kind.commitSet(p.c.owner)
 			g = &group{keys: []string{stream, cmp.Or(set, stream)},
-				args: []any{flag(s.o.Ledger != nil), s.o.StreamBound, flag(set != "")}}
+				args: []any{flag(s.o.Ledger != nil), flag(set != "")}}
 			groups[key] = g
 		}
 		g.keys = append(g.keys, p.kind.commitRecord(p.c))

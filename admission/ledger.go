@@ -20,8 +20,8 @@ import (
 // stream, writes it in one transaction (ledger.Write: idempotent upserts keyed by id, so an entry
 // delivered again after a take-over changes nothing) and only then acknowledges it. While PostgreSQL
 // cannot be reached the batch is retried with backoff for as long as it takes — the entries stay in
-// the streams (up to their length bound, 100,000 per product or auction) — and
-// edgeq_ledger_lag_seconds grows. A batch PostgreSQL refuses (a server error about the data) is
+// the streams (trim.go: up to redis.stream_max_entries per stream, past which the oldest are trimmed
+// unread, loudly) — and edgeq_ledger_lag_seconds grows. A batch PostgreSQL refuses (a server error about the data) is
 // written one entry at a time and the refused entries are dead-lettered with target "ledger".
 
 const (
@@ -63,6 +63,8 @@ func (w *ledgerWorker) run(ctx context.Context) { runPasses(ctx, w.pass) }
 func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 	s := w.s
 	if time.Since(w.listedAt) > 5*time.Second {
+		// The streams are trimmed only below what this group acknowledged while it is marked read.
+		s.markGroupRead(ctx, ledgerGroup)
 		if streams, err := s.sources(ctx); err == nil {
 			w.streams, w.listedAt = streams, time.Now()
 			for k, ok := range w.groups {

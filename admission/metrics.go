@@ -12,6 +12,8 @@ type serviceMetrics struct {
 	// The ledger (ledger.go): events written, by result, and the age of the oldest one waiting.
 	ledgerWrites *prometheus.CounterVec
 	ledgerLag    prometheus.Gauge
+	// trimmedUnread: stream entries trimmed past redis.stream_max_entries before every group read them.
+	trimmedUnread prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
@@ -46,6 +48,10 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 			Help: "Age of the oldest event this replica read and has not yet written to the ledger (0 when it is caught up).",
 		}),
 	}
+	m.trimmedUnread = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "edgeq", Name: "stream_trimmed_unread_total",
+		Help: "Event stream entries trimmed past redis.stream_max_entries before every consumer group (the admin indexes, the ledger) had read them.",
+	})
 	for _, r := range []string{"written", "retried", "dead_lettered", "malformed"} {
 		m.ledgerWrites.WithLabelValues(r)
 	}
@@ -55,7 +61,8 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled, m.ledgerWrites, m.ledgerLag)
+		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled, m.ledgerWrites, m.ledgerLag,
+			m.trimmedUnread)
 	}
 	return m
 }

@@ -2,9 +2,11 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/edgeq/edgeq/internal/group"
+	"github.com/edgeq/edgeq/internal/store"
 )
 
 // Reservations in groups. Stock admissions of one product all touch the product's keys, so the
@@ -18,6 +20,8 @@ const reserveBatchMax = 128
 
 type reserved struct {
 	code, remaining, limit int64
+	// notAcked: admitted on the master, but the replicas did not confirm it within redis.wait_timeout.
+	notAcked bool
 }
 
 // newReserver groups the purchases of each product into reserve.lua calls (package group).
@@ -30,20 +34,36 @@ func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 	keys := make([]string, 0, 6+len(cs))
 	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), admitsKey(s.keys, product),
 		unsettledKey(s.keys, product), claimsKey(s.keys, product))
-	args := make([]any, 0, 3+3*len(cs))
-	args = append(args, s.o.ClaimTTL.Milliseconds(), int64(recordTTL.Seconds()), s.o.StreamBound)
+	args := make([]any, 0, 2+4*len(cs))
+	args = append(args, s.o.ClaimTTL.Milliseconds(), int64(recordTTL.Seconds()))
 	for _, c := range cs {
 		keys = append(keys, recordKey(s.keys, product, c.id))
-		args = append(args, c.id, c.user, c.value)
+		args = append(args, c.id, c.user, c.value, c.route)
 	}
 	return keys, args
 }
 
-// reserveNow runs reserve.lua for purchases of one product, now, in one call.
+// reserveNow runs reserve.lua for purchases of one product, now, in one call, and with
+// redis.wait_replicas waits for the replicas once for the whole call (store.RunAcked): when they do not
+// confirm it in time, every purchase it admitted is answered notAcked (the caller gives it back).
 func (s *Service) reserveNow(ctx context.Context, product string, cs []claim) ([]reserved, error) {
 	keys, args := s.reserveArgs(product, cs)
-	res, err := reserveScript.Run(ctx, s.client, keys, args...).Int64Slice()
-	return splitReserved(res, err, len(cs))
+	cmd, err := s.o.Store.RunAcked(ctx, reserveScript, keys, args...)
+	notAcked := errors.Is(err, store.ErrNotAcked)
+	if notAcked {
+		err = nil
+	}
+	var res []int64
+	if err == nil {
+		res, err = cmd.Int64Slice()
+	}
+	out, err := splitReserved(res, err, len(cs))
+	if notAcked {
+		for i := range out {
+			out[i].notAcked = out[i].code == 0
+		}
+	}
+	return out, err
 }
 
 func splitReserved(res []int64, err error, n int) ([]reserved, error) {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -85,6 +87,7 @@ type claim struct {
 	user  string // pseudonym
 	id    string // admission or bid id
 	value int64  // quantity (stock), amount in cents (bid)
+	route string // the route that admitted it (stock records keep it for the orphan sweep)
 }
 
 // recordTTL is how long an admission's or bid's record stays for release and commit to find.
@@ -159,13 +162,20 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		if r.Context().Err() != nil {
 			return // the visitor left before anything was taken (logged as 499)
 		}
-		c.id = s.o.IDs.NextString()
+		c.id, c.route = s.o.IDs.NextString(), route.Name
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
 		// store that did not answer. The store client's own timeouts bound it.
 		e, err := k.reserve(context.WithoutCancel(r.Context()), c)
 		if err == nil && e != nil && e.Code == web.ErrPurchaseInProgress.Code && s.waitCommit(k, c) {
 			// The user's last purchase was answered and its commit is on its way from this replica.
 			e, err = k.reserve(context.WithoutCancel(r.Context()), c)
+		}
+		if errors.Is(err, store.ErrNotAcked) {
+			// The store answered but its replicas did not confirm in time: a failover now could lose the
+			// reservation and sell the unit again, so the shop never sees it (whatever on_store_error says:
+			// that is for a store that does not answer).
+			s.giveBackUnacked(w, r, k, c, err, start)
+			return
 		}
 		if err != nil {
 			// No answer: the script may have run. Its effect is undone as soon as the store answers.
@@ -326,6 +336,25 @@ func statusOf(o *web.Outcome) int {
 	return o.Status
 }
 
+// giveBackUnacked gives back an admission the replicas did not confirm (redis.wait_replicas) and answers
+// 503 STORE_UNAVAILABLE, counted as replica_timeout. The give-back itself is not waited for: if a
+// failover loses it, the unit is held again, listed as unsettled (docs/reference.md, "Failover").
+func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k kind, c claim, cause error, start time.Time) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if _, err := k.release(ctx, c); err != nil {
+		s.compensateLater(k, c)
+	} else {
+		k.changed(c.owner)
+	}
+	s.metrics.admissions.WithLabelValues(k.name(), resultReplicaTimeout).Inc()
+	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+	s.responder.Error(w, r, web.ErrStoreUnavailable.Because(cause))
+}
+
+// resultReplicaTimeout is the admissions metric's result for an admission the replicas did not confirm.
+const resultReplicaTimeout = "replica_timeout"
+
 // storeFailed handles an admission that cannot use the store: the route's on_store_error decides
 // (web.Request.StoreFailed). Open, the request goes to the origin without admission (counted as
 // "bypassed"); closed, it is answered 503.
@@ -364,7 +393,7 @@ func resultLabel(k kind, e *web.Error) string {
 
 // resultLabels are every result of a kind, for the metrics to start at 0.
 func resultLabels(k kind) []string {
-	labels := []string{"admitted", "released", "bypassed", "unknown_passed", "invalid_request", "store_unavailable"}
+	labels := []string{"admitted", "released", "bypassed", "unknown_passed", "invalid_request", "store_unavailable", resultReplicaTimeout}
 	for _, e := range k.refusals() {
 		labels = append(labels, strings.ToLower(e.Code))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -61,6 +62,9 @@ func (k *stockKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
+	if r.notAcked {
+		return nil, fmt.Errorf("reserve: %w", store.ErrNotAcked)
+	}
 	return stockRefusal(r.code, r.remaining, r.limit), nil
 }
 
@@ -84,7 +88,7 @@ func stockRefusal(code, remaining, limit int64) *web.Error {
 }
 
 func (k *stockKind) release(ctx context.Context, c claim) (int64, error) {
-	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.id, k.s.o.StreamBound, int64(recordTTL/time.Second)).Int64Slice()
+	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.id, int64(recordTTL/time.Second)).Int64Slice()
 	if err != nil || len(res) != 2 {
 		return 0, fmt.Errorf("release: %v %v", res, err)
 	}
@@ -92,7 +96,7 @@ func (k *stockKind) release(ctx context.Context, c claim) (int64, error) {
 }
 
 func (k *stockKind) commit(ctx context.Context, c claim) error {
-	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil), k.s.o.StreamBound).Err()
+	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil)).Err()
 }
 
 func (k *stockKind) commitRecord(c claim) string { return recordKey(k.s.keys, c.owner, c.id) }
@@ -291,7 +295,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
-	res, err := cancelScript.Run(ctx, s.client, k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(), s.o.StreamBound,
+	res, err := cancelScript.Run(ctx, s.client, k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(),
 		int64(recordTTL/time.Second)).Int64Slice()
 	if err != nil || len(res) != 2 {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("cancel: %v %v", res, err)))
@@ -323,7 +327,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
-	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, flag(s.o.Ledger != nil), s.o.StreamBound).Int64()
+	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, flag(s.o.Ledger != nil)).Int64()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

@@ -123,7 +123,7 @@ func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context)
 // runs one). Entries are acknowledged once applied or dead-lettered; entries left pending by a consumer
 // that stopped are taken over after ClaimIdle. It returns when ctx ends.
 func (s *Service) Run(ctx context.Context) {
-	w := &worker{s: s, consumer: consumerName(), groups: map[string]bool{}}
+	w := &worker{s: s, consumer: consumerName(), groups: map[string]bool{}, trim: trimmer{retired: map[string]bool{}}}
 	var wg sync.WaitGroup
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
@@ -142,6 +142,7 @@ type worker struct {
 	streams  [][]source      // each owner's streams (sources)
 	listedAt time.Time
 	claimAt  time.Time
+	trim     trimmer
 	// stopAfterRead, for tests: when it returns true the worker stops after reading entries and before
 	// handling them, as if its process died.
 	stopAfterRead func(src source, n int) bool
@@ -217,6 +218,11 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		if n, err := s.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
 			s.metrics.unsettled.Set(float64(n))
 		}
+	}
+	if time.Since(w.trim.at) > s.o.TrimEvery {
+		w.trim.at = time.Now()
+		s.markGroupRead(ctx, groupName)
+		s.trimStreams(ctx, w.streams, &w.trim)
 	}
 	claim := time.Since(w.claimAt) > s.o.ClaimIdle/3
 	if claim {

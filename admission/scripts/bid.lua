@@ -8,12 +8,20 @@
 -- KEYS[5] record   hash   this bid: member, bidder, amount, state (TTL: withdrawal must find it)
 -- KEYS[6] events   stream bid events for the worker
 -- ARGV[1] bid id   ARGV[2] bidder pseudonym   ARGV[3] amount (cents)   ARGV[4] record TTL (s)
--- ARGV[5] stream length bound
 -- returns {code, highest_amount}
 --   0 accepted; 1 too low (highest_amount is the amount to beat); 2 no such auction; 3 ended;
 --   4 the owner bid; 5 below the starting price; 6 the id has a record already (a compensation ran
---   before this call arrived: nothing is taken)
-if redis.call('EXISTS', KEYS[5]) == 1 then return {6, 0} end
+--   before this call arrived: nothing is taken). The same bid sent again (a client library resends a
+--   pipeline whose answer it lost) finds its own accepted record and is answered 0 again; the record is
+--   written once more, so that a WAIT after this call covers the first one's writes too.
+local held = redis.call('HMGET', KEYS[5], 'state', 'bidder', 'amount')
+if held[1] then
+  if held[1] == 'accepted' and held[2] == ARGV[2] and held[3] == ARGV[3] then
+    redis.call('HSET', KEYS[5], 'state', 'accepted')
+    return {0, tonumber(held[3])}
+  end
+  return {6, 0}
+end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {2, 0} end
 local now = now_ms()
 local info = redis.call('HMGET', KEYS[1], 'starting_price', 'min_increment', 'ends_at', 'owner')
@@ -33,7 +41,7 @@ redis.call('HSET', KEYS[2], 'bid_id', ARGV[1], 'bidder', ARGV[2], 'amount', amou
 redis.call('HINCRBY', KEYS[4], ARGV[2], '1')
 redis.call('HSET', KEYS[5], 'member', member, 'bidder', ARGV[2], 'amount', amount_s, 'at', at, 'state', 'accepted')
 redis.call('EXPIRE', KEYS[5], ARGV[4])
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[5], '*', 'type', 'bid', 'bid', ARGV[1], 'user', ARGV[2],
+redis.call('XADD', KEYS[6], '*', 'type', 'bid', 'bid', ARGV[1], 'user', ARGV[2],
   'amount', amount_s, 'at', at)
 -- History, bidder counts and events are kept a week past the end; the auction and its highest bid stay.
 local expire_at = string.format('%d', math.floor(ends_at / 1000) + 7 * 24 * 3600)

@@ -3,7 +3,7 @@
 -- is appended. Once per admission: a released or cancelled one is refused.
 -- KEYS: as release.lua (info, stock, buyers, claims, record, events, unsettled)
 -- ARGV[1] admission id   ARGV[2] user pseudonym   ARGV[3] quantity   ARGV[4] admitted at (ms)
--- ARGV[5] stream length bound   ARGV[6] record TTL (s)
+-- ARGV[5] record TTL (s)
 -- (user, quantity and time come from the admission's record in the admin indexes: the record here
 -- expires after a day, and a cancel re-creates it, cancelled, so that a second cancel is refused.)
 -- returns {code, remaining}: 0 cancelled; 2 already released; 4 already cancelled
@@ -16,8 +16,8 @@ if redis.call('HINCRBY', KEYS[3], ARGV[2], -qty) <= 0 then
   redis.call('HDEL', KEYS[3], ARGV[2])
 end
 redis.call('HSET', KEYS[5], 'state', 'cancelled', 'user', ARGV[2], 'qty', qty, 'at', ARGV[4])
-redis.call('EXPIRE', KEYS[5], ARGV[6])
+redis.call('EXPIRE', KEYS[5], ARGV[5])
 redis.call('ZREM', KEYS[7], ARGV[1])
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[5], '*', 'type', 'cancelled', 'admission', ARGV[1],
+redis.call('XADD', KEYS[6], '*', 'type', 'cancelled', 'admission', ARGV[1],
   'user', ARGV[2], 'qty', qty, 'at', ARGV[4], 'cancelled_at', now_ms())
 return {0, remaining}

@@ -7,7 +7,7 @@
 -- KEYS[5] record   hash   this admission: state
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
 -- KEYS[6] events   stream: with the ledger on, a committed event
--- ARGV[1] admission id   ARGV[2] 1: add the committed event (the ledger is on)   ARGV[3] stream length bound
+-- ARGV[1] admission id   ARGV[2] 1: add the committed event (the ledger is on)
 -- returns 0 committed; 1 unknown admission; 2 already released
 -- Committed or given back, or its record long gone: it is settled either way.
 redis.call('ZREM', KEYS[7], ARGV[1])
@@ -17,7 +17,7 @@ if state == 'released' or state == 'cancelled' then return 2 end
 if state ~= 'committed' then
   redis.call('HSET', KEYS[5], 'state', 'committed')
   if ARGV[2] == '1' then
-    redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[3], '*', 'type', 'committed', 'admission', ARGV[1], 'committed_at', now_ms())
+    redis.call('XADD', KEYS[6], '*', 'type', 'committed', 'admission', ARGV[1], 'committed_at', now_ms())
   end
 end
 return 0

@@ -8,7 +8,7 @@
 -- KEYS[5] record   hash   this admission: user, qty, state, at
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
 -- KEYS[6] events   stream admission events for the worker
--- ARGV[1] admission id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
+-- ARGV[1] admission id   ARGV[2] record TTL (s)
 -- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released (or cancelled by an
 --   operator: its units are back already); 3 already committed
 -- An unknown admission gets a tombstone (a released record), so that a reserve.lua call with this id
@@ -16,7 +16,7 @@
 local state = redis.call('HGET', KEYS[5], 'state')
 if not state then
   redis.call('HSET', KEYS[5], 'state', 'released')
-  redis.call('EXPIRE', KEYS[5], ARGV[3])
+  redis.call('EXPIRE', KEYS[5], ARGV[2])
   return {1, 0}
 end
 if state == 'released' or state == 'cancelled' then return {2, 0} end
@@ -30,6 +30,6 @@ if redis.call('HINCRBY', KEYS[3], user, -qty) <= 0 then
 end
 redis.call('HSET', KEYS[5], 'state', 'released')
 redis.call('ZREM', KEYS[7], ARGV[1])
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'type', 'released', 'admission', ARGV[1],
+redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', ARGV[1],
   'user', user, 'qty', qty, 'at', redis.call('HGET', KEYS[5], 'at'), 'released_at', at)
 return {0, remaining}

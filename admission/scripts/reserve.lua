@@ -9,9 +9,9 @@
 --                         at (ms), and space-separated lists admissions, users, qtys (in call order)
 -- KEYS[5] unsettled zset admissions neither committed nor given back yet, by admission time (ms)
 -- KEYS[6] claims   hash   user pseudonym -> admission id: the user's in-flight claim
--- then per purchase: its record (hash: user, qty, state, at; TTL: release must find it)
--- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)   ARGV[3] stream length bound (approximate)
--- then per purchase: admission id, user pseudonym, quantity
+-- then per purchase: its record (hash: user, qty, state, at, route; TTL: release must find it)
+-- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)
+-- then per purchase: admission id, user pseudonym, quantity, route name (what the orphan sweep reads)
 -- The units taken, the unsettled entries and the event are written once per call, after the loop (one
 -- DECRBY, one ZADD, one XADD): a call is atomic, so the stock each purchase sees is the one left by
 -- the purchases before it, and every purchase of a call has the same time. One entry per call rather
@@ -20,7 +20,10 @@
 -- returns per purchase {code, remaining, per_user_limit}, flat:
 --   0 admitted; 1 insufficient stock; 2 no such product; 3 the user has a purchase in flight;
 --   4 the user reached per_user_limit; 5 quantity outside 1..per_user_limit; 6 the id has a record
---   already (a compensation ran before this call arrived: nothing is taken)
+--   already (a compensation ran before this call arrived: nothing is taken). The same purchase sent
+--   again (a client library resends a pipeline whose answer it lost) finds its own admitted record and
+--   is answered 0 again, taking nothing more; the record is written once more, so that a WAIT after
+--   this call covers the first one's writes too (the replication stream is ordered).
 -- take_claim: the user's in-flight claim, for admission id. A claim counts only while its admission
 -- is unsettled (in the unsettled set, or admitted earlier in this call: that ZADD comes after the
 -- loop) and younger than the claim TTL (the TTL covers a replica that died before the shop answered).
@@ -51,12 +54,17 @@ local out = {}
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
 local taken, unsettled, ids, users, qtys = 0, {}, {}, {}, {}
-for i = 0, (#ARGV - 3) / 3 - 1 do
-  local id, user, qty = ARGV[4 + 3 * i], ARGV[5 + 3 * i], tonumber(ARGV[6 + 3 * i])
+for i = 0, (#ARGV - 2) / 4 - 1 do
+  local id, user, qty, route = ARGV[3 + 4 * i], ARGV[4 + 4 * i], tonumber(ARGV[5 + 4 * i]), ARGV[6 + 4 * i]
   local record = KEYS[7 + i]
   local code = 0
-  if redis.call('EXISTS', record) == 1 then
+  local held = redis.call('HMGET', record, 'state', 'user', 'qty')
+  if held[1] then
     code = 6
+    if held[1] == 'admitted' and held[2] == user and tonumber(held[3]) == qty then
+      redis.call('HSET', record, 'state', 'admitted')
+      code = 0
+    end
   elseif not limit then
     code = 2
   elseif not qty or qty < 1 or qty > limit or qty ~= math.floor(qty) then
@@ -80,7 +88,11 @@ for i = 0, (#ARGV - 3) / 3 - 1 do
       at = at or now_ms()
       at_s = at_s or string.format('%d', at)
       remaining, taken = remaining - qty, taken + qty
-      redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s)
+      if route ~= '' then
+        redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s, 'route', route)
+      else
+        redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s)
+      end
       redis.call('EXPIRE', record, ARGV[2])
       unsettled[#unsettled + 1] = at_s
       unsettled[#unsettled + 1] = id
@@ -95,7 +107,7 @@ end
 if taken > 0 then
   redis.call('DECRBY', KEYS[2], string.format('%d', taken))
   redis.call('ZADD', KEYS[5], unpack(unsettled))
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[3], '*', 'type', 'admitted', 'at', at_s,
+  redis.call('XADD', KEYS[4], '*', 'type', 'admitted', 'at', at_s,
     'admissions', table.concat(ids, ' '), 'users', table.concat(users, ' '), 'qtys', table.concat(qtys, ' '))
 end
 if claimed then redis.call('PEXPIRE', KEYS[6], ARGV[1]) end

@@ -6,14 +6,14 @@
 -- KEYS[4] bidders  hash   bidder pseudonym -> live bids
 -- KEYS[5] record   hash   this bid: member, bidder, amount, at, state
 -- KEYS[6] events   stream bid events for the worker
--- ARGV[1] bid id   ARGV[2] stream length bound   ARGV[3] record TTL (s)
+-- ARGV[1] bid id   ARGV[2] record TTL (s)
 -- returns 0 withdrawn; 1 unknown bid; 2 already withdrawn; 3 already committed
 -- An unknown bid gets a tombstone (a withdrawn record), so that a bid.lua call with this id still on
 -- its way is refused when it arrives.
 local state = redis.call('HGET', KEYS[5], 'state')
 if not state then
   redis.call('HSET', KEYS[5], 'state', 'withdrawn')
-  redis.call('EXPIRE', KEYS[5], ARGV[3])
+  redis.call('EXPIRE', KEYS[5], ARGV[2])
   return 1
 end
 if state == 'withdrawn' then return 2 end
@@ -34,6 +34,6 @@ if redis.call('HGET', KEYS[2], 'bid_id') == ARGV[1] then
   end
 end
 redis.call('HSET', KEYS[5], 'state', 'withdrawn')
-redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[2], '*', 'type', 'withdrawn', 'bid', ARGV[1], 'user', bidder,
+redis.call('XADD', KEYS[6], '*', 'type', 'withdrawn', 'bid', ARGV[1], 'user', bidder,
   'amount', redis.call('HGET', KEYS[5], 'amount'), 'at', redis.call('HGET', KEYS[5], 'at'), 'withdrawn_at', now_ms())
 return 0

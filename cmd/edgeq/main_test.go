@@ -124,6 +124,29 @@ products:
 	}
 }
 
+// Issue 31: with Sentinel or Cluster and no redis.wait_replicas, a failover can sell units twice:
+// check says so; with wait_replicas set it is quiet; wait_replicas with the embedded store is refused.
+func TestCheck_WarnsThatAFailoverCanSellTwiceWithoutWaitReplicas(t *testing.T) {
+	dir := t.TempDir()
+	const file = `redis: {addrs: ["10.0.0.1:26379", "10.0.0.2:26379"], master_name: mymaster%s}
+`
+	without, with, embedded := filepath.Join(dir, "without.yaml"), filepath.Join(dir, "with.yaml"), filepath.Join(dir, "embedded.yaml")
+	os.WriteFile(without, []byte(fmt.Sprintf(file, "")), 0o600)
+	os.WriteFile(with, []byte(fmt.Sprintf(file, ", wait_replicas: 1")), 0o600)
+	os.WriteFile(embedded, []byte("redis: {wait_replicas: 1}\n"), 0o600)
+	if code, _, stderr := runEdgeq(t, "check", "-config", without); code != 0 ||
+		!strings.Contains(stderr, "warning: redis.wait_replicas is 0 with sentinel") || !strings.Contains(stderr, "a failover can sell units twice") {
+		t.Fatalf("sentinel without wait_replicas: exit %d\nstderr %s", code, stderr)
+	}
+	if code, _, stderr := runEdgeq(t, "check", "-config", with); code != 0 || strings.Contains(stderr, "warning") {
+		t.Fatalf("sentinel with wait_replicas: exit %d\nstderr %s", code, stderr)
+	}
+	if code, stdout, stderr := runEdgeq(t, "check", "-config", embedded); code != 1 ||
+		!strings.Contains(stdout+stderr, "redis.wait_replicas: 1, but the embedded store has no replicas") {
+		t.Fatalf("embedded with wait_replicas: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+}
+
 func TestCheck_Usage(t *testing.T) {
 	if code, _, stderr := runEdgeq(t, "check"); code != 2 || !strings.Contains(stderr, "-config FILE is required") {
 		t.Fatalf("exit %d: %s", code, stderr)

@@ -78,6 +78,13 @@ type Redis struct {
 	DB         int      `yaml:"db"`
 	TLS        bool     `yaml:"tls"`
 	KeyPrefix  string   `yaml:"key_prefix"`
+	// WaitReplicas > 0: a reservation, a lottery draw, an invitation's use and a revocation count as done
+	// only once WAIT says this many replicas hold them (section 11.2); WaitTimeout bounds that wait.
+	WaitReplicas int           `yaml:"wait_replicas"`
+	WaitTimeout  time.Duration `yaml:"wait_timeout"`
+	// StreamMaxEntries bounds each event stream: below it only entries every consumer group has
+	// acknowledged are trimmed; past it the oldest unread ones go too, counted.
+	StreamMaxEntries int64 `yaml:"stream_max_entries"`
 }
 
 // Embedded reports whether no Redis is configured and the in-process store is used.
@@ -253,7 +260,17 @@ type Admission struct {
 	// UnknownProduct: refuse (404 PRODUCT_NOT_FOUND / AUCTION_NOT_FOUND) or pass (forwarded without
 	// admission, counted as unknown_passed) a product or auction edgeq does not know.
 	UnknownProduct string `yaml:"unknown_product"`
+	// Orphans: what happens to the unsettled stock admissions of a replica that stopped renewing its
+	// liveness lease, once older than origin.timeout: hold (listed for an operator) or release (the
+	// units go back).
+	Orphans string `yaml:"orphans"`
 }
+
+// Admission.Orphans values.
+const (
+	OrphansHold    = "hold"
+	OrphansRelease = "release"
+)
 
 // Admission.UnknownProduct values.
 const (
@@ -271,6 +288,7 @@ func (a *Admission) applyDefaults() {
 	a.User = "token"
 	a.UnknownProduct = UnknownRefuse
 	a.ReleaseOn = []string{"5xx", "error"}
+	a.Orphans = OrphansHold
 }
 
 // Product is a stock-admitted item. Stock is only the initial stock: it is seeded when the product is
@@ -367,7 +385,7 @@ func Default() *Config {
 		},
 		Admin:  Admin{Listen: "127.0.0.1:9090"},
 		Origin: Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},
-		Redis:  Redis{Addrs: []string{}, KeyPrefix: "edgeq"},
+		Redis:  Redis{Addrs: []string{}, KeyPrefix: "edgeq", WaitTimeout: 50 * time.Millisecond, StreamMaxEntries: 1_000_000},
 		Tokens: Tokens{
 			VerifyKeyFiles: []string{},
 			Issuer:         "edgeq",

@@ -246,6 +246,16 @@ func (cfg *Config) checkRedis(c *check) {
 	if r.Embedded() && (r.Password != "" || r.Username != "" || r.TLS) {
 		c.add("redis", "username, password or tls are set but no redis.addr or redis.addrs: the embedded store would ignore them")
 	}
+	c.atLeast("redis.wait_replicas", int64(r.WaitReplicas), 0)
+	if r.WaitReplicas > 0 && r.Embedded() {
+		c.add("redis.wait_replicas", "%d, but the embedded store has no replicas: every reservation would time out (set redis.addr or redis.addrs, or 0)", r.WaitReplicas)
+	}
+	if r.WaitTimeout < time.Millisecond || r.WaitTimeout > 10*time.Second {
+		c.add("redis.wait_timeout", "%s must be between 1ms and 10s (every reservation waits up to this long for the replicas)", r.WaitTimeout)
+	}
+	if r.StreamMaxEntries < 100 {
+		c.add("redis.stream_max_entries", "%d must be at least 100", r.StreamMaxEntries)
+	}
 }
 
 func (cfg *Config) checkTokens(c *check) {

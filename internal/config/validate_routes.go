@@ -107,6 +107,10 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
 	}
 	c.oneOf(p+".unknown_product", a.UnknownProduct, UnknownRefuse, UnknownPass)
+	c.oneOf(p+".orphans", a.Orphans, OrphansHold, OrphansRelease)
+	if a.Type == AdmissionBid && a.Orphans == OrphansRelease {
+		c.add(p+".orphans", "release applies to stock admissions (units held by a replica that died); a bid is never held")
+	}
 	for i, o := range a.ReleaseOn {
 		if _, err := ParseReleaseOutcome(o); err != nil {
 			c.add(fmt.Sprintf("%s.release_on[%d]", p, i), "%v", err)

@@ -80,6 +80,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	registry := prometheus.NewRegistry()
 	m := metrics.New(registry)
+	registry.MustRegister(st.Collectors()...)
 
 	for _, warning := range warnings(cfg) {
 		logger.Warn(warning)
@@ -135,6 +136,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Registry:     registry,
 		Ledger:       led,
 		Visitor:      room.TokenRequestID,
+
+		StreamMaxEntries: cfg.Redis.StreamMaxEntries,
 	})
 
 	endpoints := http.NewServeMux()

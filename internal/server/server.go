@@ -215,6 +215,7 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 	background.Go(func() { built.room.Run(runCtx) })
 	background.Go(func() { built.admission.Run(runCtx) })
 	background.Go(func() { built.health.Run(runCtx) })
+	background.Go(func() { built.store.WatchReplicas(runCtx, cfg.StoreHealth.Interval) })
 	background.Go(func() { built.inflight.Run(runCtx) })
 	fileWatch := g.watchFile()
 	background.Go(func() { g.watch(runCtx, fileWatch, reload) })

@@ -21,6 +21,11 @@ func warnings(cfg *config.Config) []string {
 			"request names in its Host header, so a response solved on another site passes with that site's "+
 			"Host; list the shop's host names (used by "+strings.Join(users, ", ")+")")
 	}
+	if len(cfg.Redis.Addrs) > 0 && cfg.Redis.WaitReplicas == 0 {
+		out = append(out, "redis.wait_replicas is 0 with "+storeKind(cfg.Redis)+": replication is asynchronous, so a "+
+			"failover can sell units twice (the promoted replica may not have the last reservations); set "+
+			"redis.wait_replicas to the number of replicas that must hold a reservation before the shop sees it")
+	}
 	for _, q := range cfg.Queues {
 		for _, id := range q.SoldOutWith {
 			if !slices.ContainsFunc(cfg.Products, func(p config.Product) bool { return p.ID == id }) {

@@ -25,6 +25,7 @@ type Store struct {
 	Keys   Keys
 
 	embedded *miniredis.Miniredis // nil for a real Redis
+	repl     *replication         // WAIT settings, master changes (replicas.go)
 }
 
 // Open connects to the Redis described by cfg, or starts the embedded store when cfg names none. It
@@ -37,6 +38,8 @@ func Open(cfg config.Redis, logger *slog.Logger) (*Store, error) {
 		return OpenEmbedded(keys)
 	}
 	opts := clientOptions(cfg)
+	repl := newReplication(cfg.WaitReplicas, cfg.WaitTimeout, cfg.MasterName == "" && len(cfg.Addrs) > 0, logger)
+	opts.OnConnect = repl.onConnect
 	var client redis.UniversalClient
 	switch {
 	case cfg.MasterName != "":
@@ -48,7 +51,7 @@ func Open(cfg config.Redis, logger *slog.Logger) (*Store, error) {
 	default:
 		client = redis.NewClient(opts.Simple())
 	}
-	return &Store{Client: client, Keys: keys}, nil
+	return &Store{Client: client, Keys: keys, repl: repl}, nil
 }
 
 func clientOptions(cfg config.Redis) *redis.UniversalOptions {
@@ -69,6 +72,11 @@ func clientOptions(cfg config.Redis) *redis.UniversalOptions {
 		WriteTimeout: time.Second,
 		// Enough connections for bursts of admissions on a few cores.
 		PoolSize: 64,
+	}
+	if cfg.WaitReplicas > 0 {
+		// A WAIT holds its connection's answer for up to wait_timeout; the answer must not time out first
+		// (go-redis would send the whole pipeline again).
+		opts.ReadTimeout = max(opts.ReadTimeout, cfg.WaitTimeout+time.Second)
 	}
 	if cfg.MasterName != "" {
 		// Sentinel authentication uses the same credentials unless told otherwise.
@@ -94,12 +102,13 @@ func OpenEmbedded(keys Keys) (*Store, error) {
 	// (go-redis's defaults, 4 s for a connection and 3 s for an answer, turn a busy demo into 503s).
 	client := redis.NewClient(&redis.Options{Addr: m.Addr(), PoolSize: 64, PoolTimeout: 30 * time.Second,
 		ReadTimeout: 30 * time.Second})
-	return &Store{Client: client, Keys: keys, embedded: m}, nil
+	return &Store{Client: client, Keys: keys, embedded: m, repl: newReplication(0, 0, false, nil)}, nil
 }
 
 // Wrap makes a Store of an existing client; tests use it to give each test its own key prefix.
 func Wrap(client redis.UniversalClient, keys Keys) *Store {
-	return &Store{Client: client, Keys: keys}
+	_, cluster := client.(*redis.ClusterClient)
+	return &Store{Client: client, Keys: keys, repl: newReplication(0, 0, cluster, nil)}
 }
 
 // Addr returns the address of the embedded store, or "" for a real Redis.

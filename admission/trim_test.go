@@ -1,0 +1,171 @@
+package admission
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// Issue 31, item 4: the event streams are trimmed only below what every consumer group that is read
+// has acknowledged, and past redis.stream_max_entries the unread entries go too, counted. A ledger
+// that stopped (its group marked read, nobody reading it) while 2,000 events are written against a
+// bound of 1,000: the first 800 stay whole although the admin-index worker read them all, the bound
+// then trims 1,000 unread ones, loudly; a ledger that has read and acknowledged some holds back only
+// from its oldest pending entry; once the stopped ledger's group is retired it holds nothing back.
+func TestStreams_TrimmedOnlyBelowWhatEveryGroupAcknowledged(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		st := newStack(t, s, product("p", 10_000, 1))
+		st.svc.o.StreamMaxEntries = 1000
+		st.svc.o.TrimEvery = 20 * time.Millisecond
+		stream := admitsKey(s.Keys, "p")
+		// The ledger's group, as a replica with the ledger on made it, and marked read: the ledger has
+		// stopped reading (PostgreSQL is away, or its replica hangs).
+		if err := s.Client.XGroupCreateMkStream(ctx, stream, ledgerGroup, "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		st.svc.markGroupRead(ctx, ledgerGroup)
+		buy := func(from, to int) {
+			for i := from; i < to; i++ {
+				u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
+				res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: u, id: strconv.Itoa(1_000_000 + i), value: 1}})
+				if err != nil || res[0].code != 0 {
+					t.Fatalf("purchase %d: %v %v", i, res, err)
+				}
+			}
+		}
+		workerRead := func(n int64) func() bool {
+			return func() bool {
+				gs, err := s.Client.XInfoGroups(ctx, stream).Result()
+				if err != nil {
+					return false
+				}
+				for _, g := range gs {
+					if g.Name == groupName && g.Pending == 0 && g.LastDeliveredID != "0-0" {
+						last, _ := s.Client.XRevRangeN(ctx, stream, "+", "-", 1).Result()
+						return len(last) == 1 && last[0].ID == g.LastDeliveredID
+					}
+				}
+				return false
+			}
+		}
+		length := func() int64 { return s.Client.XLen(ctx, stream).Val() }
+		trimPass := func() {
+			// The worker trims every TrimEvery; a pass of the trim itself makes the test independent of when.
+			st.svc.trimStreams(ctx, [][]source{{{kind: st.svc.stock, owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+		}
+
+		st.startWorker()
+		buy(0, 800)
+		eventually(t, 20*time.Second, "the admin-index worker reads and acknowledges all 800", workerRead(800))
+		trimPass()
+		if n := length(); n != 800 {
+			t.Fatalf("after the worker read all 800 and the ledger none: %d entries, want 800 (nothing the ledger has not read is trimmed below the bound)", n)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.trimmedUnread); got != 0 {
+			t.Fatalf("trimmed unread below the bound: %v", got)
+		}
+
+		buy(800, 2000)
+		eventually(t, 20*time.Second, "the worker reads all 2,000", workerRead(2000))
+		trimPass()
+		if n := length(); n != 1000 {
+			t.Fatalf("2,000 written against a bound of 1,000: %d left", n)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.trimmedUnread); got != 1000 {
+			t.Fatalf("edgeq_stream_trimmed_unread_total %v, want 1000", got)
+		}
+		if lost := s.Client.HGet(ctx, lostKey(s.Keys), stream).Val(); lost != "1000" {
+			t.Fatalf("the tally reconcile prints: %q, want 1000", lost)
+		}
+		first, _ := s.Client.XRangeN(ctx, stream, "-", "+", 1).Result()
+
+		// The ledger reads 300 of what is left and acknowledges 200: only the 200 go.
+		read, err := s.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: ledgerGroup, Consumer: "ledger-1",
+			Streams: []string{stream, ">"}, Count: 300}).Result()
+		if err != nil || len(read[0].Messages) != 300 {
+			t.Fatalf("ledger read: %v %v", read, err)
+		}
+		if read[0].Messages[0].ID != first[0].ID {
+			t.Fatalf("the ledger's next entry %s is not the oldest left %s", read[0].Messages[0].ID, first[0].ID)
+		}
+		var acked []string
+		for _, m := range read[0].Messages[:200] {
+			acked = append(acked, m.ID)
+		}
+		s.Client.XAck(ctx, stream, ledgerGroup, acked...)
+		trimPass()
+		if n := length(); n != 800 {
+			t.Fatalf("after the ledger acknowledged 200 of 300 read: %d entries, want 800", n)
+		}
+		oldest, _ := s.Client.XRangeN(ctx, stream, "-", "+", 1).Result()
+		if oldest[0].ID != read[0].Messages[200].ID {
+			t.Fatalf("the oldest entry left is %s, want the ledger's oldest pending %s", oldest[0].ID, read[0].Messages[200].ID)
+		}
+
+		// The ledger is turned off for good: its mark ages past groupRetireAfter and it holds nothing.
+		s.Client.HSet(ctx, groupsKey(s.Keys), ledgerGroup, time.Now().Add(-groupRetireAfter-time.Minute).UnixMilli())
+		trimPass()
+		if n := length(); n != 0 {
+			t.Fatalf("with the ledger's group retired, %d entries the worker acknowledged are kept", n)
+		}
+		if got := testutil.ToFloat64(st.svc.metrics.trimmedUnread); got != 1000 {
+			t.Fatalf("retiring a group counted %v unread, want still 1000", got)
+		}
+	})
+}
+
+// A group that is read but has not been created on a stream yet reads it from its start: nothing of
+// that stream is trimmed below the bound.
+func TestStreams_AGroupNotCreatedYetHoldsTheWholeStream(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		st := newStack(t, s, product("p", 10_000, 1))
+		st.svc.o.StreamMaxEntries = 1000
+		stream := admitsKey(s.Keys, "p")
+		st.svc.markGroupRead(ctx, ledgerGroup) // the ledger runs, and has not listed this product yet
+		ids := make([]string, 0, 700)
+		for i := range 700 {
+			u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
+			id := strconv.Itoa(2_000_000 + i)
+			if res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: u, id: id, value: 1}}); err != nil || res[0].code != 0 {
+				t.Fatalf("purchase %d: %v %v", i, res, err)
+			}
+			ids = append(ids, id)
+		}
+		// The admin-index worker reads and acknowledges everything.
+		msgs, err := s.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupName, Consumer: "w",
+			Streams: []string{stream, ">"}, Count: 1000}).Result()
+		if err != nil || len(msgs[0].Messages) != 700 {
+			t.Fatalf("read: %v", err)
+		}
+		for _, m := range msgs[0].Messages {
+			s.Client.XAck(ctx, stream, groupName, m.ID)
+		}
+		st.svc.trimStreams(ctx, [][]source{{{kind: st.svc.stock, owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+		if n := s.Client.XLen(ctx, stream).Val(); n != 700 {
+			t.Fatalf("%d entries left, want 700: the ledger has not read any", n)
+		}
+	})
+}
+
+func TestNextID(t *testing.T) {
+	for in, want := range map[string]string{"0-0": "0-1", "1700000000000-41": "1700000000000-42"} {
+		if got, err := nextID(in); err != nil || got != want {
+			t.Errorf("nextID(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := nextID("bogus"); err == nil {
+		t.Error("nextID(bogus) did not fail")
+	}
+	if !lessID("9-5", "10-0") || lessID("10-0", "9-5") || !lessID("3-2", "3-10") {
+		t.Error("lessID does not compare ids as numbers")
+	}
+}
