@@ -207,9 +207,20 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 			rec = Record{ID: u.id, ProductID: u.product, AdmittedAt: time.UnixMilli(u.at).UTC().Format(recordTime)}
 		}
 		rec.State = "admitted"
+		rec.Orphan, _ = s.client.HGet(ctx, recordKey(s.keys, u.product, u.id), "orphan").Result()
 		out = append(out, rec)
 	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "total_count": len(items), "page": page, "page_size": size})
+	tally, err := s.client.HGetAll(ctx, orphanTallyKey(s.keys)).Result()
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	orphans := map[string]int64{"held": 0, "released": 0}
+	for k := range orphans {
+		orphans[k], _ = strconv.ParseInt(tally[k], 10, 64)
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "total_count": len(items), "page": page, "page_size": size,
+		"orphans": orphans})
 }
 
 type unsettledAdmission struct {

@@ -41,6 +41,9 @@ type Options struct {
 	// StreamMaxEntries bounds each event stream (redis.stream_max_entries, 1,000,000): trim.go.
 	StreamMaxEntries int64
 	TrimEvery        time.Duration // how often the worker trims the streams: 5 s
+	// OrphanAfter is how old an unsettled admission of a dead replica must be before its route's
+	// orphans setting applies: origin.timeout (30 s), after which no shop answer can come.
+	OrphanAfter time.Duration
 	// Ledger, when set, receives every event (ledger.go) and serves the admin history lists.
 	Ledger *ledger.Ledger
 	// Visitor returns the queue request id of a request's valid access token for a queue: how GET
@@ -72,6 +75,8 @@ type Service struct {
 	sourceMetrics *sourceMetrics
 	bidders       atomic.Pointer[bidderSource]
 	buyers        atomic.Pointer[bidderSource] // GET {prefix}/admissions/mine (buyers.go)
+	// orphanPolicies: stock route name -> admission.orphans (orphans.go); follows reloads.
+	orphanPolicies atomic.Pointer[map[string]string]
 
 	stock *stockKind
 	bid   *bidKind
@@ -91,6 +96,9 @@ func New(o Options) *Service {
 	}
 	if o.TrimEvery == 0 {
 		o.TrimEvery = 5 * time.Second
+	}
+	if o.OrphanAfter == 0 {
+		o.OrphanAfter = 30 * time.Second
 	}
 	if o.ClaimTTL == 0 {
 		o.ClaimTTL = time.Minute
@@ -112,6 +120,8 @@ func New(o Options) *Service {
 	s.bid = &bidKind{s: s, reads: newAuctionReads()}
 	s.kinds = []kind{s.stock, s.bid}
 	s.reserves = s.newReserver()
+	none := map[string]string{}
+	s.orphanPolicies.Store(&none)
 	s.metrics = newMetrics(o.Registry, s.kinds)
 	s.sourceMetrics = newSourceMetrics()
 	if o.Registry != nil {

@@ -14,6 +14,8 @@ type serviceMetrics struct {
 	ledgerLag    prometheus.Gauge
 	// trimmedUnread: stream entries trimmed past redis.stream_max_entries before every group read them.
 	trimmedUnread prometheus.Counter
+	// orphans: unsettled admissions of dead replicas, by route and what became of them (orphans.go).
+	orphans *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
@@ -52,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 		Namespace: "edgeq", Name: "stream_trimmed_unread_total",
 		Help: "Event stream entries trimmed past redis.stream_max_entries before every consumer group (the admin indexes, the ledger) had read them.",
 	})
+	m.orphans = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "edgeq", Name: "orphaned_admissions_total",
+		Help: "Unsettled stock admissions of replicas that died (their liveness lease ran out), by route and result: held (for an operator) or released (units back), per routes[].admission.orphans.",
+	}, []string{"route", "result"})
 	for _, r := range []string{"written", "retried", "dead_lettered", "malformed"} {
 		m.ledgerWrites.WithLabelValues(r)
 	}
@@ -62,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled, m.ledgerWrites, m.ledgerLag,
-			m.trimmedUnread)
+			m.trimmedUnread, m.orphans)
 	}
 	return m
 }

@@ -138,6 +138,11 @@ type Record struct {
 	// CommittedAt is when the shop's answer kept it; only the ledger records it (with the ledger on,
 	// the admin lists read it from there).
 	CommittedAt string `json:"committed_at,omitempty"`
+	// Reason says why a released admission was given back when it was not the shop's answer:
+	// "orphaned" (its replica died before settling it, and the route says orphans: release).
+	Reason string `json:"reason,omitempty"`
+	// Orphan, in the unsettled list: "held" when its replica died and its route says orphans: hold.
+	Orphan string `json:"orphan,omitempty"`
 }
 
 func (k *stockKind) index() string                { return productIndexKey(k.s.keys) }
@@ -227,7 +232,7 @@ func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
 		if err != nil {
 			return Record{}, 0, fmt.Errorf("malformed event %s: released_at", msg.ID)
 		}
-		rec.ReleasedAt = time.UnixMilli(rel).UTC().Format(recordTime)
+		rec.ReleasedAt, rec.Reason = time.UnixMilli(rel).UTC().Format(recordTime), e.str("reason")
 	}
 	if typ == "cancelled" {
 		c, err := e.num("cancelled_at")

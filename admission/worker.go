@@ -128,6 +128,7 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
 	wg.Go(func() { s.reserves.Run(ctx) })
+	wg.Go(func() { s.runLease(ctx) })
 	if s.o.Ledger != nil {
 		wg.Go(func() { s.runLedger(ctx) })
 	}
@@ -218,6 +219,7 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 		if n, err := s.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
 			s.metrics.unsettled.Set(float64(n))
 		}
+		s.sweepOrphans(ctx)
 	}
 	if time.Since(w.trim.at) > s.o.TrimEvery {
 		w.trim.at = time.Now()

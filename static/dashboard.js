@@ -335,6 +335,10 @@
         const badge = $('#unsettled');
         badge.textContent = 'unsettled: ' + fmt(unsettled.total_count);
         badge.dataset.state = unsettled.total_count > 0 ? 'bad' : 'ok';
+        const orphans = unsettled.orphans || { held: 0, released: 0 };
+        const ob = $('#orphans');
+        ob.textContent = 'orphans: ' + fmt(orphans.held) + ' held, ' + fmt(orphans.released) + ' released';
+        ob.dataset.state = orphans.held > 0 && unsettled.total_count > 0 ? 'bad' : 'ok';
       }
       renderStore(ready);
       if (failed) throw failed.reason;

@@ -9,6 +9,8 @@
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
 -- KEYS[6] events   stream admission events for the worker
 -- ARGV[1] admission id   ARGV[2] record TTL (s)
+-- ARGV[3] why, when it is not the origin's answer: "orphaned" (the orphan sweep gives back what a dead
+--         replica left unsettled, orphans.go); the record and the released event say so
 -- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released (or cancelled by an
 --   operator: its units are back already); 3 already committed
 -- An unknown admission gets a tombstone (a released record), so that a reserve.lua call with this id
@@ -28,8 +30,15 @@ local remaining = redis.call('INCRBY', KEYS[2], qty)
 if redis.call('HINCRBY', KEYS[3], user, -qty) <= 0 then
   redis.call('HDEL', KEYS[3], user)
 end
-redis.call('HSET', KEYS[5], 'state', 'released')
 redis.call('ZREM', KEYS[7], ARGV[1])
-redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', ARGV[1],
-  'user', user, 'qty', qty, 'at', redis.call('HGET', KEYS[5], 'at'), 'released_at', at)
+local admitted_at = redis.call('HGET', KEYS[5], 'at')
+if ARGV[3] and ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[5], 'state', 'released', 'orphan', 'released')
+  redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', ARGV[1],
+    'user', user, 'qty', qty, 'at', admitted_at, 'released_at', at, 'reason', ARGV[3])
+else
+  redis.call('HSET', KEYS[5], 'state', 'released')
+  redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', ARGV[1],
+    'user', user, 'qty', qty, 'at', admitted_at, 'released_at', at)
+end
 return {0, remaining}

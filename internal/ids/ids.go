@@ -63,6 +63,12 @@ func (g *Generator) Next() uint64 {
 	return uint64(ms)<<(nodeBits+seqBits) | uint64(g.node)<<seqBits | uint64(g.seq)
 }
 
+// Node is the node number this generator puts in its ids.
+func (g *Generator) Node() int64 { return g.node }
+
+// NodeOf returns the node number of the replica that made an id.
+func NodeOf(id uint64) int64 { return int64(id>>seqBits) & maxNode }
+
 // NextString is Next as a decimal string.
 func (g *Generator) NextString() string { return strconv.FormatUint(g.Next(), 10) }
 

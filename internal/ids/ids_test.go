@@ -60,3 +60,12 @@ func TestNodesDiffer(t *testing.T) {
 		t.Fatal("two nodes made the same id in the same millisecond")
 	}
 }
+
+func TestNodeOf_NamesTheGeneratorsNode(t *testing.T) {
+	for _, node := range []int64{0, 7, 1023} {
+		g := New(node)
+		if got := NodeOf(g.Next()); got != node || g.Node() != node {
+			t.Fatalf("node %d: NodeOf %d, Node %d", node, got, g.Node())
+		}
+	}
+}

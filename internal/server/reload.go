@@ -130,6 +130,7 @@ func (g *gateway) reload(trigger string, force bool) {
 		g.logger.Warn("GET /auctions/mine keeps the previous bidder identity", "error", err.Error())
 	}
 	g.admission.UseAuctionsSource(next.AuctionsSource)
+	g.admission.UseOrphans(next.Routes)
 	g.level.Set(parseLevel(next.Log.Level))
 	g.cfg.Store(config.WithHot(running, next))
 	// Queue settings go to the store (capacity changes take effect at once); the file was valid, so a

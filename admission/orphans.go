@@ -1,0 +1,189 @@
+package admission
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/store"
+)
+
+// Orphans (CONTRACT 11.2): a replica that dies between admitting a purchase and settling it leaves
+// the units taken and the admission unsettled. edgeq can tell a dead replica from a slow one: every
+// replica renews a liveness lease (one field per replica, keyed by the node number its admission ids
+// carry, holding the store-clock time the lease runs out), and every replica's worker sweeps now and
+// then for unsettled admissions older than origin.timeout (no answer of the shop takes longer) whose
+// replica's lease has run out. Each then follows its route's admission.orphans:
+//   - hold: it stays unsettled, listed for an operator (GET /api/admissions?state=admitted), marked as
+//     an orphan and counted once: never a unit sold twice, but possibly a unit held for nothing;
+//   - release: its units go back (release.lua, the released event says "orphaned"): never a unit held
+//     for nothing, but if the dead replica had delivered the order and the shop kept it, that unit can
+//     sell again.
+// A node that never held a lease (a replica of an older build, or a lease lost in a failover) is
+// treated as alive: its admissions are held, whatever the route says.
+
+const (
+	// leaseTTL is how long a replica counts as alive after its last renewal; leaseEvery its renewal.
+	leaseTTL   = 15 * time.Second
+	leaseEvery = 5 * time.Second
+	// sweepBatch bounds the admissions one sweep looks at per product.
+	sweepBatch = 500
+)
+
+// livenessKey: node number -> when its lease runs out (store clock, ms). One field per replica, not a
+// key per admission; the hash outlives the replicas by a day.
+func livenessKey(k store.Keys) string { return k.Global("edgeq", "live") }
+
+// orphanTallyKey: how many orphans were held and released, every route together (the admin API's
+// unsettled list and the dashboard show it; the metric counts per replica).
+func orphanTallyKey(k store.Keys) string { return k.Global("adm", "orphans") }
+
+// renewLease writes this replica's lease, on the store's clock.
+func (s *Service) renewLease(ctx context.Context) error {
+	return leaseScript.Run(ctx, s.client, []string{livenessKey(s.keys)}, s.o.IDs.Node(), leaseTTL.Milliseconds()).Err()
+}
+
+// runLease renews this replica's lease until ctx ends. It is not taken back at shutdown: a replica that
+// stops cleanly has settled what it admitted.
+func (s *Service) runLease(ctx context.Context) {
+	for {
+		if err := s.renewLease(ctx); err != nil && ctx.Err() == nil {
+			s.logger.Debug("renewing the liveness lease failed", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(leaseEvery):
+		}
+	}
+}
+
+// UseOrphans takes each route's admission.orphans, at start and on every reload.
+func (s *Service) UseOrphans(routes []config.Route) {
+	policies := map[string]string{}
+	for _, r := range routes {
+		if r.Admission.Type == config.AdmissionStock {
+			policies[r.Name] = r.Admission.Orphans
+			for _, result := range []string{"held", "released"} {
+				s.metrics.orphans.WithLabelValues(r.Name, result) // present at 0 for alerts and the dashboard
+			}
+		}
+	}
+	s.orphanPolicies.Store(&policies)
+}
+
+// orphan is an unsettled admission a sweep looks at.
+type orphan struct {
+	product, id string
+	node        int64
+	record      *redis.SliceCmd // route, orphan mark, user, qty
+}
+
+// sweepOrphans finds the unsettled admissions of dead replicas and applies their routes' orphans
+// setting. Several replicas may sweep at once: the release is idempotent and the hold mark is set once,
+// so each is counted once.
+func (s *Service) sweepOrphans(ctx context.Context) {
+	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil || len(products) == 0 {
+		return
+	}
+	now, err := s.client.Time(ctx).Result()
+	if err != nil {
+		return
+	}
+	leases, err := s.client.HGetAll(ctx, livenessKey(s.keys)).Result()
+	if err != nil {
+		return
+	}
+	// Older than origin.timeout: its shop has answered by now, or never will.
+	upTo := strconv.FormatInt(now.Add(-s.o.OrphanAfter).UnixMilli(), 10)
+	ranges := make([]*redis.StringSliceCmd, len(products))
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range products {
+			ranges[i] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: unsettledKey(s.keys, id), Start: "-inf", Stop: upTo,
+				ByScore: true, Count: sweepBatch})
+		}
+		return nil
+	})
+	var found []*orphan
+	for i, product := range products {
+		unsettled, err := ranges[i].Result()
+		if err != nil {
+			continue
+		}
+		for _, id := range unsettled {
+			n, err := strconv.ParseUint(id, 10, 64)
+			if err != nil {
+				continue
+			}
+			if node := ids.NodeOf(n); leaseRanOut(leases, node, now) {
+				found = append(found, &orphan{product: product, id: id, node: node})
+			}
+		}
+	}
+	if len(found) == 0 {
+		return
+	}
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, o := range found {
+			o.record = p.HMGet(ctx, recordKey(s.keys, o.product, o.id), "route", "orphan", "user", "qty")
+		}
+		return nil
+	})
+	policies := *s.orphanPolicies.Load()
+	for _, o := range found {
+		vals, err := o.record.Result()
+		if err != nil || len(vals) != 4 {
+			continue
+		}
+		route, _ := vals[0].(string)
+		mark, _ := vals[1].(string)
+		if vals[2] == nil {
+			continue // its record is gone (a day old): only an operator can tell what it was
+		}
+		if policies[route] == config.OrphansRelease {
+			s.releaseOrphan(ctx, o, route)
+		} else if mark == "" {
+			s.holdOrphan(ctx, o, route)
+		}
+	}
+}
+
+// leaseRanOut reports whether node held a lease and it has run out; a node that never held one is
+// taken for alive.
+func leaseRanOut(leases map[string]string, node int64, now time.Time) bool {
+	until, ok := leases[strconv.FormatInt(node, 10)]
+	if !ok {
+		return false
+	}
+	ms, err := strconv.ParseInt(until, 10, 64)
+	return err == nil && ms < now.UnixMilli()
+}
+
+func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
+	code, err := releaseScript.Run(ctx, s.client, stockKeys(s.keys, o.product, o.id), o.id,
+		int64(recordTTL/time.Second), "orphaned").Int64Slice()
+	if err != nil || len(code) != 2 || code[0] != 0 {
+		return // another replica's sweep released it first, or the store is away: the next sweep sees
+	}
+	s.stock.changed(o.product)
+	s.metrics.orphans.WithLabelValues(route, "released").Inc()
+	s.client.HIncrBy(ctx, orphanTallyKey(s.keys), "released", 1)
+	s.logger.Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,
+		"product", o.product, "route", route, "node", o.node)
+}
+
+func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
+	set, err := s.client.HSetNX(ctx, recordKey(s.keys, o.product, o.id), "orphan", "held").Result()
+	if err != nil || !set {
+		return
+	}
+	s.metrics.orphans.WithLabelValues(route, "held").Inc()
+	s.client.HIncrBy(ctx, orphanTallyKey(s.keys), "held", 1)
+	s.logger.Warn("an admission of a replica that died is held for an operator (orphans: hold): commit or cancel it",
+		"id", o.id, "product", o.product, "route", route, "node", o.node)
+}
