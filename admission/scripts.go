@@ -40,5 +40,5 @@ var (
 	applyScript   = redis.NewScript(mustRead("apply.lua"))   // the event worker's (worker.go)
 	commitsScript = redis.NewScript(mustRead("commits.lua")) // batched commits (committer.go)
 	trimScript    = redis.NewScript(mustRead("trim.lua"))    // the event streams' trim (trim.go)
-	leaseScript   = script("lease.lua")                     // a replica's liveness lease (orphans.go)
+	leaseScript   = script("lease.lua")                      // a replica's liveness lease (orphans.go)
 )

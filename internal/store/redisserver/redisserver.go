@@ -40,6 +40,18 @@ func Start(extra ...string) (*Server, error) {
 // directory, retrying with another port when the server does not come up (another process took the
 // port between the pick and the bind).
 func start(pickPort func() (int, error), extra func(dir string) []string) (*Server, error) {
+	return startWith(pickPort, func(dir string, port int) ([]string, error) {
+		return append([]string{
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir,
+			"--maxclients", "10000", "--loglevel", "warning",
+		}, extra(dir)...), nil
+	})
+}
+
+// startWith is start with the whole command line up to the caller, computed once the directory and the
+// port are known: a Sentinel takes its settings from a file it rewrites, which must name its port.
+func startWith(pickPort func() (int, error), argsFor func(dir string, port int) ([]string, error)) (*Server, error) {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNotInstalled
@@ -55,11 +67,11 @@ func start(pickPort func() (int, error), extra func(dir string) []string) (*Serv
 			os.RemoveAll(dir)
 			return nil, err
 		}
-		args := append([]string{
-			"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir,
-			"--maxclients", "10000", "--loglevel", "warning",
-		}, extra(dir)...)
+		args, err := argsFor(dir, port)
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, path: path, args: args}
 		if err := s.launch(); err != nil {
 			os.RemoveAll(dir)
