@@ -420,6 +420,9 @@ func (r *Room) adminIncrement(w http.ResponseWriter, req *http.Request) {
 	case 2:
 		r.responder.Error(w, req, web.ErrNotOpenAdmin.With("serving_pos", serving))
 		return
+	case 3:
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(errDrawUnconfirmed))
+		return
 	}
 	if q := r.tracked(id); q != nil {
 		r.refresh(req.Context(), q)

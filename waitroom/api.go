@@ -70,7 +70,7 @@ func (r *Room) requestFor(queueID, requestID string, s *snapshot) (int64, *web.E
 	}
 	// A genuine id was minted for an assigned position, even if this replica's snapshot is too old
 	// to count it yet; the scripts check positions against the store.
-	pos, ok := r.ids.position(queueID, s.Epoch, requestID)
+	pos, ok := r.positionOf(queueID, s, requestID)
 	if !ok {
 		return 0, web.ErrRequestNotFound
 	}

@@ -34,9 +34,30 @@ func (r *Room) newAssigner() *group.Batcher[string, assignReq, placed] {
 	return group.New(assignBatchMax, r.assignNow)
 }
 
-// assignNow runs assign.lua for joins of one queue, now, in one call.
+// assignNow runs assign.lua for joins of one queue, now, in one call. After the store's master changed
+// it first waits for the positions to be settled (failover.go); a call that crossed a change is made
+// again once they are, so no join takes a place another replica handed out before the failover.
 func (r *Room) assignNow(ctx context.Context, queueID string, reqs []assignReq) ([]placed, error) {
-	args := make([]any, 0, 2*len(reqs))
+	for attempt := 0; ; attempt++ {
+		if r.afterFailover() {
+			r.settleFailover(ctx)
+		}
+		gen := r.opts.Store.Generation()
+		out, err := r.assignOnce(ctx, queueID, reqs)
+		if err != nil || r.opts.Store.Generation() == gen || attempt == 1 {
+			return out, err
+		}
+	}
+}
+
+func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq) ([]placed, error) {
+	floor := ""
+	q := r.tracked(queueID)
+	if q != nil {
+		floor = q.floorArg()
+	}
+	args := make([]any, 0, 1+2*len(reqs))
+	args = append(args, floor)
 	for _, q := range reqs {
 		args = append(args, flag(q.claim), q.tsv)
 	}
@@ -55,6 +76,11 @@ func (r *Room) assignNow(ctx context.Context, queueID string, reqs []assignReq) 
 	}
 	if res.err != nil {
 		return nil, fmt.Errorf("assign: %w", res.err)
+	}
+	for _, p := range out {
+		if p.code == 0 {
+			r.saw(queueID, epoch, p.pos)
+		}
 	}
 	return out, nil
 }

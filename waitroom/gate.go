@@ -112,7 +112,7 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, token
 			return c, false
 		}
 		// The request id binds the token to this incarnation of the queue and to its position.
-		pos, ok := r.ids.position(queueID, s.Epoch, c.RequestID)
+		pos, ok := r.positionOf(queueID, s, c.RequestID)
 		if !ok || pos != c.Position || r.isRevoked(queueID, s.Epoch, pos) {
 			return c, false
 		}
@@ -188,7 +188,7 @@ func (r *Room) queueRequired(ctx context.Context, req *http.Request, queueID str
 	id, pos, ok := r.requestFromCookie(req, queueID, s)
 	if !ok {
 		if claimed != "" {
-			if p, valid := r.ids.position(queueID, s.Epoch, claimed); valid {
+			if p, valid := r.positionOf(queueID, s, claimed); valid {
 				id, pos, ok = claimed, p, true
 			}
 		}

@@ -129,7 +129,11 @@ func testQueue(id string, capacity int) config.Queue {
 }
 
 // addReplica starts another edgeq instance on the same store and keys.
-func (h *harness) addReplica() *replica {
+func (h *harness) addReplica() *replica { return h.addReplicaOn(h.store) }
+
+// addReplicaOn starts another edgeq instance on the same keys with a store client of its own (as a
+// separate process has: its own connections, its own view of the master).
+func (h *harness) addReplicaOn(st *store.Store) *replica {
 	t := h.t
 	assets := static.New("/_edgeq/static/")
 	pages, err := templates.Parse("", template.FuncMap{"static": assets.URL})
@@ -147,10 +151,10 @@ func (h *harness) addReplica() *replica {
 		cfg.VerifyURL, cfg.ScriptURL = h.fakeTS.URL+"/turnstile/v0/siteverify", h.fakeTS.URL+"/turnstile/v0/api.js"
 		cfg.Hostnames = []string{"shop.example"}
 		cfg.Timeout = 500 * time.Millisecond
-		ts = turnstile.New(cfg, h.store, prometheus.NewRegistry())
+		ts = turnstile.New(cfg, st, prometheus.NewRegistry())
 	}
 	room := New(Options{
-		Store: h.store, Keyring: h.keys, Verifier: token.NewVerifier(h.keys, "edgeq", 5*time.Second), Issuer: "edgeq",
+		Store: st, Keyring: h.keys, Verifier: token.NewVerifier(h.keys, "edgeq", 5*time.Second), Issuer: "edgeq",
 		IDKey: h.keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
 		Responder: responder, Logger: logger, Tick: 20 * time.Millisecond, Turnstile: ts, Limits: h.limits,
 	})

@@ -104,11 +104,30 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, e)
 		return
 	}
-	res := r.scripts.run(ctx, r.client, r.scripts.invite, queueKeys(r.keys, queueID), inviteHash(code))
+	floor := ""
+	if q := r.tracked(queueID); q != nil {
+		floor = q.floorArg()
+	}
+	keys := queueKeys(r.keys, queueID)
+	res, ackErr := r.runAcked(ctx, r.scripts.invite, keys, inviteHash(code), floor)
 	result, pos, epoch, st, iat, exp := res.int(0), res.int(1), res.str(3), State(res.int(4)), res.int(5), res.int(6)
 	if res.err != nil {
 		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.err))
 		return
+	}
+	if result == 0 && errors.Is(ackErr, errNotAcked) {
+		// The store's replicas did not confirm the use: a failover now could lose it and let the code
+		// be used again. It is undone, and the visitor tries the link again in a moment.
+		undo := r.scripts.run(context.WithoutCancel(ctx), r.client, r.scripts.invites, keys, "unuse", inviteHash(code), pos)
+		if undo.err != nil {
+			r.logger.Warn("undoing an invitation's unconfirmed use failed", "queue", queueID, "error", undo.err.Error())
+		}
+		r.invites.WithLabelValues(queueID, "unconfirmed").Inc()
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(ackErr))
+		return
+	}
+	if result == 0 {
+		r.saw(queueID, epoch, pos)
 	}
 	refuse := func(label string, e *web.Error) {
 		r.invites.WithLabelValues(queueID, label).Inc()

@@ -32,6 +32,20 @@ type queue struct {
 	// replica last saw it grow: the waiting time estimate assumes full sessions until someone leaves.
 	early   int64
 	earlyAt time.Time
+	// seen is the highest position this replica knows was handed out in the queue's current epoch: the
+	// counter resumes above it after a failover (failover.go).
+	seen atomic.Int64
+	// restored is the store's count of places restored that way, as last seen (logged when it grows).
+	restored int64
+}
+
+// floorArg is the scripts' "<epoch>:<floor>" argument (raise_counter); "" before the first snapshot.
+func (q *queue) floorArg() string {
+	s := q.snap.Load()
+	if s == nil {
+		return ""
+	}
+	return s.Epoch + ":" + strconv.FormatInt(q.seen.Load(), 10)
 }
 
 // snapshot is a queue as of the last tick: what polls are answered from.
@@ -88,6 +102,9 @@ type snapshot struct {
 	InviteOnly     bool
 	Invites        int64 // invitations created and not deleted
 	InvitesUsed    int64 // of which used
+
+	// DrawPending: a lottery's draw waits for the store's replicas (redis.wait_replicas, failover.go).
+	DrawPending bool
 }
 
 // deadline is the index-th oldest deadline of the active set.
@@ -233,7 +250,9 @@ func (r *Room) snapshotOf(ctx context.Context, id string) *snapshot {
 
 func (r *Room) tickAll(ctx context.Context) {
 	for _, q := range r.all() {
-		r.advance(ctx, q, r.soldOut(ctx, q))
+		if s := r.advance(ctx, q, r.soldOut(ctx, q)); s != nil && s.DrawPending && r.opts.Store.WaitReplicas() > 0 {
+			r.ackDraw(ctx, q)
+		}
 	}
 }
 
@@ -266,7 +285,8 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	q.mu.Lock()
 	since, offset := q.lastRevocation, q.drawn.offset
 	q.mu.Unlock()
-	res := r.scripts.run(ctx, r.client, r.scripts.advance, q.keys, since, offset, soldOut, randomHex())
+	res := r.scripts.run(ctx, r.client, r.scripts.advance, q.keys, since, offset, soldOut, randomHex(),
+		q.floorArg(), flag(r.opts.Store.WaitReplicas() > 0))
 	if res.err != nil {
 		if ctx.Err() == nil {
 			r.logger.Debug("queue tick failed", "queue", q.id, "error", res.err.Error())
@@ -299,7 +319,9 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 		SoldOut: set.int(18) == 1, SoldOutWith: splitList(set.str(19)), Pool: set.int(20), Moved: set.int(21),
 		SessionRenewal: set.int(23) == 1, MaxSession: time.Duration(set.int(24)) * time.Second,
 		InviteOnly: set.int(25) == 1, Invites: set.int(26), InvitesUsed: set.int(27),
+		DrawPending: set.str(28) == "0",
 	}
+	restored := set.int(29)
 	if s.MaxSession < s.TokenTTL {
 		s.MaxSession = s.TokenTTL // a queue written before sessions existed
 	}
@@ -341,11 +363,23 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	if early != q.early {
 		q.early, q.earlyAt = early, now
 	}
+	previous := q.snap.Load()
+	grew := restored - q.restored
+	q.restored = restored
 	s.FullSessions = q.earlyAt.IsZero() || now.Sub(q.earlyAt) > s.TokenTTL
 	s.ServingRate = q.meter.observe(s.Taken, s.Moved)
-	previous := q.snap.Load()
 	q.mu.Unlock()
+	// What this replica knows was handed out: at least the counter it just read, within one epoch.
+	if previous == nil || previous.Epoch != s.Epoch {
+		q.seen.Store(s.Counter)
+	} else {
+		r.saw(q.id, s.Epoch, s.Counter)
+	}
 	q.snap.Store(s)
+	if grew > 0 && previous != nil && previous.Epoch == s.Epoch {
+		r.logger.Warn("queue positions were restored after the store lost them (a failover or a restart): "+
+			"the counter resumes above the highest position a replica had seen", "queue", q.id, "positions", grew)
+	}
 	if s.Lottery.n > 0 && (previous == nil || previous.Lottery.seed != s.Lottery.seed) && previous != nil && !previous.Opened {
 		sum := sha256.Sum256([]byte(s.Lottery.seed))
 		r.logger.Info("queue opened: the pre-queue's order was drawn by lot", "queue", q.id,

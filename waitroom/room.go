@@ -94,6 +94,11 @@ type Room struct {
 	renewals                           renewalBatch
 	assigner                           *group.Batcher[string, assignReq, placed]
 	rateLimited                        *prometheus.CounterVec // by limit: join, status, turnstile
+
+	// settled is the store generation (a count of master changes) this replica has settled after
+	// (failover.go); settle serialises settling.
+	settled atomic.Uint64
+	settle  sync.Mutex
 }
 
 // New builds a room. Run must be running for queues to advance.
@@ -128,7 +133,7 @@ func New(opts Options) *Room {
 			Namespace: "edgeq", Name: "queue_bypassed_total", Help: "Gated requests let through by bypass_cidrs, by queue.",
 		}, []string{"queue"}),
 		invites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "invites_total", Help: "Invitation visits, by queue and result (joined, served, used, expired, unknown, refused).",
+			Namespace: "edgeq", Name: "invites_total", Help: "Invitation visits, by queue and result (joined, served, used, expired, unknown, refused, unconfirmed: the store's replicas did not confirm the use in time).",
 		}, []string{"queue", "result"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, status, turnstile).",
@@ -138,6 +143,7 @@ func New(opts Options) *Room {
 		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series
 	}
 	r.heartbeats.pending = map[string]map[int64]struct{}{}
+	r.settled.Store(opts.Store.Generation())
 	r.assigner = r.newAssigner()
 	r.limits = opts.Limits
 	empty := map[string]config.Queue{}

@@ -35,7 +35,7 @@ func (r *Room) requestFromCookie(req *http.Request, queueID string, s *snapshot)
 	if err != nil {
 		return "", 0, false
 	}
-	pos, ok = r.ids.position(queueID, s.Epoch, c.Value)
+	pos, ok = r.positionOf(queueID, s, c.Value)
 	if !ok {
 		return "", 0, false
 	}
@@ -109,12 +109,17 @@ type revocation struct {
 
 // finish ends a visitor's session (COMPLETED or ABANDONED) and, when that revokes a token, tells every
 // replica at once.
-func (r *Room) finish(ctx context.Context, queueID, epoch string, pos int64, final State) (State, error) {
-	res := r.scripts.run(ctx, r.client, r.scripts.finish, queueKeys(r.keys, queueID), pos, epoch, int(final),
+func (r *Room) finish(ctx context.Context, queueID, epoch string, pos int64, final State) (_ State, err error) {
+	// With redis.wait_replicas a revocation counts once the replicas hold it (failover.go): one a
+	// failover lost would make the token good again where no replica remembers it.
+	res, ackErr := r.runAcked(ctx, r.scripts.finish, queueKeys(r.keys, queueID), pos, epoch, int(final),
 		(r.opts.MaxTokenTTL + time.Minute).Milliseconds())
 	code, state, revokedAt := res.int(0), State(res.int(1)), res.int(2)
 	if res.err != nil {
 		return 0, res.err
+	}
+	if ackErr != nil && (code == 0 || code == 3) {
+		defer func() { err = ackErr }() // said after the replicas here heard of it: they keep it either way
 	}
 	switch code {
 	case 1:

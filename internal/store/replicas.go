@@ -137,6 +137,30 @@ func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []strin
 	}
 }
 
+// Acked sends write's commands to the master that holds key followed by WAIT, in one pipeline on one
+// connection, and reports whether enough replicas confirmed them (nil), did not in time (ErrNotAcked),
+// or the store did not answer. A write followed by WAIT also covers every write the master made
+// before it, whichever connection made them: the replication stream is ordered. Without
+// redis.wait_replicas it only writes.
+func (s *Store) Acked(ctx context.Context, key string, write func(p redis.Pipeliner)) error {
+	node, err := s.nodeFor(ctx, key)
+	if err != nil {
+		return err
+	}
+	var wait *redis.Cmd
+	_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		write(p)
+		if s.repl.waitReplicas > 0 {
+			wait = p.Do(ctx, "wait", s.repl.waitReplicas, s.repl.waitTimeout.Milliseconds())
+		}
+		return nil
+	})
+	if wait == nil || (err != nil && wait.Err() == nil) {
+		return err
+	}
+	return s.repl.judge(wait)
+}
+
 // judge reads a WAIT's answer into the metric and the error RunAcked returns.
 func (r *replication) judge(wait *redis.Cmd) error {
 	n, err := wait.Int64()
@@ -286,8 +310,8 @@ func (r *replication) onConnect(ctx context.Context, cn *redis.Conn) error {
 		return nil
 	}
 	runID := infoField(info, "run_id")
-	if runID == "" {
-		return nil
+	if runID == "" || infoField(info, "redis_mode") == "sentinel" {
+		return nil // go-redis runs the same hook on its connections to the Sentinels
 	}
 	if changed, previous := r.masters.observe(runID); changed {
 		r.changedAt.Store(time.Now().UnixMilli())

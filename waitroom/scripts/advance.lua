@@ -4,11 +4,15 @@
 -- ARGV[2] drawn offset: bytes of the drawn string the caller has read already
 -- ARGV[3] sold out: "1" every product of sold_out_with has no stock left, "0" some has, "" unknown
 -- ARGV[4] a random secret, kept only if the queue has none yet (queues created before it existed)
+-- ARGV[5] "<epoch>:<floor>": the highest position the replica knows was handed out (raise_counter)
+-- ARGV[6] "1" when the replica waits for replicas (redis.wait_replicas > 0): a lottery's draw then
+--         serves nobody until the tick has seen it on them (ack_draws, draw_ack)
 -- returns {code, counter, serving, active, unclaimed, now_ms, settings, revocations, deadlines, drawn}
 --   code 0 ok; 1 queue not found
 --   settings: {epoch, capacity, rate, ttl, pexp, abandon, turnstile, paused, title, method, opens_at,
 --              join_from, closes_at, shuffle, opened, pre_lo, pre_n, seed, sold_out, sold_out_with,
---              pool_m, moved, early, renew, max_session, invite_only, inv_total, inv_used}
+--              pool_m, moved, early, renew, max_session, invite_only, inv_total, inv_used, draw_ack,
+--              restored}
 --   revocations: flat {position, time_ms, ...}
 --   deadlines: flat {index, deadline_ms or "inf", ...}: a sample of the active set's deadlines, oldest
 --              first, for the waiting time estimate
@@ -16,6 +20,10 @@
 if redis.call('EXISTS', K_META) == 0 then return {1} end
 local now = now_ms()
 redis.call('HSETNX', K_META, 'secret', ARGV[4])
+raise_counter(now, ARGV[5])
+if redis.call('HGET', K_META, 'ack_draws') ~= ARGV[6] then
+  redis.call('HSET', K_META, 'ack_draws', ARGV[6])
+end
 if ARGV[3] == '1' then
   redis.call('HSET', K_META, 'sold_out', '1')
 elseif ARGV[3] == '0' and redis.call('HGET', K_META, 'sold_out') == '1' then
@@ -27,9 +35,10 @@ inlet(now)
 local m = redis.call('HMGET', K_META, 'epoch', 'capacity', 'rate', 'ttl', 'pexp', 'abandon', 'turnstile',
   'paused', 'title', 'method', 'opens_at', 'join_from', 'closes_at', 'shuffle', 'opened', 'pre_lo', 'pre_n',
   'seed', 'sold_out', 'sold_out_with', 'pool_m', 'moved', 'early', 'renew', 'max_session', 'invite_only',
-  'inv_total', 'inv_used', 'unclaimed')
+  'inv_total', 'inv_used', 'unclaimed', 'draw_ack', 'restored')
 local settings = {}
 for i = 1, 28 do settings[i] = m[i] or '' end
+settings[29], settings[30] = m[30] or '', m[31] or ''
 local revocations = redis.call('ZRANGEBYSCORE', K_REVOKED, '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 10000)
 local card = redis.call('ZCARD', K_ACTIVE)
 local deadlines, last = {}, -1

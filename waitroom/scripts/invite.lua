@@ -2,7 +2,7 @@
 -- the queue; a front invitation is served at once, with its token, whatever the line, the opening, a
 -- pause or closes_at (a sold-out queue still refuses it).
 -- KEYS: see lib.lua
--- ARGV[1] SHA-256 of the code (hex)
+-- ARGV[1] SHA-256 of the code (hex)   ARGV[2] "<epoch>:<floor>" (raise_counter)
 -- returns {code, position, serving, epoch, state, iat, exp, front}
 --   code 0 ok (the invitation is used now); 1 queue not found; 2 not open yet; 3 closed; 4 sold out;
 --   5 unknown invitation; 6 used already (position: the place it took); 7 expired.
@@ -22,6 +22,7 @@ if front ~= '1' then
   if num(m[1]) == 0 and num(m[7]) > now then return {2, 0, 0, '', 0, 0, 0, 0} end
   if m[4] == 'reject' or (num(m[8]) > 0 and now >= num(m[8])) then return {3, 0, 0, '', 0, 0, 0, 0} end
 end
+raise_counter(now, ARGV[2])
 local pos = take_place(now, m, 0)
 redis.call('HSET', K_INV, ARGV[1], created .. ':' .. expires .. ':' .. front .. ':' .. pos .. ':' .. math.floor(now / 1000))
 redis.call('HINCRBY', K_META, 'inv_used', 1)

@@ -6,7 +6,9 @@
 --                           sold_out_with, renew, max_session, invite_only), rate bucket (bucket,
 --                           bucket_at), unclaimed (served, no token), the drop's state: opened (ms, 0 not
 --                           yet), the lottery (pre_lo, pre_n, seed), sold_out, the random method's pool
---                           (pool_base, pool_m), draws, moved, early; invitations: inv_total, inv_used
+--                           (pool_base, pool_m), draws, moved, early; invitations: inv_total, inv_used;
+--                           failover (waitroom/failover.go): ack_draws (the tick's redis.wait_replicas > 0),
+--                           draw_ack ("0" while a lottery's draw waits for the replicas), restored
 --   KEYS[2] counter  string last assigned position (positions start at 1, in arrival order)
 --   KEYS[3] serving  string serving rank (starts at 0, never decreases): ranks 1..serving were reached in
 --                           serving order (see rank below)
@@ -229,18 +231,25 @@ local function drops()
   end
 
   -- open_if_due opens a scheduled queue once opens_at has come (store clock): with shuffle, the pre-queue
-  -- (everyone behind the serving rank) gets its lottery order, from a seed drawn now. Returns whether the
-  -- queue is open.
+  -- (everyone behind the serving rank) gets its lottery order. Returns whether the queue is open and may
+  -- serve. The seed is the queue's secret over the pre-queue's bounds: unknown to visitors, and the same
+  -- for the same pre-queue, so a draw a failover lost is drawn again alike. With redis.wait_replicas
+  -- (ack_draws) the draw serves nobody until the tick has seen it on the replicas (draw_ack, failover.go):
+  -- a draw lost before then was never acted on.
   function d.open_if_due(now)
-    local m = redis.call('HMGET', K_META, 'opened', 'opens_at', 'shuffle', 'secret')
-    if num(m[1]) > 0 then return true end
+    local m = redis.call('HMGET', K_META, 'opened', 'opens_at', 'shuffle', 'secret', 'draw_ack', 'ack_draws')
+    if num(m[1]) > 0 then return m[5] ~= '0' end
     if num(m[2]) > now then return false end
     local counter, serving = num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING))
+    redis.call('HSET', K_META, 'opened', now)
     if m[3] == '1' and counter - serving > 1 then
       redis.call('HSET', K_META, 'pre_lo', serving, 'pre_n', counter - serving,
-        'seed', redis.sha1hex((m[4] or '') .. ':lottery:' .. now))
+        'seed', redis.sha1hex((m[4] or '') .. ':lottery:' .. serving .. ':' .. (counter - serving)))
+      if m[6] == '1' then
+        redis.call('HSET', K_META, 'draw_ack', '0')
+        return false
+      end
     end
-    redis.call('HSET', K_META, 'opened', now)
     return true
   end
 
@@ -275,10 +284,10 @@ local function serve_next(now, n, stop_at)
 end
 
 -- gate reads the settings the inlet and a join decide on, in one call (each field read costs):
--- opened, paused, sold_out, method, capacity, rate, join_from, closes_at, pool_m.
+-- opened, paused, sold_out, method, capacity, rate, join_from, closes_at, pool_m, draw_ack.
 local function gate()
   return redis.call('HMGET', K_META, 'opened', 'paused', 'sold_out', 'method', 'capacity', 'rate',
-    'join_from', 'closes_at', 'pool_m')
+    'join_from', 'closes_at', 'pool_m', 'draw_ack')
 end
 
 -- inlet is the capacity inlet: expire what is due, open a scheduled queue when its time has come, then
@@ -289,7 +298,7 @@ local function inlet(now, m)
   local expired = expire_due(now)
   m = m or gate()
   if num(m[1]) == 0 and not drops().open_if_due(now) then return 0, 0, expired end
-  if m[2] == '1' or m[3] == '1' then return 0, 0, expired end
+  if m[2] == '1' or m[3] == '1' or m[10] == '0' then return 0, 0, expired end
   local method = m[4] or 'fifo'
   local served, skipped = 0, 0
   if method == 'passthrough' then
@@ -326,6 +335,40 @@ local function inlet(now, m)
   if served > 0 then redis.call('HINCRBY', K_META, 'unclaimed', int(served)) end
   if served + skipped > 0 then redis.call('HINCRBY', K_META, 'moved', int(served + skipped)) end
   return served, skipped, expired
+end
+
+-- raise_counter: after a failover the store may have lost the last positions it handed out (replication
+-- is asynchronous), though their visitors hold them: a request id carries its position. arg is
+-- "<epoch>:<floor>", floor the highest position the calling replica knows was handed out in that
+-- incarnation of the queue (its own joins, what its snapshots read, the request ids visitors showed it):
+-- the counter resumes above it, so no place is handed out twice. The restored places count as joined
+-- now (a heartbeat, and a slot in the random method's pool); past MAX_RESTORE places they are only
+-- counted. Returns how many were restored.
+local MAX_RESTORE = 10000
+local function raise_counter(now, arg)
+  local epoch, f = string.match(arg or '', '^(.*):(%d+)$')
+  local floor = tonumber(f) or 0
+  local counter = num(redis.call('GET', K_COUNTER))
+  if floor <= counter or floor > 1099511627775 then return 0 end
+  if redis.call('HGET', K_META, 'epoch') ~= epoch then return 0 end
+  redis.call('SET', K_COUNTER, int(floor))
+  local n = floor - counter
+  if n <= MAX_RESTORE then
+    local s = math.floor(now / 1000)
+    local hb = string.char(math.floor(s / 16777216) % 256, math.floor(s / 65536) % 256,
+      math.floor(s / 256) % 256, s % 256)
+    redis.call('SETRANGE', K_HB, int((counter + 1) * 4), string.rep(hb, n))
+    if redis.call('HGET', K_META, 'method') == 'random' then
+      local slot = meta_num('pool_m')
+      for pos = counter + 1, floor do
+        drops().pool_set(slot, pos)
+        slot = slot + 1
+      end
+      redis.call('HSET', K_META, 'pool_m', slot)
+    end
+  end
+  redis.call('HINCRBY', K_META, 'restored', int(n))
+  return n
 end
 
 -- take_place gives a new visitor the next position (assign, invite): m is gate()'s answer, tsv the time

@@ -336,3 +336,22 @@ func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		return next(ctx, cmds)
 	}
 }
+
+// Topology starts a private Redis master with replicas and Sentinels for one test (failover tests),
+// stopped when the test ends. A missing redis-server fails in CI and skips the test elsewhere, saying
+// so.
+func Topology(t testing.TB, o redisserver.TopologyOptions) *redisserver.Topology {
+	t.Helper()
+	top, err := redisserver.StartTopology(o)
+	if errors.Is(err, redisserver.ErrNotInstalled) {
+		if InCI() {
+			t.Fatal("this test needs redis-server (apt-get install redis-server)")
+		}
+		t.Skip("redis-server is not installed; skipped outside CI")
+	}
+	if err != nil {
+		t.Fatalf("storetest: %v", err)
+	}
+	t.Cleanup(top.Stop)
+	return top
+}
