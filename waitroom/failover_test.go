@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -189,6 +190,84 @@ func TestFailover_TwoVisitorsNeverHoldOnePlace(t *testing.T) {
 	restored, _ := h.store.Client.HGet(context.Background(), queueKeys(h.store.Keys, "q")[0], "restored").Int64()
 	t.Logf("joins: %d before the kill, %d after the failover; %d places restored above the promoted replica's counter",
 		before.Load(), after.Load(), restored)
+}
+
+// Issue 31, item 2: with redis.wait_replicas, a lottery's draw, an invitation's use and a revocation
+// count only once the replicas hold them. Here the store has one replica: wait_replicas 2 is never
+// confirmed, wait_replicas 1 is.
+func TestReplicaWait_DrawInvitationAndRevocationWaitForTheReplicas(t *testing.T) {
+	s, _ := storetest.Replicated(t, 0)
+	s.SetWaitReplicas(2, 50*time.Millisecond)
+	h := buildHarness(t, s, []config.Queue{dropQueue("drop", 10, true), testQueue("q", 2)}, nil)
+	rp := h.addReplica()
+	statuses := func(places []*place) map[string]int {
+		out := map[string]int{}
+		for _, p := range places {
+			a := h.visitor(rp).do("GET", "/_edgeq/status/drop/"+p.requestID, nil, nil)
+			out[str(a.json["queue_status"])]++
+		}
+		return out
+	}
+
+	// The draw: the pre-queue's five are drawn by lot at the opening, and nobody is served while the
+	// replicas have not confirmed the draw, not even by the operator.
+	pre := h.joinAll("drop", 5, 1)
+	open := fmt.Sprintf(`{"queue_id": "drop", "opens_at": %q}`, time.Now().Add(-time.Second).UTC().Format(time.RFC3339))
+	if a := h.adminJSON(rp, "PUT", "/api/queue", open); a.status != 200 {
+		t.Fatalf("open: %d %s", a.status, a.body)
+	}
+	for range 3 {
+		rp.room.tickAll(t.Context())
+	}
+	if got := statuses(pre); got["waiting"] != 5 {
+		t.Fatalf("with the draw unconfirmed: %v, want all 5 waiting", got)
+	}
+	if a := h.adminForm(rp, "/api/queue/increment_serving_position", url.Values{"queue_id": {"drop"}, "increment_by": {"1"}}); a.status != 503 {
+		t.Fatalf("serving by hand with the draw unconfirmed: %d %s", a.status, a.body)
+	}
+	s.SetWaitReplicas(1, 2*time.Second)
+	eventually(t, 10*time.Second, "the pre-queue served once the draw is on the replica", func() bool {
+		return statuses(pre)["served"] == 5
+	})
+	lot, _ := h.adminJSON(rp, "GET", "/api/queue/drop", "").json["lottery"].(map[string]any)
+	if num(lot["size"]) != 5 {
+		t.Fatalf("lottery: %v", lot)
+	}
+
+	// An invitation's use: undone and answered 503 while unconfirmed; the link then works.
+	s.SetWaitReplicas(2, 50*time.Millisecond)
+	made := h.adminJSON(rp, "POST", "/api/queue/q/invites", `{"count": 1}`)
+	link := str(made.json["items"].([]any)[0].(map[string]any)["url"])
+	guest := h.visitor(rp)
+	sameOrigin := http.Header{"Sec-Fetch-Site": {"same-origin"}}
+	if a := guest.do("POST", link, url.Values{}, sameOrigin); a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" {
+		t.Fatalf("invitation with the use unconfirmed: %d %s", a.status, a.body)
+	}
+	if used := h.adminJSON(rp, "GET", "/api/queue/q/invites?used=true", ""); num(used.json["total_count"]) != 0 {
+		t.Fatalf("an unconfirmed use is kept: %s", used.body)
+	}
+	s.SetWaitReplicas(1, 2*time.Second)
+	if a := guest.do("POST", link, url.Values{}, sameOrigin); a.status != http.StatusSeeOther {
+		t.Fatalf("invitation once the replica confirms: %d %s", a.status, a.body)
+	}
+	if used := h.adminJSON(rp, "GET", "/api/queue/q/invites?used=true", ""); num(used.json["total_count"]) != 1 {
+		t.Fatalf("the confirmed use: %s", used.body)
+	}
+
+	// A revocation: 503 while unconfirmed; the same call again once the replica confirms: 200.
+	v := h.visitor(rp)
+	j := v.assign("q")
+	id := str(j.json["request_id"])
+	eventually(t, 5*time.Second, "the visitor served", func() bool { return v.generate("q", id).status == 200 })
+	s.SetWaitReplicas(2, 50*time.Millisecond)
+	end := url.Values{"queue_id": {"q"}, "request_id": {id}, "status": {"1"}}
+	if a := h.adminForm(rp, "/api/queue/update_token_status", end); a.status != 503 {
+		t.Fatalf("revocation unconfirmed: %d %s", a.status, a.body)
+	}
+	s.SetWaitReplicas(1, 2*time.Second)
+	if a := h.adminForm(rp, "/api/queue/update_token_status", end); a.status != 200 || a.json["queue_status"] != "completed" {
+		t.Fatalf("revocation again, confirmed: %d %s", a.status, a.body)
+	}
 }
 
 // joinOnce joins queue q as a new visitor: its request id, or false when the join was refused.

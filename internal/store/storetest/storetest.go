@@ -355,3 +355,16 @@ func Topology(t testing.TB, o redisserver.TopologyOptions) *redisserver.Topology
 	t.Cleanup(top.Stop)
 	return top
 }
+
+// Replicated starts a private master with one replica for one test, the replica behind a proxy that
+// delays the replication link by delay each way (a replica in another zone), and returns a store on the
+// master, with a key prefix of its own and WAIT off (Store.SetWaitReplicas turns it on), and a client
+// of the replica, to read what it holds.
+func Replicated(t testing.TB, delay time.Duration) (*store.Store, *redis.Client) {
+	t.Helper()
+	top := Topology(t, redisserver.TopologyOptions{Replicas: []redisserver.ReplicaOptions{{Delay: delay}}})
+	master := redis.NewClient(&redis.Options{Addr: top.Master().Addr(), PoolSize: 128, PoolTimeout: starvedWait, ReadTimeout: starvedWait})
+	replica := redis.NewClient(&redis.Options{Addr: top.Replica(0).Addr()})
+	t.Cleanup(func() { master.Close(); replica.Close() })
+	return store.Wrap(master, store.Keys{Prefix: UniquePrefix()}), replica
+}
