@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+// shop is an origin that takes orders: it records each admission id it receives with the buyer, as a
+// shop records an order, and answers at once.
+type shop struct {
+	*httptest.Server
+	mu     sync.Mutex
+	orders map[string]string // admission id -> buyer
+	byUser map[string]int    // buyer -> orders
+}
+
+func newShop(t *testing.T) *shop {
+	s := &shop{orders: map[string]string{}, byUser: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, user := r.Header.Get("Edgeq-Admission-Id"), r.Header.Get("X-User")
+		s.mu.Lock()
+		if _, dup := s.orders[id]; id != "" && !dup {
+			s.orders[id] = user
+			s.byUser[user]++
+		}
+		s.mu.Unlock()
+		fmt.Fprint(w, "order placed")
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *shop) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.orders)
+}
+
+// buyers has each of n buyers try to buy one unit until the answer is final: 200 (bought) or a 409
+// that says no (sold out, already bought); a 503 or a purchase still in progress is tried again, as a
+// shopper's retry button does. A buyer who bought clicks once more a moment later, to be refused by
+// the per-user limit. It returns when every buyer is done or stop is closed.
+func buyers(base string, n, concurrency int, stop <-chan struct{}) {
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for i := range next {
+				user := "buyer-" + strconv.Itoa(i)
+				again := false
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					req, _ := http.NewRequest("POST", base+"/checkout/p", nil)
+					req.Header.Set("X-User", user)
+					req.Header.Set("Accept", "application/json")
+					resp, err := http.DefaultClient.Do(req)
+					if err != nil {
+						time.Sleep(20 * time.Millisecond)
+						continue
+					}
+					raw, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					var body struct {
+						Error string `json:"error"`
+					}
+					json.Unmarshal(raw, &body)
+					if resp.StatusCode == 200 && !again {
+						// A second click a moment later: the per-user limit must refuse it, failover or not.
+						again = true
+						time.Sleep(100 * time.Millisecond)
+						continue
+					}
+					if resp.StatusCode == 200 || resp.StatusCode == 409 && body.Error != "PURCHASE_IN_PROGRESS" {
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		})
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case <-stop:
+		}
+	}
+	close(next)
+	wg.Wait()
+}
+
+// Issue 31, acceptance 1: a sale of 600 units to 1,200 buyers who retry on 503, on a Sentinel-managed
+// master whose replica lags 150 ms behind it (another zone). When a third of the stock is sold, the
+// master is lost with what it had on the wire, and Sentinel promotes the lagging replica; the old master
+// comes back later as a replica of the new one, and the sale goes on to the end.
+//   - wait_replicas 1: every order that reached the shop is a unit taken on the promoted master, no
+//     unit is sold twice and no buyer has two orders.
+//   - wait_replicas 0 (the counterfactual): the promoted replica never saw the last reservations, and
+//     their units and buyers' claims are sold again.
+func TestFailover_LaggingReplicaSellsNothingTwice(t *testing.T) {
+	for _, wait := range []int{1, 0} {
+		t.Run(fmt.Sprintf("wait_replicas=%d", wait), func(t *testing.T) {
+			const units, people = 600, 1200
+			top := storetest.Topology(t, redisserver.TopologyOptions{Replicas: []redisserver.ReplicaOptions{{Delay: 150 * time.Millisecond}}})
+			origin := newShop(t)
+			in := start(t, fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q, timeout: 10s}
+redis: {addrs: [%s], master_name: %q, wait_replicas: %d, wait_timeout: 1s}
+log: {level: warn}
+store_health: {interval: 500ms, failures_to_degrade: 30, successes_to_recover: 1, cooldown: 0s}
+products:
+  - {id: p, stock: %d, per_user_limit: 1, name: "Sneaker"}
+routes:
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+`, origin.URL, quoteAll(top.SentinelAddrs()), top.MasterName(), wait, units))
+
+			// The sale starts once the replica has the product, as a sale configured ahead of time does.
+			replica := redis.NewClient(&redis.Options{Addr: top.Replica(0).Addr()})
+			defer replica.Close()
+			eventually(t, "the product on the replica", func() bool {
+				return replica.Exists(context.Background(), "edgeq:{p:p}:info").Val() == 1
+			})
+			stop := make(chan struct{})
+			sold := make(chan struct{})
+			go func() { buyers(in.public, people, 32, stop); close(sold) }()
+			eventually(t, "a third of the stock sold", func() bool { return origin.count() >= units/3 })
+			from, err := top.LoseMaster()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			promoted, err := top.WaitFailover(ctx, from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The old master comes back as the new one's replica: with wait_replicas 1 the sale resumes
+			// only then (the promoted replica has no replica of its own before).
+			if err := top.RestartOldMaster(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-sold:
+			case <-time.After(90 * time.Second):
+				close(stop)
+				<-sold
+				t.Fatalf("the sale did not end: %d orders\nlogs:\n%s", origin.count(), in.logs)
+			}
+
+			master := redis.NewClient(&redis.Options{Addr: promoted})
+			defer master.Close()
+			remaining, err := master.Get(ctx, "edgeq:{p:p}:stock").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken := units - remaining
+			origin.mu.Lock()
+			orders := len(origin.orders)
+			var lost, twice []string
+			for id := range origin.orders {
+				if master.HGet(ctx, "edgeq:{p:p}:adm:"+id, "state").Val() == "" {
+					lost = append(lost, id)
+				}
+			}
+			for user, n := range origin.byUser {
+				if n > 1 {
+					twice = append(twice, user)
+				}
+			}
+			origin.mu.Unlock()
+			t.Logf("wait_replicas %d: %d orders at the shop, %d units taken on the promoted master, %d orders whose reservation it lost, %d buyers with two orders",
+				wait, orders, taken, len(lost), len(twice))
+			if wait == 0 {
+				// The counterfactual: what the asynchronous replication lost is sold again.
+				if orders <= units && len(lost) == 0 {
+					t.Fatalf("without wait_replicas the failover lost nothing (%d orders, %d units): the lag did not show", orders, taken)
+				}
+				return
+			}
+			if len(lost) > 0 {
+				t.Errorf("%d orders reached the shop with reservations the promoted master does not have: %v", len(lost), lost[:min(5, len(lost))])
+			}
+			if len(twice) > 0 {
+				t.Errorf("buyers with two orders (per_user_limit 1): %v", twice[:min(5, len(twice))])
+			}
+			if int64(orders) != taken {
+				t.Errorf("%d orders at the shop, %d units taken on the promoted master", orders, taken)
+			}
+			if orders > units {
+				t.Errorf("%d orders for %d units", orders, units)
+			}
+		})
+	}
+}
+
+func quoteAll(addrs []string) string {
+	q := make([]string, len(addrs))
+	for i, a := range addrs {
+		q[i] = strconv.Quote(a)
+	}
+	return strings.Join(q, ", ")
+}
+
