@@ -221,4 +221,3 @@ func quoteAll(addrs []string) string {
 	}
 	return strings.Join(q, ", ")
 }
-
