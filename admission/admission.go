@@ -67,6 +67,7 @@ type Service struct {
 	metrics    *serviceMetrics
 	comp       compensations
 	commits    committer
+	replay     settlementLog // recent settlements, sent again after a master change (replay.go)
 	reserves   *group.Batcher[string, claim, reserved]
 
 	// source asks the shop about unknown auctions (auctions_source; nil when off); bidders is how GET
@@ -120,6 +121,7 @@ func New(o Options) *Service {
 	s.bid = &bidKind{s: s, reads: newAuctionReads()}
 	s.kinds = []kind{s.stock, s.bid}
 	s.reserves = s.newReserver()
+	s.replay.gen = o.Store.Generation()
 	none := map[string]string{}
 	s.orphanPolicies.Store(&none)
 	s.metrics = newMetrics(o.Registry, s.kinds)

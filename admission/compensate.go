@@ -67,6 +67,7 @@ func (s *Service) runCompensations(ctx context.Context, retry time.Duration) {
 		case <-timer.C:
 		}
 		s.compensateOnce(ctx)
+		s.replayAfterFailover(ctx)
 		timer.Reset(retry)
 	}
 }
@@ -90,6 +91,7 @@ func (s *Service) compensateOnce(ctx context.Context) {
 			failed = append(failed, c)
 			continue
 		}
+		s.remember(c.kind, c.claim, true)
 		s.logger.Info("compensation applied", append(c.attrs(), "after", time.Since(c.since).Round(time.Millisecond).String())...)
 	}
 	s.comp.mu.Lock()

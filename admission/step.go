@@ -299,11 +299,13 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 			return
 		}
 		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
+		s.remember(k, c, true)
 		k.changed(c.owner)
 		logger().Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
 			"origin_status", statusOf(o), "result", code)
 		return
 	}
+	s.remember(k, c, false)
 	if s.commitLater(k, c, st) {
 		handed = true
 		return
@@ -345,6 +347,7 @@ func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k kind
 	if _, err := k.release(ctx, c); err != nil {
 		s.compensateLater(k, c)
 	} else {
+		s.remember(k, c, true)
 		k.changed(c.owner)
 	}
 	s.metrics.admissions.WithLabelValues(k.name(), resultReplicaTimeout).Inc()

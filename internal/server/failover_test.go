@@ -210,6 +210,20 @@ routes:
 			if orders > units {
 				t.Errorf("%d orders for %d units", orders, units)
 			}
+			// Commits the failover lost were sent again (replay.go): nothing is left unsettled.
+			eventually(t, "no admission unsettled", func() bool {
+				req, _ := http.NewRequest("GET", in.admin+"/api/admissions?state=admitted&older_than=0", nil)
+				req.Header.Set("Authorization", "Bearer test-key")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return false
+				}
+				defer resp.Body.Close()
+				var list struct {
+					Total int `json:"total_count"`
+				}
+				return json.NewDecoder(resp.Body).Decode(&list) == nil && list.Total == 0
+			})
 		})
 	}
 }

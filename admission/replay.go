@@ -1,0 +1,94 @@
+package admission
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Settlements after a failover (CONTRACT 11.2). With redis.wait_replicas a reservation is on the
+// replicas before the shop sees it, but what settles it afterwards (a commit, a release, a bid's
+// withdrawal) is not waited for: a failover can lose one. A lost commit leaves the admission unsettled
+// on the new master (listed, and its buyer's claim counts until ClaimTTL: 409 PURCHASE_IN_PROGRESS); a
+// lost release brings the unit back as taken, held for nobody. So each replica remembers what it
+// settled in the last replayWindow and, once it sees the store's master change (store.Generation),
+// sends it all again: every settlement script is idempotent per id, and on a master that has the
+// settlement already it changes nothing. What a replica settled and then lost with its own death is
+// what `edgeq reconcile` and the unsettled list show.
+
+// replayWindow is how far back settlements are sent again after a master change: far longer than any
+// replication lag a deployment keeps (a replica further behind than this is out of date anyway).
+const replayWindow = 10 * time.Second
+
+type settled struct {
+	kind    kind
+	c       claim
+	release bool
+	at      time.Time
+}
+
+type settlementLog struct {
+	mu      sync.Mutex
+	entries []settled // oldest first, from head on
+	head    int       // entries before it are older than the window
+	gen     uint64    // the store generation replayed last
+}
+
+// remember notes a settlement this replica made (or handed to the committer). The slice is compacted
+// only once its expired head is half of it, so each settlement costs an append.
+func (s *Service) remember(k kind, c claim, release bool) {
+	now := time.Now()
+	l := &s.replay
+	l.mu.Lock()
+	for l.head < len(l.entries) && now.Sub(l.entries[l.head].at) > replayWindow {
+		l.entries[l.head] = settled{}
+		l.head++
+	}
+	if l.head > 0 && l.head >= len(l.entries)/2 {
+		n := copy(l.entries, l.entries[l.head:])
+		clear(l.entries[n:])
+		l.entries, l.head = l.entries[:n], 0
+	}
+	l.entries = append(l.entries, settled{kind: k, c: c, release: release, at: now})
+	l.mu.Unlock()
+}
+
+// replayAfterFailover sends the recent settlements again when the store's master changed since the
+// last look; the compensation loop calls it every second.
+func (s *Service) replayAfterFailover(ctx context.Context) {
+	gen := s.o.Store.Generation()
+	l := &s.replay
+	l.mu.Lock()
+	if gen == l.gen {
+		l.mu.Unlock()
+		return
+	}
+	l.gen = gen
+	cutoff := time.Now().Add(-replayWindow)
+	var recent []settled
+	for _, e := range l.entries[l.head:] {
+		if e.at.After(cutoff) {
+			recent = append(recent, e)
+		}
+	}
+	l.mu.Unlock()
+	if len(recent) == 0 {
+		return
+	}
+	var commits []pendingCommit
+	released := 0
+	for _, e := range recent {
+		if e.release {
+			// A release the store never saw (or saw and lost) gives the units back now; one it has is a no-op.
+			if _, err := e.kind.release(ctx, e.c); err != nil {
+				s.compensateLater(e.kind, e.c)
+			}
+			released++
+			continue
+		}
+		commits = append(commits, pendingCommit{kind: e.kind, c: e.c, st: &settling{done: make(chan struct{})}})
+	}
+	s.applyCommits(ctx, commits)
+	s.logger.Warn("the store's master changed: the settlements of the last seconds were sent again, in case it lost them",
+		"commits", len(commits), "releases", released, "window", replayWindow.String())
+}
