@@ -138,6 +138,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Visitor:      room.TokenRequestID,
 
 		StreamMaxEntries: cfg.Redis.StreamMaxEntries,
+		OrphanAfter:      cfg.Origin.Timeout,
 	})
 
 	endpoints := http.NewServeMux()
@@ -179,6 +180,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		st.Close()
 		return nil, err
 	}
+	adm.UseOrphans(cfg.Routes)
 	adm.UseAuctionsSource(cfg.AuctionsSource)
 	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter, ledger: led}, nil
 }
