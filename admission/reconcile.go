@@ -26,7 +26,7 @@ import (
 
 // Difference is one thing the store and the ledger disagree on.
 type Difference struct {
-	Kind   string // "product", "auction", "admission", "bid", "backlog"
+	Kind   string // "product", "auction", "admission", "bid", "backlog", "stream"
 	Owner  string // product or auction id
 	ID     string // admission or bid id ("" for a per-owner count)
 	What   string // "units held", "highest bid", "missing from the ledger", "missing from the store", "state", "not written"
@@ -38,6 +38,9 @@ func (d Difference) String() string {
 	switch {
 	case d.Kind == "backlog":
 		return fmt.Sprintf("ledger: %s events not written yet", d.Store)
+	case d.Kind == "stream":
+		return fmt.Sprintf("stream %s: %s events trimmed before every consumer group had read them (redis.stream_max_entries), the last at %s: the ledger may lack them",
+			d.Owner, d.Store, d.Ledger)
 	case d.ID == "":
 		return fmt.Sprintf("%s %s: %s: store %s, ledger %s", d.Kind, d.Owner, d.What, d.Store, d.Ledger)
 	case d.What == "missing from the ledger":
@@ -108,6 +111,9 @@ func (s *Service) Reconcile(ctx context.Context) (*Reconciliation, error) {
 	if backlog > 0 {
 		r.Differences = append(r.Differences, Difference{Kind: "backlog", What: "not written", Store: strconv.FormatInt(backlog, 10)})
 	}
+	if err := s.reconcileStreams(ctx, r); err != nil {
+		return nil, err
+	}
 	if err := s.reconcileStock(ctx, r); err != nil {
 		return nil, err
 	}
@@ -115,6 +121,31 @@ func (s *Service) Reconcile(ctx context.Context) (*Reconciliation, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// reconcileStreams lists the streams that were trimmed past redis.stream_max_entries before every
+// consumer group had read them (trim.go keeps the tally): what the ledger never saw.
+func (s *Service) reconcileStreams(ctx context.Context, r *Reconciliation) error {
+	lost, err := s.client.HGetAll(ctx, lostKey(s.keys)).Result()
+	if err != nil {
+		return err
+	}
+	var streams []string
+	for k := range lost {
+		if !strings.HasPrefix(k, "at:") {
+			streams = append(streams, k)
+		}
+	}
+	slices.Sort(streams)
+	for _, stream := range streams {
+		at := "an unknown time"
+		if ms, err := strconv.ParseInt(lost["at:"+stream], 10, 64); err == nil {
+			at = time.UnixMilli(ms).UTC().Format(time.RFC3339)
+		}
+		r.Differences = append(r.Differences, Difference{Kind: "stream", Owner: stream, What: "trimmed unread",
+			Store: lost[stream], Ledger: at})
+	}
+	return nil
 }
 
 func (s *Service) reconcileStock(ctx context.Context, r *Reconciliation) error {

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,4 +169,32 @@ func TestNextID(t *testing.T) {
 	if !lessID("9-5", "10-0") || lessID("10-0", "9-5") || !lessID("3-2", "3-10") {
 		t.Error("lessID does not compare ids as numbers")
 	}
+}
+
+// Issue 31, item 4: what the bound trimmed before every group read it is a line of `edgeq reconcile`.
+func TestReconcile_ListsStreamsTrimmedUnread(t *testing.T) {
+	s := storetest.Redis(t)
+	ctx := context.Background()
+	st := newStack(t, s, product("p", 10_000, 1))
+	withLedger(t, st)
+	st.svc.o.StreamMaxEntries = 100
+	stream := admitsKey(s.Keys, "p")
+	st.svc.markGroupRead(ctx, groupName)
+	for i := range 300 {
+		u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
+		if res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: u, id: strconv.Itoa(3_000_000 + i), value: 1}}); err != nil || res[0].code != 0 {
+			t.Fatalf("purchase %d: %v %v", i, res, err)
+		}
+	}
+	st.svc.trimStreams(ctx, [][]source{{{kind: st.svc.stock, owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+	r, err := st.svc.Reconcile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Differences {
+		if d.Kind == "stream" && d.Owner == stream && d.Store == "200" && strings.Contains(d.String(), "200 events trimmed before every consumer group had read them") {
+			return
+		}
+	}
+	t.Fatalf("reconcile does not list the 200 events trimmed unread: %v", r.Differences)
 }

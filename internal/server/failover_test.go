@@ -371,6 +371,50 @@ routes:
 	}
 }
 
+// Issue 31, item 1: edgeq says at start (and in a metric) when fewer replicas are online than
+// redis.wait_replicas, and every admission is then refused 503 STORE_UNAVAILABLE (replica_timeout),
+// whatever on_store_error says.
+func TestWaitReplicas_FewerReplicasThanAskedIsSaidAndRefusesAdmissions(t *testing.T) {
+	top := storetest.Topology(t, redisserver.TopologyOptions{Replicas: []redisserver.ReplicaOptions{{}}})
+	origin := newShop(t)
+	in := start(t, fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q}
+redis: {addr: %q, wait_replicas: 2, wait_timeout: 100ms}
+log: {level: info}
+products:
+  - {id: p, stock: 10, per_user_limit: 1, name: "Sneaker"}
+routes:
+  - name: checkout
+    match: "POST /checkout/{product}"
+    on_store_error: open
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+`, origin.URL, top.Master().Addr()))
+	eventually(t, "the warning at start", func() bool {
+		return strings.Contains(in.logs.String(), "fewer Redis replicas are online than redis.wait_replicas") &&
+			in.metric(t, "edgeq_store_replicas_connected") == 1
+	})
+	req, _ := http.NewRequest("POST", in.public+"/checkout/p", nil)
+	req.Header.Set("X-User", "ann")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(raw), "STORE_UNAVAILABLE") || origin.count() != 0 {
+		t.Fatalf("admission with too few replicas: %d %s (%d orders)", resp.StatusCode, raw, origin.count())
+	}
+	if got := in.metric(t, `edgeq_admissions_total{result="replica_timeout",type="stock"}`); got != 1 {
+		t.Fatalf("replica_timeout admissions %v", got)
+	}
+	if got := in.metric(t, `edgeq_store_replica_waits_total{result="timeout"}`); got != 1 {
+		t.Fatalf("replica waits timed out %v", got)
+	}
+}
+
 func quoteAll(addrs []string) string {
 	q := make([]string, len(addrs))
 	for i, a := range addrs {
