@@ -89,6 +89,9 @@ func (k *bidKind) place(ctx context.Context, c claim) (code, highest int64, err 
 	cmd, err := k.s.o.Store.RunAcked(ctx, bidScript, bidKeys(k.s.keys, c.owner, c.id), c.id, c.user, c.value,
 		int64(recordTTL/time.Second))
 	notAcked := errors.Is(err, store.ErrNotAcked)
+	if notAcked && cmd.Err() != nil {
+		return 0, 0, fmt.Errorf("bid: %w", err) // NOREPLICAS: nothing written; the withdrawal leaves a tombstone
+	}
 	var res []int64
 	if err == nil || notAcked {
 		res, err = cmd.Int64Slice()

@@ -133,3 +133,35 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 		t.Fatalf("%v WAITs for 50 concurrent purchases: they are not shared by grouped reserve calls", waits)
 	}
 }
+
+// A master that refuses writes for want of replicas (min-replicas-to-write) answered: the admission is
+// refused 503 (replica_timeout) on an on_store_error: open route too, and nothing is taken.
+func TestReplicaWait_AMasterRefusingWritesForWantOfReplicasIsNotBypassed(t *testing.T) {
+	s, _ := storetest.Replicated(t, 0)
+	ctx := context.Background()
+	st := newStack(t, s, product("p", 10, 1))
+	st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+	if err := s.Client.ConfigSet(ctx, "min-replicas-to-write", "2").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Client.ConfigSet(context.Background(), "min-replicas-to-write", "0") })
+	req, _ := http.NewRequest("POST", st.public.URL+"/open-checkout/p", nil)
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("X-User", "ann")
+	if a := do(t, req); a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" {
+		t.Fatalf("open checkout with the master refusing writes: %d %s", a.status, a.body)
+	}
+	if a := st.bid("lot", "bea", "150.00"); a.status != 503 {
+		t.Fatalf("bid with the master refusing writes: %d %s", a.status, a.body)
+	}
+	if st.hits.Load() != 0 {
+		t.Fatal("a purchase the store refused reached the shop")
+	}
+	if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "replica_timeout")); got != 1 {
+		t.Fatalf("stock replica_timeout %v", got)
+	}
+	s.Client.ConfigSet(ctx, "min-replicas-to-write", "0")
+	if r := st.remaining("p"); r != 10 {
+		t.Fatalf("stock %d, want 10", r)
+	}
+}

@@ -49,6 +49,15 @@ func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 func (s *Service) reserveNow(ctx context.Context, product string, cs []claim) ([]reserved, error) {
 	keys, args := s.reserveArgs(product, cs)
 	cmd, err := s.o.Store.RunAcked(ctx, reserveScript, keys, args...)
+	if errors.Is(err, store.ErrNotAcked) && cmd.Err() != nil {
+		// The master refused to write (NOREPLICAS): nothing was taken; each purchase is answered as
+		// unconfirmed, and its give-back leaves a tombstone.
+		out := make([]reserved, len(cs))
+		for i := range out {
+			out[i].notAcked = true
+		}
+		return out, nil
+	}
 	notAcked := errors.Is(err, store.ErrNotAcked)
 	if notAcked {
 		err = nil

@@ -243,10 +243,20 @@ log: {level: info}
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return "", "", nil, err
 	}
+	public, admin, stop, err := runEdgeqFile(context.Background(), path)
+	if err != nil {
+		return "", "", nil, err
+	}
+	return public, admin, func() { stop(); os.RemoveAll(dir) }, nil
+}
+
+// runEdgeqFile runs edgeq in this process with the configuration file at path, and returns its public
+// URL, its admin URL and how to stop it.
+func runEdgeqFile(parent context.Context, path string) (string, string, func(), error) {
 	if _, err := config.Load(path); err != nil {
 		return "", "", nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(parent)
 	started := make(chan [2]string, 1)
 	done := make(chan error, 1)
 	go func() {
@@ -256,7 +266,7 @@ log: {level: info}
 	}()
 	select {
 	case addrs := <-started:
-		return addrs[0], addrs[1], func() { cancel(); <-done; os.RemoveAll(dir) }, nil
+		return addrs[0], addrs[1], func() { cancel(); <-done }, nil
 	case err := <-done:
 		cancel()
 		return "", "", nil, fmt.Errorf("edgeq did not start: %v", err)

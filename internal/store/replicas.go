@@ -101,10 +101,13 @@ func (s *Store) ChangedAt() time.Time {
 // the same pipeline, on the same connection, right after it. It returns the script's reply; the error
 // is the script's own (a store that did not answer: the script may have run) or ErrNotAcked (the
 // script ran and answered, and its reply is in cmd, but the replicas did not confirm it in time).
+//
+// A master that refuses writes for want of replicas (min-replicas-to-write: NOREPLICAS) wrote nothing
+// and answered: that is ErrNotAcked too, with the script's error in cmd.
 func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
 	if s.repl.waitReplicas <= 0 {
 		cmd := script.Run(ctx, s.Client, keys, args...)
-		return cmd, cmd.Err()
+		return cmd, noReplicas(cmd.Err())
 	}
 	node, err := s.nodeFor(ctx, keys[0])
 	if err != nil {
@@ -127,6 +130,10 @@ func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []strin
 			continue
 		}
 		if err := cmd.Err(); err != nil && err != redis.Nil {
+			if nr := noReplicas(err); nr != err {
+				s.repl.waits.WithLabelValues("timeout").Inc()
+				return cmd, nr
+			}
 			if isReply(err) {
 				return cmd, err // the script failed: nothing to wait for
 			}
@@ -159,6 +166,14 @@ func (s *Store) Acked(ctx context.Context, key string, write func(p redis.Pipeli
 		return err
 	}
 	return s.repl.judge(wait)
+}
+
+// noReplicas turns a master's NOREPLICAS refusal (min-replicas-to-write) into ErrNotAcked.
+func noReplicas(err error) error {
+	if err != nil && redis.HasErrorPrefix(err, "NOREPLICAS") {
+		return fmt.Errorf("%w: %v", ErrNotAcked, err)
+	}
+	return err
 }
 
 // judge reads a WAIT's answer into the metric and the error RunAcked returns.
