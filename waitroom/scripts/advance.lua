@@ -20,10 +20,6 @@
 if redis.call('EXISTS', K_META) == 0 then return {1} end
 local now = now_ms()
 redis.call('HSETNX', K_META, 'secret', ARGV[4])
-raise_counter(now, ARGV[5])
-if redis.call('HGET', K_META, 'ack_draws') ~= ARGV[6] then
-  redis.call('HSET', K_META, 'ack_draws', ARGV[6])
-end
 if ARGV[3] == '1' then
   redis.call('HSET', K_META, 'sold_out', '1')
 elseif ARGV[3] == '0' and redis.call('HGET', K_META, 'sold_out') == '1' then
@@ -35,7 +31,12 @@ inlet(now)
 local m = redis.call('HMGET', K_META, 'epoch', 'capacity', 'rate', 'ttl', 'pexp', 'abandon', 'turnstile',
   'paused', 'title', 'method', 'opens_at', 'join_from', 'closes_at', 'shuffle', 'opened', 'pre_lo', 'pre_n',
   'seed', 'sold_out', 'sold_out_with', 'pool_m', 'moved', 'early', 'renew', 'max_session', 'invite_only',
-  'inv_total', 'inv_used', 'unclaimed', 'draw_ack', 'restored')
+  'inv_total', 'inv_used', 'unclaimed', 'draw_ack', 'restored', 'ack_draws')
+-- ack_draws and the counter's floor are kept here, with what the tick reads anyway: every tick of every
+-- replica runs this, so each command it saves counts.
+if m[32] ~= ARGV[6] then
+  redis.call('HSET', K_META, 'ack_draws', ARGV[6])
+end
 local settings = {}
 for i = 1, 28 do settings[i] = m[i] or '' end
 settings[29], settings[30] = m[30] or '', m[31] or ''
@@ -60,5 +61,7 @@ local drawn = ''
 if offset < redis.call('STRLEN', K_DRAWN) then
   drawn = redis.call('GETRANGE', K_DRAWN, offset, offset + 5 * 20000 - 1)
 end
-return {0, num(redis.call('GET', K_COUNTER)), num(redis.call('GET', K_SERVING)), card, num(m[29]), now,
+local counter = num(redis.call('GET', K_COUNTER))
+counter = counter + raise_counter(now, ARGV[5], counter)
+return {0, counter, num(redis.call('GET', K_SERVING)), card, num(m[29]), now,
   settings, revocations, deadlines, drawn}

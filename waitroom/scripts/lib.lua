@@ -343,12 +343,13 @@ end
 -- incarnation of the queue (its own joins, what its snapshots read, the request ids visitors showed it):
 -- the counter resumes above it, so no place is handed out twice. The restored places count as joined
 -- now (a heartbeat, and a slot in the random method's pool); past MAX_RESTORE places they are only
--- counted. Returns how many were restored.
+-- counted. Returns how many were restored. counter is the counter when the caller has read it already.
 local MAX_RESTORE = 10000
-local function raise_counter(now, arg)
+local function raise_counter(now, arg, counter)
   local epoch, f = string.match(arg or '', '^(.*):(%d+)$')
   local floor = tonumber(f) or 0
-  local counter = num(redis.call('GET', K_COUNTER))
+  if floor == 0 then return 0 end
+  counter = counter or num(redis.call('GET', K_COUNTER))
   if floor <= counter or floor > 1099511627775 then return 0 end
   if redis.call('HGET', K_META, 'epoch') ~= epoch then return 0 end
   redis.call('SET', K_COUNTER, int(floor))
