@@ -68,6 +68,8 @@ bench:
 	$(GO) run ./cmd/edgeq-bench overhead
 	$(GO) run ./cmd/edgeq-bench waitroom -waiters 1000000
 	$(GO) run ./cmd/edgeq-bench admission
+	$(GO) run ./cmd/edgeq-bench replicas
+	$(GO) run ./cmd/edgeq-bench replicas -delay 1ms
 	$(GO) run ./cmd/edgeq-bench bid
 	$(GO) run ./cmd/edgeq-bench ledger
 
