@@ -117,11 +117,15 @@ func (r *Room) runAcked(ctx context.Context, script *redis.Script, keys []string
 
 // ackDraw waits for the replicas to hold a queue's lottery draw (open_if_due left draw_ack "0") and
 // then lets the queue serve. The write before the WAIT makes it cover the draw, whichever connection
-// made that (the replication stream is ordered).
+// made that (the replication stream is ordered). A replica without redis.wait_replicas (restarted
+// without it while a draw waited) lets it serve at once.
 func (r *Room) ackDraw(ctx context.Context, q *queue) {
 	st := r.opts.Store
 	meta := q.keys[0]
-	err := st.Acked(ctx, meta, func(p redis.Pipeliner) { p.HSet(ctx, meta, "draw_seen", 1) })
+	var err error
+	if st.WaitReplicas() > 0 {
+		err = st.Acked(ctx, meta, func(p redis.Pipeliner) { p.HSet(ctx, meta, "draw_seen", 1) })
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			r.logger.Warn("the lottery's draw is not on the store's replicas yet: nobody is served until it is",

@@ -250,7 +250,7 @@ func (r *Room) snapshotOf(ctx context.Context, id string) *snapshot {
 
 func (r *Room) tickAll(ctx context.Context) {
 	for _, q := range r.all() {
-		if s := r.advance(ctx, q, r.soldOut(ctx, q)); s != nil && s.DrawPending && r.opts.Store.WaitReplicas() > 0 {
+		if s := r.advance(ctx, q, r.soldOut(ctx, q)); s != nil && s.DrawPending {
 			r.ackDraw(ctx, q)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -295,12 +296,11 @@ type masters struct {
 	seen map[string]bool // Cluster: every master's
 }
 
-// clusterLearning is how long after opening a Cluster's masters are discovered without counting as a
-// change: a ClusterClient connects to each master on first use.
-const clusterLearning = 10 * time.Second
-
-// observe records the run_id of a new connection's server and reports whether it is a change.
-func (m *masters) observe(runID string) (changed bool, previous string) {
+// observe records the run_id of a new connection's server and reports whether it is a change. On a
+// Cluster, whose client connects to each master on first use, a master met for the first time is a
+// change only if it says so itself: promoted from a replica (fresh, a promotion keeps the old
+// replication id as the second one), or started a moment ago.
+func (m *masters) observe(runID string, promotedOrRestarted bool) (changed bool, previous string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.cluster {
@@ -311,7 +311,7 @@ func (m *masters) observe(runID string) (changed bool, previous string) {
 	if m.seen[runID] {
 		return false, ""
 	}
-	changed = len(m.seen) > 0 && time.Since(m.opened) > clusterLearning
+	changed = len(m.seen) > 0 && promotedOrRestarted
 	m.seen[runID] = true
 	return changed, ""
 }
@@ -320,7 +320,7 @@ func (m *masters) observe(runID string) (changed bool, previous string) {
 // change of master. A failure to read it is not the connection's failure (the managed services that
 // rename INFO still work, without this check).
 func (r *replication) onConnect(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server").Result()
+	info, err := cn.Info(ctx, "server").Result() // one section a call: Redis before 7.0 takes no more
 	if err != nil {
 		return nil
 	}
@@ -328,7 +328,14 @@ func (r *replication) onConnect(ctx context.Context, cn *redis.Conn) error {
 	if runID == "" || infoField(info, "redis_mode") == "sentinel" {
 		return nil // go-redis runs the same hook on its connections to the Sentinels
 	}
-	if changed, previous := r.masters.observe(runID); changed {
+	fresh := false
+	if r.masters.cluster {
+		uptime, _ := strconv.ParseInt(infoField(info, "uptime_in_seconds"), 10, 64)
+		repl, _ := cn.Info(ctx, "replication").Result()
+		second := infoField(repl, "second_repl_offset")
+		fresh = uptime < 60 || (second != "" && second != "-1")
+	}
+	if changed, previous := r.masters.observe(runID, fresh); changed {
 		r.changedAt.Store(time.Now().UnixMilli())
 		r.generation.Add(1)
 		r.changes.Inc()
