@@ -32,8 +32,7 @@ var ErrNotAcked = errors.New("store: the replicas did not confirm the write in t
 
 // replication is a store's WAIT settings and what it has seen of its masters and replicas.
 type replication struct {
-	waitReplicas int
-	waitTimeout  time.Duration
+	wait atomic.Pointer[waitSetting] // redis.wait_replicas and wait_timeout
 
 	waits      *prometheus.CounterVec // edgeq_store_replica_waits_total{result}
 	connected  prometheus.Gauge       // edgeq_store_replicas_connected
@@ -44,9 +43,15 @@ type replication struct {
 	logger     *slog.Logger
 }
 
+// waitSetting is what a WAIT waits for: n replicas, at most timeout.
+type waitSetting struct {
+	n       int
+	timeout time.Duration
+}
+
 func newReplication(waitReplicas int, waitTimeout time.Duration, cluster bool, logger *slog.Logger) *replication {
 	r := &replication{
-		waitReplicas: waitReplicas, waitTimeout: waitTimeout, logger: logger,
+		logger: logger,
 		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "store_replica_waits_total",
 			Help: "WAITs after writes that must survive a failover (redis.wait_replicas), by result: acked, timeout (fewer replicas confirmed in time), error.",
@@ -64,6 +69,7 @@ func newReplication(waitReplicas int, waitTimeout time.Duration, cluster bool, l
 	for _, result := range []string{"acked", "timeout", "error"} {
 		r.waits.WithLabelValues(result)
 	}
+	r.wait.Store(&waitSetting{n: waitReplicas, timeout: waitTimeout})
 	r.connected.Set(-1)
 	if r.logger == nil {
 		r.logger = slog.New(slog.DiscardHandler)
@@ -77,11 +83,11 @@ func (s *Store) Collectors() []prometheus.Collector {
 }
 
 // WaitReplicas is redis.wait_replicas: 0 means writes are not waited for.
-func (s *Store) WaitReplicas() int { return s.repl.waitReplicas }
+func (s *Store) WaitReplicas() int { return s.repl.wait.Load().n }
 
 // SetWaitReplicas changes the WAIT settings of a store; tests use it on stores made by Wrap.
 func (s *Store) SetWaitReplicas(n int, timeout time.Duration) {
-	s.repl.waitReplicas, s.repl.waitTimeout = n, timeout
+	s.repl.wait.Store(&waitSetting{n: n, timeout: timeout})
 }
 
 // Generation counts the master changes this process has seen (a failover or a restart of Redis: a
@@ -106,7 +112,8 @@ func (s *Store) ChangedAt() time.Time {
 // A master that refuses writes for want of replicas (min-replicas-to-write: NOREPLICAS) wrote nothing
 // and answered: that is ErrNotAcked too, with the script's error in cmd.
 func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
-	if s.repl.waitReplicas <= 0 {
+	w := s.repl.wait.Load()
+	if w.n <= 0 {
 		cmd := script.Run(ctx, s.Client, keys, args...)
 		return cmd, noReplicas(cmd.Err())
 	}
@@ -120,7 +127,7 @@ func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []strin
 		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 			cmd = script.EvalSha(ctx, p, keys, args...)
 			// Not in go-redis's Pipeliner: WAIT numreplicas timeout-ms.
-			wait = p.Do(ctx, "wait", s.repl.waitReplicas, s.repl.waitTimeout.Milliseconds())
+			wait = p.Do(ctx, "wait", w.n, w.timeout.Milliseconds())
 			return nil
 		})
 		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
@@ -141,7 +148,7 @@ func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []strin
 			s.repl.waits.WithLabelValues("error").Inc()
 			return cmd, err
 		}
-		return cmd, s.repl.judge(wait)
+		return cmd, s.repl.judge(wait, w)
 	}
 }
 
@@ -155,18 +162,19 @@ func (s *Store) Acked(ctx context.Context, key string, write func(p redis.Pipeli
 	if err != nil {
 		return err
 	}
+	w := s.repl.wait.Load()
 	var wait *redis.Cmd
 	_, err = node.Pipelined(ctx, func(p redis.Pipeliner) error {
 		write(p)
-		if s.repl.waitReplicas > 0 {
-			wait = p.Do(ctx, "wait", s.repl.waitReplicas, s.repl.waitTimeout.Milliseconds())
+		if w.n > 0 {
+			wait = p.Do(ctx, "wait", w.n, w.timeout.Milliseconds())
 		}
 		return nil
 	})
 	if wait == nil || (err != nil && wait.Err() == nil) {
 		return err
 	}
-	return s.repl.judge(wait)
+	return s.repl.judge(wait, w)
 }
 
 // noReplicas turns a master's NOREPLICAS refusal (min-replicas-to-write) into ErrNotAcked.
@@ -178,15 +186,15 @@ func noReplicas(err error) error {
 }
 
 // judge reads a WAIT's answer into the metric and the error RunAcked returns.
-func (r *replication) judge(wait *redis.Cmd) error {
+func (r *replication) judge(wait *redis.Cmd, w *waitSetting) error {
 	n, err := wait.Int64()
 	switch {
 	case err != nil:
 		r.waits.WithLabelValues("error").Inc()
 		return fmt.Errorf("wait: %w", err)
-	case n < int64(r.waitReplicas):
+	case n < int64(w.n):
 		r.waits.WithLabelValues("timeout").Inc()
-		return fmt.Errorf("%w (%d of %d within %s)", ErrNotAcked, n, r.waitReplicas, r.waitTimeout)
+		return fmt.Errorf("%w (%d of %d within %s)", ErrNotAcked, n, w.n, w.timeout)
 	}
 	r.waits.WithLabelValues("acked").Inc()
 	return nil
@@ -265,7 +273,7 @@ func (s *Store) WatchReplicas(ctx context.Context, interval time.Duration) {
 		if err == nil {
 			s.repl.connected.Set(float64(n))
 			if n != last {
-				switch want := s.repl.waitReplicas; {
+				switch want := s.WaitReplicas(); {
 				case want > 0 && n < want:
 					s.repl.logger.Warn("fewer Redis replicas are online than redis.wait_replicas: every reservation, "+
 						"lottery draw, invitation use and revocation waits redis.wait_timeout and is refused",
