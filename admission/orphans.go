@@ -39,7 +39,7 @@ const (
 func livenessKey(k store.Keys) string { return k.Global("edgeq", "live") }
 
 // orphanTallyKey: how many orphans were held and released, every route together (the admin API's
-// unsettled list and the dashboard show it; the metric counts per replica).
+// unsettled list and the dashboard show it; the metric counts per replica), kept a week after the last.
 func orphanTallyKey(k store.Keys) string { return k.Global("adm", "orphans") }
 
 // renewLease writes this replica's lease, on the store's clock.
@@ -172,9 +172,18 @@ func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	}
 	s.stock.changed(o.product)
 	s.metrics.orphans.WithLabelValues(route, "released").Inc()
-	s.client.HIncrBy(ctx, orphanTallyKey(s.keys), "released", 1)
+	s.tallyOrphan(ctx, "released")
 	s.logger.Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,
 		"product", o.product, "route", route, "node", o.node)
+}
+
+func (s *Service) tallyOrphan(ctx context.Context, result string) {
+	key := orphanTallyKey(s.keys)
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HIncrBy(ctx, key, result, 1)
+		p.Expire(ctx, key, 7*24*time.Hour)
+		return nil
+	})
 }
 
 func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
@@ -183,7 +192,7 @@ func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
 		return
 	}
 	s.metrics.orphans.WithLabelValues(route, "held").Inc()
-	s.client.HIncrBy(ctx, orphanTallyKey(s.keys), "held", 1)
+	s.tallyOrphan(ctx, "held")
 	s.logger.Warn("an admission of a replica that died is held for an operator (orphans: hold): commit or cancel it",
 		"id", o.id, "product", o.product, "route", route, "node", o.node)
 }

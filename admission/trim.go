@@ -38,7 +38,7 @@ func (s *Service) trimFloor() int64 { return min(s.o.StreamMaxEntries/2, 10_000)
 func groupsKey(k store.Keys) string { return k.Global("adm", "stream_groups") }
 
 // lostKey: per stream, the entries trimmed unread (field = stream key) and when the last were
-// (field "at:" + stream key, ms); `edgeq reconcile` prints them.
+// (field "at:" + stream key, ms); `edgeq reconcile` prints them. It is kept a week after the last.
 func lostKey(k store.Keys) string { return k.Global("adm", "stream_lost") }
 
 // markGroupRead records that this replica reads group now.
@@ -242,6 +242,7 @@ func (s *Service) lostUnread(ctx context.Context, src source, n int64, gs []redi
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HIncrBy(ctx, key, src.stream(), n)
 		p.HSet(ctx, key, "at:"+src.stream(), time.Now().UnixMilli())
+		p.Expire(ctx, key, 7*24*time.Hour)
 		return nil
 	})
 }
