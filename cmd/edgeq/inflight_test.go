@@ -45,13 +45,8 @@ routes:
   - {name: checkout, match: "POST /checkout", max_in_flight: 1, hold: 60s}
 `, origin.URL, redisSrv.Addr())), 0o644)
 	replica := func() (string, func()) {
-		cmd := edgeq("serve", "-config", path)
-		stderr, _ := cmd.StderrPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		return waitForStart(t, stderr), func() { cmd.Process.Kill() } // Kill is SIGKILL
+		public, _, kill := serveReplica(t, path)
+		return public, kill
 	}
 	checkout := func(public, name string, answer chan<- int) {
 		req, _ := http.NewRequest("POST", "http://"+public+"/checkout", strings.NewReader("cart=1"))

@@ -281,6 +281,21 @@ func waitForStart(t *testing.T, stderr io.Reader) string {
 	return public
 }
 
+// serveReplica starts `edgeq serve` on the configuration at path as a process of its own, waits until it
+// listens, and returns its public and admin addresses and a kill that ends it with SIGKILL, as a crash
+// would. It is killed when the test ends in any case.
+func serveReplica(t *testing.T, path string) (public, admin string, kill func()) {
+	t.Helper()
+	cmd := edgeq("serve", "-config", path)
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	public, admin = waitForListeners(t, stderr) // reads stderr to its end, so the process never blocks on it
+	return public, admin, func() { cmd.Process.Kill() }
+}
+
 // waitForListeners waits for edgeq's start line and returns its public and admin addresses.
 func waitForListeners(t *testing.T, stderr io.Reader) (public, admin string) {
 	t.Helper()

@@ -58,19 +58,8 @@ routes:
     match: "POST /checkout/{product}"
     admission: {type: stock, product: "path:product", user: "header:X-User", orphans: %s}
 `, origin.URL, originTimeout, redisSrv.Addr(), units, policy)), 0o644)
-			replica := func() (public, admin string, kill func()) {
-				cmd := edgeq("serve", "-config", path)
-				stderr, _ := cmd.StderrPipe()
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-				public, admin = waitForListeners(t, stderr)
-				go io.Copy(io.Discard, stderr)
-				return public, admin, func() { cmd.Process.Kill() } // SIGKILL
-			}
-			doomed, _, kill := replica()
-			_, admin, _ := replica()
+			doomed, _, kill := serveReplica(t, path)
+			_, admin, _ := serveReplica(t, path)
 
 			// Buyers on the doomed replica, one after the other in 8 lanes: some orders are placed, some
 			// purchases are at the shop when it dies.

@@ -46,17 +46,7 @@ routes:
     match: "POST /checkout/{product}"
     admission: {type: stock, product: "path:product", user: "header:X-User"}
 `, origin.URL, redisSrv.Addr())), 0o644)
-	replica := func() (public, admin string, kill func()) {
-		cmd := edgeq("serve", "-config", path)
-		stderr, _ := cmd.StderrPipe()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		public, admin = waitForListeners(t, stderr)
-		return public, admin, func() { cmd.Process.Kill() } // SIGKILL
-	}
-	first, _, kill := replica()
+	first, _, kill := serveReplica(t, path)
 	for _, user := range []string{"ann", "ben"} {
 		go func() {
 			req, _ := http.NewRequest("POST", "http://"+first+"/checkout/shoe", strings.NewReader(""))
@@ -69,7 +59,7 @@ routes:
 	ids := []string{<-arrived, <-arrived}
 	kill()
 
-	_, admin, _ := replica()
+	_, admin, _ := serveReplica(t, path)
 	api := func(method, path string) (int, map[string]any) {
 		req, _ := http.NewRequest(method, "http://"+admin+path, nil)
 		req.Header.Set("Authorization", "Bearer test-key")
