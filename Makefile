@@ -11,17 +11,20 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/demoshop ./cmd/demoshop
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/edgeq-bench ./cmd/edgeq-bench
 
-# The demo shop on 127.0.0.1:3000 and edgeq in front of it on :8080, with config.example.yaml and the
-# embedded store (no Redis needed). Ctrl-C stops both.
+# The demo shop on SHOP_LISTEN and edgeq in front of it on EDGEQ_LISTEN (both on loopback by default),
+# with config.example.yaml and the embedded store (no Redis needed). Ctrl-C stops both.
+SHOP_LISTEN  ?= 127.0.0.1:3000
+EDGEQ_LISTEN ?= 127.0.0.1:8080
 demo: build
-	@$(BIN)/edgeq check -config config.example.yaml
+	@EDGEQ_SERVER_LISTEN=$(EDGEQ_LISTEN) EDGEQ_ORIGIN_URL=http://$(SHOP_LISTEN) $(BIN)/edgeq check -config config.example.yaml
 	@echo
-	@echo "  shop through edgeq:  http://localhost:8080/"
+	@echo "  shop through edgeq:  http://$(EDGEQ_LISTEN)/"
 	@echo "  admin (metrics):     http://127.0.0.1:9090/metrics"
 	@echo "  Ctrl-C stops both."
 	@echo
 	@trap 'kill $$shop 2>/dev/null' EXIT INT TERM; \
-	$(BIN)/demoshop -listen 127.0.0.1:3000 & shop=$$!; \
+	$(BIN)/demoshop -listen $(SHOP_LISTEN) & shop=$$!; \
+	EDGEQ_SERVER_LISTEN=$(EDGEQ_LISTEN) EDGEQ_ORIGIN_URL=http://$(SHOP_LISTEN) \
 	EDGEQ_LOG_FORMAT=$${EDGEQ_LOG_FORMAT:-text} $(BIN)/edgeq serve -config config.example.yaml
 
 # The full suite, with the race detector. Tests that run Lua use a private redis-server when one is
@@ -43,7 +46,8 @@ FUZZ_TARGETS := \
 	./internal/web:FuzzCookieValue ./internal/web:FuzzCorrelationID ./internal/web:FuzzSafeReturn ./internal/web:FuzzCrossSite \
 	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders ./proxy:FuzzCheckHost \
 	./internal/token:FuzzVerify ./waitroom:FuzzRequestID ./internal/money:FuzzParse \
-	./internal/store:FuzzEntityKeys ./internal/accesslog:FuzzSameAsSlog
+	./internal/store:FuzzEntityKeys ./internal/accesslog:FuzzSameAsSlog \
+	./internal/graphql:FuzzGraphQLArguments
 # scripts/fuzz.sh tells a finding from Go 1.26's end-of-fuzztime coordinator race (golang/go#75804).
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

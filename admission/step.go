@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/graphql"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
@@ -141,6 +142,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		}
 		releaseOn = append(releaseOn, o)
 	}
+	readAnswer := wantsAnswer(releaseOn)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		if web.RequestFrom(r.Context()).Store.Degraded {
@@ -203,6 +205,9 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// own answer, whatever the visitor does (bounded by origin.timeout). A hang-up is never a
 		// release by itself: most shops complete an order whose buyer closed the tab. settle is
 		// deferred so that it also runs when the response copy aborts (http.ErrAbortHandler).
+		if o := web.OutcomeFrom(r.Context()); o != nil && readAnswer {
+			o.WantAnswer = true
+		}
 		fwd, done := web.OutlastVisitor(r)
 		defer done()
 		st := s.startSettling(k, c, web.OutcomeFrom(r.Context()))
@@ -220,7 +225,7 @@ type sources struct {
 
 // read extracts and checks a claim's owner, value and user. Nothing is stored for a bad request.
 func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src sources) (claim, *web.Error) {
-	owner, found, e := f.Get(src.owner)
+	owner, found, e := get(r, f, src.owner)
 	if e != nil {
 		return claim{}, e
 	}
@@ -231,7 +236,7 @@ func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src sources) (
 	var text string
 	found = false
 	if src.value != nil {
-		if text, found, e = f.Get(*src.value); e != nil {
+		if text, found, e = get(r, f, *src.value); e != nil {
 			return claim{}, e
 		}
 	}
@@ -244,6 +249,19 @@ func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src sources) (
 	}
 	c.user = s.pseudonyms.of(user)
 	return c, nil
+}
+
+// get reads a field source: an argument of the matched GraphQL field (graphql:), or a field of the
+// request (fields.Reader).
+func get(r *http.Request, f *fields.Reader, src config.FieldSource) (string, bool, *web.Error) {
+	if src.Kind == "graphql" {
+		m := graphql.MatchFrom(r.Context())
+		if m == nil {
+			return "", false, nil
+		}
+		return m.Argument(src.JSONPath())
+	}
+	return f.Get(src)
 }
 
 // errUserMissing refuses an admission whose user cannot be identified.
@@ -259,7 +277,7 @@ func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSourc
 		}
 		return id, nil // minted by edgeq: already canonical
 	}
-	v, found, e := f.Get(src.Field)
+	v, found, e := get(r, f, src.Field)
 	if e != nil {
 		return "", e
 	}
@@ -324,7 +342,17 @@ func releases(o *web.Outcome, releaseOn []config.ReleaseOutcome) bool {
 		return true
 	}
 	for _, want := range releaseOn {
-		if want.Matches(o.Status, o.TransportError) {
+		if o.Matches(want) {
+			return true
+		}
+	}
+	return false
+}
+
+// wantsAnswer reports whether an outcome list reads the shop's answer (answer: entries).
+func wantsAnswer(outcomes []config.ReleaseOutcome) bool {
+	for _, o := range outcomes {
+		if o.Answer != nil {
 			return true
 		}
 	}

@@ -235,6 +235,66 @@ async function shop() {
   }
 }
 
+// graphqlShop: the shop's page adds through its GraphQL endpoint (addItemToOrder), which edgeq guards
+// with a graphql: route: a guarded SKU is admitted (edgeq's stock goes down), a SKU edgeq has none of
+// is refused with a GraphQL-shaped answer whose message the shop's script shows, and every other
+// GraphQL call of the page (the cart badge, the stock) passes untouched.
+async function graphqlShop() {
+  const b = await browser(desktop);
+  const { page } = b;
+  const reads = [];
+  const mutations = [];
+  page.on('request', (req) => {
+    if (!req.url().includes('/api/graphql')) return;
+    const body = req.postData() || '';
+    (body.includes('addItemToOrder') ? mutations : reads).push(req);
+  });
+  const readStatuses = async () => Promise.all(reads.map(async (req) => { const r = await req.response(); return r ? r.status() : 0; }));
+  try {
+    const before = await (await fetch(base + '/_edgeq/products/jersey')).json();
+    await page.goto(base + '/p/team-jersey');
+    expect((await text(page, 'h1')) === 'Team jersey', 'not the product page: ' + page.url());
+    await page.waitForSelector('#gql-add:not([hidden])');
+    const add = async () => {
+      const [resp] = await Promise.all([
+        page.waitForResponse((r) => r.url().endsWith('/api/graphql') && (r.request().postData() || '').includes('addItemToOrder')),
+        page.click('#gql-add')]);
+      await page.waitForFunction(() => !document.getElementById('notice').hidden);
+      return { status: resp.status(), body: await resp.json(), notice: await text(page, '#notice'), cls: await page.getAttribute('#notice', 'class') };
+    };
+    let r = await add(); // a SKU edgeq guards: admitted, added by the shop's GraphQL executor
+    expect(r.status === 200 && r.body.data.addItemToOrder.__typename === 'Order' && r.cls === 'notice ok', 'jersey: ' + JSON.stringify(r));
+    await page.waitForFunction(() => document.querySelector('[data-cart-count]').textContent === '(1)');
+    const after = await (await fetch(base + '/_edgeq/products/jersey')).json();
+    expect(after.remaining_stock === before.remaining_stock - 1, 'edgeq\'s jersey stock: ' + JSON.stringify([before, after]));
+    log('added through GraphQL; edgeq\'s jersey stock', before.remaining_stock, '->', after.remaining_stock);
+
+    // edgeq has no sneaker-b: refused before the shop, in GraphQL's shape; the script shows its message.
+    await page.goto(base + '/p/limited-sneaker-b');
+    await page.waitForSelector('#gql-add:not([hidden])');
+    r = await add();
+    const err = r.body.errors && r.body.errors[0];
+    expect(r.status === 409 && r.body.data === null && err && err.extensions.code === 'INSUFFICIENT_STOCK', 'sneaker-b: ' + JSON.stringify(r));
+    expect(r.cls === 'notice error' && r.notice === 'Sorry, this item is sold out.', 'the shop\'s script showed: ' + JSON.stringify(r));
+    log('refused by edgeq, the shop\'s script shows:', r.notice);
+
+    // The page's own GraphQL reads keep working while the mutation is guarded: the badge is the cart's.
+    await page.reload();
+    await page.waitForFunction(() => document.querySelector('[data-cart-count]').textContent === '(1)');
+    const statuses = await readStatuses();
+    expect(reads.length >= 3 && statuses.every((st) => st === 200), 'GraphQL reads: ' + statuses);
+    expect(mutations.length === 2, 'mutations sent: ' + mutations.length);
+
+    // Check out (complete_on frees the place for the other scenarios of the sale queue).
+    await page.goto(base + '/cart');
+    await page.fill('input[name=email]', 'graphql@example.com');
+    await Promise.all([page.waitForURL(/\/orders\/\d+$/), page.click('form.checkout button')]);
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+  } finally {
+    await b.close();
+  }
+}
+
 // bid: the shop's own bid form through edgeq. An accepted bid reaches the shop, which confirms it; a
 // bid that does not beat it is refused by edgeq with its page (409, in the visitor's language), and
 // the highest-bid read edgeq serves shows the accepted bid.
@@ -1352,7 +1412,7 @@ async function branding() {
 }
 
 const scenarios = {
-  waitroom, nojs, turnstile, screenshots, shop, bid, still, xss, dashboard, drops, invite, deadletters,
+  waitroom, nojs, turnstile, screenshots, shop, graphqlShop, bid, still, xss, dashboard, drops, invite, deadletters,
   axe: axeScenario, keyboard, liveregion, motion, overflow: overflowScenario, states: statesScenario, branding,
 };
 const name = process.argv[2];

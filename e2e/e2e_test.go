@@ -136,6 +136,12 @@ routes:
     admission: {type: stock, unknown_product: pass, product: "json:sku", quantity: "json:quantity", user: token, release_on: ["4xx", "5xx", "error"]}
     # edgeq's refusals in the shop's own error shape, which its cart script reads.
     refusal: {json: '{"error": {"code": "{{.Code}}", "message": "{{.Message}}"}}'}
+  # The shop's GraphQL endpoint: only addItemToOrder is guarded; its reads (cart badge, stock) pass.
+  - name: add_to_cart_graphql
+    match: "/api/graphql"
+    queue: sale
+    graphql: {fields: [addItemToOrder], refuse_fields: [adjustOrderLine]}
+    admission: {type: stock, unknown_product: pass, product: "graphql:productVariantId", quantity: "graphql:quantity", user: token, release_on: ["4xx", "5xx", "error", "answer:data.$field.errorCode"]}
   - name: add_to_cart_form
     match: "POST /cart/items"
     queue: sale
@@ -335,6 +341,9 @@ func TestBrowser(t *testing.T) {
 	})
 	t.Run("the shop's cart and checkout through edgeq, with its own script", func(t *testing.T) {
 		runScenario(t, node, s, "shop")
+	})
+	t.Run("the shop's GraphQL add-to-cart through edgeq; its other GraphQL reads keep working", func(t *testing.T) {
+		runScenario(t, node, s, "graphqlShop")
 	})
 	t.Run("a bid through the shop's form, and one refused by edgeq", func(t *testing.T) {
 		runScenario(t, node, s, "bid", "SCREENSHOT_DIR="+shots)

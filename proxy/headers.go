@@ -18,6 +18,68 @@ const edgeqHeaderPrefix = "Edgeq-"
 // edgeqCookiePrefix starts edgeq's own cookies, which the origin never sees.
 const edgeqCookiePrefix = "edgeq_"
 
+// tokenHeader carries edgeq's access token: an app sends it in this header (beside the shop's own
+// Authorization, which then reaches the shop untouched), and edgeq hands issued and renewed tokens
+// over in it (waitroom.HeaderToken).
+const tokenHeader = "Edgeq-Token"
+
+// maxTokenBytes bounds an Edgeq-Token request header worth reading: edgeq's tokens are a few hundred
+// bytes, and token.Verifier refuses anything longer.
+const maxTokenBytes = 4096
+
+// allowTokenHeader lets a shop's scripts on other origins use Edgeq-Token under the shop's own CORS
+// policy, which cannot know the header: edgeq reads and writes it, and the shop never sees it. It
+// changes only answers the shop allowed for another origin (they carry Access-Control-Allow-Origin);
+// edgeq never widens a refusal.
+//   - Access-Control-Expose-Headers gets Edgeq-Token, so the script can read a token edgeq issued or
+//     renewed. It is appended to a "*" too: the wildcard does not cover requests with credentials
+//     (cookies), for which "*" is just a header's name, and for the others "*, Edgeq-Token" means
+//     what "*" does.
+//   - The answer to a preflight (OPTIONS with Access-Control-Request-Method) that asks for
+//     edgeq-token in Access-Control-Request-Headers gets Edgeq-Token in Access-Control-Allow-Headers,
+//     appended as above, or as the header's only value when the shop sent none (it allowed the
+//     origin, and knows nothing of edgeq's header).
+//
+// A name already listed (in any letter case, in any of the header's lines) is not added again.
+func allowTokenHeader(resp *http.Response) {
+	if len(resp.Header.Values("Access-Control-Allow-Origin")) == 0 {
+		return
+	}
+	appendToList(resp.Header, "Access-Control-Expose-Headers", tokenHeader)
+	req := resp.Request
+	if req != nil && req.Method == http.MethodOptions && req.Header.Get("Access-Control-Request-Method") != "" &&
+		listed(req.Header.Values("Access-Control-Request-Headers"), tokenHeader) {
+		appendToList(resp.Header, "Access-Control-Allow-Headers", tokenHeader)
+	}
+}
+
+// appendToList adds name to the comma-separated list in header key unless it is listed there: to
+// the last line of the header, or as a line of its own when there is none.
+func appendToList(h http.Header, key, name string) {
+	values := h.Values(key)
+	switch {
+	case listed(values, name):
+	case len(values) == 0 || strings.TrimSpace(values[len(values)-1]) == "":
+		h.Set(key, name)
+	default:
+		kept := slices.Clone(values) // the map's own slice may be shared
+		kept[len(kept)-1] += ", " + name
+		h[http.CanonicalHeaderKey(key)] = kept
+	}
+}
+
+// listed reports whether a comma-separated list, over header lines, names name in any letter case.
+func listed(values []string, name string) bool {
+	for _, line := range values {
+		for item := range strings.SplitSeq(line, ",") {
+			if strings.EqualFold(strings.TrimSpace(item), name) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // stripClientHeaders removes, as a request arrives, the headers a client must not be able to send
 // the origin, whatever the spelling. Servers that hand headers to the application as CGI-style
 // variables (Puma and Rack, Gunicorn and WSGI, PHP-FPM and CGI) turn "Edgeq_Admission_Id" and

@@ -5,8 +5,10 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/accesslog"
+	"github.com/edgeq/edgeq/internal/graphql"
 	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
@@ -69,6 +72,8 @@ type Proxy struct {
 	inflight    *inflight.Limiter
 	// maxBodyBytes: bodies up to this size are read before an in-flight slot is taken.
 	maxBodyBytes int64
+	// seen remembers the GraphQL documents clients sent with their hash, across reloads.
+	seen *graphql.Seen
 
 	passDuration, edgeqDuration prometheus.Observer
 }
@@ -88,6 +93,7 @@ func New(opts Options) *Proxy {
 		bodyTimeout:  opts.BodyTimeout,
 		inflight:     opts.InFlight,
 		maxBodyBytes: opts.MaxBodyBytes,
+		seen:         graphql.NewSeen(),
 	}
 	if p.degraded == nil {
 		p.degraded = func() bool { return false }
@@ -124,6 +130,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	bodyDeadline(w, r, start, p.bodyTimeout)
 	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
 	claimed := r.Header["Edgeq-Request-Id"] // an API client's place in line, read before it is stripped
+	claimedToken := r.Header[tokenHeader]   // an app's edgeq token (beside the shop's Authorization), likewise
 	stripClientHeaders(r.Header, peerTrusted)
 	id := web.CorrelationID(r.Header)
 	// One value slice for both maps (Header.Set allocates one per call); a full slice (cap 1) means an
@@ -135,6 +142,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	info.ClientIP, info.Secure = client, isHTTPS(r, peerTrusted)
 	if len(claimed) == 1 && len(claimed[0]) <= 64 {
 		info.ClaimedRequestID = claimed[0]
+	}
+	if len(claimedToken) == 1 && len(claimedToken[0]) <= maxTokenBytes {
+		info.ClaimedToken = claimedToken[0]
 	}
 	info.Store.Degraded = p.degraded()
 	ctx := web.WithRequest(r.Context(), info)
@@ -156,7 +166,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	info.TrackOutcome()
 	r = r.WithContext(ctx)
-	route, routed, redirect := table.lookup(r)
+	route, routed, redirect, refused := table.lookup(r)
 	if route == nil {
 		info.Route, duration = metrics.RoutePassThrough, p.passDuration
 		p.forward(rec, r)
@@ -165,8 +175,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The route's store-outage policy, decided once here; every step reads it (web.StorePolicy).
 	info.Route, duration = route.name, route.duration
 	info.Store.Open, info.Store.Bypassed = route.open, route.bypass
-	info.Refusal = route.refusal
+	info.Refusal, info.RefusalStatus, info.GraphQL = route.refusal, route.refusalStatus, route.gql != nil
+	if routed != nil {
+		if m := graphql.MatchFrom(routed.Context()); m != nil {
+			o := web.OutcomeFrom(ctx)
+			o.FieldKey, o.Batch = m.ResponseKey(), m.Batch()
+		}
+	}
 	switch {
+	case refused != nil:
+		// A graphql: route that cannot tell what the shop would execute: nothing reaches the shop.
+		p.responder.Error(rec, routed, refused)
 	case redirect != "":
 		http.Redirect(rec, r, redirect, http.StatusTemporaryRedirect)
 	case info.Store.Degraded && route.open:
@@ -293,6 +312,9 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	vals[2] = host
 	pr.Out.Header["X-Forwarded-Host"] = vals[2:3:3]
 	stripEdgeqCookies(pr.Out.Header)
+	if o := web.OutcomeFrom(pr.In.Context()); o != nil && o.WantAnswer {
+		acceptGzipOnly(pr.Out.Header)
+	}
 	// The Edgeq-* headers on In are the gates' own (the client's were stripped on arrival), and the
 	// correlation id is edgeq's. Put them back: a client naming them in its Connection header had them
 	// removed as hop-by-hop headers.
@@ -328,9 +350,47 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		// Clipped: an unknown command is logged, and only "complete" and "abandon" mean anything.
 		o.Command = web.ClipLog(resp.Header.Get(web.CommandHeader))
 		o.MarkAnswered()
+		if o.WantAnswer {
+			p.keepAnswer(resp, o)
+		}
 	}
 	resp.Header.Del(web.CommandHeader)
+	allowTokenHeader(resp)
 	return nil
+}
+
+// keepAnswer keeps the body of the shop's answer (up to server.max_body_bytes) for a step that settles
+// on it (answer: outcomes), and puts every byte back in front of the rest for the visitor. The answer
+// is read after MarkAnswered: a visitor who leaves stops the read, and the answer is then not whole.
+func (p *Proxy) keepAnswer(resp *http.Response, o *web.Outcome) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		o.AnswerWhole = true
+		return
+	}
+	kept, err := io.ReadAll(io.LimitReader(resp.Body, p.maxBodyBytes+1))
+	o.Answer, o.AnswerEncoding = kept, resp.Header.Get("Content-Encoding")
+	o.AnswerWhole = err == nil && int64(len(kept)) <= p.maxBodyBytes
+	resp.Body = answerBody{Reader: io.MultiReader(bytes.NewReader(kept), resp.Body), Closer: resp.Body}
+}
+
+type answerBody struct {
+	io.Reader
+	io.Closer
+}
+
+// acceptGzipOnly narrows the Accept-Encoding of a request whose answer edgeq reads (keepAnswer) to
+// what it can decompress: gzip when the visitor takes it, else none.
+func acceptGzipOnly(h http.Header) {
+	ae := strings.ToLower(strings.Join(h.Values("Accept-Encoding"), ","))
+	h.Del("Accept-Encoding")
+	for _, part := range strings.Split(ae, ",") {
+		coding, q, _ := strings.Cut(strings.TrimSpace(part), ";")
+		q = strings.ReplaceAll(strings.TrimSpace(q), " ", "")
+		if strings.TrimSpace(coding) == "gzip" && q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000" {
+			h.Set("Accept-Encoding", "gzip")
+			return
+		}
+	}
 }
 
 // originError maps a failed round trip to an answer: 504 when the origin was too slow, 499 (logged

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/graphql"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -23,6 +25,10 @@ type Table struct {
 	// Missing lists, per route, requirements no step of this build enforces. Such a route is closed:
 	// it answers 503 GATE_UNAVAILABLE rather than letting the request through unchecked.
 	Missing map[string][]string
+	// maxBody bounds the body a graphql: route reads to see the operation (server.max_body_bytes);
+	// seen is the replica's memory of persisted query documents.
+	maxBody int64
+	seen    *graphql.Seen
 }
 
 type compiledRoute struct {
@@ -42,14 +48,18 @@ type compiledRoute struct {
 	// bypass is edgeq_store_bypass_total{route}, typed as web.StorePolicy holds it (no conversion
 	// per request).
 	bypass interface{ Inc() }
-	// refusal is the route's refusal.json template, nil for the standard error body.
-	refusal *template.Template
+	// refusal is the route's refusal.json template, nil for the standard error body; refusalStatus its
+	// refusal.status (0: each refusal's own).
+	refusal       *template.Template
+	refusalStatus int
+	// gql, on a graphql: route, decides whether the route applies to a request on its path.
+	gql *graphql.Route
 }
 
 // Compile builds the route table: each route's handler is the gate chain of steps, then the route's
 // in-flight stage (max_in_flight), then the proxy.
 func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
-	t := &Table{Missing: map[string][]string{}}
+	t := &Table{Missing: map[string][]string{}, maxBody: p.maxBodyBytes, seen: p.seen}
 	for i, route := range routes {
 		handler := p.limitInFlight(route, http.HandlerFunc(p.forward))
 		for j := len(p.steps) - 1; j >= 0; j-- {
@@ -80,6 +90,10 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 		if err != nil {
 			return nil, fmt.Errorf("routes[%d].refusal.json: %w", i, err)
 		}
+		gql, err := graphql.Compile(route.GraphQL, p.seen)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].%w", i, err)
+		}
 		method, literal := patternPrefilter(pattern)
 		t.hostRoutes = t.hostRoutes || patternHost(pattern) != ""
 		t.routes = append(t.routes, compiledRoute{
@@ -87,7 +101,8 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),
 			open:     route.OnStoreError == config.OnStoreErrorOpen,
 			bypass:   p.metrics.StoreBypass.WithLabelValues(route.Name),
-			refusal:  refusal,
+			refusal:  refusal, refusalStatus: route.Refusal.Status,
+			gql: gql,
 		})
 	}
 	return t, nil
@@ -120,11 +135,14 @@ func patternPrefilter(pattern string) (method, literal string) {
 //
 // It returns the route and the request to serve it with (carrying the canonical path, which is what
 // the gate checked and what the origin receives), or, for an unclean path of a route, the clean path
-// to redirect to. No route: all zero, and the request passes through untouched.
-func (t *Table) lookup(r *http.Request) (route *compiledRoute, req *http.Request, redirect string) {
+// to redirect to. No route: all zero, and the request passes through untouched. A graphql: route
+// applies only to the operations it guards (internal/graphql): refused names the route and the refusal
+// when edgeq cannot tell what the shop would execute.
+func (t *Table) lookup(r *http.Request) (route *compiledRoute, req *http.Request, redirect string, refused *web.Error) {
 	if len(t.routes) == 0 {
-		return nil, nil, ""
+		return nil, nil, "", nil
 	}
+	orig := r
 	if host := canonicalHost(r.Host); host != r.Host {
 		r = r.WithContext(r.Context()) // a shallow copy, matched (and forwarded) with the canonical host
 		r.Host = host
@@ -135,22 +153,34 @@ func (t *Table) lookup(r *http.Request) (route *compiledRoute, req *http.Request
 	if clean != decoded || r.URL.RawPath != "" {
 		req = withPath(r, clean)
 	}
-	route = t.first(req, clean)
+	var gq graphqlRead // read once, by the first graphql: route the path matches
+	route, req, refused = t.first(req, clean, &gq)
 	if route == nil && len(clean) > 1 && clean[len(clean)-1] == '/' {
 		stripped := clean[:len(clean)-1]
 		req = withPath(r, stripped)
-		route = t.first(req, stripped)
+		gq.restore(req)
+		route, req, refused = t.first(req, stripped, &gq)
 	}
+	// Reading the request as GraphQL took its body and put an identical one back on the copy it read:
+	// whichever copy goes on (the original when no route applies) carries it.
+	gq.restore(orig)
+	gq.restore(req)
 	if route == nil {
-		return nil, nil, ""
+		return nil, nil, "", nil
+	}
+	if refused != nil {
+		return route, req, "", refused
 	}
 	if clean != decoded {
-		return route, nil, (&url.URL{Path: clean, RawQuery: r.URL.RawQuery}).String()
+		return route, nil, (&url.URL{Path: clean, RawQuery: r.URL.RawQuery}).String(), nil
 	}
-	return route, req, ""
+	return route, req, "", nil
 }
 
-func (t *Table) first(r *http.Request, cleanPath string) *compiledRoute {
+// first finds the first route for r. For a graphql: route it reads the request as GraphQL (once,
+// into *gq) and returns r carrying the match, or a refusal; a graphql: route that does not apply is
+// skipped.
+func (t *Table) first(r *http.Request, cleanPath string, gq *graphqlRead) (*compiledRoute, *http.Request, *web.Error) {
 	for i := range t.routes {
 		cr := &t.routes[i]
 		if cr.method != "" && r.Method != cr.method && (cr.method != http.MethodGet || r.Method != http.MethodHead) {
@@ -159,11 +189,44 @@ func (t *Table) first(r *http.Request, cleanPath string) *compiledRoute {
 		if !strings.HasPrefix(cleanPath, cr.literal) {
 			continue
 		}
-		if _, pattern := cr.mux.Handler(r); pattern != "" {
-			return cr
+		if _, pattern := cr.mux.Handler(r); pattern == "" {
+			continue
+		}
+		if cr.gql == nil {
+			return cr, r, nil
+		}
+		if gq.req == nil {
+			read, e := graphql.Read(r, t.maxBody, t.seen)
+			gq.read, gq.body, gq.getBody = true, r.Body, r.GetBody
+			if e != nil {
+				return cr, r, e
+			}
+			gq.req = read
+		}
+		m, e := cr.gql.Match(gq.req)
+		if e != nil {
+			return cr, r, e
+		}
+		if m != nil {
+			return cr, graphql.WithMatch(r, m), nil
 		}
 	}
-	return nil
+	return nil, r, nil
+}
+
+// graphqlRead is a request read as GraphQL during one lookup, and the body put back by the reading.
+type graphqlRead struct {
+	req     *graphql.Request
+	read    bool
+	body    io.ReadCloser
+	getBody func() (io.ReadCloser, error)
+}
+
+// restore gives r the body the reading put back (nothing when nothing was read).
+func (g *graphqlRead) restore(r *http.Request) {
+	if g.read && r != nil {
+		r.Body, r.GetBody = g.body, g.getBody
+	}
 }
 
 // canonicalHost returns a Host header as route matching sees it: the name in lower case and without

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,20 +43,22 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			return nil, err
 		}
 		sess.completeOn = append(sess.completeOn, o)
+		sess.readAnswer = sess.readAnswer || o.Answer != nil
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
 		if r.bypasses(queueID, web.RequestFrom(ctx).ClientIP) {
 			// Staff and monitors (bypass_cidrs): no place, no token, no capacity held.
 			r.bypassed.WithLabelValues(queueID).Inc()
+			r.dropEdgeqBearer(req)
 			next.ServeHTTP(w, req)
 			return
 		}
 		// A valid token costs no Redis call: the signature check is cached, the epoch comes from the
 		// snapshot and revocations arrive by pub/sub. Renewing it costs none either (renew.go).
-		if s, claims, fromHeader, ok := r.validToken(ctx, req, queueID, tokenCookie); ok {
-			r.renew(w, req, s, queueID, claims, fromHeader)
-			r.forward(w, req, next, sess, claims, fromHeader)
+		if s, claims, from, ok := r.validToken(ctx, req, queueID, tokenCookie); ok {
+			r.renew(w, req, s, queueID, claims, from)
+			r.forward(w, req, next, sess, claims)
 			return
 		}
 		if info := web.RequestFrom(ctx); info.Store.Degraded {
@@ -64,6 +67,7 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 				r.responder.Error(w, req, e)
 				return
 			}
+			r.dropEdgeqBearer(req)
 			next.ServeHTTP(w, req)
 			return
 		}
@@ -75,6 +79,18 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 					r.responder.Error(w, req, e)
 					return
 				}
+				// A request that names a live place never takes another (CONTRACT 11.4): the
+				// snapshot may be a tick behind the place's own join and still say there is room.
+				// The request cookie's place first, then the Edgeq-Request-Id header's, if the
+				// cookie's has ended.
+				cookieID, pos, ok := r.requestFromCookie(req, queueID, s)
+				if ok && r.servePlace(w, req, next, sess, s, cookieID, pos, true) {
+					return
+				}
+				if id, pos, ok := r.claimedPlace(ctx, queueID, s); ok && id != cookieID &&
+					r.servePlace(w, req, next, sess, s, id, pos, false) {
+					return
+				}
 				claims, t, placed, refused := r.serveAPIClient(ctx, w, req, queueID, s)
 				if refused != nil {
 					r.responder.Error(w, req, refused) // the join limit: 429 with Retry-After
@@ -83,13 +99,14 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 				if t.Raw != "" {
 					// Served at once, as a browser is when there is room (CONTRACT 10.4).
 					w.Header().Set(HeaderToken, t.Raw)
-					r.forward(w, req, next, sess, claims, false)
+					r.forward(w, req, next, sess, claims)
 					return
 				}
 				if placed {
 					// The room filled up since this replica last looked: the place taken is the
 					// client's, named in the 403 (and the request cookie).
-					web.RequestFrom(ctx).ClaimedRequestID = claims.RequestID
+					r.responder.Error(w, req, r.placeRequired(ctx, req, queueID, s, claims.RequestID, claims.Position))
+					return
 				}
 			}
 			r.responder.Error(w, req, r.queueRequired(ctx, req, queueID, s))
@@ -99,12 +116,24 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 	}), nil
 }
 
-// validToken finds the request's token for queueID (the queue's cookie, or Authorization: Bearer) and
-// checks it: signature, claims, audience, the request id inside it, and revocation.
-func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, tokenCookie string) (*snapshot, token.Claims, bool, bool) {
+// tokenSource is where a request's valid token came from, and so where its renewal goes.
+type tokenSource int
+
+const (
+	fromCookie      tokenSource = iota // the queue's token cookie
+	fromTokenHeader                    // the Edgeq-Token request header (web.Request.ClaimedToken)
+	fromBearer                         // Authorization: Bearer, holding an edgeq token
+)
+
+// validToken finds the request's token for queueID and checks it: signature, claims, audience, the
+// request id inside it, and revocation. The token is taken from, in this order, the queue's cookie,
+// the Edgeq-Token request header, and Authorization: Bearer only when that holds an edgeq token
+// (token.Verifier.Ours): any other Authorization is the shop's (CONTRACT 11.4), and is neither
+// checked nor remembered by edgeq. from says where the valid one came from.
+func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, tokenCookie string) (_ *snapshot, _ token.Claims, from tokenSource, ok bool) {
 	s := r.snapshotOf(ctx, queueID)
 	if s == nil {
-		return nil, token.Claims{}, false, false
+		return nil, token.Claims{}, 0, false
 	}
 	check := func(raw string) (token.Claims, bool) {
 		c, err := r.opts.Verifier.Verify(raw, queueID)
@@ -123,15 +152,111 @@ func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, token
 	}
 	if raw, found := web.CookieValue(req.Header, tokenCookie); found {
 		if c, ok := check(raw); ok {
-			return s, c, false, true
+			return s, c, fromCookie, true
 		}
 	}
-	if raw, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok {
-		if c, ok := check(strings.TrimSpace(raw)); ok {
-			return s, c, true, true
+	if raw := web.RequestFrom(ctx).ClaimedToken; raw != "" {
+		if c, ok := check(raw); ok {
+			return s, c, fromTokenHeader, true
 		}
 	}
-	return s, token.Claims{}, false, false
+	for _, value := range req.Header["Authorization"] {
+		if raw, ok := bearer(value); ok && r.opts.Verifier.Ours(raw) {
+			if c, ok := check(raw); ok {
+				return s, c, fromBearer, true
+			}
+		}
+	}
+	return s, token.Claims{}, 0, false
+}
+
+// bearer returns the credential of an Authorization value of the Bearer scheme (the scheme's name
+// in any letter case, RFC 9110 section 11.1).
+func bearer(value string) (string, bool) {
+	scheme, credential, ok := strings.Cut(value, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	credential = strings.TrimSpace(credential)
+	return credential, credential != ""
+}
+
+// dropEdgeqBearer removes from a request bound for the shop every Authorization value that holds an
+// edgeq token (token.Verifier.Ours): valid, expired, revoked or of another queue alike. Such a token
+// is edgeq's credential, none of the shop's business, and a shop that does not know it may refuse
+// the request for it; that it no longer opens the queue does not make it the shop's. Every other
+// Authorization value (the shop's own session, say) reaches the shop exactly as the client sent it,
+// also when edgeq's token came in the cookie or in Edgeq-Token.
+func (r *Room) dropEdgeqBearer(req *http.Request) {
+	values := req.Header["Authorization"]
+	drop := func(value string) bool {
+		raw, ok := bearer(value)
+		return ok && r.opts.Verifier.Ours(raw)
+	}
+	if !slices.ContainsFunc(values, drop) {
+		return
+	}
+	// A new slice: the header's own may be shared.
+	kept := slices.DeleteFunc(slices.Clone(values), drop)
+	if len(kept) == 0 {
+		req.Header.Del("Authorization")
+		return
+	}
+	req.Header["Authorization"] = kept
+}
+
+// namedPlace returns the place a request names: its request cookie's, else that of its
+// Edgeq-Request-Id header (claimedPlace). The place may have ended since.
+func (r *Room) namedPlace(ctx context.Context, req *http.Request, queueID string, s *snapshot) (string, int64, bool) {
+	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok {
+		return id, pos, true
+	}
+	return r.claimedPlace(ctx, queueID, s)
+}
+
+// claimedPlace returns the place an API client names in its Edgeq-Request-Id header
+// (web.Request.ClaimedRequestID), if the id is genuine for the queue's current epoch.
+func (r *Room) claimedPlace(ctx context.Context, queueID string, s *snapshot) (string, int64, bool) {
+	claimed := web.RequestFrom(ctx).ClaimedRequestID
+	if claimed == "" {
+		return "", 0, false
+	}
+	pos, ok := r.positionOf(queueID, s, claimed)
+	if !ok {
+		return "", 0, false
+	}
+	return claimed, pos, true
+}
+
+// servePlace answers an API request without a valid token that names a place (its request
+// cookie's, cookie true, or its Edgeq-Request-Id header's), without ever taking another. A place the
+// serving position has reached gets its token now, as admit gives a browser's: in the Edgeq-Token
+// response header, as every API client served gets it, and also in the token cookie when the place
+// came from the request cookie (that client keeps cookies, so its next requests carry the token as
+// a browser's do); the request goes on to the shop. A place not reached yet is kept, and the 403
+// names it (placeRequired). done is false, and nothing is answered, only when the store says the
+// place has ended (completed, abandoned, expired, skipped) or never was: that is no live place, and
+// the gate goes on as for a request that names none.
+func (r *Room) servePlace(w http.ResponseWriter, req *http.Request, next http.Handler, sess session, s *snapshot, id string, pos int64, cookie bool) (done bool) {
+	ctx, queueID := req.Context(), sess.queueID
+	if s.reached(pos) {
+		t, e := r.issueToken(ctx, queueID, s, id, pos)
+		switch {
+		case e == nil:
+			w.Header().Set(HeaderToken, t.Raw)
+			if cookie {
+				r.setTokenCookie(w, req, queueID, t)
+			}
+			r.forward(w, req, next, sess, token.Claims{RequestID: id, Position: pos})
+			return true
+		case e.Code == web.ErrExpired.Code || e.Code == web.ErrRequestNotFound.Code:
+			return false
+		}
+		// Not served after all (a draw this snapshot saw ahead of the store), or the store failed:
+		// the place is kept, as admit keeps a browser's.
+	}
+	r.responder.Error(w, req, r.placeRequired(ctx, req, queueID, s, id, pos))
+	return true
 }
 
 // serveAPIClient serves a request of an app or API client at once when the queue has room and
@@ -179,25 +304,23 @@ func apiCall(req *http.Request) bool {
 // place (the request cookie, or an Edgeq-Request-Id header), where it stands. On an invite_only
 // queue a request that names no place gets 403 INVITE_REQUIRED instead (a join would be refused).
 func (r *Room) queueRequired(ctx context.Context, req *http.Request, queueID string, s *snapshot) *web.Error {
+	if s == nil {
+		return r.placeRequired(ctx, req, queueID, nil, "", 0)
+	}
+	id, pos, ok := r.namedPlace(ctx, req, queueID, s)
+	if !ok && s.InviteOnly {
+		// Joining would be refused: the client needs an invitation, not the join endpoint.
+		return web.ErrInviteRequired.With("queue_id", queueID)
+	}
+	return r.placeRequired(ctx, req, queueID, s, id, pos) // id "" when none
+}
+
+// placeRequired is queueRequired for the place id (at pos) the request holds, "" for none: the
+// status fields are added while the place is live.
+func (r *Room) placeRequired(ctx context.Context, req *http.Request, queueID string, s *snapshot, id string, pos int64) *web.Error {
 	e := web.ErrQueueRequired.With("wait_url", r.waitURL(queueID, req.URL.RequestURI())).
 		With("queue_id", queueID).With("join_url", r.opts.Prefix+"/assign_queue_pos")
-	if s == nil {
-		return e
-	}
-	claimed := web.RequestFrom(ctx).ClaimedRequestID
-	id, pos, ok := r.requestFromCookie(req, queueID, s)
-	if !ok {
-		if claimed != "" {
-			if p, valid := r.positionOf(queueID, s, claimed); valid {
-				id, pos, ok = claimed, p, true
-			}
-		}
-	}
-	if !ok {
-		if s.InviteOnly {
-			// Joining would be refused: the client needs an invitation, not the join endpoint.
-			return web.ErrInviteRequired.With("queue_id", queueID)
-		}
+	if s == nil || id == "" {
 		return e
 	}
 	st, err := r.status(ctx, queueID, id, pos, s)
@@ -215,6 +338,7 @@ func (r *Room) queueRequired(ctx context.Context, req *http.Request, queueID str
 type session struct {
 	queueID    string
 	completeOn []config.ReleaseOutcome
+	readAnswer bool // an answer: entry in completeOn
 }
 
 // ends reports how the origin's answer ends the visitor's session: an Edgeq-Command ("complete",
@@ -236,7 +360,7 @@ func (g session) ends(req *http.Request) (final State, why string, ok bool) {
 	}
 	if o.Forwarded {
 		for _, want := range g.completeOn {
-			if want.Matches(o.Status, o.TransportError) {
+			if o.Matches(want) {
 				return StateCompleted, "complete_on", true
 			}
 		}
@@ -244,14 +368,16 @@ func (g session) ends(req *http.Request) (final State, why string, ok bool) {
 	return 0, "", false
 }
 
-func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handler, g session, c token.Claims, fromHeader bool) {
-	if fromHeader {
-		req.Header.Del("Authorization") // edgeq's token is none of the origin's business
-	}
+func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handler, g session, c token.Claims) {
+	// Wherever the valid token came from, an edgeq token in Authorization stays with edgeq.
+	r.dropEdgeqBearer(req)
 	vals := []string{g.queueID, c.RequestID} // one allocation for both headers (Header.Set makes one each)
 	req.Header[HeaderQueueID] = vals[0:1:1]
 	req.Header[HeaderRequestID] = vals[1:2:2]
 	web.RequestFrom(req.Context()).QueueRequestID = c.RequestID
+	if o := web.OutcomeFrom(req.Context()); o != nil && g.readAnswer {
+		o.WantAnswer = true // complete_on reads the shop's answer
+	}
 	// Deferred: the origin's answer ends the session even when the copy of the response to the
 	// visitor aborts (http.ErrAbortHandler).
 	defer r.afterOrigin(req, g, c)
@@ -293,6 +419,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 			r.responder.Error(w, req, e)
 			return
 		}
+		r.dropEdgeqBearer(req)
 		next.ServeHTTP(w, req)
 		return
 	}
@@ -300,7 +427,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	if id, pos, ok := r.requestFromCookie(req, queueID, s); ok && s.reached(pos) {
 		if t, e := r.issueToken(ctx, queueID, s, id, pos); e == nil {
 			r.setTokenCookie(w, req, queueID, t)
-			r.forward(w, req, next, sess, token.Claims{RequestID: id, Position: pos}, false)
+			r.forward(w, req, next, sess, token.Claims{RequestID: id, Position: pos})
 			return
 		}
 	}
@@ -312,6 +439,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 					r.responder.Error(w, req, e)
 					return
 				}
+				r.dropEdgeqBearer(req)
 				next.ServeHTTP(w, req)
 				return
 			}
@@ -319,7 +447,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 				t, e := r.sign(queueID, s.Epoch, j.RequestID, j.Position, j.IssuedAt, j.Expires, 0)
 				if e == nil {
 					r.setTokenCookie(w, req, queueID, t)
-					r.forward(w, req, next, sess, token.Claims{RequestID: j.RequestID, Position: j.Position}, false)
+					r.forward(w, req, next, sess, token.Claims{RequestID: j.RequestID, Position: j.Position})
 					return
 				}
 			}
@@ -329,7 +457,8 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 }
 
 // TokenRequestID returns the queue request id of the request's valid access token for queueID (its
-// cookie, or Authorization: Bearer), checked as the gate checks it: for edgeq's own endpoints that
+// cookie, the Edgeq-Token header, or an edgeq token in Authorization: Bearer), found and checked as
+// the gate does (validToken): for edgeq's own endpoints that
 // identify a visitor the way a route with admission user "token" does (GET {prefix}/auctions/mine).
 // Nothing is issued, renewed or joined.
 func (r *Room) TokenRequestID(req *http.Request, queueID string) (string, bool) {

@@ -1,6 +1,7 @@
 package waitroom
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -57,6 +58,7 @@ type harness struct {
 	queues   []config.Queue
 	routes   []config.Route
 	command  atomic.Value // Edgeq-Command the origin answers with
+	seen     atomic.Value // http.Header: the headers of the last request that reached the origin
 	status   atomic.Int64 // status the origin answers with (0: 200)
 	bodies   chan string  // request bodies the origin received, when not nil
 
@@ -69,6 +71,9 @@ type harness struct {
 	// X-Forwarded-For they believe (default: none), to let a test speak from several networks.
 	limits  config.Limits
 	trusted []netip.Prefix
+	// tick is the replicas' tick (default 20ms). A test that sets a long one drives the ticks itself
+	// (room.tickAll): its snapshots stay as they are between, as a replica's do within one tick.
+	tick time.Duration
 }
 
 // withTurnstile makes the harness's replicas check Turnstile against a stand-in siteverify, with
@@ -106,6 +111,7 @@ func buildHarness(t *testing.T, s *store.Store, queues []config.Queue, routes []
 	h.command.Store("")
 	h.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.hits.Add(1)
+		h.seen.Store(r.Header.Clone())
 		if cmd := h.command.Load().(string); cmd != "" {
 			w.Header().Set("Edgeq-Command", cmd)
 		}
@@ -156,7 +162,7 @@ func (h *harness) addReplicaOn(st *store.Store) *replica {
 	room := New(Options{
 		Store: st, Keyring: h.keys, Verifier: token.NewVerifier(h.keys, "edgeq", 5*time.Second), Issuer: "edgeq",
 		IDKey: h.keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
-		Responder: responder, Logger: logger, Tick: 20 * time.Millisecond, Turnstile: ts, Limits: h.limits,
+		Responder: responder, Logger: logger, Tick: cmp.Or(h.tick, 20*time.Millisecond), Turnstile: ts, Limits: h.limits,
 	})
 	if ts != nil {
 		tsGate = turnstile.NewGate(turnstile.GateOptions{
@@ -194,7 +200,19 @@ func (h *harness) addReplicaOn(st *store.Store) *replica {
 		API:   []func(*http.ServeMux){room.RegisterAdmin},
 	}))
 	done := make(chan struct{})
+	started := time.Now()
 	go func() { room.Run(ctx); close(done) }()
+	if h.tick > time.Second {
+		// Run ticks once as it starts: past that, only the test's ticks change the snapshots.
+		eventually(t, 5*time.Second, "the replica's first tick", func() bool {
+			for _, q := range h.queues {
+				if s := room.tracked(q.ID).snap.Load(); s == nil || !s.Taken.After(started) {
+					return false
+				}
+			}
+			return true
+		})
+	}
 	t.Cleanup(func() {
 		rp.public.Close()
 		rp.admin.Close()

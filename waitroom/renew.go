@@ -14,7 +14,10 @@ import (
 // max_session counts from), sub and pos, and a new jti. The gate makes no store call for it: the new
 // deadlines reach the store in batches on the tick (renew.lua), well before the old ones pass.
 
-// HeaderToken carries a renewed token to a client that sent its token in Authorization: Bearer.
+// HeaderToken is edgeq's token header. As a response header it hands a token over to an API client:
+// one served at once or whose place was reached (gate.go), and a renewed one to a client that sent
+// its token in the Edgeq-Token request header or in Authorization: Bearer. As a request header it
+// carries an app's token beside the shop's own Authorization (web.Request.ClaimedToken).
 const HeaderToken = "Edgeq-Token"
 
 // renewalBatch holds the sessions renewed since the last flush. Requests of one visitor in the same
@@ -45,8 +48,9 @@ func renewBy(s *snapshot, c token.Claims, now int64) (exp int64, ok bool) {
 }
 
 // renew re-issues a valid token that is due for it, handing it over where the old one came from: the
-// cookie, or the Edgeq-Token response header for a bearer client.
-func (r *Room) renew(w http.ResponseWriter, req *http.Request, s *snapshot, queueID string, c token.Claims, fromHeader bool) {
+// cookie, or the Edgeq-Token response header for a client that sent it in a header (Edgeq-Token or
+// Authorization: Bearer).
+func (r *Room) renew(w http.ResponseWriter, req *http.Request, s *snapshot, queueID string, c token.Claims, from tokenSource) {
 	exp, ok := renewBy(s, c, time.Now().Unix())
 	if !ok {
 		return
@@ -71,7 +75,7 @@ func (r *Room) renew(w http.ResponseWriter, req *http.Request, s *snapshot, queu
 		}
 		r.renewals.mu.Unlock()
 	}
-	if fromHeader {
+	if from != fromCookie {
 		w.Header().Set(HeaderToken, t.raw)
 		return
 	}

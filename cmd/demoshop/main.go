@@ -1,6 +1,6 @@
 // Command demoshop runs the demo shop (internal/demoshop): the origin of edgeq's quick start, built the
-// way real shops are (a cart API, a checkout that fails when two overlap, GraphQL reads). It knows
-// nothing about edgeq.
+// way real shops are (a cart API, a checkout that fails when two overlap, a GraphQL endpoint executed
+// by graph-gophers/graphql-go). It knows nothing about edgeq.
 package main
 
 import (

@@ -31,8 +31,12 @@ func admissionBench(args []string, w io.Writer) error {
 	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
 	pinCPU := fs.Int("redis-cpu", -1, "pin redis-server to this CPU and this process to the others (as Redis on a core of its own); -1: no pinning")
 	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of this process (edgeq, the origin and the load) during the first admission round to this file and the first round of the same POST passed through to this file + \".passthrough\"")
+	graphqlBody := fs.Bool("graphql", false, "measure stock admission with a GraphQL body (a graphql: route) beside the same admission with a plain JSON body, instead")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *graphqlBody {
+		return graphqlAdmissionBench(*duration, *concurrency, *rounds, w)
 	}
 	var profile, passProfile *os.File // the first round's of each, then nil
 	if *cpuProfile != "" {

@@ -3,7 +3,7 @@
 //
 //	edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
 //	edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
-//	edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE]
+//	edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE] [-graphql]
 //	edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]
 //	edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]
 //
@@ -18,7 +18,8 @@
 //
 // admission: stock admissions per second and their latency through edgeq, beside the same POST
 // passed through and reserve.lua called directly, on a private redis-server (-redis-cpu N: pinned to
-// CPU N, this process to the others, as Redis on a core of its own).
+// CPU N, this process to the others, as Redis on a core of its own). With -graphql: stock admission
+// with a GraphQL body (a graphql: route) beside the same admission with a plain JSON body.
 //
 // replicas: stock admissions with redis.wait_replicas 1 beside 0, on one master with one replica (on
 // loopback, or behind a proxy adding -delay each way): admissions/s, latency, Redis CPU per admission.
@@ -75,7 +76,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
   edgeq-bench overhead [-duration 10s] [-rounds 5] [-concurrency 32]
   edgeq-bench waitroom [-waiters 100000] [-tokens 20000] [-duration 5s] [-concurrency 32]
-  edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE]
+  edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE] [-graphql]
   edgeq-bench ledger [-duration 4s] [-rounds 3] [-concurrency 64] [-outage 4s]   (needs redis-server and PostgreSQL)
   edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]   (redis.wait_replicas 1 beside 0, a local replica)
   edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2]   (needs wrk; adds nginx and caddy when installed)

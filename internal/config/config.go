@@ -226,19 +226,50 @@ type Route struct {
 	CompleteOn []string  `yaml:"complete_on"`
 	Refusal    Refusal   `yaml:"refusal"`
 	Admission  Admission `yaml:"admission"`
+	// GraphQL, when it names fields, makes the route apply only to requests on its path whose executed
+	// GraphQL operation selects one of them (CONTRACT 11.4; internal/graphql).
+	GraphQL GraphQL `yaml:"graphql"`
 }
+
+// GraphQL is a route's graphql: block: which operation of a shared GraphQL endpoint the route guards.
+type GraphQL struct {
+	// Operation is the operation type of the guarded fields: mutation (default) or query.
+	Operation string `yaml:"operation"`
+	// Fields are root fields of that type; the route applies when the executed operation selects one
+	// (directly or through fragments). Empty: not a graphql: route.
+	Fields []string `yaml:"fields"`
+	// RefuseFields are root fields refused on the route's path while it is configured (403
+	// OPERATION_REFUSED): those that change a guarded quantity without naming the product.
+	RefuseFields []string `yaml:"refuse_fields"`
+	// Documents is a JSON file of trusted documents (id -> document, or an Apollo persisted query
+	// manifest) for shops that execute persisted queries only; "" for none.
+	Documents string `yaml:"documents"`
+}
+
+// On reports whether the route is a graphql: route.
+func (g GraphQL) On() bool { return len(g.Fields) > 0 }
+
+// GraphQL.Operation values.
+const (
+	GraphQLMutation = "mutation"
+	GraphQLQuery    = "query"
+)
 
 // Refusal is how edgeq's refusals on a route look to non-navigation clients.
 type Refusal struct {
 	// JSON is a text/template producing the JSON body of a refusal ("" = the standard body), with
 	// .Status .Code .Message and .Fields, values escaped for use inside a JSON string.
 	JSON string `yaml:"json"`
+	// Status, when set, is the status of edgeq's 4xx refusals on the route (200 for clients that drop
+	// the bodies of 4xx answers); 5xx refusals keep theirs. 0: each refusal's own status.
+	Status int `yaml:"status"`
 }
 
 func (r *Route) applyDefaults() {
 	r.OnStoreError = OnStoreErrorClosed
 	r.Hold = 10 * time.Second
 	r.Admission.applyDefaults()
+	r.GraphQL.Operation = GraphQLMutation
 }
 
 // Route.OnStoreError values.

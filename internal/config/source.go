@@ -3,42 +3,54 @@ package config
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
 
 // FieldSource says where in a request an admission field is read: "path:product" (a wildcard of the
 // route pattern), "query:id", "form:amount", "json:items.0.sku" (a dotted path; numbers index arrays),
-// "header:X-User" or "cookie:session".
+// "header:X-User", "cookie:session" or, on a graphql: route, "graphql:productVariantId" (an argument of
+// the matched field; a dotted path into an input object: "graphql:input.sku").
 type FieldSource struct {
-	Kind string // path, query, form, json, header, cookie
-	Name string // wildcard, parameter, field, header or cookie name; a dotted path for json
+	Kind string // path, query, form, json, header, cookie, graphql
+	Name string // wildcard, parameter, field, header or cookie name; a dotted path for json and graphql
 }
 
 func (s FieldSource) String() string { return s.Kind + ":" + s.Name }
 
-// JSONPath splits the dotted path of a json source into its steps.
+// JSONPath splits the dotted path of a json or graphql source into its steps.
 func (s FieldSource) JSONPath() []string { return strings.Split(s.Name, ".") }
 
 var (
-	sourceKinds = map[string]bool{"path": true, "query": true, "form": true, "json": true, "header": true, "cookie": true}
+	sourceKinds = map[string]bool{"path": true, "query": true, "form": true, "json": true, "header": true, "cookie": true, "graphql": true}
 	// RFC 9110 token characters, which covers header and cookie names and sensible form/query keys.
 	tokenName    = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,128}$")
 	wildcardName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	jsonStep     = regexp.MustCompile(`^[^.]{1,128}$`)
+	// GraphQLName is a GraphQL name (spec section 2.1.9): field, argument and input field names.
+	GraphQLName = regexp.MustCompile(`^[_A-Za-z][_0-9A-Za-z]{0,127}$`)
+	// answerStep is one step of an answer: path: a JSON key, an array index, or $field.
+	answerStep = regexp.MustCompile(`^[^.]{1,128}$`)
+	jsonStep   = regexp.MustCompile(`^[^.]{1,128}$`)
 )
 
 // ParseFieldSource parses the "kind:name" syntax of admission field sources.
 func ParseFieldSource(text string) (FieldSource, error) {
 	kind, name, ok := strings.Cut(text, ":")
 	if !ok || !sourceKinds[kind] {
-		return FieldSource{}, fmt.Errorf("%q is not a field source (use path:, query:, form:, json:, header: or cookie: followed by a name)", text)
+		return FieldSource{}, fmt.Errorf("%q is not a field source (use path:, query:, form:, json:, header:, cookie: or graphql: followed by a name)", text)
 	}
 	src := FieldSource{Kind: kind, Name: name}
 	switch kind {
 	case "path":
 		if !wildcardName.MatchString(name) {
 			return src, fmt.Errorf("%q: path wildcard name must be a Go identifier", text)
+		}
+	case "graphql":
+		for _, step := range strings.Split(name, ".") {
+			if !GraphQLName.MatchString(step) {
+				return src, fmt.Errorf("%q: a graphql source is an argument name, or a dotted path of names into an input object", text)
+			}
 		}
 	case "json":
 		if len(name) > 512 {
@@ -76,12 +88,16 @@ func ParseUserSource(text string) (UserSource, error) {
 	return UserSource{Field: src}, nil
 }
 
-// ReleaseOutcome is one entry of routes[].admission.release_on: a status class ("5xx"), an exact status
-// ("503") or "error" (transport failure or timeout before the origin answered).
+// ReleaseOutcome is one entry of routes[].admission.release_on (and of complete_on): a status class
+// ("5xx"), an exact status ("503"), "error" (transport failure or timeout before the origin answered)
+// or "answer:PATH" (the shop's JSON answer has a value at PATH: web.Outcome.Matches).
 type ReleaseOutcome struct {
 	Class  int // 1..5 for "1xx".."5xx", else 0
 	Status int // exact status, else 0
 	Error  bool
+	// Answer is the path of an answer: outcome (object keys, array indexes, "$field" for the matched
+	// GraphQL field's response key), nil for the others.
+	Answer []string
 }
 
 // ParseReleaseOutcome parses one release_on entry.
@@ -89,19 +105,29 @@ func ParseReleaseOutcome(text string) (ReleaseOutcome, error) {
 	if text == "error" {
 		return ReleaseOutcome{Error: true}, nil
 	}
+	if path, ok := strings.CutPrefix(text, "answer:"); ok {
+		steps := strings.Split(path, ".")
+		if len(path) > 512 || slices.ContainsFunc(steps, func(s string) bool { return !answerStep.MatchString(s) }) {
+			return ReleaseOutcome{}, fmt.Errorf("%q: answer: is followed by a dotted path into the shop's JSON answer (answer:errors, answer:data.$field.errorCode)", text)
+		}
+		return ReleaseOutcome{Answer: steps}, nil
+	}
 	if len(text) == 3 && text[1:] == "xx" && text[0] >= '1' && text[0] <= '5' {
 		return ReleaseOutcome{Class: int(text[0] - '0')}, nil
 	}
 	if code, err := strconv.Atoi(text); err == nil && len(text) == 3 && code >= 100 && code <= 599 {
 		return ReleaseOutcome{Status: code}, nil
 	}
-	return ReleaseOutcome{}, fmt.Errorf("%q: use a status class (5xx), a status code (503) or error", text)
+	return ReleaseOutcome{}, fmt.Errorf("%q: use a status class (5xx), a status code (503), error or answer:PATH", text)
 }
 
 // Matches reports whether an origin outcome (a status, or transportErr when the origin never answered)
-// is this one.
+// is this one. An answer: outcome needs the answer itself: web.Outcome.Matches reads it; here it is
+// false.
 func (o ReleaseOutcome) Matches(status int, transportErr bool) bool {
 	switch {
+	case o.Answer != nil:
+		return false
 	case o.Error:
 		return transportErr
 	case transportErr:

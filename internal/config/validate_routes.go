@@ -1,8 +1,10 @@
 package config
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,9 +44,7 @@ func (cfg *Config) checkRoutes(c *check) {
 			c.add(p+".hold", "%v: must not be negative", r.Hold)
 		}
 		for j, o := range r.CompleteOn {
-			if _, err := ParseReleaseOutcome(o); err != nil {
-				c.add(fmt.Sprintf("%s.complete_on[%d]", p, j), "%v", err)
-			}
+			c.outcome(fmt.Sprintf("%s.complete_on[%d]", p, j), o, r)
 		}
 		if len(r.CompleteOn) > 0 && r.Queue == "" {
 			c.add(p+".complete_on", "completes the visitor's queue session, but the route has no queue")
@@ -52,7 +52,62 @@ func (cfg *Config) checkRoutes(c *check) {
 		if _, err := CompileRefusal(r.Refusal.JSON); err != nil {
 			c.add(p+".refusal.json", "%v", err)
 		}
+		if s := r.Refusal.Status; s != 0 && (s < 200 || s > 299) && (s < 400 || s > 499) {
+			c.add(p+".refusal.status", "%d: a 2xx or 4xx status (5xx refusals keep their own), or 0 for each refusal's own", s)
+		}
+		checkGraphQL(c, p, r)
 		cfg.checkAdmission(c, p+".admission", r, wildcards)
+	}
+}
+
+// outcome checks one release_on or complete_on entry: answer:PATH naming $field needs a graphql: route.
+func (c *check) outcome(path, text string, r Route) {
+	o, err := ParseReleaseOutcome(text)
+	if err != nil {
+		c.add(path, "%v", err)
+		return
+	}
+	if slices.Contains(o.Answer, "$field") && !r.GraphQL.On() {
+		c.add(path, "%q: $field stands for the matched field of a graphql: route, and this route has no graphql.fields", text)
+	}
+}
+
+// checkGraphQL checks a route's graphql: block (CONTRACT 11.4).
+func checkGraphQL(c *check, p string, r Route) {
+	g, gp := r.GraphQL, p+".graphql"
+	if !g.On() {
+		if len(g.RefuseFields) > 0 || g.Documents != "" {
+			c.add(gp+".fields", "required: refuse_fields and documents belong to a graphql: route, which names its guarded fields")
+		}
+		return
+	}
+	c.oneOf(gp+".operation", g.Operation, GraphQLMutation, GraphQLQuery)
+	if m := PatternMethod(r.Match); m != "" {
+		c.add(p+".match", "%q: a graphql: route matches every method on its path (GET ?query=, POST bodies), so it names none: write %q",
+			r.Match, strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(r.Match), m)))
+	}
+	seen := map[string]string{}
+	for _, list := range []struct {
+		key   string
+		names []string
+	}{{"fields", g.Fields}, {"refuse_fields", g.RefuseFields}} {
+		key := list.key
+		for i, name := range list.names {
+			fp := fmt.Sprintf("%s.%s[%d]", gp, key, i)
+			if !GraphQLName.MatchString(name) {
+				c.add(fp, "%q is not a GraphQL field name", name)
+			} else if other, dup := seen[name]; dup {
+				c.add(fp, "%q is also in %s", name, other)
+			}
+			seen[name] = key
+		}
+	}
+	if g.Documents != "" {
+		if body, err := os.ReadFile(g.Documents); err != nil {
+			c.add(gp+".documents", "%v", err)
+		} else if !json.Valid(body) {
+			c.add(gp+".documents", "%s is not JSON: a trusted documents file maps ids to documents ({\"<id>\": \"mutation ...\"}) or is an Apollo persisted query manifest", g.Documents)
+		}
 	}
 }
 
@@ -69,6 +124,9 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 		if err != nil {
 			c.add(p+"."+field, "%v", err)
 			return
+		}
+		if src.Kind == "graphql" && !r.GraphQL.On() {
+			c.add(p+"."+field, "%q: graphql: reads an argument of the matched field of a graphql: route, and this route has no graphql.fields", value)
 		}
 		if src.Kind == "path" && wildcards != nil && !slices.Contains(wildcards, src.Name) {
 			c.add(p+"."+field, "%q: the pattern %q has no wildcard {%s}", value, r.Match, src.Name)
@@ -103,6 +161,8 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 	}
 	if user, err := ParseUserSource(a.User); err != nil {
 		c.add(p+".user", "%v", err)
+	} else if user.Field.Kind == "graphql" && !r.GraphQL.On() {
+		c.add(p+".user", "%q: graphql: reads an argument of the matched field of a graphql: route, and this route has no graphql.fields", a.User)
 	} else if user.FromToken && r.Queue == "" {
 		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
 	}
@@ -112,9 +172,7 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 		c.add(p+".orphans", "release applies to stock admissions (units held by a replica that died); a bid is never held")
 	}
 	for i, o := range a.ReleaseOn {
-		if _, err := ParseReleaseOutcome(o); err != nil {
-			c.add(fmt.Sprintf("%s.release_on[%d]", p, i), "%v", err)
-		}
+		c.outcome(fmt.Sprintf("%s.release_on[%d]", p, i), o, r)
 	}
 }
 

@@ -1,50 +1,551 @@
 package demoshop
 
+// The shop's GraphQL API, /api/graphql: a real executor (github.com/graph-gophers/graphql-go) on the
+// schema GraphQLSchema, served over HTTP as GraphQL servers serve it:
+//
+//   - POST application/json {"query", "variables", "operationName"}, or an array of such objects (a
+//     batch, run in order, answered with an array);
+//   - POST application/graphql, the body being the document;
+//   - GET ?query=&variables=&operationName=, for queries only: a mutation over GET is refused with 405,
+//     as the GraphQL-over-HTTP spec says.
+//
+// A request that does not parse or validate is answered 400 {"errors": [...]}, each error with
+// extensions.code GRAPHQL_PARSE_FAILED or GRAPHQL_VALIDATION_FAILED (as Apollo and Vendure answer
+// it); an executed one 200, with whatever errors its fields had. The cart mutations answer a refusal
+// inside the 200 as a member of their result union, as Vendure does.
+
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"mime"
 	"net/http"
-	"strconv"
+	"slices"
 	"strings"
+
+	graphql "github.com/graph-gophers/graphql-go"
+	gqlerrors "github.com/graph-gophers/graphql-go/errors"
 )
 
-// graphql: POST /api/graphql with {"query": "...", "variables": {...}}, the shop's one read endpoint
-// (its page script asks it for the cart badge and live stock). It is GraphQL-like: it reads the
-// query's top-level fields, with aliases and arguments (literals or $variables), and answers each with
-// the whole object; sub-selections are accepted and not applied. Fields: products, product(id | sku |
-// slug), cart(id). Mutations are not served here: the cart has its REST API.
-func (s *Shop) graphql(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Query     string         `json:"query"`
-		Variables map[string]any `json:"variables"`
-	}
-	if err := readJSON(r, &req); err != nil {
-		gqlError(w, "the body must be JSON: {\"query\": \"...\", \"variables\": {...}}")
-		return
-	}
-	fields, err := parseQuery(req.Query, req.Variables)
-	if err != nil {
-		gqlError(w, err.Error())
-		return
-	}
-	data := map[string]any{}
-	s.mu.Lock()
-	for _, f := range fields {
-		v, err := s.resolve(f)
-		if err != nil {
-			s.mu.Unlock()
-			gqlError(w, err.Error())
-			return
-		}
-		data[f.alias] = v
-	}
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"data": data})
+// GraphQLSchema is the schema of /api/graphql, modelled on Vendure's shop API.
+const GraphQLSchema = `
+schema {
+	query: Query
+	mutation: Mutation
 }
 
-func gqlError(w http.ResponseWriter, message string) {
-	writeJSON(w, http.StatusBadRequest, map[string]any{"errors": []map[string]string{{"message": message}}})
+type Query {
+	"Every product, in catalogue order."
+	products: [Product!]!
+	"The product with any of the keys given; null when none is given or none matches."
+	product(id: ID, sku: String, slug: String): Product
+	"The cart with this id; null when there is none."
+	cart(id: ID): Cart
+	"The cart of the visitor's cart cookie; null without one."
+	activeOrder: Cart
 }
+
+type Mutation {
+	"""
+	Adds quantity units of a product variant to the cart of the cart cookie, creating the cart and setting
+	the cookie when there is none. The shop has one variant per product; its id is the product's SKU (the
+	id the REST cart API names too, so a gateway guards both under one id).
+	"""
+	addItemToOrder(productVariantId: ID!, quantity: Int!): UpdateOrderItemsResult!
+	"""
+	Sets the quantity of a line of the cart of the cart cookie; 0 removes the line. A line's id is the
+	SKU of its product variant.
+	"""
+	adjustOrderLine(orderLineId: ID!, quantity: Int!): UpdateOrderItemsResult!
+}
+
+type Product {
+	id: ID!
+	sku: String!
+	slug: String!
+	name: String!
+	"The unit price, a decimal such as 99.99."
+	price: String!
+	"Units in stock."
+	stock: Int!
+}
+
+"A cart."
+type Cart {
+	id: ID!
+	items: [CartLine!]!
+	"Units in the cart."
+	count: Int!
+	total: String!
+}
+
+"A cart as the cart mutations answer it (Vendure's active order): the fields of Cart."
+type Order {
+	id: ID!
+	items: [CartLine!]!
+	count: Int!
+	total: String!
+}
+
+"One product in a cart."
+type CartLine {
+	"The line's id: its product's id."
+	id: ID!
+	sku: String!
+	name: String!
+	quantity: Int!
+	unitPrice: String!
+	lineTotal: String!
+	product: Product!
+}
+
+union UpdateOrderItemsResult = Order | InsufficientStockError | OrderLimitError | NegativeQuantityError
+
+enum ErrorCode {
+	INSUFFICIENT_STOCK_ERROR
+	ORDER_LIMIT_ERROR
+	NEGATIVE_QUANTITY_ERROR
+}
+
+"A refusal of a cart mutation; message is for the shopper."
+interface ErrorResult {
+	errorCode: ErrorCode!
+	message: String!
+}
+
+"The shop has fewer units than the line would hold; nothing was changed."
+type InsufficientStockError implements ErrorResult {
+	errorCode: ErrorCode!
+	message: String!
+	"Units in stock: the most the line may hold."
+	quantityAvailable: Int!
+	order: Order!
+}
+
+"A quantity outside 1 to maxItems units of one product per order."
+type OrderLimitError implements ErrorResult {
+	errorCode: ErrorCode!
+	message: String!
+	maxItems: Int!
+}
+
+"A negative quantity."
+type NegativeQuantityError implements ErrorResult {
+	errorCode: ErrorCode!
+	message: String!
+}
+`
+
+// graphqlSchema executes GraphQLSchema; the resolvers find the shop and the visitor in the context.
+var graphqlSchema = graphql.MustParseSchema(GraphQLSchema, &gqlRoot{}, graphql.UseStringDescriptions())
+
+// AddItemCall is one addItemToOrder the executor ran, with its arguments as the executor resolved
+// them (after variable coercion).
+type AddItemCall struct {
+	ProductVariantID string
+	Quantity         int32
+}
+
+// OnAddItem makes the shop call f after each addItemToOrder its executor runs, whatever the cart
+// made of it, with the arguments as resolved after variable coercion. f runs outside the shop's lock,
+// concurrently for concurrent requests.
+func OnAddItem(f func(productVariantID string, quantity int32)) Option {
+	return func(s *Shop) { s.onAddItem = f }
+}
+
+// ExecGraphQL executes one GraphQL request (a document, its variables, and the name of the operation
+// to run, "" for the document's only one) without HTTP, as POST /api/graphql executes it for a
+// visitor without a cart cookie: a cart that addItemToOrder makes stays in the shop, and the
+// request's later mutations use it. It returns the response as the endpoint writes it ({"data": ...,
+// "errors": [...]}; without "data" when the request did not parse or validate, which the endpoint
+// answers with 400) and the addItemToOrder calls executed, in order. variables is not modified. It
+// is safe for concurrent use.
+func (s *Shop) ExecGraphQL(ctx context.Context, query string, variables map[string]any, operationName string) (result []byte, calls []AddItemCall) {
+	v := &visit{s: s}
+	resp := v.exec(ctx, gqlRequest{Query: query, Variables: maps.Clone(variables), OperationName: operationName})
+	result, _ = json.Marshal(resp)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return result, slices.Clone(v.calls)
+}
+
+// maxGraphQLBody and maxBatch bound a POST.
+const (
+	maxGraphQLBody = 1 << 20
+	maxBatch       = 20
+)
+
+// gqlRequest is one request of GraphQL over HTTP.
+type gqlRequest struct {
+	Query         string         `json:"query"`
+	Variables     map[string]any `json:"variables"`
+	OperationName string         `json:"operationName"`
+}
+
+// graphql: GET and POST /api/graphql, and any other method refused.
+func (s *Shop) graphql(w http.ResponseWriter, r *http.Request) {
+	v := &visit{s: s, w: w, r: r}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		q := r.URL.Query()
+		req := gqlRequest{Query: q.Get("query"), OperationName: q.Get("operationName")}
+		if vars := q.Get("variables"); vars != "" {
+			if err := json.Unmarshal([]byte(vars), &req.Variables); err != nil {
+				badGraphQLRequest(w, http.StatusBadRequest, "variables must be a JSON object.")
+				return
+			}
+		}
+		if operationType(req.Query, req.OperationName) == "mutation" && len(graphqlSchema.ValidateWithVariables(req.Query, req.Variables)) == 0 {
+			mutationOverGET(w)
+			return
+		}
+		v.readOnly = true
+		resp := v.exec(r.Context(), req)
+		if v.refusedMutation {
+			mutationOverGET(w)
+			return
+		}
+		writeJSON(w, answerStatus(resp), resp)
+	case http.MethodPost:
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxGraphQLBody+1))
+		if err != nil {
+			badGraphQLRequest(w, http.StatusBadRequest, "The request body could not be read.")
+			return
+		}
+		if len(body) > maxGraphQLBody {
+			badGraphQLRequest(w, http.StatusRequestEntityTooLarge, "The request body is larger than 1 MiB.")
+			return
+		}
+		mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		switch mediaType {
+		case "application/graphql":
+			resp := v.exec(r.Context(), gqlRequest{Query: string(body)})
+			writeJSON(w, answerStatus(resp), resp)
+		case "application/json", "":
+			s.graphqlJSON(w, r, v, body)
+		default:
+			badGraphQLRequest(w, http.StatusUnsupportedMediaType, "Send application/json or application/graphql.")
+		}
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		badGraphQLRequest(w, http.StatusMethodNotAllowed, "Use GET for queries or POST.")
+	}
+}
+
+// graphqlJSON answers a JSON body: one request, or a batch run in order for the same visitor, answered
+// 200 unless none of its requests was executed.
+func (s *Shop) graphqlJSON(w http.ResponseWriter, r *http.Request, v *visit, body []byte) {
+	const shape = `Send JSON such as {"query": "...", "variables": {...}, "operationName": "..."}, or an array of such objects.`
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) == 0 || trimmed[0] != '[' {
+		var req gqlRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			badGraphQLRequest(w, http.StatusBadRequest, shape)
+			return
+		}
+		resp := v.exec(r.Context(), req)
+		writeJSON(w, answerStatus(resp), resp)
+		return
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(body, &batch); err != nil || len(batch) == 0 {
+		badGraphQLRequest(w, http.StatusBadRequest, shape)
+		return
+	}
+	if len(batch) > maxBatch {
+		badGraphQLRequest(w, http.StatusBadRequest, fmt.Sprintf("A batch holds at most %d requests.", maxBatch))
+		return
+	}
+	answers := make([]*graphql.Response, len(batch))
+	status := http.StatusBadRequest
+	for i, raw := range batch {
+		var req gqlRequest
+		if err := json.Unmarshal(raw, &req); err != nil {
+			answers[i] = &graphql.Response{Errors: []*gqlerrors.QueryError{requestError(shape)}}
+			continue
+		}
+		answers[i] = v.exec(r.Context(), req)
+		if answerStatus(answers[i]) == http.StatusOK {
+			status = http.StatusOK
+		}
+	}
+	writeJSON(w, status, answers)
+}
+
+// answerStatus: 400 for a request that was not executed (it did not parse or validate), 200 otherwise.
+func answerStatus(resp *graphql.Response) int {
+	if resp.Data == nil {
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+func mutationOverGET(w http.ResponseWriter) {
+	w.Header().Set("Allow", "POST")
+	badGraphQLRequest(w, http.StatusMethodNotAllowed, "Mutations are not served over GET: send them with POST.")
+}
+
+// badGraphQLRequest answers a request that is not GraphQL over HTTP: {"errors": [...]} with status.
+func badGraphQLRequest(w http.ResponseWriter, status int, message string) {
+	writeJSON(w, status, graphql.Response{Errors: []*gqlerrors.QueryError{requestError(message)}})
+}
+
+func requestError(message string) *gqlerrors.QueryError {
+	return &gqlerrors.QueryError{Message: message, Extensions: map[string]any{"code": "BAD_REQUEST"}}
+}
+
+// visit is what the resolvers of one HTTP request (or one ExecGraphQL) know of the visitor. Its
+// fields after s are used under s.mu.
+type visit struct {
+	s               *Shop
+	w               http.ResponseWriter // where a cart made by a mutation sets its cookie; nil without HTTP
+	r               *http.Request       // for the cart cookie; nil without HTTP
+	readOnly        bool                // a GET: mutations are refused
+	refusedMutation bool                // a mutation was refused for readOnly
+	cart            *cart               // the visitor's cart, once looked up or made
+	calls           []AddItemCall
+}
+
+type visitKey struct{}
+
+func visitOf(ctx context.Context) *visit { return ctx.Value(visitKey{}).(*visit) }
+
+// exec executes req for v's visitor. The errors of a request that was not executed get
+// extensions.code.
+func (v *visit) exec(ctx context.Context, req gqlRequest) *graphql.Response {
+	resp := graphqlSchema.Exec(context.WithValue(ctx, visitKey{}, v), req.Query, req.OperationName, req.Variables)
+	if resp.Data == nil && ctx.Err() == nil {
+		for _, e := range resp.Errors {
+			if e.Extensions == nil {
+				code := "GRAPHQL_VALIDATION_FAILED"
+				if errors.Is(e, gqlerrors.ErrSyntax) {
+					code = "GRAPHQL_PARSE_FAILED"
+				}
+				e.Extensions = map[string]any{"code": code}
+			}
+		}
+	}
+	return resp
+}
+
+// currentCart is the visitor's cart: the one the request made, or that of the cart cookie; nil when
+// there is neither. Callers hold s.mu.
+func (v *visit) currentCart() *cart {
+	if v.cart == nil && v.r != nil {
+		v.cart = v.s.cookieCart(v.r)
+	}
+	return v.cart
+}
+
+// refuse refuses a mutation of a read-only request (never reached when the GET check found it first).
+func (v *visit) refuse() error {
+	v.refusedMutation = true
+	return &resolverError{code: "METHOD_NOT_ALLOWED", message: "Mutations are not served over GET: send them with POST."}
+}
+
+// resolverError is a field's error with its extensions.code.
+type resolverError struct{ code, message string }
+
+func (e *resolverError) Error() string              { return e.message }
+func (e *resolverError) Extensions() map[string]any { return map[string]any{"code": e.code} }
+
+func notFound(format string, args ...any) error {
+	return &resolverError{code: "ENTITY_NOT_FOUND", message: fmt.Sprintf(format, args...)}
+}
+
+// gqlRoot resolves Query and Mutation. Each resolver takes the shop's lock and answers snapshots, so
+// that fields resolved later (and in parallel) read no shared state.
+type gqlRoot struct{}
+
+func (gqlRoot) Products(ctx context.Context) []*productResolver {
+	s := visitOf(ctx).s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*productResolver, 0, len(s.products))
+	for _, p := range s.products {
+		out = append(out, &productResolver{productView(p)})
+	}
+	return out
+}
+
+func (gqlRoot) Product(ctx context.Context, args struct {
+	ID   *graphql.ID
+	SKU  *string
+	Slug *string
+}) *productResolver {
+	s := visitOf(ctx).s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.findProduct(func(p *product) bool {
+		return (args.ID != nil && p.ID == string(*args.ID)) || (args.SKU != nil && p.SKU == *args.SKU) ||
+			(args.Slug != nil && p.Slug == *args.Slug)
+	})
+	if p == nil {
+		return nil
+	}
+	return &productResolver{productView(p)}
+}
+
+func (gqlRoot) Cart(ctx context.Context, args struct{ ID *graphql.ID }) *cartResolver {
+	s := visitOf(ctx).s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if args.ID == nil {
+		return nil
+	}
+	c := s.carts[string(*args.ID)]
+	if c == nil {
+		return nil
+	}
+	return s.cartSnapshot(c)
+}
+
+func (gqlRoot) ActiveOrder(ctx context.Context) *cartResolver {
+	v := visitOf(ctx)
+	v.s.mu.Lock()
+	defer v.s.mu.Unlock()
+	c := v.currentCart()
+	if c == nil {
+		return nil
+	}
+	return v.s.cartSnapshot(c)
+}
+
+func (gqlRoot) AddItemToOrder(ctx context.Context, args struct {
+	ProductVariantID graphql.ID
+	Quantity         int32
+}) (*updateResult, error) {
+	v := visitOf(ctx)
+	s := v.s
+	call := AddItemCall{ProductVariantID: string(args.ProductVariantID), Quantity: args.Quantity}
+	if s.onAddItem != nil {
+		defer s.onAddItem(call.ProductVariantID, call.Quantity) // after the unlock below
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v.calls = append(v.calls, call)
+	if v.readOnly {
+		return nil, v.refuse()
+	}
+	if args.Quantity < 0 {
+		return negativeQuantity(), nil
+	}
+	p := s.bySKU(call.ProductVariantID)
+	if p == nil {
+		return nil, notFound("There is no product variant with the id %q.", call.ProductVariantID)
+	}
+	c := v.currentCart()
+	if c == nil {
+		c = s.newCart(v.w)
+		v.cart = c
+	}
+	return s.orderResult(c, p, s.add(c, p.SKU, int(args.Quantity)))
+}
+
+func (gqlRoot) AdjustOrderLine(ctx context.Context, args struct {
+	OrderLineID graphql.ID
+	Quantity    int32
+}) (*updateResult, error) {
+	v := visitOf(ctx)
+	s := v.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v.readOnly {
+		return nil, v.refuse()
+	}
+	if args.Quantity < 0 {
+		return negativeQuantity(), nil
+	}
+	c := v.currentCart()
+	p := s.bySKU(string(args.OrderLineID))
+	i := -1
+	if c != nil && p != nil {
+		i = slices.IndexFunc(c.Items, func(it cartItem) bool { return it.SKU == p.SKU })
+	}
+	if i < 0 {
+		return nil, notFound("Your cart has no line with the id %q.", string(args.OrderLineID))
+	}
+	if args.Quantity == 0 {
+		c.Items = slices.Delete(c.Items, i, i+1)
+		return s.orderResult(c, p, nil)
+	}
+	// The new quantity is checked as adding it to the cart without this line would be.
+	without := &cart{ID: c.ID, Items: slices.Delete(slices.Clone(c.Items), i, i+1)}
+	if e := s.add(without, p.SKU, int(args.Quantity)); e != nil {
+		return s.orderResult(c, p, e)
+	}
+	c.Items[i].Quantity = int(args.Quantity)
+	return s.orderResult(c, p, nil)
+}
+
+// Error codes of the ErrorCode enum.
+const (
+	insufficientStock = "INSUFFICIENT_STOCK_ERROR"
+	orderLimit        = "ORDER_LIMIT_ERROR"
+	negativeQty       = "NEGATIVE_QUANTITY_ERROR"
+)
+
+// orderResult answers a change of c: the cart, or the cart code's refusal e (about p) as its member
+// of UpdateOrderItemsResult. Callers hold s.mu.
+func (s *Shop) orderResult(c *cart, p *product, e *shopError) (*updateResult, error) {
+	switch {
+	case e == nil:
+		return &updateResult{order: s.cartSnapshot(c)}, nil
+	case e.code == "OUT_OF_STOCK":
+		return &updateResult{refusal: &errorResult{code: insufficientStock, message: e.message,
+			quantityAvailable: int32(p.Stock), order: s.cartSnapshot(c)}}, nil
+	case e.code == "INVALID_QUANTITY":
+		return &updateResult{refusal: &errorResult{code: orderLimit, message: e.message, maxItems: maxQuantity}}, nil
+	}
+	return nil, &resolverError{code: e.code, message: e.message}
+}
+
+func negativeQuantity() *updateResult {
+	return &updateResult{refusal: &errorResult{code: negativeQty, message: "The quantity cannot be negative."}}
+}
+
+// updateResult resolves UpdateOrderItemsResult: the cart (Order), or a refusal.
+type updateResult struct {
+	order   *cartResolver
+	refusal *errorResult
+}
+
+func (u *updateResult) ToOrder() (*cartResolver, bool) { return u.order, u.order != nil }
+
+func (u *updateResult) ToInsufficientStockError() (*errorResult, bool) {
+	return u.refusalOf(insufficientStock)
+}
+
+func (u *updateResult) ToOrderLimitError() (*errorResult, bool) { return u.refusalOf(orderLimit) }
+
+func (u *updateResult) ToNegativeQuantityError() (*errorResult, bool) {
+	return u.refusalOf(negativeQty)
+}
+
+func (u *updateResult) refusalOf(code string) (*errorResult, bool) {
+	if u.refusal != nil && u.refusal.code == code {
+		return u.refusal, true
+	}
+	return nil, false
+}
+
+// errorResult resolves every ErrorResult type; each reads the fields it has.
+type errorResult struct {
+	code              string
+	message           string
+	quantityAvailable int32         // InsufficientStockError
+	order             *cartResolver // InsufficientStockError
+	maxItems          int32         // OrderLimitError
+}
+
+func (e *errorResult) ErrorCode() string        { return e.code }
+func (e *errorResult) Message() string          { return e.message }
+func (e *errorResult) QuantityAvailable() int32 { return e.quantityAvailable }
+func (e *errorResult) Order() *cartResolver     { return e.order }
+func (e *errorResult) MaxItems() int32          { return e.maxItems }
 
 type productJSON struct {
 	ID    string `json:"id"`
@@ -59,199 +560,154 @@ func productView(p *product) productJSON {
 	return productJSON{ID: p.ID, SKU: p.SKU, Slug: p.Slug, Name: p.Name, Price: formatMoney(p.Price), Stock: p.Stock}
 }
 
-// resolve answers one top-level field (nil when the object does not exist). Callers hold s.mu.
-func (s *Shop) resolve(f gqlField) (any, error) {
-	switch f.name {
-	case "products":
-		out := []productJSON{}
-		for _, p := range s.products {
-			out = append(out, productView(p))
-		}
-		return out, nil
-	case "product":
-		p := s.findProduct(func(p *product) bool {
-			return (f.args["id"] != "" && p.ID == f.args["id"]) || (f.args["sku"] != "" && p.SKU == f.args["sku"]) ||
-				(f.args["slug"] != "" && p.Slug == f.args["slug"])
-		})
-		if p == nil {
-			return nil, nil
-		}
-		return productView(p), nil
-	case "cart":
-		c := s.carts[f.args["id"]]
-		if c == nil {
-			return nil, nil
-		}
-		return s.cartView(c), nil
-	}
-	return nil, fmt.Errorf("cannot query field %q on type Query", f.name)
+// productResolver resolves Product from a snapshot.
+type productResolver struct{ v productJSON }
+
+func (p *productResolver) ID() graphql.ID { return graphql.ID(p.v.ID) }
+func (p *productResolver) SKU() string    { return p.v.SKU }
+func (p *productResolver) Slug() string   { return p.v.Slug }
+func (p *productResolver) Name() string   { return p.v.Name }
+func (p *productResolver) Price() string  { return p.v.Price }
+func (p *productResolver) Stock() int32   { return int32(p.v.Stock) }
+
+// cartResolver resolves Cart and Order from a snapshot.
+type cartResolver struct {
+	v     cartJSON
+	lines []*lineResolver
 }
 
-type gqlField struct {
-	alias, name string
-	args        map[string]string
+// cartSnapshot is c as the resolvers answer it. Callers hold s.mu.
+func (s *Shop) cartSnapshot(c *cart) *cartResolver {
+	r := &cartResolver{v: s.cartView(c), lines: []*lineResolver{}}
+	for _, l := range r.v.Items {
+		r.lines = append(r.lines, &lineResolver{v: l, product: &productResolver{productView(s.bySKU(l.SKU))}})
+	}
+	return r
 }
 
-// parseQuery reads the top-level fields of a query document.
-func parseQuery(query string, vars map[string]any) ([]gqlField, error) {
-	toks, err := tokenize(query)
-	if err != nil {
-		return nil, err
-	}
-	p := &gqlParser{toks: toks, vars: vars}
-	if first := p.peek(); first == "mutation" || first == "subscription" {
-		return nil, fmt.Errorf("%ss are not served by this endpoint", first)
-	}
-	if p.peek() == "query" {
-		p.next()
-		if p.peek() != "{" && p.peek() != "(" {
-			p.next() // operation name
-		}
-		if p.peek() == "(" {
-			p.skip("(", ")") // variable definitions
-		}
-	}
-	if p.next() != "{" {
-		return nil, errors.New("syntax error: a query starts with {")
-	}
-	var fields []gqlField
-	for p.peek() != "}" {
-		name := p.next()
-		if !isName(name) {
-			return nil, fmt.Errorf("syntax error at %q", name)
-		}
-		f := gqlField{alias: name, name: name, args: map[string]string{}}
-		if p.peek() == ":" {
-			p.next()
-			f.name = p.next()
-		}
-		if p.peek() == "(" {
-			p.next()
-			for p.peek() != ")" {
-				arg := p.next()
-				if !isName(arg) || p.next() != ":" {
-					return nil, fmt.Errorf("syntax error in the arguments of %s", f.name)
-				}
-				v, err := p.value()
-				if err != nil {
-					return nil, err
-				}
-				f.args[arg] = v
+func (c *cartResolver) ID() graphql.ID         { return graphql.ID(c.v.ID) }
+func (c *cartResolver) Items() []*lineResolver { return c.lines }
+func (c *cartResolver) Count() int32           { return int32(c.v.Count) }
+func (c *cartResolver) Total() string          { return c.v.Total }
+
+// lineResolver resolves CartLine from a snapshot.
+type lineResolver struct {
+	v       lineJSON
+	product *productResolver
+}
+
+func (l *lineResolver) ID() graphql.ID            { return graphql.ID(l.v.SKU) }
+func (l *lineResolver) SKU() string               { return l.v.SKU }
+func (l *lineResolver) Name() string              { return l.v.Name }
+func (l *lineResolver) Quantity() int32           { return int32(l.v.Quantity) }
+func (l *lineResolver) UnitPrice() string         { return l.v.UnitPrice }
+func (l *lineResolver) LineTotal() string         { return l.v.LineTotal }
+func (l *lineResolver) Product() *productResolver { return l.product }
+
+// operationType is the type ("query", "mutation" or "subscription") of the operation a request
+// selects in doc: the one named operationName, or the document's only operation; "" when there is no
+// such operation. It reads only the heads of the document's definitions, for the method check of a
+// GET; reading the document is the executor's business.
+func operationType(doc, operationName string) string {
+	type operation struct{ kind, name string }
+	var ops []operation
+	depth := 0
+	head := true   // the next token at depth 0 begins a definition
+	named := false // the previous token was an operation's keyword: a name may follow
+	for i := 0; i < len(doc); {
+		c := doc[i]
+		wasNamed := named
+		named = false
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',':
+			named = wasNamed
+			i++
+		case c == '#':
+			named = wasNamed
+			for i < len(doc) && doc[i] != '\n' && doc[i] != '\r' {
+				i++
 			}
-			p.next()
+		case strings.HasPrefix(doc[i:], `"""`):
+			i = blockStringEnd(doc, i+3)
+		case c == '"':
+			i = stringEnd(doc, i+1)
+		case c == '{' || c == '(' || c == '[':
+			if depth == 0 && head && c == '{' { // a query's shorthand
+				ops = append(ops, operation{kind: "query"})
+				head = false
+			}
+			depth++
+			i++
+		case c == '}' || c == ')' || c == ']':
+			depth--
+			if depth == 0 && c == '}' {
+				head = true
+			}
+			i++
+		case c == '_' || isAlnum(c):
+			j := i + 1
+			for j < len(doc) && (doc[j] == '_' || isAlnum(doc[j])) {
+				j++
+			}
+			word := doc[i:j]
+			i = j
+			if depth != 0 {
+				break
+			}
+			switch {
+			case head:
+				head = false
+				if word == "query" || word == "mutation" || word == "subscription" {
+					ops = append(ops, operation{kind: word})
+					named = true
+				}
+			case wasNamed:
+				ops[len(ops)-1].name = word
+			}
+		default:
+			i++
 		}
-		if p.peek() == "{" {
-			p.skip("{", "}")
+	}
+	for _, op := range ops {
+		if (operationName == "" && len(ops) == 1) || (operationName != "" && op.name == operationName) {
+			return op.kind
 		}
-		fields = append(fields, f)
-	}
-	if len(fields) == 0 {
-		return nil, errors.New("the query selects no field")
-	}
-	return fields, nil
-}
-
-type gqlParser struct {
-	toks []string
-	pos  int
-	vars map[string]any
-}
-
-// peek and next return "" at the end, which no rule accepts.
-func (p *gqlParser) peek() string {
-	if p.pos < len(p.toks) {
-		return p.toks[p.pos]
 	}
 	return ""
 }
 
-func (p *gqlParser) next() string {
-	t := p.peek()
-	p.pos++
-	return t
-}
-
-// skip passes a balanced open...close group.
-func (p *gqlParser) skip(open, close string) {
-	depth := 0
-	for t := p.next(); t != ""; t = p.next() {
-		switch t {
-		case open:
-			depth++
-		case close:
-			depth--
-		}
-		if depth == 0 {
-			return
-		}
-	}
-}
-
-// value reads an argument: a "string", a number or name, or a $variable.
-func (p *gqlParser) value() (string, error) {
-	t := p.next()
-	switch {
-	case strings.HasPrefix(t, `"`):
-		return strconv.Unquote(t)
-	case strings.HasPrefix(t, "$"):
-		v, ok := p.vars[t[1:]]
-		if !ok {
-			return "", fmt.Errorf("variable %s is not given", t)
-		}
-		return fmt.Sprint(v), nil
-	case t != "" && !strings.ContainsAny(t, "{}():"):
-		return t, nil
-	}
-	return "", fmt.Errorf("syntax error at %q", t)
-}
-
-// tokenize splits a document into names, numbers, $variables, "strings" and punctuation; commas and
-// comments are insignificant, as in GraphQL.
-func tokenize(s string) ([]string, error) {
-	var toks []string
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',':
-			i++
-		case c == '#':
-			for i < len(s) && s[i] != '\n' {
-				i++
-			}
-		case strings.IndexByte("{}():!=[]", c) >= 0:
-			toks = append(toks, string(c))
-			i++
-		case c == '"':
-			j := i + 1
-			for j < len(s) && s[j] != '"' {
-				if s[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			if j >= len(s) {
-				return nil, errors.New("syntax error: unterminated string")
-			}
-			toks = append(toks, s[i:j+1])
-			i = j + 1
-		case c == '$' || c == '-' || c == '_' || isAlnum(c):
-			j := i + 1
-			for j < len(s) && (s[j] == '_' || s[j] == '.' || s[j] == '-' || isAlnum(s[j])) {
-				j++
-			}
-			toks = append(toks, s[i:j])
-			i = j
+// stringEnd is the index after the string whose content begins at i.
+func stringEnd(doc string, i int) int {
+	for i < len(doc) {
+		switch doc[i] {
+		case '\\':
+			i += 2
+		case '"':
+			return i + 1
+		case '\n', '\r':
+			return i
 		default:
-			return nil, fmt.Errorf("syntax error: unexpected %q", c)
+			i++
 		}
 	}
-	return toks, nil
+	return len(doc)
+}
+
+// blockStringEnd is the index after the block string whose content begins at i.
+func blockStringEnd(doc string, i int) int {
+	for i < len(doc) {
+		switch {
+		case strings.HasPrefix(doc[i:], `\"""`):
+			i += 4
+		case strings.HasPrefix(doc[i:], `"""`):
+			return i + 3
+		default:
+			i++
+		}
+	}
+	return len(doc)
 }
 
 func isAlnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-
-func isName(t string) bool {
-	return t != "" && (t[0] == '_' || isAlnum(t[0])) && !strings.ContainsAny(t, "$.-") && (t[0] < '0' || t[0] > '9')
 }

@@ -69,6 +69,7 @@ const layout = `<!doctype html>
   table { border-collapse:collapse; width:100%; } td, th { padding:.35rem .5rem; border-bottom:1px solid var(--line); text-align:left; }
   .notice { padding:.6rem .8rem; border-radius:8px; border:1px solid currentColor; }
   .notice.error { color:var(--bad); } .notice.ok { color:var(--good); }
+  [hidden] { display:none !important; }
 </style>
 <script src="/static/shop.js" defer></script>
 </head>
@@ -108,6 +109,7 @@ var pageTemplates = map[string]string{
     <label>Quantity <input type="number" name="quantity" value="1" min="1" max="10"></label>
     <button type="submit">Add to cart</button>
   </form>
+  <p><button type="button" id="gql-add" data-product-id="{{.SKU}}" hidden>Add to cart (GraphQL)</button></p>
   <p id="notice" class="notice" role="alert" hidden></p>
   <p class="muted">SKU {{.SKU}} · also at <a href="/products/{{.ID}}">/products/{{.ID}}</a> and <a href="/p/{{.Slug}}">/p/{{.Slug}}</a></p>
 </div>

@@ -10,7 +10,10 @@
 //     number, spends a database round trip, and inserts the next one. Two checkouts that overlap take
 //     the same number and the second fails with 500, as the unique index of a real database would make
 //     it. CheckoutStats counts the overlaps.
-//   - Reads (products, a product, a cart) through one GraphQL-like endpoint, POST /api/graphql.
+//   - A GraphQL API, /api/graphql (graphql.go), modelled on Vendure's shop API and executed by a real
+//     GraphQL library: reads (products, a product, a cart, the visitor's cart) for the page script's
+//     cart badge and live stock, and the cart mutations addItemToOrder and adjustOrderLine, which
+//     answer a refusal (insufficient stock, order limit) in a 200 as a member of their result union.
 //   - API errors look like many shops' APIs: {"error": {"code": "...", "message": "..."}}; the shop's
 //     page script (/static/shop.js) shows error.message, or its own fallback text.
 //   - Auctions with a bid form, an order list, and /slow and /stream for proxy tests.
@@ -68,6 +71,8 @@ type Shop struct {
 	stats    CheckoutStats // checkouts in progress and their overlaps
 	inFlight int           // checkouts in progress now
 	bids     int           // bids received, for their numbers
+
+	onAddItem func(productVariantID string, quantity int32) // see OnAddItem
 }
 
 // Option changes a shop built by New.
@@ -112,7 +117,9 @@ func New(logger *slog.Logger, options ...Option) (*Shop, error) {
 	mux.HandleFunc("GET /api/carts/{cart}", s.getCart)
 	mux.HandleFunc("POST /api/carts/{cart}/items", s.addItem)
 	mux.HandleFunc("POST /api/carts/{cart}/checkout", s.checkout)
+	mux.HandleFunc("GET /api/graphql", s.graphql)
 	mux.HandleFunc("POST /api/graphql", s.graphql)
+	mux.HandleFunc("/api/graphql", s.graphql) // other methods: 405
 	mux.HandleFunc("GET /orders", s.ordersPage)
 	mux.HandleFunc("GET /orders/{number}", s.orderPage)
 	mux.HandleFunc("GET /orders.json", s.ordersJSON)

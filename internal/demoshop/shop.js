@@ -1,7 +1,10 @@
 // The demo shop's page script, as a shop's front-end would have one: it adds to the cart and checks out
 // through the cart API (JSON), reads the cart and stock through /api/graphql, and shows a failed call's
 // error.message — the shape of this shop's API errors, {"error": {"code": "...", "message": "..."}} —
-// or its own fallback text when a failed answer has none.
+// or its own fallback text when a failed answer has none. The product page's "Add to cart (GraphQL)"
+// button (#gql-add) adds through the addItemToOrder mutation instead, and shows in the same notice
+// the refusal's message: a member of the mutation's result union, or errors[0].message of an answer
+// with errors (the shop's, or a refusal by what runs in front of it, whatever its status).
 (function () {
   'use strict';
 
@@ -35,9 +38,28 @@
     return data;
   }
 
-  async function query(text, variables) {
-    const answer = await call('POST', '/api/graphql', { query: text, variables }, 'The shop cannot be read.');
+  // graphql sends one GraphQL request and returns its data; an answer with errors throws
+  // errors[0].message, a failed one without them its error.message, or fallback.
+  async function graphql(text, variables, fallback) {
+    const resp = await fetch('/api/graphql', {
+      method: 'POST', credentials: 'same-origin',
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+      body: JSON.stringify({ query: text, variables }),
+    });
+    let answer = null;
+    try { answer = await resp.json(); } catch (e) { /* not JSON */ }
+    const first = answer && Array.isArray(answer.errors) && answer.errors[0];
+    if (first) {
+      const err = new Error(first.message || fallback);
+      err.code = first.extensions && first.extensions.code;
+      throw err;
+    }
+    if (!resp.ok || !answer || !answer.data) throw new Error((answer && answer.error && answer.error.message) || fallback);
     return answer.data;
+  }
+
+  function query(text, variables) {
+    return graphql(text, variables, 'The shop cannot be read.');
   }
 
   async function cartId() {
@@ -76,6 +98,23 @@
     notice('Added to your cart (' + answer.cart.count + ' items).', true);
   }
 
+  const addItemToOrder = 'mutation AddItem($productVariantId: ID!, $quantity: Int!) {' +
+    ' addItemToOrder(productVariantId: $productVariantId, quantity: $quantity) {' +
+    ' __typename ... on Order { count } ... on ErrorResult { errorCode message } } }';
+
+  // addThroughGraphQL adds the product of the #gql-add button, in the quantity of the page's form.
+  async function addThroughGraphQL(button) {
+    const fallback = 'Failed to add item.';
+    const form = document.querySelector('form.add-to-cart');
+    const quantity = Number(form ? form.elements.quantity.value : 1);
+    if (!Number.isInteger(quantity)) throw new Error('Choose a whole number of items.');
+    const data = await graphql(addItemToOrder, { productVariantId: button.dataset.productId, quantity }, fallback);
+    const result = data.addItemToOrder;
+    if (!result || result.__typename !== 'Order') throw new Error((result && result.message) || fallback);
+    showCount(result.count);
+    notice('Added to your cart (' + result.count + ' items).', true);
+  }
+
   async function checkout(form) {
     const email = form.elements.email.value.trim();
     const answer = await call('POST', '/api/carts/' + encodeURIComponent(form.dataset.cart) + '/checkout',
@@ -92,6 +131,16 @@
     button.disabled = true;
     action(form).catch((e) => notice(e.message, false)).finally(() => { button.disabled = false; refresh().catch(() => {}); });
   });
+
+  const gqlAdd = document.getElementById('gql-add');
+  if (gqlAdd) {
+    gqlAdd.hidden = false; // it needs this script
+    gqlAdd.addEventListener('click', () => {
+      gqlAdd.disabled = true;
+      addThroughGraphQL(gqlAdd).catch((e) => notice(e.message, false))
+        .finally(() => { gqlAdd.disabled = false; refresh().catch(() => {}); });
+    });
+  }
 
   refresh().catch(() => {});
 })();

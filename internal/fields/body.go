@@ -82,3 +82,19 @@ func BodyError(err error) *web.Error {
 	}
 	return web.ErrInvalidJSON.Because(err)
 }
+
+// ParseJSON parses one JSON value the strict way the fields of a JSON body are read: numbers kept as
+// json.Number, a key given twice in one object (in any letter case) or data after the value refused
+// (400 INVALID_REQUEST).
+func ParseJSON(body []byte) (any, *web.Error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, web.ErrInvalidJSON.Because(fmt.Errorf("malformed JSON: %w", err))
+	}
+	if e := checkJSON(body, dec); e != nil {
+		return nil, e
+	}
+	return v, nil
+}

@@ -164,6 +164,45 @@ func (v *Verifier) Verify(raw, queue string) (Claims, error) {
 	return c, nil
 }
 
+// Ours reports whether raw is one of this edgeq's tokens, valid or not: a JWT whose header names
+// one of the keyring's key ids and whose iss is the verifier's issuer. It decides where a credential
+// belongs (edgeq takes its own tokens from Authorization: Bearer, and any other Authorization is the
+// shop's), never whether anything opens: the signature is not checked, so a forgery naming edgeq's
+// key counts as edgeq's too and is kept from the shop with the rest; an expired, revoked or other
+// queue's token is edgeq's as well. A token signed by a key no longer in the keyring, or issued
+// under another issuer, is not recognised. It is cheap and allocates little: a value that is not a
+// JWT is told apart by its dots, another issuer's JWT by its header's key id, and a verified token
+// by the cache.
+func (v *Verifier) Ours(raw string) bool {
+	if _, ok := v.good.Peek(raw); ok {
+		return true // verified: signed by one of the keys, for this issuer
+	}
+	if len(raw) > 4096 || strings.Count(raw, ".") != 2 {
+		return false
+	}
+	head, rest, _ := strings.Cut(raw, ".")
+	body, _, _ := strings.Cut(rest, ".")
+	var header struct {
+		Kid string `json:"kid"`
+	}
+	if !decodeSegment(head, &header) {
+		return false
+	}
+	if _, ok := v.keys.verify[header.Kid]; !ok {
+		return false
+	}
+	var claims struct {
+		Issuer string `json:"iss"`
+	}
+	return decodeSegment(body, &claims) && claims.Issuer == v.issuer
+}
+
+// decodeSegment decodes a JWT segment (base64url without padding, then JSON) into out.
+func decodeSegment(seg string, out any) bool {
+	b, err := base64.RawURLEncoding.DecodeString(seg)
+	return err == nil && json.Unmarshal(b, out) == nil
+}
+
 // parse checks everything that does not change with time: structure, algorithm, key, signature,
 // issuer, and that the time claims are present.
 func (v *Verifier) parse(raw string) (Claims, error) {

@@ -235,3 +235,75 @@ func flipChar(s string, i int) string {
 	}
 	return s[:i] + string(c) + s[i+1:]
 }
+
+// Ours tells edgeq's tokens (valid or not) from every other credential an Authorization header may
+// carry: the shop's opaque sessions, other issuers' JWTs, tokens of keys edgeq does not hold.
+func TestVerifier_Ours(t *testing.T) {
+	keys := testKeyring(t)
+	v := NewVerifier(keys, "edgeq", 5*time.Second)
+	now := time.Now()
+	sign := func(k *Keyring, c Claims) string {
+		t.Helper()
+		raw, err := k.Sign(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	valid := sign(keys, validClaims(now))
+	expired := validClaims(now.Add(-time.Hour))
+	otherQueue := validClaims(now)
+	otherQueue.Queue = "other"
+	otherIssuer := validClaims(now)
+	otherIssuer.Issuer = "the-shop"
+	older, _ := GenerateKey()
+	rotated := NewKeyring(older)
+	withOlder := NewKeyring(mustKey(t), older.Public().(ed25519.PublicKey))
+	head, payload, _ := strings.Cut(valid, ".")
+	payload, _, _ = strings.Cut(payload, ".")
+
+	for _, c := range []struct {
+		name string
+		raw  string
+		want bool
+	}{
+		{"valid", valid, true},
+		{"expired", sign(keys, expired), true},
+		{"of another queue", sign(keys, otherQueue), true},
+		{"edgeq's key and issuer, signature broken", head + "." + payload + ".AAAA", true},
+		{"the shop's opaque session", "shop-session-abc", false},
+		{"empty", "", false},
+		{"edgeq's key, another issuer", sign(keys, otherIssuer), false},
+		{"another key", sign(testKeyring(t), validClaims(now)), false},
+		{"a key edgeq no longer holds", sign(rotated, validClaims(now)), false},
+		{"header not base64", "%%%." + payload + ".sig", false},
+		{"header not an object", b64("x") + "." + payload + ".sig", false},
+		{"payload not JSON", head + ".bm90IGpzb24.sig", false},
+		{"four segments", valid + ".x", false},
+		{"oversized", head + "." + strings.Repeat("A", 5000) + ".sig", false},
+	} {
+		if got := v.Ours(c.raw); got != c.want {
+			t.Errorf("%s: Ours = %v, want %v", c.name, got, c.want)
+		}
+	}
+	// An older verification key's tokens are edgeq's while the keyring holds the key.
+	if !NewVerifier(withOlder, "edgeq", 0).Ours(sign(rotated, validClaims(now))) {
+		t.Error("a token of an older key edgeq still verifies with is not recognised")
+	}
+	// A verified token is recognised from the cache.
+	if _, err := v.Verify(valid, "drop"); err != nil {
+		t.Fatal(err)
+	}
+	if !v.Ours(valid) {
+		t.Error("a verified token is not recognised")
+	}
+}
+
+func mustKey(t *testing.T) ed25519.PrivateKey {
+	t.Helper()
+	key, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}

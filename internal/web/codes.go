@@ -97,6 +97,14 @@ var (
 	// was taken and the shop's bid endpoint was not called. AuctionsSourceUnavailable sets Retry-After.
 	ErrAuctionsSourceUnavailable = code(http.StatusServiceUnavailable, "AUCTIONS_SOURCE_UNAVAILABLE", "This auction's details cannot be fetched from the shop right now. Please try again in a moment.").retryAfter(time.Second)
 
+	// GraphQL routes (CONTRACT 11.4). ErrOperationRefused: the operation selects a root field the route
+	// lists in refuse_fields (one that changes a guarded quantity without naming the product).
+	// ErrPersistedQueryNotFound: a request names a persisted query by hash that edgeq has not seen; the
+	// answer is the one automatic persisted query clients resend the document on (200, the message
+	// "PersistedQueryNotFound").
+	ErrOperationRefused       = code(http.StatusForbidden, "OPERATION_REFUSED", "This operation is not accepted here during the sale.")
+	ErrPersistedQueryNotFound = code(http.StatusOK, "PERSISTED_QUERY_NOT_FOUND", "PersistedQueryNotFound")
+
 	// The admin API (CONTRACT section 7).
 	ErrUnauthorized = code(http.StatusUnauthorized, "UNAUTHORIZED", "A valid admin API key is required.")
 	// ErrNotFromDashboard: a change made with the dashboard's Basic credentials must come from the

@@ -1,11 +1,19 @@
 package web
 
 import (
+	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
 )
 
 // CommandHeader is the response header an origin may send to end a visitor's session
@@ -23,7 +31,113 @@ type Outcome struct {
 	Started time.Time  // when forwarding began, for edgeq_origin_duration_seconds
 	Body    *BodyWatch // the visitor's body as the origin transport reads it, nil without a body
 
+	// WantAnswer: a step settles on the shop's answer itself (an answer: outcome), so the proxy keeps
+	// the answer's body (up to server.max_body_bytes) in Answer, as the shop sent it (AnswerEncoding),
+	// before passing it on; AnswerWhole is false when it was larger or broke off.
+	WantAnswer     bool
+	Answer         []byte
+	AnswerEncoding string
+	AnswerWhole    bool
+	// FieldKey and Batch are what "$field" in an answer: path stands for on a graphql: route: the
+	// matched field's response key, and its operation's index in a batched request (-1: not a batch).
+	FieldKey string
+	Batch    int
+
+	answerDoc    any
+	answerParsed bool
+
 	answered chan struct{} // closed when the origin answered or failed (WatchAnswer)
+}
+
+// Matches reports whether the origin's outcome is want (a release_on or complete_on entry). An
+// answer: entry reads the shop's JSON answer (decompressed): it matches when the answer has a value at
+// the path that is not null, false, 0, "", [] or {}. An answer edgeq did not keep whole, or cannot read,
+// matches no answer: entry.
+func (o *Outcome) Matches(want config.ReleaseOutcome) bool {
+	if want.Answer == nil {
+		return want.Matches(o.Status, o.TransportError)
+	}
+	if o.TransportError || !o.Forwarded {
+		return false
+	}
+	if !o.answerParsed {
+		o.answerParsed = true
+		o.answerDoc = o.parseAnswer()
+	}
+	cur := o.answerDoc
+	if o.Batch >= 0 && o.FieldKey != "" {
+		list, ok := cur.([]any)
+		if !ok || o.Batch >= len(list) {
+			return false
+		}
+		cur = list[o.Batch]
+	}
+	for _, step := range want.Answer {
+		if step == "$field" {
+			step = o.FieldKey
+		}
+		switch node := cur.(type) {
+		case map[string]any:
+			cur = node[step]
+		case []any:
+			i, err := strconv.Atoi(step)
+			if err != nil || i < 0 || i >= len(node) {
+				return false
+			}
+			cur = node[i]
+		default:
+			return false
+		}
+	}
+	switch v := cur.(type) {
+	case nil:
+		return false
+	case bool:
+		return v
+	case json.Number:
+		f, err := v.Float64()
+		return err != nil || f != 0
+	case string:
+		return v != ""
+	case []any:
+		return len(v) > 0
+	case map[string]any:
+		return len(v) > 0
+	}
+	return true
+}
+
+// parseAnswer decodes the kept answer: nil when there is none, it is not whole, its encoding is not
+// one edgeq reads (the proxy asks the shop for gzip or nothing), or it is not JSON.
+func (o *Outcome) parseAnswer() any {
+	if !o.AnswerWhole || len(o.Answer) == 0 {
+		return nil
+	}
+	var r io.Reader = bytes.NewReader(o.Answer)
+	switch strings.ToLower(strings.TrimSpace(o.AnswerEncoding)) {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil
+		}
+		r = zr
+	case "deflate":
+		zr, err := zlib.NewReader(r)
+		if err != nil {
+			return nil
+		}
+		r = zr
+	default:
+		return nil
+	}
+	dec := json.NewDecoder(io.LimitReader(r, 16<<20))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return nil
+	}
+	return doc
 }
 
 // WatchAnswer returns a channel closed as soon as the origin has answered (its response headers
@@ -74,7 +188,7 @@ func (b *BodyWatch) Err() error {
 
 // TrackOutcome makes r record the outcome of forwarding (the proxy does this for every request bound
 // for the origin). The Outcome lives inside the Request: no allocation of its own.
-func (r *Request) TrackOutcome() { r.outcome = &r.outcomeValue }
+func (r *Request) TrackOutcome() { r.outcomeValue.Batch = -1; r.outcome = &r.outcomeValue }
 
 // OutcomeFrom returns the Outcome of the request carrying ctx, or nil for requests that are not
 // forwarded (edgeq's own endpoints).

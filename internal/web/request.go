@@ -27,10 +27,19 @@ type Request struct {
 	// ClaimedRequestID is the Edgeq-Request-Id header the client sent: an API client naming its place
 	// in line. The header itself is removed like every client-sent Edgeq-* header.
 	ClaimedRequestID string
+	// ClaimedToken is the Edgeq-Token header the client sent: an app handing edgeq its access token
+	// beside the shop's own Authorization header, which then reaches the shop untouched. Like
+	// ClaimedRequestID it is set only for exactly one value of bounded length, and the header itself
+	// is removed like every client-sent Edgeq-* header.
+	ClaimedToken string
 	// Store is what steps do when the store cannot be used (on_store_error), decided by the proxy.
 	Store StorePolicy
 	// Refusal is the matched route's refusal.json template (nil: the standard error body).
 	Refusal *template.Template
+	// RefusalStatus is the matched route's refusal.status: the status of its 4xx refusals (0: their own).
+	RefusalStatus int
+	// GraphQL: the matched route is a graphql: route, whose refusals default to a GraphQL-shaped body.
+	GraphQL bool
 
 	base         *slog.Logger
 	logger       *slog.Logger

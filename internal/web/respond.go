@@ -173,7 +173,25 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		rs.Page(w, r, e.Status, "error.html", data)
 		return
 	}
+	if e.Code == ErrPersistedQueryNotFound.Code {
+		// The one answer automatic persisted query clients resend the document on, whatever the route's
+		// refusal settings say (Apollo Server's, status and message included).
+		WriteJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{
+			"message": e.Message, "extensions": map[string]any{"code": e.Code}}}})
+		return
+	}
+	if s := info.RefusalStatus; s != 0 && e.Status >= 400 && e.Status < 500 {
+		// refusal.status: for clients that drop the bodies of 4xx answers. The code stays in the body
+		// and in the metrics' labels.
+		c := *e
+		c.Status = s
+		e = &c
+	}
 	if info.Refusal != nil && rs.refusal(w, r, info, e) {
+		return
+	}
+	if info.GraphQL {
+		WriteJSON(w, e.Status, graphQLBody(e))
 		return
 	}
 	body := make(map[string]any, 3+len(e.Fields))
@@ -182,6 +200,17 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	body["success"], body["error"], body["message"] = false, e.Code, e.Message
 	WriteJSON(w, e.Status, body)
+}
+
+// graphQLBody is a refusal in the shape GraphQL clients read (CONTRACT 11.4): no data, one error whose
+// extensions carry the code and the code's fields (wait_url, queue_position, remaining_stock, ...).
+func graphQLBody(e *Error) map[string]any {
+	ext := make(map[string]any, 1+len(e.Fields))
+	for k, v := range e.Fields {
+		ext[k] = v
+	}
+	ext["code"] = e.Code
+	return map[string]any{"data": nil, "errors": []any{map[string]any{"message": e.Message, "extensions": ext}}}
 }
 
 // refusal answers e with the route's refusal.json template (routes[].refusal.json), in the shape the

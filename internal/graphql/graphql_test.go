@@ -1,0 +1,319 @@
+package graphql
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+func route(t *testing.T, g config.GraphQL, seen *Seen) *Route {
+	t.Helper()
+	if g.Operation == "" {
+		g.Operation = config.GraphQLMutation
+	}
+	rt, err := Compile(g, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}
+
+var addItem = config.GraphQL{Fields: []string{"addItemToOrder"}, RefuseFields: []string{"adjustOrderLine"}}
+
+func jsonPost(body string) *http.Request {
+	r := httptest.NewRequest("POST", "/shop-api", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	return r
+}
+
+// outcome is what a request comes to on a route: "pass" (the route does not apply), "refuse CODE",
+// or "match" with the product and quantity the route reads.
+type outcome struct {
+	result   string
+	product  string
+	quantity string
+}
+
+func run(t *testing.T, rt *Route, r *http.Request, seen *Seen) outcome {
+	t.Helper()
+	req, e := Read(r, 1<<20, seen)
+	if e != nil {
+		return outcome{result: "refuse " + e.Code}
+	}
+	m, e := rt.Match(req)
+	switch {
+	case e != nil:
+		return outcome{result: "refuse " + e.Code}
+	case m == nil:
+		return outcome{result: "pass"}
+	}
+	p, _, e := m.Argument([]string{"productVariantId"})
+	if e != nil {
+		return outcome{result: "refuse " + e.Code}
+	}
+	q, _, e := m.Argument([]string{"quantity"})
+	if e != nil {
+		return outcome{result: "refuse " + e.Code}
+	}
+	return outcome{result: "match", product: p, quantity: q}
+}
+
+// Every spelling of the guarded mutation that the issue's shop executed is read as the shop reads it,
+// or refused; other operations pass.
+func TestMatch_ReadsTheOperationAsTheServerExecutesIt(t *testing.T) {
+	const add = `mutation Add($id: ID!, $q: Int!) { addItemToOrder(productVariantId: $id, quantity: $q) { __typename } }`
+	cases := []struct {
+		name, body string
+		want       outcome
+	}{
+		{"variables", `{"query":` + q(add) + `,"variables":{"id":"42","q":2}}`, outcome{"match", "42", "2"}},
+		{"renamed variable", `{"query":"mutation($v: ID!) { addItemToOrder(productVariantId: $v, quantity: 1) { id } }","variables":{"v":"42","productVariantId":"7"}}`, outcome{"match", "42", "1"}},
+		{"inline literal with a decoy variable", `{"query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 5) { id } }","variables":{"productVariantId":"7","quantity":1}}`, outcome{"match", "42", "5"}},
+		{"an Int literal id", `{"query":"mutation { addItemToOrder(productVariantId: 42, quantity: 1) { id } }"}`, outcome{"match", "42", "1"}},
+		{"variable default", `{"query":"mutation($q: Int = 3) { addItemToOrder(productVariantId: \"42\", quantity: $q) { id } }"}`, outcome{"match", "42", "3"}},
+		{"variable given over its default", `{"query":"mutation($q: Int = 3) { addItemToOrder(productVariantId: \"42\", quantity: $q) { id } }","variables":{"q":4}}`, outcome{"match", "42", "4"}},
+		{"escaped string", `{"query":"mutation { addItemToOrder(productVariantId: \"\\u0034\\u0032\", quantity: 1) { id } }"}`, outcome{"match", "42", "1"}},
+		{"block string", `{"query":"mutation { addItemToOrder(productVariantId: \"\"\"42\"\"\", quantity: 1) { id } }"}`, outcome{"match", "42", "1"}},
+		{"named fragment", `{"query":"mutation { ...A } fragment A on Mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`, outcome{"match", "42", "1"}},
+		{"inline fragment", `{"query":"mutation { ... on Mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } } }"}`, outcome{"match", "42", "1"}},
+		{"fragment spread twice merges", `{"query":"mutation { ...A ...A } fragment A on Mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`, outcome{"match", "42", "1"}},
+		{"operationName picks the guarded one", `{"query":"query P { products { id } } mutation M { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }","operationName":"M"}`, outcome{"match", "42", "1"}},
+		{"operationName picks the other one", `{"query":"query P { products { id } } mutation M { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }","operationName":"P"}`, outcome{"pass", "", ""}},
+
+		{"a query passes", `{"query":"{ products { id } }"}`, outcome{"pass", "", ""}},
+		{"another mutation passes", `{"query":"mutation { setCustomerForOrder(input: {}) { id } }"}`, outcome{"pass", "", ""}},
+		{"a query field of the same name passes", `{"query":"query { addItemToOrder }"}`, outcome{"pass", "", ""}},
+		{"a nested field of the same name passes", `{"query":"mutation { other { addItemToOrder(productVariantId: 1) } }"}`, outcome{"pass", "", ""}},
+		{"a batch of other operations passes", `[{"query":"{ products { id } }"},{"query":"{ activeOrder { id } }"}]`, outcome{"pass", "", ""}},
+		{"a batch with the guarded one", `[{"query":"{ products { id } }"},{"query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}]`, outcome{"match", "42", "1"}},
+		{"unparsable without the field passes", `{"query":"{ products { id "}`, outcome{"pass", "", ""}},
+
+		{"aliases", `{"query":"mutation { a: addItemToOrder(productVariantId: \"42\", quantity: 1) { id } b: addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"a batch of two", `[{"query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"},{"query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}]`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"@skip", `{"query":"mutation($s: Boolean!) { addItemToOrder(productVariantId: \"42\", quantity: 1) @skip(if: $s) { id } }","variables":{"s":false}}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"@include on a fragment", `{"query":"mutation { ...A @include(if: true) } fragment A on Mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"several operations, no operationName", `{"query":"query P { products { id } } mutation M { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"unparsable naming the field", `{"query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id "}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"malformed JSON naming the field", `{"query":"mutation { addItemToOrder }"`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"a parameter in another letter case", `{"Query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"a key given twice", `{"query":"{ products { id } }","query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"refused field", `{"query":"mutation { adjustOrderLine(orderLineId: \"1\", quantity: 4) { id } }"}`, outcome{"refuse OPERATION_REFUSED", "", ""}},
+		{"refused field through a fragment", `{"query":"mutation { ...A } fragment A on Mutation { adjustOrderLine(orderLineId: \"1\", quantity: 4) { id } }"}`, outcome{"refuse OPERATION_REFUSED", "", ""}},
+		{"undeclared variable", `{"query":"mutation { addItemToOrder(productVariantId: $id, quantity: 1) { id } }","variables":{"id":"42"}}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"a float quantity", `{"query":"mutation($q: Int!) { addItemToOrder(productVariantId: \"42\", quantity: $q) { id } }","variables":{"q":1.0}}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"an exponent id", `{"query":"mutation($id: ID!) { addItemToOrder(productVariantId: $id, quantity: 1) { id } }","variables":{"id":42e0}}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+		{"an argument given twice", `{"query":"mutation { addItemToOrder(productVariantId: \"42\", productVariantId: \"7\", quantity: 1) { id } }"}`, outcome{"refuse INVALID_REQUEST", "", ""}},
+	}
+	rt := route(t, addItem, NewSeen())
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := run(t, rt, jsonPost(c.body), nil); got != c.want {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func q(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// The other shapes of a GraphQL request: GET, application/graphql, forms, multipart uploads, and the
+// URL's parameters on a POST.
+func TestRead_EveryShapeOfRequest(t *testing.T) {
+	const add = `mutation { addItemToOrder(productVariantId: "42", quantity: 2) { id } }`
+	rt := route(t, addItem, NewSeen())
+	queryRoute := route(t, config.GraphQL{Operation: config.GraphQLQuery, Fields: []string{"product"}}, NewSeen())
+
+	get := httptest.NewRequest("GET", "/shop-api?"+url.Values{"query": {add}}.Encode(), nil)
+	if got := run(t, rt, get, nil); got.result != "refuse METHOD_NOT_ALLOWED" {
+		t.Errorf("GET mutation: %+v", got)
+	}
+	getQuery := httptest.NewRequest("GET", "/shop-api?"+url.Values{"query": {`query($s: String) { product(sku: $s) { id } }`}, "variables": {`{"s":"x"}`}}.Encode(), nil)
+	req, _ := Read(getQuery, 1<<20, nil)
+	if m, e := queryRoute.Match(req); e != nil || m == nil {
+		t.Errorf("GET query on a query route: %v %v", m, e)
+	} else if v, _, _ := m.Argument([]string{"s"}); v != "" {
+		t.Errorf("argument s: %q (the field's argument is sku)", v)
+	} else if v, found, _ := m.Argument([]string{"sku"}); !found || v != "x" {
+		t.Errorf("GET variables: sku %q %v", v, found)
+	}
+
+	gql := httptest.NewRequest("POST", "/shop-api", strings.NewReader(add))
+	gql.Header.Set("Content-Type", "application/graphql")
+	if got := run(t, rt, gql, nil); got != (outcome{"match", "42", "2"}) {
+		t.Errorf("application/graphql: %+v", got)
+	}
+
+	form := httptest.NewRequest("POST", "/shop-api", strings.NewReader(url.Values{"query": {add}}.Encode()))
+	form.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if got := run(t, rt, form, nil); got != (outcome{"match", "42", "2"}) {
+		t.Errorf("form: %+v", got)
+	}
+
+	// A multipart upload: the operations are read, the file streams on untouched.
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	mw.WriteField("operations", `{"query":"mutation($f: Upload) { addItemToOrder(productVariantId: \"42\", quantity: 3) { id } }","variables":{"f":null}}`)
+	mw.WriteField("map", `{"0":["variables.f"]}`)
+	fw, _ := mw.CreateFormFile("0", "a.bin")
+	file := bytes.Repeat([]byte("x"), 3<<20) // larger than the body limit: never read by edgeq
+	fw.Write(file)
+	mw.Close()
+	sent := body.Bytes()
+	mp := httptest.NewRequest("POST", "/shop-api", bytes.NewReader(sent))
+	mp.Header.Set("Content-Type", mw.FormDataContentType())
+	if got := run(t, rt, mp, nil); got != (outcome{"match", "42", "3"}) {
+		t.Errorf("multipart: %+v", got)
+	}
+	if rest, _ := io.ReadAll(mp.Body); !bytes.Equal(rest, sent) {
+		t.Errorf("the multipart body reaches the origin changed: %d bytes, sent %d", len(rest), len(sent))
+	}
+
+	// The URL's query on a POST: express-graphql reads it when the body lacks it.
+	urlPost := httptest.NewRequest("POST", "/shop-api?"+url.Values{"query": {add}}.Encode(), strings.NewReader(`{"variables":{}}`))
+	urlPost.Header.Set("Content-Type", "application/json")
+	if got := run(t, rt, urlPost, nil); got != (outcome{"match", "42", "2"}) {
+		t.Errorf("query in the URL of a POST: %+v", got)
+	}
+	both := httptest.NewRequest("POST", "/shop-api?"+url.Values{"query": {add}}.Encode(), strings.NewReader(`{"query":"{ products { id } }"}`))
+	both.Header.Set("Content-Type", "application/json")
+	if got := run(t, rt, both, nil); got.result != "refuse INVALID_REQUEST" {
+		t.Errorf("query in the URL and the body: %+v", got)
+	}
+
+	// A JSON body over the limit: edgeq cannot see what it asks for.
+	big := jsonPost(`{"query":"{ products { id } }","pad":"` + strings.Repeat("x", 2<<20) + `"}`)
+	if _, e := Read(big, 1<<20, nil); e == nil || e.Code != web.ErrPayloadTooLarge.Code {
+		t.Errorf("a body over the limit: %v", e)
+	}
+	// A JSON body is put back byte for byte.
+	sentJSON := `{"query":` + q(add) + `}`
+	r := jsonPost(sentJSON)
+	run(t, rt, r, nil)
+	if rest, _ := io.ReadAll(r.Body); string(rest) != sentJSON {
+		t.Errorf("the JSON body reaches the origin as %q", rest)
+	}
+}
+
+func hashOf(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// Automatic persisted queries: a hash edgeq has not seen answers PERSISTED_QUERY_NOT_FOUND (the client
+// sends the document), a document is learnt only under its own hash, and a hash-only request is then
+// read as the document it names.
+func TestPersistedQueries(t *testing.T) {
+	const add = `mutation { addItemToOrder(productVariantId: "42", quantity: 1) { id } }`
+	const harmless = `{ products { id } }`
+	seen := NewSeen()
+	rt := route(t, addItem, seen)
+	hashOnly := func(hash string) string {
+		return `{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + hash + `"}}}`
+	}
+	if got := run(t, rt, jsonPost(hashOnly(hashOf(add))), seen); got.result != "refuse PERSISTED_QUERY_NOT_FOUND" {
+		t.Errorf("unknown hash: %+v", got)
+	}
+	// Poisoning: the harmless document sent under the guarded one's hash is not learnt (and refused
+	// only if it concerned the route: it does not, the shop refuses it).
+	poison := `{"query":` + q(harmless) + `,"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + hashOf(add) + `"}}}`
+	if got := run(t, rt, jsonPost(poison), seen); got.result != "pass" {
+		t.Errorf("a harmless document under another hash: %+v", got)
+	}
+	if got := run(t, rt, jsonPost(hashOnly(hashOf(add))), seen); got.result != "refuse PERSISTED_QUERY_NOT_FOUND" {
+		t.Errorf("after the poisoning attempt, the guarded hash: %+v", got)
+	}
+	mismatch := `{"query":` + q(add) + `,"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + hashOf(harmless) + `"}}}`
+	if got := run(t, rt, jsonPost(mismatch), seen); got.result != "refuse INVALID_REQUEST" {
+		t.Errorf("the guarded document under another hash: %+v", got)
+	}
+	// The client's retry with the document teaches edgeq; the next hash-only request is read.
+	full := `{"query":` + q(add) + `,"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + strings.ToUpper(hashOf(add)) + `"}}}`
+	if got := run(t, rt, jsonPost(full), seen); got != (outcome{"match", "42", "1"}) {
+		t.Errorf("document with its hash: %+v", got)
+	}
+	if got := run(t, rt, jsonPost(hashOnly(hashOf(add))), seen); got != (outcome{"match", "42", "1"}) {
+		t.Errorf("hash-only after learning: %+v", got)
+	}
+	get := httptest.NewRequest("GET", "/shop-api?"+url.Values{"extensions": {`{"persistedQuery":{"version":1,"sha256Hash":"` + hashOf(harmless) + `"}}`}}.Encode(), nil)
+	if got := run(t, rt, get, seen); got.result != "refuse PERSISTED_QUERY_NOT_FOUND" {
+		t.Errorf("unknown hash over GET: %+v", got)
+	}
+}
+
+// Trusted documents: ids of the operator's file are read; an id it lacks is not a guarded operation.
+func TestTrustedDocuments(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "docs.json")
+	os.WriteFile(file, []byte(`{"add1": "mutation($id: ID!) { addItemToOrder(productVariantId: $id, quantity: 1) { id } }"}`), 0o600)
+	g := addItem
+	g.Documents = file
+	rt := route(t, g, NewSeen())
+	if got := run(t, rt, jsonPost(`{"documentId":"add1","variables":{"id":"42"}}`), nil); got != (outcome{"match", "42", "1"}) {
+		t.Errorf("trusted id: %+v", got)
+	}
+	if got := run(t, rt, jsonPost(`{"doc_id":"other","variables":{"id":"42"}}`), nil); got.result != "pass" {
+		t.Errorf("an id the file lacks: %+v", got)
+	}
+	if got := run(t, rt, jsonPost(`{"documentId":"add1","query":"{ products { id } }"}`), nil); got.result != "refuse INVALID_REQUEST" {
+		t.Errorf("a trusted id with another document: %+v", got)
+	}
+	manifest := filepath.Join(dir, "manifest.json")
+	os.WriteFile(manifest, []byte(`{"format":"apollo-persisted-query-manifest","version":1,"operations":[{"id":"abc","name":"Add","type":"mutation","body":"mutation Add { addItemToOrder(productVariantId: \"7\", quantity: 2) { id } }"}]}`), 0o600)
+	g.Documents = manifest
+	rt = route(t, g, NewSeen())
+	if got := run(t, rt, jsonPost(`{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"abc"}}}`), nil); got != (outcome{"match", "7", "2"}) {
+		t.Errorf("Apollo manifest: %+v", got)
+	}
+	os.WriteFile(manifest, []byte(`{"x": "mutation {"}`), 0o600)
+	if _, err := Compile(g, nil); err == nil {
+		t.Error("a documents file with a broken document compiled")
+	}
+}
+
+// Input-object paths: graphql:input.sku.
+func TestArgument_InputObjectPaths(t *testing.T) {
+	rt := route(t, config.GraphQL{Fields: []string{"addToCart"}}, nil)
+	for body, want := range map[string]string{
+		`{"query":"mutation { addToCart(input: {sku: \"A-1\", quantity: 2}) { id } }"}`:                                  "A-1",
+		`{"query":"mutation($i: CartInput!) { addToCart(input: $i) { id } }","variables":{"i":{"sku":"B-2"}}}`:           "B-2",
+		`{"query":"mutation($s: String!) { addToCart(input: {sku: $s}) { id } }","variables":{"s":"C-3"}}`:               "C-3",
+		`{"query":"mutation($i: CartInput = {sku: \"D-4\"}) { addToCart(input: $i) { id } }"}`:                           "D-4",
+		`{"query":"mutation { addToCart(input: {items: [{sku: \"E-5\"}]}) { id } }"}`:                                    "",
+		`{"query":"mutation($i: CartInput!) { addToCart(input: $i) { id } }","variables":{"i":{"Sku":"F-6","sku":"x"}}}`: "refused",
+	} {
+		req, e := Read(jsonPost(body), 1<<20, nil)
+		if e != nil {
+			t.Fatal(e)
+		}
+		m, e := rt.Match(req)
+		if e != nil {
+			if want != "refused" {
+				t.Errorf("%s: %v", body, e)
+			}
+			continue
+		}
+		got, _, e := m.Argument([]string{"input", "sku"})
+		if e != nil {
+			got = "refused"
+		}
+		if got != want {
+			t.Errorf("%s: input.sku %q, want %q", body, got, want)
+		}
+	}
+}
