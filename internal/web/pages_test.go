@@ -17,7 +17,7 @@ var shopperErrors = []*Error{
 	ErrQueueNotFound, ErrRequestNotFound, ErrExpired, ErrRateLimited, ErrQueueRequired, ErrCrossSite,
 	ErrNotOpen, ErrSoldOut, ErrQueueClosed, ErrInviteRequired, ErrInviteNotFound, ErrInviteUsed, ErrInviteExpired,
 	ErrTurnstileRequired, ErrInvalidTurnstile, ErrProductNotFound, ErrPurchaseInProgress, ErrAlreadyPurchased,
-	ErrAuctionNotFound, ErrAuctionEnded, ErrSelfBid, ErrInvalidBid, ErrBidTooLow,
+	ErrAuctionNotFound, ErrAuctionEnded, ErrSelfBid, ErrInvalidBid, ErrBidTooLow, ErrOperationRefused,
 }
 
 // Every error a shopper can meet reads in the shopper's language: its heading and message come from

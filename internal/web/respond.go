@@ -158,6 +158,13 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	if e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
+	if e.Code == ErrPersistedQueryNotFound.Code {
+		// The one answer automatic persisted query clients resend the document on, whatever the route's
+		// refusal settings say (Apollo Server's, status and message included), for any client.
+		WriteJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{
+			"message": e.Message, "extensions": map[string]any{"code": e.Code}}}})
+		return
+	}
 	if IsNavigation(r) {
 		base := rs.Base(r)
 		data := ErrorPage{
@@ -171,13 +178,6 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 			data.Heading = base.Text.T(key)
 		}
 		rs.Page(w, r, e.Status, "error.html", data)
-		return
-	}
-	if e.Code == ErrPersistedQueryNotFound.Code {
-		// The one answer automatic persisted query clients resend the document on, whatever the route's
-		// refusal settings say (Apollo Server's, status and message included).
-		WriteJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{
-			"message": e.Message, "extensions": map[string]any{"code": e.Code}}}})
 		return
 	}
 	if s := info.RefusalStatus; s != 0 && e.Status >= 400 && e.Status < 500 {
