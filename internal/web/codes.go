@@ -56,7 +56,10 @@ var (
 	ErrExpired         = code(http.StatusGone, "EXPIRED", "This place in the queue is no longer valid. Please join the queue again.")
 	ErrNotYetServed    = code(http.StatusAccepted, "NOT_YET_SERVED", "Your turn has not come yet.")
 	ErrRateLimited     = code(http.StatusTooManyRequests, "RATE_LIMITED", "Too many requests from your network. Please wait a moment.")
-	ErrQueueRequired   = code(http.StatusForbidden, "QUEUE_REQUIRED", "This page needs a place in the waiting room first.")
+	// ErrTooManyPlaces: the client's address holds queues[].places_per_ip unserved places in the queue
+	// already (CONTRACT 11.1); nothing was taken.
+	ErrTooManyPlaces = code(http.StatusTooManyRequests, "TOO_MANY_PLACES", "Your network already holds as many places in this line as one network may. Please wait for your turn.")
+	ErrQueueRequired = code(http.StatusForbidden, "QUEUE_REQUIRED", "This page needs a place in the waiting room first.")
 	// ErrCrossSite refuses a join (or a token, or a Turnstile check) that a browser sent for another
 	// site's page (CrossSite): a no-cors fetch or a hidden form elsewhere would otherwise take places
 	// in line from each of that site's visitors.
@@ -106,6 +109,9 @@ var (
 	ErrPersistedQueryNotFound = code(http.StatusOK, "PERSISTED_QUERY_NOT_FOUND", "PersistedQueryNotFound")
 
 	// The admin API (CONTRACT section 7).
+	// ErrMisdirected: the admin listener was asked for a Host it does not answer to (not an IP literal,
+	// localhost or one of admin.allowed_hosts): a DNS rebinding page's request (CONTRACT 11.1).
+	ErrMisdirected  = code(http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST", "This address does not serve that host name.")
 	ErrUnauthorized = code(http.StatusUnauthorized, "UNAUTHORIZED", "A valid admin API key is required.")
 	// ErrNotFromDashboard: a change made with the dashboard's Basic credentials must come from the
 	// dashboard itself (its X-Edgeq-Dashboard header), a CSRF guard.

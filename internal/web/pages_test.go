@@ -18,6 +18,7 @@ var shopperErrors = []*Error{
 	ErrNotOpen, ErrSoldOut, ErrQueueClosed, ErrInviteRequired, ErrInviteNotFound, ErrInviteUsed, ErrInviteExpired,
 	ErrTurnstileRequired, ErrInvalidTurnstile, ErrProductNotFound, ErrPurchaseInProgress, ErrAlreadyPurchased,
 	ErrAuctionNotFound, ErrAuctionEnded, ErrSelfBid, ErrInvalidBid, ErrBidTooLow, ErrOperationRefused,
+	ErrTooManyPlaces, ErrMisdirected,
 }
 
 // Every error a shopper can meet reads in the shopper's language: its heading and message come from
