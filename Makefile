@@ -47,7 +47,7 @@ FUZZ_TARGETS := \
 	./proxy:FuzzClientAddress ./proxy:FuzzStripEdgeqCookies ./proxy:FuzzStripEdgeqHeaders ./proxy:FuzzCheckHost \
 	./internal/token:FuzzVerify ./waitroom:FuzzRequestID ./internal/money:FuzzParse \
 	./internal/store:FuzzEntityKeys ./internal/accesslog:FuzzSameAsSlog \
-	./internal/graphql:FuzzGraphQLArguments
+	./internal/graphql:FuzzGraphQLArguments ./internal/idmatch:FuzzIDMatch
 # scripts/fuzz.sh tells a finding from Go 1.26's end-of-fuzztime coordinator race (golang/go#75804).
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -50,8 +50,9 @@ type Options struct {
 	// {prefix}/auctions/mine identifies a bidder when the bid route's user is "token". Nil: such
 	// bidders cannot be identified there (400).
 	Visitor func(r *http.Request, queue string) (requestID string, ok bool)
-	// The circuit breaker of auctions_source: open after SourceFailures failures in a row (5), for
-	// SourceCooldown (10 s).
+	// The circuit breaker of auctions_source when its settings leave it unset (0): open after
+	// SourceFailures failures in a row (5), for SourceCooldown (10 s). The configuration file's
+	// auctions_source.breaker_failures and breaker_open_for always set it.
 	SourceFailures int
 	SourceCooldown time.Duration
 }

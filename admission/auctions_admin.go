@@ -51,7 +51,7 @@ func (k *bidKind) writeAuction(ctx context.Context, a config.Auction, createOnly
 		return err
 	}
 	k.reads.forget(a.ID)
-	if err := s.client.SAdd(ctx, auctionIndexKey(s.keys), a.ID).Err(); err != nil {
+	if err := s.indexOwner(ctx, k, a.ID); err != nil {
 		return err
 	}
 	return s.ensureStreamGroup(ctx, auctionEventsKey(s.keys, a.ID))

@@ -59,29 +59,23 @@ func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 	if err != nil {
 		return nil, err // store.ErrNotAcked among them: the step withdraws the bid
 	}
-	if code == bidUnknownAuction {
-		// Only an auction the store does not know is asked of the shop (auctions_source): known
-		// auctions never wait for it. bid.lua refused before writing anything.
-		if src := k.s.source.Load(); src != nil {
-			r := src.ensure(ctx, c.owner)
-			switch {
-			case r.err != nil:
-				return nil, fmt.Errorf("writing auction %s from auctions_source: %w", c.owner, r.err)
-			case r.e != nil:
-				return r.e, nil
-			case !r.found:
-				return web.ErrAuctionNotFound, nil
-			}
-			if code, highest, err = k.place(ctx, c); err != nil {
-				return nil, err
-			}
-		}
-	}
 	return bidRefusal(code, highest), nil
 }
 
-// bidUnknownAuction is bid.lua's code for an auction the store does not know.
-const bidUnknownAuction = 2
+// discover asks auctions_source about an auction the store does not know (bid.lua refused before
+// writing anything; the step first made sure it is no other spelling of a guarded auction, which the
+// shop may answer for: spellings.go). Known auctions never wait for the shop.
+func (k *bidKind) discover(ctx context.Context, auction string) (bool, *web.Error, error) {
+	src := k.s.source.Load()
+	if src == nil {
+		return false, nil, nil
+	}
+	r := src.ensure(ctx, auction)
+	if r.err != nil {
+		return false, nil, fmt.Errorf("writing auction %s from auctions_source: %w", auction, r.err)
+	}
+	return r.found, r.e, nil
+}
 
 // place runs bid.lua: its code and the highest amount. With redis.wait_replicas the replicas are waited
 // for (store.RunAcked): an accepted bid they did not confirm in time comes with store.ErrNotAcked.
@@ -170,6 +164,7 @@ type BidRecord struct {
 }
 
 func (k *bidKind) index() string                { return auctionIndexKey(k.s.keys) }
+func (k *bidKind) spellings() string            { return auctionSpellingsKey(k.s.keys) }
 func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
 
 // parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger

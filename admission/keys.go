@@ -40,6 +40,11 @@ func deadKey(k store.Keys) string                 { return k.Global("adm", "dead
 func deadByTimeKey(k store.Keys) string           { return k.Global("adm", "dead_by_time") }
 func productIndexKey(k store.Keys) string         { return k.Global("adm", "products") }
 
+// The spellings indexes (spellings.go): key (idmatch.GuardedKeys) -> the guarded ids under it,
+// separated by spaces. In the {adm} slot with the ids' indexes: index.lua writes both at once.
+func productSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:products") }
+func auctionSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:auctions") }
+
 // Auction keys carry the auction's hash tag ({a:<id>}).
 func auctionInfoKey(k store.Keys, auction string) string    { return k.Auction(auction, "info") }
 func auctionHighestKey(k store.Keys, auction string) string { return k.Auction(auction, "highest") }

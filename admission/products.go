@@ -67,9 +67,9 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 	if res[0] == 1 {
 		return false, errProductExists
 	}
-	// Outside the product's hash tag, so not in the script: the index only serves listings and the
-	// worker's discovery, and both check each product still exists.
-	if err := s.client.SAdd(ctx, productIndexKey(s.keys), p.ID).Err(); err != nil {
+	// Outside the product's hash tag, so not in the script: the index serves listings, the worker's
+	// discovery and other spellings of the id (spellings.go), and each checks the product still exists.
+	if err := s.indexOwner(ctx, k, p.ID); err != nil {
 		return res[1] == 1, err
 	}
 	k.products.forget(p.ID)
@@ -348,7 +348,7 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	s.client.SRem(r.Context(), productIndexKey(s.keys), id)
+	s.unindexOwner(r.Context(), k, id)
 	k.products.forget(id)
 	if n == 0 {
 		s.responder.Error(w, r, web.ErrProductNotFound)

@@ -41,4 +41,5 @@ var (
 	commitsScript = redis.NewScript(mustRead("commits.lua")) // batched commits (committer.go)
 	trimScript    = redis.NewScript(mustRead("trim.lua"))    // the event streams' trim (trim.go)
 	leaseScript   = script("lease.lua")                      // a replica's liveness lease (orphans.go)
+	indexScript   = redis.NewScript(mustRead("index.lua"))   // the ids' index and spellings (spellings.go)
 )

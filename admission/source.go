@@ -173,8 +173,9 @@ func (s *auctionSource) ask(ctx context.Context, id string) sourceResult {
 	return sourceResult{found: true, err: s.create(ctx, a)}
 }
 
-// fetch asks the shop: 200 with the auction, 404 (or 410) when it has none; anything else is a
-// failure. result is the metrics label; status is the shop's (0 when it did not answer).
+// fetch asks the shop: 200 with the auction; a 4xx about the id asked for (404, 410, 400, ...) when
+// it has none; an answer that says the shop is unwell (unwell) is a failure, as is a 200 that is not
+// an auction. result is the metrics label; status is the shop's (0 when it did not answer).
 func (s *auctionSource) fetch(ctx context.Context, id string) (a config.Auction, found bool, status int, result string, err error) {
 	// The request serves every bid waiting on this auction: it does not end with the bidder who
 	// started it.
@@ -193,14 +194,16 @@ func (s *auctionSource) fetch(ctx context.Context, id string) (a config.Auction,
 		return a, false, 0, failure(ctx), err
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotFound, http.StatusGone:
+	switch code := resp.StatusCode; {
+	case code == http.StatusOK:
+	case unwell(code):
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxSourceBody)) // keep the connection
-		return a, false, resp.StatusCode, sourceNotFound, nil
+		return a, false, code, failure(ctx), fmt.Errorf("the shop answered %d", code)
 	default:
+		// The shop's word on the id a bidder chose (400 for an id its validation refuses): an unknown
+		// auction, however many bidders make up such ids, never a reason to stop asking about others.
 		io.Copy(io.Discard, io.LimitReader(resp.Body, maxSourceBody))
-		return a, false, resp.StatusCode, failure(ctx), fmt.Errorf("the shop answered %d", resp.StatusCode)
+		return a, false, code, sourceNotFound, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBody+1))
 	if err != nil {
@@ -213,6 +216,21 @@ func (s *auctionSource) fetch(ctx context.Context, id string) (a config.Auction,
 		return a, false, resp.StatusCode, sourceError, err
 	}
 	return a, true, resp.StatusCode, sourceFound, nil
+}
+
+// unwell reports whether an answer other than 200 says the shop cannot answer about any auction now,
+// whatever the id (CONTRACT 11.1): a 5xx; 401, 403 or 407 (edgeq is not let in: a key or proxy
+// problem); 408 and 429 (the shop is overloaded or limits edgeq); and anything outside 4xx (another
+// 2xx such as 204, a redirect the client did not follow): not the documented answer. Every other 4xx
+// (400, 404, 410, 414, 422, ...) is about the id asked for, and a bidder picks the id: counting those
+// would let anyone open the breaker (issue 33).
+func unwell(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired, http.StatusRequestTimeout,
+		http.StatusTooManyRequests:
+		return true
+	}
+	return status < 400 || status >= 500
 }
 
 // failure is the label of a request that failed: timeout when its deadline passed.
@@ -289,9 +307,10 @@ func scalarText(raw json.RawMessage) (text string, set bool, err error) {
 }
 
 // breaker is the circuit breaker of auctions_source: closed, it lets every request through; after
-// threshold failures in a row it opens for cooldown, refusing at once; then it lets one request
-// through (half-open): its success closes it, its failure opens it again for another cooldown. A
-// "not found" is a success: the shop answered.
+// threshold failures in a row (auctions_source.breaker_failures) it opens for cooldown
+// (breaker_open_for), refusing at once; then it lets one request through (half-open): its success
+// closes it, its failure opens it again for another cooldown. A "not found" (any answer about the id:
+// fetch) is a success: the shop answered.
 type breaker struct {
 	threshold int
 	cooldown  time.Duration
@@ -349,7 +368,14 @@ func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
 	}
 	var next *auctionSource
 	if settings.On() {
-		next = newAuctionSource(settings, s.o.SourceFailures, s.o.SourceCooldown, s.sourceMetrics, s.logger,
+		failures, cooldown := settings.BreakerFailures, settings.BreakerOpenFor
+		if failures <= 0 {
+			failures = s.o.SourceFailures
+		}
+		if cooldown <= 0 {
+			cooldown = s.o.SourceCooldown
+		}
+		next = newAuctionSource(settings, failures, cooldown, s.sourceMetrics, s.logger,
 			func(ctx context.Context, a config.Auction) error { return s.bid.writeAuction(ctx, a, true) })
 	} else {
 		s.sourceMetrics.breakerOpen.Set(0)

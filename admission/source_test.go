@@ -27,7 +27,8 @@ const sourceCooldown = 1500 * time.Millisecond
 type testShop struct {
 	srv      *httptest.Server
 	auctions map[string]string // id -> JSON answer; others are 404
-	mode     atomic.Value      // "ok", "slow" (answers after delay, or never), "fail" (500), "garbage" (200, not JSON)
+	mode     atomic.Value      // "ok", "slow" (answers after delay, or never), "fail" (500), "garbage" (200, not JSON), "status" (status)
+	status   atomic.Int64      // the answer of mode "status"
 	delay    atomic.Int64      // nanoseconds an "ok" answer waits
 	requests atomic.Int64
 	perID    sync.Map // id -> *atomic.Int64
@@ -71,11 +72,20 @@ func newTestShop(t *testing.T, auctions map[string]string) *testShop {
 		case "garbage":
 			io.WriteString(w, "<html>SECRET-PAGE not an auction</html>")
 			return
+		case "status":
+			w.WriteHeader(int(shop.status.Load()))
+			io.WriteString(w, "SECRET-STACK-TRACE of the shop")
+			return
 		}
 		if d := time.Duration(shop.delay.Load()); d > 0 {
 			time.Sleep(d)
 		}
 		body, known := shop.auctions[id]
+		if !known && strings.HasPrefix(id, "bad-") {
+			// An id the shop's validation refuses (a Rails or Laravel API, say).
+			http.Error(w, `{"error":"invalid id"}`, http.StatusBadRequest)
+			return
+		}
 		if !known {
 			http.NotFound(w, r)
 			return
@@ -428,5 +438,60 @@ func TestAuctionsSource_AnswersAreCheckedLikeTheConfigurationFile(t *testing.T) 
 		if err != nil && strings.Contains(err.Error(), "<html>") {
 			t.Errorf("%s: the answer is in the error: %v", body, err)
 		}
+	}
+}
+
+// Issue 33, item 7: answers about the id asked for (400, 404) are facts about that id, from any
+// client's bid: before, five bids on ids the shop answers 400 to opened the breaker, and a legitimate
+// first bid on another auction got 503 for the cool-down. They are cached as unknown for cache_ttl and
+// never count as failures; bids on them are refused as on any unknown auction.
+func TestAuctionsSource_AnswersAboutAnIdNeverOpenTheBreaker(t *testing.T) {
+	st := newStack(t, storetest.Redis(t))
+	shop := newTestShop(t, map[string]string{"vase": shopAuction(`"1.00"`, `"1.00"`, time.Hour, "")})
+	st.svc.UseAuctionsSource(shop.settings(time.Second, time.Minute))
+	for i := range 10 {
+		for _, id := range []string{fmt.Sprintf("bad-%d", i), fmt.Sprintf("gone-%d", i)} {
+			if a := st.bid(id, fmt.Sprintf("mallory-%d", i), "5.00"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
+				t.Fatalf("bid on %s: %d %s", id, a.status, a.body)
+			}
+		}
+	}
+	if open := testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen); open != 0 || st.sourceCount("not_found") != 20 ||
+		st.sourceCount("error") != 0 {
+		t.Fatalf("after 20 answers about ids: breaker gauge %v, not_found %v, error %v", open, st.sourceCount("not_found"), st.sourceCount("error"))
+	}
+	if a := st.bid("vase", "alice", "5.00"); a.status != 200 {
+		t.Fatalf("a legitimate first bid on another auction: %d %s", a.status, a.body)
+	}
+	// Cached as unknown: asking again within cache_ttl costs the shop nothing.
+	for _, id := range []string{"bad-0", "gone-0"} {
+		if a := st.bid(id, "mallory", "5.00"); a.status != 404 || shop.asked(id) != 1 {
+			t.Fatalf("bid on %s again: %d %s, shop asked %d times", id, a.status, a.body, shop.asked(id))
+		}
+	}
+}
+
+// Answers that say the shop is unwell count towards the breaker: 5xx, 401, 403, 429 (timeouts,
+// connection errors and a 200 that is not an auction: TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn).
+func TestAuctionsSource_AnswersThatSayTheShopIsUnwellOpenTheBreaker(t *testing.T) {
+	for _, status := range []int{401, 403, 429, 500, 502, 503} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			st := newStack(t, storetest.Redis(t))
+			shop := newTestShop(t, nil)
+			st.svc.UseAuctionsSource(shop.settings(time.Second, time.Minute))
+			shop.mode.Store("status")
+			shop.status.Store(int64(status))
+			for i := range 5 {
+				if a := st.bid(fmt.Sprintf("new-%d", i), "alice", "5.00"); a.status != 503 || a.json["error"] != "AUCTIONS_SOURCE_UNAVAILABLE" {
+					t.Fatalf("bid %d: %d %s", i, a.status, a.body)
+				}
+			}
+			if open := testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen); open != 1 || st.sourceCount("error") != 5 {
+				t.Fatalf("after five %d answers: breaker gauge %v, error %v", status, open, st.sourceCount("error"))
+			}
+			if a := st.bid("new-9", "alice", "5.00"); a.status != 503 || shop.requests.Load() != 5 {
+				t.Fatalf("while open: %d %s, shop asked %d times", a.status, a.body, shop.requests.Load())
+			}
+		})
 	}
 }

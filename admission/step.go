@@ -15,6 +15,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/graphql"
+	"github.com/edgeq/edgeq/internal/idmatch"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
@@ -45,6 +46,10 @@ type kind interface {
 	// unknown is the refusal of an owner the store does not know (404 PRODUCT_NOT_FOUND, ...); a route
 	// with unknown_product: pass forwards such a request without admission instead.
 	unknown() *web.Error
+	// discover asks elsewhere about an owner the store does not know, and writes it to the store when
+	// found (auctions_source for auctions; stock has nowhere to ask). e is a refusal of its own (503
+	// AUCTIONS_SOURCE_UNAVAILABLE); err a store error while writing.
+	discover(ctx context.Context, owner string) (found bool, e *web.Error, err error)
 
 	// reserve runs the kind's admission script: nil when admitted, the refusal otherwise. An error
 	// means the store did not answer: the script may have run.
@@ -64,6 +69,8 @@ type kind interface {
 	// refusalPage is the page a browser gets for a refusal instead of the error page ("" for that).
 	refusalPage(e *web.Error) string
 
+	// spellings is the index of other spellings of the kind's owners (spellings.go).
+	spellings() string
 	// index is the set of owners that have event streams; stream is one owner's events stream, admits
 	// its admissions stream ("" for a kind without one: stock only, admitsKey).
 	index() string
@@ -134,6 +141,10 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		return nil, err
 	}
 	passUnknown := a.UnknownProduct == config.UnknownPass
+	match, err := idmatch.Parse(a.IDMatch)
+	if err != nil {
+		return nil, err
+	}
 	releaseOn := make([]config.ReleaseOutcome, 0, len(a.ReleaseOn))
 	for _, text := range a.ReleaseOn {
 		o, err := config.ParseReleaseOutcome(text)
@@ -168,6 +179,11 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
 		// store that did not answer. The store client's own timeouts bound it.
 		e, err := k.reserve(context.WithoutCancel(r.Context()), c)
+		if err == nil && e != nil && e.Code == k.unknown().Code {
+			// Not known as spelled: another spelling of a guarded id is reserved as that id or refused,
+			// never passed; an auction may be the shop's (auctions_source). spellings.go.
+			c, e, err = s.unknownOwner(context.WithoutCancel(r.Context()), k, match, c)
+		}
 		if err == nil && e != nil && e.Code == web.ErrPurchaseInProgress.Code && s.waitCommit(k, c) {
 			// The user's last purchase was answered and its commit is on its way from this replica.
 			e, err = k.reserve(context.WithoutCancel(r.Context()), c)
@@ -181,7 +197,9 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		}
 		if err != nil {
 			// No answer: the script may have run. Its effect is undone as soon as the store answers.
-			s.compensateLater(k, c)
+			if !errors.Is(err, errNothingTaken) {
+				s.compensateLater(k, c)
+			}
 			s.storeFailed(w, r, k, next, err, start)
 			return
 		}
@@ -206,7 +224,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// release by itself: most shops complete an order whose buyer closed the tab. settle is
 		// deferred so that it also runs when the response copy aborts (http.ErrAbortHandler).
 		if o := web.OutcomeFrom(r.Context()); o != nil && readAnswer {
-			o.WantAnswer = true
+			o.KeepAnswer().Want = true
 		}
 		fwd, done := web.OutlastVisitor(r)
 		defer done()

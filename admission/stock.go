@@ -39,6 +39,9 @@ func (*stockKind) sources(a config.Admission) (owner, value string) { return a.P
 
 func (*stockKind) unknown() *web.Error { return web.ErrProductNotFound }
 
+// discover: products come from the configuration file and the admin API only.
+func (*stockKind) discover(context.Context, string) (bool, *web.Error, error) { return false, nil, nil }
+
 func (*stockKind) refusals() []*web.Error {
 	return []*web.Error{web.ErrInsufficientStock, web.ErrProductNotFound, web.ErrPurchaseInProgress, web.ErrAlreadyPurchased}
 }
@@ -146,6 +149,7 @@ type Record struct {
 }
 
 func (k *stockKind) index() string                { return productIndexKey(k.s.keys) }
+func (k *stockKind) spellings() string            { return productSpellingsKey(k.s.keys) }
 func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, product) }
 
 func (k *stockKind) admits(product string) string { return admitsKey(k.s.keys, product) }

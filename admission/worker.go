@@ -129,6 +129,7 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() { s.runCommitter(ctx) })
 	wg.Go(func() { s.reserves.Run(ctx) })
 	wg.Go(func() { s.runLease(ctx) })
+	wg.Go(func() { s.runSpellingsIndex(ctx) })
 	if s.o.Ledger != nil {
 		wg.Go(func() { s.runLedger(ctx) })
 	}

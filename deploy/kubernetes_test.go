@@ -560,6 +560,25 @@ func TestKubernetes_ConfigMapConfigurationLoadsAndMatchesTheManifests(t *testing
 	if adminHost != "" {
 		t.Errorf("admin.listen %q binds one address: the kubelet's probes come to the pod IP", cfg.Admin.Listen)
 	}
+	// The admin listener answers the names of every Service in front of its port (admin.allowed_hosts):
+	// any other name gets 421.
+	allowed := map[string]bool{}
+	for _, h := range cfg.Admin.AllowedHosts {
+		allowed[strings.ToLower(strings.TrimSuffix(h, "."))] = true
+	}
+	for name, svc := range s.services {
+		if !selects(svc.Selector, s.deploySpec.Template.Metadata.Labels) ||
+			!slices.ContainsFunc(svc.Ports, func(p servicePort) bool { return c.port(p.TargetPort) == adminPort }) {
+			continue
+		}
+		for _, dns := range []string{name, name + "." + s.namespace, name + "." + s.namespace + ".svc",
+			name + "." + s.namespace + ".svc.cluster.local"} {
+			if !allowed[dns] {
+				t.Errorf("Service %s reaches the admin port, but admin.allowed_hosts %q lacks its name %s: it would get 421",
+					name, cfg.Admin.AllowedHosts, dns)
+			}
+		}
+	}
 	_, publicPort := portOf(t, "server.listen", cfg.Server.Listen)
 	if !containerPorts[publicPort] {
 		t.Errorf("server.listen %q is not a container port", cfg.Server.Listen)

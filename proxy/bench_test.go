@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -60,6 +61,7 @@ func BenchmarkProxy(b *testing.B) {
 		Transport: origin,
 		// Built as the server builds it; the routes below have max_in_flight 0, which must cost nothing.
 		InFlight: inflight.New(inflight.Options{Store: storetest.Embedded(b)}), MaxBodyBytes: 1 << 20,
+		WriteTimeout: 30 * time.Second, SpoolBytes: 8 << 20,
 		Steps: []Step{stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
 			if route.Name != "gated" {
 				return next

@@ -28,7 +28,8 @@ func (p *Proxy) limitInFlight(route config.Route, next http.Handler) http.Handle
 	if route.MaxInFlight <= 0 || p.inflight == nil {
 		return next
 	}
-	limit := inflight.Limit{Route: route.Name, Max: route.MaxInFlight, Hold: route.Hold}
+	limit := inflight.Limit{Route: route.Name, Max: route.MaxInFlight, Hold: route.Hold, PerClient: route.HoldPerClient}
+	perClient := route.Hold > 0 && route.HoldPerClient > 0
 	inFlight := p.metrics.RouteInFlight.WithLabelValues(route.Name)
 	held := make(map[string]prometheus.Counter, len(metrics.HeldResults))
 	for _, result := range metrics.HeldResults {
@@ -45,9 +46,17 @@ func (p *Proxy) limitInFlight(route config.Route, next http.Handler) http.Handle
 			p.responder.Error(w, r, e)
 			return
 		}
-		lease, waited, err := p.inflight.Acquire(r.Context(), limit)
+		client := ""
+		if perClient {
+			client = holdClient(info)
+		}
+		lease, waited, err := p.inflight.Acquire(r.Context(), limit, client)
 		switch {
 		case err == nil:
+		case errors.Is(err, inflight.ErrClientBusy):
+			held[metrics.HeldClientBusy].Inc()
+			p.busy(w, r)
+			return
 		case errors.Is(err, inflight.ErrBusy):
 			held[metrics.HeldBusy].Inc()
 			p.busy(w, r)
@@ -67,15 +76,33 @@ func (p *Proxy) limitInFlight(route config.Route, next http.Handler) http.Handle
 		inFlight.Inc()
 		// The slot is the origin's until its answer is done: a visitor who hangs up does not end the
 		// request at the origin before the origin answered (it would go on working on it unseen, beside
-		// the next request let in). Deferred, so an aborted response copy also gives the slot back.
+		// the next request let in). The answer's headers decide when it is done (spool.go): a stream at
+		// once, an answer up to spool_bytes once it is in edgeq's memory, a longer one once the visitor
+		// has it. Deferred too, so a failed round trip or an aborted copy also gives the slot back.
+		s := &slot{lease: lease, gauge: inFlight}
 		fwd, done := web.OutlastVisitor(r)
 		defer func() {
 			done()
-			lease.Release()
-			inFlight.Dec()
+			s.release()
 		}()
-		next.ServeHTTP(w, fwd)
+		next.ServeHTTP(w, withSlot(fwd, s))
 	})
+}
+
+// holdClient names the client of a request in a hold line (hold_per_client): its token's queue request
+// id when it has a valid one (the queue step set it), else its address after trusted_proxies, an IPv6
+// address by its /64 (what one subscriber is given, and can pick any address of).
+func holdClient(info *web.Request) string {
+	switch {
+	case info.QueueRequestID != "":
+		return "token " + info.QueueRequestID
+	case info.ClientIP.Is4() || info.ClientIP.Is4In6():
+		return "address " + info.ClientIP.Unmap().String()
+	case info.ClientIP.IsValid():
+		prefix, _ := info.ClientIP.WithZone("").Prefix(64)
+		return "address " + prefix.String()
+	}
+	return ""
 }
 
 // inFlightStoreFailed answers for a route whose in-flight limit cannot use the store: its

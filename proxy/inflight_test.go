@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 func limitedRig(t *testing.T, maxBody int64, origin http.HandlerFunc) *rig {
@@ -98,5 +100,41 @@ func TestInFlight_ALargerBodyStreamsWhole(t *testing.T) {
 	resp.Body.Close()
 	if b := <-got; b != body {
 		t.Fatalf("origin got %d bytes, want %d", len(b), len(body))
+	}
+}
+
+// hold_per_client counts a request by its token's request id when it has one, else by its address:
+// an IPv4 address (also written IPv4-mapped) alone, an IPv6 address by its /64.
+func TestHoldClient_TokenElseAddressIPv6ByItsSlash64(t *testing.T) {
+	client := func(requestID, addr string) string {
+		info := &web.Request{QueueRequestID: requestID}
+		if addr != "" {
+			info.ClientIP = netip.MustParseAddr(addr)
+		}
+		return holdClient(info)
+	}
+	same := [][2]string{
+		{client("r1", "203.0.113.7"), client("r1", "198.51.100.9")},
+		{client("", "203.0.113.7"), client("", "::ffff:203.0.113.7")},
+		{client("", "2001:db8:1:2::1"), client("", "2001:db8:1:2:ffff::9")},
+	}
+	for _, pair := range same {
+		if pair[0] != pair[1] || pair[0] == "" {
+			t.Errorf("%q and %q should be one client", pair[0], pair[1])
+		}
+	}
+	different := [][2]string{
+		{client("r1", "203.0.113.7"), client("r2", "203.0.113.7")},
+		{client("r1", "203.0.113.7"), client("", "203.0.113.7")},
+		{client("", "203.0.113.7"), client("", "203.0.113.8")},
+		{client("", "2001:db8:1:2::1"), client("", "2001:db8:1:3::1")},
+	}
+	for _, pair := range different {
+		if pair[0] == pair[1] {
+			t.Errorf("%q should be two clients", pair[0])
+		}
+	}
+	if got := client("", ""); got != "" {
+		t.Errorf("no token, no address: %q, want nobody in particular", got)
 	}
 }

@@ -53,6 +53,12 @@ type Options struct {
 	// MaxBodyBytes is server.max_body_bytes: the in-flight stage reads bodies up to it before taking a
 	// slot.
 	MaxBodyBytes int64
+	// WriteTimeout is server.write_timeout: a client that takes nothing of an answer for this long is
+	// cut off (writetimeout.go); 0: never.
+	WriteTimeout time.Duration
+	// SpoolBytes is server.spool_bytes: the longest answer of a max_in_flight route held in memory so
+	// that its slot is free before the client has taken it (spool.go); 0: none is.
+	SpoolBytes int64
 }
 
 // Proxy is the public http.Handler.
@@ -72,6 +78,8 @@ type Proxy struct {
 	inflight    *inflight.Limiter
 	// maxBodyBytes: bodies up to this size are read before an in-flight slot is taken.
 	maxBodyBytes int64
+	writeTimeout time.Duration
+	spool        *spooler
 	// seen remembers the GraphQL documents clients sent with their hash, across reloads.
 	seen *graphql.Seen
 
@@ -93,8 +101,11 @@ func New(opts Options) *Proxy {
 		bodyTimeout:  opts.BodyTimeout,
 		inflight:     opts.InFlight,
 		maxBodyBytes: opts.MaxBodyBytes,
+		writeTimeout: opts.WriteTimeout,
 		seen:         graphql.NewSeen(),
 	}
+	buffers := NewBufferPool()
+	p.spool = newSpooler(opts.SpoolBytes, buffers)
 	if p.degraded == nil {
 		p.degraded = func() bool { return false }
 	}
@@ -110,8 +121,9 @@ func New(opts Options) *Proxy {
 		// FlushInterval 0: ReverseProxy flushes responses without a Content-Length (chunked, SSE) after
 		// every write, so streams reach the visitor as they arrive, and buffers the rest.
 		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
-		// Reuse copy buffers: ReverseProxy otherwise allocates 32 KiB per request.
-		BufferPool: NewBufferPool(),
+		// Reuse copy buffers: ReverseProxy otherwise allocates 32 KiB per request. Spooled answers
+		// are held in the same buffers.
+		BufferPool: buffers,
 	}
 	p.passDuration = opts.Metrics.HTTPDuration.WithLabelValues(metrics.RoutePassThrough)
 	p.edgeqDuration = opts.Metrics.HTTPDuration.WithLabelValues(metrics.RouteEdgeq)
@@ -148,9 +160,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	info.Store.Degraded = p.degraded()
 	ctx := web.WithRequest(r.Context(), info)
-	rec := &recorder{ResponseWriter: w}
+	rec := &recorder{ResponseWriter: w, info: info, writeTimeout: p.writeTimeout}
 	var duration prometheus.Observer
-	defer func() { p.finish(rec, r, info, start, duration) }()
+	defer func() {
+		rec.finishDeadline()
+		p.finish(rec, r, info, start, duration)
+	}()
 
 	// Before anything routes on the request, edgeq's own endpoints included.
 	table := p.table.Load()
@@ -179,7 +194,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if routed != nil {
 		if m := graphql.MatchFrom(routed.Context()); m != nil {
 			o := web.OutcomeFrom(ctx)
-			o.FieldKey, o.Batch = m.ResponseKey(), m.Batch()
+			a := o.KeepAnswer()
+			a.FieldKey, a.Batch = m.ResponseKey(), m.Batch()
 		}
 	}
 	switch {
@@ -312,7 +328,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	vals[2] = host
 	pr.Out.Header["X-Forwarded-Host"] = vals[2:3:3]
 	stripEdgeqCookies(pr.Out.Header)
-	if o := web.OutcomeFrom(pr.In.Context()); o != nil && o.WantAnswer {
+	if o := web.OutcomeFrom(pr.In.Context()); o != nil && o.WantsAnswer() {
 		acceptGzipOnly(pr.Out.Header)
 	}
 	// The Edgeq-* headers on In are the gates' own (the client's were stripped on arrival), and the
@@ -350,26 +366,29 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		// Clipped: an unknown command is logged, and only "complete" and "abandon" mean anything.
 		o.Command = web.ClipLog(resp.Header.Get(web.CommandHeader))
 		o.MarkAnswered()
-		if o.WantAnswer {
-			p.keepAnswer(resp, o)
+		if o.WantsAnswer() {
+			p.keepAnswer(resp, o.Answer)
 		}
 	}
 	resp.Header.Del(web.CommandHeader)
 	allowTokenHeader(resp)
+	if s := slotFrom(resp.Request.Context()); s != nil {
+		p.spoolAnswer(resp, s) // a max_in_flight route's slot is free once the shop's answer is in
+	}
 	return nil
 }
 
 // keepAnswer keeps the body of the shop's answer (up to server.max_body_bytes) for a step that settles
 // on it (answer: outcomes), and puts every byte back in front of the rest for the visitor. The answer
 // is read after MarkAnswered: a visitor who leaves stops the read, and the answer is then not whole.
-func (p *Proxy) keepAnswer(resp *http.Response, o *web.Outcome) {
+func (p *Proxy) keepAnswer(resp *http.Response, a *web.Answer) {
 	if resp.Body == nil || resp.Body == http.NoBody {
-		o.AnswerWhole = true
+		a.Whole = true
 		return
 	}
 	kept, err := io.ReadAll(io.LimitReader(resp.Body, p.maxBodyBytes+1))
-	o.Answer, o.AnswerEncoding = kept, resp.Header.Get("Content-Encoding")
-	o.AnswerWhole = err == nil && int64(len(kept)) <= p.maxBodyBytes
+	a.Body, a.Encoding = kept, resp.Header.Get("Content-Encoding")
+	a.Whole = err == nil && int64(len(kept)) <= p.maxBodyBytes
 	resp.Body = answerBody{Reader: io.MultiReader(bytes.NewReader(kept), resp.Body), Closer: resp.Body}
 }
 

@@ -52,6 +52,8 @@ type rigOptions struct {
 	bodyTimeout   time.Duration
 	inflight      *inflight.Limiter
 	maxBodyBytes  int64
+	spoolBytes    int64
+	writeTimeout  time.Duration
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -87,7 +89,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		Origin: originURL, OriginTimeout: o.timeout, Prefix: "/_edgeq", TrustedProxies: trusted,
 		Endpoints: web.Routes(endpoints, responder), Steps: o.steps, Responder: responder,
 		Metrics: rg.metrics, Logger: slog.New(accesslog.NewHandler(rg.logs, "json", nil)), BodyTimeout: o.bodyTimeout,
-		InFlight: o.inflight, MaxBodyBytes: o.maxBodyBytes,
+		InFlight: o.inflight, MaxBodyBytes: o.maxBodyBytes, SpoolBytes: o.spoolBytes, WriteTimeout: o.writeTimeout,
 	})
 	table, err := rg.proxy.Compile(o.routes)
 	if err != nil {

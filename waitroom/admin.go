@@ -60,6 +60,8 @@ type queueRequest struct {
 	SessionRenewal   *bool  `json:"session_renewal"`
 	MaxSessionSecond *int64 `json:"max_session_second"`
 	InviteOnly       *bool  `json:"invite_only"`
+	// PlacesPerIP (CONTRACT 11.1): 0 no limit; lowering it takes no place away.
+	PlacesPerIP *int64 `json:"places_per_ip"`
 }
 
 // QueueInfo is a queue as the admin API shows it: seed 004's fields, edgeq's settings and live counters.
@@ -97,6 +99,8 @@ type QueueInfo struct {
 	MaxSessionSecond int64       `json:"max_session_second"`
 	InviteOnly       bool        `json:"invite_only"`
 	Invites          InviteCount `json:"invites"`
+	// PlacesPerIP is the unserved places one client address may hold (CONTRACT 11.1); 0 no limit.
+	PlacesPerIP int64 `json:"places_per_ip"`
 }
 
 // InviteCount is how many of a queue's invitations exist, and how many of them were used.
@@ -156,7 +160,8 @@ func (r *Room) info(id string, s *snapshot) QueueInfo {
 		ClosesAt: formatTime(s.ClosesAt), Method: s.Method, SoldOutWith: append([]string{}, s.SoldOutWith...),
 		State: s.state(), Lottery: s.lotteryInfo(),
 		SessionRenewal: s.SessionRenewal, MaxSessionSecond: int64(s.MaxSession / time.Second), InviteOnly: s.InviteOnly,
-		Invites: InviteCount{Total: s.Invites, Used: s.InvitesUsed, Unused: max(0, s.Invites-s.InvitesUsed)},
+		Invites:     InviteCount{Total: s.Invites, Used: s.InvitesUsed, Unused: max(0, s.Invites-s.InvitesUsed)},
+		PlacesPerIP: s.PlacesPerIP,
 	}
 }
 
@@ -201,6 +206,7 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 	set(&s.TokenTTL, q.TokenValiditySecond)
 	set(&s.PositionExpiry, q.PositionExpirySecond)
 	set(&s.AbandonAfter, q.AbandonAfterSecond)
+	set(&s.PlacesPerIP, q.PlacesPerIP)
 	if q.EnableQueuePositionExpiry != nil && !*q.EnableQueuePositionExpiry {
 		s.PositionExpiry = 0
 	}
@@ -224,6 +230,7 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 		OpensAt: formatTime(msTime(s.OpensAt)), ClosesAt: formatTime(msTime(s.ClosesAt)),
 		Prequeue: time.Duration(s.Prequeue) * time.Second, Shuffle: s.Shuffle, Method: s.Method, SoldOutWith: s.SoldOutWith,
 		SessionRenewal: s.SessionRenewal, MaxSession: time.Duration(s.MaxSession) * time.Second, InviteOnly: s.InviteOnly,
+		PlacesPerIP: int(s.PlacesPerIP),
 	}
 	if cq.MaxSession < cq.TokenTTL && q.MaxSessionSecond == nil {
 		cq.MaxSession = max(cq.TokenTTL, config.DefaultQueue().MaxSession) // a queue written before sessions existed
@@ -326,6 +333,7 @@ func settingsOfSnapshot(id string, s *snapshot) settings {
 		OpensAt: unixMs(s.OpensAt), ClosesAt: unixMs(s.ClosesAt), Prequeue: prequeueOf(s), Shuffle: s.Shuffle,
 		Method: s.Method, SoldOutWith: s.SoldOutWith,
 		SessionRenewal: s.SessionRenewal, MaxSession: int64(s.MaxSession / time.Second), InviteOnly: s.InviteOnly,
+		PlacesPerIP: s.PlacesPerIP,
 	}
 }
 

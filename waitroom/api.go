@@ -145,9 +145,11 @@ func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *s
 
 // join takes a new place in the queue for the visitor, in this order: the per-IP join limit
 // (limits.join_per_ip_per_minute), the queue's Turnstile check when it asks for one (response, solved
-// for the widget action; see verifyJoin), the place itself. Each step that refuses answers and
-// nothing after it runs: a refused join spends no Turnstile response and takes no place, and a join
-// counts once against the limit. With claim, a visitor served by this very call also gets its token.
+// for the widget action; see verifyJoin), the place itself, which the store refuses past the queue's
+// places_per_ip (places.go). Each step that refuses answers and nothing after it runs: a join refused
+// before the Turnstile check spends no response (one refused for places_per_ip has spent it), no
+// refused join takes a place, and a join counts once against the limit. With claim, a visitor served by
+// this very call also gets its token.
 func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, response, action string) (joined, *web.Error) {
 	if web.RequestFrom(ctx).Store.Degraded {
 		// Nobody can join while the store is down; a Turnstile response is not spent on it.
@@ -180,7 +182,8 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 // Turnstile check passed to join, 0 if none.
 func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
 	// The call does not end with the visitor's connection: it may carry other visitors' joins.
-	a, err := r.assigner.Do(context.WithoutCancel(ctx), queueID, assignReq{claim: claim, tsv: tsv})
+	places := r.placesKey(queueID, web.RequestFrom(ctx).ClientIP)
+	a, err := r.assigner.Do(context.WithoutCancel(ctx), queueID, assignReq{claim: claim, tsv: tsv, places: places})
 	if err != nil {
 		return joined{}, web.ErrStoreUnavailable.Because(err)
 	}
@@ -194,6 +197,9 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 		return joined{}, web.ErrQueueClosed
 	case 4:
 		return joined{}, web.ErrSoldOut
+	case codeTooManyPlaces:
+		r.rateLimited.WithLabelValues("places").Inc()
+		return joined{}, web.ErrTooManyPlaces
 	}
 	if st == StateToken {
 		r.tokensIssued.WithLabelValues(queueID).Inc()
@@ -297,7 +303,10 @@ func (r *Room) handleQueuePos(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	r.heartbeat(queueID, s, pos)
-	web.WriteJSON(w, http.StatusOK, map[string]any{"position": pos})
+	// The place in serving order, as status's queue_position (CONTRACT 11.1): what a client compares
+	// with serving_pos. It is the arrival position except after a lottery, whose pre-queue is served
+	// in the drawn order.
+	web.WriteJSON(w, http.StatusOK, map[string]any{"position": s.Lottery.rank(pos)})
 }
 
 func (r *Room) handleServingPos(w http.ResponseWriter, req *http.Request) {

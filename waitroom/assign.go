@@ -3,6 +3,7 @@ package waitroom
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/edgeq/edgeq/internal/group"
 )
@@ -10,17 +11,24 @@ import (
 // Joins in groups. Every join of a queue runs assign.lua on the queue's keys, so the replica's
 // assigner (package group) sends the joins of a queue that queued up while its last call was on its
 // way as one call: places are taken in arrival order and the inlet runs once for the group. Under a
-// drop's arrival rate that is one script call and one round trip for many joins.
+// drop's arrival rate that is one script call and one round trip for many joins. places_per_ip holds
+// per join inside a group: each join is counted against its own address, after those before it.
 
 // assignBatchMax bounds one call.
 const assignBatchMax = 256
 
 // assignReq is one join: claim asks for the token at once if the new place is served by the call
-// (the gate's served-at-once path); tsv is the time of the Turnstile check passed to join, 0 if none.
+// (the gate's served-at-once path); tsv is the time of the Turnstile check passed to join, 0 if none;
+// places is the key of the places the client's address holds (placesKey), "" for a join not counted.
 type assignReq struct {
-	claim bool
-	tsv   int64
+	claim  bool
+	tsv    int64
+	places string
 }
+
+// codeTooManyPlaces is placed.code for a join refused by places_per_ip: its address holds that many
+// unserved places already. assign.lua's codes 1..4 refuse a whole call; this one a single join.
+const codeTooManyPlaces = 5
 
 // placed is assign.lua's answer for one join: code 0 with a place, else why none was taken.
 type placed struct {
@@ -56,12 +64,22 @@ func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq)
 	if q != nil {
 		floor = q.floorArg()
 	}
-	args := make([]any, 0, 1+2*len(reqs))
-	args = append(args, floor)
+	// The keys of the addresses joining, each once, after the queue's (assign.lua's KEYS[12..]); a
+	// join names its address's by index, 0 for none.
+	keys := queueKeys(r.keys, queueID)
+	args := make([]any, 0, 2+3*len(reqs))
+	args = append(args, floor, placesTTL.Milliseconds())
 	for _, q := range reqs {
-		args = append(args, flag(q.claim), q.tsv)
+		address := 0
+		if q.places != "" {
+			if address = slices.Index(keys, q.places) + 1; address == 0 {
+				keys = append(keys, q.places)
+				address = len(keys)
+			}
+		}
+		args = append(args, flag(q.claim), q.tsv, address)
 	}
-	res := r.scripts.run(ctx, r.client, r.scripts.assign, queueKeys(r.keys, queueID), args...)
+	res := r.scripts.run(ctx, r.client, r.scripts.assign, keys, args...)
 	code, serving, epoch := res.int(0), res.int(1), res.str(2)
 	if res.err != nil {
 		return nil, res.err
@@ -72,6 +90,9 @@ func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq)
 		if code == 0 {
 			base := 3 + 4*i
 			out[i].pos, out[i].state, out[i].iat, out[i].exp = res.int(base), State(res.int(base+1)), res.int(base+2), res.int(base+3)
+			if out[i].pos == 0 {
+				out[i].code = codeTooManyPlaces
+			}
 		}
 	}
 	if res.err != nil {

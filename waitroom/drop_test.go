@@ -519,3 +519,52 @@ func TestAhead_PassesOverThoseServedOutOfTurn(t *testing.T) {
 		}
 	})
 }
+
+// Issue 33 item 9: after a shuffled opening, queue_pos answers the place in serving order, as status's
+// queue_position does. A client comparing it with serving_pos (seed 004's sample page does) is told it
+// is served exactly when generate_token serves it, and generate_token's 202 names the same place.
+func TestQueuePos_AnswersTheServingOrderAfterALottery(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		const n, capacity = 40, 10
+		h := buildHarness(t, s, []config.Queue{dropQueue("drop", capacity, true)}, nil)
+		h.tick = time.Hour // the test drives the ticks: nobody moves while it compares
+		rp := h.addReplica()
+		pre := h.joinAll("drop", n, 1)
+		open := fmt.Sprintf(`{"queue_id": "drop", "opens_at": %q}`, time.Now().Add(-time.Second).UTC().Format(time.RFC3339))
+		if a := h.adminJSON(rp, "PUT", "/api/queue", open); a.status != 200 {
+			t.Fatalf("open: %d %s", a.status, a.body)
+		}
+		rp.room.tickAll(t.Context())
+		v := h.visitor(rp)
+		serving := num(v.do("GET", "/_edgeq/serving_pos/drop", nil, nil).json["position"])
+		if serving != capacity {
+			t.Fatalf("serving_pos %d after the opening, want %d", serving, capacity)
+		}
+		moved := 0
+		for _, p := range pre {
+			qp := v.do("GET", "/_edgeq/queue_pos/drop/"+p.requestID, nil, nil)
+			st := v.do("GET", "/_edgeq/status/drop/"+p.requestID, nil, nil)
+			if qp.status != 200 || st.status != 200 {
+				t.Fatalf("arrival %d: queue_pos %d %s, status %d %s", p.arrival, qp.status, qp.body, st.status, st.body)
+			}
+			position, rank := num(qp.json["position"]), num(st.json["queue_position"])
+			if position != rank {
+				t.Errorf("arrival %d: queue_pos says %d, status's queue_position %d", p.arrival, position, rank)
+			}
+			if rank != p.arrival {
+				moved++
+			}
+			token := p.v.generate("drop", p.requestID)
+			if servedByQueuePos := position <= serving; servedByQueuePos != (token.status == 200) {
+				t.Errorf("arrival %d: queue_pos %d with serving_pos %d, but generate_token answers %d %v",
+					p.arrival, position, serving, token.status, token.json["error"])
+			}
+			if token.status == http.StatusAccepted && num(token.json["queue_position"]) != rank {
+				t.Errorf("arrival %d: generate_token's 202 names place %d, status %d", p.arrival, num(token.json["queue_position"]), rank)
+			}
+		}
+		if moved == 0 {
+			t.Fatal("the lottery moved nobody: the test shows nothing")
+		}
+	})
+}

@@ -92,12 +92,12 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 				}
 				claims, t, placed, refused := r.serveAPIClient(ctx, w, req, queueID, s)
 				if refused != nil {
-					r.responder.Error(w, req, refused) // the join limit: 429 with Retry-After
+					r.responder.Error(w, req, refused) // the join limit (429 with Retry-After) or places_per_ip
 					return
 				}
 				if t.Raw != "" {
 					// Served at once, as a browser is when there is room (CONTRACT 10.4).
-					w.Header().Set(HeaderToken, t.Raw)
+					handToken(w, req, t.Raw)
 					r.forward(w, req, next, sess, claims)
 					return
 				}
@@ -153,7 +153,7 @@ func (r *Room) servePlace(w http.ResponseWriter, req *http.Request, next http.Ha
 		t, e := r.issueToken(ctx, queueID, s, id, pos)
 		switch {
 		case e == nil:
-			w.Header().Set(HeaderToken, t.Raw)
+			handToken(w, req, t.Raw)
 			if cookie {
 				r.setTokenCookie(w, req, queueID, t)
 			}
@@ -176,15 +176,15 @@ func (r *Room) servePlace(w http.ResponseWriter, req *http.Request, next http.Ha
 // request a browser sent for another site's page: those would take places from visitors who never
 // see the shop. The token is empty when the client was not served; placed then says whether it took
 // a place in line all the same (the queue filled up since the snapshot), named by the claims.
-// refused is the join limit's 429 (per client address, as for joins through the API): the client is
-// told to slow down, not pointed at a join that would refuse it too.
+// refused is the 429 of the join limit or of places_per_ip (per client address, as for joins through
+// the API): the client is told so, not pointed at a join that would refuse it too.
 func (r *Room) serveAPIClient(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot) (c token.Claims, t issued, placed bool, refused *web.Error) {
 	if !s.hasRoom() || s.Turnstile || s.InviteOnly || !apiCall(req) {
 		return c, t, false, nil
 	}
 	j, e := r.join(ctx, w, req, queueID, s, true, "", "")
 	if e != nil {
-		if e.Code == web.ErrRateLimited.Code {
+		if e.Code == web.ErrRateLimited.Code || e.Code == web.ErrTooManyPlaces.Code {
 			return c, t, false, e
 		}
 		return c, t, false, nil
@@ -286,7 +286,7 @@ func (r *Room) forward(w http.ResponseWriter, req *http.Request, next http.Handl
 	req.Header[HeaderRequestID] = vals[1:2:2]
 	web.RequestFrom(req.Context()).QueueRequestID = c.RequestID
 	if o := web.OutcomeFrom(req.Context()); o != nil && g.readAnswer {
-		o.WantAnswer = true // complete_on reads the shop's answer
+		o.KeepAnswer().Want = true // complete_on reads the shop's answer
 	}
 	// Deferred: the origin's answer ends the session even when the copy of the response to the
 	// visitor aborts (http.ErrAbortHandler).

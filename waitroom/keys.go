@@ -28,5 +28,9 @@ func queueIndexKey(k store.Keys) string { return k.Global("queues", "index") }
 // ratelimit.ClientKey of its address), shared by every replica.
 func joinLimitKey(k store.Keys, client string) string { return k.Global("rl:"+client, "join") }
 
+// placesKey is the sorted set of the places a client address took in a queue (places.go; address is
+// its keyed hash), under the queue's hash tag: assign.lua counts and takes them in one call.
+func placesKey(k store.Keys, queue, address string) string { return k.Queue(queue, "ip:"+address) }
+
 // revocationChannel is where finish events are published for every replica.
 func revocationChannel(k store.Keys) string { return k.Prefix + ":revocations" }

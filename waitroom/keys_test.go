@@ -26,6 +26,7 @@ func TestKeys_ExactStringsWithHashTags(t *testing.T) {
 		{joinLimitKey(k, ratelimit.ClientKey(netip.MustParseAddr("198.51.100.7"))), "edgeq:{rl:198.51.100.7}:join"},
 		{joinLimitKey(k, ratelimit.ClientKey(netip.MustParseAddr("::ffff:198.51.100.7"))), "edgeq:{rl:198.51.100.7}:join"},
 		{joinLimitKey(k, ratelimit.ClientKey(netip.MustParseAddr("2001:db8:1:2:3:4:5:6"))), "edgeq:{rl:2001:db8:1:2::/64}:join"},
+		{placesKey(k, "drop", "0123456789abcdef0123456789abcdef"), "edgeq:{q:drop}:ip:0123456789abcdef0123456789abcdef"},
 	}
 	for _, c := range cases {
 		if c.got != c.want {

@@ -102,6 +102,8 @@ type snapshot struct {
 	InviteOnly     bool
 	Invites        int64 // invitations created and not deleted
 	InvitesUsed    int64 // of which used
+	// PlacesPerIP bounds the unserved places one client address may hold (CONTRACT 11.1); 0 none.
+	PlacesPerIP int64
 
 	// DrawPending: a lottery's draw waits for the store's replicas (redis.wait_replicas, failover.go).
 	DrawPending bool
@@ -319,7 +321,7 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 		SoldOut: set.int(18) == 1, SoldOutWith: splitList(set.str(19)), Pool: set.int(20), Moved: set.int(21),
 		SessionRenewal: set.int(23) == 1, MaxSession: time.Duration(set.int(24)) * time.Second,
 		InviteOnly: set.int(25) == 1, Invites: set.int(26), InvitesUsed: set.int(27),
-		DrawPending: set.str(28) == "0",
+		DrawPending: set.str(28) == "0", PlacesPerIP: set.int(30),
 	}
 	restored := set.int(29)
 	if s.MaxSession < s.TokenTTL {

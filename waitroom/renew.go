@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // Sliding sessions (queues[].session_renewal, CONTRACT section 10.2). A token used in the last half of
@@ -19,6 +20,13 @@ import (
 // its token in the Edgeq-Token request header or in Authorization: Bearer. As a request header it
 // carries an app's token beside the shop's own Authorization (web.Request.ClaimedToken).
 const HeaderToken = "Edgeq-Token"
+
+// handToken hands a token over in the Edgeq-Token response header. The answer then carries a
+// credential, which no cache in front may keep (web.Request.CredentialAdded).
+func handToken(w http.ResponseWriter, req *http.Request, raw string) {
+	web.RequestFrom(req.Context()).CredentialAdded = true
+	w.Header().Set(HeaderToken, raw)
+}
 
 // renewalBatch holds the sessions renewed since the last flush. Requests of one visitor in the same
 // second renew to the same exp and share one signature.
@@ -76,7 +84,7 @@ func (r *Room) renew(w http.ResponseWriter, req *http.Request, s *snapshot, queu
 		r.renewals.mu.Unlock()
 	}
 	if from != fromCookie {
-		w.Header().Set(HeaderToken, t.raw)
+		handToken(w, req, t.raw)
 		return
 	}
 	r.setTokenCookie(w, req, queueID, issued{Raw: t.raw, Expires: time.Unix(t.exp, 0)})

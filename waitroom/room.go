@@ -68,6 +68,7 @@ type Room struct {
 	keys      store.Keys
 	scripts   scriptSet
 	ids       requestIDs
+	addresses addressHashes // names client addresses for places_per_ip (places.go)
 	logger    *slog.Logger
 	responder *web.Responder
 
@@ -93,7 +94,7 @@ type Room struct {
 	sessionsRenewed, bypassed, invites *prometheus.CounterVec
 	renewals                           renewalBatch
 	assigner                           *group.Batcher[string, assignReq, placed]
-	rateLimited                        *prometheus.CounterVec // by limit: join, status, turnstile
+	rateLimited                        *prometheus.CounterVec // by limit: join, places, status, turnstile
 
 	// settled is the store generation (a count of master changes) this replica has settled after
 	// (failover.go); settle serialises settling.
@@ -115,6 +116,7 @@ func New(opts Options) *Room {
 		keys:      opts.Store.Keys,
 		scripts:   loadScripts(),
 		ids:       newRequestIDs(opts.IDKey),
+		addresses: newAddressHashes(opts.IDKey),
 		logger:    opts.Logger,
 		responder: opts.Responder,
 		queues:    map[string]*queue{},
@@ -136,10 +138,10 @@ func New(opts Options) *Room {
 			Namespace: "edgeq", Name: "invites_total", Help: "Invitation visits, by queue and result (joined, served, used, expired, unknown, refused, unconfirmed: the store's replicas did not confirm the use in time).",
 		}, []string{"queue", "result"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, status, turnstile).",
+			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, places, status, turnstile).",
 		}, []string{"limit"}),
 	}
-	for _, limit := range []string{"join", "status", "turnstile"} {
+	for _, limit := range []string{"join", "places", "status", "turnstile"} {
 		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series
 	}
 	r.heartbeats.pending = map[string]map[int64]struct{}{}
@@ -233,6 +235,8 @@ type settings struct {
 	SessionRenewal bool
 	MaxSession     int64
 	InviteOnly     bool
+	// PlacesPerIP bounds the unserved places one client address may hold (places.go); 0 none.
+	PlacesPerIP int64
 	// Pause is "" to keep the queue's paused state (the configuration file never changes it), "1" to
 	// pause (nobody new is served; joins and tokens already issued go on) or "0" to resume.
 	Pause string
@@ -248,6 +252,7 @@ func settingsOf(q config.Queue) settings {
 		OpensAt: unixMs(opens), ClosesAt: unixMs(closes), Prequeue: int64(q.Prequeue / time.Second),
 		Shuffle: q.Shuffle, Method: cmp.Or(q.Method, config.MethodFIFO), SoldOutWith: q.SoldOutWith,
 		SessionRenewal: q.SessionRenewal, MaxSession: int64(q.MaxSession / time.Second), InviteOnly: q.InviteOnly,
+		PlacesPerIP: int64(q.PlacesPerIP),
 	}
 }
 
@@ -275,10 +280,16 @@ var (
 // fingerprint identifies a configuration file's entry for a queue: the file's settings are written
 // again only when it changes, so a replica that starts does not undo what the admin API set.
 func (s settings) fingerprint() string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%q|%d|%d|%d|%d|%d|%t|%q|%d|%d|%d|%t|%q|%q|%t|%d|%t", s.ID, s.Capacity,
+	text := fmt.Appendf(nil, "%q|%d|%d|%d|%d|%d|%t|%q|%d|%d|%d|%t|%q|%q|%t|%d|%t", s.ID, s.Capacity,
 		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, s.Turnstile, s.Title, s.OpensAt,
 		s.ClosesAt, s.Prequeue, s.Shuffle, s.Method, strings.Join(s.SoldOutWith, ","), s.SessionRenewal,
-		s.MaxSession, s.InviteOnly))
+		s.MaxSession, s.InviteOnly)
+	if s.PlacesPerIP != 0 {
+		// Only when set: an entry written before the setting existed keeps its fingerprint, so an
+		// upgrade does not write it again over what the admin API changed since.
+		text = fmt.Appendf(text, "|%d", s.PlacesPerIP)
+	}
+	sum := sha256.Sum256(text)
 	return hex.EncodeToString(sum[:16])
 }
 
@@ -303,7 +314,7 @@ func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, err
 		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, flag(s.Turnstile), s.Title, hex.EncodeToString(epoch[:]), s.Pause,
 		fingerprint, s.OpensAt, s.joinFrom(), flag(s.Shuffle), s.ClosesAt, cmp.Or(s.Method, config.MethodFIFO),
 		strings.Join(s.SoldOutWith, ","), randomHex(), flag(s.SessionRenewal), max(s.MaxSession, s.TokenTTL),
-		flag(s.InviteOnly))
+		flag(s.InviteOnly), s.PlacesPerIP)
 	code, gotEpoch, created := res.int(0), res.str(1), res.int(2)
 	if res.err != nil {
 		return "", res.err

@@ -60,7 +60,8 @@ func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requ
 	case 1:
 		return issued{}, web.ErrRequestNotFound
 	case 2:
-		return issued{}, web.ErrNotYetServed.With("queue_position", pos).With("serving_position", s.Serving)
+		// The place in serving order, as status and queue_pos name it.
+		return issued{}, web.ErrNotYetServed.With("queue_position", s.Lottery.rank(pos)).With("serving_position", s.Serving)
 	case 3:
 		return issued{}, web.ErrExpired.With("queue_status", st.Status())
 	}

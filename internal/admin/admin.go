@@ -32,6 +32,9 @@ type Options struct {
 	// Dashboard serves GET /dashboard and its assets below /dashboard/ (see NewDashboard); nil leaves it
 	// out. Like the API it needs the key, and is off without one.
 	Dashboard http.Handler
+	// AllowedHosts are the Host names answered besides IP literals and localhost (admin.allowed_hosts);
+	// any other gets 421 MISDIRECTED_REQUEST (allowHosts).
+	AllowedHosts []string
 }
 
 // Handler builds the admin handler.
@@ -69,7 +72,7 @@ func Handler(opts Options) http.Handler {
 			mux.Handle("GET /dashboard/", page)
 		}
 	}
-	return withRequestInfo(opts.Logger, web.Routes(mux, opts.Responder))
+	return withRequestInfo(opts.Logger, allowHosts(opts.AllowedHosts, opts.Responder, web.Routes(mux, opts.Responder)))
 }
 
 // DashboardHeader must accompany every state-changing API call authenticated with Basic credentials.

@@ -8,6 +8,8 @@ package config
 import (
 	"slices"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/idmatch"
 )
 
 // Config is the whole configuration. The yaml tags are the key names of the file and, upper-cased with
@@ -53,12 +55,22 @@ type Server struct {
 	// BodyTimeout bounds the time from a request's arrival to the end of its body (a client that
 	// trickles a body holds a request to the origin meanwhile); 0: no bound.
 	BodyTimeout time.Duration `yaml:"body_timeout"`
+	// WriteTimeout cuts off a client that takes nothing of an answer for this long: every write of
+	// an answer must go out within it (CONTRACT 11.1). It bounds how long a client that stopped
+	// reading holds a connection, a spooled answer's memory or a max_in_flight slot.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// SpoolBytes is how much of an answer of a max_in_flight route edgeq holds in memory for a client
+	// that has not taken it yet, so that the shop is done and the slot free (CONTRACT 11.1); 0: none.
+	SpoolBytes ByteSize `yaml:"spool_bytes"`
 }
 
 // Admin is the operator listener: /api/*, /metrics, /healthz, /readyz.
 type Admin struct {
 	Listen string `yaml:"listen"`
 	APIKey string `yaml:"api_key" secret:"true"`
+	// AllowedHosts are the Host names the admin listener answers besides IP literals and localhost
+	// (others get 421): a DNS rebinding page reaches it under a name of its own.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Origin is the unmodified shop edgeq sits in front of.
@@ -145,6 +157,10 @@ type Queue struct {
 	InviteOnly bool `yaml:"invite_only"`
 	// BypassCIDRs are client addresses (after server.trusted_proxies) served at once (ParseCIDR).
 	BypassCIDRs []string `yaml:"bypass_cidrs"`
+	// PlacesPerIP > 0: the unserved places one client address (an IPv4 /32 or IPv6 /64, after
+	// server.trusted_proxies) may hold in the queue; a join past it is refused 429 TOO_MANY_PLACES and
+	// takes nothing. Invitations and bypass_cidrs do not count; 0 is no limit (CONTRACT 11.1).
+	PlacesPerIP int `yaml:"places_per_ip"`
 }
 
 // Queueing methods (queues[].method).
@@ -174,14 +190,14 @@ func (q Queue) Same(o Queue) bool {
 
 type comparableQueue struct {
 	ID, Title, OpensAt, ClosesAt, Method             string
-	Capacity, ReleasePerMinute                       int
+	Capacity, ReleasePerMinute, PlacesPerIP          int
 	TokenTTL, PositionExpiry, AbandonAfter, Prequeue time.Duration
 	MaxSession                                       time.Duration
 	Turnstile, Shuffle, SessionRenewal, InviteOnly   bool
 }
 
 func (q Queue) withoutLists() comparableQueue {
-	return comparableQueue{q.ID, q.Title, q.OpensAt, q.ClosesAt, q.Method, q.Capacity, q.ReleasePerMinute,
+	return comparableQueue{q.ID, q.Title, q.OpensAt, q.ClosesAt, q.Method, q.Capacity, q.ReleasePerMinute, q.PlacesPerIP,
 		q.TokenTTL, q.PositionExpiry, q.AbandonAfter, q.Prequeue, q.MaxSession, q.Turnstile, q.Shuffle,
 		q.SessionRenewal, q.InviteOnly}
 }
@@ -222,6 +238,9 @@ type Route struct {
 	// then gets 503 BUSY (CONTRACT 10.1).
 	MaxInFlight int           `yaml:"max_in_flight"`
 	Hold        time.Duration `yaml:"hold"`
+	// HoldPerClient > 0: the requests one client (its token's queue request id, else its address) may
+	// have waiting in the route's hold line; past it 503 BUSY at once (CONTRACT 11.1). 0: no bound.
+	HoldPerClient int `yaml:"hold_per_client"`
 	// CompleteOn: origin outcomes (release_on's words) that complete the visitor's queue session.
 	CompleteOn []string  `yaml:"complete_on"`
 	Refusal    Refusal   `yaml:"refusal"`
@@ -268,6 +287,7 @@ type Refusal struct {
 func (r *Route) applyDefaults() {
 	r.OnStoreError = OnStoreErrorClosed
 	r.Hold = 10 * time.Second
+	r.HoldPerClient = 2
 	r.Admission.applyDefaults()
 	r.GraphQL.Operation = GraphQLMutation
 }
@@ -291,6 +311,10 @@ type Admission struct {
 	// UnknownProduct: refuse (404 PRODUCT_NOT_FOUND / AUCTION_NOT_FOUND) or pass (forwarded without
 	// admission, counted as unknown_passed) a product or auction edgeq does not know.
 	UnknownProduct string `yaml:"unknown_product"`
+	// IDMatch: how the shop compares the route's product or auction ids (idmatch.Rules: exact,
+	// case_insensitive, numeric). Whatever it says, an id that a common reading makes a guarded one is
+	// admitted as that id or refused, never passed as unknown (CONTRACT 11.1).
+	IDMatch string `yaml:"id_match"`
 	// Orphans: what happens to the unsettled stock admissions of a replica that stopped renewing its
 	// liveness lease, once older than origin.timeout: hold (listed for an operator) or release (the
 	// units go back).
@@ -318,6 +342,7 @@ const (
 func (a *Admission) applyDefaults() {
 	a.User = "token"
 	a.UnknownProduct = UnknownRefuse
+	a.IDMatch = string(idmatch.Exact)
 	a.ReleaseOn = []string{"5xx", "error"}
 	a.Orphans = OrphansHold
 }
@@ -349,11 +374,15 @@ func (a *Auction) applyDefaults() { a.MinIncrement = "1.00" }
 // AuctionsSource is where edgeq asks the shop about an auction a bid names but the store does not
 // know (CONTRACT 10.3): URL with "{id}" in it ("" = off), answered with a JSON object with the
 // fields of an auctions[] entry. Timeout bounds one request; CacheTTL is how long an answer (found
-// or not found) is remembered per auction on a replica.
+// or not found) is remembered per auction on a replica. The circuit breaker opens after
+// BreakerFailures failures in a row (answers that say the shop is unwell, never one about the id
+// asked for) and stays open for BreakerOpenFor (CONTRACT 11.1).
 type AuctionsSource struct {
-	URL      string        `yaml:"url"`
-	Timeout  time.Duration `yaml:"timeout"`
-	CacheTTL time.Duration `yaml:"cache_ttl"`
+	URL             string        `yaml:"url"`
+	Timeout         time.Duration `yaml:"timeout"`
+	CacheTTL        time.Duration `yaml:"cache_ttl"`
+	BreakerFailures int           `yaml:"breaker_failures"`
+	BreakerOpenFor  time.Duration `yaml:"breaker_open_for"`
 }
 
 // On reports whether auctions are fetched from the shop.
@@ -413,8 +442,10 @@ func Default() *Config {
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       120 * time.Second,
 			BodyTimeout:       30 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			SpoolBytes:        8 << 20,
 		},
-		Admin:  Admin{Listen: "127.0.0.1:9090"},
+		Admin:  Admin{Listen: "127.0.0.1:9090", AllowedHosts: []string{}},
 		Origin: Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},
 		Redis:  Redis{Addrs: []string{}, KeyPrefix: "edgeq", WaitTimeout: 50 * time.Millisecond, StreamMaxEntries: 1_000_000},
 		Tokens: Tokens{
@@ -446,7 +477,8 @@ func Default() *Config {
 		Log: Log{Level: "info", Format: "json"},
 
 		// seed 001: a short timeout, so a bid on an unknown auction waits little for a slow shop.
-		AuctionsSource: AuctionsSource{Timeout: 100 * time.Millisecond, CacheTTL: 60 * time.Second},
+		AuctionsSource: AuctionsSource{Timeout: 100 * time.Millisecond, CacheTTL: 60 * time.Second,
+			BreakerFailures: 5, BreakerOpenFor: 10 * time.Second},
 	}
 }
 

@@ -56,6 +56,9 @@ func (d *decoder) decode(path string, in any, out reflect.Value) {
 	case timeType:
 		d.decodeTime(path, in, out)
 		return
+	case byteSizeType:
+		d.decodeByteSize(path, in, out)
+		return
 	}
 	switch out.Kind() {
 	case reflect.Struct:

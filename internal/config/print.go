@@ -37,6 +37,8 @@ func node(v reflect.Value, secret bool) *yaml.Node {
 	switch v.Type() {
 	case durationType:
 		return scalar("!!str", time.Duration(v.Int()).String())
+	case byteSizeType:
+		return scalar("!!str", ByteSize(v.Int()).String())
 	case timeType:
 		t := v.Interface().(time.Time)
 		if t.IsZero() {

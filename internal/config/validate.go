@@ -74,6 +74,27 @@ func (c *check) hostPort(path, value string) {
 	}
 }
 
+// hostName reports whether name is a DNS host name (admin.allowed_hosts): labels of letters, digits
+// and hyphens, 1-63 bytes each, at most 253 bytes, one trailing dot allowed (RFC 1123 section 2.1).
+// No port, scheme or wildcard: the admin listener compares whole names.
+func hostName(name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 func (c *check) httpURL(path, value string) {
 	u, err := url.Parse(value)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -178,10 +199,19 @@ func (cfg *Config) checkServer(c *check) {
 	c.durationAtLeast("server.read_header_timeout", cfg.Server.ReadHeaderTimeout, 100*time.Millisecond)
 	c.durationAtLeast("server.idle_timeout", cfg.Server.IdleTimeout, 100*time.Millisecond)
 	c.durationAtLeast("server.body_timeout", cfg.Server.BodyTimeout, 0)
+	c.durationAtLeast("server.write_timeout", cfg.Server.WriteTimeout, 100*time.Millisecond)
+	if s := cfg.Server.SpoolBytes; s < 0 || s > maxSpoolBytes {
+		c.add("server.spool_bytes", "%v: must be 0 (no spooling) to %v", s, ByteSize(maxSpoolBytes))
+	}
 
 	c.hostPort("admin.listen", cfg.Admin.Listen)
 	if cfg.Admin.Listen == cfg.Server.Listen && !strings.HasSuffix(cfg.Admin.Listen, ":0") {
 		c.add("admin.listen", "must differ from server.listen: the admin API is never served on the public listener")
+	}
+	for i, h := range cfg.Admin.AllowedHosts {
+		if !hostName(h) {
+			c.add(fmt.Sprintf("admin.allowed_hosts[%d]", i), "%q is not a host name (no port, no scheme)", h)
+		}
 	}
 
 	c.httpURL("origin.url", cfg.Origin.URL)

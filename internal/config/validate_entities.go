@@ -40,6 +40,10 @@ func validateOne(run func(c *check)) error {
 	return nil
 }
 
+// MaxPlacesPerIP bounds queues[].places_per_ip: a join from an address at its limit reads the state of
+// each of its places (waitroom's assign.lua), so the limit is what one join may cost.
+const MaxPlacesPerIP = 1000
+
 func checkQueue(c *check, p string, q Queue) {
 	c.id(p+".id", q.ID)
 	if len(q.Title) > 200 {
@@ -56,6 +60,10 @@ func checkQueue(c *check, p string, q Queue) {
 		c.add(p+".abandon_after", "must be 0 (off) or at least %s, not %s: the waiting page must be able to poll in time", MinAbandonAfter, q.AbandonAfter)
 	}
 	checkDrop(c, p, q)
+	c.atLeast(p+".places_per_ip", int64(q.PlacesPerIP), 0)
+	if q.PlacesPerIP > MaxPlacesPerIP {
+		c.add(p+".places_per_ip", "must be at most %d, not %d (0 is no limit)", MaxPlacesPerIP, q.PlacesPerIP)
+	}
 	for _, d := range []struct {
 		field string
 		value time.Duration
@@ -173,5 +181,13 @@ func checkAuctionsSource(c *check, s AuctionsSource) {
 	c.durationAtLeast("auctions_source.cache_ttl", s.CacheTTL, time.Second)
 	if s.CacheTTL > 24*time.Hour {
 		c.add("auctions_source.cache_ttl", "must be at most 24h, not %s", s.CacheTTL)
+	}
+	c.atLeast("auctions_source.breaker_failures", int64(s.BreakerFailures), 1)
+	if s.BreakerFailures > 1000 {
+		c.add("auctions_source.breaker_failures", "must be at most 1000, not %d", s.BreakerFailures)
+	}
+	c.durationAtLeast("auctions_source.breaker_open_for", s.BreakerOpenFor, time.Second)
+	if s.BreakerOpenFor > time.Hour {
+		c.add("auctions_source.breaker_open_for", "must be at most 1h, not %s: bids on new auctions are refused meanwhile", s.BreakerOpenFor)
 	}
 }

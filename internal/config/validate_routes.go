@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/edgeq/edgeq/internal/idmatch"
 )
 
 var wildcardInPath = regexp.MustCompile(`\{([^{}]*)\}`)
@@ -43,6 +45,9 @@ func (cfg *Config) checkRoutes(c *check) {
 		if r.Hold < 0 {
 			c.add(p+".hold", "%v: must not be negative", r.Hold)
 		}
+		if r.HoldPerClient < 0 {
+			c.add(p+".hold_per_client", "%d: must be 0 (no bound) or more", r.HoldPerClient)
+		}
 		for j, o := range r.CompleteOn {
 			c.outcome(fmt.Sprintf("%s.complete_on[%d]", p, j), o, r)
 		}
@@ -58,6 +63,7 @@ func (cfg *Config) checkRoutes(c *check) {
 		checkGraphQL(c, p, r)
 		cfg.checkAdmission(c, p+".admission", r, wildcards)
 	}
+	cfg.checkIDMatch(c)
 }
 
 // outcome checks one release_on or complete_on entry: answer:PATH naming $field needs a graphql: route.
@@ -167,6 +173,7 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
 	}
 	c.oneOf(p+".unknown_product", a.UnknownProduct, UnknownRefuse, UnknownPass)
+	c.oneOf(p+".id_match", a.IDMatch, idmatch.Rules...)
 	c.oneOf(p+".orphans", a.Orphans, OrphansHold, OrphansRelease)
 	if a.Type == AdmissionBid && a.Orphans == OrphansRelease {
 		c.add(p+".orphans", "release applies to stock admissions (units held by a replica that died); a bid is never held")

@@ -12,6 +12,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -29,7 +30,9 @@ import (
 // name given twice, another spelling of the name that some framework takes for it (letter case,
 // PHP's "." and " " for "_", "name[]", "X_User" for "X-User", a percent-encoded cookie name), or the
 // same name in the query and in the body, which PHP's $_REQUEST, Rails' params, Flask's
-// request.values, Laravel's input() and Go's FormValue merge. docs/security.md lists the frameworks.
+// request.values, Laravel's input() and Go's FormValue merge, or a cookie of a query or form field's
+// name (PHP's $_REQUEST and classic ASP.NET's Request[name] merge cookies too). docs/security.md
+// lists the frameworks.
 type Reader struct {
 	r       *http.Request
 	limit   int64
@@ -61,6 +64,9 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 		if e := f.notInBody(src); e != nil {
 			return "", false, e // ambiguous: no value comes with a refusal
 		}
+		if e := f.notInCookies(src); e != nil {
+			return "", false, e
+		}
 		return value, found, nil
 	case "form":
 		if e := f.parseForm(); e != nil {
@@ -70,6 +76,9 @@ func (f *Reader) Get(src config.FieldSource) (value string, found bool, e *web.E
 			return "", false, e
 		}
 		if e := f.notInQuery(src); e != nil {
+			return "", false, e
+		}
+		if e := f.notInCookies(src); e != nil {
 			return "", false, e
 		}
 		return value, found, nil
@@ -164,6 +173,30 @@ func (f *Reader) notInBody(src config.FieldSource) *web.Error {
 	}
 	if slices.Contains(keys, formSpelling(src.Name)) {
 		return web.ErrFieldInBody.With("field", Clip(src.Name)).Because(fmt.Errorf("%s is also in the body", src))
+	}
+	return nil
+}
+
+// notInCookies refuses a query or form field whose name a cookie also carries (in any spelling PHP
+// reads alike: cookieSpelling), whether or not the field is there: PHP's $_REQUEST with request_order
+// unset (variables_order "GPCS": a cookie overrides the query and the body) and classic ASP.NET's
+// Request[name] (query, form, then cookies) merge them. No framework merges cookies with a JSON body,
+// so json: fields are not checked. The Cookie header is split here, not by http.Request.Cookies,
+// which drops names that are not HTTP tokens ("sku[0]") and PHP reads all the same.
+func (f *Reader) notInCookies(src config.FieldSource) *web.Error {
+	lines := f.r.Header["Cookie"]
+	if len(lines) == 0 {
+		return nil
+	}
+	want := formSpelling(src.Name)
+	for _, line := range lines {
+		for part := range strings.SplitSeq(line, ";") {
+			name, _, _ := strings.Cut(part, "=")
+			if name = textproto.TrimString(name); name != "" && sameCookieForm(name, want) {
+				return web.ErrAmbiguousField.With("field", Clip(src.Name)).
+					Because(fmt.Errorf("%s is also a cookie, named %q", src, Clip(name)))
+			}
+		}
 	}
 	return nil
 }

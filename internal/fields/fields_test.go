@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/edgeq/edgeq/internal/config"
 )
 
 func TestDuplicateKey(t *testing.T) {
@@ -198,5 +200,54 @@ func TestBody_FormOrJSON(t *testing.T) {
 		if v != c.value || got != c.status {
 			t.Errorf("%s %q: %q status %d, want %q %d (%v)", c.contentType, c.body, v, got, c.value, c.status, e)
 		}
+	}
+}
+
+// Issue 33, item 5: PHP's $_REQUEST (with request_order unset, variables_order "GPCS": a cookie
+// overrides the query and the body) and classic ASP.NET's Request[name] (query, form, then cookies)
+// merge cookies with form and query fields. A form: or query: field whose name a cookie also carries,
+// in any spelling those read alike, is refused as ambiguous; a JSON body is not merged with cookies.
+func TestCookies_NamedLikeAFormOrQueryFieldAreAmbiguous(t *testing.T) {
+	const form = "application/x-www-form-urlencoded"
+	cases := []struct {
+		name            string
+		source          config.FieldSource
+		query, ct, body string
+		cookie          string
+		value           string
+		status          int
+	}{
+		{"form field and a cookie of its name", config.FieldSource{Kind: "form", Name: "sku"}, "", form, "sku=unguarded-x", "sku=42", "", 400},
+		{"form field absent, a cookie of its name", config.FieldSource{Kind: "form", Name: "sku"}, "", form, "qty=1", "sku=42", "", 400},
+		{"cookie name in another case", config.FieldSource{Kind: "form", Name: "sku"}, "", form, "sku=x", "SKU=42", "", 400},
+		{"cookie name percent-encoded", config.FieldSource{Kind: "form", Name: "sku"}, "", form, "sku=x", "s%6Bu=42", "", 400},
+		{"cookie name as an array", config.FieldSource{Kind: "form", Name: "sku"}, "", form, "sku=x", "sku[0]=42", "", 400},
+		{"cookie name with a dot for an underscore", config.FieldSource{Kind: "form", Name: "product_id"}, "", form, "product_id=x", "product.id=42", "", 400},
+		{"cookie among others", config.FieldSource{Kind: "form", Name: "sku"}, "", form, "sku=x", "a=1; sku=42; b=2", "", 400},
+		{"query field and a cookie of its name", config.FieldSource{Kind: "query", Name: "sku"}, "sku=x", "", "", "sku=42", "", 400},
+		{"form field, other cookies", config.FieldSource{Kind: "form", Name: "sku"}, "", form, "sku=x", "session=s1; skus=1; sk=2", "x", 0},
+		{"query field, other cookies", config.FieldSource{Kind: "query", Name: "sku"}, "sku=x", "", "", "session=s1", "x", 0},
+		{"JSON field and a cookie of its name", config.FieldSource{Kind: "json", Name: "sku"}, "", "application/json", `{"sku":"x"}`, "sku=42", "x", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/cart?"+c.query, strings.NewReader(c.body))
+			if c.ct != "" {
+				r.Header.Set("Content-Type", c.ct)
+			}
+			r.Header.Set("Cookie", c.cookie)
+			v, _, e := New(r, 1024).Get(c.source)
+			got, field := 0, ""
+			if e != nil {
+				got = e.Status
+				field, _ = e.Fields["field"].(string)
+			}
+			if v != c.value || got != c.status {
+				t.Fatalf("%q status %d, want %q %d (%v)", v, got, c.value, c.status, e)
+			}
+			if got == 400 && (field != c.source.Name || e.Code != "INVALID_REQUEST") {
+				t.Fatalf("refusal %s names field %q, want %q", e.Code, field, c.source.Name)
+			}
+		})
 	}
 }

@@ -79,6 +79,15 @@ func cookieSpelling(name string) string {
 	return formSpelling(Unescape(name))
 }
 
+// sameCookieForm reports whether a cookie name is, to PHP, the query or form name whose spelling is
+// wantSpelling (formSpelling), without allocating for names that need no decoding.
+func sameCookieForm(cookie, wantSpelling string) bool {
+	if strings.ContainsAny(cookie, "%+") {
+		return cookieSpelling(cookie) == wantSpelling
+	}
+	return sameForm(cookie, wantSpelling)
+}
+
 // Unescape percent-decodes s the lenient way PHP's urldecode and Rack's unescape do: "%XX" becomes
 // the byte, "+" a space, and a "%" not followed by two hex digits stays as it is.
 func Unescape(s string) string {

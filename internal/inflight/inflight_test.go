@@ -19,7 +19,8 @@ func TestMain(m *testing.M) { storetest.Main(m) }
 func TestKeys_ExactStringsWithHashTags(t *testing.T) {
 	k := store.Keys{Prefix: "edgeq"}
 	// lib.lua reads KEYS in this order.
-	want := []string{"edgeq:{f:checkout}:holders", "edgeq:{f:checkout}:waiters", "edgeq:{f:checkout}:alive", "edgeq:{f:checkout}:seq"}
+	want := []string{"edgeq:{f:checkout}:holders", "edgeq:{f:checkout}:waiters", "edgeq:{f:checkout}:alive",
+		"edgeq:{f:checkout}:seq", "edgeq:{f:checkout}:clients"}
 	if got := routeKeys(k, "checkout"); !slices.Equal(got, want) {
 		t.Errorf("routeKeys: got %q, want %q", got, want)
 	}
@@ -79,7 +80,7 @@ func TestAcquire_NeverMoreHoldersThanTheLimitAcrossReplicas(t *testing.T) {
 		var wg sync.WaitGroup
 		for i := range 300 {
 			wg.Go(func() {
-				lease, _, err := limiters[i%3].Acquire(context.Background(), lim)
+				lease, _, err := limiters[i%3].Acquire(context.Background(), lim, "")
 				if err != nil {
 					t.Error(err)
 					return
@@ -109,7 +110,7 @@ func TestAcquire_WaitersAreServedInArrivalOrder(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		limiters := replicas(t, s, 2, Options{Poll: time.Hour})
 		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
-		first, _, err := limiters[0].Acquire(context.Background(), lim)
+		first, _, err := limiters[0].Acquire(context.Background(), lim, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +120,7 @@ func TestAcquire_WaitersAreServedInArrivalOrder(t *testing.T) {
 		const n = 8
 		for i := range n {
 			wg.Go(func() {
-				lease, waited, err := limiters[i%2].Acquire(context.Background(), lim)
+				lease, waited, err := limiters[i%2].Acquire(context.Background(), lim, "")
 				if err != nil || !waited {
 					t.Errorf("waiter %d: waited %v, %v", i, waited, err)
 					return
@@ -145,15 +146,15 @@ func TestAcquire_WaitersAreServedInArrivalOrder(t *testing.T) {
 func TestAcquire_HoldRunsOutWithErrBusy(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		l := replicas(t, s, 1, Options{Poll: 20 * time.Millisecond})[0]
-		held, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1})
+		held, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer held.Release()
-		if _, waited, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1}); !errors.Is(err, ErrBusy) || waited {
+		if _, waited, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1}, ""); !errors.Is(err, ErrBusy) || waited {
 			t.Fatalf("hold 0: waited %v, %v; want ErrBusy at once", waited, err)
 		}
-		if _, waited, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1, Hold: 100 * time.Millisecond}); !errors.Is(err, ErrBusy) || !waited {
+		if _, waited, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1, Hold: 100 * time.Millisecond}, ""); !errors.Is(err, ErrBusy) || !waited {
 			t.Fatalf("hold 100ms: waited %v, %v; want ErrBusy after waiting", waited, err)
 		}
 		if waiting, holding := line(t, s, "checkout"); waiting != 0 || holding != 1 {
@@ -167,14 +168,14 @@ func TestAcquire_AVisitorWhoLeavesLeavesTheLine(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		l := replicas(t, s, 1, Options{})[0]
 		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
-		held, _, err := l.Acquire(context.Background(), lim)
+		held, _, err := l.Acquire(context.Background(), lim, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		gone := make(chan error, 1)
 		go func() {
-			_, _, err := l.Acquire(ctx, lim)
+			_, _, err := l.Acquire(ctx, lim, "")
 			gone <- err
 		}()
 		eventually(t, "the waiter in line", func() bool { w, _ := line(t, s, "checkout"); return w == 1 })
@@ -196,13 +197,13 @@ func TestLease_ADeadReplicasSlotIsFreeAfterTheLeaseTime(t *testing.T) {
 		opts := Options{Lease: 300 * time.Millisecond, Poll: 20 * time.Millisecond}
 		limiters := replicas(t, s, 2, opts)
 		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
-		dead, _, err := limiters[0].Acquire(context.Background(), lim)
+		dead, _, err := limiters[0].Acquire(context.Background(), lim, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		dead.once.Do(func() { close(dead.stop) }) // the replica dies: no renewal, no release
 		diedAt := time.Now()
-		lease, waited, err := limiters[1].Acquire(context.Background(), lim)
+		lease, waited, err := limiters[1].Acquire(context.Background(), lim, "")
 		if err != nil || !waited {
 			t.Fatalf("waited %v, %v", waited, err)
 		}
@@ -223,17 +224,17 @@ func TestLease_RenewalKeepsALongRequestsSlot(t *testing.T) {
 		// beside the browser tests (a 200 ms lease failed there once).
 		l := replicas(t, s, 1, Options{Lease: time.Second, Poll: 20 * time.Millisecond})[0]
 		lim := Limit{Route: "checkout", Max: 1}
-		held, _, err := l.Acquire(context.Background(), lim)
+		held, _, err := l.Acquire(context.Background(), lim, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if _, _, err := l.Acquire(context.Background(), lim); !errors.Is(err, ErrBusy) {
+			if _, _, err := l.Acquire(context.Background(), lim, ""); !errors.Is(err, ErrBusy) {
 				t.Fatalf("a second request got %v while the first still held its slot", err)
 			}
 		}
 		held.Release()
-		again, _, err := l.Acquire(context.Background(), lim)
+		again, _, err := l.Acquire(context.Background(), lim, "")
 		if err != nil {
 			t.Fatalf("after the release: %v", err)
 		}
@@ -247,7 +248,7 @@ func TestAcquire_AnAbsentWaiterIsSkipped(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		l := replicas(t, s, 1, Options{Poll: 20 * time.Millisecond})[0]
 		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute}
-		held, _, err := l.Acquire(context.Background(), lim)
+		held, _, err := l.Acquire(context.Background(), lim, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +258,7 @@ func TestAcquire_AnAbsentWaiterIsSkipped(t *testing.T) {
 		}
 		got := make(chan error, 1)
 		go func() {
-			lease, _, err := l.Acquire(context.Background(), lim)
+			lease, _, err := l.Acquire(context.Background(), lim, "")
 			if err == nil {
 				lease.Release()
 			}
@@ -280,7 +281,7 @@ func TestAcquire_StoreDownIsAnError(t *testing.T) {
 	s := storetest.Embedded(t)
 	l := New(Options{Store: s})
 	s.Close()
-	_, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1, Hold: time.Second})
+	_, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1, Hold: time.Second}, "")
 	if err == nil || errors.Is(err, ErrBusy) {
 		t.Fatalf("got %v, want a store error", err)
 	}
@@ -291,12 +292,12 @@ func TestAcquire_StoreDownIsAnError(t *testing.T) {
 func TestScripts_EveryKeyHasATTL(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		l := New(Options{Store: s, Lease: 2 * time.Second, Poll: time.Second})
-		held, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1})
+		held, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1}, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer held.Release()
-		waiter := ticket{l: l, keys: routeKeys(s.Keys, "checkout"), id: newID(), limit: 1}
+		waiter := ticket{l: l, keys: routeKeys(s.Keys, "checkout"), id: ticketID("203.0.113.7"), limit: 1}
 		if code, err := waiter.acquire(true); err != nil || code != codeWaiting {
 			t.Fatalf("waiter: %d, %v", code, err)
 		}
@@ -306,6 +307,133 @@ func TestScripts_EveryKeyHasATTL(t *testing.T) {
 			if err != nil || ttl <= 0 || ttl > 4*time.Second {
 				t.Errorf("%s: TTL %v, %v", key, ttl, err)
 			}
+		}
+	})
+}
+
+// hold_per_client: one client has at most PerClient requests waiting in line; its next one is refused
+// at once (ErrClientBusy, an ErrBusy) without taking a place, while another client still joins. A
+// request that holds a slot does not count, and a place given up (served, left) is the client's again.
+func TestAcquire_OneClientHoldsAtMostPerClientPlacesInLine(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		l := replicas(t, s, 1, Options{Poll: 20 * time.Millisecond})[0]
+		lim := Limit{Route: "checkout", Max: 1, Hold: time.Minute, PerClient: 2}
+		const flooder, other = "t:request-of-the-flooder", "198.51.100.9"
+		held, _, err := l.Acquire(context.Background(), lim, flooder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			lease *Lease
+			err   error
+		}
+		results := make(chan result, 10)
+		wait := func(client string) {
+			go func() {
+				lease, _, err := l.Acquire(context.Background(), lim, client)
+				results <- result{lease, err}
+			}()
+		}
+		for i := range 2 {
+			wait(flooder)
+			eventually(t, "the flooder in line", func() bool { w, _ := line(t, s, "checkout"); return w == int64(i+1) })
+		}
+		began := time.Now()
+		if _, waited, err := l.Acquire(context.Background(), lim, flooder); !errors.Is(err, ErrClientBusy) || !errors.Is(err, ErrBusy) || waited {
+			t.Fatalf("the flooder's third waiting request: waited %v, %v; want ErrClientBusy at once", waited, err)
+		}
+		if took := time.Since(began); took > time.Second {
+			t.Errorf("refused after %v, want at once", took)
+		}
+		wait(other)
+		eventually(t, "the other client in line", func() bool { w, _ := line(t, s, "checkout"); return w == 3 })
+
+		// The first of the flooder's waiters gets the slot: its place in line is free for it again.
+		held.Release()
+		first := <-results
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+		wait(flooder)
+		eventually(t, "the flooder's new request in line", func() bool { w, _ := line(t, s, "checkout"); return w == 3 })
+		first.lease.Release()
+		for range 3 {
+			r := <-results
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			r.lease.Release()
+		}
+		if waiting, holding := line(t, s, "checkout"); waiting != 0 || holding != 0 {
+			t.Fatalf("%d waiting, %d holding", waiting, holding)
+		}
+		if n, err := s.Client.Exists(context.Background(), routeKeys(s.Keys, "checkout")[4]).Result(); err != nil || n != 0 {
+			t.Fatalf("the client counts outlive the line: %d, %v", n, err)
+		}
+	})
+}
+
+// A client's count follows its tickets however they leave the line: hold running out, the visitor
+// leaving, the ticket dropped as absent (its replica died). With PerClient 0 nothing is bounded, and a
+// request of no known client ("") is never counted.
+func TestAcquire_ClientCountsFollowTicketsOutOfTheLine(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		l := replicas(t, s, 1, Options{Poll: 20 * time.Millisecond})[0]
+		lim := Limit{Route: "checkout", Max: 1, Hold: 100 * time.Millisecond, PerClient: 1}
+		held, _, err := l.Acquire(context.Background(), lim, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer held.Release()
+		const client = "203.0.113.7"
+		count := func() int64 {
+			n, _ := s.Client.HGet(context.Background(), routeKeys(s.Keys, "checkout")[4], ticketID(client)[:16]).Int64()
+			return n
+		}
+		// Hold runs out, three times over: each time the place is the client's again.
+		for range 3 {
+			if _, waited, err := l.Acquire(context.Background(), lim, client); !errors.Is(err, ErrBusy) || errors.Is(err, ErrClientBusy) || !waited {
+				t.Fatalf("waited %v, %v; want ErrBusy after waiting", waited, err)
+			}
+			if n := count(); n != 0 {
+				t.Fatalf("after hold ran out the client still counts %d", n)
+			}
+		}
+		// The visitor leaves.
+		ctx, cancel := context.WithCancel(context.Background())
+		gone := make(chan error, 1)
+		long := Limit{Route: "checkout", Max: 1, Hold: time.Minute, PerClient: 1}
+		go func() { _, _, err := l.Acquire(ctx, long, client); gone <- err }()
+		eventually(t, "the client counted in line", func() bool { return count() == 1 })
+		cancel()
+		<-gone
+		if n := count(); n != 0 {
+			t.Fatalf("after the visitor left the client still counts %d", n)
+		}
+		// A ghost: a ticket whose replica stopped polling is dropped from the line by the next call.
+		ghost := ticket{l: l, keys: routeKeys(s.Keys, "checkout"), id: ticketID(client), limit: 1, perClient: 1}
+		if code, err := ghost.acquire(true); err != nil || code != codeWaiting {
+			t.Fatalf("ghost: %d, %v", code, err)
+		}
+		eventually(t, "the ghost dropped", func() bool {
+			_, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1}, "")
+			return errors.Is(err, ErrBusy) && count() == 0
+		})
+		// No bound, and no client.
+		for _, tc := range []struct {
+			client    string
+			perClient int
+		}{{client, 0}, {"", 1}} {
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Go(func() {
+					_, _, err := l.Acquire(context.Background(), Limit{Route: "checkout", Max: 1, Hold: 300 * time.Millisecond, PerClient: tc.perClient}, tc.client)
+					if errors.Is(err, ErrClientBusy) {
+						t.Errorf("client %q, per client %d: %v", tc.client, tc.perClient, err)
+					}
+				})
+			}
+			wg.Wait()
 		}
 	})
 }

@@ -12,6 +12,7 @@ func routeKeys(k store.Keys, route string) []string {
 		k.Global(tag, "waiters"),
 		k.Global(tag, "alive"),
 		k.Global(tag, "seq"),
+		k.Global(tag, "clients"),
 	}
 }
 

@@ -34,9 +34,10 @@ var (
 
 // acquire.lua's codes.
 const (
-	codeHeld    = 0
-	codeWaiting = 1
-	codeFull    = 2
+	codeHeld       = 0
+	codeWaiting    = 1
+	codeFull       = 2
+	codeClientFull = 3
 )
 
 var errReply = errors.New("inflight: unexpected script reply")

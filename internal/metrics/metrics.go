@@ -34,10 +34,13 @@ const (
 	HeldBusy       = "busy"        // hold ran out: 503 BUSY
 	HeldGone       = "gone"        // the visitor left while waiting
 	HeldStoreError = "store_error" // the store could not be used: the route's on_store_error decided
+	// HeldClientBusy: no slot was free and the client had hold_per_client requests in line already:
+	// 503 BUSY at once.
+	HeldClientBusy = "client_busy"
 )
 
 // HeldResults are every in-flight result, for the series to start at 0.
-var HeldResults = []string{HeldImmediate, HeldWaited, HeldBusy, HeldGone, HeldStoreError}
+var HeldResults = []string{HeldImmediate, HeldWaited, HeldBusy, HeldGone, HeldStoreError, HeldClientBusy}
 
 // latencyBuckets suit a gateway: most answers take a millisecond, the origin may take seconds.
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}

@@ -134,3 +134,105 @@ func TestAuctionsSource_FromTheConfigurationFileWithTokenBidders(t *testing.T) {
 		t.Fatalf("auctions_source reported as needing a restart:\n%s", in.logs)
 	}
 }
+
+// sourceBreakerConfig is a bid route identified by a header, with auctions_source's breaker settings
+// given as extra keys of auctions_source.
+func sourceBreakerConfig(originURL, sourceURL, breaker string) string {
+	return fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q}
+log: {level: warn}
+auctions_source: {url: %q, timeout: 2s, cache_ttl: 60s%s}
+routes:
+  - name: bid
+    match: "POST /auctions/{id}/bid"
+    admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-Bidder"}
+`, originURL, sourceURL, breaker)
+}
+
+// sourceShop answers GET /api/auctions/{id}: vase and chair are auctions, bad-* ids the shop's
+// validation refuses (400), down-* a shop in trouble (500), others 404.
+func sourceShop(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var asked atomic.Int64
+	ends := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		id := strings.TrimPrefix(r.URL.Path, "/api/auctions/")
+		switch {
+		case id == "vase" || id == "chair":
+			fmt.Fprintf(w, `{"starting_price":"10.00","min_increment":"0.50","ends_at":%q}`, ends)
+		case strings.HasPrefix(id, "bad-"):
+			http.Error(w, `{"error":"invalid id"}`, http.StatusBadRequest)
+		case strings.HasPrefix(id, "down-"):
+			http.Error(w, "database unavailable", http.StatusInternalServerError)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(shop.Close)
+	return shop, &asked
+}
+
+func bidAs(t *testing.T, in *instance, bidder, auction, amount string) reply {
+	t.Helper()
+	req, _ := http.NewRequest("POST", in.public+"/auctions/"+auction+"/bid", strings.NewReader(url.Values{"amount": {amount}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("X-Bidder", bidder)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, resp.Header, string(b)}
+}
+
+// Issue 33, item 7, over HTTP: five bids from anyone on ids the shop answers 400 (or 404) to do not
+// open auctions_source's breaker; a legitimate first bid on another auction goes through.
+func TestAuctionsSource_BidsOnIdsTheShopRefusesCannotOpenTheBreaker(t *testing.T) {
+	shop, asked := sourceShop(t)
+	in := start(t, sourceBreakerConfig(newOrigin(t).URL, shop.URL+"/api/auctions/{id}", ""))
+	for i := range 5 {
+		for _, id := range []string{fmt.Sprintf("bad-%d", i), fmt.Sprintf("nope-%d", i)} {
+			if r := bidAs(t, in, fmt.Sprintf("mallory-%d", i), id, "5.00"); r.status != 404 || !strings.Contains(r.body, "AUCTION_NOT_FOUND") {
+				t.Fatalf("bid on %s: %d %s", id, r.status, r.body)
+			}
+		}
+	}
+	if r := bidAs(t, in, "alice", "vase", "12.00"); r.status != 200 {
+		t.Fatalf("a legitimate first bid after ten on refused ids: %d %s", r.status, r.body)
+	}
+	if open := in.metric(t, "edgeq_auctions_source_breaker_open"); open != 0 {
+		t.Fatalf("breaker gauge %v", open)
+	}
+	// Cached as unknown for cache_ttl.
+	before := asked.Load()
+	if r := bidAs(t, in, "mallory", "bad-0", "5.00"); r.status != 404 || asked.Load() != before {
+		t.Fatalf("bid on bad-0 again: %d %s, shop asked %d more times", r.status, r.body, asked.Load()-before)
+	}
+}
+
+// auctions_source.breaker_failures and breaker_open_for: the breaker opens after that many failures
+// in a row, for that long.
+func TestAuctionsSource_BreakerSettingsFromTheConfigurationFile(t *testing.T) {
+	shop, asked := sourceShop(t)
+	in := start(t, sourceBreakerConfig(newOrigin(t).URL, shop.URL+"/api/auctions/{id}", ", breaker_failures: 2, breaker_open_for: 1s"))
+	for i := range 2 {
+		if r := bidAs(t, in, "alice", fmt.Sprintf("down-%d", i), "5.00"); r.status != 503 {
+			t.Fatalf("bid %d on a failing shop: %d %s", i, r.status, r.body)
+		}
+	}
+	if open := in.metric(t, "edgeq_auctions_source_breaker_open"); open != 1 {
+		t.Fatalf("after 2 failures: breaker gauge %v", open)
+	}
+	if r := bidAs(t, in, "alice", "vase", "12.00"); r.status != 503 || asked.Load() != 2 {
+		t.Fatalf("while open: %d %s, shop asked %d times", r.status, r.body, asked.Load())
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if r := bidAs(t, in, "alice", "vase", "12.00"); r.status != 200 {
+		t.Fatalf("after breaker_open_for: %d %s", r.status, r.body)
+	}
+}

@@ -165,6 +165,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Steps:          steps,
 		InFlight:       limiter,
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
+		WriteTimeout:   cfg.Server.WriteTimeout,
+		SpoolBytes:     int64(cfg.Server.SpoolBytes),
 		Responder:      responder,
 		Metrics:        m,
 		Logger:         logger,

@@ -68,7 +68,8 @@ func (s *collidingShop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // inflightConfig protects a checkout with max_in_flight (0: off) and hold, on the Redis at redisAddr
-// ("" for the embedded store).
+// ("" for the embedded store). Its checkouts stand for many shoppers but all come from the test's one
+// address: hold_per_client is off.
 func inflightConfig(originURL, redisAddr string, maxInFlight int, hold string, extraRoutes string) string {
 	return fmt.Sprintf(`
 server: {listen: "127.0.0.1:0"}
@@ -77,7 +78,7 @@ origin: {url: %q}
 redis: {addr: %q}
 log: {level: warn}
 routes:
-  - {name: checkout, match: "POST /api/carts/{cart}/checkout", max_in_flight: %d, hold: %s}
+  - {name: checkout, match: "POST /api/carts/{cart}/checkout", max_in_flight: %d, hold: %s, hold_per_client: 0}
 %s
 `, originURL, redisAddr, maxInFlight, hold, extraRoutes)
 }

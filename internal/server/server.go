@@ -138,12 +138,13 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 		return nil, startupErr("dashboard: %v", err)
 	}
 	adminHandler := admin.Handler(admin.Options{
-		Dashboard: dashboard,
-		API:       []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin},
-		APIKey:    cfg.Admin.APIKey,
-		Gatherer:  built.registry,
-		Responder: built.responder,
-		Logger:    logger,
+		Dashboard:    dashboard,
+		API:          []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin},
+		APIKey:       cfg.Admin.APIKey,
+		AllowedHosts: cfg.Admin.AllowedHosts,
+		Gatherer:     built.registry,
+		Responder:    built.responder,
+		Logger:       logger,
 		Ready: func(ctx context.Context) map[string]error {
 			checks := map[string]error{"store": built.store.Ping(ctx), "config": nil}
 			if g.cfg.Load() == nil {
@@ -162,8 +163,9 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 		// Slow-client protection: headers must arrive within server.read_header_timeout, idle
 		// connections close after server.idle_timeout, and the proxy ends a body's reads
 		// server.body_timeout after its request arrived (a read deadline it lifts once the body is in).
-		// Responses have no overall deadline, because streams and WebSockets legitimately take long;
-		// the admission step reads at most server.max_body_bytes.
+		// Responses have no overall deadline, because streams and WebSockets legitimately take long:
+		// the proxy gives each write of an answer server.write_timeout instead (a client that takes
+		// nothing is cut off); the admission step reads at most server.max_body_bytes.
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,

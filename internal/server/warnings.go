@@ -27,6 +27,12 @@ func warnings(cfg *config.Config) []string {
 			"redis.wait_replicas to the number of replicas that must hold a reservation before the shop sees it")
 	}
 	for _, q := range cfg.Queues {
+		if (q.Shuffle || q.Method == config.MethodRandom) && q.PlacesPerIP == 0 {
+			out = append(out, "queues["+q.ID+"].places_per_ip is 0 with "+lotteryOf(q)+": every place is a "+
+				"ticket, and one address joining without cookies takes as many as limits.join_per_ip_per_minute "+
+				"lets it; set places_per_ip (a few places per address; more where many share one, such as "+
+				"offices and carrier NAT)")
+		}
 		for _, id := range q.SoldOutWith {
 			if !slices.ContainsFunc(cfg.Products, func(p config.Product) bool { return p.ID == id }) {
 				out = append(out, "queues["+q.ID+"].sold_out_with names "+id+", which is not among products: "+
@@ -35,6 +41,18 @@ func warnings(cfg *config.Config) []string {
 		}
 	}
 	return out
+}
+
+// lotteryOf names what makes a queue's places tickets: its pre-queue's lottery (shuffle), its random
+// method, or both.
+func lotteryOf(q config.Queue) string {
+	switch {
+	case q.Shuffle && q.Method == config.MethodRandom:
+		return "shuffle and method random"
+	case q.Shuffle:
+		return "shuffle"
+	}
+	return "method random"
 }
 
 // turnstileUsers names the queues and routes of the file that ask for Turnstile.

@@ -21,8 +21,8 @@ func outcome(t *testing.T, answer string, encoding string, key string, batch int
 		zw.Close()
 		body = buf.Bytes()
 	}
-	return &Outcome{Forwarded: true, Status: 200, WantAnswer: true, Answer: body, AnswerEncoding: encoding,
-		AnswerWhole: true, FieldKey: key, Batch: batch}
+	return &Outcome{Forwarded: true, Status: 200, Answer: &Answer{Want: true, Body: body, Encoding: encoding,
+		Whole: true, FieldKey: key, Batch: batch}}
 }
 
 func answerOutcome(t *testing.T, text string) config.ReleaseOutcome {
@@ -72,7 +72,7 @@ func TestOutcome_AnswerPaths(t *testing.T) {
 	}
 	// An answer that was not kept whole matches nothing.
 	o := outcome(t, refused, "", "add", -1)
-	o.AnswerWhole = false
+	o.Answer.Whole = false
 	if o.Matches(answerOutcome(t, "answer:data.$field.errorCode")) {
 		t.Error("a partial answer matched")
 	}

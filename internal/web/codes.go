@@ -27,6 +27,9 @@ var (
 	// ErrAmbiguousField refuses a request that gives a field more than once: edgeq and the origin
 	// could read different copies (Go takes the first form value, PHP and Rails the last).
 	ErrAmbiguousField = ErrInvalidRequest.saying("The request gives a field more than once.")
+	// ErrAmbiguousID refuses a product or auction id that the shop may read as a guarded id spelled
+	// otherwise ("042", "SNEAKER-A"), where the route's admission.id_match does not make it that id.
+	ErrAmbiguousID = ErrInvalidRequest.saying("The shop may read this id as another one: send the id as it is listed.")
 	// ErrFieldInQuery and ErrFieldInBody refuse a field in the other place than the one edgeq reads it
 	// from, whether or not that place has it too: frameworks that merge the two (PHP's $_REQUEST, Go's
 	// FormValue) would read a value edgeq did not check.

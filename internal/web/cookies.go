@@ -16,9 +16,12 @@ type Cookies struct {
 	Secure string
 }
 
-// Set writes a cookie.
+// Set writes a cookie. Every edgeq cookie is a credential (a token, a place in line, a Turnstile
+// clearance): the answer is marked as carrying one (Request.CredentialAdded).
 func (p Cookies) Set(w http.ResponseWriter, r *http.Request, name, value string, life time.Duration) {
-	secure := p.Secure == "always" || (p.Secure == "auto" && RequestFrom(r.Context()).Secure)
+	info := RequestFrom(r.Context())
+	info.CredentialAdded = true
+	secure := p.Secure == "always" || (p.Secure == "auto" && info.Secure)
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: "/", MaxAge: max(1, int(life/time.Second)),
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,

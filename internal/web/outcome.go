@@ -31,23 +31,41 @@ type Outcome struct {
 	Started time.Time  // when forwarding began, for edgeq_origin_duration_seconds
 	Body    *BodyWatch // the visitor's body as the origin transport reads it, nil without a body
 
-	// WantAnswer: a step settles on the shop's answer itself (an answer: outcome), so the proxy keeps
-	// the answer's body (up to server.max_body_bytes) in Answer, as the shop sent it (AnswerEncoding),
-	// before passing it on; AnswerWhole is false when it was larger or broke off.
-	WantAnswer     bool
-	Answer         []byte
-	AnswerEncoding string
-	AnswerWhole    bool
+	// Answer is what edgeq keeps of the shop's answer for steps that settle on it (answer: outcomes),
+	// nil on every other request: a request pays for it only on routes that read answers.
+	Answer *Answer
+
+	answered chan struct{} // closed when the origin answered or failed (WatchAnswer)
+}
+
+// Answer is the shop's answer as a step that settles on it reads it.
+type Answer struct {
+	// Want: a step settles on the answer (an answer: outcome), so the proxy keeps its body (up to
+	// server.max_body_bytes) in Body, as the shop sent it (Encoding), before passing it on; Whole is
+	// false when it was larger or broke off.
+	Want     bool
+	Body     []byte
+	Encoding string
+	Whole    bool
 	// FieldKey and Batch are what "$field" in an answer: path stands for on a graphql: route: the
 	// matched field's response key, and its operation's index in a batched request (-1: not a batch).
 	FieldKey string
 	Batch    int
 
-	answerDoc    any
-	answerParsed bool
-
-	answered chan struct{} // closed when the origin answered or failed (WatchAnswer)
+	doc    any
+	parsed bool
 }
+
+// KeepAnswer returns the request's Answer, made on first use.
+func (o *Outcome) KeepAnswer() *Answer {
+	if o.Answer == nil {
+		o.Answer = &Answer{Batch: -1}
+	}
+	return o.Answer
+}
+
+// WantsAnswer reports whether a step asked for the shop's answer.
+func (o *Outcome) WantsAnswer() bool { return o.Answer != nil && o.Answer.Want }
 
 // Matches reports whether the origin's outcome is want (a release_on or complete_on entry). An
 // answer: entry reads the shop's JSON answer (decompressed): it matches when the answer has a value at
@@ -57,24 +75,28 @@ func (o *Outcome) Matches(want config.ReleaseOutcome) bool {
 	if want.Answer == nil {
 		return want.Matches(o.Status, o.TransportError)
 	}
-	if o.TransportError || !o.Forwarded {
+	if o.TransportError || !o.Forwarded || o.Answer == nil {
 		return false
 	}
-	if !o.answerParsed {
-		o.answerParsed = true
-		o.answerDoc = o.parseAnswer()
+	return o.Answer.has(want.Answer)
+}
+
+func (a *Answer) has(path []string) bool {
+	if !a.parsed {
+		a.parsed = true
+		a.doc = a.decode()
 	}
-	cur := o.answerDoc
-	if o.Batch >= 0 && o.FieldKey != "" {
+	cur := a.doc
+	if a.Batch >= 0 && a.FieldKey != "" {
 		list, ok := cur.([]any)
-		if !ok || o.Batch >= len(list) {
+		if !ok || a.Batch >= len(list) {
 			return false
 		}
-		cur = list[o.Batch]
+		cur = list[a.Batch]
 	}
-	for _, step := range want.Answer {
+	for _, step := range path {
 		if step == "$field" {
-			step = o.FieldKey
+			step = a.FieldKey
 		}
 		switch node := cur.(type) {
 		case map[string]any:
@@ -107,14 +129,14 @@ func (o *Outcome) Matches(want config.ReleaseOutcome) bool {
 	return true
 }
 
-// parseAnswer decodes the kept answer: nil when there is none, it is not whole, its encoding is not
-// one edgeq reads (the proxy asks the shop for gzip or nothing), or it is not JSON.
-func (o *Outcome) parseAnswer() any {
-	if !o.AnswerWhole || len(o.Answer) == 0 {
+// decode reads the kept answer: nil when there is none, it is not whole, its encoding is not one edgeq
+// reads (the proxy asks the shop for gzip or nothing), or it is not JSON.
+func (a *Answer) decode() any {
+	if !a.Whole || len(a.Body) == 0 {
 		return nil
 	}
-	var r io.Reader = bytes.NewReader(o.Answer)
-	switch strings.ToLower(strings.TrimSpace(o.AnswerEncoding)) {
+	var r io.Reader = bytes.NewReader(a.Body)
+	switch strings.ToLower(strings.TrimSpace(a.Encoding)) {
 	case "", "identity":
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(r)
@@ -188,7 +210,7 @@ func (b *BodyWatch) Err() error {
 
 // TrackOutcome makes r record the outcome of forwarding (the proxy does this for every request bound
 // for the origin). The Outcome lives inside the Request: no allocation of its own.
-func (r *Request) TrackOutcome() { r.outcomeValue.Batch = -1; r.outcome = &r.outcomeValue }
+func (r *Request) TrackOutcome() { r.outcome = &r.outcomeValue }
 
 // OutcomeFrom returns the Outcome of the request carrying ctx, or nil for requests that are not
 // forwarded (edgeq's own endpoints).

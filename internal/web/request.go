@@ -40,6 +40,10 @@ type Request struct {
 	RefusalStatus int
 	// GraphQL: the matched route is a graphql: route, whose refusals default to a GraphQL-shaped body.
 	GraphQL bool
+	// CredentialAdded: edgeq put a credential on the answer (one of its cookies, an Edgeq-Token
+	// header), so no cache in front may keep the answer: the proxy makes it private, no-store
+	// whatever the shop said (CONTRACT 11.1).
+	CredentialAdded bool
 
 	base         *slog.Logger
 	logger       *slog.Logger

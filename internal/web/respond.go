@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -86,6 +87,10 @@ type Responder struct {
 	Languages []string
 	// The shop's look (pages.logo_file, pages.accent_color), as URLs edgeq serves; "" for none.
 	LogoURL, AccentStylesheet string
+
+	// brokenRefusals holds the refusal.json templates (*template.Template, one per route and
+	// configuration load) that failed at run time and were logged: each is logged once.
+	brokenRefusals sync.Map
 }
 
 // PageBase is the data every page template gets.
@@ -214,15 +219,23 @@ func graphQLBody(e *Error) map[string]any {
 }
 
 // refusal answers e with the route's refusal.json template (routes[].refusal.json), in the shape the
-// shop's own scripts read; false (and a log line) if the template fails, and the standard body is sent.
+// shop's own scripts read; false if the template fails or renders invalid JSON (edgeq check renders
+// it with hostile values, but a visitor's may still find a way), and the standard body is sent. The
+// failure is logged once per template: a visitor repeating the request must not flood the log.
 func (rs *Responder) refusal(w http.ResponseWriter, r *http.Request, info *Request, e *Error) bool {
 	d := config.RefusalData{Status: e.Status, Code: e.Code, Message: e.Message, Fields: make(map[string]string, len(e.Fields))}
 	for k, v := range e.Fields {
 		d.Fields[k] = fmt.Sprint(v)
 	}
 	body, err := config.RenderRefusal(info.Refusal, d)
+	if err == nil && !json.Valid(body) {
+		err = fmt.Errorf("rendered invalid JSON for %s: %s", e.Code, ClipLog(string(body)))
+	}
 	if err != nil {
-		info.Logger().Error("refusal.json template failed; the standard body is sent", "route", info.Route, "error", ClipErr(err))
+		if _, logged := rs.brokenRefusals.LoadOrStore(info.Refusal, true); !logged {
+			info.Logger().Error("refusal.json template failed; the standard body is sent (logged once per route)",
+				"route", info.Route, "code", e.Code, "error", ClipErr(err))
+		}
 		return false
 	}
 	h := w.Header()

@@ -3,12 +3,13 @@
 -- Every script of a queue receives the same KEYS, all under the queue's hash tag {q:<id>}:
 --   KEYS[1] meta     hash   settings (capacity, rate, ttl, pexp, abandon, abandon_since, turnstile, title,
 --                           paused, epoch, secret, method, opens_at, join_from, shuffle, closes_at,
---                           sold_out_with, renew, max_session, invite_only), rate bucket (bucket,
---                           bucket_at), unclaimed (served, no token), the drop's state: opened (ms, 0 not
---                           yet), the lottery (pre_lo, pre_n, seed), sold_out, the random method's pool
---                           (pool_base, pool_m), draws, moved, early; invitations: inv_total, inv_used;
---                           failover (waitroom/failover.go): ack_draws (the tick's redis.wait_replicas > 0),
---                           draw_ack ("0" while a lottery's draw waits for the replicas), restored
+--                           sold_out_with, renew, max_session, invite_only, places_per_ip), rate
+--                           bucket (bucket, bucket_at), unclaimed (served, no token), the drop's state:
+--                           opened (ms, 0 not yet), the lottery (pre_lo, pre_n, seed), sold_out, the random
+--                           method's pool (pool_base, pool_m), draws, moved, early; invitations:
+--                           inv_total, inv_used; failover (waitroom/failover.go): ack_draws (the tick's
+--                           redis.wait_replicas > 0), draw_ack ("0" while a lottery's draw waits for the
+--                           replicas), restored
 --   KEYS[2] counter  string last assigned position (positions start at 1, in arrival order)
 --   KEYS[3] serving  string serving rank (starts at 0, never decreases): ranks 1..serving were reached in
 --                           serving order (see rank below)
@@ -25,6 +26,7 @@
 --                           so polls know who was served
 --   KEYS[11] inv     hash   invitations: SHA-256 of the code (hex) -> "created:expires:front:position:used"
 --                           (seconds; position and used 0 until it is used); codes are never stored
+-- assign.lua receives more KEYS after these: the places of the joining visitors' addresses (see there).
 --
 -- Ranks. A position is a visitor's place in arrival order; its rank is its place in serving order. They
 -- are equal except in a lottery: at the opening of a queue with shuffle, the pre-queue's positions
@@ -284,10 +286,11 @@ local function serve_next(now, n, stop_at)
 end
 
 -- gate reads the settings the inlet and a join decide on, in one call (each field read costs):
--- opened, paused, sold_out, method, capacity, rate, join_from, closes_at, pool_m, draw_ack.
+-- opened, paused, sold_out, method, capacity, rate, join_from, closes_at, pool_m, draw_ack,
+-- places_per_ip.
 local function gate()
   return redis.call('HMGET', K_META, 'opened', 'paused', 'sold_out', 'method', 'capacity', 'rate',
-    'join_from', 'closes_at', 'pool_m', 'draw_ack')
+    'join_from', 'closes_at', 'pool_m', 'draw_ack', 'places_per_ip')
 end
 
 -- inlet is the capacity inlet: expire what is due, open a scheduled queue when its time has come, then

@@ -1,13 +1,15 @@
 -- lib.lua: shared by every in-flight script; the Go side prepends it to each operation's file.
 --
--- KEYS (every script, one route; all four share the route's hash tag {f:<route>}):
+-- KEYS (every script, one route; all five share the route's hash tag {f:<route>}):
 --   KEYS[1] <prefix>:{f:<route>}:holders  sorted set: lease id -> lease expiry (ms, Redis TIME)
 --   KEYS[2] <prefix>:{f:<route>}:waiters  sorted set: ticket id -> ticket number (arrival order)
 --   KEYS[3] <prefix>:{f:<route>}:alive    sorted set: ticket id -> until when its waiter counts as
 --                                          present (ms); every poll of the waiter renews it
 --   KEYS[4] <prefix>:{f:<route>}:seq      string: the last ticket number given out
--- A ticket id is also the id of the lease it becomes.
-local K_HOLDERS, K_WAITERS, K_ALIVE, K_SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+--   KEYS[5] <prefix>:{f:<route>}:clients  hash: client tag -> how many of its tickets wait in line
+-- A ticket id is also the id of the lease it becomes. The id of a request from a known client is
+-- "<client tag>.<random>" (the tag: hex, a hash of the client); any other is "<random>".
+local K_HOLDERS, K_WAITERS, K_ALIVE, K_SEQ, K_CLIENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 -- now_ms: Redis TIME in milliseconds. Time inside scripts always comes from Redis: one clock for
 -- every replica.
@@ -16,9 +18,19 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- drop_waiter removes a ticket from the line.
+-- client_of returns the client tag in a ticket id, nil for a ticket of no known client.
+local function client_of(id)
+  return string.match(id, '^(%x+)%.')
+end
+
+-- drop_waiter removes a ticket from the line, and from its client's count if it was in line.
 local function drop_waiter(id)
-  redis.call('ZREM', K_WAITERS, id)
+  if redis.call('ZREM', K_WAITERS, id) == 1 then
+    local client = client_of(id)
+    if client and redis.call('HINCRBY', K_CLIENTS, client, -1) <= 0 then
+      redis.call('HDEL', K_CLIENTS, client)
+    end
+  end
   redis.call('ZREM', K_ALIVE, id)
 end
 
@@ -50,7 +62,9 @@ local function sweep(now, limit, grant_ms, channel)
 end
 
 -- keep gives every key a TTL just past the latest expiry it holds, so nothing outlives the leases and
--- waiters in it (an emptied sorted set is deleted by Redis itself).
+-- waiters in it (an emptied sorted set is deleted by Redis itself). The client counts go with an empty
+-- line: whatever they held (a ticket dropped by a replica running older scripts, during a rolling
+-- upgrade) cannot outlast the line.
 local function keep(now)
   local last = redis.call('ZRANGE', K_HOLDERS, -1, -1, 'WITHSCORES')
   if last[2] then
@@ -62,5 +76,9 @@ local function keep(now)
     redis.call('PEXPIRE', K_ALIVE, ttl)
     redis.call('PEXPIRE', K_WAITERS, ttl)
     redis.call('PEXPIRE', K_SEQ, ttl)
+    redis.call('PEXPIRE', K_CLIENTS, ttl)
+  end
+  if redis.call('EXISTS', K_WAITERS) == 0 then
+    redis.call('DEL', K_CLIENTS)
   end
 end

@@ -1,0 +1,57 @@
+package admin
+
+import (
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// allowHosts refuses, with 421 MISDIRECTED_REQUEST, a request whose Host is not one the admin listener
+// answers to (CONTRACT 11.1): an IP literal, localhost, none at all, or a name in allowed
+// (admin.allowed_hosts). A DNS rebinding page makes a browser send the admin listener requests with
+// Host set to the page's own name (evil.example, resolved to the admin address once the page has
+// loaded), and would read /metrics or try the dashboard; under an address or localhost a browser never
+// sends another site's page's requests. Prometheus scrapes by address and Kubernetes probes send the
+// pod's IP, so both keep working; the probes are checked like every other path (/readyz names what is
+// wrong with the store).
+func allowHosts(allowed []string, rs *web.Responder, next http.Handler) http.Handler {
+	names := make(map[string]bool, len(allowed))
+	for _, name := range allowed {
+		names[hostKey(name)] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostAllowed(r.Host, names) {
+			rs.Error(w, r, web.ErrMisdirected)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostAllowed reports whether the admin listener answers a request with this Host header.
+func hostAllowed(host string, names map[string]bool) bool {
+	name := hostKey(host)
+	if name == "" || name == "localhost" || names[name] {
+		return true
+	}
+	_, err := netip.ParseAddr(name)
+	return err == nil
+}
+
+// hostKey is a Host header's name as the allowed names are compared: without the port (and the
+// brackets of an IPv6 literal) and the trailing dot of a fully qualified name, in lower case (host
+// names are case-insensitive).
+func hostKey(host string) string {
+	if strings.HasPrefix(host, "[") {
+		if end := strings.IndexByte(host, ']'); end > 0 {
+			return host[1:end]
+		}
+		return host
+	}
+	if i := strings.IndexByte(host, ':'); i >= 0 && strings.Count(host, ":") == 1 {
+		host = host[:i] // an IPv6 literal without brackets keeps its colons
+	}
+	return strings.ToLower(strings.TrimSuffix(host, "."))
+}
