@@ -1,0 +1,139 @@
+package config
+
+// A route's configuration: the path it protects and what it asks of the gate chain.
+
+import (
+	"time"
+
+	"github.com/edgeq/edgeq/internal/idmatch"
+)
+
+// Requirements a route can ask the gate for (CONTRACT section 4): each is enforced by one step, which
+// names it as its Requirement. They live here, beside Route, because the steps (waitroom, turnstile,
+// admission) cannot import proxy, which chains them.
+const (
+	RequireQueue     = "queue"
+	RequireTurnstile = "turnstile"
+	RequireAdmission = "admission"
+)
+
+// Route is one protected path pattern. Requests matching no route pass through ungated.
+type Route struct {
+	Name         string `yaml:"name"`
+	Match        string `yaml:"match"`
+	Queue        string `yaml:"queue"`
+	Turnstile    bool   `yaml:"turnstile"`
+	OnStoreError string `yaml:"on_store_error"`
+	// MaxInFlight > 0: at most this many requests of the route at the origin at once, across every
+	// replica (a lease in the store); a request over it waits up to Hold, first come first served,
+	// then gets 503 BUSY (CONTRACT 10.1).
+	MaxInFlight int           `yaml:"max_in_flight"`
+	Hold        time.Duration `yaml:"hold"`
+	// HoldPerClient > 0: the requests one client (its token's queue request id, else its address) may
+	// have waiting in the route's hold line; past it 503 BUSY at once (CONTRACT 11.1). 0: no bound.
+	HoldPerClient int `yaml:"hold_per_client"`
+	// CompleteOn: origin outcomes (release_on's words) that complete the visitor's queue session.
+	CompleteOn []string  `yaml:"complete_on"`
+	Refusal    Refusal   `yaml:"refusal"`
+	Admission  Admission `yaml:"admission"`
+	// GraphQL, when it names fields, makes the route apply only to requests on its path whose executed
+	// GraphQL operation selects one of them (CONTRACT 11.4; internal/graphql).
+	GraphQL GraphQL `yaml:"graphql"`
+}
+
+// GraphQL is a route's graphql: block: which operation of a shared GraphQL endpoint the route guards.
+type GraphQL struct {
+	// Operation is the operation type of the guarded fields: mutation (default) or query.
+	Operation string `yaml:"operation"`
+	// Fields are root fields of that type; the route applies when the executed operation selects one
+	// (directly or through fragments). Empty: not a graphql: route.
+	Fields []string `yaml:"fields"`
+	// RefuseFields are root fields refused on the route's path while it is configured (403
+	// OPERATION_REFUSED): those that change a guarded quantity without naming the product.
+	RefuseFields []string `yaml:"refuse_fields"`
+	// Documents is a JSON file of trusted documents (id -> document, or an Apollo persisted query
+	// manifest) for shops that execute persisted queries only; "" for none.
+	Documents string `yaml:"documents"`
+}
+
+// On reports whether the route is a graphql: route.
+func (g GraphQL) On() bool { return len(g.Fields) > 0 }
+
+// GraphQL.Operation values.
+const (
+	GraphQLMutation = "mutation"
+	GraphQLQuery    = "query"
+)
+
+// Refusal is how edgeq's refusals on a route look to non-navigation clients.
+type Refusal struct {
+	// JSON is a text/template producing the JSON body of a refusal ("" = the standard body), with
+	// .Status .Code .Message and .Fields, values escaped for use inside a JSON string.
+	JSON string `yaml:"json"`
+	// Status, when set, is the status of edgeq's 4xx refusals on the route (200 for clients that drop
+	// the bodies of 4xx answers); 5xx refusals keep theirs. 0: each refusal's own status.
+	Status int `yaml:"status"`
+}
+
+func (r *Route) applyDefaults() {
+	r.OnStoreError = OnStoreErrorClosed
+	r.Hold = 10 * time.Second
+	r.HoldPerClient = 2
+	r.Admission.applyDefaults()
+	r.GraphQL.Operation = GraphQLMutation
+}
+
+// Route.OnStoreError values.
+const (
+	OnStoreErrorClosed = "closed"
+	OnStoreErrorOpen   = "open"
+)
+
+// Admission is the atomic check a route runs on Redis before the origin sees the request. Type "" means
+// the route has no admission step. The field sources use the syntax of FieldSource.
+type Admission struct {
+	Type      string   `yaml:"type"`
+	Product   string   `yaml:"product"`
+	Auction   string   `yaml:"auction"`
+	Amount    string   `yaml:"amount"`
+	User      string   `yaml:"user"`
+	Quantity  string   `yaml:"quantity"`
+	ReleaseOn []string `yaml:"release_on"`
+	// UnknownProduct: refuse (404 PRODUCT_NOT_FOUND / AUCTION_NOT_FOUND) or pass (forwarded without
+	// admission, counted as unknown_passed) a product or auction edgeq does not know.
+	UnknownProduct string `yaml:"unknown_product"`
+	// IDMatch: how the shop compares the route's product or auction ids (idmatch.Rules: exact,
+	// case_insensitive, numeric). Whatever it says, an id that a common reading makes a guarded one is
+	// admitted as that id or refused, never passed as unknown (CONTRACT 11.1).
+	IDMatch string `yaml:"id_match"`
+	// Orphans: what happens to the unsettled stock admissions of a replica that stopped renewing its
+	// liveness lease, once older than origin.timeout: hold (listed for an operator) or release (the
+	// units go back).
+	Orphans string `yaml:"orphans"`
+}
+
+// Admission.Orphans values.
+const (
+	OrphansHold    = "hold"
+	OrphansRelease = "release"
+)
+
+// Admission.UnknownProduct values.
+const (
+	UnknownRefuse = "refuse"
+	UnknownPass   = "pass"
+)
+
+// Admission.Type values.
+const (
+	AdmissionStock = "stock"
+	AdmissionBid   = "bid"
+)
+
+func (a *Admission) applyDefaults() {
+	a.User = "token"
+	a.UnknownProduct = UnknownRefuse
+	a.IDMatch = string(idmatch.Exact)
+	a.ReleaseOn = []string{"5xx", "error"}
+	a.Orphans = OrphansHold
+}
