@@ -23,6 +23,8 @@ type Options struct {
 	// APIKey guards /api/*; "" disables the API entirely (404), so an unset key never means "open".
 	APIKey   string
 	Gatherer prometheus.Gatherer
+	// Misdirected counts the 421 answers to a Host the listener does not answer to (nil: not counted).
+	Misdirected interface{ Inc() }
 	// Ready reports whether edgeq can serve: store reachable, configuration loaded, not draining.
 	Ready     func(context.Context) map[string]error
 	Responder *web.Responder
@@ -72,7 +74,7 @@ func Handler(opts Options) http.Handler {
 			mux.Handle("GET /dashboard/", page)
 		}
 	}
-	return withRequestInfo(opts.Logger, allowHosts(opts.AllowedHosts, opts.Responder, web.Routes(mux, opts.Responder)))
+	return withRequestInfo(opts.Logger, allowHosts(opts.AllowedHosts, opts.Misdirected, opts.Responder, web.Routes(mux, opts.Responder)))
 }
 
 // DashboardHeader must accompany every state-changing API call authenticated with Basic credentials.

@@ -16,13 +16,16 @@ import (
 // sends another site's page's requests. Prometheus scrapes by address and Kubernetes probes send the
 // pod's IP, so both keep working; the probes are checked like every other path (/readyz names what is
 // wrong with the store).
-func allowHosts(allowed []string, rs *web.Responder, next http.Handler) http.Handler {
+func allowHosts(allowed []string, misdirected interface{ Inc() }, rs *web.Responder, next http.Handler) http.Handler {
 	names := make(map[string]bool, len(allowed))
 	for _, name := range allowed {
 		names[hostKey(name)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !hostAllowed(r.Host, names) {
+			if misdirected != nil {
+				misdirected.Inc()
+			}
 			rs.Error(w, r, web.ErrMisdirected)
 			return
 		}

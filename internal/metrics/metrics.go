@@ -62,6 +62,9 @@ type Metrics struct {
 	RouteInFlight *prometheus.GaugeVec
 	// RouteHeld counts the requests of max_in_flight routes by route and result (HeldResults).
 	RouteHeld *prometheus.CounterVec
+	// AdminMisdirected counts the admin listener's 421 MISDIRECTED_REQUEST answers: requests for a Host
+	// it does not answer to, such as a DNS rebinding page's.
+	AdminMisdirected prometheus.Counter
 }
 
 // New creates the collectors and registers them, with the Go runtime and process collectors, on reg.
@@ -107,11 +110,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"route"}),
 		RouteHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "route_held_total",
-			Help: "Requests of max_in_flight routes by route and result: immediate, waited, busy, gone, store_error.",
+			Help: "Requests of max_in_flight routes by route and result: immediate, waited, busy, gone, store_error, client_busy.",
 		}, []string{"route", "result"}),
+		AdminMisdirected: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Name: "admin_misdirected_total",
+			Help: "Admin listener requests refused with 421 MISDIRECTED_REQUEST: a Host that is not an address, localhost or one of admin.allowed_hosts.",
+		}),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.OriginDuration, m.OriginErrors,
-		m.StoreUp, m.StoreDegraded, m.ConfigReloads, m.StoreBypass, m.RouteInFlight, m.RouteHeld,
+		m.StoreUp, m.StoreDegraded, m.ConfigReloads, m.StoreBypass, m.RouteInFlight, m.RouteHeld, m.AdminMisdirected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Known label values start at zero so dashboards and alerts see the series before the first event.
 	for _, kind := range []string{OriginTimeout, OriginUnavailable, OriginClientGone} {

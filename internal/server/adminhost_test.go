@@ -51,6 +51,10 @@ log: {level: warn}
 			}
 		}
 	}
+	// Every refusal is counted (6 hosts × 5 paths), read by address.
+	if got := in.metric(t, "edgeq_admin_misdirected_total"); got != 30 {
+		t.Errorf("edgeq_admin_misdirected_total %v, want 30", got)
+	}
 	// HTTP/1.0 without a Host (old health checkers).
 	if got := statusLines(rawExchange(t, in.admin, "GET /healthz HTTP/1.0\r\n\r\n")); len(got) != 1 || got[0] != "200" {
 		t.Errorf("no Host: %v", got)

@@ -142,6 +142,7 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 		API:          []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin},
 		APIKey:       cfg.Admin.APIKey,
 		AllowedHosts: cfg.Admin.AllowedHosts,
+		Misdirected:  built.metrics.AdminMisdirected,
 		Gatherer:     built.registry,
 		Responder:    built.responder,
 		Logger:       logger,
