@@ -3,9 +3,14 @@
 package scripts
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,5 +94,51 @@ func TestFuzzScript(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// fuzztargets.sh lists every fuzz function of the module, as the Go parser finds them in the test
+// files, so `make fuzz` never misses a new one.
+func TestFuzzTargets_EveryFuzzFunctionOfTheModule(t *testing.T) {
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "scripts/fuzztargets.sh")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("fuzztargets.sh: %v", err)
+	}
+	got := strings.Fields(string(out))
+	var want []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		file, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, decl := range file.Decls {
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Fuzz") {
+				rel, _ := filepath.Rel(root, filepath.Dir(path))
+				want = append(want, "./"+filepath.ToSlash(rel)+":"+fn.Name.Name)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) || !slices.Contains(got, "./internal/graphql:FuzzGraphQLArguments") {
+		t.Errorf("fuzztargets.sh lists\n%v\nthe module's fuzz functions are\n%v", got, want)
 	}
 }
