@@ -24,6 +24,7 @@ import (
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
 	"github.com/edgeq/edgeq/static"
@@ -370,13 +371,7 @@ func product(id string, stock int64, perUser int) config.Product {
 
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, within, what, cond)
 }
 
 func num(v any) int64 {

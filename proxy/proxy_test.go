@@ -28,6 +28,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/static"
 	"github.com/edgeq/edgeq/templates"
@@ -493,13 +494,7 @@ func TestClientLeaves_499IsLoggedNotBlamedOnOrigin(t *testing.T) {
 // waitFor polls cond until it holds; the deadline only bounds a broken test, it asserts no timing.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Until(t, 10*time.Second, "the condition", cond)
 }
 
 func assertJSONError(t *testing.T, resp *http.Response, body string, status int, code string) {

@@ -25,6 +25,7 @@ import (
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
@@ -317,13 +318,7 @@ func (h *harness) adminDo(req *http.Request) answer {
 // eventually polls cond; the deadline only bounds a broken test.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	wait.Until(t, within, what, cond)
 }
 
 func str(v any) string {

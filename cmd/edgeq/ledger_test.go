@@ -23,6 +23,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/ledger/ledgertest"
 	"github.com/edgeq/edgeq/internal/ledger/pgserver"
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 )
 
 // privatePostgres starts a PostgreSQL server of the test's own (it may be stopped and started).
@@ -169,13 +170,7 @@ func (s *sale) deadLetters() string {
 // waitFor polls cond until it holds, for at most within.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wait.Until(t, within, what, cond)
 }
 
 // parallel runs fn(i) for i in [0, n) on 64 goroutines.

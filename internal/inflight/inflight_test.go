@@ -12,6 +12,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
@@ -61,13 +62,7 @@ func line(t *testing.T, s *store.Store, route string) (waiting, holding int64) {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	wait.Until(t, 20*time.Second, what, cond)
 }
 
 // The limit holds across replicas under real concurrency: 300 requests on three replicas, limit 3,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 	"io"
 	"net"
 	"net/http"
@@ -136,13 +137,7 @@ func get(t *testing.T, url string) int {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 15s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.Until(t, 15*time.Second, what, cond)
 }
 
 func newOrigin(t *testing.T) *httptest.Server {
