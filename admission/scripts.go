@@ -4,24 +4,18 @@ import (
 	"embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// script is an admission script: lib.lua followed by the operation's file. It runs with EVALSHA
-// (go-redis falls back to EVAL when Redis does not have it yet).
-func script(name string) *redis.Script {
-	return redis.NewScript(mustRead("lib.lua") + "\n" + mustRead(name))
-}
+// scripts are the admission scripts (internal/store/luascript: the clock, lib.lua, the operation).
+var scripts = luascript.From(scriptFiles, "scripts")
 
-func mustRead(name string) string {
-	b, err := scriptFiles.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err) // embedded at build time: only a build without the files gets here
-	}
-	return string(b)
-}
+// script is an admission operation's script.
+func script(name string) *redis.Script { return scripts.Script(name) }
 
 // Stock scripts (stock.go, products.go) and bid scripts (bid.go, auctions.go).
 var (
@@ -37,9 +31,9 @@ var (
 	bidCommitScript = script("bidcommit.lua")
 	auctionScript   = script("auction.lua")
 
-	applyScript   = redis.NewScript(mustRead("apply.lua"))   // the event worker's (worker.go)
-	commitsScript = redis.NewScript(mustRead("commits.lua")) // batched commits (committer.go)
-	trimScript    = redis.NewScript(mustRead("trim.lua"))    // the event streams' trim (trim.go)
-	leaseScript   = script("lease.lua")                      // a replica's liveness lease (orphans.go)
-	indexScript   = redis.NewScript(mustRead("index.lua"))   // the ids' index and spellings (spellings.go)
+	applyScript   = scripts.Alone("apply.lua")   // the event worker's (apply.go)
+	commitsScript = scripts.Alone("commits.lua") // batched commits (committer.go)
+	trimScript    = scripts.Alone("trim.lua")    // the event streams' trim (trim.go)
+	leaseScript   = script("lease.lua")          // a replica's liveness lease (orphans.go)
+	indexScript   = scripts.Alone("index.lua")   // the ids' index and spellings (spellings.go)
 )

@@ -21,7 +21,7 @@ import (
 // one (no two positions share a rank).
 func TestLottery_LuaInvertsGo(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		script := redis.NewScript(mustRead("lib.lua") + `
+		script := redis.NewScript(scripts.Lib() + `
 local lot = {lo = tonumber(ARGV[1]), n = tonumber(ARGV[2]), seed = ARGV[3]}
 local out = {}
 for i = 4, #ARGV do out[#out + 1] = drops().pos_of_rank(lot, tonumber(ARGV[i])) end
@@ -436,9 +436,9 @@ func TestMethods_RandomRejectPassthroughSwitchedLive(t *testing.T) {
 	})
 }
 
-// The waiting time is honest (CONTRACT 10.2): with one visitor inside on a 10-minute token and
-// nobody having left, the next one is told about ten minutes, not "under a minute" from the rate at
-// which the first got in.
+// The waiting time is honest (the ETA of docs/reference.md "Waiting room"): with one visitor inside on
+// a 10-minute token and nobody having left, the next one is told about ten minutes, not
+// "under a minute" from the rate at which the first got in.
 func TestETA_NeverShorterThanFullSessionsAllow(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s, []config.Queue{testQueue("drop", 1)}, nil)
@@ -504,7 +504,7 @@ func TestAhead_PassesOverThoseServedOutOfTurn(t *testing.T) {
 			case "served":
 				drawn++
 			case "waiting":
-				// total_in_waiting is seed 004's waiting_num: the 8 not reached and the 2 drawn without
+				// total_in_waiting is waiting_num's count: the 8 not reached and the 2 drawn without
 				// a token yet.
 				if num(a.json["ahead"]) != waiting || num(a.json["total_in_waiting"]) != 10 {
 					t.Fatalf("arrival %d, with %d waiting before it, is told %s", p.arrival, waiting, a.body)
@@ -521,8 +521,9 @@ func TestAhead_PassesOverThoseServedOutOfTurn(t *testing.T) {
 }
 
 // Issue 33 item 9: after a shuffled opening, queue_pos answers the place in serving order, as status's
-// queue_position does. A client comparing it with serving_pos (seed 004's sample page does) is told it
-// is served exactly when generate_token serves it, and generate_token's 202 names the same place.
+// queue_position does. A client comparing it with serving_pos (as a shop's own waiting page may) is
+// told it is served exactly when generate_token serves it, and generate_token's 202 names the same
+// place.
 func TestQueuePos_AnswersTheServingOrderAfterALottery(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		const n, capacity = 40, 10

@@ -8,34 +8,29 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// scriptSet holds the queue scripts, each made of lib.lua followed by the operation's file. They run
-// with EVALSHA (go-redis falls back to EVAL when Redis does not have them yet).
+// scriptSet holds the queue scripts (internal/store/luascript: the clock, lib.lua, the operation).
 type scriptSet struct {
 	upsert, remove, assign, advance, token, finish, heartbeat, lookup, increment, renew, invite, invites *redis.Script
 }
 
+// scripts are the waiting room's script files.
+var scripts = luascript.From(scriptFiles, "scripts")
+
 func loadScripts() scriptSet {
-	lib := mustRead("lib.lua")
-	load := func(name string) *redis.Script { return redis.NewScript(lib + "\n" + mustRead(name)) }
+	load := scripts.Script
 	return scriptSet{
 		upsert: load("upsert.lua"), remove: load("delete.lua"), assign: load("assign.lua"),
 		advance: load("advance.lua"), token: load("token.lua"), finish: load("finish.lua"),
 		heartbeat: load("heartbeat.lua"), lookup: load("lookup.lua"), increment: load("increment.lua"),
 		renew: load("renew.lua"), invite: load("invite.lua"), invites: load("invites.lua"),
 	}
-}
-
-func mustRead(name string) string {
-	b, err := scriptFiles.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err) // embedded at build time: only a build without the files gets here
-	}
-	return string(b)
 }
 
 // Position states, as stored by the scripts (lib.lua ST_ constants).
@@ -51,7 +46,7 @@ const (
 	StateSkipped   State = 6 // abandoned while waiting, skipped when reached
 )
 
-// Status is the queue_status name of a state (CONTRACT section 3 status body).
+// Status is the queue_status name of a state (the status body's; docs/reference.md "Waiting room").
 func (s State) Status() string {
 	switch s {
 	case StateWaiting:

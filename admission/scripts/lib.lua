@@ -1,8 +1,2 @@
--- lib.lua: shared by every admission script; the Go side prepends it to each operation's file.
---
--- now_ms: Redis TIME in milliseconds. Time inside scripts always comes from Redis: one clock for
--- every replica.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- lib.lua: shared by every admission script; the Go side prepends it to each operation's file, after
+-- clock.lua (internal/store/luascript), which gives now_ms: every time comes from Redis.

@@ -7,24 +7,16 @@ import (
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// script is an in-flight script: lib.lua followed by the operation's file. It runs with EVALSHA
-// (go-redis falls back to EVAL when Redis does not have it yet).
-func script(name string) *redis.Script {
-	return redis.NewScript(mustRead("lib.lua") + "\n" + mustRead(name))
-}
-
-func mustRead(name string) string {
-	b, err := scriptFiles.ReadFile("scripts/" + name)
-	if err != nil {
-		panic(err) // embedded at build time: only a build without the files gets here
-	}
-	return string(b)
-}
+// script is an in-flight operation's script (internal/store/luascript: the clock, lib.lua, the
+// operation).
+func script(name string) *redis.Script { return luascript.From(scriptFiles, "scripts").Script(name) }
 
 var (
 	acquireScript = script("acquire.lua")

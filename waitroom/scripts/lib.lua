@@ -1,4 +1,5 @@
--- lib.lua: shared by every waiting-room script; the Go side prepends it to each operation's file.
+-- lib.lua: shared by every waiting-room script; the Go side prepends it to each operation's file, after
+-- clock.lua (internal/store/luascript: now_ms).
 --
 -- Every script of a queue receives the same KEYS, all under the queue's hash tag {q:<id>}:
 --   KEYS[1] meta     hash   settings (capacity, rate, ttl, pexp, abandon, abandon_since, turnstile, title,
@@ -46,11 +47,6 @@ local ST_ABANDONED, ST_EXPIRED, ST_SKIPPED = 4, 5, 6
 -- Bounds on the work one call may do; the inlet ticker picks up whatever is left.
 local MAX_EXPIRE = '1000' -- text: a redis.call argument (see int)
 local MAX_ADVANCE = 1000
-
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 local function num(v)
   return tonumber(v) or 0

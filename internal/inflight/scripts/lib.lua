@@ -1,4 +1,5 @@
--- lib.lua: shared by every in-flight script; the Go side prepends it to each operation's file.
+-- lib.lua: shared by every in-flight script; the Go side prepends it to each operation's file, after
+-- clock.lua (internal/store/luascript: now_ms).
 --
 -- KEYS (every script, one route; all five share the route's hash tag {f:<route>}):
 --   KEYS[1] <prefix>:{f:<route>}:holders  sorted set: lease id -> lease expiry (ms, Redis TIME)
@@ -10,13 +11,6 @@
 -- A ticket id is also the id of the lease it becomes. The id of a request from a known client is
 -- "<client tag>.<random>" (the tag: hex, a hash of the client); any other is "<random>".
 local K_HOLDERS, K_WAITERS, K_ALIVE, K_SEQ, K_CLIENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-
--- now_ms: Redis TIME in milliseconds. Time inside scripts always comes from Redis: one clock for
--- every replica.
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 -- client_of returns the client tag in a ticket id, nil for a ticket of no known client.
 local function client_of(id)
