@@ -15,7 +15,7 @@ help:
 	@echo "make test-quick   the edit-test loop: every package but the browser tests, without -race"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 10s)"
 	@echo "make lint         gofmt and go vet"
-	@echo "make bench        the benchmarks (figures in README.md, Benchmarks)"
+	@echo "make bench        the benchmarks (figures in docs/benchmarks.md)"
 	@echo "make screenshots  retake docs/screenshots in headless Chromium"
 	@echo "make clean        remove bin/"
 

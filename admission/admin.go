@@ -1,27 +1,30 @@
 package admission
 
+// The admission admin API (docs/reference.md "Stock admission", "Bid admission"): its routes, what
+// every kind's views share (paging, listOwners, the Edgeq-Source header of an answer read from the
+// ledger), and the views of admissions: every one or a buyer's, newest first, from the ledger when it
+// is on and from the store's indexes otherwise; one admission, and its deletion; the products' sales
+// leaderboard. Unsettled admissions are in unsettled.go, dead letters in deadletters.go.
+
 import (
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/fields"
-	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
 const maxAdminBody = 64 << 10
 
-// RegisterAdmin adds the admission admin API (CONTRACT section 7) to the admin mux: every kind's
+// RegisterAdmin adds the admission admin API to the admin mux: every kind's
 // views and the dead letters they share.
 func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 	for _, k := range s.kinds {
@@ -94,8 +97,8 @@ func paging(r *http.Request) (page, size int64, e *web.Error) {
 	return web.Paging(r, 20)
 }
 
-// pageOf lists an index newest first: ZREVRANGE for the page's ids, then one MGET for their records
-// (seed 003). Equal times are ordered by id, so pages are stable.
+// pageOf lists an index newest first: ZREVRANGE for the page's ids, then one MGET for their records.
+// Equal times are ordered by id, so pages are stable.
 func (s *Service) pageOf(ctx context.Context, index string, page, size int64) ([]Record, int64, error) {
 	total, err := s.client.ZCard(ctx, index).Result()
 	if err != nil {
@@ -170,121 +173,6 @@ func (s *Service) adminAdmissions(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// adminUnsettled lists the admissions neither committed nor given back that are older than
-// older_than seconds (default 0), oldest first (issue 22): normally none lasts longer than the origin
-// takes to answer; one that does was admitted by a replica that died before its settlement. The
-// operator checks the shop's order and commits or cancels it.
-func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
-	page, size, e := web.Paging(r, web.MaxPageSize)
-	if e != nil {
-		s.responder.Error(w, r, e)
-		return
-	}
-	older := int64(0)
-	if v := r.URL.Query().Get("older_than"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 || n > 365*24*3600 {
-			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than"))
-			return
-		}
-		older = n
-	}
-	ctx := r.Context()
-	items, err := s.unsettled(ctx, time.Now().Add(-time.Duration(older)*time.Second))
-	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	lo, hi, size := web.Window(int64(len(items)), page, size)
-	out := make([]Record, 0, hi-lo)
-	for _, u := range items[lo:hi] {
-		rec, found, err := s.record(ctx, u.id)
-		if err != nil {
-			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-			return
-		}
-		if !found { // the worker has not recorded it yet, or the record was deleted
-			rec = Record{ID: u.id, ProductID: u.product, AdmittedAt: time.UnixMilli(u.at).UTC().Format(recordTime)}
-		}
-		rec.State = "admitted"
-		rec.Orphan, _ = s.client.HGet(ctx, recordKey(s.keys, u.product, u.id), "orphan").Result()
-		out = append(out, rec)
-	}
-	tally, err := s.client.HGetAll(ctx, orphanTallyKey(s.keys)).Result()
-	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	orphans := map[string]int64{"held": 0, "released": 0}
-	for k := range orphans {
-		orphans[k], _ = strconv.ParseInt(tally[k], 10, 64)
-	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "total_count": len(items), "page": page, "page_size": size,
-		"orphans": orphans})
-}
-
-type unsettledAdmission struct {
-	id, product string
-	at          int64 // ms
-}
-
-// unsettled reads every product's admissions not settled since before, oldest first: one
-// ZRANGEBYSCORE per product, all in one pipeline.
-func (s *Service) unsettled(ctx context.Context, before time.Time) ([]unsettledAdmission, error) {
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
-	if err != nil || len(products) == 0 {
-		return nil, err
-	}
-	by := &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(before.UnixMilli(), 10)}
-	cmds := make([]*redis.ZSliceCmd, len(products))
-	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range products {
-			cmds[i] = p.ZRangeByScoreWithScores(ctx, unsettledKey(s.keys, id), by)
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	var out []unsettledAdmission
-	for i, c := range cmds {
-		for _, z := range c.Val() {
-			if id, ok := z.Member.(string); ok {
-				out = append(out, unsettledAdmission{id: id, product: products[i], at: int64(z.Score)})
-			}
-		}
-	}
-	slices.SortFunc(out, func(a, b unsettledAdmission) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
-	return out, nil
-}
-
-// unsettledCount counts what unsettled lists, without reading it: one ZCOUNT per product, all in
-// one pipeline (the worker's gauge, every 5 s on every replica).
-func (s *Service) unsettledCount(ctx context.Context, before time.Time) (int64, error) {
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
-	if err != nil || len(products) == 0 {
-		return 0, err
-	}
-	upTo := strconv.FormatInt(before.UnixMilli(), 10)
-	cmds := make([]*redis.IntCmd, len(products))
-	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range products {
-			cmds[i] = p.ZCount(ctx, unsettledKey(s.keys, id), "-inf", upTo)
-		}
-		return nil
-	}); err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, c := range cmds {
-		n += c.Val()
-	}
-	return n, nil
-}
-
-// UnsettledAfter is how old an admission must be to count in edgeq_admissions_unsettled: no origin
-// answer takes this long (origin.timeout is far shorter), so one counted is waiting for an operator.
-const UnsettledAfter = 5 * time.Minute
-
 var admissionIDSyntax = regexp.MustCompile(`^[0-9]{1,20}$`)
 
 func (s *Service) record(ctx context.Context, id string) (Record, bool, error) {
@@ -328,8 +216,8 @@ func (s *Service) adminAdmission(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// adminDeleteAdmission removes an admission record and every index that names it in one transaction
-// (seed 003), so no index is left pointing at nothing. Stock and sales are not changed: this deletes
+// adminDeleteAdmission removes an admission record and every index that names it in one transaction,
+// so no index is left pointing at nothing. Stock and sales are not changed: this deletes
 // the record of a sale, it does not undo the sale.
 func (s *Service) adminDeleteAdmission(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
@@ -460,112 +348,4 @@ func (s *Service) sales(ctx context.Context) ([]productSales, error) {
 		return cmp.Or(cmp.Compare(b.units, a.units), cmp.Compare(a.id, b.id))
 	})
 	return out, nil
-}
-
-func (s *Service) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
-	page, size, e := paging(r)
-	if e != nil {
-		s.responder.Error(w, r, e)
-		return
-	}
-	ctx := r.Context()
-	total, err := s.client.ZCard(ctx, deadByTimeKey(s.keys)).Result()
-	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	start := (page - 1) * size
-	ids, err := s.client.ZRevRange(ctx, deadByTimeKey(s.keys), start, start+size-1).Result()
-	items := []DeadLetter{}
-	if err == nil && len(ids) > 0 {
-		values, err := s.client.HMGet(ctx, deadKey(s.keys), ids...).Result()
-		if err == nil {
-			for _, v := range values {
-				if str, ok := v.(string); ok {
-					if d, _, err := s.decodeDeadLetter(str); err == nil {
-						items = append(items, d)
-					}
-				}
-			}
-		}
-	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
-}
-
-// adminDismiss removes a dead letter that can never succeed (issue 22): an operator who decided it, from
-// the shop's own records, takes it out of the set (and out of EdgeqDeadLetters). What it was is logged,
-// with the operator's request's correlation id, so the decision stays on record.
-func (s *Service) adminDismiss(w http.ResponseWriter, r *http.Request) {
-	ctx, id := r.Context(), r.PathValue("id")
-	var removed *redis.IntCmd
-	var body *redis.StringCmd
-	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		body = p.HGet(ctx, deadKey(s.keys), id)
-		removed = p.HDel(ctx, deadKey(s.keys), id)
-		p.ZRem(ctx, deadByTimeKey(s.keys), id)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	if removed.Val() == 0 {
-		s.responder.Error(w, r, web.ErrDeadLetterNotFound)
-		return
-	}
-	s.metrics.deadLetters.Dec()
-	attrs := []any{"id", web.ClipLog(id)}
-	if d, _, err := s.decodeDeadLetter(body.Val()); err == nil {
-		attrs = append(attrs, "type", d.Type, "owner", d.Owner, "stream_id", d.StreamID, "error", web.ClipLog(d.Error))
-	}
-	web.RequestFrom(ctx).Logger().Warn("dead letter dismissed by an operator", attrs...)
-	w.WriteHeader(http.StatusNoContent)
-}
-
-// adminRetry applies a dead-lettered event again; on success it leaves the dead-letter set.
-func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
-	ctx, id := r.Context(), r.PathValue("id")
-	v, err := s.client.HGet(ctx, deadKey(s.keys), id).Result()
-	if errors.Is(err, redis.Nil) {
-		s.responder.Error(w, r, web.ErrDeadLetterNotFound)
-		return
-	}
-	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	d, k, err := s.decodeDeadLetter(v)
-	if err != nil {
-		s.responder.Error(w, r, web.ErrDeadLetterRetryFail.Because(err))
-		return
-	}
-	values := map[string]any{}
-	for k, val := range d.Fields {
-		values[k] = val
-	}
-	msg, src := redis.XMessage{ID: d.StreamID, Values: values}, source{kind: k, owner: d.Owner}
-	if d.Target == targetLedger {
-		var b ledger.Batch
-		if s.o.Ledger == nil {
-			err = fmt.Errorf("the ledger is off (ledger.postgres_url)")
-		} else if err = k.ledgerRow(src.owner, msg, &b); err == nil {
-			err = s.o.Ledger.Write(ctx, b)
-		}
-	} else {
-		var apply func(context.Context) error
-		if apply, err = s.applier(src, msg); err == nil {
-			err = apply(ctx)
-		}
-	}
-	if err != nil {
-		s.responder.Error(w, r, web.ErrDeadLetterRetryFail.With("error", err.Error()).Because(err))
-		return
-	}
-	s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HDel(ctx, deadKey(s.keys), id)
-		p.ZRem(ctx, deadByTimeKey(s.keys), id)
-		return nil
-	})
-	s.metrics.deadLetters.Dec()
-	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "retried": true})
 }

@@ -1,9 +1,9 @@
 // Package admission admits requests of protected routes with one atomic Lua call on Redis before the
-// origin sees them (CONTRACT sections 4 and 6). Each admission kind is one file: stock.go reserves
-// units of a product (no oversell, per-user limits, one purchase in flight per user), bid.go accepts
-// only bids above the highest. They share one pipeline (step.go: read, reserve, origin, commit or
-// release), one retry loop for what the store could not confirm (compensate.go) and one worker that
-// turns every kind's event stream into its admin records (worker.go, seed 003).
+// origin sees them (docs/reference.md "Stock admission", "Bid admission"). Each admission kind is one
+// file: stock.go reserves units of a product (no oversell, per-user limits, one purchase in flight per
+// user), bid.go accepts only bids above the highest. They share one pipeline (step.go: read, reserve,
+// origin, commit or release), one retry loop for what the store could not confirm (compensate.go) and
+// one worker that turns every kind's event stream into its admin records (worker.go).
 package admission
 
 import (

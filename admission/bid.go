@@ -17,9 +17,9 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// bidKind is bid admission (seed 001; CONTRACT section 6): one script accepts a bid only if it beats
-// the highest by the minimum increment (the auction exists and runs, the bidder is not the owner);
-// a bid the origin refuses is withdrawn and the previous highest restored.
+// bidKind is bid admission (docs/reference.md "Bid admission"): one script accepts a bid only if it
+// beats the highest by the minimum increment (the auction exists and runs, the bidder is not the
+// owner); a bid the origin refuses is withdrawn and the previous highest restored.
 type bidKind struct {
 	s     *Service
 	reads auctionReads // public auction reads (auctions.go)

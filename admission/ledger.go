@@ -14,15 +14,16 @@ import (
 	"github.com/edgeq/edgeq/internal/money"
 )
 
-// The ledger worker (CONTRACT 10.3) writes every event of every stream to PostgreSQL, behind the
-// fast path: it is a consumer group of its own on the same streams as the admin-index worker, so a
-// ledger that is slow or down holds back nothing but itself. Each pass reads what is new on every
-// stream, writes it in one transaction (ledger.Write: idempotent upserts keyed by id, so an entry
-// delivered again after a take-over changes nothing) and only then acknowledges it. While PostgreSQL
-// cannot be reached the batch is retried with backoff for as long as it takes — the entries stay in
-// the streams (trim.go: up to redis.stream_max_entries per stream, past which the oldest are trimmed
-// unread, loudly) — and edgeq_ledger_lag_seconds grows. A batch PostgreSQL refuses (a server error about the data) is
-// written one entry at a time and the refused entries are dead-lettered with target "ledger".
+// The ledger worker (docs/reference.md "Ledger") writes every event of every stream to PostgreSQL,
+// behind the fast path: it is a consumer group of its own on the same streams as the admin-index
+// worker, so a ledger that is slow or down holds back nothing but itself. Each pass reads what is new
+// on every stream, writes it in one transaction (ledger.Write: idempotent upserts keyed by id, so an
+// entry delivered again after a take-over changes nothing) and only then acknowledges it. While
+// PostgreSQL cannot be reached the batch is retried with backoff for as long as it takes — the entries
+// stay in the streams (trim.go: up to redis.stream_max_entries per stream, past which the oldest are
+// trimmed unread, loudly) — and edgeq_ledger_lag_seconds grows. A batch PostgreSQL refuses (a server
+// error about the data) is written one entry at a time and the refused entries are dead-lettered with
+// target "ledger".
 
 const (
 	ledgerGroup = "edgeq-ledger"

@@ -20,8 +20,8 @@ import (
 )
 
 // bidderSource is how GET {prefix}/auctions/mine identifies a bidder: like the first bid route's
-// admission user (CONTRACT 10.3); and how GET {prefix}/admissions/mine identifies a buyer: like the
-// first stock route's.
+// admission user (docs/reference.md "A bidder's own auctions"); and how GET {prefix}/admissions/mine
+// identifies a buyer: like the first stock route's.
 type bidderSource struct {
 	route string
 	user  config.UserSource
@@ -104,9 +104,10 @@ type MyAuction struct {
 // maxMineBids bounds the bids one listing reads: a bidder's most recent ones.
 const maxMineBids = 10_000
 
-// handleMine answers GET {prefix}/auctions/mine?status=active|won|lost&page=&page_size= (CONTRACT
-// 10.3): the auctions the bidder bid on, newest bid first, from the bidder's own bid index that the
-// event worker keeps (so a bid shows up once the worker has recorded it, normally within a second).
+// handleMine answers GET {prefix}/auctions/mine?status=active|won|lost&page=&page_size=
+// (docs/reference.md "A bidder's own auctions"): the auctions the bidder bid on, newest bid first, from
+// the bidder's own bid index that the event worker keeps (so a bid shows up once the worker has
+// recorded it, normally within a second).
 func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	src := s.bidders.Load()

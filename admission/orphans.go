@@ -12,12 +12,12 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 )
 
-// Orphans (CONTRACT 11.2): a replica that dies between admitting a purchase and settling it leaves
-// the units taken and the admission unsettled. edgeq can tell a dead replica from a slow one: every
-// replica renews a liveness lease (one field per replica, keyed by the node number its admission ids
-// carry, holding the store-clock time the lease runs out), and every replica's worker sweeps now and
-// then for unsettled admissions older than origin.timeout (no answer of the shop takes longer) whose
-// replica's lease has run out. Each then follows its route's admission.orphans:
+// Orphans (docs/reference.md "Orphaned admissions"): a replica that dies between admitting a purchase
+// and settling it leaves the units taken and the admission unsettled. edgeq can tell a dead replica
+// from a slow one: every replica renews a liveness lease (one field per replica, keyed by the node
+// number its admission ids carry, holding the store-clock time the lease runs out), and every replica's
+// worker sweeps now and then for unsettled admissions older than origin.timeout (no answer of the shop
+// takes longer) whose replica's lease has run out. Each then follows its route's admission.orphans:
 //   - hold: it stays unsettled, listed for an operator (GET /api/admissions?state=admitted), marked as
 //     an orphan and counted once: never a unit sold twice, but possibly a unit held for nothing;
 //   - release: its units go back (release.lua, the released event says "orphaned"): never a unit held

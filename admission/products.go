@@ -169,7 +169,7 @@ func (k *stockKind) handleProduct(w http.ResponseWriter, r *http.Request) {
 	web.WriteJSON(w, http.StatusOK, publicProduct(e.product))
 }
 
-// publicProduct is a product as the shop's pages read it (CONTRACT section 3).
+// publicProduct is a product as the shop's pages read it (GET {prefix}/products/{id}).
 func publicProduct(p Product) map[string]any {
 	return map[string]any{
 		"id": p.ID, "name": p.Name, "image_url": p.ImageURL, "price": p.Price,
@@ -185,8 +185,8 @@ type productList struct {
 	at    time.Time
 }
 
-// handleProducts lists every product edgeq guards, sorted by id, for the shop's own pages (issue 22:
-// seed 003's public product list): `{"items","total_count","page","page_size"}`, 100 a page.
+// handleProducts lists every product edgeq guards, sorted by id, for the shop's own pages (issue 22):
+// `{"items","total_count","page","page_size"}`, 100 a page.
 func (k *stockKind) handleProducts(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	page, size, e := web.Paging(r, web.MaxPageSize)
@@ -375,8 +375,8 @@ func (k *stockKind) adminGetProduct(w http.ResponseWriter, r *http.Request) {
 }
 
 // SoldOut reports whether every one of the products has no stock left: a queue's sold_out_with
-// (CONTRACT 10.2), read by the waiting room's tick. A product that does not exist counts as not sold
-// out, so a mistyped id never ends anyone's wait.
+// (docs/operations.md "Running a drop"), read by the waiting room's tick. A product that does not exist
+// counts as not sold out, so a mistyped id never ends anyone's wait.
 func (s *Service) SoldOut(ctx context.Context, products []string) (bool, error) {
 	pipe := s.client.Pipeline()
 	stocks := make([]*redis.StringCmd, len(products))

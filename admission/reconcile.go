@@ -15,8 +15,8 @@ import (
 	"github.com/edgeq/edgeq/internal/money"
 )
 
-// Reconciliation (`edgeq reconcile`, CONTRACT 10.3) compares the store with the ledger after the
-// ledger has caught up with the streams:
+// Reconciliation (`edgeq reconcile`; docs/reference.md "Ledger") compares the store with the ledger
+// after the ledger has caught up with the streams:
 //   - per product, the units held (admitted or committed, not given back): the store's buyer counts
 //     against the ledger's rows; per auction, the highest standing bid;
 //   - every admission and bid the store still has a record of (records live recordTTL, a day)

@@ -6,15 +6,15 @@ import (
 	"time"
 )
 
-// Settlements after a failover (CONTRACT 11.2). With redis.wait_replicas a reservation is on the
-// replicas before the shop sees it, but what settles it afterwards (a commit, a release, a bid's
-// withdrawal) is not waited for: a failover can lose one. A lost commit leaves the admission unsettled
-// on the new master (listed, and its buyer's claim counts until ClaimTTL: 409 PURCHASE_IN_PROGRESS); a
-// lost release brings the unit back as taken, held for nobody. So each replica remembers what it
-// settled in the last replayWindow and, once it sees the store's master change (store.Generation),
-// sends it all again: every settlement script is idempotent per id, and on a master that has the
-// settlement already it changes nothing. What a replica settled and then lost with its own death is
-// what `edgeq reconcile` and the unsettled list show.
+// Settlements after a failover (docs/reference.md "What a failover can still bring back"). With
+// redis.wait_replicas a reservation is on the replicas before the shop sees it, but what settles it
+// afterwards (a commit, a release, a bid's withdrawal) is not waited for: a failover can lose one. A
+// lost commit leaves the admission unsettled on the new master (listed, and its buyer's claim counts
+// until ClaimTTL: 409 PURCHASE_IN_PROGRESS); a lost release brings the unit back as taken, held for
+// nobody. So each replica remembers what it settled in the last replayWindow and, once it sees the
+// store's master change (store.Generation), sends it all again: every settlement script is idempotent
+// per id, and on a master that has the settlement already it changes nothing. What a replica settled
+// and then lost with its own death is what `edgeq reconcile` and the unsettled list show.
 
 // replayWindow is how far back settlements are sent again after a master change: far longer than any
 // replication lag a deployment keeps (a replica further behind than this is out of date anyway).

@@ -21,7 +21,7 @@ import (
 
 // Issue 7: two edgeq replicas (each its own node id, service, proxy and worker) share one store and one
 // origin, and take a flash sale and an auction's bids at the same time, requests alternating between
-// them. The stock and bid invariants of ARCHITECTURE must hold across replicas exactly as within one:
+// them. The stock and bid invariants must hold across replicas exactly as within one:
 // stock never below zero, sold + remaining = initial, no buyer above per_user_limit, every admission
 // once at the origin, accepted bids strictly increasing with the highest the largest of them, ids
 // unique across replicas, and the two workers index every event once.

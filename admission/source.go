@@ -21,10 +21,10 @@ import (
 )
 
 // auctionSource asks the shop about an auction a bid names but the store does not know
-// (auctions_source; CONTRACT 10.3, seed 001): a short timeout, answers cached per auction, one
-// request at a time per auction however many bids wait for it, and a circuit breaker so that a shop
-// in trouble is not asked again and again. A found auction is created in the store only if it is
-// still absent: auctions configured or pushed (PUT /api/auctions/{id}) always win. Known auctions
+// (auctions_source; docs/reference.md "Auctions from the shop"): a short timeout, answers cached per
+// auction, one request at a time per auction however many bids wait for it, and a circuit breaker so
+// that a shop in trouble is not asked again and again. A found auction is created in the store only if
+// it is still absent: auctions configured or pushed (PUT /api/auctions/{id}) always win. Known auctions
 // never come here (bid.lua answers before), so a failing shop costs them nothing.
 type auctionSource struct {
 	settings config.AuctionsSource
@@ -219,7 +219,7 @@ func (s *auctionSource) fetch(ctx context.Context, id string) (a config.Auction,
 }
 
 // unwell reports whether an answer other than 200 says the shop cannot answer about any auction now,
-// whatever the id (CONTRACT 11.1): a 5xx; 401, 403 or 407 (edgeq is not let in: a key or proxy
+// whatever the id: a 5xx; 401, 403 or 407 (edgeq is not let in: a key or proxy
 // problem); 408 and 429 (the shop is overloaded or limits edgeq); and anything outside 4xx (another
 // 2xx such as 204, a redirect the client did not follow): not the documented answer. Every other 4xx
 // (400, 404, 410, 414, 422, ...) is about the id asked for, and a bidder picks the id: counting those

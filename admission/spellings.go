@@ -12,14 +12,15 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Other spellings of guarded ids (issue 33, item 1; CONTRACT 11.1, admission.id_match). A shop reads
-// the id a request names with its own comparison: a case-insensitive collation finds sneaker-a for
-// "SNEAKER-A", intval and to_i find 42 for "042" and "42abc". When the store does not know a request's
-// id as spelled, unknown_product: pass must not forward it if a common reading makes it a guarded id:
-// each kind's ids are indexed under their keys (idmatch.GuardedKeys) in one hash beside the kind's
-// index, written with the index in one script (index.lua), and an unknown id is looked up there before
-// it passes, before an auction is asked of auctions_source, and before it is refused as unknown.
-// A known id costs nothing more: the lookup runs only after the store answered "unknown".
+// Other spellings of guarded ids (admission.id_match; docs/reference.md
+// "Other spellings of a guarded id"). A shop reads the id a request names with its own comparison: a
+// case-insensitive collation finds sneaker-a for "SNEAKER-A", intval and to_i find 42 for "042" and
+// "42abc". When the store does not know a request's id as spelled, unknown_product: pass must not
+// forward it if a common reading makes it a guarded id: each kind's ids are indexed under their keys
+// (idmatch.GuardedKeys) in one hash beside the kind's index, written with the index in one script
+// (index.lua), and an unknown id is looked up there before it passes, before an auction is asked of
+// auctions_source, and before it is refused as unknown. A known id costs nothing more: the lookup runs
+// only after the store answered "unknown".
 
 // indexOwner adds a product or auction id to its kind's index and spellings.
 func (s *Service) indexOwner(ctx context.Context, k kind, id string) error {

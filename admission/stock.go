@@ -18,7 +18,7 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// stockKind is stock admission (seeds 000, 002, 003; CONTRACT section 6): one script reserves the
+// stockKind is stock admission (docs/reference.md "Stock admission"): one script reserves the
 // units of a product (a per-user in-flight claim, the per-user limit, no oversell) and records the
 // buyer; the origin's answer commits or releases them.
 type stockKind struct {

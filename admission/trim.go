@@ -12,14 +12,14 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 )
 
-// Trimming the event streams (CONTRACT 11.2). Two consumer groups read every stream: the admin-index
-// worker (groupName) and, with the ledger on, the ledger (ledgerGroup). The scripts append without a
-// length bound; every replica's worker trims now and then (trimStreams): first the entries below the
-// oldest one that a group which is read has not acknowledged (its oldest pending entry, or the entry
-// after the last one delivered to it), which loses nothing; then, if the stream is still longer than
-// redis.stream_max_entries, the oldest entries whatever was read of them. Those are counted
-// (edgeq_stream_trimmed_unread_total, alert EdgeqStreamLostUnread), logged, and kept in a tally that
-// `edgeq reconcile` prints: the ledger (or the admin indexes) will never see them.
+// Trimming the event streams (docs/reference.md "Event streams"). Two consumer groups read every
+// stream: the admin-index worker (groupName) and, with the ledger on, the ledger (ledgerGroup). The
+// scripts append without a length bound; every replica's worker trims now and then (trimStreams): first
+// the entries below the oldest one that a group which is read has not acknowledged (its oldest pending
+// entry, or the entry after the last one delivered to it), which loses nothing; then, if the stream is
+// still longer than redis.stream_max_entries, the oldest entries whatever was read of them. Those are
+// counted (edgeq_stream_trimmed_unread_total, alert EdgeqStreamLostUnread), logged, and kept in a tally
+// that `edgeq reconcile` prints: the ledger (or the admin indexes) will never see them.
 //
 // A group that nobody reads any more (the ledger turned off on every replica) must not hold the streams
 // for ever: each reader marks its group read (markGroupRead) at every pass, and a group not marked for

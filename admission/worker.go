@@ -1,123 +1,24 @@
 package admission
 
+// The event worker: every replica's consumer of every product's and auction's streams, all in one
+// consumer group. Each pass reads what is new on every stream in one pipeline, now and then takes
+// over the entries another consumer left pending, applies what it read (apply.go) and acknowledges
+// it; an entry that fails every retry is dead-lettered (deadletters.go).
+
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// recordTime formats the times of records: RFC 3339 with milliseconds, fixed width.
-const recordTime = "2006-01-02T15:04:05.000Z07:00"
-
-// LedgerRecordTTL is how long the admin indexes in Redis keep an admission or a bid when the ledger
-// is on (without it they stay until deleted): the admin history lists read the ledger then, and the
-// store keeps what the unsettled list, cancel and commit need.
-const LedgerRecordTTL = 7 * 24 * time.Hour
-
-// entry reads the fields of a stream entry.
-type entry redis.XMessage
-
-func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
-
-func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
-
-// application is what applying one event writes: the record's JSON (kept when the record exists,
-// unless overwrite) and sorted-set additions, all idempotent, so an event applied twice changes
-// nothing. Every key is an admin index under the {adm} hash tag, so one script applies a whole batch,
-// on a Cluster too.
-type application struct {
-	record    string
-	body      []byte
-	overwrite bool
-	zadd      []zentry
-}
-
-type zentry struct {
-	key    string
-	score  float64
-	member string
-}
-
-// applyMax bounds the records of one apply.lua call. A script blocks Redis while it runs, and a read
-// of grouped entries (up to 100 entries naming up to reserveBatchMax admissions each) would otherwise
-// be one long call that every reservation waits behind.
-const applyMax = 100
-
-// applyAll applies apps in apply.lua calls of at most applyMax records. A failure part way leaves
-// the calls before it applied, which a retry applies again without change (applying is idempotent).
-func (s *Service) applyAll(ctx context.Context, apps []application) error {
-	for len(apps) > 0 {
-		n := min(len(apps), applyMax)
-		if err := s.applyBatch(ctx, apps[:n]); err != nil {
-			return err
-		}
-		apps = apps[n:]
-	}
-	return nil
-}
-
-// applyBatch applies events with one apply.lua call: each record with one SET, each index with one
-// ZADD of every addition the batch makes to it. Applying is idempotent: an event delivered again after
-// a take-over, or a batch retried after a lost reply, changes nothing twice.
-func (s *Service) applyBatch(ctx context.Context, apps []application) error {
-	var ttl, cutoff int64
-	if s.o.Ledger != nil {
-		ttl, cutoff = int64(LedgerRecordTTL/time.Second), time.Now().Add(-LedgerRecordTTL).UnixMilli()
-	}
-	keys := make([]string, 0, len(apps)+2)
-	args := make([]any, 0, 3+len(apps)*6)
-	args = append(args, ttl, cutoff, 0)
-	type index struct {
-		key   string
-		pairs []any
-	}
-	var indexes []*index // in order of first addition
-	byKey := map[string]*index{}
-	for _, a := range apps {
-		keys = append(keys, a.record)
-		args = append(args, flag(a.overwrite), a.body)
-		for _, z := range a.zadd {
-			ix := byKey[z.key]
-			if ix == nil {
-				ix = &index{key: z.key}
-				byKey[z.key] = ix
-				indexes = append(indexes, ix)
-			}
-			ix.pairs = append(ix.pairs, z.score, z.member)
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	args[2] = len(keys)
-	for _, ix := range indexes {
-		keys = append(keys, ix.key)
-		args = append(args, len(ix.pairs)/2)
-		args = append(args, ix.pairs...)
-	}
-	return applyScript.Run(ctx, s.client, keys, args...).Err()
-}
-
-// applier parses an entry of a stream and returns what applies it alone.
-func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context) error, error) {
-	apps, err := src.kind.parse(src.owner, msg)
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) error { return s.applyAll(ctx, apps) }, nil
-}
 
 // Run is the event worker: a consumer of every product's and auction's stream in one consumer group (every replica
 // runs one). Entries are acknowledged once applied or dead-lettered; entries left pending by a consumer
@@ -462,86 +363,4 @@ func (w *worker) handle(ctx context.Context, src source, msg redis.XMessage) boo
 		s.logger.Warn("acknowledging an event failed", "stream", src.String(), "entry", msg.ID, "error", err.Error())
 	}
 	return true
-}
-
-// DeadLetter is an event that failed every retry. Its JSON names the owner by the kind's own field
-// ("product_id", "auction_id"), as the admin API has always listed them.
-type DeadLetter struct {
-	ID       string // "<dead prefix><owner>.<stream entry>"
-	Type     string // the admission kind: stock, bid
-	Owner    string // the product or auction whose stream held the event
-	StreamID string
-	Fields   map[string]string
-	Error    string
-	FailedAt string
-	// Target is what could not be written: "" the admin indexes, "ledger" the ledger.
-	Target string
-
-	ownerName string // the kind's owner(): its JSON field is ownerName + "_id"
-}
-
-func (d DeadLetter) MarshalJSON() ([]byte, error) {
-	m := map[string]any{"id": d.ID, "type": d.Type, "stream_id": d.StreamID, "fields": d.Fields,
-		"error": d.Error, "failed_at": d.FailedAt}
-	if d.Target != "" {
-		m["target"] = d.Target
-	}
-	if d.ownerName != "" {
-		m[d.ownerName+"_id"] = d.Owner
-	}
-	return json.Marshal(m)
-}
-
-// decodeDeadLetter reads a stored dead letter; the kind is the one whose owner field it carries.
-func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
-	var m struct {
-		ID       string            `json:"id"`
-		StreamID string            `json:"stream_id"`
-		Fields   map[string]string `json:"fields"`
-		Error    string            `json:"error"`
-		FailedAt string            `json:"failed_at"`
-		Target   string            `json:"target"`
-	}
-	var owners map[string]any
-	if err := errors.Join(json.Unmarshal([]byte(raw), &m), json.Unmarshal([]byte(raw), &owners)); err != nil {
-		return DeadLetter{}, nil, err
-	}
-	d := DeadLetter{ID: m.ID, StreamID: m.StreamID, Fields: m.Fields, Error: m.Error, FailedAt: m.FailedAt, Target: m.Target}
-	for _, k := range s.kinds {
-		if owner, ok := owners[k.owner()+"_id"].(string); ok && owner != "" {
-			d.Type, d.Owner, d.ownerName = k.name(), owner, k.owner()
-			return d, k, nil
-		}
-	}
-	return d, nil, fmt.Errorf("dead letter %s names no product or auction", m.ID)
-}
-
-// targetLedger marks the dead letters of the ledger worker (ledger.go); their ids start "ledger.".
-const targetLedger = "ledger"
-
-func (s *Service) deadLetter(ctx context.Context, src source, msg redis.XMessage, cause error) error {
-	return s.deadLetterTo(ctx, "", src, msg, cause)
-}
-
-func (s *Service) deadLetterTo(ctx context.Context, target string, src source, msg redis.XMessage, cause error) error {
-	fields := map[string]string{}
-	for k, v := range msg.Values {
-		fields[k] = fmt.Sprint(v)
-	}
-	id := src.deadID(msg.ID)
-	if target != "" {
-		id = target + "." + id
-	}
-	d := DeadLetter{ID: id, Type: src.kind.name(), Owner: src.owner, StreamID: msg.ID, Fields: fields,
-		Error: cause.Error(), FailedAt: time.Now().UTC().Format(time.RFC3339), Target: target, ownerName: src.kind.owner()}
-	body, _ := json.Marshal(d)
-	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, deadKey(s.keys), d.ID, body)
-		p.ZAdd(ctx, deadByTimeKey(s.keys), redis.Z{Score: float64(time.Now().UnixMilli()), Member: d.ID})
-		return nil
-	})
-	if err == nil {
-		s.metrics.deadLetters.Inc()
-	}
-	return err
 }

@@ -559,9 +559,10 @@ function clock(s) {
   return m ? Number(m[1]) * 3600 + Number(m[2]) * 60 + Number(m[3]) : NaN;
 }
 
-// drops: a scheduled drop as a shopper sees it (CONTRACT 10.2). Not open yet (no place taken), the
-// pre-queue's countdown, the opening (the browser ends on the shop's page, served), a paused line, a
-// sell-out that ends the wait and the polling. No page state overflows at 320 or 1280 px.
+// drops: a scheduled drop as a shopper sees it (docs/operations.md "Running a drop"). Not open yet
+// (no place taken), the pre-queue's countdown, the opening (the browser ends on the shop's page,
+// served), a paused line, a sell-out that ends the wait and the polling. No page state overflows at
+// 320 or 1280 px.
 async function drops() {
   // Not open yet: the opening in the visitor's time zone, a countdown, no place.
   const notOpen = base + '/_edgeq/wait/later?return=%2F';

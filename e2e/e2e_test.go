@@ -28,7 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/demoshop"
+	"github.com/edgeq/edgeq/demoshop"
 	"github.com/edgeq/edgeq/internal/server"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"

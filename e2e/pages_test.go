@@ -126,9 +126,10 @@ func (s *stack) adminJSON(t *testing.T, method, path string, body any) {
 	}
 }
 
-// TestBrowserPages looks at every state of the pages a shopper can see (CONTRACT 10.4): axe-core's
-// WCAG 2.1 A and AA rules at two sizes, in light and dark, in English and Arabic; the keyboard; the live
-// region; motion; overflow in every built-in language; and the screenshots of docs/screenshots.
+// TestBrowserPages looks at every state of the pages a shopper can see (docs/reference.md "Pages"):
+// axe-core's WCAG 2.1 A and AA rules at two sizes, in light and dark, in English and Arabic; the
+// keyboard; the live region; motion; overflow in every built-in language; and the screenshots of
+// docs/screenshots.
 func TestBrowserPages(t *testing.T) {
 	node := requireBrowser(t)
 	s := launch(t, pagesConfig(t, "pages", `  brand: "Sneaker Shop"`))

@@ -13,9 +13,10 @@ var sharedCacheHeaders = []string{"Cdn-Cache-Control", "Cloudflare-Cdn-Cache-Con
 var privateNoStore = []string{"private, no-store"}
 
 // uncacheable makes an answer to which edgeq added a credential (its cookies, Edgeq-Token) one that
-// no cache keeps (CONTRACT 11.1): a CDN in front of edgeq that kept the shop's "public, max-age=600"
-// page would hand one visitor's token to the next. Cache-Control is replaced as a whole (s-maxage,
-// public and every other directive go with it) and the shared-cache headers are dropped.
+// no cache keeps (docs/reference.md "Proxying"): a CDN in front of edgeq that kept the shop's
+// "public, max-age=600" page would hand one visitor's token to the next. Cache-Control is replaced as a
+// whole (s-maxage, public and every other directive go with it) and the shared-cache headers are
+// dropped.
 //
 // Vary and Pragma are left as the shop sent them: no-store keeps any cache from storing the answer,
 // so Vary changes nothing, and Pragma has no meaning in an answer (RFC 9111 section 5.4). A 304 is

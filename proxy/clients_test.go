@@ -120,7 +120,7 @@ func TestMethods_LettersInAnyCaseAreGatedAndForwardedUpperCased(t *testing.T) {
 }
 
 // Any other method is 400 INVALID_REQUEST before any route or endpoint runs; the origin is not
-// contacted (CONTRACT section 10.1).
+// contacted (docs/reference.md "Routing").
 func TestMethods_OthersAreRefusedBeforeAnyRoute(t *testing.T) {
 	rg := newRig(t, rigOptions{originHandler: echoMethod, routes: []config.Route{{Name: "checkout", Match: "POST /checkout/{p}"}}})
 	for _, method := range []string{"P0ST", "POST-X", "PO_ST", "M-SEARCH", "VERSION-CONTROL", "GET!", "po.st", "1", "~", "PO%54"} {

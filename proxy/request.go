@@ -20,7 +20,7 @@ func checkRequest(r *http.Request, t *Table) *web.Error {
 	return checkHost(r.Host, t.hostRoutes)
 }
 
-// errMethod refuses a method that is not made of ASCII letters (CONTRACT section 10.1).
+// errMethod refuses a method that is not made of ASCII letters (docs/reference.md "Routing").
 var errMethod = web.ErrInvalidRequest.With("field", "method").
 	With("problems", "a request method is made of ASCII letters only")
 

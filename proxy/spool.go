@@ -13,10 +13,11 @@ import (
 	"github.com/edgeq/edgeq/internal/inflight"
 )
 
-// A max_in_flight slot bounds what the shop works on at once, not how fast visitors read (CONTRACT
-// 11.1): it is given back as soon as edgeq has the shop's whole answer, not when the visitor has taken
-// it. The in-flight stage puts the request's slot in its context; modifyResponse, which sees the
-// answer's headers, hands it to spoolAnswer, which decides when the slot is free:
+// A max_in_flight slot bounds what the shop works on at once, not how fast visitors read
+// (docs/reference.md "In-flight limits"): it is given back as soon as edgeq has the shop's whole
+// answer, not when the visitor has taken it. The in-flight stage puts the request's slot in its
+// context; modifyResponse, which sees the answer's headers, hands it to spoolAnswer, which decides when
+// the slot is free:
 //
 //   - a streamed answer (101 Switching Protocols, text/event-stream, no Content-Length) at its headers:
 //     the shop may go on sending for as long as it likes, and nothing can be held for it;

@@ -2,13 +2,14 @@ package proxy
 
 import "time"
 
-// server.write_timeout (CONTRACT 11.1): a client that takes nothing of an answer for this long is cut
-// off. http.Server's WriteTimeout cannot say that: it bounds the whole answer, and would cut every
-// stream, long poll and large download that takes longer. Here each write of an answer gets its own
-// deadline, renewed as the answer goes out: a write that the client's connection does not take within
-// write_timeout fails, net/http closes the connection, and the handler's copy ends (an in-flight slot
-// or spooled answer is given back with it). A client that reads, however slowly, and a stream that is
-// quiet between its writes are not cut: the clock only runs while a write waits for the client.
+// server.write_timeout (docs/reference.md "Proxying"): a client that takes nothing of an answer for
+// this long is cut off. http.Server's WriteTimeout cannot say that: it bounds the whole answer, and
+// would cut every stream, long poll and large download that takes longer. Here each write of an answer
+// gets its own deadline, renewed as the answer goes out: a write that the client's connection does not
+// take within write_timeout fails, net/http closes the connection, and the handler's copy ends (an
+// in-flight slot or spooled answer is given back with it). A client that reads, however slowly, and a
+// stream that is quiet between its writes are not cut: the clock only runs while a write waits for the
+// client.
 //
 // Writes are cut into pieces of at most writePiece bytes, each with a fresh deadline, so that "takes
 // nothing" means "took less than a piece in write_timeout" whatever the size of one Write (a rendered

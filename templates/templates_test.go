@@ -164,8 +164,8 @@ func TestLayout_LogoAndAccentOnEveryPage(t *testing.T) {
 	}
 }
 
-// Every phase of the waiting page (CONTRACT 10.2) renders in every language with its own words, and
-// none falls back to English or shows a raw key.
+// Every phase of the waiting page (docs/reference.md "Waiting room") renders in every language with its
+// own words, and none falls back to English or shows a raw key.
 func TestWaitPage_EveryPhaseInEveryLanguage(t *testing.T) {
 	set, err := Parse("", funcs)
 	if err != nil {

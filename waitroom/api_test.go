@@ -13,8 +13,8 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Acceptance 6: seed 004's status codes for every endpoint, including malformed ids, unknown and
-// expired requests. Each case runs against a fresh state built by setup.
+// Acceptance 6: the status codes of docs/reference.md "Waiting room" for every endpoint, including
+// malformed ids, unknown and expired requests. Each case runs against a fresh state built by setup.
 func TestEndpoints_StatusCodes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		q := testQueue("drop", 1)

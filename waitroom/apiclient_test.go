@@ -58,11 +58,11 @@ func (h *harness) waitingNum(rp *replica, queue string) int64 {
 	return num(a.json["waiting_num"])
 }
 
-// Acceptance (CONTRACT 11.4): a request that names a live place never takes another. Six visitors
-// join a queue that lets two in, and the two served take their tokens. Each of the four waiting
-// then calls a gated API route, all at once and within the tick in which they took their places
-// (the replica's snapshot still says the queue has room: the defect showed only then, when such a
-// call took a new place at the back and handed its cookie over), and again after the next tick.
+// Acceptance (docs/reference.md "The queue gate"): a request that names a live place never takes
+// another. Six visitors join a queue that lets two in, and the two served take their tokens. Each of
+// the four waiting then calls a gated API route, all at once and within the tick in which they took
+// their places (the replica's snapshot still says the queue has room: the defect showed only then, when
+// such a call took a new place at the back and handed its cookie over), and again after the next tick.
 // Two keep their place in the request cookie; two are apps without cookies naming it in
 // Edgeq-Request-Id. No call takes a place: waiting_num stays 4, no request cookie is handed out,
 // each 403 names the caller's own place, and nothing reaches the shop.

@@ -6,8 +6,9 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 )
 
-// bypassList is each configured queue's bypass_cidrs, parsed (CONTRACT section 10.2): clients in them
-// (their address as found through server.trusted_proxies) are let through the queue's gate at once.
+// bypassList is each configured queue's bypass_cidrs, parsed (docs/reference.md "Waiting room"):
+// clients in them (their address as found through server.trusted_proxies) are let through the queue's
+// gate at once.
 type bypassList map[string][]netip.Prefix
 
 func newBypassList(queues []config.Queue) bypassList {

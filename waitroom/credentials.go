@@ -1,8 +1,9 @@
 package waitroom
 
 // Where edgeq reads a visitor's access token, and what of the visitor's credentials reaches the shop
-// (CONTRACT 11.4): edgeq's token in its cookie, an Edgeq-Token request header, or Authorization:
-// Bearer only when that is an edgeq token; every other Authorization value is the shop's.
+// (docs/reference.md "The queue gate"): edgeq's token in its cookie, an Edgeq-Token request header, or
+// Authorization: Bearer only when that is an edgeq token; every other Authorization value is the
+// shop's.
 
 import (
 	"context"
@@ -27,7 +28,7 @@ const (
 // validToken finds the request's token for queueID and checks it: signature, claims, audience, the
 // request id inside it, and revocation. The token is taken from, in this order, the queue's cookie,
 // the Edgeq-Token request header, and Authorization: Bearer only when that holds an edgeq token
-// (token.Verifier.Ours): any other Authorization is the shop's (CONTRACT 11.4), and is neither
+// (token.Verifier.Ours): any other Authorization is the shop's, and is neither
 // checked nor remembered by edgeq. from says where the valid one came from.
 func (r *Room) validToken(ctx context.Context, req *http.Request, queueID, tokenCookie string) (_ *snapshot, _ token.Claims, from tokenSource, ok bool) {
 	s := r.snapshotOf(ctx, queueID)

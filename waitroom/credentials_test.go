@@ -52,9 +52,10 @@ func withHeaders(kv ...string) http.Header {
 	return hdr
 }
 
-// CONTRACT 11.4: an app sends edgeq's token in Edgeq-Token and keeps Authorization for the shop's own
-// session, which reaches the shop untouched, as it does beside the token cookie. The shop's bearer is
-// never taken for edgeq's: alone it opens nothing. TokenRequestID reads the token the same way.
+// docs/reference.md "The queue gate": an app sends edgeq's token in Edgeq-Token and keeps Authorization
+// for the shop's own session, which reaches the shop untouched, as it does beside the token cookie. The
+// shop's bearer is never taken for edgeq's: alone it opens nothing. TokenRequestID reads the token the
+// same way.
 func TestEdgeqToken_OpensTheQueueBesideTheShopsAuthorization(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s, []config.Queue{testQueue("drop", 1)}, []config.Route{{Name: "api", Match: "/api/", Queue: "drop"}})

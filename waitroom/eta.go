@@ -36,7 +36,7 @@ func (m *rateMeter) observe(at time.Time, moved int64) float64 {
 
 // eta estimates the seconds until a visitor is served who is togo places from being reached (its rank
 // minus the serving rank, less those served out of turn in between; for the random method, the draws
-// expected before its own), CONTRACT 10.2:
+// expected before its own), as docs/reference.md "Waiting room" (ETA) has it:
 // -1 (not known yet) until a serving rate has been measured, and never shorter than full sessions
 // allow while nobody has left before their token expired (fullSessions).
 func (s *snapshot) eta(togo int64) int64 {

@@ -10,10 +10,10 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 )
 
-// Failover (CONTRACT 11.2). Redis replicates asynchronously: a failover (or a restart that lost its
-// last second) can take away the last positions a queue handed out, while their visitors still hold
-// them — a request id carries its position. A counter that went back would hand those places out
-// again, to others: two visitors in one place, with one request id.
+// Failover (docs/reference.md "Queue positions after a failover"). Redis replicates asynchronously: a
+// failover (or a restart that lost its last second) can take away the last positions a queue handed
+// out, while their visitors still hold them — a request id carries its position. A counter that went
+// back would hand those places out again, to others: two visitors in one place, with one request id.
 //
 // Positions therefore resume above the highest any replica has seen. Each replica keeps, per queue,
 // the highest position it knows was handed out in the queue's current incarnation (its own joins,

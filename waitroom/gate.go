@@ -12,8 +12,9 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Gate is the queue step of the gate chain (CONTRACT section 4, step 1): a route with a queue needs a
-// valid access token for that queue. It satisfies proxy.Step.
+// Gate is the queue step of the gate chain (the first step: docs/architecture.md
+// "A request's way through"): a route with a queue needs a valid access token for that queue. It
+// satisfies proxy.Step.
 type Gate struct{ room *Room }
 
 // Gate returns the room's gate step.
@@ -74,14 +75,14 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			s := r.snapshotOf(ctx, queueID)
 			if s != nil {
 				if e := s.joinable(); e != nil && e.Code != web.ErrNotOpen.Code {
-					// Sold out or closed: nothing to wait for (CONTRACT 10.2).
+					// Sold out or closed: nothing to wait for.
 					r.responder.Error(w, req, e)
 					return
 				}
-				// A request that names a live place never takes another (CONTRACT 11.4): the
-				// snapshot may be a tick behind the place's own join and still say there is room.
-				// The request cookie's place first, then the Edgeq-Request-Id header's, if the
-				// cookie's has ended.
+				// A request that names a live place never takes another (docs/reference.md
+				// "The queue gate"): the snapshot may be a tick behind the place's own join and still say
+				// there is room. The request cookie's place first, then the Edgeq-Request-Id header's, if
+				// the cookie's has ended.
 				cookieID, pos, ok := r.requestFromCookie(req, queueID, s)
 				if ok && r.servePlace(w, req, next, sess, s, cookieID, pos, true) {
 					return
@@ -96,7 +97,8 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 					return
 				}
 				if t.Raw != "" {
-					// Served at once, as a browser is when there is room (CONTRACT 10.4).
+					// Served at once, as a browser is when there is room (docs/reference.md
+					// "The queue gate").
 					handToken(w, req, t.Raw)
 					r.forward(w, req, next, sess, claims)
 					return

@@ -14,7 +14,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// The ARCHITECTURE invariants under real concurrency, with three replicas ticking the same queue:
+// The waiting room's invariants under real concurrency, with three replicas ticking the same queue:
 // served-and-unfinished never exceeds capacity, the serving position never decreases, and no token is
 // ever issued to a position above it.
 func TestInvariants_ThreeReplicasUnderConcurrency(t *testing.T) {

@@ -20,10 +20,10 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Invitations (CONTRACT section 10.2). An operator creates single-use codes for a queue; visiting
-// {prefix}/invite/{queue}/{code} takes a place in line (an invite_only queue takes nobody else), and a
-// front invitation is served at once. The store keeps only the SHA-256 of each code: 128 random bits
-// cannot be found from it, so a copy of the store hands out no invitation.
+// Invitations (docs/reference.md "Waiting room"). An operator creates single-use codes for a queue;
+// visiting {prefix}/invite/{queue}/{code} takes a place in line (an invite_only queue takes nobody
+// else), and a front invitation is served at once. The store keeps only the SHA-256 of each code: 128
+// random bits cannot be found from it, so a copy of the store hands out no invitation.
 
 // inviteCode is the shape of a code: 16 random bytes, base64url without padding.
 var inviteCode = regexp.MustCompile(`^[A-Za-z0-9_-]{22}$`)

@@ -2,15 +2,15 @@ package waitroom
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// The queue metrics of CONTRACT section 9. Gauges are read from the snapshots at scrape time, so a
-// deleted queue's series simply stop.
+// The queue metrics (docs/reference.md "Metrics in this build"). Gauges are read from the snapshots at
+// scrape time, so a deleted queue's series simply stop.
 var (
 	descWaiting  = prometheus.NewDesc("edgeq_queue_waiting", "Visitors waiting: behind the serving position, or reached without a token yet.", []string{"queue"}, nil)
 	descServing  = prometheus.NewDesc("edgeq_queue_serving_position", "The queue's serving position.", []string{"queue"}, nil)
 	descAssigned = prometheus.NewDesc("edgeq_queue_assigned_position", "The last position handed out.", []string{"queue"}, nil)
 	descActive   = prometheus.NewDesc("edgeq_queue_active_tokens", "Live access tokens (visitors inside).", []string{"queue"}, nil)
 
-	// Beyond CONTRACT 9: the settings and the measured pace, so dashboards and alerts can put the
+	// Beyond the four above: the settings and the measured pace, so dashboards and alerts can put the
 	// line next to the room it waits for without asking the admin API.
 	descCapacity = prometheus.NewDesc("edgeq_queue_capacity", "The queue's capacity: visitors allowed inside at once.", []string{"queue"}, nil)
 	descPaused   = prometheus.NewDesc("edgeq_queue_paused", "1 while the queue is paused (nobody is let in), else 0.", []string{"queue"}, nil)

@@ -9,14 +9,14 @@ import (
 	"sync"
 )
 
-// The places one client address may hold in a queue (queues[].places_per_ip, CONTRACT 11.1). A
-// lottery makes every place a ticket, and without a cookie each join takes another: one address would
-// hold as many tickets as the join rate lets it take. The count lives in the store, in the join's own
-// script call (assign.lua), so it holds across replicas and inside a grouped call: each address has a
-// sorted set of the places it took, under the queue's hash tag, named by a keyed hash of the address
-// (no address is stored). A place stops counting once it is no longer waiting (served, drawn, given
-// up, expired); assign.lua drops such places from the set as it counts, so serving, expiring and
-// finishing cost nothing more.
+// The places one client address may hold in a queue (queues[].places_per_ip; docs/reference.md
+// "Waiting room"). A lottery makes every place a ticket, and without a cookie each join takes another:
+// one address would hold as many tickets as the join rate lets it take. The count lives in the store,
+// in the join's own script call (assign.lua), so it holds across replicas and inside a grouped call:
+// each address has a sorted set of the places it took, under the queue's hash tag, named by a keyed
+// hash of the address (no address is stored). A place stops counting once it is no longer waiting
+// (served, drawn, given up, expired); assign.lua drops such places from the set as it counts, so
+// serving, expiring and finishing cost nothing more.
 
 // placesTTL is how long an address's set outlives the last place it took: as long as the request
 // cookie that holds a place. A place still waiting after it no longer counts.

@@ -71,7 +71,7 @@ type snapshot struct {
 	// compared with it (storeNow).
 	StoreNow time.Time
 
-	// A drop (CONTRACT section 10.2).
+	// A drop (docs/operations.md "Running a drop").
 	Method      string
 	OpensAt     time.Time // zero: none
 	JoinFrom    time.Time // opens_at - prequeue; zero: none
@@ -96,13 +96,14 @@ type snapshot struct {
 	OutOfTurn      int64
 	outOfTurnRanks []int64
 
-	// Sessions and invitations (CONTRACT section 10.2).
+	// Sessions and invitations (docs/operations.md "Sessions, invitations and staff").
 	SessionRenewal bool
 	MaxSession     time.Duration
 	InviteOnly     bool
 	Invites        int64 // invitations created and not deleted
 	InvitesUsed    int64 // of which used
-	// PlacesPerIP bounds the unserved places one client address may hold (CONTRACT 11.1); 0 none.
+	// PlacesPerIP bounds the unserved places one client address may hold
+	// (queues[].places_per_ip); 0 none.
 	PlacesPerIP int64
 
 	// DrawPending: a lottery's draw waits for the store's replicas (redis.wait_replicas, failover.go).
@@ -127,10 +128,10 @@ func (s *snapshot) behind() int64 {
 }
 
 // Waiting is the number of visitors not yet inside: not reached yet, or reached but without a token
-// (seed 004's waiting_num).
+// (what GET waiting_num answers).
 func (s *snapshot) Waiting() int64 { return s.behind() + s.Unclaimed }
 
-// Tokens is the number of live tokens (seed 004's active_token_num).
+// Tokens is the number of live tokens (the admin API's active_token_num).
 func (s *snapshot) Tokens() int64 { return max(0, s.Active-s.Unclaimed) }
 
 // reached reports whether a position has been reached: by the serving rank, or by a draw.

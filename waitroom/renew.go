@@ -10,10 +10,11 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Sliding sessions (queues[].session_renewal, CONTRACT section 10.2). A token used in the last half of
-// its life is re-issued on the request path with a later exp, the same iat (the session's start, which
-// max_session counts from), sub and pos, and a new jti. The gate makes no store call for it: the new
-// deadlines reach the store in batches on the tick (renew.lua), well before the old ones pass.
+// Sliding sessions (queues[].session_renewal; docs/reference.md "Waiting room"). A token used in the
+// last half of its life is re-issued on the request path with a later exp, the same iat (the session's
+// start, which max_session counts from), sub and pos, and a new jti. The gate makes no store call for
+// it: the new deadlines reach the store in batches on the tick (renew.lua), well before the old ones
+// pass.
 
 // HeaderToken is edgeq's token header. As a response header it hands a token over to an API client:
 // one served at once or whose place was reached (gate.go), and a renewed one to a client that sent

@@ -1,6 +1,6 @@
 // Package waitroom is edgeq's virtual waiting room: queue positions handed out in arrival order, a
 // serving position advanced by a capacity inlet, signed access tokens, and the gate step that requires
-// one (seed 004's waiting room with seed 000's capacity-limited active zone).
+// one (docs/reference.md "Waiting room", "The queue gate").
 //
 // All shared state lives in Redis and changes only inside Lua scripts (scripts/*.lua). Each replica
 // keeps a per-queue snapshot, refreshed by its inlet tick every ~250 ms, and answers polling from it;

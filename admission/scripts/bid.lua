@@ -1,4 +1,4 @@
--- bid.lua: accept a bid only if it beats the highest (seed 001), atomically: the auction exists and has
+-- bid.lua: accept a bid only if it beats the highest, atomically: the auction exists and has
 -- not ended (by Redis time), the bidder is not the owner, the amount is at least the starting price
 -- and, once there is a highest bid, at least the highest plus min_increment; then history, highest, bidder count, bid record, event.
 -- KEYS[1] info     hash   starting_price, min_increment (cents), ends_at (ms), owner (pseudonym or "")

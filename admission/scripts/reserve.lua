@@ -1,4 +1,4 @@
--- reserve.lua: admit purchases of one product atomically (seeds 000, 002, 003), one or a batch (the
+-- reserve.lua: admit purchases of one product atomically, one or a batch (the
 -- reserve batcher sends what queued up while its last call was on its way). For each, in order: the
 -- user's in-flight claim, the per-user limit, the stock check and decrement, the buyer record and
 -- the admission record; one event names every purchase the call admitted.

@@ -1,4 +1,4 @@
--- restock.lua: add units to a product (seed 003 restock).
+-- restock.lua: add units to a product (POST /api/products/{id}/restock).
 -- KEYS[1] info   KEYS[2] stock
 -- ARGV[1] amount >= 1
 -- returns {code, remaining}: 0 ok, 1 no such product

@@ -1,5 +1,5 @@
--- trim.lua: trim one event stream (CONTRACT 11.2): first what every consumer group that is read has
--- acknowledged, then, past the bound, the oldest entries whatever was read of them.
+-- trim.lua: trim one event stream (docs/reference.md "Event streams"): first what every consumer group
+-- that is read has acknowledged, then, past the bound, the oldest entries whatever was read of them.
 -- KEYS[1] stream
 -- ARGV[1] min id: every entry below it is acknowledged by every group that is read ("" when that is
 --         not known for this stream: a group that is read has not been created on it yet)

@@ -1,4 +1,4 @@
-// Command demoshop runs the demo shop (internal/demoshop): the origin of edgeq's quick start, built the
+// Command demoshop runs the demo shop (package demoshop): the origin of edgeq's quick start, built the
 // way real shops are (a cart API, a checkout that fails when two overlap, a GraphQL endpoint executed
 // by graph-gophers/graphql-go). It knows nothing about edgeq.
 package main
@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/demoshop"
+	"github.com/edgeq/edgeq/demoshop"
 )
 
 func main() {

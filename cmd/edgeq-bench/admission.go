@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
@@ -79,20 +79,20 @@ func admissionBench(args []string, w io.Writer) error {
 	defer stop()
 
 	var users atomic.Int64
-	post := func(path string) func() (bench.Request, bool) {
-		return func() (bench.Request, bool) {
+	post := func(path string) func() (load.Request, bool) {
+		return func() (load.Request, bool) {
 			u := strconv.FormatInt(users.Add(1), 10)
-			return bench.Request{Method: "POST", URL: edge + path,
+			return load.Request{Method: "POST", URL: edge + path,
 				Header: http.Header{"X-User": {"buyer-" + u}, "Content-Type": {"application/x-www-form-urlencoded"}},
 				Body:   []byte("quantity=1")}, true
 		}
 	}
 	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
 	defer rc.Close()
-	client := bench.NewClient(*concurrency)
-	bench.Run(client, "warm-up", post("/checkout/bench"), 200, *concurrency, time.Second)
+	client := load.NewClient(*concurrency)
+	load.Run(client, "warm-up", post("/checkout/bench"), 200, *concurrency, time.Second)
 	// Rounds alternate so that both targets see the same machine; the worker drains between them.
-	var plain, through bench.Sample
+	var plain, through load.Sample
 	var cpu redisCPU
 	var worst time.Duration // how long the worker needed after a round to catch up
 	streams := productStreams("edgeq", "bench")
@@ -102,7 +102,7 @@ func admissionBench(args []string, w io.Writer) error {
 				return err
 			}
 		}
-		plain.Add(bench.Run(client, "same POST passed through", post("/plain/bench"), 200, *concurrency, *duration))
+		plain.Add(load.Run(client, "same POST passed through", post("/plain/bench"), 200, *concurrency, *duration))
 		if passProfile != nil {
 			pprof.StopCPUProfile()
 			passProfile = nil
@@ -119,7 +119,7 @@ func admissionBench(args []string, w io.Writer) error {
 				return err
 			}
 		}
-		s := bench.Run(client, "stock admission through edgeq", post("/checkout/bench"), 200, *concurrency, *duration)
+		s := load.Run(client, "stock admission through edgeq", post("/checkout/bench"), 200, *concurrency, *duration)
 		if profile != nil {
 			pprof.StopCPUProfile()
 			profile = nil // the first round's profile
@@ -153,7 +153,7 @@ func admissionBench(args []string, w io.Writer) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| measurement | admissions/s | vs pass-through | p50 | p99 |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
-	for _, s := range []bench.Sample{plain, through, raw} {
+	for _, s := range []load.Sample{plain, through, raw} {
 		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/plain.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
@@ -172,7 +172,7 @@ func admissionBench(args []string, w io.Writer) error {
 	deep := max(1, total.TotalCount/20/2)
 	for _, page := range []int64{1, deep} {
 		url := fmt.Sprintf("%s/api/admissions?page=%d&page_size=20", admin, page)
-		s := bench.Loop(fmt.Sprintf("admin list, page %d of 20", page), 8, 3*time.Second, func(int) error {
+		s := load.Loop(fmt.Sprintf("admin list, page %d of 20", page), 8, 3*time.Second, func(int) error {
 			var body struct {
 				Items []json.RawMessage `json:"items"`
 			}
@@ -218,7 +218,7 @@ routes:
 }
 
 // rawReserve calls reserve.lua directly from concurrency goroutines for duration.
-func rawReserve(addr string, concurrency int, duration time.Duration) (bench.Sample, error) {
+func rawReserve(addr string, concurrency int, duration time.Duration) (load.Sample, error) {
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency * 2})
 	defer client.Close()
 	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
@@ -226,7 +226,7 @@ func rawReserve(addr string, concurrency int, duration time.Duration) (bench.Sam
 	var ids atomic.Int64
 	ids.Store(1 << 40)
 	svc := admission.New(admission.Options{Store: st}) // reserve.lua alone, with edgeq's defaults
-	return bench.Loop("reserve.lua alone", concurrency, duration, func(int) error {
+	return load.Loop("reserve.lua alone", concurrency, duration, func(int) error {
 		id := strconv.FormatInt(ids.Add(1), 10)
 		code, err := svc.Reserve(ctx, "bench", "raw-"+id, id)
 		if err == nil && code != 0 {

@@ -15,18 +15,18 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
 
-// bidBench measures bid admission and the auction reads through edgeq at seed 001's concurrency. The
-// seed's load, all at once: 1,000 bidders each bidding every second (its normal 1,000 bids/s), 5,000
-// users polling the highest bid and 1,000 reading the history every 2 s; its targets (p95) apply to
-// this. Then the worst case, bursts of the same numbers acting in the same instant; a closed-loop bid
-// load for the rate; and bid.lua called directly on the same redis-server, in one run.
+// bidBench measures bid admission and the auction reads through edgeq at a busy auction's concurrency.
+// That load, all at once: 1,000 bidders each bidding every second (its normal 1,000 bids/s), 5,000
+// users polling the highest bid and 1,000 reading the history every 2 s; the latency targets (p95)
+// apply to this. Then the worst case, bursts of the same numbers acting in the same instant; a
+// closed-loop bid load for the rate; and bid.lua called directly on the same redis-server, in one run.
 func bidBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("bid", flag.ContinueOnError)
 	bidders := fs.Int("bidders", 1000, "bidders in each bid burst")
@@ -67,9 +67,9 @@ func bidBench(args []string, w io.Writer) error {
 	// ones that lose a race are refused as too low; both are admission decisions and are measured.
 	var cents atomic.Int64
 	cents.Store(100)
-	bid := func() bench.Request {
+	bid := func() load.Request {
 		c := cents.Add(1)
-		return bench.Request{Method: "POST", URL: edge + "/auctions/bench/bid",
+		return load.Request{Method: "POST", URL: edge + "/auctions/bench/bid",
 			Header: http.Header{"X-User": {"bidder-" + strconv.FormatInt(c%5000, 10)}, "Content-Type": {"application/x-www-form-urlencoded"}},
 			Body:   []byte("amount=" + money.Format(c))}
 	}
@@ -77,51 +77,51 @@ func bidBench(args []string, w io.Writer) error {
 	ok := func(status int) bool { return status == 200 }
 
 	largest := max(*bidders, *readers, *historyReaders)
-	client := bench.NewClient(largest)
-	burst := func(name string, n int, next func(i int) bench.Request, accept func(int) bool) bench.Sample {
-		total := bench.Sample{Name: name}
+	client := load.NewClient(largest)
+	burst := func(name string, n int, next func(i int) load.Request, accept func(int) bool) load.Sample {
+		total := load.Sample{Name: name}
 		for range *rounds {
-			reqs := make([]bench.Request, n)
+			reqs := make([]load.Request, n)
 			for i := range reqs {
 				reqs[i] = next(i)
 			}
-			total.Add(bench.Burst(client, name, reqs, accept))
+			total.Add(load.Burst(client, name, reqs, accept))
 		}
 		return total
 	}
 	// Warm-up: connections for the largest burst, scripts loaded, snapshots made.
-	bench.Burst(client, "warm-up", slices.Repeat([]bench.Request{{Method: "GET", URL: edge + "/_edgeq/auctions/bench/highest-bid"}}, largest), ok)
-	burst("warm-up", 100, func(int) bench.Request { return bid() }, answered)
+	load.Burst(client, "warm-up", slices.Repeat([]load.Request{{Method: "GET", URL: edge + "/_edgeq/auctions/bench/highest-bid"}}, largest), ok)
+	burst("warm-up", 100, func(int) load.Request { return bid() }, answered)
 
-	highestReq := func(int) bench.Request {
-		return bench.Request{Method: "GET", URL: edge + "/_edgeq/auctions/bench/highest-bid"}
+	highestReq := func(int) load.Request {
+		return load.Request{Method: "GET", URL: edge + "/_edgeq/auctions/bench/highest-bid"}
 	}
-	historyReq := func(i int) bench.Request {
-		return bench.Request{Method: "GET", URL: fmt.Sprintf("%s/_edgeq/auctions/bench/bids?page=%d&page_size=20", edge, 1+i%5)}
+	historyReq := func(i int) load.Request {
+		return load.Request{Method: "GET", URL: fmt.Sprintf("%s/_edgeq/auctions/bench/bids?page=%d&page_size=20", edge, 1+i%5)}
 	}
 
 	// The seed's load: bidders and readers together.
-	var steadyBids, steadyHighest, steadyHistory bench.Sample
+	var steadyBids, steadyHighest, steadyHistory load.Sample
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		steadyBids = bench.Poll(client, fmt.Sprintf("bid, %d bidders every %s", *bidders, *bidEvery), *bidders, *bidEvery, *steady,
-			func(int) bench.Request { return bid() }, answered)
+		steadyBids = load.Poll(client, fmt.Sprintf("bid, %d bidders every %s", *bidders, *bidEvery), *bidders, *bidEvery, *steady,
+			func(int) load.Request { return bid() }, answered)
 	})
 	wg.Go(func() {
-		steadyHighest = bench.Poll(client, fmt.Sprintf("highest bid, %d readers every %s", *readers, *pollEvery), *readers, *pollEvery, *steady,
+		steadyHighest = load.Poll(client, fmt.Sprintf("highest bid, %d readers every %s", *readers, *pollEvery), *readers, *pollEvery, *steady,
 			highestReq, ok)
 	})
 	wg.Go(func() {
-		steadyHistory = bench.Poll(client, fmt.Sprintf("history, %d readers every %s", *historyReaders, *pollEvery), *historyReaders, *pollEvery, *steady,
+		steadyHistory = load.Poll(client, fmt.Sprintf("history, %d readers every %s", *historyReaders, *pollEvery), *historyReaders, *pollEvery, *steady,
 			historyReq, ok)
 	})
 	wg.Wait()
 
 	// The worst case: everyone in the same instant.
-	bids := burst(fmt.Sprintf("bid, %d at once", *bidders), *bidders, func(int) bench.Request { return bid() }, answered)
+	bids := burst(fmt.Sprintf("bid, %d at once", *bidders), *bidders, func(int) load.Request { return bid() }, answered)
 	highest := burst(fmt.Sprintf("highest bid, %d at once", *readers), *readers, highestReq, ok)
 	history := burst(fmt.Sprintf("history, %d at once", *historyReaders), *historyReaders, historyReq, ok)
-	sustained := bench.RunOK(bench.NewClient(*concurrency), "bid, closed loop", func() (bench.Request, bool) { return bid(), true },
+	sustained := load.RunOK(load.NewClient(*concurrency), "bid, closed loop", func() (load.Request, bool) { return bid(), true },
 		answered, *concurrency, *duration)
 
 	raw, err := rawBids(redisSrv.Addr(), *concurrency, *duration)
@@ -131,7 +131,7 @@ func bidBench(args []string, w io.Writer) error {
 
 	fmt.Fprintf(w, "machine: %s\n", machine())
 	fmt.Fprintf(w, "redis-server on loopback, one auction; the load generator, edgeq, the origin and Redis share the machine\n\n")
-	samples := []bench.Sample{steadyBids, steadyHighest, steadyHistory, bids, highest, history, sustained, raw}
+	samples := []load.Sample{steadyBids, steadyHighest, steadyHistory, bids, highest, history, sustained, raw}
 	for _, s := range samples {
 		fmt.Fprintln(w, s)
 	}
@@ -169,7 +169,7 @@ routes:
 
 // rawBids calls bid.lua directly from concurrency goroutines for duration, each bid a cent above the
 // one before it.
-func rawBids(addr string, concurrency int, duration time.Duration) (bench.Sample, error) {
+func rawBids(addr string, concurrency int, duration time.Duration) (load.Sample, error) {
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency * 2})
 	defer client.Close()
 	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
@@ -177,11 +177,11 @@ func rawBids(addr string, concurrency int, duration time.Duration) (bench.Sample
 	svc := admission.New(admission.Options{Store: st}) // bid.lua alone, with edgeq's defaults
 	if err := svc.ApplyAuctions(ctx, []config.Auction{{ID: "raw", StartingPrice: "1.00", MinIncrement: "0.01",
 		EndsAt: time.Now().Add(time.Hour)}}, nil); err != nil {
-		return bench.Sample{}, err
+		return load.Sample{}, err
 	}
 	var next atomic.Int64
 	next.Store(1 << 40)
-	return bench.Loop("bid.lua alone", concurrency, duration, func(client int) error {
+	return load.Loop("bid.lua alone", concurrency, duration, func(client int) error {
 		n := next.Add(1)
 		code, err := svc.PlaceBid(ctx, "raw", "raw-"+strconv.Itoa(client), strconv.FormatInt(n, 10), n)
 		if err == nil && code > 1 { // 1 (too low) is a race lost to another client: an answer like any other

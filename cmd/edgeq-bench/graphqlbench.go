@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
 
@@ -69,10 +69,10 @@ routes:
 	gqlBody := []byte(fmt.Sprintf(`{"operationName":"AddItemToOrder","query":%s,"variables":{"variantId":"bench","quantity":1}}`,
 		strconv.Quote(addItemDocument)))
 	var users atomic.Int64
-	post := func(path string, body []byte) func() (bench.Request, bool) {
-		return func() (bench.Request, bool) {
+	post := func(path string, body []byte) func() (load.Request, bool) {
+		return func() (load.Request, bool) {
 			u := strconv.FormatInt(users.Add(1), 10)
-			return bench.Request{Method: "POST", URL: edge + path,
+			return load.Request{Method: "POST", URL: edge + path,
 				Header: http.Header{"X-User": {"buyer-" + u}, "Content-Type": {"application/json"}}, Body: body}, true
 		}
 	}
@@ -80,20 +80,20 @@ routes:
 	gqlReq := post("/shop-api", gqlBody)
 	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
 	defer rc.Close()
-	client := bench.NewClient(concurrency)
-	bench.Run(client, "warm-up", gqlReq, 200, concurrency, time.Second)
+	client := load.NewClient(concurrency)
+	load.Run(client, "warm-up", gqlReq, 200, concurrency, time.Second)
 	streams := productStreams("edgeq", "bench")
-	var plain, gql bench.Sample
+	var plain, gql load.Sample
 	for round := 0; round < rounds; round++ {
 		for _, m := range []struct {
-			s    *bench.Sample
+			s    *load.Sample
 			name string
-			req  func() (bench.Request, bool)
+			req  func() (load.Request, bool)
 		}{{&plain, "stock admission, JSON body", jsonReq}, {&gql, "stock admission, GraphQL body", gqlReq}} {
 			if _, err := drained(rc, 5*time.Minute, streams...); err != nil {
 				return err
 			}
-			m.s.Add(bench.Run(client, m.name, m.req, 200, concurrency, duration))
+			m.s.Add(load.Run(client, m.name, m.req, 200, concurrency, duration))
 			m.s.Name = m.name
 		}
 	}
@@ -102,7 +102,7 @@ routes:
 		concurrency, rounds, duration, len(gqlBody))
 	fmt.Fprintln(w, "| measurement | admissions/s | vs JSON body | p50 | p99 |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
-	for _, s := range []bench.Sample{plain, gql} {
+	for _, s := range []load.Sample{plain, gql} {
 		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/plain.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}

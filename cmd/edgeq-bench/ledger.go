@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/ledger/pgserver"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
@@ -85,20 +85,20 @@ func ledgerBench(args []string, w io.Writer) error {
 	defer stopOff()
 
 	var users atomic.Int64
-	post := func(edge, product string) func() (bench.Request, bool) {
-		return func() (bench.Request, bool) {
+	post := func(edge, product string) func() (load.Request, bool) {
+		return func() (load.Request, bool) {
 			u := strconv.FormatInt(users.Add(1), 10)
-			return bench.Request{Method: "POST", URL: edge + "/checkout/" + product, Header: http.Header{"X-User": {"buyer-" + u}}}, true
+			return load.Request{Method: "POST", URL: edge + "/checkout/" + product, Header: http.Header{"X-User": {"buyer-" + u}}}, true
 		}
 	}
 	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
 	defer rc.Close()
 	streams := func(prefix string, i int) []string { return productStreams(prefix, fmt.Sprintf("p%d", i)) }
-	client := bench.NewClient(*concurrency)
-	bench.Run(client, "warm-up", post(on, "p0"), 200, *concurrency, time.Second)
-	bench.Run(client, "warm-up", post(off, "p0"), 200, *concurrency, time.Second)
+	client := load.NewClient(*concurrency)
+	load.Run(client, "warm-up", post(on, "p0"), 200, *concurrency, time.Second)
+	load.Run(client, "warm-up", post(off, "p0"), 200, *concurrency, time.Second)
 
-	var without, with bench.Sample
+	var without, with load.Sample
 	var cpuOff, cpuOn redisCPU
 	var lags []float64
 	var worstCatchUp time.Duration
@@ -112,7 +112,7 @@ func ledgerBench(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		s := bench.Run(client, "stock admission, ledger off", post(off, product), 200, *concurrency, *duration)
+		s := load.Run(client, "stock admission, ledger off", post(off, product), 200, *concurrency, *duration)
 		without.Add(s)
 		if _, err := drained(rc, 5*time.Minute, plainStreams...); err != nil {
 			return err
@@ -123,7 +123,7 @@ func ledgerBench(args []string, w io.Writer) error {
 		}
 		cpuOff.add(after.minus(before), int64(len(s.Latencies)))
 		stop := sampleLag(onAdmin, &lags)
-		s = bench.Run(client, "stock admission, ledger on", post(on, product), 200, *concurrency, *duration)
+		s = load.Run(client, "stock admission, ledger on", post(on, product), 200, *concurrency, *duration)
 		with.Add(s)
 		caught, err := drained(rc, 5*time.Minute, ledStreams...)
 		stop()
@@ -142,7 +142,7 @@ func ledgerBench(args []string, w io.Writer) error {
 	// An outage: PostgreSQL stopped while admissions go on, then started; the backlog is timed.
 	pg.Stop()
 	ledStreams := streams("led", *rounds)
-	during := bench.Run(client, "admissions while PostgreSQL is down", post(on, fmt.Sprintf("p%d", *rounds)), 200, *concurrency, *outage)
+	during := load.Run(client, "admissions while PostgreSQL is down", post(on, fmt.Sprintf("p%d", *rounds)), 200, *concurrency, *outage)
 	backlog, err := ledgerBacklog(rc, ledStreams...)
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func ledgerBench(args []string, w io.Writer) error {
 		*concurrency, *rounds, *duration)
 	fmt.Fprintln(w, "| measurement | admissions/s | vs ledger off | p50 | p99 |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
-	for _, s := range []bench.Sample{without, with, during} {
+	for _, s := range []load.Sample{without, with, during} {
 		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/without.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}

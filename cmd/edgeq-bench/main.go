@@ -24,7 +24,7 @@
 // replicas: stock admissions with redis.wait_replicas 1 beside 0, on one master with one replica (on
 // loopback, or behind a proxy adding -delay each way): admissions/s, latency, Redis CPU per admission.
 //
-// bid: latency of bids, highest-bid reads and history reads through edgeq under seed 001's load
+// bid: latency of bids, highest-bid reads and history reads through edgeq under a busy auction's load
 // (1,000 bidders, 5,000 and 1,000 pollers, together) and in bursts of as many simultaneous visitors,
 // a closed-loop bid rate, and bid.lua called directly.
 package main
@@ -38,7 +38,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 )
 
 func main() {
@@ -108,22 +108,22 @@ func parseLoadFlags(name string, args []string) (loadFlags, error) {
 // target is one thing to measure.
 type target struct {
 	name string
-	req  bench.Request
+	req  load.Request
 }
 
 // measure runs every target for f.duration in total, round-robin over f.rounds rounds.
-func measure(f loadFlags, targets []target, want int) []bench.Sample {
-	client := bench.NewClient(f.concurrency)
-	samples := make([]bench.Sample, len(targets))
+func measure(f loadFlags, targets []target, want int) []load.Sample {
+	client := load.NewClient(f.concurrency)
+	samples := make([]load.Sample, len(targets))
 	for i, t := range targets {
 		samples[i].Name = t.name
 		// Warm connections and caches so the first round is not penalised.
-		bench.Run(client, t.name, bench.Fixed(t.req), want, f.concurrency, 200*time.Millisecond)
+		load.Run(client, t.name, load.Fixed(t.req), want, f.concurrency, 200*time.Millisecond)
 	}
 	per := f.duration / time.Duration(f.rounds)
 	for range f.rounds {
 		for i, t := range targets {
-			samples[i].Add(bench.Run(client, t.name, bench.Fixed(t.req), want, f.concurrency, per))
+			samples[i].Add(load.Run(client, t.name, load.Fixed(t.req), want, f.concurrency, per))
 		}
 	}
 	return samples
@@ -142,7 +142,7 @@ func machine() string {
 	return fmt.Sprintf("%s, %d CPUs, %s/%s, %s", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
-func printTable(w io.Writer, f loadFlags, samples []bench.Sample) {
+func printTable(w io.Writer, f loadFlags, samples []load.Sample) {
 	fmt.Fprintf(w, "machine: %s\n", machine())
 	fmt.Fprintf(w, "load: %d concurrent clients, %s per target in %d rounds, client and servers in one process on loopback\n\n",
 		f.concurrency, f.duration, f.rounds)

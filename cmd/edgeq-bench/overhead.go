@@ -13,7 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
@@ -71,7 +71,7 @@ func overhead(args []string, w io.Writer) error {
 		return err
 	}
 
-	get := func(base, path string) bench.Request { return bench.Request{Method: "GET", URL: base + path} }
+	get := func(base, path string) load.Request { return load.Request{Method: "GET", URL: base + path} }
 	targets := []target{
 		{"direct origin", get(origin, "/page")},
 		{"bare ReverseProxy", get(bare, "/page")},

@@ -14,14 +14,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
 
-// replicasBench measures what redis.wait_replicas costs (CONTRACT 11.2): stock admissions through two
-// edgeq instances on one master with one replica, one with wait_replicas 0 and one with wait_replicas
-// 1, in alternating rounds of the same load: admissions per second, latency, Redis CPU per admission
-// on the master, and the WAITs each admission shares (one per grouped reserve call).
+// replicasBench measures what redis.wait_replicas costs (docs/reference.md
+// "Acknowledged by the replicas"): stock admissions through two edgeq instances on one master with one
+// replica, one with wait_replicas 0 and one with wait_replicas 1, in alternating rounds of the same
+// load: admissions per second, latency, Redis CPU per admission on the master, and the WAITs each
+// admission shares (one per grouped reserve call).
 func replicasBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("replicas", flag.ContinueOnError)
 	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
@@ -49,7 +50,7 @@ func replicasBench(args []string, w io.Writer) error {
 		prefix  string
 		edge    string
 		stop    func()
-		sample  bench.Sample
+		sample  load.Sample
 		cpu     redisCPU
 		waits   int64
 		replica int64 // entries the replica lagged behind right after a round, at most
@@ -73,17 +74,17 @@ routes:
 	rc := redis.NewClient(&redis.Options{Addr: master})
 	defer rc.Close()
 	var users atomic.Int64
-	post := func(edge string) func() (bench.Request, bool) {
-		return func() (bench.Request, bool) {
+	post := func(edge string) func() (load.Request, bool) {
+		return func() (load.Request, bool) {
 			u := strconv.FormatInt(users.Add(1), 10)
-			return bench.Request{Method: "POST", URL: edge + "/checkout/bench",
+			return load.Request{Method: "POST", URL: edge + "/checkout/bench",
 				Header: http.Header{"X-User": {"buyer-" + u}, "Content-Type": {"application/x-www-form-urlencoded"}},
 				Body:   []byte("quantity=1")}, true
 		}
 	}
-	client := bench.NewClient(*concurrency)
+	client := load.NewClient(*concurrency)
 	for _, t := range targets {
-		bench.Run(client, "warm-up", post(t.edge), 200, *concurrency, time.Second)
+		load.Run(client, "warm-up", post(t.edge), 200, *concurrency, time.Second)
 		if _, err := drained(rc, 5*time.Minute, productStreams(t.prefix, "bench")...); err != nil {
 			return err
 		}
@@ -95,7 +96,7 @@ routes:
 				return err
 			}
 			name := fmt.Sprintf("wait_replicas %d", t.wait)
-			s := bench.Run(client, name, post(t.edge), 200, *concurrency, *duration)
+			s := load.Run(client, name, post(t.edge), 200, *concurrency, *duration)
 			t.sample.Add(s)
 			if _, err := drained(rc, 5*time.Minute, productStreams(t.prefix, "bench")...); err != nil {
 				return err

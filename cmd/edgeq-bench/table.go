@@ -1,12 +1,14 @@
 package main
 
+// The side-by-side table of issue 19 (edgeq-bench table): the fixtures it loads (an origin, the
+// join floor, a bare ReverseProxy, edgeq), wrk runs in alternating rounds, and the table of the
+// medians.
+
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -18,7 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,15 +65,7 @@ func tableBench(args []string, w io.Writer) error {
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755) // nginx's workers read their temporary paths here
 
-	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			io.Copy(io.Discard, r.Body)
-			w.Write([]byte("order confirmed"))
-			return
-		}
-		w.Header().Set("Content-Type", "text/plain")
-		w.Write(originBody)
-	}))
+	origin, err := serve(http.HandlerFunc(tableOrigin))
 	if err != nil {
 		return err
 	}
@@ -84,24 +77,9 @@ func tableBench(args []string, w io.Writer) error {
 	defer redisSrv.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
 	defer rdb.Close()
-	// The least a join can cost (issue 19): parse the form, one INCR, a JSON answer with a cookie.
 	floorClient := redis.NewClient(&redis.Options{Addr: redisSrv.Addr(), PoolSize: 128})
 	defer floorClient.Close()
-	floor, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := r.ParseForm(); err != nil || r.PostForm.Get("queue_id") == "" {
-			http.Error(w, "bad form", http.StatusBadRequest)
-			return
-		}
-		n, err := floorClient.Incr(r.Context(), "floor:"+r.PostForm.Get("queue_id")).Result()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		id := strconv.FormatInt(n, 10)
-		http.SetCookie(w, &http.Cookie{Name: "rq", Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"request_id":%q}`, id)
-	}))
+	floor, err := serve(joinFloor(floorClient))
 	if err != nil {
 		return err
 	}
@@ -112,26 +90,7 @@ func tableBench(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	edge, stop, err := startEdgeqWith(origin, redisSrv.Addr(), fmt.Sprintf(`
-limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
-queues:
-  - {id: bench_gate, capacity: 1000000, token_ttl: 1h}
-  - {id: bench_wait, capacity: 0}
-  - {id: bench_join, capacity: 0}
-products:
-  - {id: bench, stock: 1000000000, per_user_limit: 1, name: "Bench item"}
-auctions:
-  - {id: bench, starting_price: "1.00", min_increment: "0.01", ends_at: %q}
-routes:
-  - {name: gated, match: "GET /gated/", queue: bench_gate}
-  - {name: plain, match: "POST /plain/{product}"}
-  - name: checkout
-    match: "POST /checkout/{product}"
-    admission: {type: stock, product: "path:product", user: "header:X-User"}
-  - name: bid
-    match: "POST /auctions/{id}/bid"
-    admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-User"}
-`, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339)))
+	edge, stop, err := startEdgeqWith(origin, redisSrv.Addr(), fmt.Sprintf(tableConfig, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339)))
 	if err != nil {
 		return err
 	}
@@ -186,13 +145,87 @@ routes:
 		}
 		targets = slices.DeleteFunc(targets, func(t wrkTarget) bool { return t.ref == "" && !re.MatchString(t.name) })
 	}
+	wl := wrkLoad{threads: *threads, connections: *connections, duration: *duration, rounds: *rounds}
+	medians, ref, err := runRounds(targets, wl, rdb)
+	if err != nil {
+		return err
+	}
+	writeWrkTable(w, wl, targets, medians, ref, notes)
+	return nil
+}
+
+// tableOrigin is the origin of the table: a 1 KiB page, and a short answer to a POST once its body
+// is read.
+func tableOrigin(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("order confirmed"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	w.Write(originBody)
+}
+
+// joinFloor is the least a join can cost (issue 19): parse the form, one INCR, a JSON answer with a
+// cookie.
+func joinFloor(client *redis.Client) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil || r.PostForm.Get("queue_id") == "" {
+			http.Error(w, "bad form", http.StatusBadRequest)
+			return
+		}
+		n, err := client.Incr(r.Context(), "floor:"+r.PostForm.Get("queue_id")).Result()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		id := strconv.FormatInt(n, 10)
+		http.SetCookie(w, &http.Cookie{Name: "rq", Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"request_id":%q}`, id)
+	})
+}
+
+// tableConfig is edgeq's configuration for the table (a fmt format: the auction's end, RFC 3339):
+// the queues of the gated path, of the status poll (nobody served) and of the join, a product with
+// stock for every round, the auction, and the routes the targets load.
+const tableConfig = `
+limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
+queues:
+  - {id: bench_gate, capacity: 1000000, token_ttl: 1h}
+  - {id: bench_wait, capacity: 0}
+  - {id: bench_join, capacity: 0}
+products:
+  - {id: bench, stock: 1000000000, per_user_limit: 1, name: "Bench item"}
+auctions:
+  - {id: bench, starting_price: "1.00", min_increment: "0.01", ends_at: %q}
+routes:
+  - {name: gated, match: "GET /gated/", queue: bench_gate}
+  - {name: plain, match: "POST /plain/{product}"}
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+  - name: bid
+    match: "POST /auctions/{id}/bid"
+    admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-User"}
+`
+
+// wrkLoad is the load of every round of the table.
+type wrkLoad struct {
+	threads, connections, rounds int
+	duration                     time.Duration
+}
+
+// runRounds loads every target once per round, in the same order each round, and returns each
+// target's median round (by requests/s) and the requests/s of the reference rows by ref.
+func runRounds(targets []wrkTarget, wl wrkLoad, rdb *redis.Client) ([]wrkResult, map[string]float64, error) {
 	results := make([][]wrkResult, len(targets))
-	for round := range *rounds {
+	for round := range wl.rounds {
 		for i, t := range targets {
 			fmt.Fprintf(os.Stderr, "round %d: %s\n", round+1, t.name)
-			r, err := runWrk(t, *threads, *connections, *duration, rdb, round)
+			r, err := runWrk(t, wl.threads, wl.connections, wl.duration, rdb, round)
 			if err != nil {
-				return fmt.Errorf("%s: %w", t.name, err)
+				return nil, nil, fmt.Errorf("%s: %w", t.name, err)
 			}
 			results[i] = append(results[i], r)
 		}
@@ -206,9 +239,15 @@ routes:
 			ref[targets[i].ref] = medians[i].rps
 		}
 	}
+	return medians, ref, nil
+}
+
+// writeWrkTable writes the table: the machine, the load, a row per target with its ratios to the
+// reference rows, then what could not be in it.
+func writeWrkTable(w io.Writer, wl wrkLoad, targets []wrkTarget, medians []wrkResult, ref map[string]float64, notes []string) {
 	fmt.Fprintf(w, "machine: %s\n", machine())
 	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s, %d alternating rounds (medians), 1 KiB origin body; origin, proxies, redis-server and wrk on this machine\n\n",
-		*threads, *connections, *duration, *rounds)
+		wl.threads, wl.connections, wl.duration, wl.rounds)
 	fmt.Fprintln(w, "| path | requests/s | vs bare ReverseProxy | vs nginx | p50 | p99 | non-2xx | Redis CPU per request |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for i, m := range medians {
@@ -227,7 +266,6 @@ routes:
 		fmt.Fprintf(w, "\nnot in the table: %s", n)
 	}
 	fmt.Fprintln(w)
-	return nil
 }
 
 type wrkTarget struct {
@@ -336,106 +374,4 @@ func bodyScript(t wrkTarget) string {
 	src, _ := os.ReadFile(t.script)
 	os.WriteFile(path, append([]byte("wrk.body = "+strconv.Quote(t.body)+"\n"), src...), 0o644)
 	return path
-}
-
-// startNginx runs nginx in front of the origin with upstream keepalive, as a proxy in production is.
-func startNginx(dir, originHost string) (string, func(), error) {
-	bin, err := exec.LookPath("nginx")
-	if err != nil {
-		return "", nil, errors.New("not installed (Debian: apt-get install nginx)")
-	}
-	port, err := freePort()
-	if err != nil {
-		return "", nil, err
-	}
-	root := filepath.Join(dir, "nginx")
-	os.MkdirAll(filepath.Join(root, "logs"), 0o755)
-	user := ""
-	if os.Getuid() == 0 {
-		user = "user root;"
-	}
-	conf := fmt.Sprintf(`%s
-worker_processes 2;
-pid %s/nginx.pid;
-error_log %s/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path %s/body;
-  proxy_temp_path %s/proxy;
-  upstream origin { server %s; keepalive 64; }
-  server {
-    listen 127.0.0.1:%d;
-    location / {
-      proxy_pass http://origin;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Host $host;
-      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-    }
-  }
-}
-`, user, root, root, root, root, originHost, port)
-	path := filepath.Join(root, "nginx.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		return "", nil, err
-	}
-	return startProcess(exec.Command(bin, "-p", root, "-c", path, "-g", "daemon off;"), port)
-}
-
-// startCaddy runs Caddy's reverse_proxy in front of the origin (no TLS, no admin endpoint).
-func startCaddy(dir, originHost string) (string, func(), error) {
-	bin, err := exec.LookPath("caddy")
-	if err != nil {
-		return "", nil, errors.New("not installed (Debian: apt-get install caddy)")
-	}
-	port, err := freePort()
-	if err != nil {
-		return "", nil, err
-	}
-	root := filepath.Join(dir, "caddy")
-	os.MkdirAll(root, 0o755)
-	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:%d {\n\treverse_proxy %s\n}\n", port, originHost)
-	path := filepath.Join(root, "Caddyfile")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		return "", nil, err
-	}
-	cmd := exec.Command(bin, "run", "--config", path, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+root, "XDG_CONFIG_HOME="+root, "HOME="+root)
-	return startProcess(cmd, port)
-}
-
-// startProcess starts a proxy and waits until its port answers.
-func startProcess(cmd *exec.Cmd, port int) (string, func(), error) {
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	// Its own process group: nginx's workers outlive a killed master otherwise, holding the output pipe.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		if resp, err := http.Get(base + "/page"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base, stop, nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	return "", nil, fmt.Errorf("did not answer on port %d: %s", port, logs.String())
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/bench"
+	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/server"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
@@ -63,18 +63,18 @@ func waitroomBench(args []string, w io.Writer) error {
 	}
 	defer stop()
 
-	client := bench.NewClient(*concurrency)
-	form := func(values url.Values) bench.Request {
-		return bench.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+	client := load.NewClient(*concurrency)
+	form := func(values url.Values) load.Request {
+		return load.Request{Method: "POST", Header: http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
 			Body: []byte(values.Encode())}
 	}
-	var samples []bench.Sample
+	var samples []load.Sample
 	var notes []string
 
 	// Joins.
 	join := form(url.Values{"queue_id": {"bench_join"}})
 	join.URL = edge + "/_edgeq/assign_queue_pos"
-	samples = append(samples, named(bench.Run(client, "assign_queue_pos", bench.Fixed(join), 200, *concurrency, *duration), "assign_queue_pos"))
+	samples = append(samples, named(load.Run(client, "assign_queue_pos", load.Fixed(join), 200, *concurrency, *duration), "assign_queue_pos"))
 
 	// Memory per waiting visitor, and the waiters the polls will ask about.
 	before, err := usedMemory(rdb)
@@ -100,12 +100,12 @@ func waitroomBench(args []string, w io.Writer) error {
 		ids   []string
 	}{{"bench_poll_small", smallIDs}, {"bench_poll", pollIDs}} {
 		ids := c.ids
-		src := func() (bench.Request, bool) {
+		src := func() (load.Request, bool) {
 			id := ids[rand.IntN(len(ids))]
-			return bench.Request{Method: "GET", URL: edge + "/_edgeq/status/" + c.queue + "/" + id}, true
+			return load.Request{Method: "GET", URL: edge + "/_edgeq/status/" + c.queue + "/" + id}, true
 		}
 		cmdsBefore, _ := commandsProcessed(rdb)
-		s := bench.Run(client, fmt.Sprintf("status, %d waiters", len(ids)), src, 200, *concurrency, *duration)
+		s := load.Run(client, fmt.Sprintf("status, %d waiters", len(ids)), src, 200, *concurrency, *duration)
 		cmdsAfter, _ := commandsProcessed(rdb)
 		samples = append(samples, s)
 		notes = append(notes, fmt.Sprintf("%s: %.0f polls/s cost %.1f Redis commands/s", s.Name, s.RPS(),
@@ -121,16 +121,16 @@ func waitroomBench(args []string, w io.Writer) error {
 		return err
 	}
 	var next atomic.Int64
-	src := func() (bench.Request, bool) {
+	src := func() (load.Request, bool) {
 		i := next.Add(1) - 1
 		if i >= int64(len(tokenIDs)) {
-			return bench.Request{}, false
+			return load.Request{}, false
 		}
 		r := form(url.Values{"queue_id": {"bench_token"}, "request_id": {tokenIDs[i]}})
 		r.URL = edge + "/_edgeq/generate_token"
 		return r, true
 	}
-	samples = append(samples, bench.Run(client, "generate_token (fresh)", src, 200, *concurrency, time.Hour))
+	samples = append(samples, load.Run(client, "generate_token (fresh)", src, 200, *concurrency, time.Hour))
 
 	// A gated GET with a valid token against the bare proxy, interleaved.
 	cookie, err := gateToken(client, edge)
@@ -155,9 +155,9 @@ func waitroomBench(args []string, w io.Writer) error {
 	}
 	f := loadFlags{duration: 2 * *duration, rounds: 4, concurrency: *concurrency}
 	gate := measure(f, []target{
-		{"bare ReverseProxy", bench.Request{Method: "GET", URL: bare + "/gated/page"}},
-		{"bare + buffer pool", bench.Request{Method: "GET", URL: pooled + "/gated/page"}},
-		{"edgeq gated, valid token", bench.Request{Method: "GET", URL: edge + "/gated/page", Header: http.Header{"Cookie": {cookie}}}},
+		{"bare ReverseProxy", load.Request{Method: "GET", URL: bare + "/gated/page"}},
+		{"bare + buffer pool", load.Request{Method: "GET", URL: pooled + "/gated/page"}},
+		{"edgeq gated, valid token", load.Request{Method: "GET", URL: edge + "/gated/page", Header: http.Header{"Cookie": {cookie}}}},
 	}, http.StatusOK)
 	samples = append(samples, gate...)
 	notes = append(notes,
@@ -183,7 +183,7 @@ func waitroomBench(args []string, w io.Writer) error {
 	return nil
 }
 
-func named(s bench.Sample, name string) bench.Sample {
+func named(s load.Sample, name string) load.Sample {
 	s.Name = name
 	return s
 }

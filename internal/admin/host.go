@@ -9,9 +9,9 @@ import (
 )
 
 // allowHosts refuses, with 421 MISDIRECTED_REQUEST, a request whose Host is not one the admin listener
-// answers to (CONTRACT 11.1): an IP literal, localhost, none at all, or a name in allowed
-// (admin.allowed_hosts). A DNS rebinding page makes a browser send the admin listener requests with
-// Host set to the page's own name (evil.example, resolved to the admin address once the page has
+// answers to (docs/reference.md "Admin listener"): an IP literal, localhost, none at all, or a name in
+// allowed (admin.allowed_hosts). A DNS rebinding page makes a browser send the admin listener requests
+// with Host set to the page's own name (evil.example, resolved to the admin address once the page has
 // loaded), and would read /metrics or try the dashboard; under an address or localhost a browser never
 // sends another site's page's requests. Prometheus scrapes by address and Kubernetes probes send the
 // pod's IP, so both keep working; the probes are checked like every other path (/readyz names what is

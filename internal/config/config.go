@@ -1,5 +1,6 @@
-// Package config is edgeq's typed configuration: the YAML file of CONTRACT section 2, its defaults, the
-// EDGEQ_* environment overrides, validation with field paths, and what a hot reload may change.
+// Package config is edgeq's typed configuration: the YAML file (docs/reference.md "Configuration"), its
+// defaults, the EDGEQ_* environment overrides, validation with field paths, and what a hot reload may
+// change.
 //
 // It is the only package that knows viper. Everything else receives a *Config that has passed Validate
 // and treats it as read-only: a reload builds a new *Config instead of mutating the old one.
@@ -30,11 +31,12 @@ type Config struct {
 	Ledger      Ledger      `yaml:"ledger"`
 	Log         Log         `yaml:"log"`
 
-	// AuctionsSource fetches auctions edgeq does not know from the shop (CONTRACT 10.3).
+	// AuctionsSource fetches auctions edgeq does not know from the shop (docs/reference.md
+	// "Auctions from the shop").
 	AuctionsSource AuctionsSource `yaml:"auctions_source"`
 }
 
-// Ledger is the durable record in PostgreSQL (CONTRACT 10.3); off when PostgresURL is "".
+// Ledger is the durable record in PostgreSQL (docs/reference.md "Ledger"); off when PostgresURL is "".
 type Ledger struct {
 	PostgresURL string `yaml:"postgres_url" secret:"true"`
 }
@@ -54,11 +56,11 @@ type Server struct {
 	// trickles a body holds a request to the origin meanwhile); 0: no bound.
 	BodyTimeout time.Duration `yaml:"body_timeout"`
 	// WriteTimeout cuts off a client that takes nothing of an answer for this long: every write of
-	// an answer must go out within it (CONTRACT 11.1). It bounds how long a client that stopped
-	// reading holds a connection, a spooled answer's memory or a max_in_flight slot.
+	// an answer must go out within it (docs/reference.md "Proxying"). It bounds how long a client that
+	// stopped reading holds a connection, a spooled answer's memory or a max_in_flight slot.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
 	// SpoolBytes is how much of an answer of a max_in_flight route edgeq holds in memory for a client
-	// that has not taken it yet, so that the shop is done and the slot free (CONTRACT 11.1); 0: none.
+	// that has not taken it yet, so that the shop is done and the slot free; 0: none.
 	SpoolBytes ByteSize `yaml:"spool_bytes"`
 }
 
@@ -136,8 +138,8 @@ type Queue struct {
 	PositionExpiry   time.Duration `yaml:"position_expiry"`
 	AbandonAfter     time.Duration `yaml:"abandon_after"`
 	Turnstile        bool          `yaml:"turnstile"`
-	// A scheduled drop (CONTRACT section 10.2): before OpensAt nobody is served; joins are taken
-	// Prequeue before it; with Shuffle the pre-queue's order is drawn by lot at the opening. After
+	// A scheduled drop (docs/operations.md "Running a drop"): before OpensAt nobody is served; joins are
+	// taken Prequeue before it; with Shuffle the pre-queue's order is drawn by lot at the opening. After
 	// ClosesAt nobody new joins. Times are RFC 3339, "" for none (ParseQueueTime).
 	OpensAt  string        `yaml:"opens_at"`
 	Prequeue time.Duration `yaml:"prequeue"`
@@ -157,7 +159,7 @@ type Queue struct {
 	BypassCIDRs []string `yaml:"bypass_cidrs"`
 	// PlacesPerIP > 0: the unserved places one client address (an IPv4 /32 or IPv6 /64, after
 	// server.trusted_proxies) may hold in the queue; a join past it is refused 429 TOO_MANY_PLACES and
-	// takes nothing. Invitations and bypass_cidrs do not count; 0 is no limit (CONTRACT 11.1).
+	// takes nothing. Invitations and bypass_cidrs do not count; 0 is no limit.
 	PlacesPerIP int `yaml:"places_per_ip"`
 }
 
@@ -240,11 +242,11 @@ type Auction struct {
 func (a *Auction) applyDefaults() { a.MinIncrement = "1.00" }
 
 // AuctionsSource is where edgeq asks the shop about an auction a bid names but the store does not
-// know (CONTRACT 10.3): URL with "{id}" in it ("" = off), answered with a JSON object with the
-// fields of an auctions[] entry. Timeout bounds one request; CacheTTL is how long an answer (found
-// or not found) is remembered per auction on a replica. The circuit breaker opens after
-// BreakerFailures failures in a row (answers that say the shop is unwell, never one about the id
-// asked for) and stays open for BreakerOpenFor (CONTRACT 11.1).
+// know (docs/reference.md "Auctions from the shop"): URL with "{id}" in it ("" = off), answered with a
+// JSON object with the fields of an auctions[] entry. Timeout bounds one request; CacheTTL is how long
+// an answer (found or not found) is remembered per auction on a replica. The circuit breaker opens
+// after BreakerFailures failures in a row (answers that say the shop is unwell, never one about the id
+// asked for) and stays open for BreakerOpenFor.
 type AuctionsSource struct {
 	URL             string        `yaml:"url"`
 	Timeout         time.Duration `yaml:"timeout"`
@@ -284,7 +286,7 @@ type Pages struct {
 	AccentColor string `yaml:"accent_color"`
 }
 
-// StoreHealth is the hysteresis of the store health check (seed 001).
+// StoreHealth is the hysteresis of the store health check (docs/reference.md "Store").
 type StoreHealth struct {
 	Interval           time.Duration `yaml:"interval"`
 	FailuresToDegrade  int           `yaml:"failures_to_degrade"`
@@ -344,7 +346,7 @@ func Default() *Config {
 		},
 		Log: Log{Level: "info", Format: "json"},
 
-		// seed 001: a short timeout, so a bid on an unknown auction waits little for a slow shop.
+		// A short timeout, so a bid on an unknown auction waits little for a slow shop.
 		AuctionsSource: AuctionsSource{Timeout: 100 * time.Millisecond, CacheTTL: 60 * time.Second,
 			BreakerFailures: 5, BreakerOpenFor: 10 * time.Second},
 	}

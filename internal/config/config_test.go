@@ -120,7 +120,7 @@ func TestLoad_DefaultsForEveryKey(t *testing.T) {
 		cfg.Origin.Timeout != 30*time.Second || cfg.Redis.KeyPrefix != "edgeq" || !cfg.Redis.Embedded() ||
 		cfg.Tokens.Leeway != 5*time.Second || cfg.Turnstile.ClearanceTTL != 30*time.Minute ||
 		cfg.Limits.StatusPerIPPerMinute != 120 || cfg.StoreHealth.SuccessesToRecover != 5 || cfg.Log.Format != "json" {
-		t.Fatalf("defaults differ from CONTRACT section 2: %+v", cfg)
+		t.Fatalf("defaults differ from the documented ones (config.example.yaml): %+v", cfg)
 	}
 }
 

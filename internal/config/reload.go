@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// hotKeys are the top-level and nested keys a reload applies without a restart (CONTRACT section 8).
+// hotKeys are the top-level and nested keys a reload applies without a restart (docs/reference.md
+// "Configuration").
 var hotKeys = []string{"queues", "routes", "products", "auctions", "auctions_source", "log.level"}
 
 // RestartKeys lists the keys whose values differ between old and next but only take effect after a

@@ -8,9 +8,9 @@ import (
 	"github.com/edgeq/edgeq/internal/idmatch"
 )
 
-// Requirements a route can ask the gate for (CONTRACT section 4): each is enforced by one step, which
-// names it as its Requirement. They live here, beside Route, because the steps (waitroom, turnstile,
-// admission) cannot import proxy, which chains them.
+// Requirements a route can ask the gate for (docs/architecture.md "A request's way through"): each is
+// enforced by one step, which names it as its Requirement. They live here, beside Route, because the
+// steps (waitroom, turnstile, admission) cannot import proxy, which chains them.
 const (
 	RequireQueue     = "queue"
 	RequireTurnstile = "turnstile"
@@ -26,18 +26,18 @@ type Route struct {
 	OnStoreError string `yaml:"on_store_error"`
 	// MaxInFlight > 0: at most this many requests of the route at the origin at once, across every
 	// replica (a lease in the store); a request over it waits up to Hold, first come first served,
-	// then gets 503 BUSY (CONTRACT 10.1).
+	// then gets 503 BUSY (docs/reference.md "In-flight limits").
 	MaxInFlight int           `yaml:"max_in_flight"`
 	Hold        time.Duration `yaml:"hold"`
 	// HoldPerClient > 0: the requests one client (its token's queue request id, else its address) may
-	// have waiting in the route's hold line; past it 503 BUSY at once (CONTRACT 11.1). 0: no bound.
+	// have waiting in the route's hold line; past it 503 BUSY at once. 0: no bound.
 	HoldPerClient int `yaml:"hold_per_client"`
 	// CompleteOn: origin outcomes (release_on's words) that complete the visitor's queue session.
 	CompleteOn []string  `yaml:"complete_on"`
 	Refusal    Refusal   `yaml:"refusal"`
 	Admission  Admission `yaml:"admission"`
 	// GraphQL, when it names fields, makes the route apply only to requests on its path whose executed
-	// GraphQL operation selects one of them (CONTRACT 11.4; internal/graphql).
+	// GraphQL operation selects one of them (docs/reference.md "GraphQL routes"; internal/graphql).
 	GraphQL GraphQL `yaml:"graphql"`
 }
 
@@ -104,7 +104,7 @@ type Admission struct {
 	UnknownProduct string `yaml:"unknown_product"`
 	// IDMatch: how the shop compares the route's product or auction ids (idmatch.Rules: exact,
 	// case_insensitive, numeric). Whatever it says, an id that a common reading makes a guarded one is
-	// admitted as that id or refused, never passed as unknown (CONTRACT 11.1).
+	// admitted as that id or refused, never passed as unknown.
 	IDMatch string `yaml:"id_match"`
 	// Orphans: what happens to the unsettled stock admissions of a replica that stopped renewing its
 	// liveness lease, once older than origin.timeout: hold (listed for an operator) or release (the

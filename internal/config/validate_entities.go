@@ -74,7 +74,7 @@ func checkQueue(c *check, p string, q Queue) {
 	}
 }
 
-// checkDrop checks the settings of a scheduled drop (CONTRACT section 10.2).
+// checkDrop checks the settings of a scheduled drop (docs/operations.md "Running a drop").
 func checkDrop(c *check, p string, q Queue) {
 	c.oneOf(p+".method", q.Method, Methods...)
 	opens, err := ParseQueueTime(q.OpensAt)
@@ -104,7 +104,8 @@ func checkDrop(c *check, p string, q Queue) {
 	checkSessions(c, p, q)
 }
 
-// checkSessions checks session renewal, invitations and bypass addresses (CONTRACT section 10.2).
+// checkSessions checks session renewal, invitations and bypass addresses (docs/reference.md
+// "Waiting room").
 func checkSessions(c *check, p string, q Queue) {
 	if q.MaxSession < q.TokenTTL && q.TokenTTL <= MaxTokenTTL {
 		c.add(p+".max_session", "must be at least token_ttl (%s), not %s", q.TokenTTL, q.MaxSession)
@@ -161,9 +162,9 @@ func checkAuction(c *check, p string, a Auction) {
 	}
 }
 
-// checkAuctionsSource checks auctions_source (CONTRACT 10.3). The timeout is bounded because a bid on
-// an unknown auction waits for it; the cache keeps the shop from being asked about one auction more
-// than once a second per replica.
+// checkAuctionsSource checks auctions_source (docs/reference.md "Auctions from the shop"). The timeout
+// is bounded because a bid on an unknown auction waits for it; the cache keeps the shop from being
+// asked about one auction more than once a second per replica.
 func checkAuctionsSource(c *check, s AuctionsSource) {
 	if s.URL != "" {
 		if strings.Count(s.URL, AuctionsSourceID) != 1 {

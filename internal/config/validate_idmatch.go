@@ -7,9 +7,10 @@ import (
 )
 
 // checkIDMatch refuses two products (or two auctions) of the file that a route's admission.id_match
-// makes one id (CONTRACT 11.1): the shop would sell both as one, while edgeq kept two stocks. Products
-// and auctions are global, so the rule of every stock (bid) route applies to all of them; each pair is
-// reported once, under the first route whose rule joins it. Exact duplicates are checkEach's.
+// makes one id (docs/reference.md "Other spellings of a guarded id"): the shop would sell both as one,
+// while edgeq kept two stocks. Products and auctions are global, so the rule of every stock (bid) route
+// applies to all of them; each pair is reported once, under the first route whose rule joins it. Exact
+// duplicates are checkEach's.
 func (cfg *Config) checkIDMatch(c *check) {
 	for _, list := range []struct {
 		name, typ string

@@ -78,7 +78,7 @@ func (c *check) outcome(path, text string, r Route) {
 	}
 }
 
-// checkGraphQL checks a route's graphql: block (CONTRACT 11.4).
+// checkGraphQL checks a route's graphql: block (docs/reference.md "GraphQL routes").
 func checkGraphQL(c *check, p string, r Route) {
 	g, gp := r.GraphQL, p+".graphql"
 	if !g.On() {

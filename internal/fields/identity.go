@@ -10,9 +10,9 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Identity normalises a user identity before it is pseudonymised (CONTRACT section 10.1), so that one
-// shopper cannot appear as several to edgeq while the shop sees one account: "dave", "Dave",
-// "%64ave" in a cookie and " dave" are one user. The value is percent-decoded where the usual
+// Identity normalises a user identity before it is pseudonymised (docs/reference.md "Stock admission"),
+// so that one shopper cannot appear as several to edgeq while the shop sees one account: "dave",
+// "Dave", "%64ave" in a cookie and " dave" are one user. The value is percent-decoded where the usual
 // frameworks decode it (kind "cookie": PHP, Rack and Express decode cookie values; query and form
 // values arrive decoded by parsing; headers, JSON and the queue request id are taken as they are),
 // trimmed, put in Unicode NFC and case-folded. An empty result is 400 INVALID_REQUEST (field "user").

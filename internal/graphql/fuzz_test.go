@@ -11,8 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/edgeq/edgeq/demoshop"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/demoshop"
 )
 
 // FuzzGraphQLArguments holds edgeq's reading of a request against an independent executor: the demo

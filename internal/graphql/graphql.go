@@ -1,5 +1,6 @@
 // Package graphql reads requests to a shop's GraphQL endpoint the way the shop's server executes them,
-// for routes that guard one operation of a shared endpoint (routes[].graphql, CONTRACT 11.4).
+// for routes that guard one operation of a shared endpoint (routes[].graphql; docs/reference.md
+// "GraphQL routes").
 //
 // A request is read once (read.go) in every shape GraphQL servers take: a JSON body (one operation or a
 // batched array), an application/graphql body, a form, a multipart upload's "operations" field, GET

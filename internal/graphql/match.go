@@ -46,7 +46,7 @@ func Compile(g config.GraphQL, seen *Seen) (*Route, error) {
 	return rt, nil
 }
 
-// Errors of graphql: routes (CONTRACT 11.4).
+// Errors of graphql: routes (docs/reference.md "GraphQL routes").
 var (
 	// ErrSeveralOperations: the server executes the one operationName names, and none is named.
 	ErrSeveralOperations = web.ErrInvalidRequest.With("field", "operationName").

@@ -1,10 +1,10 @@
 // Package idmatch tells which guarded product or auction a request's id may stand for at the shop
-// (CONTRACT 11.1, routes[].admission.id_match). A shop reads the id a request names with its own
-// comparison: a case-insensitive SQL collation finds "SNEAKER-A" for sneaker-a, PHP's intval, Ruby's
-// to_i and JavaScript's parseInt find product 42 for "042" and "42abc". An id the store does not know
-// as spelled must therefore not pass as unknown when such a reading makes it a guarded one: it is
-// admitted as that id, when the route's rule (how the operator says the shop compares) makes the two
-// one id, or refused.
+// (routes[].admission.id_match; docs/reference.md "Other spellings of a guarded id"). A shop reads the
+// id a request names with its own comparison: a case-insensitive SQL collation finds "SNEAKER-A" for
+// sneaker-a, PHP's intval, Ruby's to_i and JavaScript's parseInt find product 42 for "042" and "42abc".
+// An id the store does not know as spelled must therefore not pass as unknown when such a reading makes
+// it a guarded one: it is admitted as that id, when the route's rule (how the operator says the shop
+// compares) makes the two one id, or refused.
 //
 // Guarded ids are indexed under their keys (GuardedKeys); a request's id is looked up under its own
 // (Rule.Keys): the two share a key exactly when some common reading takes the request's id for the

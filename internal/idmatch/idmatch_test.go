@@ -20,7 +20,8 @@ import (
 )
 
 // What a request's id becomes under each rule, with products 42 and sneaker-a guarded (and others
-// where a case needs them): the issue's spellings, and each reading of CONTRACT 11.1.
+// where a case needs them): the issue's spellings, and each reading docs/reference.md
+// "Other spellings of a guarded id" lists.
 func TestRule_AnotherSpellingIsAdmittedAsTheGuardedIDOrRefused(t *testing.T) {
 	const refused, passed = "refused", "passed"
 	guarded := []string{"42", "sneaker-a"}
@@ -104,12 +105,13 @@ func TestRule_Form(t *testing.T) {
 }
 
 // FuzzIDMatch (issue 33, acceptance 3): an id the rule lets pass as unknown is not equal to any
-// guarded id under any reading listed in CONTRACT 11.1, written below as reference readings of their
-// own: PHP's intval, Ruby's to_i, JavaScript's parseInt and Number, MySQL's comparison of a string with
-// a number column, and MySQL's case- and accent-insensitive PAD SPACE collation (utf8mb4_0900_ai_ci,
-// utf8mb4_general_ci). A guarded id counts under a number reading when that reading takes it whole (a
-// shop that reads ids as numbers keeps numbers). An id admitted as another is that id under the rule's
-// own comparison. Ids outside the id syntax (config.ID) never get here: they are refused 400.
+// guarded id under any reading docs/reference.md "Other spellings of a guarded id" lists, written below
+// as reference readings of their own: PHP's intval, Ruby's to_i, JavaScript's parseInt and Number,
+// MySQL's comparison of a string with a number column, and MySQL's case- and accent-insensitive PAD
+// SPACE collation (utf8mb4_0900_ai_ci, utf8mb4_general_ci). A guarded id counts under a number reading
+// when that reading takes it whole (a shop that reads ids as numbers keeps numbers). An id admitted as
+// another is that id under the rule's own comparison. Ids outside the id syntax (config.ID) never get
+// here: they are refused 400.
 func FuzzIDMatch(f *testing.F) {
 	for _, seed := range [][4]string{
 		{"042", "42", "sneaker-a", ""}, {"42abc", "42", "", ""}, {"SNEAKER-A", "sneaker-a", "42", ""},

@@ -18,7 +18,8 @@ type reading struct {
 	whole bool
 }
 
-// readings are the ways the common languages and databases read an id as a number (CONTRACT 11.1).
+// readings are the ways the common languages and databases read an id as a number
+// (docs/reference.md "Other spellings of a guarded id").
 func readings(id string) []reading {
 	var rs []reading
 	for _, read := range []func(string) []reading{phpInt, rubyToI, jsParseInt, jsNumber, mysqlNumber, postgresInt} {

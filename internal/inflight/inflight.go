@@ -1,7 +1,8 @@
 // Package inflight limits how many requests of a route are at the origin at once, across every
-// replica (routes[].max_in_flight, hold; CONTRACT 10.1). A request takes a lease on one of the route's
-// slots in the store before it is forwarded and gives it back when the origin's answer is done. Over
-// the limit it waits in line, first come first served across replicas, up to the route's hold.
+// replica (routes[].max_in_flight, hold; docs/reference.md "In-flight limits"). A request takes a lease
+// on one of the route's slots in the store before it is forwarded and gives it back when the origin's
+// answer is done. Over the limit it waits in line, first come first served across replicas, up to the
+// route's hold.
 //
 // Leases expire: a replica that dies (SIGKILL, a lost machine) holds its slots for at most one lease
 // time (Lease). A live replica renews the leases it holds every Lease/5, so a long origin request keeps

@@ -1,7 +1,7 @@
-// Package metrics holds edgeq's Prometheus collectors (CONTRACT section 9). Collectors are registered on
-// a registry the caller injects, never on the global default, so tests and several servers in one
-// process do not collide. Labels are bounded: route and queue names from the configuration and result
-// codes, never anything a visitor controls.
+// Package metrics holds edgeq's Prometheus collectors (docs/reference.md "Metrics in this build").
+// Collectors are registered on a registry the caller injects, never on the global default, so tests and
+// several servers in one process do not collide. Labels are bounded: route and queue names from the
+// configuration and result codes, never anything a visitor controls.
 package metrics
 
 import (

@@ -153,8 +153,9 @@ func TestSoldOut_TheLastUnitEndsEveryWaitAndARestockReopens(t *testing.T) {
 	}
 }
 
-// A drop's schedule and method are hot (CONTRACT 10.2): a reload that moves opens_at into the past
-// opens the queue, one that sets method reject closes it to newcomers; the file is the only input.
+// A drop's schedule and method are hot (docs/operations.md "Running a drop"): a reload that moves
+// opens_at into the past opens the queue, one that sets method reject closes it to newcomers; the file
+// is the only input.
 func TestReload_TheDropsScheduleAndMethodAreHot(t *testing.T) {
 	origin := newOrigin(t)
 	queue := func(extra string) string {

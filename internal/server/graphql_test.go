@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/edgeq/edgeq/internal/demoshop"
+	"github.com/edgeq/edgeq/demoshop"
 )
 
 // gqlShop is the demo shop (its GraphQL endpoint executed by graph-gophers/graphql-go, not by edgeq's

@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/demoshop"
+	"github.com/edgeq/edgeq/demoshop"
 )
 
 // collidingShop is a checkout as real shops write it: read the next order number, take a moment
@@ -180,7 +180,7 @@ func demoCart(t *testing.T, shopURL string) string {
 	return created.Cart.ID
 }
 
-// Issue 16, acceptance 1, against the demo shop (internal/demoshop: its checkout reads the next order
+// Issue 16, acceptance 1, against the demo shop (package demoshop: its checkout reads the next order
 // number, waits for its database, inserts, and fails with 500 when two overlap): 12 simultaneous
 // checkouts through edgeq fail without max_in_flight; with max_in_flight: 1 on two replicas sharing
 // one Redis none fails, and the shop, counting, saw no overlap.

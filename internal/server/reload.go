@@ -21,7 +21,7 @@ import (
 	"github.com/edgeq/edgeq/waitroom"
 )
 
-// gateway holds what a hot reload swaps (CONTRACT section 8).
+// gateway holds what a hot reload swaps (docs/reference.md "Configuration").
 type gateway struct {
 	cfg       atomic.Pointer[config.Config] // the configuration in force
 	path      string

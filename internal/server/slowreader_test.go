@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/demoshop"
+	"github.com/edgeq/edgeq/demoshop"
 )
 
 // bigAnswer is the size of bigShop's /big answer: far more than the socket buffers between edgeq and

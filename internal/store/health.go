@@ -10,10 +10,10 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 )
 
-// Health pings the store periodically and decides, with the hysteresis of seed 001, whether it counts
-// as degraded: FailuresToDegrade consecutive failed pings switch to degraded, SuccessesToRecover
-// consecutive good ones switch back, and two switches are at least Cooldown apart so a flapping Redis
-// does not flip the gateway back and forth.
+// Health pings the store periodically and decides, with hysteresis (docs/reference.md "Store"), whether
+// it counts as degraded: FailuresToDegrade consecutive failed pings switch to degraded,
+// SuccessesToRecover consecutive good ones switch back, and two switches are at least Cooldown apart so
+// a flapping Redis does not flip the gateway back and forth.
 type Health struct {
 	ping     func(context.Context) error
 	cfg      config.StoreHealth

@@ -2,7 +2,7 @@ package store
 
 // Keys builds every Redis key edgeq writes. Each key of a queue, product or auction carries that
 // entity's hash tag ({q:<id>}, {p:<id>}, {a:<id>}), so every key one Lua script touches lands in the same
-// Redis Cluster slot. ARCHITECTURE "Redis rules".
+// Redis Cluster slot (docs/reference.md "Store").
 type Keys struct {
 	Prefix string
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Replication: what a failover can take away, and what edgeq does about it (CONTRACT section 11.2).
+// Replication: what a failover can take away, and what edgeq does about it (docs/reference.md
+// "Failover").
 //
 // Redis replicates asynchronously: a write the master has answered may not be on any replica yet, and a
 // failover that promotes a replica loses it. For most of edgeq's state that costs little (a heartbeat,

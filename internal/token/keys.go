@@ -1,4 +1,4 @@
-// Package token issues and verifies edgeq's access tokens: EdDSA (Ed25519) JWTs (CONTRACT section 5).
+// Package token issues and verifies edgeq's access tokens: EdDSA (Ed25519) JWTs.
 // This file holds the keys: generation (`edgeq keygen`), PEM loading and RFC 7638 key ids.
 package token
 

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
-// Claims are the claims of an access token (CONTRACT section 5).
+// Claims are the claims of an access token (docs/reference.md "The queue gate").
 type Claims struct {
 	Issuer    string `json:"iss"`
 	Queue     string `json:"aud"` // the queue id; a token of queue A never opens queue B

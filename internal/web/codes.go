@@ -7,11 +7,12 @@ import (
 )
 
 // Every error code edgeq answers with, its status and the message API clients read, in one list
-// (CONTRACT sections 3, 4, 6, 7). Browser navigations get a page whose text comes from the page
-// language files (templates: "msg.CODE", "head.CODE"), so the messages here are the English of the
-// JSON body. A code has one definition; a step adds detail with With (JSON fields such as "field")
-// and Because (the cause, for the log only). Where one code carries a more precise message for one
-// situation, the variant is derived here from the code's definition, so status and code cannot drift.
+// (docs/reference.md "Errors" and each step's section). Browser navigations get a page whose text comes
+// from the page language files (templates: "msg.CODE", "head.CODE"), so the messages here are the
+// English of the JSON body. A code has one definition; a step adds detail with With (JSON fields such
+// as "field") and Because (the cause, for the log only). Where one code carries a more precise message
+// for one situation, the variant is derived here from the code's definition, so status and code cannot
+// drift.
 var (
 	// Requests edgeq cannot read.
 	ErrInvalidRequest   = code(http.StatusBadRequest, "INVALID_REQUEST", "The request is missing a field or has a malformed one.")
@@ -45,75 +46,75 @@ var (
 	ErrOriginTimeout     = code(http.StatusGatewayTimeout, "ORIGIN_TIMEOUT", "The shop took too long to answer. Please try again in a moment.")
 	ErrInternal          = code(http.StatusInternalServerError, "INTERNAL", "Something went wrong on our side.")
 	// ErrBusy: the route's max_in_flight requests are at the shop and this one's hold ran out while it
-	// waited for a slot (CONTRACT 10.1); nothing was sent to the shop. Browsers get the busy page, which
-	// tries again by itself after Retry-After.
+	// waited for a slot (docs/reference.md "In-flight limits"); nothing was sent to the shop. Browsers
+	// get the busy page, which tries again by itself after Retry-After.
 	ErrBusy            = code(http.StatusServiceUnavailable, "BUSY", "The shop is busy with other requests right now. Please try again in a moment.").retryAfter(5 * time.Second)
 	ErrGateUnavailable = code(http.StatusServiceUnavailable, "GATE_UNAVAILABLE", "This page is protected by a check that is not available right now.")
 	// ErrTurnstileMissing: a queue asks for Turnstile but no keys are configured (refused at start;
 	// kept for queues created through the admin API).
 	ErrTurnstileMissing = ErrGateUnavailable.saying("This queue requires a Turnstile check, but Turnstile is not configured.")
 
-	// The waiting room (CONTRACT section 3, seed 004).
+	// The waiting room (docs/reference.md "Waiting room").
 	ErrQueueNotFound   = code(http.StatusBadRequest, "QUEUE_NOT_FOUND", "There is no such queue.")
 	ErrRequestNotFound = code(http.StatusNotFound, "REQUEST_NOT_FOUND", "This place in the queue is unknown.")
 	ErrExpired         = code(http.StatusGone, "EXPIRED", "This place in the queue is no longer valid. Please join the queue again.")
 	ErrNotYetServed    = code(http.StatusAccepted, "NOT_YET_SERVED", "Your turn has not come yet.")
 	ErrRateLimited     = code(http.StatusTooManyRequests, "RATE_LIMITED", "Too many requests from your network. Please wait a moment.")
 	// ErrTooManyPlaces: the client's address holds queues[].places_per_ip unserved places in the queue
-	// already (CONTRACT 11.1); nothing was taken.
+	// already; nothing was taken.
 	ErrTooManyPlaces = code(http.StatusTooManyRequests, "TOO_MANY_PLACES", "Your network already holds as many places in this line as one network may. Please wait for your turn.")
 	ErrQueueRequired = code(http.StatusForbidden, "QUEUE_REQUIRED", "This page needs a place in the waiting room first.")
 	// ErrCrossSite refuses a join (or a token, or a Turnstile check) that a browser sent for another
 	// site's page (CrossSite): a no-cors fetch or a hidden form elsewhere would otherwise take places
 	// in line from each of that site's visitors.
 	ErrCrossSite = code(http.StatusForbidden, "CROSS_SITE_REQUEST", "A place in line is taken from the shop's own pages, not from another site.")
-	// A scheduled drop (CONTRACT section 10.2): before its pre-queue opens nobody takes a place; once
-	// every product of sold_out_with is gone, or after closes_at (or with method reject), nobody new
-	// joins.
+	// A scheduled drop (docs/operations.md "Running a drop"): before its pre-queue opens nobody takes a
+	// place; once every product of sold_out_with is gone, or after closes_at (or with method reject),
+	// nobody new joins.
 	ErrNotOpen     = code(http.StatusForbidden, "QUEUE_NOT_OPEN", "This sale has not opened yet. Please come back at the opening time.")
 	ErrSoldOut     = code(http.StatusGone, "SOLD_OUT", "Sorry, everything in this sale is sold out.")
 	ErrQueueClosed = code(http.StatusGone, "QUEUE_CLOSED", "This waiting room is closed: it takes no new visitors.")
-	// Invitations (CONTRACT section 10.2): an invite_only queue takes only visitors with one; a code
-	// works once.
+	// Invitations (docs/reference.md "Waiting room"): an invite_only queue takes only visitors with one;
+	// a code works once.
 	ErrInviteRequired = code(http.StatusForbidden, "INVITE_REQUIRED", "This waiting room is by invitation only. Please open the link in your invitation.")
 	ErrInviteNotFound = code(http.StatusNotFound, "INVITE_NOT_FOUND", "This invitation link is not valid. Please check that it was copied whole.")
 	ErrInviteUsed     = code(http.StatusGone, "INVITE_USED", "This invitation has been used already: each invitation works once.")
 	ErrInviteExpired  = code(http.StatusGone, "INVITE_EXPIRED", "This invitation has expired.")
 
-	// Turnstile (CONTRACT sections 3 and 4).
+	// Turnstile (docs/reference.md "Turnstile").
 	ErrTurnstileRequired = code(http.StatusForbidden, "TURNSTILE_REQUIRED", "A Turnstile check is required: send a cf-turnstile-response field or CF-Turnstile-Response header.")
 	ErrInvalidTurnstile  = code(http.StatusForbidden, "INVALID_TURNSTILE_TOKEN", "The Turnstile check did not succeed.")
 	// ErrCrossSiteCheck: the challenge page's form was posted from another site.
 	ErrCrossSiteCheck = ErrCrossSite.saying("A Turnstile check is sent from the shop's own pages, not from another site.")
 
-	// Stock admission (CONTRACT section 6).
+	// Stock admission (docs/reference.md "Stock admission").
 	ErrInsufficientStock  = code(http.StatusConflict, "INSUFFICIENT_STOCK", "Sorry, this item is sold out.")
 	ErrProductNotFound    = code(http.StatusNotFound, "PRODUCT_NOT_FOUND", "There is no such product.")
 	ErrPurchaseInProgress = code(http.StatusConflict, "PURCHASE_IN_PROGRESS", "Another purchase of yours is being processed. Please wait for it to finish.")
 	ErrAlreadyPurchased   = code(http.StatusConflict, "ALREADY_PURCHASED", "You have already bought as many of this item as one person may.")
 
-	// Bid admission (CONTRACT section 6).
+	// Bid admission (docs/reference.md "Bid admission").
 	ErrAuctionNotFound = code(http.StatusNotFound, "AUCTION_NOT_FOUND", "There is no such auction.")
 	ErrAuctionEnded    = code(http.StatusConflict, "AUCTION_ENDED", "This auction has ended.")
 	ErrSelfBid         = code(http.StatusForbidden, "SELF_BID", "You cannot bid on your own auction.")
 	ErrInvalidBid      = code(http.StatusBadRequest, "INVALID_BID", "A bid is a positive amount with at most two decimals, at least the starting price.")
 	ErrBidTooLow       = code(http.StatusConflict, "BID_TOO_LOW", "Your bid must beat the highest bid by at least the minimum increment.")
 	// ErrAuctionsSourceUnavailable: a bid names an auction edgeq does not know, and the shop could not
-	// be asked about it (auctions_source failing, or its circuit breaker open; CONTRACT 10.3). Nothing
+	// be asked about it (auctions_source failing, or its circuit breaker open). Nothing
 	// was taken and the shop's bid endpoint was not called. AuctionsSourceUnavailable sets Retry-After.
 	ErrAuctionsSourceUnavailable = code(http.StatusServiceUnavailable, "AUCTIONS_SOURCE_UNAVAILABLE", "This auction's details cannot be fetched from the shop right now. Please try again in a moment.").retryAfter(time.Second)
 
-	// GraphQL routes (CONTRACT 11.4). ErrOperationRefused: the operation selects a root field the route
-	// lists in refuse_fields (one that changes a guarded quantity without naming the product).
-	// ErrPersistedQueryNotFound: a request names a persisted query by hash that edgeq has not seen; the
-	// answer is the one automatic persisted query clients resend the document on (200, the message
-	// "PersistedQueryNotFound").
+	// GraphQL routes (docs/reference.md "GraphQL routes"). ErrOperationRefused: the operation selects a
+	// root field the route lists in refuse_fields (one that changes a guarded quantity without naming the
+	// product). ErrPersistedQueryNotFound: a request names a persisted query by hash that edgeq has not
+	// seen; the answer is the one automatic persisted query clients resend the document on (200, the
+	// message "PersistedQueryNotFound").
 	ErrOperationRefused       = code(http.StatusForbidden, "OPERATION_REFUSED", "This operation is not accepted here during the sale.")
 	ErrPersistedQueryNotFound = code(http.StatusOK, "PERSISTED_QUERY_NOT_FOUND", "PersistedQueryNotFound")
 
-	// The admin API (CONTRACT section 7).
+	// The admin API (docs/reference.md "Admin listener").
 	// ErrMisdirected: the admin listener was asked for a Host it does not answer to (not an IP literal,
-	// localhost or one of admin.allowed_hosts): a DNS rebinding page's request (CONTRACT 11.1).
+	// localhost or one of admin.allowed_hosts): a DNS rebinding page's request.
 	ErrMisdirected  = code(http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST", "This address does not serve that host name.")
 	ErrUnauthorized = code(http.StatusUnauthorized, "UNAUTHORIZED", "A valid admin API key is required.")
 	// ErrNotFromDashboard: a change made with the dashboard's Basic credentials must come from the

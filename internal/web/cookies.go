@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Cookies sets edgeq's cookies (CONTRACT section 5): names start with edgeq_ (so the proxy never
+// Cookies sets edgeq's cookies: names start with edgeq_ (so the proxy never
 // forwards them to the origin), HttpOnly, SameSite=Lax, Path=/, Max-Age the remaining life. Secure is
 // tokens.cookie_secure: "auto" marks them Secure when the visitor's connection is HTTPS (directly or
 // per a trusted proxy), "always" and "never" do what they say.

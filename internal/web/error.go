@@ -9,7 +9,7 @@ import (
 )
 
 // Error is an answer edgeq gives instead of the origin's. Status, Code and Message are shown to the
-// client (CONTRACT error body); Cause only goes to the log.
+// client (the JSON error body, docs/reference.md "Errors"); Cause only goes to the log.
 type Error struct {
 	Status     int
 	Code       string

@@ -17,7 +17,8 @@ import (
 )
 
 // CommandHeader is the response header an origin may send to end a visitor's session
-// ("complete" or "abandon", CONTRACT section 4). edgeq acts on it and never forwards it.
+// ("complete" or "abandon"; docs/reference.md "The queue gate"). edgeq acts on it and never
+// forwards it.
 const CommandHeader = "Edgeq-Command"
 
 // Outcome is what happened when a request was forwarded. Steps that act after the origin answered

@@ -42,7 +42,7 @@ type Request struct {
 	GraphQL bool
 	// CredentialAdded: edgeq put a credential on the answer (one of its cookies, an Edgeq-Token
 	// header), so no cache in front may keep the answer: the proxy makes it private, no-store
-	// whatever the shop said (CONTRACT 11.1).
+	// whatever the shop said (docs/reference.md "Proxying").
 	CredentialAdded bool
 
 	base         *slog.Logger

@@ -17,7 +17,7 @@ import (
 )
 
 // WantsHTML reports whether r is a browser navigation (GET or HEAD accepting text/html), which gets an
-// HTML page instead of a JSON body (CONTRACT section 3).
+// HTML page instead of a JSON body (docs/reference.md "Errors").
 func WantsHTML(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
@@ -142,7 +142,7 @@ func BackPath(r *http.Request) string {
 	return SafeReturn(ref.RequestURI())
 }
 
-// Error answers with e: an HTML page for browser navigations (IsNavigation), the CONTRACT JSON body
+// Error answers with e: an HTML page for browser navigations (IsNavigation), the JSON error body
 // otherwise. Any
 // other error is answered as 500 INTERNAL. The cause, if any, is logged, never shown.
 func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
@@ -207,8 +207,9 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 	WriteJSON(w, e.Status, body)
 }
 
-// graphQLBody is a refusal in the shape GraphQL clients read (CONTRACT 11.4): no data, one error whose
-// extensions carry the code and the code's fields (wait_url, queue_position, remaining_stock, ...).
+// graphQLBody is a refusal in the shape GraphQL clients read (docs/reference.md "GraphQL routes"): no
+// data, one error whose extensions carry the code and the code's fields (wait_url, queue_position,
+// remaining_stock, ...).
 func graphQLBody(e *Error) map[string]any {
 	ext := make(map[string]any, 1+len(e.Fields))
 	for k, v := range e.Fields {

@@ -15,7 +15,7 @@
 --   code 0 ok; 1 queue not found; 2 not open yet (joins start at join_from); 3 closed (closes_at has
 --   passed, or the method is reject); 4 sold out. Only code 0 takes places (and lists them). state is
 --   the new position's ST_ value; iat/exp are set when a token was issued (state 2). Position 0: that
---   visitor took nothing, its address holds places_per_ip unserved places already (CONTRACT 11.1).
+--   visitor took nothing, its address holds places_per_ip unserved places already.
 if redis.call('EXISTS', K_META) == 0 then return {1, 0, ''} end
 local now = now_ms()
 local m = gate()

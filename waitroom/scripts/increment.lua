@@ -1,4 +1,4 @@
--- increment.lua: the operator moves the serving position forward by n (seed 004
+-- increment.lua: the operator moves the serving position forward by n (the admin API's
 -- increment_serving_position), regardless of capacity and release rate; abandoned waiters are still
 -- skipped. The serving position never passes the last assigned position.
 -- KEYS: see lib.lua

@@ -1,6 +1,6 @@
--- invite.lua: a visit of an invitation link (CONTRACT section 10.2): the code's first use takes a place in
--- the queue; a front invitation is served at once, with its token, whatever the line, the opening, a
--- pause or closes_at (a sold-out queue still refuses it).
+-- invite.lua: a visit of an invitation link (docs/reference.md "Waiting room"): the code's first use
+-- takes a place in the queue; a front invitation is served at once, with its token, whatever the line,
+-- the opening, a pause or closes_at (a sold-out queue still refuses it).
 -- KEYS: see lib.lua
 -- ARGV[1] SHA-256 of the code (hex)   ARGV[2] "<epoch>:<floor>" (raise_counter)
 -- returns {code, position, serving, epoch, state, iat, exp, front}

@@ -1,7 +1,7 @@
-// Package bench is edgeq's load harness: a closed-loop HTTP load generator (a fixed number of clients,
-// each sending its next request when the previous one is answered) that reports throughput and latency
-// percentiles, used by cmd/edgeq-bench to compare targets measured in the same run.
-package bench
+// Package load is edgeq-bench's load harness: a closed-loop HTTP load generator (a fixed number of
+// clients, each sending its next request when the previous one is answered) that reports throughput
+// and latency percentiles, used by cmd/edgeq-bench to compare targets measured in the same run.
+package load
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package bench
+package load
 
 import (
 	"net/http"

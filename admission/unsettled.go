@@ -1,0 +1,134 @@
+package admission
+
+// Unsettled admissions (issue 22): those neither committed nor given back, indexed per product by
+// the time they were admitted. The admin API lists those older than older_than (GET
+// /api/admissions?state=admitted); the worker's gauge edgeq_admissions_unsettled counts those older
+// than UnsettledAfter; orphans.go decides what becomes of those a dead replica left.
+
+import (
+	"cmp"
+	"context"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// adminUnsettled lists the admissions neither committed nor given back that are older than
+// older_than seconds (default 0), oldest first (issue 22): normally none lasts longer than the origin
+// takes to answer; one that does was admitted by a replica that died before its settlement. The
+// operator checks the shop's order and commits or cancels it.
+func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
+	page, size, e := web.Paging(r, web.MaxPageSize)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return
+	}
+	older := int64(0)
+	if v := r.URL.Query().Get("older_than"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 365*24*3600 {
+			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than"))
+			return
+		}
+		older = n
+	}
+	ctx := r.Context()
+	items, err := s.unsettled(ctx, time.Now().Add(-time.Duration(older)*time.Second))
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	lo, hi, size := web.Window(int64(len(items)), page, size)
+	out := make([]Record, 0, hi-lo)
+	for _, u := range items[lo:hi] {
+		rec, found, err := s.record(ctx, u.id)
+		if err != nil {
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+			return
+		}
+		if !found { // the worker has not recorded it yet, or the record was deleted
+			rec = Record{ID: u.id, ProductID: u.product, AdmittedAt: time.UnixMilli(u.at).UTC().Format(recordTime)}
+		}
+		rec.State = "admitted"
+		rec.Orphan, _ = s.client.HGet(ctx, recordKey(s.keys, u.product, u.id), "orphan").Result()
+		out = append(out, rec)
+	}
+	tally, err := s.client.HGetAll(ctx, orphanTallyKey(s.keys)).Result()
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	orphans := map[string]int64{"held": 0, "released": 0}
+	for k := range orphans {
+		orphans[k], _ = strconv.ParseInt(tally[k], 10, 64)
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "total_count": len(items), "page": page, "page_size": size,
+		"orphans": orphans})
+}
+
+type unsettledAdmission struct {
+	id, product string
+	at          int64 // ms
+}
+
+// unsettled reads every product's admissions not settled since before, oldest first: one
+// ZRANGEBYSCORE per product, all in one pipeline.
+func (s *Service) unsettled(ctx context.Context, before time.Time) ([]unsettledAdmission, error) {
+	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil || len(products) == 0 {
+		return nil, err
+	}
+	by := &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(before.UnixMilli(), 10)}
+	cmds := make([]*redis.ZSliceCmd, len(products))
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range products {
+			cmds[i] = p.ZRangeByScoreWithScores(ctx, unsettledKey(s.keys, id), by)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var out []unsettledAdmission
+	for i, c := range cmds {
+		for _, z := range c.Val() {
+			if id, ok := z.Member.(string); ok {
+				out = append(out, unsettledAdmission{id: id, product: products[i], at: int64(z.Score)})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b unsettledAdmission) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.id, b.id)) })
+	return out, nil
+}
+
+// unsettledCount counts what unsettled lists, without reading it: one ZCOUNT per product, all in
+// one pipeline (the worker's gauge, every 5 s on every replica).
+func (s *Service) unsettledCount(ctx context.Context, before time.Time) (int64, error) {
+	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil || len(products) == 0 {
+		return 0, err
+	}
+	upTo := strconv.FormatInt(before.UnixMilli(), 10)
+	cmds := make([]*redis.IntCmd, len(products))
+	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range products {
+			cmds[i] = p.ZCount(ctx, unsettledKey(s.keys, id), "-inf", upTo)
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
+}
+
+// UnsettledAfter is how old an admission must be to count in edgeq_admissions_unsettled: no origin
+// answer takes this long (origin.timeout is far shorter), so one counted is waiting for an operator.
+const UnsettledAfter = 5 * time.Minute
