@@ -5,7 +5,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: help build demo test test-quick fuzz bench lint clean screenshots
+.PHONY: help build demo test test-quick fuzz bench lint staticcheck clean screenshots
 
 # help lists the targets (the default: `make` alone prints this).
 help:
@@ -14,7 +14,7 @@ help:
 	@echo "make test         every test, with the race detector (what CI runs; browsers, redis-server, PostgreSQL)"
 	@echo "make test-quick   the edit-test loop: every package but the browser tests, without -race"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 10s)"
-	@echo "make lint         gofmt and go vet"
+	@echo "make lint         gofmt, go vet and staticcheck (installed into bin/ at a pinned version)"
 	@echo "make bench        the benchmarks (figures in docs/benchmarks.md)"
 	@echo "make screenshots  retake docs/screenshots in headless Chromium"
 	@echo "make clean        remove bin/"
@@ -90,9 +90,20 @@ bench:
 	$(GO) run ./cmd/edgeq-bench bid
 	$(GO) run ./cmd/edgeq-bench ledger
 
-lint:
+# gofmt, go vet and staticcheck (its default checks: bugs, dead code, simplifications, the style
+# checks it enables by default). `make staticcheck` installs the pinned version into bin/ when missing.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+lint: staticcheck
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+staticcheck: $(STATICCHECK)
+$(STATICCHECK):
+	@mkdir -p $(BIN)
+	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@mv $(BIN)/staticcheck $(STATICCHECK)
 
 clean:
 	rm -rf $(BIN)

@@ -132,14 +132,12 @@ func TestStreams_AGroupNotCreatedYetHoldsTheWholeStream(t *testing.T) {
 		st.svc.o.StreamMaxEntries = 1000
 		stream := admitsKey(s.Keys, "p")
 		st.svc.markGroupRead(ctx, ledgerGroup) // the ledger runs, and has not listed this product yet
-		ids := make([]string, 0, 700)
 		for i := range 700 {
 			u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
 			id := strconv.Itoa(2_000_000 + i)
 			if res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: u, id: id, value: 1}}); err != nil || res[0].code != 0 {
 				t.Fatalf("purchase %d: %v %v", i, res, err)
 			}
-			ids = append(ids, id)
 		}
 		// The admin-index worker reads and acknowledges everything.
 		msgs, err := s.Client.XReadGroup(ctx, &redis.XReadGroupArgs{Group: groupName, Consumer: "w",

@@ -628,7 +628,7 @@ func TestRoutes_PathVariantsCannotSlipPastTheGate(t *testing.T) {
 	refuse := stepFunc{requirement: config.RequireQueue, wrap: func(route config.Route, next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Product", r.PathValue("p"))
-			http.Error(w, "gated", 403)
+			http.Error(w, "gated", http.StatusForbidden)
 		})
 	}}
 	rg := newRig(t, rigOptions{steps: []Step{refuse}, routes: []config.Route{{Name: "c", Match: "POST /checkout/{p}", Queue: "drop"}}})

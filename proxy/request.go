@@ -92,7 +92,7 @@ func checkHost(host string, hostRoutes bool) *web.Error {
 	case host == "" && hostRoutes:
 		return errHost.Because(errors.New("no Host, and a route is scoped to a host"))
 	case host != "" && !validHost(host):
-		return errHost.Because(fmt.Errorf("Host %q", web.ClipLog(host)))
+		return errHost.Because(fmt.Errorf("the Host header %q", web.ClipLog(host)))
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ package waitroom
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -324,5 +323,5 @@ func (r *Room) handleJWKS(w http.ResponseWriter, req *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=300")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
-	io.WriteString(w, string(body))
+	w.Write(body)
 }

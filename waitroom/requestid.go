@@ -33,8 +33,6 @@ func newRequestIDs(key []byte) requestIDs {
 	}}}
 }
 
-const maxPosition = 1<<40 - 1
-
 // mac is the HMAC of a position in a queue's incarnation.
 func (r requestIDs) mac(queue, epoch string, pos int64) (out [sha256.Size]byte) {
 	st := r.macs.Get().(*macState)

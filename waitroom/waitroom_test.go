@@ -133,8 +133,6 @@ func TestCapacity_CompletingOneServesTheNextAndRevokesEverywhere(t *testing.T) {
 		if a := onSecond.do("POST", "/checkout/1", nil, bearer); a.status != 200 {
 			t.Fatalf("checkout on the second replica: %d %s", a.status, a.body)
 		}
-		hitsBefore := h.hits.Load()
-
 		// Complete visitor 1 through the admin API of the first replica.
 		if a := h.adminForm(first, "/api/queue/update_token_status", url.Values{
 			"queue_id": {"drop"}, "request_id": {ids[0]}, "status": {"1"}}); a.status != 200 || a.json["queue_status"] != "completed" {
@@ -147,7 +145,7 @@ func TestCapacity_CompletingOneServesTheNextAndRevokesEverywhere(t *testing.T) {
 			return onSecond.do("POST", "/checkout/1", nil, bearer).status == http.StatusForbidden
 		})
 		// Within that second the revocation may still be on its way (pub/sub); once refused, it stays so.
-		hitsBefore = h.hits.Load()
+		hitsBefore := h.hits.Load()
 		a := onSecond.do("POST", "/checkout/1", nil, bearer)
 		if str(a.json["error"]) != "QUEUE_REQUIRED" || !strings.HasPrefix(str(a.json["wait_url"]), "/_edgeq/wait/drop?return=") {
 			t.Fatalf("refusal: %s", a.body)

@@ -46,14 +46,13 @@ func replicasBench(args []string, w io.Writer) error {
 		return err
 	}
 	type target struct {
-		wait    int
-		prefix  string
-		edge    string
-		stop    func()
-		sample  load.Sample
-		cpu     redisCPU
-		waits   int64
-		replica int64 // entries the replica lagged behind right after a round, at most
+		wait   int
+		prefix string
+		edge   string
+		stop   func()
+		sample load.Sample
+		cpu    redisCPU
+		waits  int64
 	}
 	targets := []*target{{wait: 0, prefix: "w0"}, {wait: 1, prefix: "w1"}}
 	for _, t := range targets {
