@@ -18,7 +18,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -28,7 +27,9 @@ const maxAdminBody = 64 << 10
 // views and the dead letters they share.
 func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 	for _, k := range s.kinds {
-		k.registerAdmin(mux)
+		if v, ok := k.(viewedKind); ok {
+			v.registerAdmin(mux)
+		}
 	}
 	mux.HandleFunc("GET /api/dead-letters", s.adminDeadLetters)
 	mux.HandleFunc("POST /api/dead-letters/{id}/retry", s.adminRetry)
@@ -39,7 +40,9 @@ func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 // reads).
 func (s *Service) Register(mux *http.ServeMux) {
 	for _, k := range s.kinds {
-		k.registerPublic(mux)
+		if v, ok := k.(viewedKind); ok {
+			v.registerPublic(mux)
+		}
 	}
 }
 
@@ -56,7 +59,7 @@ func listOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k kin
 		s.responder.Error(w, r, e)
 		return
 	}
-	ids, err := s.client.SMembers(r.Context(), k.index()).Result()
+	ids, err := s.client.SMembers(r.Context(), k.ownersKey()).Result()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
@@ -266,11 +269,7 @@ var pseudonymSyntax = regexp.MustCompile(`^[0-9a-f]{32}$`)
 func (s *Service) userParam(r *http.Request) (string, *web.Error) {
 	user := r.PathValue("user")
 	if r.URL.Query().Get("pseudonym") != "1" {
-		id, e := fields.Identity(user, "path")
-		if e != nil {
-			return "", e
-		}
-		return s.pseudonyms.of(id), nil
+		return s.pseudonyms.identity(user, "path")
 	}
 	if !pseudonymSyntax.MatchString(user) {
 		return "", web.ErrInvalidRequest.With("field", "user")

@@ -1,9 +1,11 @@
 // Package admission admits requests of protected routes with one atomic Lua call on Redis before the
-// origin sees them (docs/reference.md "Stock admission", "Bid admission"). Each admission kind is one
-// file: stock.go reserves units of a product (no oversell, per-user limits, one purchase in flight per
-// user), bid.go accepts only bids above the highest. They share one pipeline (step.go: read, reserve,
-// origin, commit or release), one retry loop for what the store could not confirm (compensate.go) and
-// one worker that turns every kind's event stream into its admin records (worker.go).
+// origin sees them (docs/reference.md "Stock admission", "Bid admission"). Each admission kind is its
+// own files and scripts (kind.go says what a kind must do and what it may do): stock reserves units
+// of a product (no oversell, per-user limits, one purchase in flight per user: stock.go,
+// stock_ledger.go, products.go, orphans.go, buyers.go), bid accepts only bids above the highest
+// (bid.go, bid_ledger.go, auctions*.go, mine.go). They share one pipeline (step.go: read, reserve, origin, commit or
+// release), one retry loop for what the store could not confirm (compensate.go) and one worker that
+// turns every kind's event stream into its admin records (worker.go).
 package admission
 
 import (
@@ -73,10 +75,10 @@ type Service struct {
 
 	// source asks the shop about unknown auctions (auctions_source; nil when off); bidders is how GET
 	// {prefix}/auctions/mine identifies a bidder (nil without a bid route). Both follow reloads.
-	source        atomic.Pointer[auctionSource]
-	sourceMetrics *sourceMetrics
-	bidders       atomic.Pointer[bidderSource]
-	buyers        atomic.Pointer[bidderSource] // GET {prefix}/admissions/mine (buyers.go)
+	auctionsSource atomic.Pointer[auctionSource]
+	sourceMetrics  *sourceMetrics
+	bidders        atomic.Pointer[mineIdentity]
+	buyers         atomic.Pointer[mineIdentity] // GET {prefix}/admissions/mine (buyers.go)
 	// orphanPolicies: stock route name -> admission.orphans (orphans.go); follows reloads.
 	orphanPolicies atomic.Pointer[map[string]string]
 
@@ -118,17 +120,27 @@ func New(o Options) *Service {
 		o: o, client: o.Store.Client, keys: o.Store.Keys, pseudonyms: newPseudonyms(o.IdentityKey),
 		logger: o.Logger, responder: o.Responder, comp: compensations{wake: make(chan struct{}, 1)},
 	}
+	s.metrics = newMetrics(o.Registry)
 	s.stock = &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}}
 	s.bid = &bidKind{s: s, reads: newAuctionReads()}
-	s.kinds = []kind{s.stock, s.bid}
+	s.register(s.stock)
+	s.register(s.bid)
 	s.reserves = s.newReserver()
 	s.replay.gen = o.Store.Generation()
 	none := map[string]string{}
 	s.orphanPolicies.Store(&none)
-	s.metrics = newMetrics(o.Registry, s.kinds)
 	s.sourceMetrics = newSourceMetrics()
 	if o.Registry != nil {
 		o.Registry.MustRegister(s.sourceMetrics.requests, s.sourceMetrics.breakerOpen)
 	}
 	return s
+}
+
+// register adds a kind: routes name it by admission.type (its entry in config.AdmissionKinds), the
+// worker reads its streams, its metrics start at 0. Before the routes are compiled and Run.
+func (s *Service) register(k kind) {
+	s.kinds = append(s.kinds, k)
+	for _, r := range resultLabels(k) {
+		s.metrics.admissions.WithLabelValues(k.name(), r)
+	}
 }

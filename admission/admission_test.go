@@ -449,7 +449,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		}
 		// The first worker reads a batch, then dies before handling it.
 		crashed := make(chan struct{})
-		w := &worker{s: st.svc, consumer: "doomed", groups: map[string]bool{}, stopAfterRead: func(source, int) bool {
+		w := &worker{s: st.svc, consumer: "doomed", groups: map[string]bool{}, stopAfterRead: func(ownerStream, int) bool {
 			close(crashed)
 			return true
 		}}
@@ -477,7 +477,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		})
 		// Applying an event again (a redelivery) changes nothing.
 		msgs, _ := s.Client.XRange(ctx, admitsKey(s.Keys, "p"), "-", "+").Result()
-		apply, err := st.svc.applier(source{kind: st.svc.stock, owner: "p"}, msgs[0])
+		apply, err := st.svc.applier(ownerStream{kind: st.svc.stock, owner: "p"}, msgs[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -762,7 +762,7 @@ func TestAdmin_Products(t *testing.T) {
 		st.checkout("cfg", "someone", nil)
 		changed := product("cfg", 500, 2)
 		changed.Name = "Renamed"
-		if err := st.svc.Apply(context.Background(), []config.Product{changed}, []config.Product{product("cfg", 5, 1)}); err != nil {
+		if err := st.svc.Apply(context.Background(), &config.Config{Products: []config.Product{changed}}, &config.Config{Products: []config.Product{product("cfg", 5, 1)}}); err != nil {
 			t.Fatal(err)
 		}
 		p, _, _ := st.svc.stock.product(context.Background(), "cfg")

@@ -105,7 +105,7 @@ func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 }
 
 // applier parses an entry of a stream and returns what applies it alone.
-func (s *Service) applier(src source, msg redis.XMessage) (func(context.Context) error, error) {
+func (s *Service) applier(src ownerStream, msg redis.XMessage) (func(context.Context) error, error) {
 	apps, err := src.kind.parse(src.owner, msg)
 	if err != nil {
 		return nil, err

@@ -14,15 +14,15 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// ApplyAuctions seeds the configuration file's auctions: created when absent, updated otherwise (on a
+// seed writes the configuration file's auctions: created when absent, updated otherwise (on a
 // reload only those whose entry changed). The owner is stored as a pseudonym, like bidders.
-func (s *Service) ApplyAuctions(ctx context.Context, auctions, previous []config.Auction) error {
+func (k *bidKind) seed(ctx context.Context, next, previous *config.Config) error {
 	var errs []error
-	for _, a := range auctions {
-		if slices.Contains(previous, a) {
+	for _, a := range next.Auctions {
+		if previous != nil && slices.Contains(previous.Auctions, a) {
 			continue
 		}
-		if err := s.bid.writeAuction(ctx, a, false); err != nil {
+		if err := k.writeAuction(ctx, a, false); err != nil {
 			errs = append(errs, fmt.Errorf("auction %s: %w", a.ID, err))
 		}
 	}
@@ -39,10 +39,7 @@ func (k *bidKind) writeAuction(ctx context.Context, a config.Auction, createOnly
 	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
-	owner := ""
-	if id, e := fields.Identity(a.Owner, ""); e == nil { // normalised like a bidder's identity
-		owner = s.pseudonyms.of(id)
-	}
+	owner, _ := s.pseudonyms.identity(a.Owner, "") // normalised like a bidder's identity; "" when it has none
 	mode := "0"
 	if createOnly {
 		mode = "1"

@@ -683,7 +683,7 @@ func TestBid_AdminAuctions(t *testing.T) {
 		}
 		// Re-seeding from the configuration keeps the bids.
 		cfg := config.Auction{ID: "vase", StartingPrice: "50.00", MinIncrement: "5.00", EndsAt: time.Now().Add(time.Hour)}
-		if err := st.svc.ApplyAuctions(context.Background(), []config.Auction{cfg}, nil); err != nil {
+		if err := st.svc.Apply(context.Background(), &config.Config{Auctions: []config.Auction{cfg}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if g := st.adminGet("/api/auctions/vase"); g.json["min_increment"] != "5.00" || num(g.json["total_bids"]) != 1 {
@@ -691,7 +691,7 @@ func TestBid_AdminAuctions(t *testing.T) {
 		}
 		// An unchanged entry is not written again on reload.
 		s.Client.HSet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment", 700)
-		if err := st.svc.ApplyAuctions(context.Background(), []config.Auction{cfg}, []config.Auction{cfg}); err != nil {
+		if err := st.svc.Apply(context.Background(), &config.Config{Auctions: []config.Auction{cfg}}, &config.Config{Auctions: []config.Auction{cfg}}); err != nil {
 			t.Fatal(err)
 		}
 		if v := s.Client.HGet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment").Val(); v != "700" {
@@ -734,14 +734,14 @@ func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
 		ctx := context.Background()
 		const pseudo = "0123456789abcdef0123456789abcdef"
 		stock := func(msg redis.XMessage) func() error {
-			apply, err := st.svc.applier(source{kind: st.svc.stock, owner: "p"}, msg)
+			apply, err := st.svc.applier(ownerStream{kind: st.svc.stock, owner: "p"}, msg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return func() error { return apply(ctx) }
 		}
 		bid := func(msg redis.XMessage) func() error {
-			apply, err := st.svc.applier(source{kind: st.svc.bid, owner: "lot"}, msg)
+			apply, err := st.svc.applier(ownerStream{kind: st.svc.bid, owner: "lot"}, msg)
 			if err != nil {
 				t.Fatal(err)
 			}

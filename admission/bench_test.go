@@ -28,7 +28,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 			ctx := context.Background()
 			svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 				Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-			if err := svc.Apply(ctx, []config.Product{product("p", 1<<50, 1)}, nil); err != nil {
+			if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("p", 1<<50, 1)}}, nil); err != nil {
 				b.Fatal(err)
 			}
 			w := &worker{s: svc, consumer: "bench", groups: map[string]bool{}}
@@ -83,7 +83,7 @@ func BenchmarkIdleWorkerPass(b *testing.B) {
 			for i := range ps {
 				ps[i] = product("p"+strconv.Itoa(i), 100, 1)
 			}
-			if err := svc.Apply(ctx, ps, nil); err != nil {
+			if err := svc.Apply(ctx, &config.Config{Products: ps}, nil); err != nil {
 				b.Fatal(err)
 			}
 			// One admission each, applied, so that every stream and group exists.

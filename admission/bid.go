@@ -33,9 +33,7 @@ func (*bidKind) owner() string      { return "auction" }
 func (*bidKind) header() string     { return HeaderBidID }
 func (*bidKind) deadPrefix() string { return "auction." }
 
-func (*bidKind) sources(a config.Admission) (owner, value string) { return a.Auction, a.Amount }
-
-func (*bidKind) unknown() *web.Error { return web.ErrAuctionNotFound }
+func (*bidKind) notFound() *web.Error { return web.ErrAuctionNotFound }
 
 func (*bidKind) refusals() []*web.Error {
 	return []*web.Error{web.ErrAuctionNotFound, web.ErrAuctionEnded, web.ErrSelfBid, web.ErrInvalidBid, web.ErrBidTooLow,
@@ -66,7 +64,7 @@ func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 // writing anything; the step first made sure it is no other spelling of a guarded auction, which the
 // shop may answer for: spellings.go). Known auctions never wait for the shop.
 func (k *bidKind) discover(ctx context.Context, auction string) (bool, *web.Error, error) {
-	src := k.s.source.Load()
+	src := k.s.auctionsSource.Load()
 	if src == nil {
 		return false, nil, nil
 	}
@@ -127,11 +125,9 @@ func (k *bidKind) commit(ctx context.Context, c claim) error {
 	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, flag(k.s.o.Ledger != nil)).Err()
 }
 
-func (k *bidKind) commitRecord(c claim) string { return bidRecordKey(k.s.keys, c.owner, c.id) }
+func (k *bidKind) record(c claim) string { return bidRecordKey(k.s.keys, c.owner, c.id) }
 
-func (*bidKind) commitSet(string) string { return "" }
-
-func (k *bidKind) changed(auction string) { k.reads.forget(auction) }
+func (k *bidKind) forget(auction string) { k.reads.forget(auction) }
 
 // refusalPage: a bidder whose bid is too low sees the highest bid and a way back to the auction.
 func (*bidKind) refusalPage(e *web.Error) string {
@@ -163,8 +159,8 @@ type BidRecord struct {
 	cents int64 // Amount in cents
 }
 
-func (k *bidKind) index() string                { return auctionIndexKey(k.s.keys) }
-func (k *bidKind) spellings() string            { return auctionSpellingsKey(k.s.keys) }
+func (k *bidKind) ownersKey() string            { return auctionIndexKey(k.s.keys) }
+func (k *bidKind) spellingsKey() string         { return auctionSpellingsKey(k.s.keys) }
 func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
 
 // parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
@@ -180,8 +176,6 @@ func (k *bidKind) parse(auction string, msg redis.XMessage) ([]application, erro
 	}
 	return []application{app}, nil
 }
-
-func (*bidKind) admits(string) string { return "" }
 
 // parseBid reads an entry of an auction's stream into the bid it records (for a "committed" entry
 // only its id and state) and the bid's time in milliseconds.

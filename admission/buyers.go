@@ -39,12 +39,11 @@ func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, e)
 		return
 	}
-	user, e := s.bidderOf(r, src)
+	buyer, e := s.bidderOf(r, src)
 	if e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
-	buyer := s.pseudonyms.of(user)
 	var records []Record
 	var total int64
 	var err error

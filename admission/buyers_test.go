@@ -87,7 +87,7 @@ func TestMyAdmissions_EachBuyerSeesTheirOwn(t *testing.T) {
 		st := newStack(t, s, product("p", 10, 1), product("q", 10, 1), product("r", 10, 1))
 		st.startWorker()
 		check(t, st, false)
-		if err := st.svc.UseBidders([]config.Route{testRoutes()[4]}); err != nil { // a bid route alone
+		if err := st.svc.UseIdentities([]config.Route{testRoutes()[4]}); err != nil { // a bid route alone
 			t.Fatal(err)
 		}
 		if a := st.myAdmissions("ann", ""); a.status != 404 {

@@ -166,12 +166,12 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 		key := [2]string{p.kind.name(), p.c.owner}
 		g := groups[key]
 		if g == nil {
-			stream, set := p.kind.stream(p.c.owner), p.kind.commitSet(p.c.owner)
+			stream, set := p.kind.stream(p.c.owner), unsettledSet(p.kind, p.c.owner)
 			g = &group{keys: []string{stream, cmp.Or(set, stream)},
 				args: []any{flag(s.o.Ledger != nil), flag(set != "")}}
 			groups[key] = g
 		}
-		g.keys = append(g.keys, p.kind.commitRecord(p.c))
+		g.keys = append(g.keys, p.kind.record(p.c))
 		g.args = append(g.args, p.c.id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

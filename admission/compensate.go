@@ -134,7 +134,7 @@ func (s *Service) compensate(ctx context.Context, c compensation) error {
 	if _, err := c.kind.release(ctx, c.claim); err != nil {
 		return err
 	}
-	c.kind.changed(c.claim.owner)
+	forget(c.kind, c.claim.owner)
 	return nil
 }
 

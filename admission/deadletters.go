@@ -74,11 +74,11 @@ func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
 // targetLedger marks the dead letters of the ledger worker (ledger.go); their ids start "ledger.".
 const targetLedger = "ledger"
 
-func (s *Service) deadLetter(ctx context.Context, src source, msg redis.XMessage, cause error) error {
+func (s *Service) deadLetter(ctx context.Context, src ownerStream, msg redis.XMessage, cause error) error {
 	return s.deadLetterTo(ctx, "", src, msg, cause)
 }
 
-func (s *Service) deadLetterTo(ctx context.Context, target string, src source, msg redis.XMessage, cause error) error {
+func (s *Service) deadLetterTo(ctx context.Context, target string, src ownerStream, msg redis.XMessage, cause error) error {
 	fields := map[string]string{}
 	for k, v := range msg.Values {
 		fields[k] = fmt.Sprint(v)
@@ -182,12 +182,12 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 	for k, val := range d.Fields {
 		values[k] = val
 	}
-	msg, src := redis.XMessage{ID: d.StreamID, Values: values}, source{kind: k, owner: d.Owner}
+	msg, src := redis.XMessage{ID: d.StreamID, Values: values}, ownerStream{kind: k, owner: d.Owner}
 	if d.Target == targetLedger {
 		var b ledger.Batch
 		if s.o.Ledger == nil {
 			err = fmt.Errorf("the ledger is off (ledger.postgres_url)")
-		} else if err = k.ledgerRow(src.owner, msg, &b); err == nil {
+		} else if err = ledgerRow(src, msg, &b); err == nil {
 			err = s.o.Ledger.Write(ctx, b)
 		}
 	} else {

@@ -86,14 +86,14 @@ func testRoutes() []config.Route {
 		// only the products edgeq knows are guarded.
 		func() config.Route {
 			r := route("cart-add", "POST /carts/{cart}/items", config.Admission{Product: "json:sku", User: "json:email", Quantity: "json:quantity"})
-			r.Admission.UnknownProduct = config.UnknownPass
+			r.Admission.UnknownOwner = config.UnknownPass
 			// The shop's cart script reads error.message.
 			r.Refusal.JSON = `{"error": {"message": "{{.Message}}", "code": "{{.Code}}", "left": "{{index .Fields "remaining_stock"}}"}}`
 			return r
 		}(),
 		{Name: "open-bid", Match: "POST /open/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"},
-			UnknownProduct: config.UnknownPass}},
+			UnknownOwner: config.UnknownPass}},
 		// As config.example.yaml's bid route: a bid the shop refuses with a 4xx is withdrawn.
 		{Name: "strict-bid", Match: "POST /strict/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"4xx", "5xx", "error"}}},
@@ -198,10 +198,10 @@ func (st *stack) edge(node int64, products []config.Product) {
 		// auctions_source's breaker: the default 5 failures, a cool-down short enough to wait for.
 		SourceCooldown: sourceCooldown,
 	})
-	if err := st.svc.UseBidders(testRoutes()); err != nil {
+	if err := st.svc.UseIdentities(testRoutes()); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.svc.Apply(context.Background(), products, nil); err != nil {
+	if err := st.svc.Apply(context.Background(), &config.Config{Products: products}, nil); err != nil {
 		t.Fatal(err)
 	}
 	originURL, _ := url.Parse(st.origin.URL)
@@ -356,7 +356,7 @@ func (st *stack) get(path string) answer {
 // addAuctions seeds auctions as the configuration file does.
 func (st *stack) addAuctions(auctions ...config.Auction) {
 	st.t.Helper()
-	if err := st.svc.ApplyAuctions(context.Background(), auctions, nil); err != nil {
+	if err := st.svc.Apply(context.Background(), &config.Config{Auctions: auctions}, nil); err != nil {
 		st.t.Fatal(err)
 	}
 }

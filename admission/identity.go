@@ -6,6 +6,9 @@ import (
 	"encoding/hex"
 	"hash"
 	"sync"
+
+	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // pseudonyms turn user identities (the queue request id, a session cookie, a header) into HMAC
@@ -25,4 +28,14 @@ func (p pseudonyms) of(user string) string {
 	m.Write([]byte(user))
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(m.Sum(sum[:0])[:16])
+}
+
+// identity is the pseudonym of a user id as a request or an operator writes it: normalised as
+// fields.Identity reads a value of that kind of field ("path", "json", ...), then pseudonymised.
+func (p pseudonyms) identity(value, fieldKind string) (string, *web.Error) {
+	id, e := fields.Identity(value, fieldKind)
+	if e != nil {
+		return "", e
+	}
+	return p.of(id), nil
 }

@@ -121,7 +121,7 @@ func BenchmarkIDMatch(b *testing.B) {
 	logger := slog.New(slog.DiscardHandler)
 	svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), MaxBodyBytes: 4096, ClaimTTL: time.Minute,
 		Prefix: "/_edgeq", Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: logger, Registry: prometheus.NewRegistry()})
-	if err := svc.Apply(ctx, []config.Product{product("sneaker-a", 1<<50, 1)}, nil); err != nil {
+	if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("sneaker-a", 1<<50, 1)}}, nil); err != nil {
 		b.Fatal(err)
 	}
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
@@ -131,7 +131,7 @@ func BenchmarkIDMatch(b *testing.B) {
 		Steps: []proxy.Step{svc}, Responder: svc.responder, Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger})
 	table, err := p.Compile([]config.Route{{Name: "cart", Match: "POST /cart", OnStoreError: config.OnStoreErrorClosed,
 		Admission: config.Admission{Type: config.AdmissionStock, Product: "json:sku", User: "json:email",
-			UnknownProduct: config.UnknownPass, ReleaseOn: []string{"5xx", "error"}}}})
+			UnknownOwner: config.UnknownPass, ReleaseOn: []string{"5xx", "error"}}}})
 	if err != nil {
 		b.Fatal(err)
 	}

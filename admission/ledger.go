@@ -11,7 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/ledger"
-	"github.com/edgeq/edgeq/internal/money"
 )
 
 // The ledger worker (docs/reference.md "Ledger") writes every event of every stream to PostgreSQL,
@@ -37,7 +36,7 @@ type ledgerWorker struct {
 	s        *Service
 	consumer string
 	groups   map[string]bool
-	streams  [][]source // each owner's streams (sources)
+	streams  [][]ownerStream // each owner's streams
 	listedAt time.Time
 	claimAt  time.Time
 	outage   bool // a write failed and none succeeded since (logged once)
@@ -48,7 +47,7 @@ type ledgerWorker struct {
 
 // held is a pass's entries of one stream, acknowledged together once written.
 type held struct {
-	src source
+	src ownerStream
 	ids []string
 }
 
@@ -66,7 +65,7 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 	if time.Since(w.listedAt) > 5*time.Second {
 		// The streams are trimmed only below what this group acknowledged while it is marked read.
 		s.markGroupRead(ctx, ledgerGroup)
-		if streams, err := s.sources(ctx); err == nil {
+		if streams, err := s.ownerStreams(ctx, s.ledgeredKinds()); err == nil {
 			w.streams, w.listedAt = streams, time.Now()
 			for k, ok := range w.groups {
 				if !ok {
@@ -91,7 +90,7 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 		h := held{src: src}
 		for _, msg := range r.msgs {
 			h.ids = append(h.ids, msg.ID)
-			if err := src.kind.ledgerRow(src.owner, msg, &batch); err != nil {
+			if err := ledgerRow(src, msg, &batch); err != nil {
 				s.metrics.ledgerWrites.WithLabelValues("malformed").Inc()
 				s.logger.Warn("ledger: skipping a malformed event", "stream", src.String(), "entry", msg.ID, "error", err.Error())
 				continue
@@ -124,7 +123,7 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 }
 
 type entryOf struct {
-	src source
+	src ownerStream
 	msg redis.XMessage
 }
 
@@ -179,21 +178,12 @@ func (w *ledgerWorker) writeEach(ctx context.Context, msgs []entryOf, cause erro
 	s.logger.Warn("ledger: PostgreSQL refused a batch; writing its events one by one", "events", len(msgs), "error", cause.Error())
 	for _, m := range msgs {
 		var rows ledger.Batch
-		if m.src.kind.ledgerRow(m.src.owner, m.msg, &rows) != nil {
+		if ledgerRow(m.src, m.msg, &rows) != nil {
 			continue
 		}
 		var refused error
 		for _, one := range rowsOf(rows) {
-			var err error
-			for attempt := 0; ; attempt++ {
-				if err = s.o.Ledger.Write(ctx, one); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
-					break
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(s.o.Backoff[attempt]):
-				}
-			}
+			err := s.retry(ctx, func() error { return s.o.Ledger.Write(ctx, one) })
 			if ctx.Err() != nil {
 				return
 			}
@@ -249,47 +239,6 @@ func parseRecordTime(s string) time.Time {
 	return t.UTC()
 }
 
-func (k *stockKind) ledgerRow(product string, msg redis.XMessage, b *ledger.Batch) error {
-	recs, _, err := parseAdmissions(product, msg)
-	if err != nil {
-		return err
-	}
-	for _, rec := range recs {
-		b.Admissions = append(b.Admissions, ledgerAdmission(rec))
-	}
-	return nil
-}
-
-func ledgerAdmission(rec Record) ledger.Admission {
-	return ledger.Admission{ID: rec.ID, ProductID: rec.ProductID, Buyer: rec.User, Quantity: rec.Quantity, State: rec.State,
-		AdmittedAt: parseRecordTime(rec.AdmittedAt), CommittedAt: parseRecordTime(rec.CommittedAt),
-		ReleasedAt: parseRecordTime(rec.ReleasedAt), CancelledAt: parseRecordTime(rec.CancelledAt)}
-}
-
-func (k *bidKind) ledgerRow(auction string, msg redis.XMessage, b *ledger.Batch) error {
-	rec, _, err := parseBid(auction, msg)
-	if err != nil {
-		return err
-	}
-	b.Bids = append(b.Bids, ledger.Bid{ID: rec.ID, AuctionID: rec.AuctionID, Bidder: rec.Bidder, AmountCents: rec.cents,
-		State: rec.State, BidAt: parseRecordTime(rec.BidAt), CommittedAt: parseRecordTime(rec.CommittedAt),
-		WithdrawnAt: parseRecordTime(rec.WithdrawnAt)})
-	return nil
-}
-
-// recordOf is the admin API's view of a ledger row.
-func recordOf(a ledger.Admission) Record {
-	return Record{ID: a.ID, ProductID: a.ProductID, User: a.Buyer, Quantity: a.Quantity, State: a.State,
-		AdmittedAt: formatRecordTime(a.AdmittedAt), ReleasedAt: formatRecordTime(a.ReleasedAt),
-		CancelledAt: formatRecordTime(a.CancelledAt), CommittedAt: formatRecordTime(a.CommittedAt)}
-}
-
-func bidRecordOf(b ledger.Bid) BidRecord {
-	return BidRecord{ID: b.ID, AuctionID: b.AuctionID, Bidder: b.Bidder, Amount: money.Format(b.AmountCents), State: b.State,
-		BidAt: formatRecordTime(b.BidAt), WithdrawnAt: formatRecordTime(b.WithdrawnAt), CommittedAt: formatRecordTime(b.CommittedAt),
-		cents: b.AmountCents}
-}
-
 func formatRecordTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
@@ -297,10 +246,30 @@ func formatRecordTime(t time.Time) string {
 	return t.UTC().Format(recordTime)
 }
 
+// ledgeredKinds are the kinds whose events go to the ledger: only their streams have its group.
+func (s *Service) ledgeredKinds() []kind {
+	var kinds []kind
+	for _, k := range s.kinds {
+		if _, ok := ledgered(k); ok {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// ledgerRow reads one entry of a ledgered kind's stream into the row it writes.
+func ledgerRow(src ownerStream, msg redis.XMessage, b *ledger.Batch) error {
+	l, ok := ledgered(src.kind)
+	if !ok {
+		return fmt.Errorf("%s admissions are not kept in the ledger", src.kind.name())
+	}
+	return l.ledgerRow(src.owner, msg, b)
+}
+
 // LedgerBacklog is, for tests and `edgeq reconcile`, every stream's entries the ledger group has not
 // acknowledged yet (read and pending, or not read yet), summed over the streams.
 func (s *Service) LedgerBacklog(ctx context.Context) (int64, error) {
-	streams, err := s.sources(ctx)
+	streams, err := s.ownerStreams(ctx, s.ledgeredKinds())
 	if err != nil {
 		return 0, err
 	}

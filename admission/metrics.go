@@ -18,7 +18,7 @@ type serviceMetrics struct {
 	orphans *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
+func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 	m := &serviceMetrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "admissions_total",
@@ -60,11 +60,6 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 	}, []string{"route", "result"})
 	for _, r := range []string{"written", "retried", "dead_lettered", "malformed"} {
 		m.ledgerWrites.WithLabelValues(r)
-	}
-	for _, k := range kinds {
-		for _, r := range resultLabels(k) {
-			m.admissions.WithLabelValues(k.name(), r)
-		}
 	}
 	if reg != nil {
 		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled, m.ledgerWrites, m.ledgerLag,

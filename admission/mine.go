@@ -19,22 +19,22 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// bidderSource is how GET {prefix}/auctions/mine identifies a bidder: like the first bid route's
+// mineIdentity is how GET {prefix}/auctions/mine identifies a bidder: like the first bid route's
 // admission user (docs/reference.md "A bidder's own auctions"); and how GET {prefix}/admissions/mine
 // identifies a buyer: like the first stock route's.
-type bidderSource struct {
+type mineIdentity struct {
 	route string
 	user  config.UserSource
 	queue string // the route's queue: whose token identifies the bidder when user is "token"
 }
 
-// UseBidders takes the identities of GET {prefix}/auctions/mine and GET {prefix}/admissions/mine
+// UseIdentities takes the identities of GET {prefix}/auctions/mine and GET {prefix}/admissions/mine
 // from routes, at start and on every reload: the first route with bid admission, and the first with
 // stock admission. Without one, its endpoint answers 404.
-func (s *Service) UseBidders(routes []config.Route) error {
+func (s *Service) UseIdentities(routes []config.Route) error {
 	for _, use := range []struct {
 		typ  string
-		into *atomic.Pointer[bidderSource]
+		into *atomic.Pointer[mineIdentity]
 	}{{config.AdmissionBid, &s.bidders}, {config.AdmissionStock, &s.buyers}} {
 		src, err := firstIdentity(routes, use.typ)
 		if err != nil {
@@ -45,7 +45,7 @@ func (s *Service) UseBidders(routes []config.Route) error {
 	return nil
 }
 
-func firstIdentity(routes []config.Route, typ string) (*bidderSource, error) {
+func firstIdentity(routes []config.Route, typ string) (*mineIdentity, error) {
 	for _, r := range routes {
 		if r.Admission.Type != typ {
 			continue
@@ -58,19 +58,20 @@ func firstIdentity(routes []config.Route, typ string) (*bidderSource, error) {
 			// A GET has no body: the visitor names itself in the query, under the field's name.
 			user.Field = config.FieldSource{Kind: "query", Name: user.Field.Name}
 		}
-		return &bidderSource{route: r.Name, user: user, queue: r.Queue}, nil
+		return &mineIdentity{route: r.Name, user: user, queue: r.Queue}, nil
 	}
 	return nil, nil
 }
 
-// bidderOf identifies the bidder of a GET {prefix}/auctions/mine, normalised as the bid route does.
-func (s *Service) bidderOf(r *http.Request, src *bidderSource) (string, *web.Error) {
+// bidderOf is the pseudonym of the bidder of a GET {prefix}/auctions/mine (or the buyer of a GET
+// {prefix}/admissions/mine), identified as the route does.
+func (s *Service) bidderOf(r *http.Request, src *mineIdentity) (string, *web.Error) {
 	if !src.user.FromToken {
 		return s.userOf(r, fields.New(r, s.o.MaxBodyBytes), src.user)
 	}
 	if s.o.Visitor != nil {
 		if id, ok := s.o.Visitor(r, src.queue); ok {
-			return id, nil
+			return s.pseudonyms.of(id), nil
 		}
 	}
 	return "", errUserMissing.Because(fmt.Errorf("no valid queue token for %s", src.queue))
@@ -130,7 +131,7 @@ func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, e)
 		return
 	}
-	all, err := k.mine(r.Context(), s.pseudonyms.of(user))
+	all, err := k.mine(r.Context(), user)
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

@@ -182,7 +182,7 @@ func TestMine_PagingAndRefusals(t *testing.T) {
 
 	// The first bid route decides: a route identifying bidders by a form field reads it from the query.
 	byForm := config.Route{Name: "form-bid", Match: "POST /f/{id}", Admission: config.Admission{Type: "bid", Auction: "path:id", Amount: "form:amount", User: "form:customer"}}
-	if err := st.svc.UseBidders([]config.Route{{Name: "browse", Match: "GET /"}, byForm, testRoutes()[4]}); err != nil {
+	if err := st.svc.UseIdentities([]config.Route{{Name: "browse", Match: "GET /"}, byForm, testRoutes()[4]}); err != nil {
 		t.Fatal(err)
 	}
 	if a := st.mine("", "?customer=Dave"); num(a.json["total_count"]) != 5 {
@@ -191,7 +191,7 @@ func TestMine_PagingAndRefusals(t *testing.T) {
 	if a := st.mine("dave", ""); a.status != 400 || a.json["field"] != "user" {
 		t.Errorf("the header of a later bid route is not used: %d %s", a.status, a.body)
 	}
-	if err := st.svc.UseBidders(nil); err != nil {
+	if err := st.svc.UseIdentities(nil); err != nil {
 		t.Fatal(err)
 	}
 	if a := st.mine("dave", ""); a.status != 404 {

@@ -170,7 +170,7 @@ func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	if err != nil || len(code) != 2 || code[0] != 0 {
 		return // another replica's sweep released it first, or the store is away: the next sweep sees
 	}
-	s.stock.changed(o.product)
+	s.stock.forget(o.product)
 	s.metrics.orphans.WithLabelValues(route, "released").Inc()
 	s.tallyOrphan(ctx, "released")
 	s.logger.Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,

@@ -34,16 +34,16 @@ type Product struct {
 // groupName is the consumer group of the admission worker on every product stream.
 const groupName = "edgeq-workers"
 
-// Apply seeds the configuration file's products: a product absent from the store is created with its
-// stock; one present gets its metadata (name, price, image, per-user limit) updated and keeps its live
-// stock. On a reload only products whose entry changed are written.
-func (s *Service) Apply(ctx context.Context, products, previous []config.Product) error {
+// seed writes the configuration file's products: a product absent from the store is created with
+// its stock; one present gets its metadata (name, price, image, per-user limit) updated and keeps its
+// live stock. On a reload only products whose entry changed are written.
+func (k *stockKind) seed(ctx context.Context, next, previous *config.Config) error {
 	var errs []error
-	for _, p := range products {
-		if slices.Contains(previous, p) {
+	for _, p := range next.Products {
+		if previous != nil && slices.Contains(previous.Products, p) {
 			continue
 		}
-		if _, err := s.stock.writeProduct(ctx, "seed", p); err != nil {
+		if _, err := k.writeProduct(ctx, "seed", p); err != nil {
 			errs = append(errs, fmt.Errorf("product %s: %w", p.ID, err))
 		}
 	}
@@ -197,7 +197,7 @@ func (k *stockKind) handleProducts(w http.ResponseWriter, r *http.Request) {
 	k.list.mu.Lock()
 	defer k.list.mu.Unlock()
 	if k.list.items == nil || time.Since(k.list.at) > productCacheTTL {
-		ids, err := s.client.SMembers(r.Context(), k.index()).Result()
+		ids, err := s.client.SMembers(r.Context(), k.ownersKey()).Result()
 		if err != nil {
 			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return

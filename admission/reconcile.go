@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/edgeq/edgeq/internal/ledger"
-	"github.com/edgeq/edgeq/internal/money"
 )
 
 // Reconciliation (`edgeq reconcile`; docs/reference.md "Ledger") compares the store with the ledger
@@ -61,10 +58,29 @@ func ownerWord(kind string) string {
 
 // Reconciliation is what Reconcile found.
 type Reconciliation struct {
-	Products, Auctions int // owners compared
-	Admissions, Bids   int // ids compared (the store's and the ledger's of the period, together)
-	Since              time.Time
-	Differences        []Difference
+	// Owners and IDs are what each ledgered kind compared, in the kinds' order: its owners (products,
+	// auctions) and its ids (admissions, bids: the store's and the ledger's of the period, together).
+	Owners, IDs []Tally
+	Since       time.Time
+	Differences []Difference
+}
+
+// A Tally is a number of things compared: 3 "products".
+type Tally struct {
+	N    int
+	Noun string // plural
+}
+
+// Compared says what was compared: "1 products, 1 auctions, 35 admissions and 8 bids".
+func (r *Reconciliation) Compared() string {
+	var parts []string
+	for _, t := range slices.Concat(r.Owners, r.IDs) {
+		parts = append(parts, fmt.Sprintf("%d %s", t.N, t.Noun))
+	}
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
 }
 
 // CatchUpLedger writes what the ledger lacks, as the ledger worker does, until nothing is left to
@@ -114,11 +130,12 @@ func (s *Service) Reconcile(ctx context.Context) (*Reconciliation, error) {
 	if err := s.reconcileStreams(ctx, r); err != nil {
 		return nil, err
 	}
-	if err := s.reconcileStock(ctx, r); err != nil {
-		return nil, err
-	}
-	if err := s.reconcileBids(ctx, r); err != nil {
-		return nil, err
+	for _, k := range s.kinds {
+		if l, ok := ledgered(k); ok {
+			if err := l.reconcile(ctx, r); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return r, nil
 }
@@ -148,76 +165,8 @@ func (s *Service) reconcileStreams(ctx context.Context, r *Reconciliation) error
 	return nil
 }
 
-func (s *Service) reconcileStock(ctx context.Context, r *Reconciliation) error {
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
-	if err != nil {
-		return err
-	}
-	slices.Sort(products)
-	held, err := s.o.Ledger.UnitsHeld(ctx)
-	if err != nil {
-		return err
-	}
-	for p := range held {
-		if !slices.Contains(products, p) {
-			products = append(products, p)
-		}
-	}
-	for _, p := range products {
-		r.Products++
-		counts, err := s.client.HVals(ctx, buyersKey(s.keys, p)).Result()
-		if err != nil {
-			return err
-		}
-		var units int64
-		for _, c := range counts {
-			n, _ := strconv.ParseInt(c, 10, 64)
-			units += n
-		}
-		if units != held[p] {
-			r.Differences = append(r.Differences, Difference{Kind: "product", Owner: p, What: "units held",
-				Store: strconv.FormatInt(units, 10), Ledger: strconv.FormatInt(held[p], 10)})
-		}
-	}
-	// Every admission record the store has (reserve.lua's, under its product's hash tag).
-	store := map[string]compared{}
-	err = s.scanRecords(ctx, s.keys.Prefix+":{p:*}:adm:*", func(key string, h map[string]string) {
-		owner, id, ok := ownerAndID(key, ":{p:", "}:adm:")
-		if !ok || h["user"] == "" {
-			return // a tombstone (a release of an admission the store never saw) holds nothing
-		}
-		qty, _ := strconv.ParseInt(h["qty"], 10, 64)
-		store[id] = admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: h["state"]})
-	})
-	if err != nil {
-		return err
-	}
-	rows, err := s.o.Ledger.AllAdmissions(ctx, r.Since)
-	if err != nil {
-		return err
-	}
-	inLedger := make([]compared, len(rows))
-	for i, a := range rows {
-		inLedger[i] = admissionCompared(a)
-	}
-	r.Admissions, err = r.compareIDs("admission", store, inLedger, func(id string) (compared, bool, error) {
-		// A record older than the ledger rows compared (about to expire from the store): alone.
-		a, found, err := s.o.Ledger.Admission(ctx, id)
-		return admissionCompared(a), found, err
-	})
-	return err
-}
-
 // compared is an admission or a bid as reconcile compares it: its owner, state and the rest.
 type compared struct{ id, owner, state, detail string }
-
-func admissionCompared(a ledger.Admission) compared {
-	return compared{a.ID, a.ProductID, a.State, fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
-}
-
-func bidCompared(b ledger.Bid) compared {
-	return compared{b.ID, b.AuctionID, b.State, fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
-}
 
 // compareIDs adds a difference for every id in one of store and inLedger and not in the other
 // (lookup asks the ledger for one the period's rows lack), and for every id whose state or details
@@ -250,57 +199,6 @@ func (r *Reconciliation) compareIDs(kind string, store map[string]compared, inLe
 		r.Differences = append(r.Differences, Difference{Kind: kind, Owner: store[id].owner, ID: id, What: "missing from the ledger", Store: store[id].state})
 	}
 	return len(seen) + len(ids), nil
-}
-
-func (s *Service) reconcileBids(ctx context.Context, r *Reconciliation) error {
-	auctions, err := s.client.SMembers(ctx, auctionIndexKey(s.keys)).Result()
-	if err != nil {
-		return err
-	}
-	slices.Sort(auctions)
-	standing, err := s.o.Ledger.BidsStanding(ctx)
-	if err != nil {
-		return err
-	}
-	for a := range standing {
-		if !slices.Contains(auctions, a) {
-			auctions = append(auctions, a)
-		}
-	}
-	for _, a := range auctions {
-		r.Auctions++
-		amount, err := s.client.HGet(ctx, auctionHighestKey(s.keys, a), "amount").Result()
-		if err != nil && err != redis.Nil {
-			return err
-		}
-		cents, _ := strconv.ParseInt(amount, 10, 64)
-		if cents != standing[a].HighestCents {
-			r.Differences = append(r.Differences, Difference{Kind: "auction", Owner: a, What: "highest bid",
-				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
-		}
-	}
-	store := map[string]compared{}
-	err = s.scanRecords(ctx, s.keys.Prefix+":{a:*}:bid:*", func(key string, h map[string]string) {
-		owner, id, ok := ownerAndID(key, ":{a:", "}:bid:")
-		if !ok || h["bidder"] == "" {
-			return // a tombstone
-		}
-		cents, _ := strconv.ParseInt(h["amount"], 10, 64)
-		store[id] = bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
-	})
-	if err != nil {
-		return err
-	}
-	rows, err := s.o.Ledger.AllBids(ctx, r.Since)
-	if err != nil {
-		return err
-	}
-	inLedger := make([]compared, len(rows))
-	for i, b := range rows {
-		inLedger[i] = bidCompared(b)
-	}
-	r.Bids, err = r.compareIDs("bid", store, inLedger, func(string) (compared, bool, error) { return compared{}, false, nil })
-	return err
 }
 
 // ownerAndID splits "<prefix>:{p:<owner>}:adm:<id>" (or the auction form) into owner and id.

@@ -24,7 +24,7 @@ func TestReserve_RefusalsLeaveTheBuyersCountsAsTheyWere(t *testing.T) {
 		ctx := t.Context()
 		svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-		if err := svc.Apply(ctx, []config.Product{product("p", 5, 2)}, nil); err != nil {
+		if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("p", 5, 2)}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		n := 0

@@ -42,7 +42,7 @@ func indexArgs(k kind, mode, id string) ([]string, []any) {
 	for _, key := range spellings {
 		args = append(args, key)
 	}
-	return []string{k.index(), k.spellings()}, args
+	return []string{k.ownersKey(), k.spellingsKey()}, args
 }
 
 // errNothingTaken marks a store failure before any script of the request ran: there is nothing to
@@ -70,12 +70,16 @@ func (s *Service) unknownOwner(ctx context.Context, k kind, rule idmatch.Rule, c
 		e, err := k.reserve(ctx, c)
 		return c, e, err
 	}
-	found, e, err := k.discover(ctx, c.owner)
+	d, ok := k.(discoverer)
+	if !ok {
+		return c, k.notFound(), nil
+	}
+	found, e, err := d.discover(ctx, c.owner)
 	if err != nil || e != nil {
 		return c, e, err
 	}
 	if !found {
-		return c, k.unknown(), nil
+		return c, k.notFound(), nil
 	}
 	e, err = k.reserve(ctx, c)
 	return c, e, err
@@ -84,7 +88,7 @@ func (s *Service) unknownOwner(ctx context.Context, k kind, rule idmatch.Rule, c
 // nearOwners returns the guarded ids of k, other than id itself, that a common reading or the rule
 // makes id: one HMGET of the spellings index.
 func (s *Service) nearOwners(ctx context.Context, k kind, rule idmatch.Rule, id string) ([]string, error) {
-	values, err := s.client.HMGet(ctx, k.spellings(), rule.Keys(id)...).Result()
+	values, err := s.client.HMGet(ctx, k.spellingsKey(), rule.Keys(id)...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +109,7 @@ func (s *Service) nearOwners(ctx context.Context, k kind, rule idmatch.Rule, id 
 // idempotent; the calls go in pipelines of a thousand.
 func (s *Service) indexSpellings(ctx context.Context) error {
 	for _, k := range s.kinds {
-		ids, err := s.client.SMembers(ctx, k.index()).Result()
+		ids, err := s.client.SMembers(ctx, k.ownersKey()).Result()
 		if err != nil {
 			return err
 		}

@@ -10,84 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/graphql"
 	"github.com/edgeq/edgeq/internal/idmatch"
-	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
-
-// A kind is one admission behaviour (stock.go, bid.go; docs/reference.md, "Adding an admission
-// kind"). Every kind runs through the same pipeline (Wrap below): read a claim from the request,
-// one script that admits or refuses it atomically, the origin, then one script that commits or gives
-// it back on the origin's answer. The same worker (worker.go) turns every kind's event stream into
-// its admin records, and the same retry loop (compensate.go) gives back what the store could not
-// confirm.
-type kind interface {
-	// name is the route's admission.type and the metrics label "type".
-	name() string
-	// owner names what a claim is about ("product", "auction"): the refusal of a request that does
-	// not say which, and the dead letters' "<owner>_id" field.
-	owner() string
-	// sources are the route's field sources of the owner and of the value ("" when the kind has no
-	// value or the route gives none).
-	sources(a config.Admission) (owner, value string)
-	// value turns the value field (the quantity, the amount) into the claim's number; found is
-	// false when the route or the request gives none.
-	value(text string, found bool) (int64, *web.Error)
-	// header carries the admission id to the origin.
-	header() string
-	// refusals are the kind's own refusals: the metrics label of each is its code in lower case.
-	refusals() []*web.Error
-	// unknown is the refusal of an owner the store does not know (404 PRODUCT_NOT_FOUND, ...); a route
-	// with unknown_product: pass forwards such a request without admission instead.
-	unknown() *web.Error
-	// discover asks elsewhere about an owner the store does not know, and writes it to the store when
-	// found (auctions_source for auctions; stock has nowhere to ask). e is a refusal of its own (503
-	// AUCTIONS_SOURCE_UNAVAILABLE); err a store error while writing.
-	discover(ctx context.Context, owner string) (found bool, e *web.Error, err error)
-
-	// reserve runs the kind's admission script: nil when admitted, the refusal otherwise. An error
-	// means the store did not answer: the script may have run.
-	reserve(ctx context.Context, c claim) (*web.Error, error)
-	// release gives an admission back (the origin refused it, or a compensation): idempotent per id;
-	// an id the store never saw gets a tombstone so that a reserve still on its way takes nothing.
-	// It returns the script's code (0 released, 1 unknown, 2 already released, 3 already committed).
-	release(ctx context.Context, c claim) (int64, error)
-	// commit keeps an admission the origin accepted.
-	commit(ctx context.Context, c claim) error
-	// commitRecord is the record a batched commit of c marks committed (commits.lua); commitSet is
-	// the owner's unsettled set that a stock admission leaves ("" for a kind without one).
-	commitRecord(c claim) string
-	commitSet(owner string) string
-	// changed drops this replica's cached reads of an owner after an admission or release.
-	changed(owner string)
-	// refusalPage is the page a browser gets for a refusal instead of the error page ("" for that).
-	refusalPage(e *web.Error) string
-
-	// spellings is the index of other spellings of the kind's owners (spellings.go).
-	spellings() string
-	// index is the set of owners that have event streams; stream is one owner's events stream, admits
-	// its admissions stream ("" for a kind without one: stock only, admitsKey).
-	index() string
-	stream(owner string) string
-	admits(owner string) string
-	// deadPrefix starts the dead-letter ids (and applied-event markers) of this kind's entries.
-	deadPrefix() string
-	// parse reads one stream entry and returns what applying it writes (exactly once: applyBatch):
-	// none for an entry meant for the ledger alone, several for an entry naming several admissions.
-	parse(owner string, msg redis.XMessage) ([]application, error)
-	// ledgerRow reads one stream entry into the ledger row it writes (ledger.go).
-	ledgerRow(owner string, msg redis.XMessage, b *ledger.Batch) error
-
-	// registerPublic adds the kind's public reads; registerAdmin its admin views.
-	registerPublic(mux *http.ServeMux)
-	registerAdmin(mux *http.ServeMux)
-}
 
 // claim is what one admitted (or refused) request asks for.
 type claim struct {
@@ -124,8 +53,8 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 	if k == nil {
 		return nil, fmt.Errorf("unknown admission type %q", a.Type)
 	}
-	ownerText, valueText := k.sources(a)
-	var src sources
+	ownerText, valueText := a.Sources()
+	var src fieldSources
 	var err error
 	if src.owner, err = config.ParseFieldSource(ownerText); err != nil {
 		return nil, err
@@ -140,7 +69,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 	if src.user, err = config.ParseUserSource(a.User); err != nil {
 		return nil, err
 	}
-	passUnknown := a.UnknownProduct == config.UnknownPass
+	passUnknown := a.UnknownOwner == config.UnknownPass
 	match, err := idmatch.Parse(a.IDMatch)
 	if err != nil {
 		return nil, err
@@ -179,7 +108,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
 		// store that did not answer. The store client's own timeouts bound it.
 		e, err := k.reserve(context.WithoutCancel(r.Context()), c)
-		if err == nil && e != nil && e.Code == k.unknown().Code {
+		if err == nil && e != nil && e.Code == k.notFound().Code {
 			// Not known as spelled: another spelling of a guarded id is reserved as that id or refused,
 			// never passed; an auction may be the shop's (auctions_source). spellings.go.
 			c, e, err = s.unknownOwner(context.WithoutCancel(r.Context()), k, match, c)
@@ -203,7 +132,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			s.storeFailed(w, r, k, next, err, start)
 			return
 		}
-		if e != nil && passUnknown && e.Code == k.unknown().Code {
+		if e != nil && passUnknown && e.Code == k.notFound().Code {
 			// unknown_product: pass — a shop's one add-to-cart URL serves every product; only the
 			// ones edgeq knows are guarded. Nothing was taken (the script refused before any write).
 			s.metrics.admissions.WithLabelValues(k.name(), "unknown_passed").Inc()
@@ -217,7 +146,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		}
 		s.metrics.admissions.WithLabelValues(k.name(), "admitted").Inc()
 		s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
-		k.changed(c.owner)
+		forget(k, c.owner)
 		r.Header.Set(k.header(), c.id)
 		// From here the request is the shop's: it reaches the origin and is settled on the origin's
 		// own answer, whatever the visitor does (bounded by origin.timeout). A hang-up is never a
@@ -234,15 +163,15 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 	}), nil
 }
 
-// sources are a route's parsed field sources.
-type sources struct {
+// fieldSources are a route's parsed field sources.
+type fieldSources struct {
 	owner config.FieldSource
 	value *config.FieldSource
 	user  config.UserSource
 }
 
 // read extracts and checks a claim's owner, value and user. Nothing is stored for a bad request.
-func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src sources) (claim, *web.Error) {
+func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src fieldSources) (claim, *web.Error) {
 	owner, found, e := get(r, f, src.owner)
 	if e != nil {
 		return claim{}, e
@@ -261,11 +190,9 @@ func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src sources) (
 	if c.value, e = k.value(text, found); e != nil {
 		return claim{}, e
 	}
-	user, e := s.userOf(r, f, src.user)
-	if e != nil {
+	if c.user, e = s.userOf(r, f, src.user); e != nil {
 		return claim{}, e
 	}
-	c.user = s.pseudonyms.of(user)
 	return c, nil
 }
 
@@ -285,15 +212,15 @@ func get(r *http.Request, f *fields.Reader, src config.FieldSource) (string, boo
 // errUserMissing refuses an admission whose user cannot be identified.
 var errUserMissing = web.ErrInvalidRequest.With("field", "user")
 
-// userOf finds the user identity, normalised (fields.Identity): the queue request id of the access
-// token, or the route's user field.
+// userOf finds the user's pseudonym: of the queue request id of the access token, or of the route's
+// user field, normalised (pseudonyms.identity).
 func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSource) (string, *web.Error) {
 	if src.FromToken {
 		id := web.RequestFrom(r.Context()).QueueRequestID
 		if id == "" {
 			return "", errUserMissing.Because(fmt.Errorf("no queue token on the request"))
 		}
-		return id, nil // minted by edgeq: already canonical
+		return s.pseudonyms.of(id), nil // minted by edgeq: already canonical
 	}
 	v, found, e := get(r, f, src.Field)
 	if e != nil {
@@ -302,7 +229,7 @@ func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSourc
 	if !found || len(v) > 1024 {
 		return "", errUserMissing.Because(fmt.Errorf("no %s", src.Field))
 	}
-	return fields.Identity(v, src.Field.Kind)
+	return s.pseudonyms.identity(v, src.Field.Kind)
 }
 
 // settle gives the admission back when the origin's outcome is in release_on, and commits it
@@ -336,7 +263,7 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 		}
 		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
 		s.remember(k, c, true)
-		k.changed(c.owner)
+		forget(k, c.owner)
 		logger().Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
 			"origin_status", statusOf(o), "result", code)
 		return
@@ -394,7 +321,7 @@ func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k kind
 		s.compensateLater(k, c)
 	} else {
 		s.remember(k, c, true)
-		k.changed(c.owner)
+		forget(k, c.owner)
 	}
 	s.metrics.admissions.WithLabelValues(k.name(), resultReplicaTimeout).Inc()
 	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
@@ -422,7 +349,7 @@ func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, ne
 func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, e *web.Error, start time.Time) {
 	s.metrics.admissions.WithLabelValues(k.name(), resultLabel(k, e)).Inc()
 	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
-	if page := k.refusalPage(e); page != "" && web.IsNavigation(r) {
+	if page := refusalPage(k, e); page != "" && web.IsNavigation(r) {
 		s.responder.Page(w, r, e.Status, page, web.RefusalPage{
 			ErrorPage: web.ErrorPage{PageBase: s.responder.Base(r), Status: e.Status, Code: e.Code},
 			Fields:    e.Fields, Back: web.BackPath(r)})

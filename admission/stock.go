@@ -35,12 +35,9 @@ func (*stockKind) owner() string      { return "product" }
 func (*stockKind) header() string     { return HeaderAdmissionID }
 func (*stockKind) deadPrefix() string { return "" }
 
-func (*stockKind) sources(a config.Admission) (owner, value string) { return a.Product, a.Quantity }
+func (*stockKind) notFound() *web.Error { return web.ErrProductNotFound }
 
-func (*stockKind) unknown() *web.Error { return web.ErrProductNotFound }
-
-// discover: products come from the configuration file and the admin API only.
-func (*stockKind) discover(context.Context, string) (bool, *web.Error, error) { return false, nil, nil }
+// Stock is no discoverer: products come from the configuration file and the admin API only.
 
 func (*stockKind) refusals() []*web.Error {
 	return []*web.Error{web.ErrInsufficientStock, web.ErrProductNotFound, web.ErrPurchaseInProgress, web.ErrAlreadyPurchased}
@@ -102,11 +99,11 @@ func (k *stockKind) commit(ctx context.Context, c claim) error {
 	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil)).Err()
 }
 
-func (k *stockKind) commitRecord(c claim) string { return recordKey(k.s.keys, c.owner, c.id) }
+func (k *stockKind) record(c claim) string { return recordKey(k.s.keys, c.owner, c.id) }
 
-func (k *stockKind) commitSet(product string) string { return unsettledKey(k.s.keys, product) }
+func (k *stockKind) unsettledSet(product string) string { return unsettledKey(k.s.keys, product) }
 
-func (k *stockKind) changed(product string) { k.products.forget(product) }
+func (k *stockKind) forget(product string) { k.products.forget(product) }
 
 // refusalPage: a shopper whose purchase meets an empty stock sees the sold-out page.
 func (*stockKind) refusalPage(e *web.Error) string {
@@ -148,11 +145,11 @@ type Record struct {
 	Orphan string `json:"orphan,omitempty"`
 }
 
-func (k *stockKind) index() string                { return productIndexKey(k.s.keys) }
-func (k *stockKind) spellings() string            { return productSpellingsKey(k.s.keys) }
+func (k *stockKind) ownersKey() string            { return productIndexKey(k.s.keys) }
+func (k *stockKind) spellingsKey() string         { return productSpellingsKey(k.s.keys) }
 func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, product) }
 
-func (k *stockKind) admits(product string) string { return admitsKey(k.s.keys, product) }
+func (k *stockKind) admitsStream(product string) string { return admitsKey(k.s.keys, product) }
 
 // parse reads an entry of a product's streams (written by reserve.lua, release.lua, cancel.lua and,
 // with the ledger on, the commit scripts). A "committed" entry is for the ledger alone: the admin
@@ -318,7 +315,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", state))
 		return
 	}
-	k.changed(rec.ProductID)
+	forget(k, rec.ProductID)
 	s.metrics.admissions.WithLabelValues(k.name(), "cancelled").Inc()
 	web.RequestFrom(ctx).Logger().Info("admission cancelled by an operator", "id", id, "product", rec.ProductID,
 		"quantity", rec.Quantity, "remaining_stock", res[1])

@@ -75,13 +75,13 @@ type trimmer struct {
 
 // trimStreams trims every stream once (see the top of this file). A stream it cannot read about is
 // left as it is until the next time. Each step is one pipeline over every stream that needs it.
-func (s *Service) trimStreams(ctx context.Context, streams [][]source, t *trimmer) {
+func (s *Service) trimStreams(ctx context.Context, streams [][]ownerStream, t *trimmer) {
 	live, err := s.liveGroups(ctx)
 	if err != nil {
 		return
 	}
 	type stream struct {
-		src     source
+		src     ownerStream
 		groups  []redis.XInfoGroup
 		pending map[string]*redis.XPendingCmd // group -> its pending summary
 		trim    *redis.Cmd
@@ -228,7 +228,7 @@ func lessID(a, b string) bool {
 }
 
 // lostUnread records entries trimmed unread: the metric, a log line, the tally reconcile prints.
-func (s *Service) lostUnread(ctx context.Context, src source, n int64, gs []redis.XInfoGroup, live map[string]bool) {
+func (s *Service) lostUnread(ctx context.Context, src ownerStream, n int64, gs []redis.XInfoGroup, live map[string]bool) {
 	s.metrics.trimmedUnread.Add(float64(n))
 	var behind []string
 	for _, g := range gs {

@@ -42,39 +42,39 @@ type worker struct {
 	s        *Service
 	consumer string
 	groups   map[string]bool // streams whose group this worker made sure of
-	streams  [][]source      // each owner's streams (sources)
+	streams  [][]ownerStream // each owner's streams
 	listedAt time.Time
 	claimAt  time.Time
 	trim     trimmer
 	// stopAfterRead, for tests: when it returns true the worker stops after reading entries and before
 	// handling them, as if its process died.
-	stopAfterRead func(src source, n int) bool
+	stopAfterRead func(src ownerStream, n int) bool
 }
 
-// source is one event stream: a product's events or admissions (admitsKey), or an auction's events.
-type source struct {
+// ownerStream is one event stream of one owner: a product's events or admissions (admitsKey), or an auction's events.
+type ownerStream struct {
 	kind   kind
 	owner  string
 	admits bool // the owner's admissions stream
 }
 
-func (src source) stream() string {
+func (src ownerStream) stream() string {
 	if src.admits {
-		return src.kind.admits(src.owner)
+		return admitsStream(src.kind, src.owner)
 	}
 	return src.kind.stream(src.owner)
 }
 
 // deadID names a dead letter: "<product>.<entry>", "<product>.admits.<entry>" or
 // "auction.<auction>.<entry>" (ids hold no dots).
-func (src source) deadID(entry string) string {
+func (src ownerStream) deadID(entry string) string {
 	if src.admits {
 		return src.kind.deadPrefix() + src.owner + ".admits." + entry
 	}
 	return src.kind.deadPrefix() + src.owner + "." + entry
 }
 
-func (src source) String() string {
+func (src ownerStream) String() string {
 	if src.admits {
 		return src.kind.owner() + " " + src.owner + " admissions"
 	}
@@ -111,7 +111,7 @@ func runPasses(ctx context.Context, pass func(context.Context) (busy, stop bool)
 func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	s := w.s
 	if time.Since(w.listedAt) > 5*time.Second {
-		if streams, err := s.sources(ctx); err == nil {
+		if streams, err := s.ownerStreams(ctx, s.kinds); err == nil {
 			w.streams, w.listedAt = streams, time.Now()
 			maps.DeleteFunc(w.groups, func(_ string, ok bool) bool { return !ok }) // another try for those that failed
 		}
@@ -147,19 +147,19 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	return busy, false
 }
 
-// sources lists every event stream, by owner: each product's two (events, admits) and each
+// ownerStreams lists every event stream, by owner: each product's two (events, admits) and each
 // auction's one. An owner's streams share its hash tag, so one command reads them all.
-func (s *Service) sources(ctx context.Context) ([][]source, error) {
-	var streams [][]source
-	for _, k := range s.kinds {
-		owners, err := s.client.SMembers(ctx, k.index()).Result()
+func (s *Service) ownerStreams(ctx context.Context, kinds []kind) ([][]ownerStream, error) {
+	var streams [][]ownerStream
+	for _, k := range kinds {
+		owners, err := s.client.SMembers(ctx, k.ownersKey()).Result()
 		if err != nil {
 			return nil, err
 		}
 		for _, id := range owners {
-			owned := []source{{kind: k, owner: id}}
-			if k.admits(id) != "" {
-				owned = append(owned, source{kind: k, owner: id, admits: true})
+			owned := []ownerStream{{kind: k, owner: id}}
+			if admitsStream(k, id) != "" {
+				owned = append(owned, ownerStream{kind: k, owner: id, admits: true})
 			}
 			streams = append(streams, owned)
 		}
@@ -169,7 +169,7 @@ func (s *Service) sources(ctx context.Context) ([][]source, error) {
 
 // read is what one read gave a consumer from one stream.
 type read struct {
-	src  source
+	src  ownerStream
 	msgs []redis.XMessage
 }
 
@@ -178,7 +178,7 @@ type read struct {
 // idle pass over many products is one round trip (on a cluster, one per node) instead of one per
 // product; with claim, the take-overs of entries another consumer left pending for ClaimIdle go in
 // the same pipeline. Streams without the group yet get it first (createGroups).
-func (s *Service) readAll(ctx context.Context, streams [][]source, group, consumer string, groups map[string]bool, claim bool, count int64) []read {
+func (s *Service) readAll(ctx context.Context, streams [][]ownerStream, group, consumer string, groups map[string]bool, claim bool, count int64) []read {
 	s.createGroups(ctx, streams, group, groups)
 	reads := make([]read, 0, 2*len(streams))
 	var owners [][2]int // each owner's reads: reads[o[0]:o[1]]
@@ -254,7 +254,7 @@ func (s *Service) readAll(ctx context.Context, streams [][]source, group, consum
 // fails on a stream that does not exist (an auction's, a week after its end; a product's made by a
 // build before the streams were made with the product): groups notes false, tried again after the
 // next listing.
-func (s *Service) createGroups(ctx context.Context, streams [][]source, group string, groups map[string]bool) {
+func (s *Service) createGroups(ctx context.Context, streams [][]ownerStream, group string, groups map[string]bool) {
 	var names []string
 	for _, owned := range streams {
 		for _, src := range owned {
@@ -283,7 +283,7 @@ func (s *Service) createGroups(ctx context.Context, streams [][]source, group st
 // handleBatch applies a read's entries with one script call and acknowledges them with one XACK. An
 // entry that does not parse, or a batch that keeps failing through every retry, goes through handle
 // one entry at a time (its retries, then the dead letters). false means ctx ended first.
-func (w *worker) handleBatch(ctx context.Context, src source, msgs []redis.XMessage) bool {
+func (w *worker) handleBatch(ctx context.Context, src ownerStream, msgs []redis.XMessage) bool {
 	s := w.s
 	apps := make([]application, 0, len(msgs))
 	ids := make([]string, 0, len(msgs))
@@ -297,16 +297,7 @@ func (w *worker) handleBatch(ctx context.Context, src source, msgs []redis.XMess
 		apps, ids = append(apps, app...), append(ids, msg.ID)
 	}
 	if len(ids) > 0 {
-		var err error
-		for attempt := 0; ; attempt++ {
-			if err = s.applyAll(ctx, apps); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(s.o.Backoff[attempt]):
-			}
-		}
+		err := s.retry(ctx, func() error { return s.applyAll(ctx, apps) })
 		if ctx.Err() != nil {
 			return false
 		}
@@ -334,19 +325,11 @@ func (w *worker) handleBatch(ctx context.Context, src source, msgs []redis.XMess
 
 // handle applies one entry, retrying with backoff, dead-letters it after the last retry, and
 // acknowledges it. false means ctx ended first: the entry stays pending for a later take-over.
-func (w *worker) handle(ctx context.Context, src source, msg redis.XMessage) bool {
+func (w *worker) handle(ctx context.Context, src ownerStream, msg redis.XMessage) bool {
 	s := w.s
 	apply, err := s.applier(src, msg)
 	if err == nil {
-		for attempt := 0; ; attempt++ {
-			if err = apply(ctx); err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(s.o.Backoff[attempt]):
-			}
-		}
+		err = s.retry(ctx, func() error { return apply(ctx) })
 	}
 	if ctx.Err() != nil {
 		return false
@@ -363,4 +346,19 @@ func (w *worker) handle(ctx context.Context, src source, msg redis.XMessage) boo
 		s.logger.Warn("acknowledging an event failed", "stream", src.String(), "entry", msg.ID, "error", err.Error())
 	}
 	return true
+}
+
+// retry calls fn until it succeeds, once more after each wait of Options.Backoff (1 s, 2 s, 4 s), or
+// until ctx ends; it returns fn's last error.
+func (s *Service) retry(ctx context.Context, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil || ctx.Err() != nil || attempt == len(s.o.Backoff) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(s.o.Backoff[attempt]):
+		}
+	}
 }

@@ -28,7 +28,7 @@ func workerOver(t *testing.T, s *store.Store, sold, unsold int) (*Service, *work
 	for i := range ps {
 		ps[i] = product("p"+strconv.Itoa(i), 10, 1)
 	}
-	if err := svc.Apply(ctx, ps, nil); err != nil {
+	if err := svc.Apply(ctx, &config.Config{Products: ps}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for i, p := range ps[:sold] {

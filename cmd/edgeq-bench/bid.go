@@ -175,8 +175,8 @@ func rawBids(addr string, concurrency int, duration time.Duration) (load.Sample,
 	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
 	ctx := context.Background()
 	svc := admission.New(admission.Options{Store: st}) // bid.lua alone, with edgeq's defaults
-	if err := svc.ApplyAuctions(ctx, []config.Auction{{ID: "raw", StartingPrice: "1.00", MinIncrement: "0.01",
-		EndsAt: time.Now().Add(time.Hour)}}, nil); err != nil {
+	if err := svc.Apply(ctx, &config.Config{Auctions: []config.Auction{{ID: "raw", StartingPrice: "1.00", MinIncrement: "0.01",
+		EndsAt: time.Now().Add(time.Hour)}}}, nil); err != nil {
 		return load.Sample{}, err
 	}
 	var next atomic.Int64

@@ -249,8 +249,8 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 	for _, d := range r.Differences {
 		fmt.Fprintln(stdout, d.String())
 	}
-	fmt.Fprintf(stdout, "compared %d products, %d auctions, %d admissions and %d bids (records since %s): %d difference(s)\n",
-		r.Products, r.Auctions, r.Admissions, r.Bids, r.Since.UTC().Format(time.RFC3339), len(r.Differences))
+	fmt.Fprintf(stdout, "compared %s (records since %s): %d difference(s)\n",
+		r.Compared(), r.Since.UTC().Format(time.RFC3339), len(r.Differences))
 	if len(r.Differences) > 0 {
 		return 1
 	}

@@ -389,3 +389,37 @@ func TestExampleListsEveryKey(t *testing.T) {
 		t.Fatalf("config.example.yaml lacks keys: %v", missing)
 	}
 }
+
+// TestAdmissionKinds_RoutesAreCheckedByTheKindsDeclaredFields: route validation knows a kind only by
+// its config.AdmissionKinds entry, so a kind added there (a raffle entry naming its drawing with the
+// product field, with no value) is checked like stock and bid.
+func TestAdmissionKinds_RoutesAreCheckedByTheKindsDeclaredFields(t *testing.T) {
+	saved := AdmissionKinds
+	t.Cleanup(func() { AdmissionKinds = saved })
+	AdmissionKinds = append(slices.Clip(AdmissionKinds), AdmissionKind{Type: "entry", Owner: "product"})
+	file := filepath.Join(t.TempDir(), "entry.yaml")
+	write := func(admission string) error {
+		t.Helper()
+		yaml := "origin:\n  url: http://127.0.0.1:9\nroutes:\n  - name: enter\n    match: POST /draw/{id}\n    admission:\n" + admission
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(file)
+		return err
+	}
+	if err := write("      type: entry\n      product: path:id\n      user: header:X-User\n"); err != nil {
+		t.Fatalf("a route of the added kind with its fields: %v", err)
+	}
+	for admission, want := range map[string]string{
+		"      type: entry\n      user: header:X-User\n":                                                 `routes[0].admission.product: required for entry admission`,
+		"      type: entry\n      product: path:id\n      amount: form:a\n      user: header:X-User\n":   `routes[0].admission.amount: not used by "entry" admission`,
+		"      type: entry\n      product: path:nope\n      user: header:X-User\n":                       `routes[0].admission.product: "path:nope": the pattern "POST /draw/{id}" has no wildcard {nope}`,
+		"      type: entry\n      product: path:id\n      orphans: release\n      user: header:X-User\n": `routes[0].admission.orphans: release applies to stock admissions`,
+		"      type: raffle\n      product: path:id\n":                                                   `routes[0].admission.type: "raffle" is not one of stock, bid, entry`,
+	} {
+		err := write(admission)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %s", admission, err, want)
+		}
+	}
+}

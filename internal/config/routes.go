@@ -99,9 +99,9 @@ type Admission struct {
 	User      string   `yaml:"user"`
 	Quantity  string   `yaml:"quantity"`
 	ReleaseOn []string `yaml:"release_on"`
-	// UnknownProduct: refuse (404 PRODUCT_NOT_FOUND / AUCTION_NOT_FOUND) or pass (forwarded without
+	// UnknownOwner (unknown_product, for products and auctions alike): refuse (404 PRODUCT_NOT_FOUND / AUCTION_NOT_FOUND) or pass (forwarded without
 	// admission, counted as unknown_passed) a product or auction edgeq does not know.
-	UnknownProduct string `yaml:"unknown_product"`
+	UnknownOwner string `yaml:"unknown_product"`
 	// IDMatch: how the shop compares the route's product or auction ids (idmatch.Rules: exact,
 	// case_insensitive, numeric). Whatever it says, an id that a common reading makes a guarded one is
 	// admitted as that id or refused, never passed as unknown.
@@ -118,7 +118,7 @@ const (
 	OrphansRelease = "release"
 )
 
-// Admission.UnknownProduct values.
+// Admission.UnknownOwner values.
 const (
 	UnknownRefuse = "refuse"
 	UnknownPass   = "pass"
@@ -130,9 +130,51 @@ const (
 	AdmissionBid   = "bid"
 )
 
+// An AdmissionKind is what the configuration knows of one admission.type: the fields its routes
+// fill. The admission package implements the kind; route validation reads only this entry, so a new
+// kind is one entry here (docs/architecture.md "Adding an admission kind").
+type AdmissionKind struct {
+	Type string
+	// Owner and Value name the route fields (admission.<field>) that say what a claim is about and
+	// how much it asks; Value is "" for a kind without a value, ValueRequired when a request must give
+	// one.
+	Owner, Value  string
+	ValueRequired bool
+	// Orphans is true for a kind whose units a dead replica can hold (admission.orphans: release).
+	Orphans bool
+}
+
+// AdmissionKinds are the admission types, in the order errors list them.
+var AdmissionKinds = []AdmissionKind{
+	{Type: AdmissionStock, Owner: "product", Value: "quantity", Orphans: true},
+	{Type: AdmissionBid, Owner: "auction", Value: "amount", ValueRequired: true},
+}
+
+// AdmissionKindOf returns the kind of an admission type.
+func AdmissionKindOf(typ string) (AdmissionKind, bool) {
+	for _, k := range AdmissionKinds {
+		if k.Type == typ {
+			return k, true
+		}
+	}
+	return AdmissionKind{}, false
+}
+
+// Fields are the route's admission field settings by name (product, auction, quantity, amount).
+func (a Admission) Fields() map[string]string {
+	return map[string]string{"product": a.Product, "auction": a.Auction, "quantity": a.Quantity, "amount": a.Amount}
+}
+
+// Sources are the route's field sources of its kind's owner and value ("" when it has none).
+func (a Admission) Sources() (owner, value string) {
+	k, _ := AdmissionKindOf(a.Type)
+	fields := a.Fields()
+	return fields[k.Owner], fields[k.Value]
+}
+
 func (a *Admission) applyDefaults() {
 	a.User = "token"
-	a.UnknownProduct = UnknownRefuse
+	a.UnknownOwner = UnknownRefuse
 	a.IDMatch = string(idmatch.Exact)
 	a.ReleaseOn = []string{"5xx", "error"}
 	a.Orphans = OrphansHold

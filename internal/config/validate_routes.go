@@ -143,27 +143,28 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 			c.add(p+"."+field, "not used by %q admission", a.Type)
 		}
 	}
-	switch a.Type {
-	case "":
-		for field, value := range map[string]string{"product": a.Product, "auction": a.Auction, "amount": a.Amount, "quantity": a.Quantity} {
+	if a.Type == "" {
+		for field, value := range a.Fields() {
 			if value != "" {
-				c.add(p+"."+field, "set, but admission.type is empty (use stock or bid)")
+				c.add(p+"."+field, "set, but admission.type is empty (use %s)", strings.Join(admissionTypes(), " or "))
 			}
 		}
 		return
-	case AdmissionStock:
-		source("product", a.Product, true)
-		source("quantity", a.Quantity, false)
-		unused("auction", a.Auction)
-		unused("amount", a.Amount)
-	case AdmissionBid:
-		source("auction", a.Auction, true)
-		source("amount", a.Amount, true)
-		unused("product", a.Product)
-		unused("quantity", a.Quantity)
-	default:
-		c.add(p+".type", "%q is not one of stock, bid", a.Type)
+	}
+	kind, ok := AdmissionKindOf(a.Type)
+	if !ok {
+		c.add(p+".type", "%q is not one of %s", a.Type, strings.Join(admissionTypes(), ", "))
 		return
+	}
+	for field, value := range a.Fields() {
+		switch field {
+		case kind.Owner:
+			source(field, value, true)
+		case kind.Value:
+			source(field, value, kind.ValueRequired)
+		default:
+			unused(field, value)
+		}
 	}
 	if user, err := ParseUserSource(a.User); err != nil {
 		c.add(p+".user", "%v", err)
@@ -172,11 +173,11 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 	} else if user.FromToken && r.Queue == "" {
 		c.add(p+".user", "token identifies users by their queue token, but the route has no queue")
 	}
-	c.oneOf(p+".unknown_product", a.UnknownProduct, UnknownRefuse, UnknownPass)
+	c.oneOf(p+".unknown_product", a.UnknownOwner, UnknownRefuse, UnknownPass)
 	c.oneOf(p+".id_match", a.IDMatch, idmatch.Rules...)
 	c.oneOf(p+".orphans", a.Orphans, OrphansHold, OrphansRelease)
-	if a.Type == AdmissionBid && a.Orphans == OrphansRelease {
-		c.add(p+".orphans", "release applies to stock admissions (units held by a replica that died); a bid is never held")
+	if !kind.Orphans && a.Orphans == OrphansRelease {
+		c.add(p+".orphans", "release applies to stock admissions (units held by a replica that died); %s admission never holds any", a.Type)
 	}
 	for i, o := range a.ReleaseOn {
 		c.outcome(fmt.Sprintf("%s.release_on[%d]", p, i), o, r)
@@ -227,4 +228,13 @@ func PatternPath(pattern string) string {
 		return rest[i:]
 	}
 	return rest
+}
+
+// admissionTypes are the admission types, in order.
+func admissionTypes() []string {
+	types := make([]string, len(AdmissionKinds))
+	for i, k := range AdmissionKinds {
+		types[i] = k.Type
+	}
+	return types
 }

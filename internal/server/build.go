@@ -178,7 +178,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 	}
 	warnMissing(logger, table)
 	p.Use(table)
-	if err := adm.UseBidders(cfg.Routes); err != nil {
+	if err := adm.UseIdentities(cfg.Routes); err != nil {
 		st.Close()
 		return nil, err
 	}

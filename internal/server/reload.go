@@ -125,7 +125,7 @@ func (g *gateway) reload(trigger string, force bool) {
 	}
 	g.proxy.Use(table)
 	warnMissing(g.logger, table)
-	if err := g.admission.UseBidders(next.Routes); err != nil {
+	if err := g.admission.UseIdentities(next.Routes); err != nil {
 		// The routes compiled with the same parsing: only a bug gets here.
 		g.logger.Warn("GET /auctions/mine keeps the previous bidder identity", "error", err.Error())
 	}
@@ -139,11 +139,8 @@ func (g *gateway) reload(trigger string, force bool) {
 	if err := g.room.Apply(ctx, next.Queues, running.Queues); err != nil {
 		g.logger.Warn("queue settings not written to the store", "error", err.Error())
 	}
-	if err := g.admission.Apply(ctx, next.Products, running.Products); err != nil {
-		g.logger.Warn("products not written to the store", "error", err.Error())
-	}
-	if err := g.admission.ApplyAuctions(ctx, next.Auctions, running.Auctions); err != nil {
-		g.logger.Warn("auctions not written to the store", "error", err.Error())
+	if err := g.admission.Apply(ctx, next, running); err != nil {
+		g.logger.Warn("products or auctions not written to the store", "error", err.Error())
 	}
 	cancel()
 	g.metrics.ConfigReloads.WithLabelValues("ok").Inc()

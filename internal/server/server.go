@@ -207,11 +207,8 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 	if err := built.room.Apply(applyCtx, cfg.Queues, nil); err != nil {
 		logger.Warn("queues not written to the store yet; retrying in the background", "error", err.Error())
 	}
-	if err := built.admission.Apply(applyCtx, cfg.Products, nil); err != nil {
-		logger.Warn("products not written to the store yet; they are written on the next reload", "error", err.Error())
-	}
-	if err := built.admission.ApplyAuctions(applyCtx, cfg.Auctions, nil); err != nil {
-		logger.Warn("auctions not written to the store yet; they are written on the next reload", "error", err.Error())
+	if err := built.admission.Apply(applyCtx, cfg, nil); err != nil {
+		logger.Warn("products or auctions not written to the store yet; they are written on the next reload", "error", err.Error())
 	}
 	cancelApply()
 	var background sync.WaitGroup

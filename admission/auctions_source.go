@@ -362,7 +362,7 @@ func (b *breaker) failure(now time.Time) bool {
 // UseAuctionsSource puts auctions_source in force, at start and on every reload; "" turns it off.
 // New settings start afresh: an empty cache and a closed breaker.
 func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
-	old := s.source.Load()
+	old := s.auctionsSource.Load()
 	if old != nil && old.settings == settings {
 		return
 	}
@@ -380,7 +380,7 @@ func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
 	} else {
 		s.sourceMetrics.breakerOpen.Set(0)
 	}
-	s.source.Store(next)
+	s.auctionsSource.Store(next)
 	if old != nil {
 		old.client.CloseIdleConnections()
 	}

@@ -1,0 +1,90 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/money"
+)
+
+// Bids in the ledger: the row each event writes, and what reconcile compares.
+
+func (k *bidKind) ledgerRow(auction string, msg redis.XMessage, b *ledger.Batch) error {
+	rec, _, err := parseBid(auction, msg)
+	if err != nil {
+		return err
+	}
+	b.Bids = append(b.Bids, ledger.Bid{ID: rec.ID, AuctionID: rec.AuctionID, Bidder: rec.Bidder, AmountCents: rec.cents,
+		State: rec.State, BidAt: parseRecordTime(rec.BidAt), CommittedAt: parseRecordTime(rec.CommittedAt),
+		WithdrawnAt: parseRecordTime(rec.WithdrawnAt)})
+	return nil
+}
+
+func bidRecordOf(b ledger.Bid) BidRecord {
+	return BidRecord{ID: b.ID, AuctionID: b.AuctionID, Bidder: b.Bidder, Amount: money.Format(b.AmountCents), State: b.State,
+		BidAt: formatRecordTime(b.BidAt), WithdrawnAt: formatRecordTime(b.WithdrawnAt), CommittedAt: formatRecordTime(b.CommittedAt),
+		cents: b.AmountCents}
+}
+
+// reconcile compares the highest bid per auction and every bid record.
+func (k *bidKind) reconcile(ctx context.Context, r *Reconciliation) error {
+	s := k.s
+	auctions, err := s.client.SMembers(ctx, auctionIndexKey(s.keys)).Result()
+	if err != nil {
+		return err
+	}
+	slices.Sort(auctions)
+	standing, err := s.o.Ledger.BidsStanding(ctx)
+	if err != nil {
+		return err
+	}
+	for a := range standing {
+		if !slices.Contains(auctions, a) {
+			auctions = append(auctions, a)
+		}
+	}
+	r.Owners = append(r.Owners, Tally{N: len(auctions), Noun: "auctions"})
+	for _, a := range auctions {
+		amount, err := s.client.HGet(ctx, auctionHighestKey(s.keys, a), "amount").Result()
+		if err != nil && err != redis.Nil {
+			return err
+		}
+		cents, _ := strconv.ParseInt(amount, 10, 64)
+		if cents != standing[a].HighestCents {
+			r.Differences = append(r.Differences, Difference{Kind: "auction", Owner: a, What: "highest bid",
+				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
+		}
+	}
+	store := map[string]compared{}
+	err = s.scanRecords(ctx, s.keys.Prefix+":{a:*}:bid:*", func(key string, h map[string]string) {
+		owner, id, ok := ownerAndID(key, ":{a:", "}:bid:")
+		if !ok || h["bidder"] == "" {
+			return // a tombstone
+		}
+		cents, _ := strconv.ParseInt(h["amount"], 10, 64)
+		store[id] = bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
+	})
+	if err != nil {
+		return err
+	}
+	rows, err := s.o.Ledger.AllBids(ctx, r.Since)
+	if err != nil {
+		return err
+	}
+	inLedger := make([]compared, len(rows))
+	for i, b := range rows {
+		inLedger[i] = bidCompared(b)
+	}
+	n, err := r.compareIDs("bid", store, inLedger, func(string) (compared, bool, error) { return compared{}, false, nil })
+	r.IDs = append(r.IDs, Tally{N: n, Noun: "bids"})
+	return err
+}
+
+func bidCompared(b ledger.Bid) compared {
+	return compared{b.ID, b.AuctionID, b.State, fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
+}

@@ -1,0 +1,162 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// A kind is one admission behaviour (stock.go, bid.go; docs/architecture.md "Adding an admission
+// kind"). Every kind runs through the same pipeline (step.go, Wrap): read a claim from the request,
+// one script that admits or refuses it atomically, the origin, then one script that commits or gives
+// it back on the origin's answer. The same worker (worker.go) turns every kind's event stream into
+// its admin records, and the same retry loop (compensate.go) gives back what the store could not
+// confirm.
+//
+// kind is what every kind must do; the interfaces below it are parts a kind may have, found by type
+// assertion (as caddy finds a module's Provision or Validate). The route fields a kind reads are its
+// entry in config.AdmissionKinds.
+type kind interface {
+	// name is the route's admission.type and the metrics label "type".
+	name() string
+	// owner names what a claim is about ("product", "auction"): the refusal of a request that does
+	// not say which, and the dead letters' "<owner>_id" field.
+	owner() string
+	// value turns the value field (the quantity, the amount) into the claim's number; found is
+	// false when the route or the request gives none.
+	value(text string, found bool) (int64, *web.Error)
+	// header carries the admission id to the origin.
+	header() string
+	// refusals are the kind's own refusals: the metrics label of each is its code in lower case.
+	refusals() []*web.Error
+	// notFound is the refusal of an owner the store does not know (404 PRODUCT_NOT_FOUND, ...); a
+	// route with unknown_product: pass forwards such a request without admission instead.
+	notFound() *web.Error
+
+	// reserve runs the kind's admission script: nil when admitted, the refusal otherwise. An error
+	// means the store did not answer: the script may have run.
+	reserve(ctx context.Context, c claim) (*web.Error, error)
+	// release gives an admission back (the origin refused it, or a compensation): idempotent per id;
+	// an id the store never saw gets a tombstone so that a reserve still on its way takes nothing.
+	// It returns the script's code (0 released, 1 unknown, 2 already released, 3 already committed).
+	release(ctx context.Context, c claim) (int64, error)
+	// commit keeps an admission the origin accepted.
+	commit(ctx context.Context, c claim) error
+	// record is the key of c's record: the one a batched commit marks committed (commits.lua).
+	record(c claim) string
+
+	// ownersKey is the set of the kind's owner ids (each has an event stream); spellingsKey the hash
+	// of their other spellings (spellings.go). Both are written by s.indexOwner.
+	ownersKey() string
+	spellingsKey() string
+	// stream is one owner's event stream.
+	stream(owner string) string
+	// deadPrefix starts the dead-letter ids (and applied-event markers) of this kind's entries.
+	deadPrefix() string
+	// parse reads one stream entry and returns what applying it writes (exactly once: applyBatch):
+	// none for an entry meant for the ledger alone, several for an entry naming several admissions.
+	parse(owner string, msg redis.XMessage) ([]application, error)
+}
+
+// discoverer is a kind that can ask elsewhere about an owner the store does not know, and writes it
+// to the store when found (bid: auctions_source). e is a refusal of its own (503
+// AUCTIONS_SOURCE_UNAVAILABLE); err a store error while writing.
+type discoverer interface {
+	discover(ctx context.Context, owner string) (found bool, e *web.Error, err error)
+}
+
+// groupedKind is a kind whose admit script writes one entry per grouped call in a second stream of
+// the owner (stock: admitsKey), and whose admissions wait in an unsettled set until settled.
+type groupedKind interface {
+	admitsStream(owner string) string
+	unsettledSet(owner string) string
+}
+
+// cachingKind keeps cached reads of its owners on each replica, dropped after an admission or a
+// release of that owner.
+type cachingKind interface {
+	forget(owner string)
+}
+
+// pagedKind answers a browser's refusal with a page of its own (the sold-out page) instead of the
+// error page; "" for that.
+type pagedKind interface {
+	refusalPage(e *web.Error) string
+}
+
+// viewedKind adds the kind's public reads and admin views.
+type viewedKind interface {
+	registerPublic(mux *http.ServeMux)
+	registerAdmin(mux *http.ServeMux)
+}
+
+// seededKind writes the owners the configuration file lists (products, auctions) at start and on
+// each reload; previous is the running configuration (nil at start): only changed entries are
+// written.
+type seededKind interface {
+	seed(ctx context.Context, next, previous *config.Config) error
+}
+
+// ledgeredKind is a kind whose events are kept in the ledger (ledger.go) and compared with it by
+// `edgeq reconcile` (reconcile.go).
+type ledgeredKind interface {
+	// ledgerRow reads one stream entry into the ledger row it writes.
+	ledgerRow(owner string, msg redis.XMessage, b *ledger.Batch) error
+	// reconcile compares the kind's store records with its ledger rows, adding to r.
+	reconcile(ctx context.Context, r *Reconciliation) error
+}
+
+// Apply writes what the configuration file lists of every kind (seededKind) at start (previous nil)
+// and on a reload.
+func (s *Service) Apply(ctx context.Context, next, previous *config.Config) error {
+	var errs []error
+	for _, k := range s.kinds {
+		if sk, ok := k.(seededKind); ok {
+			errs = append(errs, sk.seed(ctx, next, previous))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// forget drops this replica's cached reads of an owner of k, if k keeps any.
+func forget(k kind, owner string) {
+	if c, ok := k.(cachingKind); ok {
+		c.forget(owner)
+	}
+}
+
+// admitsStream is the owner's grouped-admissions stream, "" for a kind without one.
+func admitsStream(k kind, owner string) string {
+	if g, ok := k.(groupedKind); ok {
+		return g.admitsStream(owner)
+	}
+	return ""
+}
+
+// unsettledSet is the owner's unsettled set, "" for a kind without one.
+func unsettledSet(k kind, owner string) string {
+	if g, ok := k.(groupedKind); ok {
+		return g.unsettledSet(owner)
+	}
+	return ""
+}
+
+// refusalPage is k's page for a browser's refusal e, "" for the error page.
+func refusalPage(k kind, e *web.Error) string {
+	if p, ok := k.(pagedKind); ok {
+		return p.refusalPage(e)
+	}
+	return ""
+}
+
+// ledgered reports whether k's events go to the ledger.
+func ledgered(k kind) (ledgeredKind, bool) {
+	l, ok := k.(ledgeredKind)
+	return l, ok
+}

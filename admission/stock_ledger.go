@@ -1,0 +1,105 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/ledger"
+)
+
+// Stock admissions in the ledger: the row each event writes, and what reconcile compares.
+
+func (k *stockKind) ledgerRow(product string, msg redis.XMessage, b *ledger.Batch) error {
+	recs, _, err := parseAdmissions(product, msg)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		b.Admissions = append(b.Admissions, ledgerAdmission(rec))
+	}
+	return nil
+}
+
+func ledgerAdmission(rec Record) ledger.Admission {
+	return ledger.Admission{ID: rec.ID, ProductID: rec.ProductID, Buyer: rec.User, Quantity: rec.Quantity, State: rec.State,
+		AdmittedAt: parseRecordTime(rec.AdmittedAt), CommittedAt: parseRecordTime(rec.CommittedAt),
+		ReleasedAt: parseRecordTime(rec.ReleasedAt), CancelledAt: parseRecordTime(rec.CancelledAt)}
+}
+
+// recordOf is the admin API's view of a ledger row.
+func recordOf(a ledger.Admission) Record {
+	return Record{ID: a.ID, ProductID: a.ProductID, User: a.Buyer, Quantity: a.Quantity, State: a.State,
+		AdmittedAt: formatRecordTime(a.AdmittedAt), ReleasedAt: formatRecordTime(a.ReleasedAt),
+		CancelledAt: formatRecordTime(a.CancelledAt), CommittedAt: formatRecordTime(a.CommittedAt)}
+}
+
+// reconcile compares units held per product and every admission record.
+func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
+	s := k.s
+	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	if err != nil {
+		return err
+	}
+	slices.Sort(products)
+	held, err := s.o.Ledger.UnitsHeld(ctx)
+	if err != nil {
+		return err
+	}
+	for p := range held {
+		if !slices.Contains(products, p) {
+			products = append(products, p)
+		}
+	}
+	r.Owners = append(r.Owners, Tally{N: len(products), Noun: "products"})
+	for _, p := range products {
+		counts, err := s.client.HVals(ctx, buyersKey(s.keys, p)).Result()
+		if err != nil {
+			return err
+		}
+		var units int64
+		for _, c := range counts {
+			n, _ := strconv.ParseInt(c, 10, 64)
+			units += n
+		}
+		if units != held[p] {
+			r.Differences = append(r.Differences, Difference{Kind: "product", Owner: p, What: "units held",
+				Store: strconv.FormatInt(units, 10), Ledger: strconv.FormatInt(held[p], 10)})
+		}
+	}
+	// Every admission record the store has (reserve.lua's, under its product's hash tag).
+	store := map[string]compared{}
+	err = s.scanRecords(ctx, s.keys.Prefix+":{p:*}:adm:*", func(key string, h map[string]string) {
+		owner, id, ok := ownerAndID(key, ":{p:", "}:adm:")
+		if !ok || h["user"] == "" {
+			return // a tombstone (a release of an admission the store never saw) holds nothing
+		}
+		qty, _ := strconv.ParseInt(h["qty"], 10, 64)
+		store[id] = admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: h["state"]})
+	})
+	if err != nil {
+		return err
+	}
+	rows, err := s.o.Ledger.AllAdmissions(ctx, r.Since)
+	if err != nil {
+		return err
+	}
+	inLedger := make([]compared, len(rows))
+	for i, a := range rows {
+		inLedger[i] = admissionCompared(a)
+	}
+	n, err := r.compareIDs("admission", store, inLedger, func(id string) (compared, bool, error) {
+		// A record older than the ledger rows compared (about to expire from the store): alone.
+		a, found, err := s.o.Ledger.Admission(ctx, id)
+		return admissionCompared(a), found, err
+	})
+	r.IDs = append(r.IDs, Tally{N: n, Noun: "admissions"})
+	return err
+}
+
+func admissionCompared(a ledger.Admission) compared {
+	return compared{a.ID, a.ProductID, a.State, fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
+}
