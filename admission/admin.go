@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -89,6 +90,22 @@ func writeLedgerPage[T any](w http.ResponseWriter, items []T, total, page, size 
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
 }
 
+// fromLedger answers a page of history from the ledger (read), each row as of makes it; false when
+// the ledger could not be read (logged), and the store answers instead.
+func fromLedger[R, T any](s *Service, w http.ResponseWriter, r *http.Request, page, size int64, of func(R) T, read func() ([]R, int64, error)) bool {
+	rows, total, err := read()
+	if err != nil {
+		s.ledgerReadFailed(r, err)
+		return false
+	}
+	items := make([]T, len(rows))
+	for i, row := range rows {
+		items[i] = of(row)
+	}
+	writeLedgerPage(w, items, total, page, size)
+	return true
+}
+
 // ledgerReadFailed notes a history read that falls back to the store: the store keeps the last
 // LedgerRecordTTL of records.
 func (s *Service) ledgerReadFailed(r *http.Request, err error) {
@@ -140,17 +157,10 @@ func (s *Service) writePage(w http.ResponseWriter, r *http.Request, index, buyer
 		s.responder.Error(w, r, e)
 		return
 	}
-	if s.o.Ledger != nil {
-		rows, total, err := s.o.Ledger.Admissions(r.Context(), buyer, page, size)
-		if err == nil {
-			items := make([]Record, len(rows))
-			for i, a := range rows {
-				items[i] = recordOf(a)
-			}
-			writeLedgerPage(w, items, total, page, size)
-			return
-		}
-		s.ledgerReadFailed(r, err)
+	if s.o.Ledger != nil && fromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
+		return s.o.Ledger.Admissions(r.Context(), buyer, page, size)
+	}) {
+		return
 	}
 	items, total, err := s.pageOf(r.Context(), index, page, size)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -164,17 +165,10 @@ func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if s.o.Ledger != nil {
-		bids, total, err := s.o.Ledger.Bids(ctx, user, page, size)
-		if err == nil {
-			items := make([]BidRecord, len(bids))
-			for i, b := range bids {
-				items[i] = bidRecordOf(b)
-			}
-			writeLedgerPage(w, items, total, page, size)
-			return
-		}
-		s.ledgerReadFailed(r, err)
+	if s.o.Ledger != nil && fromLedger(s, w, r, page, size, bidRecordOf, func() ([]ledger.Bid, int64, error) {
+		return s.o.Ledger.Bids(ctx, user, page, size)
+	}) {
+		return
 	}
 	index := userBidsKey(s.keys, user)
 	total, err := s.client.ZCard(ctx, index).Result()

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -34,19 +35,13 @@ func bidRecordOf(b ledger.Bid) BidRecord {
 // reconcile compares the highest bid per auction and every bid record.
 func (k *bidKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	s := k.s
-	auctions, err := s.client.SMembers(ctx, auctionIndexKey(s.keys)).Result()
-	if err != nil {
-		return err
-	}
-	slices.Sort(auctions)
 	standing, err := s.o.Ledger.BidsStanding(ctx)
 	if err != nil {
 		return err
 	}
-	for a := range standing {
-		if !slices.Contains(auctions, a) {
-			auctions = append(auctions, a)
-		}
+	auctions, err := s.ownersToCompare(ctx, k, slices.Collect(maps.Keys(standing)))
+	if err != nil {
+		return err
 	}
 	r.Owners = append(r.Owners, Tally{N: len(auctions), Noun: "auctions"})
 	for _, a := range auctions {
@@ -60,29 +55,19 @@ func (k *bidKind) reconcile(ctx context.Context, r *Reconciliation) error {
 				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
 		}
 	}
-	store := map[string]compared{}
-	err = s.scanRecords(ctx, s.keys.Prefix+":{a:*}:bid:*", func(key string, h map[string]string) {
-		owner, id, ok := ownerAndID(key, ":{a:", "}:bid:")
-		if !ok || h["bidder"] == "" {
-			return // a tombstone
-		}
-		cents, _ := strconv.ParseInt(h["amount"], 10, 64)
-		store[id] = bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
-	})
-	if err != nil {
-		return err
-	}
 	rows, err := s.o.Ledger.AllBids(ctx, r.Since)
 	if err != nil {
 		return err
 	}
-	inLedger := make([]compared, len(rows))
-	for i, b := range rows {
-		inLedger[i] = bidCompared(b)
-	}
-	n, err := r.compareIDs("bid", store, inLedger, func(string) (compared, bool, error) { return compared{}, false, nil })
-	r.IDs = append(r.IDs, Tally{N: n, Noun: "bids"})
-	return err
+	return s.compareRecords(ctx, r, records{
+		noun: "bid", open: ":{a:", middle: "}:bid:", user: "bidder",
+		read: func(owner, id string, h map[string]string) compared {
+			cents, _ := strconv.ParseInt(h["amount"], 10, 64)
+			return bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
+		},
+		inLedger: mapped(rows, bidCompared),
+		lookup:   func(string) (compared, bool, error) { return compared{}, false, nil },
+	})
 }
 
 func bidCompared(b ledger.Bid) compared {

@@ -29,19 +29,8 @@ func myAdmission(r Record) MyAdmission {
 // worker keeps (so a purchase shows once the worker has recorded it, normally within a second).
 func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	src := s.buyers.Load()
-	if src == nil {
-		s.responder.Error(w, r, web.ErrNotFound)
-		return
-	}
-	page, size, e := paging(r)
-	if e != nil {
-		s.responder.Error(w, r, e)
-		return
-	}
-	buyer, e := s.bidderOf(r, src)
-	if e != nil {
-		s.responder.Error(w, r, e)
+	buyer, page, size, ok := s.whose(w, r, s.buyers.Load(), nil)
+	if !ok {
 		return
 	}
 	var records []Record

@@ -77,6 +77,30 @@ func (s *Service) bidderOf(r *http.Request, src *mineIdentity) (string, *web.Err
 	return "", errUserMissing.Because(fmt.Errorf("no valid queue token for %s", src.queue))
 }
 
+// whose identifies the user of a GET {prefix}/auctions/mine or /admissions/mine (its pseudonym) and
+// reads its paging; it answers and returns false when it cannot: 404 without a route to identify
+// users by (src nil), then what check refuses, a bad page, or a user it cannot identify.
+func (s *Service) whose(w http.ResponseWriter, r *http.Request, src *mineIdentity, check func() *web.Error) (user string, page, size int64, ok bool) {
+	var e *web.Error
+	switch {
+	case src == nil:
+		e = web.ErrNotFound
+	case check != nil:
+		e = check()
+	}
+	if e == nil {
+		page, size, e = paging(r)
+	}
+	if e == nil {
+		user, e = s.bidderOf(r, src)
+	}
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return "", 0, 0, false
+	}
+	return user, page, size, true
+}
+
 // Statuses of the bidder's auctions.
 const (
 	mineActive = "active" // not ended
@@ -111,24 +135,14 @@ const maxMineBids = 10_000
 // recorded it, normally within a second).
 func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	src := s.bidders.Load()
-	if src == nil {
-		s.responder.Error(w, r, web.ErrNotFound)
-		return
-	}
 	status := r.URL.Query().Get("status")
-	if status != "" && status != mineActive && status != mineWon && status != mineLost {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "status").With("problems", "status is active, won or lost"))
-		return
-	}
-	page, size, e := paging(r)
-	if e != nil {
-		s.responder.Error(w, r, e)
-		return
-	}
-	user, e := s.bidderOf(r, src)
-	if e != nil {
-		s.responder.Error(w, r, e)
+	user, page, size, ok := s.whose(w, r, s.bidders.Load(), func() *web.Error {
+		if status != "" && status != mineActive && status != mineWon && status != mineLost {
+			return web.ErrInvalidRequest.With("field", "status").With("problems", "status is active, won or lost")
+		}
+		return nil
+	})
+	if !ok {
 		return
 	}
 	all, err := k.mine(r.Context(), user)

@@ -165,6 +165,59 @@ func (s *Service) reconcileStreams(ctx context.Context, r *Reconciliation) error
 	return nil
 }
 
+// ownersToCompare are a kind's owners: those the store indexes, sorted, then those only the ledger
+// knows (inLedger).
+func (s *Service) ownersToCompare(ctx context.Context, k kind, inLedger []string) ([]string, error) {
+	owners, err := s.client.SMembers(ctx, k.ownersKey()).Result()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(owners)
+	slices.Sort(inLedger)
+	for _, o := range inLedger {
+		if !slices.Contains(owners, o) {
+			owners = append(owners, o)
+		}
+	}
+	return owners, nil
+}
+
+// records says how a kind's store records are compared with its ledger rows.
+type records struct {
+	noun         string // "admission": the differences' Kind; its plural is the tally's
+	open, middle string // the record keys: "<prefix>" open "<owner>" middle "<id>"
+	user         string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
+	read         func(owner, id string, h map[string]string) compared
+	inLedger     []compared // the ledger's rows of the period (r.Since)
+	lookup       func(id string) (compared, bool, error)
+}
+
+// compareRecords compares every record of a kind the store has (the scripts' own, not the admin
+// indexes) with the ledger's rows, and tallies the ids compared.
+func (s *Service) compareRecords(ctx context.Context, r *Reconciliation, c records) error {
+	store := map[string]compared{}
+	err := s.scanRecords(ctx, s.keys.Prefix+c.open+"*"+c.middle+"*", func(key string, h map[string]string) {
+		if owner, id, ok := ownerAndID(key, c.open, c.middle); ok && h[c.user] != "" {
+			store[id] = c.read(owner, id, h)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	n, err := r.compareIDs(c.noun, store, c.inLedger, c.lookup)
+	r.IDs = append(r.IDs, Tally{N: n, Noun: c.noun + "s"})
+	return err
+}
+
+// mapped is f of every row.
+func mapped[T any](rows []T, f func(T) compared) []compared {
+	out := make([]compared, len(rows))
+	for i, row := range rows {
+		out[i] = f(row)
+	}
+	return out
+}
+
 // compared is an admission or a bid as reconcile compares it: its owner, state and the rest.
 type compared struct{ id, owner, state, detail string }
 

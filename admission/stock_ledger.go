@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -40,19 +41,13 @@ func recordOf(a ledger.Admission) Record {
 // reconcile compares units held per product and every admission record.
 func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	s := k.s
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
-	if err != nil {
-		return err
-	}
-	slices.Sort(products)
 	held, err := s.o.Ledger.UnitsHeld(ctx)
 	if err != nil {
 		return err
 	}
-	for p := range held {
-		if !slices.Contains(products, p) {
-			products = append(products, p)
-		}
+	products, err := s.ownersToCompare(ctx, k, slices.Collect(maps.Keys(held)))
+	if err != nil {
+		return err
 	}
 	r.Owners = append(r.Owners, Tally{N: len(products), Noun: "products"})
 	for _, p := range products {
@@ -70,34 +65,23 @@ func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
 				Store: strconv.FormatInt(units, 10), Ledger: strconv.FormatInt(held[p], 10)})
 		}
 	}
-	// Every admission record the store has (reserve.lua's, under its product's hash tag).
-	store := map[string]compared{}
-	err = s.scanRecords(ctx, s.keys.Prefix+":{p:*}:adm:*", func(key string, h map[string]string) {
-		owner, id, ok := ownerAndID(key, ":{p:", "}:adm:")
-		if !ok || h["user"] == "" {
-			return // a tombstone (a release of an admission the store never saw) holds nothing
-		}
-		qty, _ := strconv.ParseInt(h["qty"], 10, 64)
-		store[id] = admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: h["state"]})
-	})
-	if err != nil {
-		return err
-	}
 	rows, err := s.o.Ledger.AllAdmissions(ctx, r.Since)
 	if err != nil {
 		return err
 	}
-	inLedger := make([]compared, len(rows))
-	for i, a := range rows {
-		inLedger[i] = admissionCompared(a)
-	}
-	n, err := r.compareIDs("admission", store, inLedger, func(id string) (compared, bool, error) {
-		// A record older than the ledger rows compared (about to expire from the store): alone.
-		a, found, err := s.o.Ledger.Admission(ctx, id)
-		return admissionCompared(a), found, err
+	return s.compareRecords(ctx, r, records{
+		noun: "admission", open: ":{p:", middle: "}:adm:", user: "user", // reserve.lua's, under the product's hash tag
+		read: func(owner, id string, h map[string]string) compared {
+			qty, _ := strconv.ParseInt(h["qty"], 10, 64)
+			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: h["state"]})
+		},
+		inLedger: mapped(rows, admissionCompared),
+		lookup: func(id string) (compared, bool, error) {
+			// A record older than the ledger rows compared (about to expire from the store): alone.
+			a, found, err := s.o.Ledger.Admission(ctx, id)
+			return admissionCompared(a), found, err
+		},
 	})
-	r.IDs = append(r.IDs, Tally{N: n, Noun: "admissions"})
-	return err
 }
 
 func admissionCompared(a ledger.Admission) compared {
