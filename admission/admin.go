@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -110,6 +111,16 @@ func fromLedger[R, T any](s *Service, w http.ResponseWriter, r *http.Request, pa
 // LedgerRecordTTL of records.
 func (s *Service) ledgerReadFailed(r *http.Request, err error) {
 	web.RequestFrom(r.Context()).Logger().Warn("ledger: reading the history failed; answering from the store", "error", err.Error())
+}
+
+// pathID is the path's {id} of a product or an auction; a malformed one is answered 400.
+func (s *Service) pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !config.ID.MatchString(id) {
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return "", false
+	}
+	return id, true
 }
 
 // paging reads page (from 1) and page_size (1..100, default 20).

@@ -189,9 +189,8 @@ func (k *bidKind) page(ctx context.Context, id string, v *auctionView, page, siz
 
 func (k *bidKind) auctionFor(w http.ResponseWriter, r *http.Request) (string, *auctionView, bool) {
 	s := k.s
-	id := r.PathValue("id")
-	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+	id, ok := s.pathID(w, r)
+	if !ok {
 		return "", nil, false
 	}
 	v, err := k.view(r.Context(), id)

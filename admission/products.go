@@ -147,9 +147,8 @@ func (c *productCache) forget(id string) {
 
 func (k *stockKind) handleProduct(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id := r.PathValue("id")
-	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+	id, ok := s.pathID(w, r)
+	if !ok {
 		return
 	}
 	e, ok := k.products.get(id)
@@ -336,9 +335,8 @@ func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.
 
 func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id := r.PathValue("id")
-	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+	id, ok := s.pathID(w, r)
+	if !ok {
 		return
 	}
 	// One slot, one command: the product, its stock, its buyers and its events go together.
@@ -366,9 +364,8 @@ func (k *stockKind) adminListProducts(w http.ResponseWriter, r *http.Request) {
 // cache).
 func (k *stockKind) adminGetProduct(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id := r.PathValue("id")
-	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+	id, ok := s.pathID(w, r)
+	if !ok {
 		return
 	}
 	k.writeProductJSON(w, r, id)
