@@ -85,8 +85,8 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 	readAnswer := wantsAnswer(releaseOn)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		if web.RequestFrom(r.Context()).Store.Degraded {
-			s.storeFailed(w, r, k, next, web.ErrDegraded, start)
+		if e, degraded := web.RequestFrom(r.Context()).StoreDegraded(config.RequireAdmission); degraded {
+			s.storeFailed(w, r, k, next, e, start)
 			return
 		}
 		// The whole request is read before anything is reserved: a visitor who leaves mid-upload
@@ -129,7 +129,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			if !errors.Is(err, errNothingTaken) {
 				s.compensateLater(k, c)
 			}
-			s.storeFailed(w, r, k, next, err, start)
+			s.storeFailed(w, r, k, next, web.RequestFrom(r.Context()).StoreFailed(config.RequireAdmission, err), start)
 			return
 		}
 		if e != nil && passUnknown && e.Code == k.notFound().Code {
@@ -331,11 +331,11 @@ func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k kind
 // resultReplicaTimeout is the admissions metric's result for an admission the replicas did not confirm.
 const resultReplicaTimeout = "replica_timeout"
 
-// storeFailed handles an admission that cannot use the store: the route's on_store_error decides
-// (web.Request.StoreFailed). Open, the request goes to the origin without admission (counted as
-// "bypassed"); closed, it is answered 503.
-func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, next http.Handler, cause error, start time.Time) {
-	if e := web.RequestFrom(r.Context()).StoreFailed(config.RequireAdmission, cause); e != nil {
+// storeFailed handles an admission that cannot use the store as the route's on_store_error decided
+// (web.Request.StoreFailed: e). Open (e nil), the request goes to the origin without admission
+// (counted as "bypassed"); closed, it is answered e (503).
+func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, next http.Handler, e *web.Error, start time.Time) {
+	if e != nil {
 		s.refuse(w, r, k, e, start)
 		return
 	}

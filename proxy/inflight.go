@@ -37,8 +37,8 @@ func (p *Proxy) limitInFlight(route config.Route, next http.Handler) http.Handle
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info := web.RequestFrom(r.Context())
-		if info.Store.Degraded {
-			p.inFlightStoreFailed(w, r, next, held, web.ErrDegraded)
+		if e, degraded := info.StoreDegraded(requireInFlight); degraded {
+			p.inFlightStoreFailed(w, r, next, held, e)
 			return
 		}
 		// The body is read before a slot is taken: a slot never waits for a slow upload.
@@ -65,7 +65,7 @@ func (p *Proxy) limitInFlight(route config.Route, next http.Handler) http.Handle
 			held[metrics.HeldGone].Inc()
 			return // the visitor left while waiting (logged as 499)
 		default:
-			p.inFlightStoreFailed(w, r, next, held, err)
+			p.inFlightStoreFailed(w, r, next, held, info.StoreFailed(requireInFlight, err))
 			return
 		}
 		if waited {
@@ -105,11 +105,12 @@ func holdClient(info *web.Request) string {
 	return ""
 }
 
-// inFlightStoreFailed answers for a route whose in-flight limit cannot use the store: its
-// on_store_error decides (web.Request.StoreFailed). Open, the request goes on without the limit.
-func (p *Proxy) inFlightStoreFailed(w http.ResponseWriter, r *http.Request, next http.Handler, held map[string]prometheus.Counter, cause error) {
+// inFlightStoreFailed answers for a route whose in-flight limit cannot use the store with what its
+// on_store_error decided (e: web.Request.StoreFailed, or StoreDegraded before any call). Open (e nil),
+// the request goes on without the limit.
+func (p *Proxy) inFlightStoreFailed(w http.ResponseWriter, r *http.Request, next http.Handler, held map[string]prometheus.Counter, e *web.Error) {
 	held[metrics.HeldStoreError].Inc()
-	if e := web.RequestFrom(r.Context()).StoreFailed(requireInFlight, cause); e != nil {
+	if e != nil {
 		p.responder.Error(w, r, e)
 		return
 	}

@@ -102,17 +102,13 @@ func checkHost(host string, hostRoutes bool) *web.Error {
 // most 253 bytes, with one trailing dot allowed (RFC 1123 section 2.1; an IPv4 address is such a
 // name); an IP literal is an IPv6 address without a zone in brackets (RFC 3986 section 3.2.2).
 func validHost(host string) bool {
-	if strings.HasPrefix(host, "[") {
-		end := strings.IndexByte(host, ']')
-		if end < 0 {
-			return false
+	name, port := web.SplitHost(host)
+	if strings.HasPrefix(name, "[") {
+		if len(name) < 2 || name[len(name)-1] != ']' {
+			return false // no "]"
 		}
-		a, err := netip.ParseAddr(host[1:end])
-		return err == nil && a.Is6() && a.Zone() == "" && validHostPort(host[end+1:])
-	}
-	name, port := host, ""
-	if i := strings.IndexByte(host, ':'); i >= 0 {
-		name, port = host[:i], host[i:]
+		a, err := netip.ParseAddr(name[1 : len(name)-1])
+		return err == nil && a.Is6() && a.Zone() == "" && validHostPort(port)
 	}
 	return validHostName(name) && validHostPort(port)
 }

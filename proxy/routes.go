@@ -229,21 +229,14 @@ func (g *graphqlRead) restore(r *http.Request) {
 	}
 }
 
-// canonicalHost returns a Host header as route matching sees it: the name in lower case and without
-// the trailing dot of a fully qualified name, and the port kept when it is one (digits after a single
-// colon, or after "]" for IPv6). Host names are case-insensitive, and a host pattern must not be
-// skipped by spelling the same site differently; a malformed port ("shop.example:80:", which nginx
-// reads as shop.example but ServeMux could not split) is dropped. It does not allocate when host is
-// already canonical.
+// canonicalHost returns a Host header as route matching sees it (split by web.SplitHost): the name in
+// lower case and without the trailing dot of a fully qualified name, and the port kept when it is one
+// (digits after a single colon, or after "]" for IPv6). Host names are case-insensitive, and a host
+// pattern must not be skipped by spelling the same site differently; a malformed port
+// ("shop.example:80:", which nginx reads as shop.example but ServeMux could not split) is dropped. It
+// does not allocate when host is already canonical.
 func canonicalHost(host string) string {
-	name, port := host, ""
-	if strings.HasPrefix(host, "[") {
-		if end := strings.IndexByte(host, ']'); end >= 0 {
-			name, port = host[:end+1], host[end+1:]
-		}
-	} else if i := strings.IndexByte(host, ':'); i >= 0 {
-		name, port = host[:i], host[i:]
-	}
+	name, port := web.SplitHost(host)
 	if !validPort(port) {
 		port = ""
 	}

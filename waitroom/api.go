@@ -62,6 +62,16 @@ func (r *Room) queueFor(ctx context.Context, id string) (*snapshot, *web.Error) 
 	return s, nil
 }
 
+// pageQueueFor is queueFor for a page a visitor opens (the waiting page, an invitation link): there an
+// unknown queue is 404 web.ErrWaitingRoomNotFound, not the API's 400.
+func (r *Room) pageQueueFor(ctx context.Context, id string) (*snapshot, *web.Error) {
+	s, e := r.queueFor(ctx, id)
+	if e == web.ErrQueueNotFound {
+		e = web.ErrWaitingRoomNotFound
+	}
+	return s, e
+}
+
 // requestFor resolves a request id of a queue to its position.
 func (r *Room) requestFor(queueID, requestID string, s *snapshot) (int64, *web.Error) {
 	if _, ok := parseUUID(requestID); !ok {
@@ -110,10 +120,10 @@ func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, e)
 		return
 	}
-	if info := web.RequestFrom(req.Context()); info.Store.Degraded {
+	if e, degraded := web.RequestFrom(req.Context()).StoreDegraded("join"); degraded {
 		// Nobody can join while the store is down; a Turnstile token is not spent on it. An endpoint
 		// matches no route, so its policy is closed: this is 503.
-		r.responder.Error(w, req, info.StoreFailed("join", web.ErrDegraded))
+		r.responder.Error(w, req, e)
 		return
 	}
 	s, e := r.queueFor(req.Context(), f["queue_id"])

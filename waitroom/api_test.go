@@ -74,6 +74,7 @@ func TestEndpoints_StatusCodes(t *testing.T) {
 
 			{"jwks", "GET", "/_edgeq/jwks.json", nil, "", 200, ""},
 			{"wait page unknown queue", "GET", "/_edgeq/wait/nosuch", nil, "", 404, "QUEUE_NOT_FOUND"},
+			{"invitation link unknown queue", "GET", "/_edgeq/invite/nosuch/abc", nil, "", 404, "QUEUE_NOT_FOUND"},
 			{"unknown endpoint", "GET", "/_edgeq/nothing", nil, "", 404, "NOT_FOUND"},
 		}
 		for _, c := range cases {

@@ -61,9 +61,9 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 			r.forward(w, req, next, sess, claims)
 			return
 		}
-		if info := web.RequestFrom(ctx); info.Store.Degraded {
+		if e, degraded := web.RequestFrom(ctx).StoreDegraded(config.RequireQueue); degraded {
 			// Visitors with a valid token went on above; nobody can join now.
-			if e := info.StoreFailed(config.RequireQueue, web.ErrDegraded); e != nil {
+			if e != nil {
 				r.responder.Error(w, req, e)
 				return
 			}

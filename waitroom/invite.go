@@ -67,10 +67,7 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 	// no-referrer: with it a browser posts "Origin: null", refused as cross-site where no
 	// Sec-Fetch-Site comes (plain HTTP).
 	w.Header().Set("Referrer-Policy", InviteReferrerPolicy)
-	s, e := r.queueFor(ctx, queueID)
-	if e == web.ErrQueueNotFound {
-		e = errNoSuchWaitingRoom
-	}
+	s, e := r.pageQueueFor(ctx, queueID)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return
@@ -95,8 +92,9 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, web.ErrCrossSite)
 		return
 	}
-	if web.RequestFrom(ctx).Store.Degraded {
-		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(web.ErrDegraded))
+	if e, degraded := web.RequestFrom(ctx).StoreDegraded("invite"); degraded {
+		// An endpoint matches no route, so its policy is closed: this is 503.
+		r.responder.Error(w, req, e)
 		return
 	}
 	// The per-IP join limit also bounds guessing.
@@ -136,7 +134,7 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 	switch result {
 	case 0:
 	case 1:
-		r.responder.Error(w, req, errNoSuchWaitingRoom)
+		r.responder.Error(w, req, web.ErrWaitingRoomNotFound)
 		return
 	case 2:
 		e := web.ErrNotOpen

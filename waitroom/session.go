@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -157,22 +158,11 @@ func (r *Room) isRevoked(queueID, epoch string, pos int64) bool {
 // subscribeRevocations listens for finished tokens announced by any replica. Messages lost while
 // disconnected are caught up by the inlet tick, which reads the queue's revocation set.
 func (r *Room) subscribeRevocations(ctx context.Context) {
-	sub := r.client.Subscribe(ctx, revocationChannel(r.keys))
-	defer sub.Close()
-	ch := sub.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case msg, ok := <-ch:
-			if !ok {
-				return
-			}
-			if rev, ok := parseRevocation(msg.Payload); ok {
-				r.revoked.Add(rev, struct{}{})
-			}
+	store.Follow(ctx, r.client, revocationChannel(r.keys), func(payload string) {
+		if rev, ok := parseRevocation(payload); ok {
+			r.revoked.Add(rev, struct{}{})
 		}
-	}
+	})
 }
 
 func formatRevocation(rev revocation) string {

@@ -12,8 +12,6 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-var errNoSuchWaitingRoom = &web.Error{Status: http.StatusNotFound, Code: "QUEUE_NOT_FOUND", Message: "There is no such waiting room."}
-
 // joinAction is the widget action of the waiting page's join form; the check insists on it, so a
 // response solved for another widget cannot be used to join.
 const joinAction = "edgeq_join"
@@ -59,6 +57,48 @@ const (
 	PhaseSoldOut  = "sold_out" // everything of sold_out_with is gone: no polling, the place is kept
 )
 
+// notOpenPoll is how often the not-open page looks at the queue's schedule (GET /wait/{queue} asking
+// for JSON), so an opening the operator moves is shown before the page's reload at the pre-queue.
+const notOpenPoll = 30 * time.Second
+
+// Schedule is the body of GET /wait/{queue} asked for JSON (Accept: application/json, not text/html):
+// the queue's opening as the not-open page shows it. Asking takes no place.
+type Schedule struct {
+	QueueID string `json:"queue_id"`
+	// State is the queue's state (QueueStates): the not-open page reloads when it is no longer not_open.
+	State string `json:"state"`
+	// OpensAt (RFC 3339, UTC) and OpensIn (seconds) are set before a scheduled queue opens; JoinsIn
+	// (seconds until the pre-queue lets people in) while it is not open yet.
+	OpensAt string `json:"opens_at,omitempty"`
+	OpensIn *int64 `json:"opens_in,omitempty"`
+	JoinsIn *int64 `json:"joins_in,omitempty"`
+}
+
+// wantsSchedule reports whether req is a script asking for the queue's schedule rather than the page:
+// a GET accepting application/json and not text/html.
+func wantsSchedule(req *http.Request) bool {
+	if req.Method != http.MethodGet {
+		return false
+	}
+	accept := strings.Join(req.Header.Values("Accept"), ",")
+	return strings.Contains(accept, "application/json") && !strings.Contains(accept, "text/html")
+}
+
+// scheduleOf is the schedule of queue s as it stands (the replica's snapshot; no store call).
+func scheduleOf(queueID string, s *snapshot) Schedule {
+	out := Schedule{QueueID: queueID, State: s.state()}
+	if !s.OpensAt.IsZero() && !s.open() {
+		now := s.storeNow()
+		in := secondsUntil(now, s.OpensAt)
+		out.OpensAt, out.OpensIn = s.OpensAt.UTC().Format(time.RFC3339), &in
+		if out.State == "not_open" {
+			joins := secondsUntil(now, s.JoinFrom)
+			out.JoinsIn = &joins
+		}
+	}
+	return out
+}
+
 // ExpiredPage is the data of expired.html.
 type ExpiredPage struct {
 	web.PageBase
@@ -78,16 +118,18 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	ctx, queueID := req.Context(), req.PathValue("queue_id")
-	s, e := r.queueFor(ctx, queueID)
-	if e == web.ErrQueueNotFound {
-		e = errNoSuchWaitingRoom
-	}
+	s, e := r.pageQueueFor(ctx, queueID)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
 	if e := r.allowPoll(req); e != nil {
 		r.responder.Error(w, req, e)
+		return
+	}
+	if wantsSchedule(req) {
+		// The not-open page's slow look at the opening: no place is taken, no page rendered.
+		web.WriteJSON(w, http.StatusOK, scheduleOf(queueID, s))
 		return
 	}
 	returnTo := web.SafeReturn(req.URL.Query().Get("return"))
@@ -196,14 +238,18 @@ func (r *Room) notJoinable(w http.ResponseWriter, req *http.Request, s *snapshot
 		r.scheduled(&page, s)
 		page.PageBase, page.Title, page.Phase = r.responder.Base(req), s.Title, PhaseNotOpen
 		page.JoinsIn = secondsUntil(s.storeNow(), s.JoinFrom)
-		// Without JavaScript the page reloads itself when joins start, or every minute until then.
+		// Without JavaScript the page reloads itself when joins start, or every minute until then; with
+		// it, the page looks at the schedule every notOpenPoll and reloads when joins start.
 		page.RefreshSeconds = int(min(60, max(1, page.JoinsIn)))
+		page.PollMs = notOpenPoll.Milliseconds()
 		w.Header().Set("Cache-Control", "no-store")
 		r.responder.Page(w, req, http.StatusOK, "wait.html", page)
 	case web.ErrSoldOut.Code:
 		base := r.responder.Base(req)
+		// queue_title: the page names the drop, as the waiting page does (admission's refusals have none).
 		r.responder.Page(w, req, e.Status, "soldout.html", web.RefusalPage{
 			ErrorPage: web.ErrorPage{PageBase: base, Status: e.Status, Code: e.Code, Message: base.Text.T("msg.SOLD_OUT")},
+			Fields:    map[string]any{"queue_title": s.Title},
 			Back:      "/",
 		})
 	default:

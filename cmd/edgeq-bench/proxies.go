@@ -4,18 +4,17 @@ package main
 // origin when it is installed: nginx with upstream keepalive, and Caddy's reverse_proxy.
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/testutil/proc"
 )
 
 // startNginx runs nginx in front of the origin with upstream keepalive, as a proxy in production is.
@@ -24,7 +23,7 @@ func startNginx(dir, originHost string) (string, func(), error) {
 	if err != nil {
 		return "", nil, errors.New("not installed (Debian: apt-get install nginx)")
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return "", nil, err
 	}
@@ -69,7 +68,7 @@ func startCaddy(dir, originHost string) (string, func(), error) {
 	if err != nil {
 		return "", nil, errors.New("not installed (Debian: apt-get install caddy)")
 	}
-	port, err := freePort()
+	port, err := proc.FreePort()
 	if err != nil {
 		return "", nil, err
 	}
@@ -87,35 +86,23 @@ func startCaddy(dir, originHost string) (string, func(), error) {
 
 // startProcess starts a proxy and waits until its port answers.
 func startProcess(cmd *exec.Cmd, port int) (string, func(), error) {
-	var logs strings.Builder
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	// Its own process group: nginx's workers outlive a killed master otherwise, holding the output pipe.
+	// Its own process group, ended as one: nginx's workers outlive a killed master otherwise.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	stop := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() }
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for ctx.Err() == nil {
-		if resp, err := http.Get(base + "/page"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return base, stop, nil
-			}
+	client := &http.Client{Timeout: time.Second}
+	p, err := proc.StartReady(cmd, 10*time.Second, 50*time.Millisecond, func() error {
+		resp, err := client.Get(base + "/page")
+		if err != nil {
+			return err
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	stop()
-	return "", nil, fmt.Errorf("did not answer on port %d: %s", port, logs.String())
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /page: %d", resp.StatusCode)
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, err
+		return "", nil, fmt.Errorf("did not answer on port %d: %w", port, err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return base, p.Kill, nil
 }

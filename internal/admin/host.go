@@ -43,18 +43,19 @@ func hostAllowed(host string, names map[string]bool) bool {
 	return err == nil
 }
 
-// hostKey is a Host header's name as the allowed names are compared: without the port (and the
-// brackets of an IPv6 literal) and the trailing dot of a fully qualified name, in lower case (host
-// names are case-insensitive).
+// hostKey is a Host header's name as the allowed names are compared: without the port (web.SplitHost)
+// and the trailing dot of a fully qualified name, in lower case (host names are case-insensitive). What
+// is in brackets is taken as it is (an IP literal, or nothing allowed), and an IPv6 literal without
+// brackets keeps its colons.
 func hostKey(host string) string {
-	if strings.HasPrefix(host, "[") {
-		if end := strings.IndexByte(host, ']'); end > 0 {
-			return host[1:end]
-		}
+	name, _ := web.SplitHost(host)
+	switch {
+	case strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]"):
+		return name[1 : len(name)-1]
+	case strings.HasPrefix(host, "["):
 		return host
+	case strings.Count(host, ":") > 1:
+		name = host
 	}
-	if i := strings.IndexByte(host, ':'); i >= 0 && strings.Count(host, ":") == 1 {
-		host = host[:i] // an IPv6 literal without brackets keeps its colons
-	}
-	return strings.ToLower(strings.TrimSuffix(host, "."))
+	return strings.ToLower(strings.TrimSuffix(name, "."))
 }

@@ -14,6 +14,7 @@ func TestHostAllowed_AddressesLocalhostAndListedNamesOnly(t *testing.T) {
 		"[::1]":                 true,
 		"[::1]:9090":            true,
 		"[fd00::7]:9090":        true,
+		"::1":                   true, // an IPv6 literal without brackets (only a script sends it) keeps its colons
 		"localhost":             true,
 		"LocalHost.:9090":       true,
 		"admin.example":         true,

@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/web"
@@ -273,17 +272,11 @@ func isJSON(mediaType string) bool {
 	return mediaType == "application/json" || strings.HasSuffix(mediaType, "+json")
 }
 
-// Clip shortens a visitor's text to 64 bytes for an answer or a log line.
-func Clip(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	cut := 64
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
-}
+// ValueMax bounds a visitor's text (a field's name or value) quoted in an answer or a log line, in bytes.
+const ValueMax = 64
+
+// Clip shortens a visitor's text to ValueMax bytes for an answer or a log line (web.Clip).
+func Clip(s string) string { return web.Clip(s, ValueMax) }
 
 func ambiguous(src config.FieldSource, n int) *web.Error {
 	return web.ErrAmbiguousField.With("field", Clip(src.Name)).Because(fmt.Errorf("%s given %d times", src, n))

@@ -251,3 +251,13 @@ func TestCookies_NamedLikeAFormOrQueryFieldAreAmbiguous(t *testing.T) {
 		})
 	}
 }
+
+// A field quoted in an answer is clipped at ValueMax bytes, with "..." and no broken rune (web.Clip).
+func TestClip_ValueMaxBytes(t *testing.T) {
+	if got := Clip(strings.Repeat("a", ValueMax)); got != strings.Repeat("a", ValueMax) {
+		t.Fatalf("a value of ValueMax bytes was clipped: %q", got)
+	}
+	if got, want := Clip(strings.Repeat("a", ValueMax-1)+"é"), strings.Repeat("a", ValueMax-1)+"..."; got != want {
+		t.Fatalf("Clip = %q, want %q", got, want)
+	}
+}

@@ -292,20 +292,7 @@ func (l *Limiter) Run(ctx context.Context) {
 		return
 	case <-l.needed:
 	}
-	sub := l.client.Subscribe(ctx, l.channel)
-	defer sub.Close()
-	ch := sub.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case msg, ok := <-ch:
-			if !ok {
-				return
-			}
-			l.wake(msg.Payload)
-		}
-	}
+	store.Follow(ctx, l.client, l.channel, l.wake)
 }
 
 // newID returns a random ticket id: 128 bits, unguessable and unique across replicas.

@@ -55,11 +55,14 @@ var (
 	ErrTurnstileMissing = ErrGateUnavailable.saying("This queue requires a Turnstile check, but Turnstile is not configured.")
 
 	// The waiting room (docs/reference.md "Waiting room").
-	ErrQueueNotFound   = code(http.StatusBadRequest, "QUEUE_NOT_FOUND", "There is no such queue.")
-	ErrRequestNotFound = code(http.StatusNotFound, "REQUEST_NOT_FOUND", "This place in the queue is unknown.")
-	ErrExpired         = code(http.StatusGone, "EXPIRED", "This place in the queue is no longer valid. Please join the queue again.")
-	ErrNotYetServed    = code(http.StatusAccepted, "NOT_YET_SERVED", "Your turn has not come yet.")
-	ErrRateLimited     = code(http.StatusTooManyRequests, "RATE_LIMITED", "Too many requests from your network. Please wait a moment.")
+	ErrQueueNotFound = code(http.StatusBadRequest, "QUEUE_NOT_FOUND", "There is no such queue.")
+	// ErrWaitingRoomNotFound is QUEUE_NOT_FOUND as a page a visitor opens answers it (the waiting page,
+	// an invitation link): 404, there is nothing at that address.
+	ErrWaitingRoomNotFound = ErrQueueNotFound.status(http.StatusNotFound).saying("There is no such waiting room.")
+	ErrRequestNotFound     = code(http.StatusNotFound, "REQUEST_NOT_FOUND", "This place in the queue is unknown.")
+	ErrExpired             = code(http.StatusGone, "EXPIRED", "This place in the queue is no longer valid. Please join the queue again.")
+	ErrNotYetServed        = code(http.StatusAccepted, "NOT_YET_SERVED", "Your turn has not come yet.")
+	ErrRateLimited         = code(http.StatusTooManyRequests, "RATE_LIMITED", "Too many requests from your network. Please wait a moment.")
 	// ErrTooManyPlaces: the client's address holds queues[].places_per_ip unserved places in the queue
 	// already; nothing was taken.
 	ErrTooManyPlaces = code(http.StatusTooManyRequests, "TOO_MANY_PLACES", "Your network already holds as many places in this line as one network may. Please wait for your turn.")

@@ -14,7 +14,7 @@ import (
 var shopperErrors = []*Error{
 	ErrInvalidRequest, ErrUnsupportedMedia, ErrPayloadTooLarge, ErrNotFound, ErrMethodNotAllowed,
 	ErrStoreUnavailable, ErrOriginUnavailable, ErrOriginTimeout, ErrInternal, ErrBusy, ErrGateUnavailable,
-	ErrQueueNotFound, ErrRequestNotFound, ErrExpired, ErrRateLimited, ErrQueueRequired, ErrCrossSite,
+	ErrQueueNotFound, ErrWaitingRoomNotFound, ErrRequestNotFound, ErrExpired, ErrRateLimited, ErrQueueRequired, ErrCrossSite,
 	ErrNotOpen, ErrSoldOut, ErrQueueClosed, ErrInviteRequired, ErrInviteNotFound, ErrInviteUsed, ErrInviteExpired,
 	ErrTurnstileRequired, ErrInvalidTurnstile, ErrProductNotFound, ErrPurchaseInProgress, ErrAlreadyPurchased,
 	ErrAuctionNotFound, ErrAuctionEnded, ErrSelfBid, ErrInvalidBid, ErrBidTooLow, ErrOperationRefused,

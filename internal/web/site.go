@@ -3,7 +3,6 @@ package web
 import (
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // CrossSite reports whether a browser sent r for a page of another site: a no-cors fetch or an
@@ -42,8 +41,8 @@ func sameHost(origin, host string) bool {
 	if u.Scheme == "https" {
 		defaultPort = "443"
 	}
-	originName, originPort := splitHost(u.Host)
-	requestName, requestPort := splitHost(host)
+	originName, originPort := HostName(u.Host), hostPort(u.Host)
+	requestName, requestPort := HostName(host), hostPort(host)
 	if originPort == "" {
 		originPort = defaultPort
 	}
@@ -51,26 +50,4 @@ func sameHost(origin, host string) bool {
 		requestPort = defaultPort
 	}
 	return originName != "" && originName == requestName && originPort == requestPort
-}
-
-// HostName is the name of a Host header as sites are told apart: lower case, without the trailing dot
-// of a fully qualified name, without the port and without the brackets of an IPv6 literal.
-func HostName(host string) string {
-	name, _ := splitHost(host)
-	return name
-}
-
-// splitHost splits a Host header into its canonical name (see HostName) and its port ("" if none).
-func splitHost(host string) (name, port string) {
-	name = host
-	if strings.HasPrefix(host, "[") {
-		end := strings.IndexByte(host, ']')
-		if end < 0 {
-			return strings.ToLower(host), ""
-		}
-		name, port = host[1:end], strings.TrimPrefix(host[end+1:], ":")
-	} else if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		name, port = host[:i], host[i+1:]
-	}
-	return strings.ToLower(strings.TrimSuffix(name, ".")), port
 }

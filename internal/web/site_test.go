@@ -53,17 +53,6 @@ func TestCrossSite(t *testing.T) {
 	}
 }
 
-func TestHostName(t *testing.T) {
-	for host, want := range map[string]string{
-		"shop.example": "shop.example", "SHOP.example.:8080": "shop.example", "[2001:DB8::1]:443": "2001:db8::1",
-		"[::1]": "::1", "127.0.0.1:80": "127.0.0.1", "": "",
-	} {
-		if got := HostName(host); got != want {
-			t.Errorf("HostName(%q) = %q, want %q", host, got, want)
-		}
-	}
-}
-
 // FuzzCrossSite: reading Origin and Host never panics, and an Origin is taken for the request's own
 // site only when it names the same host name as the Host header.
 func FuzzCrossSite(f *testing.F) {

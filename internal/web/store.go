@@ -23,6 +23,18 @@ type StorePolicy struct {
 	Bypassed interface{ Inc() }
 }
 
+// StoreDegraded is the check every step makes before its first store call: degraded is false when
+// store health counted the store as available as the request arrived, and the step goes on to use it.
+// When it did not, the step tries no store call and e is its answer, StoreFailed(step, ErrDegraded):
+// nil with on_store_error: open (the request goes on without the step's check), else 503
+// STORE_UNAVAILABLE.
+func (r *Request) StoreDegraded(step string) (e *Error, degraded bool) {
+	if !r.Store.Degraded {
+		return nil, false
+	}
+	return r.StoreFailed(step, ErrDegraded), true
+}
+
 // StoreFailed is the one answer of every step to "the store cannot be used" (cause says why; it is
 // ErrDegraded when store health said so before any call). With on_store_error: open it counts and
 // logs the bypass and returns nil: the step lets the request go on without its check. Closed, it

@@ -106,3 +106,15 @@ func TestCorrelationID(t *testing.T) {
 		}
 	}
 }
+
+// The waiting page's variant of QUEUE_NOT_FOUND keeps the code (and so the page's texts, msg. and
+// head.QUEUE_NOT_FOUND) with its own status and English message.
+func TestErrWaitingRoomNotFound_IsQueueNotFoundAsA404(t *testing.T) {
+	e := ErrWaitingRoomNotFound
+	if e.Code != ErrQueueNotFound.Code || e.Status != http.StatusNotFound || e.Message != "There is no such waiting room." {
+		t.Fatalf("ErrWaitingRoomNotFound = %d %s %q", e.Status, e.Code, e.Message)
+	}
+	if ErrQueueNotFound.Status != http.StatusBadRequest || ErrQueueNotFound.Message != "There is no such queue." {
+		t.Fatalf("deriving the variant changed QUEUE_NOT_FOUND: %d %q", ErrQueueNotFound.Status, ErrQueueNotFound.Message)
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -22,6 +21,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/edgeq/edgeq/internal/testutil/proc"
 )
 
 // ErrNotInstalled means no PostgreSQL server binaries were found.
@@ -29,13 +30,12 @@ var ErrNotInstalled = errors.New("PostgreSQL is not installed (Debian: apt-get i
 
 // Server is a running private PostgreSQL server. Its superuser is "edgeq", trusted on loopback.
 type Server struct {
-	bin    string // directory of initdb and postgres
-	dir    string // data directory (dir/data) and socket directory (dir)
-	port   int
-	cred   *syscall.Credential
-	cmd    *exec.Cmd
-	exited chan error
-	dbs    atomic.Int64
+	bin  string // directory of initdb and postgres
+	dir  string // data directory (dir/data) and socket directory (dir)
+	port int
+	cred *syscall.Credential
+	proc *proc.Process
+	dbs  atomic.Int64
 }
 
 // binDir finds the directory of the server binaries: Debian keeps them in
@@ -92,7 +92,7 @@ func Start() (*Server, error) {
 	}
 	var lastErr error
 	for range 5 {
-		if s.port, err = freePort(); err != nil {
+		if s.port, err = proc.FreePort(); err != nil {
 			break
 		}
 		if lastErr = s.Restart(); lastErr == nil {
@@ -114,52 +114,31 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// Restart starts the server (again, after Stop) on its port and waits until it takes connections.
+// Restart starts the server (again, after Stop) on its port and waits up to 30s until it takes
+// connections; one that does not is killed.
 func (s *Server) Restart() error {
 	cmd := s.command("postgres", "-D", s.data(), "-p", strconv.Itoa(s.port), "-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=300", "-c", "log_min_messages=warning")
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start postgres: %w", err)
-	}
-	s.cmd, s.exited = cmd, make(chan error, 1)
-	go func() { s.exited <- cmd.Wait() }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-s.exited:
-			s.exited <- err
-			return fmt.Errorf("postgres exited: %v", err)
-		default:
-		}
+	p, err := proc.StartReady(cmd, 30*time.Second, 50*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		conn, err := pgx.Connect(ctx, s.URL("postgres"))
-		if err == nil {
-			conn.Close(ctx)
-			cancel()
-			return nil
+		if err != nil {
+			return err
 		}
-		cancel()
-		time.Sleep(50 * time.Millisecond)
+		return conn.Close(ctx)
+	})
+	if err != nil {
+		return fmt.Errorf("postgres on port %d: %w", s.port, err)
 	}
-	s.cmd.Process.Kill()
-	<-s.exited
-	return fmt.Errorf("postgres on port %d did not take connections in 30s", s.port)
+	s.proc = p
+	return nil
 }
 
-// Stop shuts the server down (fast shutdown: open connections are ended) and keeps its data for
-// Restart.
-func (s *Server) Stop() {
-	s.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case err := <-s.exited:
-		s.exited <- err
-	case <-time.After(10 * time.Second):
-		s.cmd.Process.Kill()
-		err := <-s.exited
-		s.exited <- err
-	}
-}
+// Stop shuts the server down (fast shutdown: open connections are ended; killed after 10s) and keeps
+// its data for Restart.
+func (s *Server) Stop() { s.proc.Stop(syscall.SIGINT, 10*time.Second) }
 
 // Close stops the server and removes its directory.
 func (s *Server) Close() {
@@ -184,13 +163,4 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return s.URL(name), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

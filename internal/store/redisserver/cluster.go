@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/testutil/proc"
 )
 
 // ErrCLINotInstalled means redis-cli (Debian's redis-tools, installed with redis-server) is not on
@@ -143,7 +145,7 @@ func mismatch(info string, want map[string]string) string {
 // freeClusterPort returns a free loopback port P whose bus port P+10000 exists and is free as well.
 func freeClusterPort() (int, error) {
 	for range 200 {
-		port, err := freePort()
+		port, err := proc.FreePort()
 		if err != nil {
 			return 0, err
 		}

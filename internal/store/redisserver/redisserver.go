@@ -10,10 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/testutil/proc"
 )
 
 // ErrNotInstalled means redis-server is not on PATH.
@@ -21,19 +22,18 @@ var ErrNotInstalled = errors.New("redis-server is not installed")
 
 // Server is a running private redis-server.
 type Server struct {
-	addr   string
-	dir    string
-	path   string
-	args   []string
-	cmd    *exec.Cmd
-	exited chan error
+	addr string
+	dir  string
+	path string
+	args []string
+	proc *proc.Process
 }
 
 // Start launches redis-server with no persistence on a free port, retrying if another process takes
 // the port first, and waits until it answers PING. extra arguments are passed on (e.g. "--appendonly",
 // "yes").
 func Start(extra ...string) (*Server, error) {
-	return start(freePort, func(string) []string { return extra })
+	return start(proc.FreePort, func(string) []string { return extra })
 }
 
 // start launches redis-server on a port from pickPort with the arguments extra gives for its
@@ -73,51 +73,40 @@ func startWith(pickPort func() (int, error), argsFor func(dir string, port int) 
 			return nil, err
 		}
 		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, path: path, args: args}
-		if err := s.launch(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		if lastErr = s.waitReady(); lastErr == nil {
+		if lastErr = s.launch(); lastErr == nil {
 			return s, nil
 		}
-		s.cmd.Process.Kill()
-		<-s.exited
 	}
 	os.RemoveAll(dir)
 	return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
 }
 
+// launch starts the server and waits up to 10s until it answers PING; one that does not is killed.
 func (s *Server) launch() error {
-	cmd := exec.Command(s.path, s.args...)
-	// Take the server down with its parent even if the parent dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
+	client := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
+	defer client.Close()
+	p, err := proc.StartReady(exec.Command(s.path, s.args...), 10*time.Second, 20*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		return client.Ping(ctx).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("redis-server at %s: %w", s.addr, err)
 	}
-	s.cmd, s.exited = cmd, make(chan error, 1)
-	go func() { s.exited <- cmd.Wait() }()
+	s.proc = p
 	return nil
 }
 
 // Kill ends the server with SIGKILL, as a crash would, and keeps its directory (and so its append-only
 // file, if it has one) for Restart.
-func (s *Server) Kill() {
-	s.cmd.Process.Kill()
-	err := <-s.exited
-	s.exited <- err
-}
+func (s *Server) Kill() { s.proc.Kill() }
 
 // Restart starts the server again after Kill, on the same port with the same arguments and directory,
 // and waits until it answers PING.
-func (s *Server) Restart() error {
-	if err := s.launch(); err != nil {
-		return err
-	}
-	return s.waitReady()
-}
+func (s *Server) Restart() error { return s.launch() }
 
 // Pid is the server's process id (benchmarks pin it to a CPU).
-func (s *Server) Pid() int { return s.cmd.Process.Pid }
+func (s *Server) Pid() int { return s.proc.Pid() }
 
 // Dir is the server's working directory (where an append-only file goes).
 func (s *Server) Dir() string { return s.dir }
@@ -125,41 +114,8 @@ func (s *Server) Dir() string { return s.dir }
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return s.addr }
 
-// Stop kills the server and removes its directory.
+// Stop kills the server and removes its directory. Later Stops return at once.
 func (s *Server) Stop() {
-	s.cmd.Process.Kill()
-	<-s.exited
-	s.exited <- nil // later Stops return at once
+	s.proc.Kill()
 	os.RemoveAll(s.dir)
-}
-
-func (s *Server) waitReady() error {
-	client := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
-	defer client.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-s.exited:
-			s.exited <- err
-			return fmt.Errorf("redis-server exited: %v", err)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := client.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("redis-server at %s did not answer PING in 10s", s.addr)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/testutil/proc"
 	"github.com/edgeq/edgeq/internal/testutil/tcpproxy"
 )
 
@@ -145,7 +146,7 @@ func StartTopology(o TopologyOptions) (*Topology, error) {
 	}
 	_, masterPort, _ := net.SplitHostPort(t.master.Addr())
 	for i := range o.Sentinels {
-		s, err := startWith(freePort, func(dir string, port int) ([]string, error) {
+		s, err := startWith(proc.FreePort, func(dir string, port int) ([]string, error) {
 			conf := filepath.Join(dir, "sentinel.conf")
 			// resolve-hostnames comes before monitor: it decides how monitor's address is read.
 			settings := fmt.Sprintf(`port %[1]d

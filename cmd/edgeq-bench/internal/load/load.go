@@ -24,6 +24,22 @@ type Request struct {
 	Body   []byte
 }
 
+// httpRequest is the request as net/http sends it: its own body reader, the headers given.
+func (req Request) httpRequest() (*http.Request, error) {
+	var body io.Reader
+	if req.Body != nil {
+		body = bytes.NewReader(req.Body)
+	}
+	r, err := http.NewRequest(req.Method, req.URL, body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range req.Header {
+		r.Header[k] = v
+	}
+	return r, nil
+}
+
 // Source gives the request a client sends next; false ends that client's run early (a source of a
 // fixed number of requests).
 type Source func() (Request, bool)
@@ -44,6 +60,16 @@ func (s *Sample) Add(o Sample) {
 	s.Errors += o.Errors
 	s.Elapsed += o.Elapsed
 	s.Latencies = append(s.Latencies, o.Latencies...)
+}
+
+// merged is the Sample of a run timed from start: the errors and latencies of each of its clients'.
+func merged(name string, start time.Time, clients []Sample) Sample {
+	total := Sample{Name: name, Elapsed: time.Since(start)}
+	for _, s := range clients {
+		total.Errors += s.Errors
+		total.Latencies = append(total.Latencies, s.Latencies...)
+	}
+	return total
 }
 
 // RPS is the rate of successful requests.
@@ -101,17 +127,10 @@ func RunOK(client *http.Client, name string, src Source, ok func(status int) boo
 				if !more {
 					return
 				}
-				var body io.Reader
-				if req.Body != nil {
-					body = bytes.NewReader(req.Body)
-				}
-				r, err := http.NewRequest(req.Method, req.URL, body)
+				r, err := req.httpRequest()
 				if err != nil {
 					own.Errors++
 					return
-				}
-				for k, v := range req.Header {
-					r.Header[k] = v
 				}
 				t0 := time.Now()
 				resp, err := client.Do(r)
@@ -130,12 +149,7 @@ func RunOK(client *http.Client, name string, src Source, ok func(status int) boo
 		})
 	}
 	wg.Wait()
-	total := Sample{Name: name, Elapsed: time.Since(start)}
-	for _, s := range perClient {
-		total.Errors += s.Errors
-		total.Latencies = append(total.Latencies, s.Latencies...)
-	}
-	return total
+	return merged(name, start, perClient)
 }
 
 // Burst sends every request at once, one client each, released together (n visitors acting in the same
@@ -148,18 +162,11 @@ func Burst(client *http.Client, name string, reqs []Request, ok func(status int)
 	ready.Add(len(reqs))
 	for i, req := range reqs {
 		wg.Go(func() {
-			var body io.Reader
-			if req.Body != nil {
-				body = bytes.NewReader(req.Body)
-			}
-			r, err := http.NewRequest(req.Method, req.URL, body)
+			r, err := req.httpRequest()
 			ready.Done()
 			if err != nil {
 				failed[i] = true
 				return
-			}
-			for k, v := range req.Header {
-				r.Header[k] = v
 			}
 			<-gate
 			t0 := time.Now()
@@ -203,18 +210,10 @@ func Poll(client *http.Client, name string, n int, interval, duration time.Durat
 			due := start.Add(time.Duration(rand.Int64N(int64(interval))))
 			for due.Before(end) {
 				time.Sleep(time.Until(due))
-				req := next(u)
-				var body io.Reader
-				if req.Body != nil {
-					body = bytes.NewReader(req.Body)
-				}
-				r, err := http.NewRequest(req.Method, req.URL, body)
+				r, err := next(u).httpRequest()
 				if err != nil {
 					own.Errors++
 					return
-				}
-				for k, v := range req.Header {
-					r.Header[k] = v
 				}
 				resp, err := client.Do(r)
 				if err == nil {
@@ -231,12 +230,7 @@ func Poll(client *http.Client, name string, n int, interval, duration time.Durat
 		})
 	}
 	wg.Wait()
-	total := Sample{Name: name, Elapsed: time.Since(start)}
-	for _, s := range perUser {
-		total.Errors += s.Errors
-		total.Latencies = append(total.Latencies, s.Latencies...)
-	}
-	return total
+	return merged(name, start, perUser)
 }
 
 // Loop runs op from concurrency goroutines for duration, each calling it again as soon as it
@@ -261,10 +255,7 @@ func Loop(name string, concurrency int, duration time.Duration, op func(client i
 		})
 	}
 	wg.Wait()
-	total := Sample{Name: name, Elapsed: time.Since(start)}
-	for _, s := range perClient {
-		total.Add(Sample{Errors: s.Errors, Latencies: s.Latencies})
-	}
+	total := merged(name, start, perClient)
 	slices.Sort(total.Latencies)
 	return total
 }

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -77,5 +78,40 @@ func TestPollKeepsTheSchedule(t *testing.T) {
 		func(int) Request { return Request{Method: "GET", URL: srv.URL} }, func(status int) bool { return status == 200 })
 	if served.Load() != 50 || len(s.Latencies) != 50 || s.Errors != 0 {
 		t.Fatalf("served %d, sample %v", served.Load(), s)
+	}
+}
+
+// Every send of a Request gets its own body reader, so a request sent again carries its whole body.
+func TestRequest_HTTPRequestHasItsOwnBody(t *testing.T) {
+	req := Request{Method: "POST", URL: "http://shop.example/checkout/1", Header: http.Header{"Content-Type": {"application/json"}},
+		Body: []byte(`{"quantity":1}`)}
+	for range 2 {
+		r, err := req.httpRequest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != "POST" || r.URL.String() != req.URL || r.Header.Get("Content-Type") != "application/json" || string(body) != `{"quantity":1}` {
+			t.Fatalf("%s %s %v %q", r.Method, r.URL, r.Header, body)
+		}
+	}
+	if r, err := (Request{Method: "GET", URL: "http://shop.example/"}).httpRequest(); err != nil || r.Body != nil && r.Body != http.NoBody {
+		t.Fatalf("a request without a body: %v, body %v", err, r.Body)
+	}
+	if _, err := (Request{Method: "GET", URL: "http://[::1"}).httpRequest(); err == nil {
+		t.Fatal("a malformed URL was sent")
+	}
+}
+
+// A run's Sample holds every client's errors and latencies, timed from the run's start.
+func TestMerged_AddsEveryClient(t *testing.T) {
+	start := time.Now().Add(-time.Second)
+	got := merged("x", start, []Sample{
+		{Errors: 1, Latencies: []time.Duration{3, 1}},
+		{},
+		{Errors: 2, Latencies: []time.Duration{2}},
+	})
+	if got.Name != "x" || got.Errors != 3 || len(got.Latencies) != 3 || got.Elapsed < time.Second {
+		t.Fatalf("merged: %+v", got)
 	}
 }
