@@ -1,10 +1,13 @@
 /* edgeq waiting page: keeps the visitor's place up to date and takes them on when it is their turn.
  * Polls the status endpoint with jitter, slower while the tab is hidden, backing off on errors and
  * honouring Retry-After; when served, claims the token and continues to the return path. Before a
- * scheduled opening it counts down (the opening shown in the visitor's own time zone); when the queue
- * changes phase (opens, sells out) it reloads the page, which the server renders for the new phase
- * (a sold-out page polls no more). Without this script the page still works: it refreshes itself (meta
- * refresh) and the server sends the visitor on. */
+ * scheduled opening it counts down, and shows the opening in the visitor's own time zone with the
+ * zone's name; both follow the opening the server reports (the operator may move it). The not-open
+ * page, which has no place to poll, looks at the queue's schedule every 30 s or so (the page's own URL
+ * asked for JSON: no place is taken) and reloads when joins start. When the queue changes phase (opens,
+ * sells out) the page reloads, and the server renders the new phase (a sold-out page polls no more).
+ * Without this script the page still works: it refreshes itself (meta refresh), shows the opening in
+ * UTC, and the server sends the visitor on. */
 (function () {
   'use strict';
   var lang = document.documentElement.lang;
@@ -20,18 +23,51 @@
     return numbers ? numbers.format(n) : String(n);
   }
 
-  // Opening times in the visitor's own time zone; the server wrote UTC for pages without script.
-  Array.prototype.forEach.call(document.querySelectorAll('time.local-time'), function (node) {
-    var at = new Date(node.getAttribute('datetime'));
-    if (isNaN(at.getTime())) return;
+  function pad(n) { return (n < 10 ? '0' : '') + n; }
+
+  function jitter(ms) { return Math.round(ms * (0.8 + Math.random() * 0.4)); }
+
+  // Opening times in the visitor's own time zone, with the zone's name (EST, GMT+8, ...) in the page's
+  // language: explicit fields, since timeZoneName cannot go with dateStyle/timeStyle. A browser that
+  // cannot format the page's language gets what the page shows without script: the time in UTC
+  // (2026-12-01 17:00 UTC, the same in every language).
+  var clockFormat = null;
+  (lang ? [locale, lang] : [undefined]).some(function (tag) {
     try {
-      node.textContent = at.toLocaleString(locale, { dateStyle: 'medium', timeStyle: 'short' });
+      clockFormat = new Intl.DateTimeFormat(tag, {
+        year: 'numeric', month: 'short', day: 'numeric', hour: 'numeric', minute: '2-digit', timeZoneName: 'short'
+      });
+      return true;
     } catch (e) {
-      node.textContent = at.toLocaleString();
+      clockFormat = null;
+      return false;
     }
   });
 
-  function pad(n) { return (n < 10 ? '0' : '') + n; }
+  function utcClock(at) {
+    return at.getUTCFullYear() + '-' + pad(at.getUTCMonth() + 1) + '-' + pad(at.getUTCDate()) + ' ' +
+      pad(at.getUTCHours()) + ':' + pad(at.getUTCMinutes()) + ' UTC';
+  }
+
+  function clockText(at) {
+    if (clockFormat) {
+      try { return clockFormat.format(at); } catch (e) { /* below */ }
+    }
+    return utcClock(at);
+  }
+
+  // showClocks writes every opening time (time.local-time) for the visitor; with opensAt (RFC 3339,
+  // from the server) the opening moved there first, datetime attribute included.
+  function showClocks(opensAt) {
+    Array.prototype.forEach.call(document.querySelectorAll('time.local-time'), function (node) {
+      if (opensAt && isFinite(Date.parse(opensAt)) && node.getAttribute('datetime') !== opensAt) node.setAttribute('datetime', opensAt);
+      var at = new Date(node.getAttribute('datetime'));
+      if (isNaN(at.getTime())) return;
+      var shown = clockText(at);
+      if (node.textContent !== shown) node.textContent = shown;
+    });
+  }
+  showClocks();
 
   // countdown shows seconds left as [N d] hh:mm:ss (digits read the same in every language).
   function countdownText(seconds, text) {
@@ -43,18 +79,28 @@
   }
 
   var counters = [];
+  function tick() {
+    counters.forEach(function (c) {
+      var v = countdownText((c.until - Date.now()) / 1000, c.text);
+      if (c.node.textContent !== v) c.node.textContent = v;
+    });
+  }
   function startCountdowns(text) {
     Array.prototype.forEach.call(document.querySelectorAll('.countdown'), function (node) {
       counters.push({ node: node, until: Date.now() + Number(node.dataset.seconds || 0) * 1000, text: text });
     });
-    function tick() {
-      counters.forEach(function (c) {
-        var v = countdownText((c.until - Date.now()) / 1000, c.text);
-        if (c.node.textContent !== v) c.node.textContent = v;
-      });
-    }
     tick();
     setInterval(tick, 1000);
+  }
+
+  // showOpening follows the opening the server reports now (opens_at, opens_in: the operator may have
+  // moved it): the countdown and the shown time agree with it.
+  function showOpening(opensAt, opensIn) {
+    if (typeof opensIn === 'number') {
+      counters.forEach(function (c) { c.until = Date.now() + opensIn * 1000; });
+      tick();
+    }
+    if (opensAt) showClocks(opensAt);
   }
 
   function reloadSoon(url) {
@@ -64,10 +110,40 @@
 
   var notOpen = document.getElementById('notopen');
   if (notOpen) {
-    var notOpenText = JSON.parse(notOpen.dataset.text || '{}');
-    startCountdowns(notOpenText);
-    var joinsIn = Number(notOpen.dataset.joinsIn) || 0;
-    setTimeout(function () { reloadSoon(notOpen.dataset.self); }, Math.max(1000, joinsIn * 1000));
+    startCountdowns(JSON.parse(notOpen.dataset.text || '{}'));
+    var selfURL = notOpen.dataset.self;
+    var slow = Number(notOpen.dataset.poll) || 30000;
+    var reloadTimer = null;
+    var lookTimer = null;
+    var reloadAt = function (joinsIn) {
+      clearTimeout(reloadTimer);
+      // At most what a timer holds (24.8 days): a longer one would fire at once. The looks move it.
+      reloadTimer = setTimeout(function () { reloadSoon(selfURL); }, Math.min(0x7fffffff, Math.max(1000, joinsIn * 1000)));
+    };
+    // look asks for the queue's schedule (the page's URL, as JSON: no place is taken). A moved opening
+    // is shown; when joins start (or the queue is no longer before its pre-queue) the page reloads.
+    var look = function () {
+      fetch(selfURL, { credentials: 'same-origin', cache: 'no-store', headers: { Accept: 'application/json' } }).then(function (resp) {
+        var retryAfter = Number(resp.headers.get('Retry-After')) || 0;
+        return (resp.status === 200 ? resp.json() : Promise.resolve(null)).then(function (s) {
+          if (s && s.state && s.state !== 'not_open') {
+            clearTimeout(reloadTimer);
+            reloadSoon(selfURL);
+            return;
+          }
+          if (s) {
+            showOpening(s.opens_at, s.opens_in);
+            if (typeof s.joins_in === 'number') reloadAt(s.joins_in);
+          }
+          lookTimer = setTimeout(look, Math.max(jitter(slow), retryAfter * 1000));
+        });
+      }).catch(function () {
+        clearTimeout(lookTimer);
+        lookTimer = setTimeout(look, jitter(slow));
+      });
+    };
+    reloadAt(Number(notOpen.dataset.joinsIn) || 0);
+    if (window.fetch) lookTimer = setTimeout(look, jitter(slow));
     return;
   }
 
@@ -142,8 +218,6 @@
     return t('minutes', Math.floor(s / 60));
   }
 
-  function jitter(ms) { return Math.round(ms * (0.8 + Math.random() * 0.4)); }
-
   function delay() {
     var d = document.hidden ? hiddenPoll : poll;
     if (failures > 0) d = Math.max(d, poll * Math.pow(2, Math.min(failures, 5)));
@@ -199,10 +273,8 @@
   function render(s) {
     updatedAt = Date.now();
     setPaused(!!s.paused);
-    if (typeof s.opens_in === 'number') {
-      // The opening may have moved (the operator's schedule): count down to what the server says now.
-      counters.forEach(function (c) { c.until = Date.now() + s.opens_in * 1000; });
-    }
+    // The opening may have moved (the operator's schedule): the countdown and the shown time follow it.
+    if (typeof s.opens_in === 'number') showOpening(s.opens_at, s.opens_in);
     setText(el.position, number(s.queue_position));
     setText(el.ahead, number(s.ahead));
     setText(el.eta, duration(s.estimated_wait_time));

@@ -149,7 +149,7 @@ func TestPages_EveryPageInEveryLanguage(t *testing.T) {
 			{"wait.html", waitPage{base: b, Phase: "join", Title: "Drop", Failed: true, Self: "/w"},
 				[]string{"wait.join_lead", "wait.join", "wait.needs_js", "msg.INVALID_TURNSTILE_TOKEN"}},
 			{"challenge.html", challengePage{base: b, Failed: true, Self: "/c"}, []string{"challenge.title", "challenge.lead", "challenge.failed", "challenge.submit"}},
-			{"soldout.html", errorPage{base: b, Status: 409, Code: "INSUFFICIENT_STOCK"}, []string{"soldout.title", "soldout.lead", "back_to_shop"}},
+			{"soldout.html", refusalPage{errorPage: errorPage{base: b, Status: 409, Code: "INSUFFICIENT_STOCK"}}, []string{"soldout.title", "soldout.lead", "back_to_shop"}},
 			{"expired.html", expiredPage{base: b, Title: "Drop", RejoinURL: "/r"}, []string{"expired.title", "expired.lead", "expired.rejoin"}},
 			{"bidtoolow.html", refusalPage{errorPage: errorPage{base: b, Status: 409, Code: "BID_TOO_LOW"},
 				Fields: map[string]any{"highest_amount": "25.00"}}, []string{"bidtoolow.title", "bidtoolow.lead", "bidtoolow.back"}},

@@ -88,9 +88,10 @@ func builtinCases(b base) []pageCase {
 		{"challenge.html", challengePage{base: b, SiteKey: "k", ScriptURL: "https://c.example/api.js", Action: "edgeq_challenge",
 			Self: "/_edgeq/challenge?return=%2F", Failed: true},
 			[]string{`class="cf-turnstile" data-sitekey="k"`, `src="https://c.example/api.js"`, "did not succeed"}},
-		{"soldout.html", errorPage{base: b, Status: 409, Code: "INSUFFICIENT_STOCK"}, []string{"Sold out"}},
+		{"soldout.html", refusalPage{errorPage: errorPage{base: b, Status: 410, Code: "SOLD_OUT"}, Fields: map[string]any{"queue_title": "<i>Last pairs</i>"}},
+			[]string{"<title>&lt;i&gt;Last pairs&lt;/i&gt; · Sold out · ", `<hgroup><h1>&lt;i&gt;Last pairs&lt;/i&gt;</h1><p class="phase">Sold out</p></hgroup>`}},
 		{"expired.html", expiredPage{base: b, Title: "Drop", RejoinURL: "/_edgeq/wait/drop?rejoin=1"},
-			[]string{"Your place has expired", `href="/_edgeq/wait/drop?rejoin=1"`}},
+			[]string{`<hgroup><h1>Drop</h1><p class="phase">Your place has expired</p></hgroup>`, `href="/_edgeq/wait/drop?rejoin=1"`}},
 		{"bidtoolow.html", refusalPage{errorPage: errorPage{base: b, Status: 409, Code: "BID_TOO_LOW"},
 			Fields: map[string]any{"highest_amount": "25.00"}, Back: "/auctions/7"},
 			[]string{"<h1>Bid too low</h1>", "The highest bid is now 25.00.", `<a class="button" href="/auctions/7">Back to the auction</a>`}},
@@ -113,6 +114,12 @@ func TestParse_BuiltinPagesRender(t *testing.T) {
 	if err := set.Render(&b, "busy.html", busyPage{errorPage: errorPage{base: en(), Status: 503, Code: "BUSY"}}); err != nil ||
 		strings.Contains(b.String(), `http-equiv="refresh"`) || !strings.Contains(b.String(), "send the form again") {
 		t.Errorf("busy page for a form post (%v):\n%s", err, b.String())
+	}
+	// A refusal of stock admission (no queue behind it) keeps "Sold out" as its heading.
+	b.Reset()
+	if err := set.Render(&b, "soldout.html", refusalPage{errorPage: errorPage{base: en(), Status: 409, Code: "INSUFFICIENT_STOCK"}}); err != nil ||
+		!strings.Contains(b.String(), "<h1>Sold out</h1>") || strings.Contains(b.String(), "<hgroup>") {
+		t.Errorf("sold-out page of a stock refusal (%v):\n%s", err, b.String())
 	}
 	if len(cases) != len(Pages) {
 		t.Fatalf("pages %v: add a case for each", Pages)
@@ -165,29 +172,39 @@ func TestLayout_LogoAndAccentOnEveryPage(t *testing.T) {
 }
 
 // Every phase of the waiting page (docs/reference.md "Waiting room") renders in every language with its
-// own words, and none falls back to English or shows a raw key.
+// own words, and none falls back to English or shows a raw key. Every phase keeps the drop's title as
+// its one heading, the phase said on the line under it; a scheduled phase shows the opening in UTC for
+// the page without JavaScript (the script rewrites it in the visitor's zone).
 func TestWaitPage_EveryPhaseInEveryLanguage(t *testing.T) {
 	set, err := Parse("", funcs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	const utcClock = `<time class="local-time" datetime="2026-12-01T17:00:00Z">2026-12-01 17:00 UTC</time>`
 	phases := []struct {
-		name string
-		page waitPage
-		keys []string // strings of the language that must appear
+		name  string
+		page  waitPage
+		keys  []string // strings of the language that must appear
+		phase string   // the key said under the heading, if any
+		html  []string // markup that must appear
 	}{
-		{"not_open", waitPage{Phase: "not_open", OpensAt: "2026-12-01T17:00:00Z", OpensClock: "2026-12-01 17:00 UTC", OpensIn: 3600, JoinsIn: 600, RefreshSeconds: 60},
-			[]string{"wait.notopen.title", "wait.notopen.lead", "wait.opens", "wait.opens_in"}},
-		{"prequeue shuffled", waitPage{Phase: "prequeue", Joined: true, Shuffle: true, OpensAt: "2026-12-01T17:00:00Z", OpensIn: 90},
-			[]string{"wait.prequeue.title", "wait.prequeue.lead", "wait.prequeue.shuffle", "wait.opens_in"}},
-		{"prequeue in order", waitPage{Phase: "prequeue", Joined: true, OpensAt: "2026-12-01T17:00:00Z", OpensIn: 90},
-			[]string{"wait.prequeue.fifo"}},
+		{"not_open", waitPage{Phase: "not_open", OpensAt: "2026-12-01T17:00:00Z", OpensClock: "2026-12-01 17:00 UTC", OpensIn: 3600, JoinsIn: 600, RefreshSeconds: 60, PollMs: 30000},
+			[]string{"wait.notopen.title", "wait.notopen.lead", "wait.opens", "wait.opens_in"}, "wait.notopen.title",
+			[]string{utcClock, `data-joins-in="600" data-poll="30000"`}},
+		{"prequeue shuffled", waitPage{Phase: "prequeue", Joined: true, Shuffle: true, OpensAt: "2026-12-01T17:00:00Z", OpensClock: "2026-12-01 17:00 UTC", OpensIn: 90},
+			[]string{"wait.prequeue.title", "wait.prequeue.lead", "wait.prequeue.shuffle", "wait.opens_in"}, "wait.prequeue.title", []string{utcClock}},
+		{"prequeue in order", waitPage{Phase: "prequeue", Joined: true, OpensAt: "2026-12-01T17:00:00Z", OpensClock: "2026-12-01 17:00 UTC", OpensIn: 90},
+			[]string{"wait.prequeue.fifo"}, "wait.prequeue.title", []string{utcClock}},
+		{"waiting", waitPage{Phase: "waiting", Joined: true, Position: 7, Ahead: 6, ETASeconds: 300},
+			[]string{"wait.lead", "wait.your_number"}, "", nil},
 		{"paused", waitPage{Phase: "waiting", Joined: true, Paused: true, Position: 7, Ahead: 6, ETASeconds: -1},
-			[]string{"wait.js.paused", "wait.your_number", "wait.js.eta_unknown"}},
+			[]string{"wait.js.paused", "wait.your_number", "wait.js.eta_unknown"}, "", nil},
 		{"random", waitPage{Phase: "waiting", Joined: true, Random: true, Ahead: 99, ETASeconds: 600},
-			[]string{"wait.random_lead", "wait.random_ahead"}},
+			[]string{"wait.random_lead", "wait.random_ahead"}, "", nil},
 		{"sold_out", waitPage{Phase: "sold_out", Joined: true},
-			[]string{"soldout.title", "wait.soldout.lead", "wait.soldout.check"}},
+			[]string{"soldout.title", "wait.soldout.lead", "wait.soldout.check"}, "soldout.title", nil},
+		{"join", waitPage{Phase: "join", SiteKey: "k", ScriptURL: "https://c.example/api.js", Action: "edgeq_join"},
+			[]string{"wait.join_lead", "wait.join"}, "", nil},
 	}
 	for _, lang := range Languages {
 		for _, p := range phases {
@@ -198,6 +215,24 @@ func TestWaitPage_EveryPhaseInEveryLanguage(t *testing.T) {
 				t.Fatalf("%s %s: %v", lang, p.name, err)
 			}
 			out := b.String()
+			if strings.Count(out, "<h1") != 1 || !strings.Contains(out, "<h1>Drop</h1>") {
+				t.Errorf("%s %s: the heading is not the drop's title: %s", lang, p.name, out)
+			}
+			if p.phase != "" {
+				if !catalogHas(lang, p.phase) {
+					t.Errorf("%s lacks key %s", lang, p.phase)
+				}
+				if want := `<h1>Drop</h1><p class="phase">` + template.HTMLEscapeString(For(lang).T(p.phase)) + `</p></hgroup>`; !strings.Contains(out, want) {
+					t.Errorf("%s %s: the phase is not said under the heading (%q): %s", lang, p.name, want, out)
+				}
+			} else if strings.Contains(out, `class="phase"`) {
+				t.Errorf("%s %s: a phase line where none belongs: %s", lang, p.name, out)
+			}
+			for _, want := range p.html {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s %s: page lacks %s", lang, p.name, want)
+				}
+			}
 			for _, key := range p.keys {
 				if !catalogHas(lang, key) {
 					t.Errorf("%s lacks key %s", lang, key)
@@ -207,8 +242,25 @@ func TestWaitPage_EveryPhaseInEveryLanguage(t *testing.T) {
 					t.Errorf("%s %s: page lacks %s (%q)", lang, p.name, key, want)
 				}
 			}
-			if (p.page.Phase == "sold_out") == strings.Contains(out, "wait.js") {
+			if p.page.Phase != "join" && (p.page.Phase == "sold_out") == strings.Contains(out, "wait.js") {
 				t.Errorf("%s %s: the sold-out page must not poll, the others must: %s", lang, p.name, out)
+			}
+		}
+		// The newcomer's sold-out page and the expired page name the drop too.
+		for _, c := range []struct {
+			page, phase string
+			data        any
+		}{
+			{"soldout.html", "soldout.title", refusalPage{errorPage: errorPage{base: base{Lang: lang, Text: For(lang), Brand: "Shop"}, Status: 410, Code: "SOLD_OUT"},
+				Fields: map[string]any{"queue_title": "Drop"}}},
+			{"expired.html", "expired.title", expiredPage{base: base{Lang: lang, Text: For(lang), Brand: "Shop"}, Title: "Drop"}},
+		} {
+			var b strings.Builder
+			if err := set.Render(&b, c.page, c.data); err != nil {
+				t.Fatalf("%s %s: %v", lang, c.page, err)
+			}
+			if want := `<hgroup><h1>Drop</h1><p class="phase">` + template.HTMLEscapeString(For(lang).T(c.phase)) + `</p></hgroup>`; !strings.Contains(b.String(), want) {
+				t.Errorf("%s %s lacks %q: %s", lang, c.page, want, b.String())
 			}
 		}
 	}
