@@ -66,13 +66,8 @@ func (r *Room) adminUpdate(w http.ResponseWriter, req *http.Request) {
 			id = *v
 		}
 	}
-	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "queue_id"))
-		return
-	}
-	current := r.snapshotOf(req.Context(), id)
-	if current == nil {
-		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
+	current, ok := r.adminQueue(w, req, id, r.snapshotOf)
+	if !ok {
 		return
 	}
 	s, e := body.toSettings(settingsOfSnapshot(id, current))
@@ -114,6 +109,21 @@ func (r *Room) adminGet(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	r.writeQueue(w, req, id)
+}
+
+// adminQueue is the snapshot of the queue id names (get: the last tick's or a fresh one); a malformed
+// id is answered 400, an unknown queue 404.
+func (r *Room) adminQueue(w http.ResponseWriter, req *http.Request, id string, get func(context.Context, string) *snapshot) (*snapshot, bool) {
+	if !config.ID.MatchString(id) {
+		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "queue_id"))
+		return nil, false
+	}
+	s := get(req.Context(), id)
+	if s == nil {
+		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
+		return nil, false
+	}
+	return s, true
 }
 
 // fresh returns a just-refreshed snapshot: the admin API shows the latest, not the last tick.
@@ -166,9 +176,9 @@ func (r *Room) adminIncrement(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	res := r.scripts.run(req.Context(), r.client, r.scripts.increment, queueKeys(r.keys, id), n)
-	code, serving := res.int(0), res.int(1)
-	if res.err != nil {
-		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.err))
+	code, serving := res.Int(0), res.Int(1)
+	if res.Err() != nil {
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.Err()))
 		return
 	}
 	switch code {
@@ -207,13 +217,8 @@ func (r *Room) adminUpdateTokenStatus(w http.ResponseWriter, req *http.Request) 
 		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "status"))
 		return
 	}
-	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "queue_id"))
-		return
-	}
-	s := r.snapshotOf(req.Context(), id)
-	if s == nil {
-		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
+	s, ok := r.adminQueue(w, req, id, r.snapshotOf)
+	if !ok {
 		return
 	}
 	pos, e := r.requestFor(id, requestID, s)
@@ -245,13 +250,8 @@ func (r *Room) adminUpdateTokenStatus(w http.ResponseWriter, req *http.Request) 
 
 func (r *Room) adminActiveTokens(w http.ResponseWriter, req *http.Request) {
 	id := req.PathValue("queue_id")
-	if !config.ID.MatchString(id) {
-		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "queue_id"))
-		return
-	}
-	s := r.fresh(req.Context(), id)
-	if s == nil {
-		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
+	s, ok := r.adminQueue(w, req, id, r.fresh)
+	if !ok {
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"active_num": s.Tokens()})

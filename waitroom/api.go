@@ -100,9 +100,9 @@ func (r *Room) allowPoll(req *http.Request) *web.Error {
 // lookup reads the state of a position that the serving position has reached.
 func (r *Room) lookup(ctx context.Context, queueID, epoch string, pos int64) (State, error) {
 	res := r.scripts.run(ctx, r.client, r.scripts.lookup, queueKeys(r.keys, queueID), pos, epoch)
-	code, st := res.int(0), State(res.int(1))
-	if res.err != nil {
-		return 0, res.err
+	code, st := res.Int(0), State(res.Int(1))
+	if res.Err() != nil {
+		return 0, res.Err()
 	}
 	if code == 1 {
 		return 0, errRequestNotFound
@@ -182,23 +182,24 @@ func (r *Room) handleQueuePos(w http.ResponseWriter, req *http.Request) {
 }
 
 func (r *Room) handleServingPos(w http.ResponseWriter, req *http.Request) {
-	s, e := r.queueFor(req.Context(), req.PathValue("queue_id"))
-	if e != nil {
-		r.responder.Error(w, req, e)
-		return
-	}
-	r.touch(req, req.PathValue("queue_id"), s)
-	web.WriteJSON(w, http.StatusOK, map[string]any{"position": s.Serving})
+	r.answerQueue(w, req, func(s *snapshot) map[string]any { return map[string]any{"position": s.Serving} })
 }
 
 func (r *Room) handleWaitingNum(w http.ResponseWriter, req *http.Request) {
-	s, e := r.queueFor(req.Context(), req.PathValue("queue_id"))
+	r.answerQueue(w, req, func(s *snapshot) map[string]any { return map[string]any{"waiting_num": s.Waiting()} })
+}
+
+// answerQueue answers a public read of the path's queue (its snapshot, no store call) with what of
+// makes of it.
+func (r *Room) answerQueue(w http.ResponseWriter, req *http.Request, of func(*snapshot) map[string]any) {
+	id := req.PathValue("queue_id")
+	s, e := r.queueFor(req.Context(), id)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return
 	}
-	r.touch(req, req.PathValue("queue_id"), s)
-	web.WriteJSON(w, http.StatusOK, map[string]any{"waiting_num": s.Waiting()})
+	r.touch(req, id, s)
+	web.WriteJSON(w, http.StatusOK, of(s))
 }
 
 // touch records a heartbeat for the visitor of the request cookie, if any.

@@ -80,23 +80,23 @@ func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq)
 		args = append(args, flag(q.claim), q.tsv, address)
 	}
 	res := r.scripts.run(ctx, r.client, r.scripts.assign, keys, args...)
-	code, serving, epoch := res.int(0), res.int(1), res.str(2)
-	if res.err != nil {
-		return nil, res.err
+	code, serving, epoch := res.Int(0), res.Int(1), res.Str(2)
+	if res.Err() != nil {
+		return nil, res.Err()
 	}
 	out := make([]placed, len(reqs))
 	for i := range out {
 		out[i] = placed{code: code, serving: serving, epoch: epoch}
 		if code == 0 {
 			base := 3 + 4*i
-			out[i].pos, out[i].state, out[i].iat, out[i].exp = res.int(base), State(res.int(base+1)), res.int(base+2), res.int(base+3)
+			out[i].pos, out[i].state, out[i].iat, out[i].exp = res.Int(base), State(res.Int(base+1)), res.Int(base+2), res.Int(base+3)
 			if out[i].pos == 0 {
 				out[i].code = codeTooManyPlaces
 			}
 		}
 	}
-	if res.err != nil {
-		return nil, fmt.Errorf("assign: %w", res.err)
+	if res.Err() != nil {
+		return nil, fmt.Errorf("assign: %w", res.Err())
 	}
 	for _, p := range out {
 		if p.code == 0 {

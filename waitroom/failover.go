@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
 // Failover (docs/reference.md "Queue positions after a failover"). Redis replicates asynchronously: a
@@ -98,19 +99,19 @@ var errNotAcked = store.ErrNotAcked
 
 // runAcked runs a queue script and, with redis.wait_replicas > 0, waits for the replicas on the same
 // connection. The reply is the script's even when the replicas did not confirm it (err errNotAcked).
-func (r *Room) runAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) (*reply, error) {
+func (r *Room) runAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) (*luascript.Reply, error) {
 	cmd, err := r.opts.Store.RunAcked(ctx, script, keys, args...)
 	if err != nil && !errors.Is(err, store.ErrNotAcked) {
-		return &reply{err: err}, err
+		return luascript.Failed(err), err
 	}
-	var res *reply
+	var res *luascript.Reply
 	if cmd != nil {
-		res = newReply(cmd.Result())
-		if errors.Is(err, store.ErrNotAcked) && res.err != nil {
-			return res, res.err
+		res = luascript.NewReply(cmd.Result())
+		if errors.Is(err, store.ErrNotAcked) && res.Err() != nil {
+			return res, res.Err()
 		}
 	} else {
-		res = &reply{err: err}
+		res = luascript.Failed(err)
 	}
 	return res, err
 }

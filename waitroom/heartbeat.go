@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
 // heartbeatBatch collects the positions that polled since the last flush, per queue.
@@ -41,9 +43,9 @@ func (r *Room) flushHeartbeats(ctx context.Context) {
 			if len(args) == 0 {
 				return
 			}
-			if res := r.scripts.run(ctx, r.client, r.scripts.heartbeat, queueKeys(r.keys, id), args...); res.err != nil &&
-				!errors.Is(res.err, errReply) {
-				r.logger.Debug("heartbeat flush failed", "queue", id, "error", res.err.Error())
+			if res := r.scripts.run(ctx, r.client, r.scripts.heartbeat, queueKeys(r.keys, id), args...); res.Err() != nil &&
+				!errors.Is(res.Err(), luascript.ErrReply) {
+				r.logger.Debug("heartbeat flush failed", "queue", id, "error", res.Err().Error())
 			}
 			args = args[:0]
 		}

@@ -108,17 +108,17 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 	}
 	keys := queueKeys(r.keys, queueID)
 	res, ackErr := r.runAcked(ctx, r.scripts.invite, keys, inviteHash(code), floor)
-	result, pos, epoch, st, iat, exp := res.int(0), res.int(1), res.str(3), State(res.int(4)), res.int(5), res.int(6)
-	if res.err != nil {
-		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.err))
+	result, pos, epoch, st, iat, exp := res.Int(0), res.Int(1), res.Str(3), State(res.Int(4)), res.Int(5), res.Int(6)
+	if res.Err() != nil {
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.Err()))
 		return
 	}
 	if result == 0 && errors.Is(ackErr, errNotAcked) {
 		// The store's replicas did not confirm the use: a failover now could lose it and let the code
 		// be used again. It is undone, and the visitor tries the link again in a moment.
 		undo := r.scripts.run(context.WithoutCancel(ctx), r.client, r.scripts.invites, keys, "unuse", inviteHash(code), pos)
-		if undo.err != nil {
-			r.logger.Warn("undoing an invitation's unconfirmed use failed", "queue", queueID, "error", undo.err.Error())
+		if undo.Err() != nil {
+			r.logger.Warn("undoing an invitation's unconfirmed use failed", "queue", queueID, "error", undo.Err().Error())
 		}
 		r.invites.WithLabelValues(queueID, "unconfirmed").Inc()
 		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(ackErr))
@@ -249,11 +249,11 @@ func (r *Room) adminCreateInvites(w http.ResponseWriter, req *http.Request) {
 		args = append(args, inviteHash(code))
 	}
 	res := r.scripts.run(req.Context(), r.client, r.scripts.invites, queueKeys(r.keys, queueID), append([]any{"add"}, args...)...)
-	if res.err != nil {
-		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.err))
+	if res.Err() != nil {
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.Err()))
 		return
 	}
-	if res.int(0) == 1 {
+	if res.Int(0) == 1 {
 		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return
 	}
@@ -338,11 +338,11 @@ func (r *Room) adminDeleteInvite(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	res := r.scripts.run(req.Context(), r.client, r.scripts.invites, queueKeys(r.keys, queueID), "delete", hash)
-	if res.err != nil {
-		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.err))
+	if res.Err() != nil {
+		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(res.Err()))
 		return
 	}
-	switch res.int(0) {
+	switch res.Int(0) {
 	case 1:
 		r.responder.Error(w, req, web.ErrQueueNotFoundAdmin)
 		return

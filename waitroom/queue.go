@@ -290,13 +290,13 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	q.mu.Unlock()
 	res := r.scripts.run(ctx, r.client, r.scripts.advance, q.keys, since, offset, soldOut, randomHex(),
 		q.floorArg(), flag(r.opts.Store.WaitReplicas() > 0))
-	if res.err != nil {
+	if res.Err() != nil {
 		if ctx.Err() == nil {
-			r.logger.Debug("queue tick failed", "queue", q.id, "error", res.err.Error())
+			r.logger.Debug("queue tick failed", "queue", q.id, "error", res.Err().Error())
 		}
 		return q.snap.Load() // keep serving the last snapshot while the store is away
 	}
-	if res.int(0) == 1 {
+	if res.Int(0) == 1 {
 		if cq, ok := (*r.configured.Load())[q.id]; ok {
 			r.logger.Warn("queue of the configuration file missing from the store: recreating it", "queue", q.id)
 			if _, err := r.upsert(ctx, "file", settingsOf(cq)); err != nil {
@@ -308,46 +308,46 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 		r.untrack(q.id)
 		return nil
 	}
-	set := res.list(6)
+	set := res.List(6)
 	now := time.Now()
 	s := &snapshot{
-		Counter: res.int(1), Serving: res.int(2), Active: res.int(3), Unclaimed: res.int(4),
-		StoreNow: time.UnixMilli(res.int(5)), Taken: now,
-		Epoch: set.str(0), Capacity: set.int(1), ReleasePerMinute: set.int(2),
-		TokenTTL: time.Duration(set.int(3)) * time.Second, PositionExpiry: time.Duration(set.int(4)) * time.Second,
-		AbandonAfter: time.Duration(set.int(5)) * time.Second, Turnstile: set.int(6) == 1, Paused: set.int(7) == 1,
-		Title: set.str(8), Method: set.str(9), OpensAt: msTime(set.int(10)), JoinFrom: msTime(set.int(11)),
-		ClosesAt: msTime(set.int(12)), Shuffle: set.int(13) == 1, Opened: set.int(14) > 0,
-		Lottery: lottery{lo: set.int(15), n: set.int(16), seed: set.str(17)},
-		SoldOut: set.int(18) == 1, SoldOutWith: splitList(set.str(19)), Pool: set.int(20), Moved: set.int(21),
-		SessionRenewal: set.int(23) == 1, MaxSession: time.Duration(set.int(24)) * time.Second,
-		InviteOnly: set.int(25) == 1, Invites: set.int(26), InvitesUsed: set.int(27),
-		DrawPending: set.str(28) == "0", PlacesPerIP: set.int(30),
+		Counter: res.Int(1), Serving: res.Int(2), Active: res.Int(3), Unclaimed: res.Int(4),
+		StoreNow: time.UnixMilli(res.Int(5)), Taken: now,
+		Epoch: set.Str(0), Capacity: set.Int(1), ReleasePerMinute: set.Int(2),
+		TokenTTL: time.Duration(set.Int(3)) * time.Second, PositionExpiry: time.Duration(set.Int(4)) * time.Second,
+		AbandonAfter: time.Duration(set.Int(5)) * time.Second, Turnstile: set.Int(6) == 1, Paused: set.Int(7) == 1,
+		Title: set.Str(8), Method: set.Str(9), OpensAt: msTime(set.Int(10)), JoinFrom: msTime(set.Int(11)),
+		ClosesAt: msTime(set.Int(12)), Shuffle: set.Int(13) == 1, Opened: set.Int(14) > 0,
+		Lottery: lottery{lo: set.Int(15), n: set.Int(16), seed: set.Str(17)},
+		SoldOut: set.Int(18) == 1, SoldOutWith: splitList(set.Str(19)), Pool: set.Int(20), Moved: set.Int(21),
+		SessionRenewal: set.Int(23) == 1, MaxSession: time.Duration(set.Int(24)) * time.Second,
+		InviteOnly: set.Int(25) == 1, Invites: set.Int(26), InvitesUsed: set.Int(27),
+		DrawPending: set.Str(28) == "0", PlacesPerIP: set.Int(30),
 	}
-	restored := set.int(29)
+	restored := set.Int(29)
 	if s.MaxSession < s.TokenTTL {
 		s.MaxSession = s.TokenTTL // a queue written before sessions existed
 	}
 	if s.Method == "" {
 		s.Method = config.MethodFIFO
 	}
-	early := set.int(22)
-	revs, dls := res.list(7), res.list(8)
-	drawn := res.str(9)
-	for i := 0; i+1 < dls.len(); i += 2 {
+	early := set.Int(22)
+	revs, dls := res.List(7), res.List(8)
+	drawn := res.Str(9)
+	for i := 0; i+1 < dls.Len(); i += 2 {
 		at := s.StoreNow.Add(s.TokenTTL) // +inf: served, not claimed, no position expiry
-		if f, err := strconv.ParseFloat(dls.str(i+1), 64); err == nil && !math.IsInf(f, 0) {
+		if f, err := strconv.ParseFloat(dls.Str(i+1), 64); err == nil && !math.IsInf(f, 0) {
 			at = time.UnixMilli(int64(f))
 		}
-		s.Deadlines = append(s.Deadlines, deadline{index: dls.int(i), at: at})
+		s.Deadlines = append(s.Deadlines, deadline{index: dls.Int(i), at: at})
 	}
-	if err := errors.Join(res.err, set.err, revs.err, dls.err); err != nil {
+	if err := errors.Join(res.Err(), set.Err(), revs.Err(), dls.Err()); err != nil {
 		r.logger.Warn("queue tick: bad reply", "queue", q.id, "error", err.Error())
 		return q.snap.Load()
 	}
 	q.mu.Lock()
-	for i := 0; i+1 < revs.len(); i += 2 {
-		pos, at := revs.int(i), revs.int(i+1)
+	for i := 0; i+1 < revs.Len(); i += 2 {
+		pos, at := revs.Int(i), revs.Int(i+1)
 		r.revoked.Add(revocation{queue: q.id, epoch: s.Epoch, position: pos}, struct{}{})
 		q.lastRevocation = max(q.lastRevocation, at)
 	}

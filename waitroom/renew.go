@@ -123,10 +123,10 @@ func (r *Room) flushRenewals(ctx context.Context) {
 			end := min(len(b.args), start+4*renewalChunk)
 			args := append([]any{b.epoch}, b.args[start:end]...)
 			res := r.scripts.run(ctx, r.client, r.scripts.renew, queueKeys(r.keys, b.queue), args...)
-			if res.err == nil {
+			if res.Err() == nil {
 				continue
 			}
-			r.logger.Warn("storing renewed sessions failed; trying again on the next tick", "queue", b.queue, "error", res.err.Error())
+			r.logger.Warn("storing renewed sessions failed; trying again on the next tick", "queue", b.queue, "error", res.Err().Error())
 			r.renewals.mu.Lock()
 			if r.renewals.pending == nil {
 				r.renewals.pending = map[renewalKey]renewed{}

@@ -315,9 +315,9 @@ func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, err
 		fingerprint, s.OpensAt, s.joinFrom(), flag(s.Shuffle), s.ClosesAt, cmp.Or(s.Method, config.MethodFIFO),
 		strings.Join(s.SoldOutWith, ","), randomHex(), flag(s.SessionRenewal), max(s.MaxSession, s.TokenTTL),
 		flag(s.InviteOnly), s.PlacesPerIP)
-	code, gotEpoch, created := res.int(0), res.str(1), res.int(2)
-	if res.err != nil {
-		return "", res.err
+	code, gotEpoch, created := res.Int(0), res.Str(1), res.Int(2)
+	if res.Err() != nil {
+		return "", res.Err()
 	}
 	switch code {
 	case 1:

@@ -53,9 +53,9 @@ type issued struct {
 // yet gives web.ErrNotYetServed, a finished one web.ErrExpired.
 func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requestID string, pos int64) (issued, *web.Error) {
 	res := r.scripts.run(ctx, r.client, r.scripts.token, queueKeys(r.keys, queueID), pos, s.Epoch)
-	code, st, iat, exp, tsv, fresh := res.int(0), State(res.int(1)), res.int(2), res.int(3), res.int(4), res.int(5)
-	if res.err != nil {
-		return issued{}, web.ErrStoreUnavailable.Because(res.err)
+	code, st, iat, exp, tsv, fresh := res.Int(0), State(res.Int(1)), res.Int(2), res.Int(3), res.Int(4), res.Int(5)
+	if res.Err() != nil {
+		return issued{}, web.ErrStoreUnavailable.Because(res.Err())
 	}
 	switch code {
 	case 1:
@@ -116,9 +116,9 @@ func (r *Room) finish(ctx context.Context, queueID, epoch string, pos int64, fin
 	// failover lost would make the token good again where no replica remembers it.
 	res, ackErr := r.runAcked(ctx, r.scripts.finish, queueKeys(r.keys, queueID), pos, epoch, int(final),
 		(r.opts.MaxTokenTTL + time.Minute).Milliseconds())
-	code, state, revokedAt := res.int(0), State(res.int(1)), res.int(2)
-	if res.err != nil {
-		return 0, res.err
+	code, state, revokedAt := res.Int(0), State(res.Int(1)), res.Int(2)
+	if res.Err() != nil {
+		return 0, res.Err()
 	}
 	if ackErr != nil && (code == 0 || code == 3) {
 		defer func() { err = ackErr }() // said after the replicas here heard of it: they keep it either way

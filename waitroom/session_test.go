@@ -50,10 +50,10 @@ func TestRenew_ExtendsLiveSessionsAndNeverRevivesAFinishedOne(t *testing.T) {
 				args = append(args, v)
 			}
 			res := r.scripts.run(ctx, r.client, r.scripts.renew, keys, args...)
-			if res.err != nil {
-				t.Fatal(res.err)
+			if res.Err() != nil {
+				t.Fatal(res.Err())
 			}
-			return res.int(0)
+			return res.Int(0)
 		}
 		later := time.Now().Unix() + 3600
 		if n := renew("other-epoch", live, iat, later, 0); n != 0 {

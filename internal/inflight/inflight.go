@@ -32,6 +32,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
 // Lease and poll defaults (docs/reference.md, "In-flight limits").
@@ -180,13 +181,13 @@ func (t ticket) acquire(wait bool) (int64, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	res, err := ints(ctx, t.l.client, acquireScript, t.keys, t.id, t.limit,
-		t.l.lease.Milliseconds(), t.l.presence.Milliseconds(), w, t.l.channel, t.perClient)
+	res, err := luascript.Ints(acquireScript.Run(ctx, t.l.client, t.keys, t.id, t.limit,
+		t.l.lease.Milliseconds(), t.l.presence.Milliseconds(), w, t.l.channel, t.perClient).Result())
 	if err != nil {
 		return 0, err
 	}
 	if len(res) != 2 {
-		return 0, errReply
+		return 0, luascript.ErrReply
 	}
 	return res[0], nil
 }
@@ -196,7 +197,7 @@ func (t ticket) acquire(wait bool) (int64, error) {
 func (t ticket) leave() (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 	defer cancel()
-	res, err := ints(ctx, t.l.client, releaseScript, t.keys, t.id, t.limit, t.l.presence.Milliseconds(), t.l.channel)
+	res, err := luascript.Ints(releaseScript.Run(ctx, t.l.client, t.keys, t.id, t.limit, t.l.presence.Milliseconds(), t.l.channel).Result())
 	if err != nil {
 		t.l.logger.Warn("in-flight slot not given back; it is free again when its lease or place in line expires",
 			"key", t.keys[0], "error", err.Error())
@@ -241,7 +242,7 @@ func (s *Lease) renewUntilReleased() {
 		case <-tick.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
-		res, err := ints(ctx, s.l.client, renewScript, s.keys, s.id, s.l.lease.Milliseconds())
+		res, err := luascript.Ints(renewScript.Run(ctx, s.l.client, s.keys, s.id, s.l.lease.Milliseconds()).Result())
 		cancel()
 		switch {
 		case err != nil:

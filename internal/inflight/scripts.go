@@ -1,10 +1,7 @@
 package inflight
 
 import (
-	"context"
 	"embed"
-	"errors"
-	"fmt"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,27 +28,3 @@ const (
 	codeFull       = 2
 	codeClientFull = 3
 )
-
-var errReply = errors.New("inflight: unexpected script reply")
-
-// ints runs a script and reads its reply as integers: one for a plain integer reply, each item of a
-// list otherwise. It checks types instead of asserting them.
-func ints(ctx context.Context, c redis.Scripter, s *redis.Script, keys []string, args ...any) ([]int64, error) {
-	v, err := s.Run(ctx, c, keys, args...).Result()
-	if err != nil {
-		return nil, err
-	}
-	items, ok := v.([]any)
-	if !ok {
-		items = []any{v}
-	}
-	out := make([]int64, len(items))
-	for i, item := range items {
-		n, ok := item.(int64)
-		if !ok {
-			return nil, fmt.Errorf("%w: item %d is %T", errReply, i, item)
-		}
-		out[i] = n
-	}
-	return out, nil
-}
