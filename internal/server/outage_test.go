@@ -326,6 +326,14 @@ func TestStoreRestart_AOFKeepsTheSale(t *testing.T) {
 	if err := redisSrv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	// The joins below need edgeq to count the store as available again: store health may have seen
+	// the restart (two pings failed) and answers joins 503 STORE_UNAVAILABLE until two pings pass. A
+	// token's page needs no store call, so it cannot tell; on a loaded machine a join met that window.
+	// Up and not degraded: a ping passed after the restart, and pings are sequential, so no failure
+	// of before it is still on its way.
+	eventually(t, "edgeq counts the store available again", func() bool {
+		return in.metric(t, "edgeq_store_up") == 1 && in.metric(t, "edgeq_store_degraded") == 0
+	})
 
 	bearer := func(tok string) http.Header {
 		return http.Header{"Authorization": {"Bearer " + tok}, "Accept": {"application/json"}}
