@@ -86,7 +86,11 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 		t.Fatalf("edgeq_store_replica_waits_total{result=timeout} %v, want 3", got)
 	}
 
-	s.SetWaitReplicas(1, 2*time.Second)
+	// The replica confirms within its 300 ms round trip; the WAIT timeout is only a bound, generous
+	// for a loaded machine: with 2 s, once, beside stress-ng and the rest of the suite, the WAIT of 49
+	// of the fifty buyers below timed out and they were answered 503. What is checked does not depend
+	// on it: the replica holds what the shop gets. (The timeout's own path is the 50 ms case above.)
+	s.SetWaitReplicas(1, 10*time.Second)
 	if a := st.checkout("p", "cal", nil); a.status != 200 {
 		t.Fatalf("checkout with the replica confirming: %d %s", a.status, a.body)
 	}
