@@ -255,12 +255,12 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 			}
 			st.svc.applyCommits(ctx, batch)
 		}
-		state := func(id string) string {
-			t.Helper()
-			return s.Client.HGet(ctx, recordKey(s.Keys, "p", id), "state").Val()
-		}
 		unsettled := func(id string) bool {
 			return s.Client.ZScore(ctx, unsettledKey(s.Keys, "p"), id).Err() == nil
+		}
+		state := func(id string) string {
+			t.Helper()
+			return admissionState(s.Client.HGet(ctx, recordKey(s.Keys, "p", id), "state").Val(), unsettled(id))
 		}
 		c1, c2, c3 := claim{owner: "p", user: u, id: "1", value: 1}, claim{owner: "p", user: u, id: "2", value: 1}, claim{owner: "p", user: u, id: "3", value: 1}
 		if got := reserve(c1); got[0] != 0 {

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -14,10 +13,11 @@ import (
 // wait for the store: the commit goes to the committer, which sends at once whatever is queued, one
 // commits.lua call per owner in one pipeline (a group commit: under load the batches grow by
 // themselves, and one round trip carries many commits, which is what Redis CPU per admission is made
-// of). A commit only marks the record committed and takes it out of the unsettled set, which ends the
-// user's in-flight claim (reserve.lua takes over a claim whose admission is settled); the units were
-// taken at admission, so a batch lost with its replica loses no unit and sells none twice: the claim
-// stops counting after ClaimTTL and the record stays "admitted" (an unsettled admission). While the committer
+// of). A stock admission's commit only takes it out of its product's unsettled set (its record,
+// "admitted" outside the set, is committed), which ends the user's in-flight claim (reserve.lua takes
+// over a claim whose admission is settled); a bid's marks its record committed. The units were taken
+// at admission, so a batch lost with its replica loses no unit and sells none twice: the claim stops
+// counting after ClaimTTL and the admission stays unsettled. While the committer
 // is not running (tests, shutdown), commits run on the request path as before.
 //
 // The user's next purchase may arrive before the commit of the last one is applied: once the shop
@@ -165,13 +165,20 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 	for _, p := range batch {
 		key := [2]string{p.kind.name(), p.c.owner}
 		g := groups[key]
+		grouped, isGrouped := p.kind.(groupedKind)
 		if g == nil {
-			stream, set := p.kind.stream(p.c.owner), unsettledSet(p.kind, p.c.owner)
-			g = &group{keys: []string{stream, cmp.Or(set, stream)},
-				args: []any{flag(s.o.Ledger != nil), flag(set != "")}}
+			// A stock admission's commit is leaving its unsettled set (commits.lua), told to the
+			// ledger on the admissions stream; a bid's is its record's state, on its event stream.
+			stream, set := p.kind.stream(p.c.owner), p.kind.stream(p.c.owner)
+			if isGrouped {
+				stream, set = grouped.admitsStream(p.c.owner), grouped.unsettledSet(p.c.owner)
+			}
+			g = &group{keys: []string{stream, set}, args: []any{flag(s.o.Ledger != nil), flag(isGrouped)}}
 			groups[key] = g
 		}
-		g.keys = append(g.keys, p.kind.record(p.c))
+		if !isGrouped {
+			g.keys = append(g.keys, p.kind.record(p.c))
+		}
 		g.args = append(g.args, p.c.id)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -173,9 +173,10 @@ func (k *stockKind) parse(product string, msg redis.XMessage) ([]application, er
 	return apps, nil
 }
 
-// parseAdmissions reads an entry of either of a product's streams: reserve.lua's entry on the admits
-// stream names every purchase of one call; an entry of the events stream names one admission (as
-// did the admitted entries of builds before the admits stream).
+// parseAdmissions reads an entry of either of a product's streams: an entry of the admits stream
+// names every purchase of one reserve.lua call or every admission of one commits.lua call; an entry
+// of the events stream names one admission (as did the admitted entries of builds before the admits
+// stream).
 func parseAdmissions(product string, msg redis.XMessage) ([]Record, int64, error) {
 	if _, grouped := msg.Values["admissions"]; grouped {
 		return parseAdmitted(product, msg)
@@ -187,11 +188,24 @@ func parseAdmissions(product string, msg redis.XMessage) ([]Record, int64, error
 	return []Record{rec}, at, nil
 }
 
-// parseAdmitted reads reserve.lua's entry: type "admitted", the call's time and the space-separated
-// lists admissions, users and qtys, one item per purchase admitted.
+// parseAdmitted reads a grouped entry of the admissions stream: reserve.lua's (type "admitted", the
+// call's time and the space-separated lists admissions, users and qtys, one item per purchase
+// admitted) or commits.lua's (type "committed", committed_at and the admissions committed).
 func parseAdmitted(product string, msg redis.XMessage) ([]Record, int64, error) {
 	e := entry(msg)
 	ids, users, qtys := strings.Fields(e.str("admissions")), strings.Fields(e.str("users")), strings.Fields(e.str("qtys"))
+	if e.str("type") == "committed" {
+		c, err := e.num("committed_at")
+		if err != nil || len(ids) == 0 {
+			return nil, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		}
+		committedAt := time.UnixMilli(c).UTC().Format(recordTime)
+		recs := make([]Record, len(ids))
+		for i, id := range ids {
+			recs[i] = Record{ID: id, ProductID: product, State: "committed", CommittedAt: committedAt}
+		}
+		return recs, 0, nil
+	}
 	at, err := e.num("at")
 	if e.str("type") != "admitted" || err != nil || len(ids) == 0 || len(users) != len(ids) || len(qtys) != len(ids) {
 		return nil, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
@@ -373,6 +387,16 @@ func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string
 	return Record{}, false
 }
 
+// admissionState is the state of an admission whose record under its product says stored: a commit
+// takes an admission out of its product's unsettled set and leaves the record "admitted"
+// (commits.lua), so an admitted record outside the set is committed.
+func admissionState(stored string, unsettled bool) string {
+	if stored == "admitted" && !unsettled {
+		return "committed"
+	}
+	return stored
+}
+
 // productRecord finds an admission by its record under its product (kept a day), for when the admin
 // indexes do not have it yet.
 func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, error) {
@@ -390,7 +414,11 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 		if h["user"] == "" || errors.Join(err1, err2) != nil {
 			continue // not this product's (or a tombstone)
 		}
-		return Record{ID: id, ProductID: p, User: h["user"], Quantity: qty, State: h["state"],
+		_, err = s.client.ZScore(ctx, unsettledKey(s.keys, p), id).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Record{}, false, err
+		}
+		return Record{ID: id, ProductID: p, User: h["user"], Quantity: qty, State: admissionState(h["state"], err == nil),
 			AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}, true, nil
 	}
 	return Record{}, false, nil

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -69,11 +70,19 @@ func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
+	open, err := s.unsettled(ctx, time.Now().Add(time.Hour))
+	if err != nil {
+		return err
+	}
+	unsettled := map[string]bool{}
+	for _, u := range open {
+		unsettled[u.id] = true
+	}
 	return s.compareRecords(ctx, r, records{
 		noun: "admission", open: ":{p:", middle: "}:adm:", user: "user", // reserve.lua's, under the product's hash tag
 		read: func(owner, id string, h map[string]string) compared {
 			qty, _ := strconv.ParseInt(h["qty"], 10, 64)
-			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: h["state"]})
+			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: admissionState(h["state"], unsettled[id])})
 		},
 		inLedger: mapped(rows, admissionCompared),
 		lookup: func(id string) (compared, bool, error) {

@@ -1,47 +1,54 @@
 -- commits.lua: commit a batch of admissions or bids that the origin accepted, all of one kind and one
--- owner (one hash tag): each record not released, cancelled or withdrawn becomes committed. With the
--- ledger on, each commit adds a "committed" event to the owner's stream (the ledger's settlement
--- record).
--- KEYS[1] the owner's event stream
--- KEYS[2] stock: the product's unsettled set (admissions neither committed nor given back); bids: unused
--- KEYS from KEYS[3]: each item's record, in the order of the ids
--- ARGV[1] 1: add committed events (the ledger is on)   ARGV[2] 1: stock admissions, 0: bids
--- ARGV from ARGV[3]: the ids
--- A stock admission is in the unsettled set exactly while its record is "admitted" (reserve.lua adds
--- it, and whatever settles it takes it out in the same call), so taking it out of the set tells
--- whether it is still to commit, without reading the record's state. The user's in-flight claim
--- needs nothing: a claim whose admission is settled no longer counts (reserve.lua).
+-- owner (one hash tag). With the ledger on, what is committed now is told to the ledger by an event.
+-- ARGV[1] 1: the ledger is on   ARGV[2] 1: stock admissions, 0: bids   ARGV from ARGV[3]: the ids
+-- Stock admissions: KEYS[1] the product's admissions stream, KEYS[2] its unsettled set. An admission
+--   is in the unsettled set exactly while it is neither committed nor given back (reserve.lua adds
+--   it; a release, a cancellation or an orphan release takes it out in the same call that writes the
+--   record's new state), so committing one is taking it out of the set: its record keeps saying
+--   "admitted", and an admitted record outside the set is committed (release.lua, commit.lua and
+--   reconcile read it so). One ZMSCORE tells which ids are still to commit, one ZREM takes them all
+--   out, and one event names them all (type committed, admissions: the ids, space-separated,
+--   committed_at), on the admissions stream, which builds before it do not read. The user's in-flight
+--   claim needs nothing: a claim whose admission is settled no longer counts (reserve.lua).
+-- Bids: KEYS[1] the auction's event stream, KEYS[2] unused, KEYS from KEYS[3]: each bid's record, in
+--   the order of the ids; each record not withdrawn or committed becomes committed, with an event
+--   each.
 -- returns {items committed now}
-local stock, n, now = ARGV[2] == '1', 0, nil
-local function committed(id)
-  n = n + 1
-  if ARGV[1] == '1' then
-    if not now then
-      local t = redis.call('TIME')
-      now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-    end
-    local field = 'bid'
-    if stock then field = 'admission' end
-    redis.call('XADD', KEYS[1], '*', 'type', 'committed', field, id, 'committed_at', now)
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
   end
+  return now
 end
+if ARGV[2] == '1' then
+  local ids = {}
+  for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
+  local scores = redis.call('ZMSCORE', KEYS[2], unpack(ids))
+  local settle, seen = {}, {}
+  for i = 1, #ids do
+    if scores[i] and not seen[ids[i]] then
+      seen[ids[i]] = true
+      settle[#settle + 1] = ids[i]
+    end
+  end
+  if #settle == 0 then return {0} end
+  redis.call('ZREM', KEYS[2], unpack(settle))
+  if ARGV[1] == '1' then
+    redis.call('XADD', KEYS[1], '*', 'type', 'committed', 'admissions', table.concat(settle, ' '), 'committed_at', clock())
+  end
+  return {#settle}
+end
+local n = 0
 for i = 3, #ARGV do
   local id, record = ARGV[i], KEYS[i]
-  if stock then
-    if redis.call('ZREM', KEYS[2], id) == 1 then
-      -- HSET answers how many fields it added: 1 means the record had expired (a commit more than a
-      -- day late) and HSET made a new one, without a TTL, which goes.
-      if redis.call('HSET', record, 'state', 'committed') == 1 then
-        redis.call('DEL', record)
-      else
-        committed(id)
-      end
-    end
-  else
-    local state = redis.call('HGET', record, 'state')
-    if state and state ~= 'withdrawn' and state ~= 'committed' and state ~= 'released' and state ~= 'cancelled' then
-      redis.call('HSET', record, 'state', 'committed')
-      committed(id)
+  local state = redis.call('HGET', record, 'state')
+  if state and state ~= 'withdrawn' and state ~= 'committed' and state ~= 'released' and state ~= 'cancelled' then
+    redis.call('HSET', record, 'state', 'committed')
+    n = n + 1
+    if ARGV[1] == '1' then
+      redis.call('XADD', KEYS[1], '*', 'type', 'committed', 'bid', id, 'committed_at', clock())
     end
   end
 end

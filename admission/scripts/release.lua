@@ -22,7 +22,9 @@ if not state then
   return {1, 0}
 end
 if state == 'released' or state == 'cancelled' then return {2, 0} end
-if state == 'committed' then return {3, 0} end
+-- Committed: "committed" in records of builds before commits left the record alone, and an
+-- admitted record whose admission is no longer unsettled (commits.lua).
+if state == 'committed' or not redis.call('ZSCORE', KEYS[7], ARGV[1]) then return {3, 0} end
 local user = redis.call('HGET', KEYS[5], 'user')
 local qty = tonumber(redis.call('HGET', KEYS[5], 'qty'))
 local at = now_ms()
