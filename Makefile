@@ -77,9 +77,11 @@ screenshots:
 # Pass-through overhead (origin direct, bare ReverseProxy, edgeq, measured in one run) and the waiting
 # room on a private redis-server; the ledger on a private PostgreSQL.
 # The side-by-side table (edgeq-bench table) needs wrk, and shows nginx and Caddy when installed:
-# apt-get install wrk nginx caddy (Debian); without wrk it says so and stops.
+# apt-get install wrk nginx caddy (Debian); without wrk it says so and stops. The hot product
+# (edgeq-bench hot) needs wrk and redis-benchmark (redis-tools).
 bench:
 	$(GO) run ./cmd/edgeq-bench table
+	$(GO) run ./cmd/edgeq-bench hot
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
 	$(GO) test -run '^$$' -bench 'StockReserveAndCommit|IdleWorkerPass' ./admission/
 	$(GO) run ./cmd/edgeq-bench overhead

@@ -128,41 +128,31 @@ func paging(r *http.Request) (page, size int64, e *web.Error) {
 	return web.Paging(r, 20)
 }
 
-// pageOf lists an index newest first: ZREVRANGE for the page's ids, then one MGET for their records.
-// Equal times are ordered by id, so pages are stable.
-func (s *Service) pageOf(ctx context.Context, index string, page, size int64) ([]Record, int64, error) {
-	total, err := s.client.ZCard(ctx, index).Result()
+// pageOf lists a page of admissions, newest first: every buyer's (buyer "") or one buyer's, from
+// the store's admin records (records.go).
+func (s *Service) pageOf(ctx context.Context, buyer string, page, size int64) ([]Record, int64, error) {
+	t := s.stock.table
+	ids, total, err := s.pageIDs(ctx, t, buyer, page, size)
 	if err != nil {
 		return nil, 0, err
 	}
-	start := (page - 1) * size
-	ids, err := s.client.ZRevRange(ctx, index, start, start+size-1).Result()
-	if err != nil || len(ids) == 0 {
-		return []Record{}, total, err
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = admissionKey(s.keys, id)
-	}
-	values, err := s.client.MGet(ctx, keys...).Result()
+	bodies, err := s.bodies(ctx, t, ids)
 	if err != nil {
 		return nil, 0, err
 	}
-	records := make([]Record, 0, len(values))
-	for _, v := range values {
-		if str, ok := v.(string); ok {
-			var rec Record
-			if json.Unmarshal([]byte(str), &rec) == nil {
-				records = append(records, rec)
-			}
+	records := make([]Record, 0, len(bodies))
+	for _, body := range bodies {
+		var rec Record
+		if body != "" && json.Unmarshal([]byte(body), &rec) == nil {
+			records = append(records, rec)
 		}
 	}
 	return records, total, nil
 }
 
 // writePage answers a page of admissions: from the ledger when it is on (buyer "" for every
-// buyer's), from the store's index otherwise or when the ledger cannot be read.
-func (s *Service) writePage(w http.ResponseWriter, r *http.Request, index, buyer string) {
+// buyer's), from the store's admin records otherwise or when the ledger cannot be read.
+func (s *Service) writePage(w http.ResponseWriter, r *http.Request, buyer string) {
 	page, size, e := paging(r)
 	if e != nil {
 		s.responder.Error(w, r, e)
@@ -173,7 +163,7 @@ func (s *Service) writePage(w http.ResponseWriter, r *http.Request, index, buyer
 	}) {
 		return
 	}
-	items, total, err := s.pageOf(r.Context(), index, page, size)
+	items, total, err := s.pageOf(r.Context(), buyer, page, size)
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
@@ -189,7 +179,7 @@ func (s *Service) adminAdmissions(w http.ResponseWriter, r *http.Request) {
 			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than").With("problems", "older_than goes with state=admitted"))
 			return
 		}
-		s.writePage(w, r, byTimeKey(s.keys), "")
+		s.writePage(w, r, "")
 	case "admitted":
 		s.adminUnsettled(w, r)
 	default:
@@ -199,16 +189,14 @@ func (s *Service) adminAdmissions(w http.ResponseWriter, r *http.Request) {
 
 var admissionIDSyntax = regexp.MustCompile(`^[0-9]{1,20}$`)
 
+// record is an admission's admin record.
 func (s *Service) record(ctx context.Context, id string) (Record, bool, error) {
-	v, err := s.client.Get(ctx, admissionKey(s.keys, id)).Result()
-	if errors.Is(err, redis.Nil) {
-		return Record{}, false, nil
-	}
-	if err != nil {
+	bodies, err := s.bodies(ctx, s.stock.table, []string{id})
+	if err != nil || bodies[0] == "" {
 		return Record{}, false, err
 	}
 	var rec Record
-	return rec, json.Unmarshal([]byte(v), &rec) == nil, nil
+	return rec, json.Unmarshal([]byte(bodies[0]), &rec) == nil, nil
 }
 
 func (s *Service) adminAdmission(w http.ResponseWriter, r *http.Request) {
@@ -249,30 +237,7 @@ func (s *Service) adminDeleteAdmission(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
-	ctx := r.Context()
-	key := admissionKey(s.keys, id)
-	deleted := false
-	err := s.client.Watch(ctx, func(tx *redis.Tx) error {
-		v, err := tx.Get(ctx, key).Result()
-		if errors.Is(err, redis.Nil) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var rec Record
-		if err := json.Unmarshal([]byte(v), &rec); err != nil {
-			return err
-		}
-		_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.Del(ctx, key)
-			p.ZRem(ctx, byTimeKey(s.keys), id)
-			p.ZRem(ctx, userKey(s.keys, rec.User), id)
-			return nil
-		})
-		deleted = err == nil
-		return err
-	}, key)
+	deleted, err := s.deleteRecord(r.Context(), s.stock.table, id)
 	switch {
 	case err != nil:
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
@@ -305,7 +270,7 @@ func (s *Service) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, e)
 		return
 	}
-	s.writePage(w, r, userKey(s.keys, user), user)
+	s.writePage(w, r, user)
 }
 
 // adminLeaderboard lists the products by sales, highest first (ties by id): the units held, which

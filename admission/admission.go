@@ -121,8 +121,8 @@ func New(o Options) *Service {
 		logger: o.Logger, responder: o.Responder, comp: compensations{wake: make(chan struct{}, 1)},
 	}
 	s.metrics = newMetrics(o.Registry)
-	s.stock = &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}}
-	s.bid = &bidKind{s: s, reads: newAuctionReads()}
+	s.stock = &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys)}
+	s.bid = &bidKind{s: s, reads: newAuctionReads(), table: bidTable(s.keys)}
 	s.register(s.stock)
 	s.register(s.bid)
 	s.reserves = s.newReserver()

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -484,14 +485,22 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		if err := apply(ctx); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admissions"].(string))).Result()
+		first := msgs[0].Values["admissions"].(string)
+		before := s.Client.HGet(ctx, st.svc.stock.table.records, first).Val()
 		if err := apply(ctx); err != nil { // twice
 			t.Fatal(err)
 		}
 		if n, _ := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Result(); n != 120 {
 			t.Fatalf("a redelivered event was indexed twice: %d admissions", n)
 		}
-		if after, _ := s.Client.Get(ctx, admissionKey(s.Keys, msgs[0].Values["admissions"].(string))).Result(); after != before || after == "" {
+		indexed := 0
+		for _, list := range s.Client.HVals(ctx, st.svc.stock.table.byUser).Val() {
+			indexed += len(strings.Fields(list))
+		}
+		if indexed != 120 {
+			t.Fatalf("a redelivered event was indexed twice by user: %d entries", indexed)
+		}
+		if after := s.Client.HGet(ctx, st.svc.stock.table.records, first).Val(); after != before || after == "" {
 			t.Fatalf("a redelivered event changed its record: %s -> %s", before, after)
 		}
 		if num(st.adminGet("/api/leaderboard").json["items"].([]any)[0].(map[string]any)["sales"]) != 120 {
@@ -634,14 +643,15 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 			t.Fatalf("delete: %d %s", a.status, a.body)
 		}
 		ctx := context.Background()
-		if n, _ := s.Client.Exists(ctx, admissionKey(s.Keys, victim)).Result(); n != 0 {
+		table := st.svc.stock.table
+		if n, _ := s.Client.HExists(ctx, table.records, victim).Result(); n {
 			t.Fatal("the record survived")
 		}
 		if _, err := s.Client.ZScore(ctx, byTimeKey(s.Keys), victim).Result(); err == nil {
 			t.Fatal("the time index still names it")
 		}
-		if _, err := s.Client.ZScore(ctx, userKey(s.Keys, pseudonym), victim).Result(); err == nil {
-			t.Fatal("the user index still names it")
+		if list := strings.Fields(s.Client.HGet(ctx, table.byUser, pseudonym).Val()); len(list) != 2 || slices.Contains(list, victim) {
+			t.Fatalf("the user index names %v, want the user's 2 other admissions", list)
 		}
 		if a := st.adminGet("/api/admissions/" + victim); a.status != 404 {
 			t.Fatalf("get after delete: %d", a.status)

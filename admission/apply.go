@@ -1,8 +1,8 @@
 package admission
 
-// Applying stream events to the admin records: what one event writes (an application: the
-// record's JSON and its index entries, all idempotent) and the apply.lua calls that write a batch of
-// them, every key under the {adm} hash tag.
+// Applying stream events to the admin records (records.go): what one event writes (an application:
+// the record's JSON and its index entries, all idempotent) and the apply.lua calls that write a batch
+// of them, every key under the {adm} hash tag.
 
 import (
 	"context"
@@ -27,21 +27,16 @@ func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
 
 func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
 
-// application is what applying one event writes: the record's JSON (kept when the record exists,
-// unless overwrite) and sorted-set additions, all idempotent, so an event applied twice changes
-// nothing. Every key is an admin index under the {adm} hash tag, so one script applies a whole batch,
-// on a Cluster too.
+// application is what applying one event writes to its kind's admin table (records.go): the record's
+// JSON under its id (kept when the record exists, unless overwrite) and its entries in the indexes
+// by time and by user, all idempotent, so an event applied twice changes nothing. Every key is under
+// the {adm} hash tag, so one script applies a whole batch, on a Cluster too.
 type application struct {
-	record    string
+	table     *adminTable
+	id, user  string
+	atMs      int64 // the admission's (or bid's) time: its place in both indexes
 	body      []byte
 	overwrite bool
-	zadd      []zentry
-}
-
-type zentry struct {
-	key    string
-	score  float64
-	member string
 }
 
 // applyMax bounds the records of one apply.lua call. A script blocks Redis while it runs, and a read
@@ -62,44 +57,34 @@ func (s *Service) applyAll(ctx context.Context, apps []application) error {
 	return nil
 }
 
-// applyBatch applies events with one apply.lua call: each record with one SET, each index with one
-// ZADD of every addition the batch makes to it. Applying is idempotent: an event delivered again after
-// a take-over, or a batch retried after a lost reply, changes nothing twice.
+// applyBatch applies events with one apply.lua call: per table, one HSET of the records and one ZADD
+// per index, whatever the number of events. With the ledger on, records older than LedgerRecordTTL
+// leave the tables (the ledger keeps them; apply.lua removes a few per call).
 func (s *Service) applyBatch(ctx context.Context, apps []application) error {
+	if len(apps) == 0 {
+		return nil
+	}
 	var ttl, cutoff int64
 	if s.o.Ledger != nil {
 		ttl, cutoff = int64(LedgerRecordTTL/time.Second), time.Now().Add(-LedgerRecordTTL).UnixMilli()
 	}
-	keys := make([]string, 0, len(apps)+2)
-	args := make([]any, 0, 3+len(apps)*6)
-	args = append(args, ttl, cutoff, 0)
-	type index struct {
-		key   string
-		pairs []any
-	}
-	var indexes []*index // in order of first addition
-	byKey := map[string]*index{}
+	var tables []*adminTable // in order of first record
+	byTable := map[*adminTable][]application{}
 	for _, a := range apps {
-		keys = append(keys, a.record)
-		args = append(args, flag(a.overwrite), a.body)
-		for _, z := range a.zadd {
-			ix := byKey[z.key]
-			if ix == nil {
-				ix = &index{key: z.key}
-				byKey[z.key] = ix
-				indexes = append(indexes, ix)
-			}
-			ix.pairs = append(ix.pairs, z.score, z.member)
+		if _, ok := byTable[a.table]; !ok {
+			tables = append(tables, a.table)
 		}
+		byTable[a.table] = append(byTable[a.table], a)
 	}
-	if len(keys) == 0 {
-		return nil
-	}
-	args[2] = len(keys)
-	for _, ix := range indexes {
-		keys = append(keys, ix.key)
-		args = append(args, len(ix.pairs)/2)
-		args = append(args, ix.pairs...)
+	keys := make([]string, 0, 3*len(tables))
+	args := make([]any, 0, 2+2*len(tables)+5*len(apps))
+	args = append(args, ttl, cutoff)
+	for _, t := range tables {
+		keys = append(keys, t.records, t.byTime, t.byUser)
+		args = append(args, t.userField, len(byTable[t]))
+		for _, a := range byTable[t] {
+			args = append(args, flag(a.overwrite), a.id, strconv.FormatInt(a.atMs, 10), a.user, a.body)
+		}
 	}
 	return applyScript.Run(ctx, s.client, keys, args...).Err()
 }

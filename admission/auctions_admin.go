@@ -170,25 +170,16 @@ func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	}) {
 		return
 	}
-	index := userBidsKey(s.keys, user)
-	total, err := s.client.ZCard(ctx, index).Result()
+	ids, total, err := s.pageIDs(ctx, s.bid.table, user, page, size)
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	start := (page - 1) * size
-	ids, err := s.client.ZRevRange(ctx, index, start, start+size-1).Result()
 	items := []any{}
-	if err == nil && len(ids) > 0 {
-		keys := make([]string, len(ids))
-		for i, id := range ids {
-			keys[i] = bidJSONKey(s.keys, id)
-		}
-		if values, err := s.client.MGet(ctx, keys...).Result(); err == nil {
-			for _, v := range values {
-				if str, ok := v.(string); ok {
-					items = append(items, rawJSON(str))
-				}
+	if bodies, err := s.bodies(ctx, s.bid.table, ids); err == nil {
+		for _, body := range bodies {
+			if body != "" {
+				items = append(items, rawJSON(body))
 			}
 		}
 	}

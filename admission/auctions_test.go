@@ -774,3 +774,44 @@ func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
 		}
 	})
 }
+
+// An auction's history, bidder counts and events go a week after it ends; its info and highest bid
+// stay. bid.lua sets those TTLs once per end rather than on every bid: a later end moves them with
+// the next bid.
+func TestBid_TheAuctionsKeysGoAWeekAfterItsEnd(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s)
+		ctx := context.Background()
+		a := auction("lot", "1.00", "1.00", time.Hour)
+		st.addAuctions(a)
+		expiring := []string{auctionBidsKey(s.Keys, "lot"), auctionBiddersKey(s.Keys, "lot"), auctionEventsKey(s.Keys, "lot")}
+		check := func(end time.Time) {
+			t.Helper()
+			want := end.Add(7 * 24 * time.Hour)
+			for _, key := range expiring {
+				at := time.Now().Add(s.Client.PTTL(ctx, key).Val())
+				if d := at.Sub(want); d < -time.Minute || d > time.Minute {
+					t.Fatalf("%s goes at %v, want a week after the end (%v)", key, at, want)
+				}
+			}
+			for _, key := range []string{auctionInfoKey(s.Keys, "lot"), auctionHighestKey(s.Keys, "lot")} {
+				if ttl := s.Client.TTL(ctx, key).Val(); ttl != -1 {
+					t.Fatalf("%s has a TTL (%v): it stays", key, ttl)
+				}
+			}
+		}
+		for i, amount := range []string{"2.00", "3.00", "4.00"} {
+			if r := st.bid("lot", fmt.Sprintf("b%d", i), amount); r.status != 200 {
+				t.Fatalf("bid %s: %d %s", amount, r.status, r.body)
+			}
+		}
+		check(a.EndsAt)
+		// The end moves (the configuration says so): the next bid moves the TTLs.
+		a.EndsAt = a.EndsAt.Add(48 * time.Hour)
+		st.addAuctions(a)
+		if r := st.bid("lot", "b9", "5.00"); r.status != 200 {
+			t.Fatalf("bid after the end moved: %d %s", r.status, r.body)
+		}
+		check(a.EndsAt)
+	})
+}

@@ -23,6 +23,7 @@ import (
 type bidKind struct {
 	s     *Service
 	reads auctionReads // public auction reads (auctions.go)
+	table *adminTable  // the bids' admin records (records.go)
 }
 
 // HeaderBidID carries an accepted bid's id to the origin.
@@ -206,20 +207,15 @@ func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
 	return rec, at, nil
 }
 
-// application is what a bid event writes, exactly once: the bid's JSON and the bidder's list. A
+// application is what a bid event writes, exactly once: the bid's JSON and its index entries. A
 // "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
 // the bid stays withdrawn.
 func (k *bidKind) application(rec BidRecord, atMs int64) (application, error) {
-	s := k.s
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return application{}, err
 	}
-	return application{
-		record: bidJSONKey(s.keys, rec.ID),
-		body:   body, overwrite: rec.State == "withdrawn",
-		zadd: []zentry{{userBidsKey(s.keys, rec.Bidder), float64(atMs), rec.ID}},
-	}, nil
+	return application{table: k.table, id: rec.ID, user: rec.Bidder, atMs: atMs, body: body, overwrite: rec.State == "withdrawn"}, nil
 }
 
 // registerPublic adds the public auction reads.

@@ -49,7 +49,7 @@ func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !read {
-		records, total, err = s.pageOf(r.Context(), userKey(s.keys, buyer), page, size)
+		records, total, err = s.pageOf(r.Context(), buyer, page, size)
 		if err != nil {
 			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return

@@ -31,14 +31,13 @@ func stockKeys(k store.Keys, product, admission string) []string {
 		recordKey(k, product, admission), eventsKey(k, product), unsettledKey(k, product)}
 }
 
-// The admin indexes share one hash tag ({adm}), so the worker can write an admission and all its
-// indexes in one MULTI/EXEC, on Cluster too. They are written by the worker only, at its own pace.
-func admissionKey(k store.Keys, id string) string { return k.Global("adm", "a:"+id) }
-func byTimeKey(k store.Keys) string               { return k.Global("adm", "by_time") }
-func userKey(k store.Keys, user string) string    { return k.Global("adm", "user:"+user) }
-func deadKey(k store.Keys) string                 { return k.Global("adm", "dead") }
-func deadByTimeKey(k store.Keys) string           { return k.Global("adm", "dead_by_time") }
-func productIndexKey(k store.Keys) string         { return k.Global("adm", "products") }
+// The admin keys share one hash tag ({adm}), so the worker can write a batch of records and all
+// their indexes in one script, on Cluster too. The records and their indexes are tables
+// (records.go: stockTable, bidTable), written by the worker only, at its own pace.
+func byTimeKey(k store.Keys) string       { return k.Global("adm", "by_time") }
+func deadKey(k store.Keys) string         { return k.Global("adm", "dead") }
+func deadByTimeKey(k store.Keys) string   { return k.Global("adm", "dead_by_time") }
+func productIndexKey(k store.Keys) string { return k.Global("adm", "products") }
 
 // The spellings indexes (spellings.go): key (idmatch.GuardedKeys) -> the guarded ids under it,
 // separated by spaces. In the {adm} slot with the ids' indexes: index.lua writes both at once.
@@ -59,7 +58,5 @@ func bidKeys(k store.Keys, auction, bid string) []string {
 		auctionBiddersKey(k, auction), bidRecordKey(k, auction, bid), auctionEventsKey(k, auction)}
 }
 
-// Admin indexes of bids, written by the worker.
-func bidJSONKey(k store.Keys, id string) string    { return k.Global("adm", "b:"+id) }
-func userBidsKey(k store.Keys, user string) string { return k.Global("adm", "ubids:"+user) }
-func auctionIndexKey(k store.Keys) string          { return k.Global("adm", "auctions") }
+// The index of auctions.
+func auctionIndexKey(k store.Keys) string { return k.Global("adm", "auctions") }

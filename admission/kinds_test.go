@@ -47,7 +47,17 @@ import (
 // The entry kind: a raffle entry, one per user per drawing while the drawing exists. It keeps no
 // cached reads, has no pages, no views, nothing to discover and no ledger table: only what every kind
 // must do.
-type entryKind struct{ s *Service }
+type entryKind struct {
+	s     *Service
+	table *adminTable // its admin records (records.go), under the {adm} tag as every kind's
+}
+
+func newEntryKind(s *Service) *entryKind {
+	g := s.keys.Global
+	return &entryKind{s: s, table: &adminTable{records: g("adm", "entries"), byTime: g("adm", "entries_by_time"),
+		byUser: g("adm", "entries_by_user"), userField: "user",
+		legacyRecord: func(id string) string { return g("adm", "e:"+id) }, legacyUser: func(u string) string { return g("adm", "eu:"+u) }}}
+}
 
 // The entry kind's one touch point in the configuration: a drawing is named by the route's product
 // field, and an entry has no value.
@@ -121,7 +131,8 @@ func (k *entryKind) parse(drawing string, msg redis.XMessage) ([]application, er
 	if err != nil {
 		return nil, err
 	}
-	return []application{{record: k.s.keys.Global("adm", "e:"+id), body: body, overwrite: typ == "released"}}, nil
+	return []application{{table: k.table, id: id, user: e.str("user"), atMs: streamTime(msg.ID).UnixMilli(), body: body,
+		overwrite: typ == "released"}}, nil
 }
 
 // openDrawing makes a drawing exist and indexes it, as a kind's admin API or seeding would.
@@ -236,7 +247,7 @@ func newKindStack(t *testing.T, s *store.Store, l *ledger.Ledger) *kindStack {
 	ks.svc = New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("identity"), MaxBodyBytes: 4096,
 		Prefix: "/_edgeq", Responder: responder, Logger: logger, Registry: ks.reg, Ledger: l,
 		Backoff: []time.Duration{10 * time.Millisecond}, ClaimIdle: 300 * time.Millisecond})
-	ks.svc.register(&entryKind{s: ks.svc})
+	ks.svc.register(newEntryKind(ks.svc))
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ks.hits.Add(1)
 		for _, k := range ks.svc.kinds {

@@ -162,7 +162,7 @@ func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
 			if n := sqlNumber(t, db, fmt.Sprintf("SELECT count(*) FROM edgeq_admissions WHERE id = '%s' AND quantity = %d", id, qty)); n != 1 {
 				t.Errorf("admission %s: %d ledger rows with quantity %d", id, n, qty)
 			}
-			if body := s.Client.Get(ctx, admissionKey(s.Keys, id)).Val(); !strings.Contains(body, fmt.Sprintf(`"quantity":%d`, qty)) {
+			if body := s.Client.HGet(ctx, st.svc.stock.table.records, id).Val(); !strings.Contains(body, fmt.Sprintf(`"quantity":%d`, qty)) {
 				t.Errorf("admission %s in the admin index: %q", id, body)
 			}
 		}

@@ -199,22 +199,18 @@ func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) 
 	}
 	if !read {
 		var err error
-		if ids, err = s.client.ZRevRange(ctx, userBidsKey(s.keys, bidder), 0, maxMineBids-1).Result(); err != nil {
+		if ids, _, err = s.pageIDs(ctx, s.bid.table, bidder, 1, maxMineBids); err != nil {
 			return nil, err
 		}
 	}
 	for chunk := range slices.Chunk(ids, 500) {
-		keys := make([]string, len(chunk))
-		for i, id := range chunk {
-			keys[i] = bidJSONKey(s.keys, id)
-		}
-		values, err := s.client.MGet(ctx, keys...).Result()
+		bodies, err := s.bodies(ctx, s.bid.table, chunk)
 		if err != nil {
 			return nil, err
 		}
-		for _, v := range values {
+		for _, body := range bodies {
 			var rec BidRecord
-			if text, ok := v.(string); ok && json.Unmarshal([]byte(text), &rec) == nil {
+			if body != "" && json.Unmarshal([]byte(body), &rec) == nil {
 				add(rec)
 			}
 		}

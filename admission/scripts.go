@@ -32,6 +32,7 @@ var (
 	auctionScript   = script("auction.lua")
 
 	applyScript   = scripts.Alone("apply.lua")   // the event worker's (apply.go)
+	deleteScript  = scripts.Alone("delete.lua")  // an admin record's deletion (records.go)
 	commitsScript = scripts.Alone("commits.lua") // batched commits (committer.go)
 	trimScript    = scripts.Alone("trim.lua")    // the event streams' trim (trim.go)
 	leaseScript   = script("lease.lua")          // a replica's liveness lease (orphans.go)

@@ -25,6 +25,7 @@ type stockKind struct {
 	s        *Service
 	products productCache // public product reads (products.go)
 	list     productList  // the public product list (products.go)
+	table    *adminTable  // the admissions' admin records (records.go)
 }
 
 // HeaderAdmissionID carries a stock admission's id to the origin.
@@ -259,21 +260,17 @@ func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
 	return rec, at, nil
 }
 
-// application is what an admission event writes: the admission JSON, the index by time and the
-// user's index. An "admitted" entry never overwrites a record that exists: if a take-over made the
-// release land first, the admission stays released. (The sales leaderboard is read from the
-// products' own counters: adminLeaderboard.)
+// application is what an admission event writes: the admission JSON and its index entries. An
+// "admitted" entry never overwrites a record that exists: if a take-over made the release land
+// first, the admission stays released. (The sales leaderboard is read from the products' own
+// counters: adminLeaderboard.)
 func (k *stockKind) application(rec Record, atMs int64) (application, error) {
-	s := k.s
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return application{}, err
 	}
 	given := rec.State == "released" || rec.State == "cancelled" // the units went back
-	return application{
-		record: admissionKey(s.keys, rec.ID), body: body, overwrite: given,
-		zadd: []zentry{{byTimeKey(s.keys), float64(atMs), rec.ID}, {userKey(s.keys, rec.User), float64(atMs), rec.ID}},
-	}, nil
+	return application{table: k.table, id: rec.ID, user: rec.User, atMs: atMs, body: body, overwrite: given}, nil
 }
 
 func (k *stockKind) registerPublic(mux *http.ServeMux) {

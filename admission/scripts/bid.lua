@@ -22,30 +22,38 @@ if held[1] then
   end
   return {6, 0}
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {2, 0} end
-local now = now_ms()
+-- auction.lua writes every field of an auction's info: one without ends_at does not exist.
 local info = redis.call('HMGET', KEYS[1], 'starting_price', 'min_increment', 'ends_at', 'owner')
+if not info[3] then return {2, 0} end
+local now = now_ms()
 local ends_at = tonumber(info[3])
 if now >= ends_at then return {3, 0} end
 if info[4] and info[4] ~= '' and info[4] == ARGV[2] then return {4, 0} end
 local amount = tonumber(ARGV[3])
 if amount < tonumber(info[1]) then return {5, tonumber(info[1])} end
-local highest = tonumber(redis.call('HGET', KEYS[2], 'amount'))
+local top = redis.call('HMGET', KEYS[2], 'amount', 'expire_at')
+local highest = tonumber(top[1])
 if highest and amount < highest + tonumber(info[2]) then return {1, highest} end
 -- Numbers go to redis.call (and into text) as strings made here ('%d'): Redis turns a Lua number
 -- argument into text with snprintf("%.17g"), and Lua's own conversion is no cheaper.
 local at, amount_s = string.format('%d', now), string.format('%d', amount)
 local member = ARGV[1] .. ':' .. at .. ':' .. ARGV[2]
 redis.call('ZADD', KEYS[3], amount_s, member)
-redis.call('HSET', KEYS[2], 'bid_id', ARGV[1], 'bidder', ARGV[2], 'amount', amount_s, 'at', at)
 redis.call('HINCRBY', KEYS[4], ARGV[2], '1')
 redis.call('HSET', KEYS[5], 'member', member, 'bidder', ARGV[2], 'amount', amount_s, 'at', at, 'state', 'accepted')
 redis.call('EXPIRE', KEYS[5], ARGV[4])
 redis.call('XADD', KEYS[6], '*', 'type', 'bid', 'bid', ARGV[1], 'user', ARGV[2],
   'amount', amount_s, 'at', at)
--- History, bidder counts and events are kept a week past the end; the auction and its highest bid stay.
+-- History, bidder counts and events are kept a week past the end (the auction and its highest bid
+-- stay): set once per end, not on every bid (the highest bid remembers the time it was set for;
+-- withdraw.lua rewrites the highest without it, and the next bid sets them again).
 local expire_at = string.format('%d', math.floor(ends_at / 1000) + 7 * 24 * 3600)
-redis.call('EXPIREAT', KEYS[3], expire_at)
-redis.call('EXPIREAT', KEYS[4], expire_at)
-redis.call('EXPIREAT', KEYS[6], expire_at)
+if top[2] == expire_at then
+  redis.call('HSET', KEYS[2], 'bid_id', ARGV[1], 'bidder', ARGV[2], 'amount', amount_s, 'at', at)
+else
+  redis.call('HSET', KEYS[2], 'bid_id', ARGV[1], 'bidder', ARGV[2], 'amount', amount_s, 'at', at, 'expire_at', expire_at)
+  redis.call('EXPIREAT', KEYS[3], expire_at)
+  redis.call('EXPIREAT', KEYS[4], expire_at)
+  redis.call('EXPIREAT', KEYS[6], expire_at)
+end
 return {0, amount}

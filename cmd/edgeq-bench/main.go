@@ -58,6 +58,8 @@ func main() {
 		err = bidBench(os.Args[2:], os.Stdout)
 	case "table":
 		err = tableBench(os.Args[2:], os.Stdout)
+	case "hot":
+		err = hotBench(os.Args[2:], os.Stdout)
 	case "ledger":
 		err = ledgerBench(os.Args[2:], os.Stdout)
 	case "replicas":
@@ -80,6 +82,7 @@ func usage() {
   edgeq-bench ledger [-duration 4s] [-rounds 3] [-concurrency 64] [-outage 4s]   (needs redis-server and PostgreSQL)
   edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]   (redis.wait_replicas 1 beside 0, a local replica)
   edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2]   (needs wrk; adds nginx and caddy when installed)
+  edgeq-bench hot [-duration 4s] [-rounds 3] [-connections 64] [-threads 2] [-floor-clients 32] [-redis-cpu 1]   (needs wrk and redis-benchmark)
   edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)
 }
 

@@ -278,8 +278,10 @@ type wrkTarget struct {
 
 type wrkResult struct {
 	rps, non2xx float64
+	requests    int64
 	p50, p99    string
-	redisCPU    float64 // µs per request
+	redisCPU    float64  // µs per request
+	cpu         redisCPU // what Redis spent over the round, by command
 }
 
 // wrkPostScript sends form POSTs with a new X-User each time (thread, round and a counter), so every
@@ -340,6 +342,7 @@ func runWrk(t wrkTarget, threads, connections int, d time.Duration, rdb *redis.C
 	}
 	r.rps, _ = strconv.ParseFloat(m[1], 64)
 	total, _ := strconv.ParseFloat(n[1], 64)
+	r.requests = int64(total)
 	if bad := wrkNon2xx.FindStringSubmatch(text); bad != nil && total > 0 {
 		v, _ := strconv.ParseFloat(bad[1], 64)
 		r.non2xx = v / total
@@ -363,7 +366,7 @@ func runWrk(t wrkTarget, threads, connections int, d time.Duration, rdb *redis.C
 		}
 		d := after.minus(before)
 		d.ops = int64(total)
-		r.redisCPU = d.perOp()
+		r.redisCPU, r.cpu = d.perOp(), d
 	}
 	return r, nil
 }
