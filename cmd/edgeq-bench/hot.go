@@ -72,11 +72,19 @@ func hotBench(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	edge, stop, err := startEdgeqWith(origin, redisSrv.Addr(), hotConfig(*threads))
+	// The bids go through an edgeq of their own (another key prefix, the same redis-server): the
+	// stock rounds' event worker then reads the hot product's streams alone, as in a sale of one
+	// product, not the auctions' too.
+	edge, _, stop, err := startEdgeqAdmin(origin, redisSrv.Addr(), hotStockConfig)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	bidEdge, _, stopBids, err := startEdgeqPrefixed(origin, redisSrv.Addr(), "edgeqbid", hotBidConfig(*threads))
+	if err != nil {
+		return err
+	}
+	defer stopBids()
 
 	postScript := filepath.Join(dir, "post.lua")
 	bidScript := filepath.Join(dir, "bid.lua")
@@ -88,13 +96,13 @@ func hotBench(args []string, w io.Writer) error {
 	var bidStreams []string
 	for t := 1; t <= *threads; t++ {
 		for n := range hotAuctionsPerThread {
-			bidStreams = append(bidStreams, fmt.Sprintf("edgeq:{a:hot-%d-%d}:events", t, n))
+			bidStreams = append(bidStreams, fmt.Sprintf("edgeqbid:{a:hot-%d-%d}:events", t, n))
 		}
 	}
 	post := wrkTarget{name: "POST passed through", url: edge + "/plain/hot", script: postScript, body: "quantity=1"}
 	stock := wrkTarget{name: "stock admission", url: edge + "/checkout/hot", script: postScript, body: "quantity=1", store: true,
 		drain: productStreams("edgeq", "hot")}
-	bid := wrkTarget{name: "bid admission", url: edge + "/", script: bidScript, store: true, drain: bidStreams}
+	bid := wrkTarget{name: "bid admission", url: bidEdge + "/", script: bidScript, store: true, drain: bidStreams}
 
 	wl := wrkLoad{threads: *threads, connections: *connections, duration: *duration, rounds: *rounds}
 	// Warm-up: connections, scripts loaded, the streams' groups made.
@@ -143,13 +151,23 @@ func hotBench(args []string, w io.Writer) error {
 	return nil
 }
 
-// hotConfig is edgeq's configuration: the hot product (stock for every round), the auctions of the
-// bid rounds, and the routes wrk loads.
-func hotConfig(threads int) string {
+// hotStockConfig is the stock rounds' edgeq: the hot product (stock for every round) and the routes
+// wrk loads.
+const hotStockConfig = `
+limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
+products:
+  - {id: hot, stock: 1000000000, per_user_limit: 1, name: "Hot item"}
+routes:
+  - {name: plain, match: "POST /plain/{product}"}
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+`
+
+// hotBidConfig is the bid rounds' edgeq: the auctions wrk bids on.
+func hotBidConfig(threads int) string {
 	var b strings.Builder
-	b.WriteString("limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}\n")
-	b.WriteString("products:\n  - {id: hot, stock: 1000000000, per_user_limit: 1, name: \"Hot item\"}\n")
-	b.WriteString("auctions:\n")
+	b.WriteString("limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}\nauctions:\n")
 	ends := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
 	for t := 1; t <= threads; t++ {
 		for n := range hotAuctionsPerThread {
@@ -157,10 +175,6 @@ func hotConfig(threads int) string {
 		}
 	}
 	b.WriteString(`routes:
-  - {name: plain, match: "POST /plain/{product}"}
-  - name: checkout
-    match: "POST /checkout/{product}"
-    admission: {type: stock, product: "path:product", user: "header:X-User"}
   - name: bid
     match: "POST /auctions/{id}/bid"
     admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-User"}
