@@ -139,14 +139,6 @@ func admitsStream(k kind, owner string) string {
 	return ""
 }
 
-// unsettledSet is the owner's unsettled set, "" for a kind without one.
-func unsettledSet(k kind, owner string) string {
-	if g, ok := k.(groupedKind); ok {
-		return g.unsettledSet(owner)
-	}
-	return ""
-}
-
 // refusalPage is k's page for a browser's refusal e, "" for the error page.
 func refusalPage(k kind, e *web.Error) string {
 	if p, ok := k.(pagedKind); ok {

@@ -101,12 +101,15 @@ func (s *Service) pageIDs(ctx context.Context, t *adminTable, user string, page,
 	}
 	var list *redis.StringCmd
 	var old *redis.ZSliceCmd
-	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		list = p.HGet(ctx, t.byUser, user)
 		old = p.ZRangeWithScores(ctx, t.legacyUser(user), 0, -1) // an earlier build's index of the user
 		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, err
+	})
+	for _, err := range []error{list.Err(), old.Err()} {
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, 0, err
+		}
 	}
 	ids := strings.Fields(list.Val())
 	seen := make(map[string]bool, len(ids))
