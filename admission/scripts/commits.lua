@@ -23,22 +23,22 @@ local function clock()
   return now
 end
 if ARGV[2] == '1' then
-  local ids = {}
-  for i = 3, #ARGV do ids[#ids + 1] = ARGV[i] end
-  local scores = redis.call('ZMSCORE', KEYS[2], unpack(ids))
-  local settle, seen = {}, {}
-  for i = 1, #ids do
-    if scores[i] and not seen[ids[i]] then
-      seen[ids[i]] = true
-      settle[#settle + 1] = ids[i]
+  local scores = redis.call('ZMSCORE', KEYS[2], unpack(ARGV, 3))
+  local settle, seen, n = {}, {}, 0
+  for i = 1, #ARGV - 2 do
+    local id = ARGV[i + 2]
+    if scores[i] and not seen[id] then
+      seen[id] = true
+      n = n + 1
+      settle[n] = id
     end
   end
-  if #settle == 0 then return {0} end
-  redis.call('ZREM', KEYS[2], unpack(settle))
+  if n == 0 then return {0} end
+  redis.call('ZREM', KEYS[2], unpack(settle, 1, n))
   if ARGV[1] == '1' then
-    redis.call('XADD', KEYS[1], '*', 'type', 'committed', 'admissions', table.concat(settle, ' '), 'committed_at', clock())
+    redis.call('XADD', KEYS[1], '*', 'type', 'committed', 'admissions', table.concat(settle, ' ', 1, n), 'committed_at', clock())
   end
-  return {#settle}
+  return {n}
 end
 local n = 0
 for i = 3, #ARGV do

@@ -11,7 +11,8 @@
 -- KEYS[6] claims   hash   user pseudonym -> admission id: the user's in-flight claim
 -- then per purchase: its record (hash: user, qty, state, at, route; TTL: release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)
--- then per purchase: admission id, user pseudonym, quantity, route name (what the orphan sweep reads)
+-- then per purchase: admission id, user pseudonym, quantity (an integer, as text), route name (what
+-- the orphan sweep reads)
 -- The units taken, the unsettled entries and the event are written once per call, after the loop (one
 -- DECRBY, one ZADD, one XADD): a call is atomic, so the stock each purchase sees is the one left by
 -- the purchases before it, and every purchase of a call has the same time. One entry per call rather
@@ -50,16 +51,20 @@ local function take_claim(user, id)
   claimed = true
   return true
 end
-local out = {}
+local out, no = {}, 0
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
-local taken, unsettled, ids, users, qtys = 0, {}, {}, {}, {}
+-- The loop keeps its own counts (no # per append) and passes the quantity on as the caller's text
+-- (reserveNow formats an integer): the interpreter's work per purchase is part of Redis's cost.
+local taken, unsettled, ids, users, qtys, nu, na = 0, {}, {}, {}, {}, 0, 0
 for i = 0, (#ARGV - 2) / 4 - 1 do
-  local id, user, qty, route = ARGV[3 + 4 * i], ARGV[4 + 4 * i], tonumber(ARGV[5 + 4 * i]), ARGV[6 + 4 * i]
+  local id, user, q, route = ARGV[3 + 4 * i], ARGV[4 + 4 * i], ARGV[5 + 4 * i], ARGV[6 + 4 * i]
+  local qty = tonumber(q)
   local record = KEYS[7 + i]
   local code = 0
-  local held = redis.call('HMGET', record, 'state', 'user', 'qty')
-  if held[1] then
+  -- EXISTS first: a new purchase (nearly every one) makes no table of three nils.
+  local held = redis.call('EXISTS', record) == 1 and redis.call('HMGET', record, 'state', 'user', 'qty')
+  if held and held[1] then
     code = 6
     if held[1] == 'admitted' and held[2] == user and tonumber(held[3]) == qty then
       redis.call('HSET', record, 'state', 'admitted')
@@ -79,7 +84,6 @@ for i = 0, (#ARGV - 2) / 4 - 1 do
     -- Count the units first and take them back if that passes the limit: one call for an admission
     -- instead of a read and an increment. qty <= limit, so a purchase that passes the limit finds
     -- the buyer's field there already, and taking the units back never leaves a 0 behind.
-    local q = string.format('%d', qty)
     if redis.call('HINCRBY', KEYS[3], user, q) > limit then
       redis.call('HINCRBY', KEYS[3], user, '-' .. q)
       code = 4
@@ -94,19 +98,17 @@ for i = 0, (#ARGV - 2) / 4 - 1 do
         redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s)
       end
       redis.call('EXPIRE', record, ARGV[2])
-      unsettled[#unsettled + 1] = at_s
-      unsettled[#unsettled + 1] = id
+      unsettled[nu + 1], unsettled[nu + 2], nu = at_s, id, nu + 2
       admitted[id] = true
-      ids[#ids + 1], users[#users + 1], qtys[#qtys + 1] = id, user, q
+      na = na + 1
+      ids[na], users[na], qtys[na] = id, user, q
     end
   end
-  out[#out + 1] = code
-  out[#out + 1] = remaining
-  out[#out + 1] = limit or 0
+  out[no + 1], out[no + 2], out[no + 3], no = code, remaining, limit or 0, no + 3
 end
 if taken > 0 then
   redis.call('DECRBY', KEYS[2], string.format('%d', taken))
-  redis.call('ZADD', KEYS[5], unpack(unsettled))
+  redis.call('ZADD', KEYS[5], unpack(unsettled, 1, nu))
   redis.call('XADD', KEYS[4], '*', 'type', 'admitted', 'at', at_s,
     'admissions', table.concat(ids, ' '), 'users', table.concat(users, ' '), 'qtys', table.concat(qtys, ' '))
 end
