@@ -14,8 +14,9 @@
 --   before this call arrived: nothing is taken). The same bid sent again (a client library resends a
 --   pipeline whose answer it lost) finds its own accepted record and is answered 0 again; the record is
 --   written once more, so that a WAIT after this call covers the first one's writes too.
-local held = redis.call('HMGET', KEYS[5], 'state', 'bidder', 'amount')
-if held[1] then
+-- EXISTS first: a new bid (nearly every one) makes no table of three nils.
+local held = redis.call('EXISTS', KEYS[5]) == 1 and redis.call('HMGET', KEYS[5], 'state', 'bidder', 'amount')
+if held and held[1] then
   if held[1] == 'accepted' and held[2] == ARGV[2] and held[3] == ARGV[3] then
     redis.call('HSET', KEYS[5], 'state', 'accepted')
     return {0, tonumber(held[3])}
