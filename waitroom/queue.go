@@ -70,6 +70,8 @@ type snapshot struct {
 	// StoreNow is the store's clock when the snapshot was taken: opening and closing times are
 	// compared with it (storeNow).
 	StoreNow time.Time
+	// readAt is the store's clock, in µs, when the advance script read the queue (queue.newer).
+	readAt int64
 
 	// A drop (docs/operations.md "Running a drop").
 	Method      string
@@ -312,7 +314,7 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	now := time.Now()
 	s := &snapshot{
 		Counter: res.Int(1), Serving: res.Int(2), Active: res.Int(3), Unclaimed: res.Int(4),
-		StoreNow: time.UnixMilli(res.Int(5)), Taken: now,
+		StoreNow: time.UnixMilli(res.Int(5)), Taken: now, readAt: res.Int(10),
 		Epoch: set.Str(0), Capacity: set.Int(1), ReleasePerMinute: set.Int(2),
 		TokenTTL: time.Duration(set.Int(3)) * time.Second, PositionExpiry: time.Duration(set.Int(4)) * time.Second,
 		AbandonAfter: time.Duration(set.Int(5)) * time.Second, Turnstile: set.Int(6) == 1, Paused: set.Int(7) == 1,
@@ -378,7 +380,9 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	} else {
 		r.saw(q.id, s.Epoch, s.Counter)
 	}
-	q.snap.Store(s)
+	if kept := q.newer(s); kept != s {
+		return kept
+	}
 	if grew > 0 && previous != nil && previous.Epoch == s.Epoch {
 		r.logger.Warn("queue positions were restored after the store lost them (a failover or a restart): "+
 			"the counter resumes above the highest position a replica had seen", "queue", q.id, "positions", grew)
@@ -389,6 +393,24 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 			"prequeue", s.Lottery.n, "seed_sha256", hex.EncodeToString(sum[:]))
 	}
 	return s
+}
+
+// newer stores s as q's snapshot unless one the store answered later stands already, and returns the
+// snapshot that stands. A tick and a refresh (an admin change, an invitation used) run their scripts
+// in one order and may store what they read in the other: without this, the earlier read could
+// stand until the next tick, and a visitor polling in between see their place served, then waiting
+// again. A snapshot read more than a second before the standing one is stored all the same: the
+// store's clock stepped back (a failover to another machine), and a race is microseconds apart.
+func (q *queue) newer(s *snapshot) *snapshot {
+	for {
+		cur := q.snap.Load()
+		if cur != nil && cur.Epoch == s.Epoch && s.readAt < cur.readAt && cur.readAt-s.readAt < int64(time.Second/time.Microsecond) {
+			return cur
+		}
+		if q.snap.CompareAndSwap(cur, s) {
+			return s
+		}
+	}
 }
 
 // msTime is a time stored in milliseconds; 0 is the zero time (none).

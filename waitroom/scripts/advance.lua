@@ -63,5 +63,7 @@ if offset < redis.call('STRLEN', K_DRAWN) then
 end
 local counter = num(redis.call('GET', K_COUNTER))
 counter = counter + raise_counter(now, ARGV[5], counter)
+-- The store's clock in microseconds, last: which of two snapshots was read later (queue.go, newer).
+local clock = redis.call('TIME')
 return {0, counter, num(redis.call('GET', K_SERVING)), card, num(m[29]), now,
-  settings, revocations, deadlines, drawn}
+  settings, revocations, deadlines, drawn, clock[1] .. string.format('%06d', tonumber(clock[2]))}
