@@ -191,41 +191,6 @@ func secondsUntil(now, t time.Time) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// track starts ticking a queue on this replica.
-func (r *Room) track(id string) *queue {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	q, ok := r.queues[id]
-	if !ok {
-		q = &queue{id: id, keys: queueKeys(r.keys, id)}
-		r.queues[id] = q
-	}
-	return q
-}
-
-func (r *Room) tracked(id string) *queue {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.queues[id]
-}
-
-func (r *Room) untrack(id string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.queues, id)
-}
-
-func (r *Room) all() []*queue {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]*queue, 0, len(r.queues))
-	for _, q := range r.queues {
-		out = append(out, q)
-	}
-	slices.SortFunc(out, func(a, b *queue) int { return strings.Compare(a.id, b.id) })
-	return out
-}
-
 // snapshotOf returns the current snapshot of a queue, looking the queue up in the store the first
 // time this replica hears of it. nil means no such queue.
 func (r *Room) snapshotOf(ctx context.Context, id string) *snapshot {

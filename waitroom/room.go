@@ -336,3 +336,40 @@ func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, err
 	r.refresh(ctx, r.tracked(s.ID))
 	return gotEpoch, nil
 }
+
+// The queues this replica ticks.
+
+// track starts ticking a queue on this replica.
+func (r *Room) track(id string) *queue {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q, ok := r.queues[id]
+	if !ok {
+		q = &queue{id: id, keys: queueKeys(r.keys, id)}
+		r.queues[id] = q
+	}
+	return q
+}
+
+func (r *Room) tracked(id string) *queue {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.queues[id]
+}
+
+func (r *Room) untrack(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.queues, id)
+}
+
+func (r *Room) all() []*queue {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]*queue, 0, len(r.queues))
+	for _, q := range r.queues {
+		out = append(out, q)
+	}
+	slices.SortFunc(out, func(a, b *queue) int { return strings.Compare(a.id, b.id) })
+	return out
+}
