@@ -74,7 +74,7 @@ func (s *Service) bodies(ctx context.Context, t *adminTable, ids []string) ([]st
 	for j, i := range missing {
 		keys[j] = t.legacyRecord(ids[i])
 	}
-	// One key at a time on a Cluster would be the same slot: MGET of {adm} keys is one command.
+	// Every {adm} key is in one Cluster slot, so one MGET reads them all.
 	old, err := s.client.MGet(ctx, keys...).Result()
 	if err != nil {
 		return nil, err

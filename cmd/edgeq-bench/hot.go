@@ -31,7 +31,7 @@ import (
 // counts the buyer.
 const floorScript = `redis.call('DECRBY', KEYS[1], '1') return redis.call('HINCRBY', KEYS[2], ARGV[1], '1')`
 
-// hotAuctions is the number of auctions the bid rounds spread over (hot-<thread>-<n>): a bid is
+// hotAuctionsPerThread is the number of auctions each wrk thread bids on (hot-<thread>-<n>): a bid is
 // accepted only above the last, so each wrk connection's bids follow each other on an auction of its
 // own thread, and every bid can be accepted.
 const hotAuctionsPerThread = 32
