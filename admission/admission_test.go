@@ -261,7 +261,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		}
 		state := func(id string) string {
 			t.Helper()
-			return admissionState(s.Client.HGet(ctx, recordKey(s.Keys, "p", id), "state").Val(), unsettled(id))
+			return admissionState(storedRecord(t, s, "p", id).state, unsettled(id))
 		}
 		c1, c2, c3 := claim{owner: "p", user: u, id: "1", value: 1}, claim{owner: "p", user: u, id: "2", value: 1}, claim{owner: "p", user: u, id: "3", value: 1}
 		if got := reserve(c1); got[0] != 0 {
@@ -311,10 +311,10 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		}
 		// A commit that comes after the record expired (a day late) leaves no record behind: HSET
 		// would bring it back without a TTL.
-		s.Client.Del(ctx, recordKey(s.Keys, "p", "4"))
+		s.Client.HDel(ctx, recordsKey(s.Keys, "p", "4"), "4")
 		commit(claim{owner: "p", user: v, id: "4", value: 1})
-		if n := s.Client.Exists(ctx, recordKey(s.Keys, "p", "4")).Val(); n != 0 || unsettled("4") {
-			t.Fatalf("a commit after the record expired: record exists %d, unsettled %v", n, unsettled("4"))
+		if n := s.Client.HExists(ctx, recordsKey(s.Keys, "p", "4"), "4").Val(); n || unsettled("4") {
+			t.Fatalf("a commit after the record expired: record exists %v, unsettled %v", n, unsettled("4"))
 		}
 		if r := st.remaining("p"); r != 7 {
 			t.Fatalf("remaining %d, want 7 (1, 3 and 4 kept, 2 released)", r)

@@ -378,3 +378,19 @@ func num(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)
 }
+
+// storedRecord reads an admission's record as the stock scripts keep it (stockrecords.go): the zero
+// record when there is none.
+func storedRecord(t *testing.T, s *store.Store, product, id string) storeRecord {
+	t.Helper()
+	v, err := s.Client.HGet(context.Background(), recordsKey(s.Keys, product, id), id).Result()
+	if err != nil {
+		return storeRecord{}
+	}
+	return parseStoreRecord(v)
+}
+
+// orphanMark is the orphan sweep's mark on an admission's record ("held", "released" or "").
+func orphanMark(s *store.Store, product, id string) string {
+	return s.Client.HGet(context.Background(), recordsKey(s.Keys, product, id), id+":orphan").Val()
+}

@@ -1,6 +1,11 @@
 package admission
 
-import "github.com/edgeq/edgeq/internal/store"
+import (
+	"strconv"
+
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/store"
+)
 
 // Product keys carry the product's hash tag ({p:<id>}), so one script sees them all on one Cluster slot.
 func infoKey(k store.Keys, product string) string   { return k.Product(product, "info") }
@@ -21,14 +26,29 @@ func unsettledKey(k store.Keys, product string) string {
 // claim counts only while its admission is unsettled and younger than the claim TTL (reserve.lua), so
 // nothing deletes one: a settled admission's claim is stale by itself.
 func claimsKey(k store.Keys, product string) string { return k.Product(product, "claims") }
-func recordKey(k store.Keys, product, admission string) string {
+
+// recordsKey: the hash of a product's admission records for the day of the admission id's time (a
+// field per admission, scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an id that is
+// not a number (an operator's typo: it is never admitted) goes to day 0.
+func recordsKey(k store.Keys, product, admission string) string {
+	var day int64
+	if n, err := strconv.ParseUint(admission, 10, 64); err == nil {
+		day = ids.Time(n).Unix() / 86400
+	}
+	return k.Product(product, "adm@"+strconv.FormatInt(day, 10))
+}
+
+// legacyRecordKey: the hash per admission of builds before recordsKey, read beside it (lib.lua)
+// until the last of them expired (a record TTL after a rolling update).
+func legacyRecordKey(k store.Keys, product, admission string) string {
 	return k.Product(product, "adm:"+admission)
 }
 
 // stockKeys are the KEYS of release.lua, commit.lua and cancel.lua.
 func stockKeys(k store.Keys, product, admission string) []string {
 	return []string{infoKey(k, product), stockKey(k, product), buyersKey(k, product), claimsKey(k, product),
-		recordKey(k, product, admission), eventsKey(k, product), unsettledKey(k, product)}
+		recordsKey(k, product, admission), eventsKey(k, product), unsettledKey(k, product),
+		legacyRecordKey(k, product, admission)}
 }
 
 // The admin keys share one hash tag ({adm}), so the worker can write a batch of records and all

@@ -80,7 +80,7 @@ func (s *Service) UseOrphans(routes []config.Route) {
 type orphan struct {
 	product, id string
 	node        int64
-	record      *redis.SliceCmd // route, orphan mark, user, qty
+	record      *storeRecord
 }
 
 // sweepOrphans finds the unsettled admissions of dead replicas and applies their routes' orphans
@@ -128,26 +128,23 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	if len(found) == 0 {
 		return
 	}
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, o := range found {
-			o.record = p.HMGet(ctx, recordKey(s.keys, o.product, o.id), "route", "orphan", "user", "qty")
-		}
-		return nil
-	})
+	refs := make([]recordRef, len(found))
+	for i, o := range found {
+		refs[i] = recordRef{o.product, o.id}
+	}
+	recs, err := s.storeRecords(ctx, refs)
+	if err != nil {
+		return
+	}
 	policies := *s.orphanPolicies.Load()
-	for _, o := range found {
-		vals, err := o.record.Result()
-		if err != nil || len(vals) != 4 {
-			continue
+	for i, o := range found {
+		if o.record = recs[i]; o.record == nil || o.record.user == "" {
+			continue // its record is gone (a day or two old): only an operator can tell what it was
 		}
-		route, _ := vals[0].(string)
-		mark, _ := vals[1].(string)
-		if vals[2] == nil {
-			continue // its record is gone (a day old): only an operator can tell what it was
-		}
+		route := o.record.route
 		if policies[route] == config.OrphansRelease {
 			s.releaseOrphan(ctx, o, route)
-		} else if mark == "" {
+		} else if o.record.orphan == "" {
 			s.holdOrphan(ctx, o, route)
 		}
 	}
@@ -187,7 +184,7 @@ func (s *Service) tallyOrphan(ctx context.Context, result string) {
 }
 
 func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
-	set, err := s.client.HSetNX(ctx, recordKey(s.keys, o.product, o.id), "orphan", "held").Result()
+	set, err := s.markOrphan(ctx, o.product, o.id, o.record)
 	if err != nil || !set {
 		return
 	}

@@ -95,7 +95,7 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 			if p[id] {
 				t.Errorf("released orphan %s still unsettled", id)
 			}
-			if got := s.Client.HGet(ctx, recordKey(s.Keys, "p", id), "orphan").Val(); got != "released" {
+			if got := orphanMark(s, "p", id); got != "released" {
 				t.Errorf("record of %s: orphan=%q", id, got)
 			}
 		}
@@ -107,7 +107,7 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 		if !q[held] || !q[unknownRoute] {
 			t.Errorf("held orphans must stay unsettled: %v", q)
 		}
-		if got := s.Client.HGet(ctx, recordKey(s.Keys, "q", held), "orphan").Val(); got != "held" {
+		if got := orphanMark(s, "q", held); got != "held" {
 			t.Errorf("held orphan's mark %q", got)
 		}
 

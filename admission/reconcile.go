@@ -186,6 +186,7 @@ func (s *Service) ownersToCompare(ctx context.Context, k kind, inLedger []string
 type records struct {
 	noun         string // "admission": the differences' Kind; its plural is the tally's
 	open, middle string // the record keys: "<prefix>" open "<owner>" middle "<id>"
+	days         string // when set, the records are also fields of hashes "<prefix>" open "<owner>" days "<day>"
 	user         string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
 	read         func(owner, id string, h map[string]string) compared
 	inLedger     []compared // the ledger's rows of the period (r.Since)
@@ -196,11 +197,27 @@ type records struct {
 // indexes) with the ledger's rows, and tallies the ids compared.
 func (s *Service) compareRecords(ctx context.Context, r *Reconciliation, c records) error {
 	store := map[string]compared{}
-	err := s.scanRecords(ctx, s.keys.Prefix+c.open+"*"+c.middle+"*", func(key string, h map[string]string) {
-		if owner, id, ok := ownerAndID(key, c.open, c.middle); ok && h[c.user] != "" {
+	// A record made before the period compared has no row among inLedger: it is left out rather
+	// than looked up alone (records outlive the period by up to a day).
+	since := r.Since.UnixMilli()
+	add := func(owner, id string, h map[string]string) {
+		if at, err := strconv.ParseInt(h["at"], 10, 64); h[c.user] != "" && (err != nil || at >= since) {
 			store[id] = c.read(owner, id, h)
 		}
+	}
+	err := s.scanRecords(ctx, s.keys.Prefix+c.open+"*"+c.middle+"*", func(key string, h map[string]string) {
+		if owner, id, ok := ownerAndID(key, c.open, c.middle); ok {
+			add(owner, id, h)
+		}
 	})
+	if err == nil && c.days != "" {
+		err = s.scanDayRecords(ctx, s.keys.Prefix+c.open+"*"+c.days+"*", func(key, id, value string) {
+			if owner, _, ok := ownerAndID(key, c.open, c.days); ok {
+				rec := parseStoreRecord(value)
+				add(owner, id, map[string]string{"state": rec.state, "user": rec.user, "qty": rec.qty, "at": rec.at})
+			}
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -261,45 +278,87 @@ func ownerAndID(key, open, middle string) (owner, id string, ok bool) {
 	return owner, id, ok1 && ok2 && owner != "" && id != ""
 }
 
-// scanRecords calls fn with every hash whose key matches pattern, on every master of a Cluster.
-func (s *Service) scanRecords(ctx context.Context, pattern string, fn func(key string, h map[string]string)) error {
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		var cursor uint64
-		for {
-			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
-			if err != nil {
+// scanDayRecords calls fn with every record of the day hashes (scripts/lib.lua) whose key matches
+// pattern, on every master of a Cluster, reading each hash in parts (HSCAN): a day of a product
+// that sold well is a large hash. The orphan marks ("<id>:orphan") are not records.
+func (s *Service) scanDayRecords(ctx context.Context, pattern string, fn func(key, id, value string)) error {
+	return s.eachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+		return scanKeys(ctx, c, pattern, func(keys []string) error {
+			for _, key := range keys {
+				var cursor uint64
+				for {
+					kv, next, err := c.HScan(ctx, key, cursor, "", 1000).Result()
+					if err != nil {
+						return err
+					}
+					for i := 0; i+1 < len(kv); i += 2 {
+						if !strings.Contains(kv[i], ":") {
+							fn(key, kv[i], kv[i+1])
+						}
+					}
+					if cursor = next; cursor == 0 {
+						break
+					}
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// scanKeys calls fn with the keys matching pattern on one server, a SCAN page at a time.
+func scanKeys(ctx context.Context, c redis.Cmdable, pattern string, fn func(keys []string) error) error {
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := fn(keys); err != nil {
 				return err
 			}
-			if len(keys) > 0 {
-				cmds := make([]*redis.MapStringStringCmd, len(keys))
-				_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-					for i, k := range keys {
-						cmds[i] = p.HGetAll(ctx, k)
-					}
-					return nil
-				})
-				if err != nil {
-					return err
-				}
-				for i, k := range keys {
-					if h := cmds[i].Val(); len(h) > 0 {
-						fn(k, h)
-					}
-				}
-			}
-			if cursor = next; cursor == 0 {
-				return nil
-			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
 		}
 	}
+}
+
+// eachMaster runs scan on the one server, or on every master of a Cluster, one at a time (the
+// callers fill maps shared by every master).
+func (s *Service) eachMaster(ctx context.Context, scan func(ctx context.Context, c redis.Cmdable) error) error {
 	if cluster, ok := s.client.(*redis.ClusterClient); ok {
 		var mu sync.Mutex
 		return cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			// fn fills maps shared by every master: one master at a time.
 			mu.Lock()
 			defer mu.Unlock()
 			return scan(ctx, c)
 		})
 	}
 	return scan(ctx, s.client)
+}
+
+// scanRecords calls fn with every hash whose key matches pattern, on every master of a Cluster.
+func (s *Service) scanRecords(ctx context.Context, pattern string, fn func(key string, h map[string]string)) error {
+	return s.eachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {
+		return scanKeys(ctx, c, pattern, func(keys []string) error {
+			cmds := make([]*redis.MapStringStringCmd, len(keys))
+			_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for i, k := range keys {
+					cmds[i] = p.HGetAll(ctx, k)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for i, k := range keys {
+				if h := cmds[i].Val(); len(h) > 0 {
+					fn(k, h)
+				}
+			}
+			return nil
+		})
+	})
 }

@@ -126,7 +126,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	}
 	st.ids.Range(func(k, _ any) bool {
 		id := k.(string)
-		if replica.Exists(ctx, recordKey(s.Keys, "p", id)).Val() != 1 {
+		if !replica.HExists(ctx, recordsKey(s.Keys, "p", id), id).Val() {
 			t.Errorf("admission %s reached the shop and is not on the replica", id)
 		}
 		return true

@@ -37,7 +37,7 @@ func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 	args := make([]any, 0, 2+4*len(cs))
 	args = append(args, s.o.ClaimTTL.Milliseconds(), int64(recordTTL.Seconds()))
 	for _, c := range cs {
-		keys = append(keys, recordKey(s.keys, product, c.id))
+		keys = append(keys, recordsKey(s.keys, product, c.id))
 		args = append(args, c.id, c.user, c.value, c.route)
 	}
 	return keys, args

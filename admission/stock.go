@@ -100,7 +100,7 @@ func (k *stockKind) commit(ctx context.Context, c claim) error {
 	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil)).Err()
 }
 
-func (k *stockKind) record(c claim) string { return recordKey(k.s.keys, c.owner, c.id) }
+func (k *stockKind) record(c claim) string { return recordsKey(k.s.keys, c.owner, c.id) }
 
 func (k *stockKind) unsettledSet(product string) string { return unsettledKey(k.s.keys, product) }
 
@@ -394,28 +394,36 @@ func admissionState(stored string, unsettled bool) string {
 	return stored
 }
 
-// productRecord finds an admission by its record under its product (kept a day), for when the admin
+// productRecord finds an admission by its record under its product (kept a day or two), for when the admin
 // indexes do not have it yet.
 func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, error) {
 	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
 	if err != nil {
 		return Record{}, false, err
 	}
-	for _, p := range products {
-		h, err := s.client.HGetAll(ctx, recordKey(s.keys, p, id)).Result()
-		if err != nil {
-			return Record{}, false, err
+	refs := make([]recordRef, len(products))
+	for i, p := range products {
+		refs[i] = recordRef{p, id}
+	}
+	recs, err := s.storeRecords(ctx, refs)
+	if err != nil {
+		return Record{}, false, err
+	}
+	for i, p := range products {
+		h := recs[i]
+		if h == nil {
+			continue
 		}
-		qty, err1 := strconv.ParseInt(h["qty"], 10, 64)
-		at, err2 := strconv.ParseInt(h["at"], 10, 64)
-		if h["user"] == "" || errors.Join(err1, err2) != nil {
+		qty, err1 := strconv.ParseInt(h.qty, 10, 64)
+		at, err2 := strconv.ParseInt(h.at, 10, 64)
+		if h.user == "" || errors.Join(err1, err2) != nil {
 			continue // not this product's (or a tombstone)
 		}
 		_, err = s.client.ZScore(ctx, unsettledKey(s.keys, p), id).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return Record{}, false, err
 		}
-		return Record{ID: id, ProductID: p, User: h["user"], Quantity: qty, State: admissionState(h["state"], err == nil),
+		return Record{ID: id, ProductID: p, User: h.user, Quantity: qty, State: admissionState(h.state, err == nil),
 			AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}, true, nil
 	}
 	return Record{}, false, nil

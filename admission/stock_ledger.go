@@ -79,7 +79,7 @@ func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
 		unsettled[u.id] = true
 	}
 	return s.compareRecords(ctx, r, records{
-		noun: "admission", open: ":{p:", middle: "}:adm:", user: "user", // reserve.lua's, under the product's hash tag
+		noun: "admission", open: ":{p:", middle: "}:adm:", days: "}:adm@", user: "user", // reserve.lua's, under the product's hash tag
 		read: func(owner, id string, h map[string]string) compared {
 			qty, _ := strconv.ParseInt(h["qty"], 10, 64)
 			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: admissionState(h["state"], unsettled[id])})

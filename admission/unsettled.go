@@ -44,8 +44,17 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lo, hi, size := web.Window(int64(len(items)), page, size)
-	out := make([]Record, 0, hi-lo)
+	refs := make([]recordRef, 0, hi-lo)
 	for _, u := range items[lo:hi] {
+		refs = append(refs, recordRef{u.product, u.id})
+	}
+	stored, err := s.storeRecords(ctx, refs)
+	if err != nil {
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		return
+	}
+	out := make([]Record, 0, hi-lo)
+	for i, u := range items[lo:hi] {
 		rec, found, err := s.record(ctx, u.id)
 		if err != nil {
 			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
@@ -55,7 +64,9 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 			rec = Record{ID: u.id, ProductID: u.product, AdmittedAt: time.UnixMilli(u.at).UTC().Format(recordTime)}
 		}
 		rec.State = "admitted"
-		rec.Orphan, _ = s.client.HGet(ctx, recordKey(s.keys, u.product, u.id), "orphan").Result()
+		if stored[i] != nil {
+			rec.Orphan = stored[i].orphan
+		}
 		out = append(out, rec)
 	}
 	tally, err := s.client.HGetAll(ctx, orphanTallyKey(s.keys)).Result()

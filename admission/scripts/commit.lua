@@ -5,9 +5,10 @@
 -- KEYS[2] stock    string (unused here)
 -- KEYS[3] buyers   hash   (unused here)
 -- KEYS[4] claims   hash   (unused here: a claim whose admission is settled no longer counts)
--- KEYS[5] record   hash   this admission: state
+-- KEYS[5] records  hash   the day's admission records (lib.lua)
 -- KEYS[6] events   stream: with the ledger on, a committed event
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
+-- KEYS[8] record   hash   an earlier build's record of this admission (lib.lua)
 -- ARGV[1] admission id   ARGV[2] 1: add the committed event (the ledger is on)
 -- returns 0 committed (now or before); 1 unknown admission; 2 already released or cancelled
 if redis.call('ZREM', KEYS[7], ARGV[1]) == 1 then
@@ -16,7 +17,7 @@ if redis.call('ZREM', KEYS[7], ARGV[1]) == 1 then
   end
   return 0
 end
-local state = redis.call('HGET', KEYS[5], 'state')
+local state = record_read(KEYS[5], ARGV[1], KEYS[8])
 if not state then return 1 end
 if state == 'released' or state == 'cancelled' then return 2 end
 return 0

@@ -1,2 +1,51 @@
 -- lib.lua: shared by every admission script; the Go side prepends it to each operation's file, after
 -- clock.lua (internal/store/luascript), which gives now_ms: every time comes from Redis.
+
+-- Stock admission records. An admission's record is field <id> of its product's records hash for the
+-- day of the id's time (keys.go recordsKey; KEYS[5] of the stock scripts): "<state> <user> <qty> <at
+-- ms> <route>", or "released" alone (a tombstone: the release of an id never admitted). The orphan
+-- sweep's mark is field "<id>:orphan". A field instead of a hash of its own: no key, no TTL and one
+-- write per admission; the day's hash expires a record TTL after the day ends (or after the last
+-- write, when that is later), so every record lives at least a record TTL.
+-- Builds before this one wrote a hash per admission (fields state, user, qty, at, route, orphan; the
+-- stock scripts' KEYS[8]): record_read finds one there when the day's hash has none, and
+-- record_write writes back where the record was found, so both builds see one record during a
+-- rolling update (docs/deploy.md).
+
+-- record_read: state, user, qty, at, route of admission id, and whether it is an earlier build's;
+-- nil when there is no record.
+local function record_read(day, id, legacy)
+  local v = redis.call('HGET', day, id)
+  if v then
+    local state, user, qty, at, route = string.match(v, '^(%S+) ?(%S*) ?(%S*) ?(%S*) ?(%S*)')
+    return state, user, qty, at, route, false
+  end
+  if legacy and redis.call('EXISTS', legacy) == 1 then
+    local h = redis.call('HMGET', legacy, 'state', 'user', 'qty', 'at', 'route')
+    if h[1] then return h[1], h[2] or '', h[3] or '', h[4] or '', h[5] or '', true end
+  end
+  return nil
+end
+
+-- record_keep: the day's hash expires ttl seconds after the day ends, or after now when that is later.
+local function record_keep(day, ttl)
+  local d = tonumber(string.match(day, '@(%d+)$')) or 0
+  local t = (d + 1) * 86400
+  local now = math.floor(now_ms() / 1000)
+  if t < now then t = now end
+  redis.call('EXPIREAT', day, string.format('%d', t + tonumber(ttl)))
+end
+
+-- record_write: the record of admission id, where record_read found it (an earlier build's hash:
+-- its fields, the TTL it had), else in the day's hash.
+local function record_write(day, id, legacy, old, ttl, state, user, qty, at, route)
+  if old then
+    redis.call('HSET', legacy, 'state', state, 'user', user, 'qty', qty, 'at', at)
+    return
+  end
+  local v = state
+  if user ~= '' then v = v .. ' ' .. user .. ' ' .. qty .. ' ' .. at end
+  if route and route ~= '' then v = v .. ' ' .. route end
+  redis.call('HSET', day, id, v)
+  record_keep(day, ttl)
+end

@@ -5,9 +5,10 @@
 -- KEYS[2] stock    string units left
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
 -- KEYS[4] claims   hash   (unused here: a claim whose admission is settled no longer counts)
--- KEYS[5] record   hash   this admission: user, qty, state, at
--- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
+-- KEYS[5] records  hash   the day's admission records (lib.lua)
 -- KEYS[6] events   stream admission events for the worker
+-- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
+-- KEYS[8] record   hash   an earlier build's record of this admission (lib.lua)
 -- ARGV[1] admission id   ARGV[2] record TTL (s)
 -- ARGV[3] why, when it is not the origin's answer: "orphaned" (the orphan sweep gives back what a dead
 --         replica left unsettled, orphans.go); the record and the released event say so
@@ -15,32 +16,33 @@
 --   operator: its units are back already); 3 already committed
 -- An unknown admission gets a tombstone (a released record), so that a reserve.lua call with this id
 -- still on its way (the caller gave up on its answer) is refused when it arrives.
-local state = redis.call('HGET', KEYS[5], 'state')
+local id = ARGV[1]
+local state, user, qty, admitted_at, route, old = record_read(KEYS[5], id, KEYS[8])
 if not state then
-  redis.call('HSET', KEYS[5], 'state', 'released')
-  redis.call('EXPIRE', KEYS[5], ARGV[2])
+  record_write(KEYS[5], id, KEYS[8], false, ARGV[2], 'released', '')
   return {1, 0}
 end
 if state == 'released' or state == 'cancelled' then return {2, 0} end
 -- Committed: "committed" in records of builds before commits left the record alone, and an
 -- admitted record whose admission is no longer unsettled (commits.lua).
-if state == 'committed' or not redis.call('ZSCORE', KEYS[7], ARGV[1]) then return {3, 0} end
-local user = redis.call('HGET', KEYS[5], 'user')
-local qty = tonumber(redis.call('HGET', KEYS[5], 'qty'))
+if state == 'committed' or not redis.call('ZSCORE', KEYS[7], id) then return {3, 0} end
 local at = now_ms()
 local remaining = redis.call('INCRBY', KEYS[2], qty)
-if redis.call('HINCRBY', KEYS[3], user, -qty) <= 0 then
+if redis.call('HINCRBY', KEYS[3], user, '-' .. qty) <= 0 then
   redis.call('HDEL', KEYS[3], user)
 end
-redis.call('ZREM', KEYS[7], ARGV[1])
-local admitted_at = redis.call('HGET', KEYS[5], 'at')
+redis.call('ZREM', KEYS[7], id)
+record_write(KEYS[5], id, KEYS[8], old, ARGV[2], 'released', user, qty, admitted_at, route)
 if ARGV[3] and ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[5], 'state', 'released', 'orphan', 'released')
-  redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', ARGV[1],
+  if old then
+    redis.call('HSET', KEYS[8], 'orphan', 'released')
+  else
+    redis.call('HSET', KEYS[5], id .. ':orphan', 'released')
+  end
+  redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', id,
     'user', user, 'qty', qty, 'at', admitted_at, 'released_at', at, 'reason', ARGV[3])
 else
-  redis.call('HSET', KEYS[5], 'state', 'released')
-  redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', ARGV[1],
+  redis.call('XADD', KEYS[6], '*', 'type', 'released', 'admission', id,
     'user', user, 'qty', qty, 'at', admitted_at, 'released_at', at)
 end
 return {0, remaining}

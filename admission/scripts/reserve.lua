@@ -9,7 +9,7 @@
 --                         at (ms), and space-separated lists admissions, users, qtys (in call order)
 -- KEYS[5] unsettled zset admissions neither committed nor given back yet, by admission time (ms)
 -- KEYS[6] claims   hash   user pseudonym -> admission id: the user's in-flight claim
--- then per purchase: its record (hash: user, qty, state, at, route; TTL: release must find it)
+-- then per purchase: its day's records hash (lib.lua: the record is a field; release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)
 -- then per purchase: admission id, user pseudonym, quantity (an integer, as text), route name (what
 -- the orphan sweep reads)
@@ -34,7 +34,7 @@
 -- then every claim in it has stopped counting, so a product's claims take memory only while it sells.
 -- Numbers go to redis.call as strings made here ('%d'): Redis turns a Lua number argument into text
 -- with snprintf("%.17g"), which costs more than most of the commands of an admission.
-local admitted, at, at_s, claimed = {}, nil, nil, false
+local admitted, at, at_s, claimed, kept = {}, nil, nil, false, {}
 local function take_claim(user, id)
   if redis.call('HSETNX', KEYS[6], user, id) == 1 then
     claimed = true
@@ -60,14 +60,16 @@ local taken, unsettled, ids, users, qtys, nu, na = 0, {}, {}, {}, {}, 0, 0
 for i = 0, (#ARGV - 2) / 4 - 1 do
   local id, user, q, route = ARGV[3 + 4 * i], ARGV[4 + 4 * i], ARGV[5 + 4 * i], ARGV[6 + 4 * i]
   local qty = tonumber(q)
-  local record = KEYS[7 + i]
+  local records = KEYS[7 + i]
   local code = 0
-  -- EXISTS first: a new purchase (nearly every one) makes no table of three nils.
-  local held = redis.call('EXISTS', record) == 1 and redis.call('HMGET', record, 'state', 'user', 'qty')
-  if held and held[1] then
+  -- The record of this id, in this build's form only: the same call sent again, or a release that
+  -- ran first, was this replica's own.
+  local held = redis.call('HGET', records, id)
+  if held then
     code = 6
-    if held[1] == 'admitted' and held[2] == user and tonumber(held[3]) == qty then
-      redis.call('HSET', record, 'state', 'admitted')
+    local state, u, n = string.match(held, '^(%S+) (%S+) (%S+)')
+    if state == 'admitted' and u == user and tonumber(n) == qty then
+      redis.call('HSET', records, id, held)
       code = 0
     end
   elseif not limit then
@@ -93,11 +95,14 @@ for i = 0, (#ARGV - 2) / 4 - 1 do
       at_s = at_s or string.format('%d', at)
       remaining, taken = remaining - qty, taken + qty
       if route ~= '' then
-        redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s, 'route', route)
+        redis.call('HSET', records, id, 'admitted ' .. user .. ' ' .. q .. ' ' .. at_s .. ' ' .. route)
       else
-        redis.call('HSET', record, 'user', user, 'qty', q, 'state', 'admitted', 'at', at_s)
+        redis.call('HSET', records, id, 'admitted ' .. user .. ' ' .. q .. ' ' .. at_s)
       end
-      redis.call('EXPIRE', record, ARGV[2])
+      if not kept[records] then
+        kept[records] = true
+        record_keep(records, ARGV[2])
+      end
       unsettled[nu + 1], unsettled[nu + 2], nu = at_s, id, nu + 2
       admitted[id] = true
       na = na + 1

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/tcpproxy"
@@ -181,7 +182,7 @@ routes:
 			orders := len(origin.orders)
 			var lost, twice []string
 			for id := range origin.orders {
-				if master.HGet(ctx, "edgeq:{p:p}:adm:"+id, "state").Val() == "" {
+				if admissionRecordState(ctx, master, id) == "" {
 					lost = append(lost, id)
 				}
 			}
@@ -360,7 +361,7 @@ routes:
 	origin.mu.Lock()
 	defer origin.mu.Unlock()
 	for id := range origin.orders {
-		if st := client.HGet(ctx, "edgeq:{p:p}:adm:"+id, "state").Val(); st != "admitted" && st != "committed" {
+		if st := admissionRecordState(ctx, client, id); st != "admitted" && st != "committed" {
 			t.Fatalf("order %s reached the shop with its admission %q in the store", id, st)
 		}
 	}
@@ -421,4 +422,13 @@ func quoteAll(addrs []string) string {
 		q[i] = strconv.Quote(a)
 	}
 	return strings.Join(q, ", ")
+}
+
+// admissionRecordState is the state in product p's store record of admission id: a field of the
+// product's records hash for the day of the id's time (admission/scripts/lib.lua).
+func admissionRecordState(ctx context.Context, c redis.Cmdable, id string) string {
+	n, _ := strconv.ParseUint(id, 10, 64)
+	v := c.HGet(ctx, fmt.Sprintf("edgeq:{p:p}:adm@%d", ids.Time(n).Unix()/86400), id).Val()
+	state, _, _ := strings.Cut(v, " ")
+	return state
 }

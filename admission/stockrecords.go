@@ -1,0 +1,73 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The stock scripts' own records of admissions (scripts/lib.lua): a field of the product's hash for
+// the day of the id's time (recordsKey), or, written by an earlier build, a hash per admission
+// (legacyRecordKey). Not the admin records (records.go), which the worker writes from the events.
+
+// storeRecord is an admission's record as the stock scripts keep it.
+type storeRecord struct {
+	state, user, qty, at, route string
+	orphan                      string // the orphan sweep's mark: "held", "released" or ""
+	legacy                      bool   // in an earlier build's hash per admission
+}
+
+// recordRef names an admission's record: its product and id.
+type recordRef struct{ product, id string }
+
+// parseStoreRecord reads a day hash's field value: "<state> <user> <qty> <at> <route>", a tombstone
+// being the state alone.
+func parseStoreRecord(v string) storeRecord {
+	f := strings.SplitN(v, " ", 5)
+	f = append(f, make([]string, 5-len(f))...)
+	return storeRecord{state: f[0], user: f[1], qty: f[2], at: f[3], route: f[4]}
+}
+
+// storeRecords reads the records of refs in one pipeline, both forms at once; nil for an admission
+// without one.
+func (s *Service) storeRecords(ctx context.Context, refs []recordRef) ([]*storeRecord, error) {
+	current := make([]*redis.SliceCmd, len(refs))
+	legacy := make([]*redis.SliceCmd, len(refs))
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range refs {
+			current[i] = p.HMGet(ctx, recordsKey(s.keys, r.product, r.id), r.id, r.id+":orphan")
+			legacy[i] = p.HMGet(ctx, legacyRecordKey(s.keys, r.product, r.id), "state", "user", "qty", "at", "route", "orphan")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]*storeRecord, len(refs))
+	for i := range refs {
+		if v := current[i].Val(); len(v) == 2 && v[0] != nil {
+			rec := parseStoreRecord(str(v[0]))
+			rec.orphan = str(v[1])
+			out[i] = &rec
+		} else if v := legacy[i].Val(); len(v) == 6 && v[0] != nil {
+			out[i] = &storeRecord{state: str(v[0]), user: str(v[1]), qty: str(v[2]), at: str(v[3]), route: str(v[4]),
+				orphan: str(v[5]), legacy: true}
+		}
+	}
+	return out, nil
+}
+
+// markOrphan marks an admission's record "held" for an operator, once: false when it was marked already.
+func (s *Service) markOrphan(ctx context.Context, product, id string, rec *storeRecord) (bool, error) {
+	if rec.legacy {
+		return s.client.HSetNX(ctx, legacyRecordKey(s.keys, product, id), "orphan", "held").Result()
+	}
+	return s.client.HSetNX(ctx, recordsKey(s.keys, product, id), id+":orphan", "held").Result()
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
