@@ -47,9 +47,24 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 		if got := storedRecord(t, s, "p", late); got.state != "released" || got.user != "" {
 			t.Fatalf("the tombstone reads %+v", got)
 		}
-		res, err = st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: st.svc.pseudonyms.of("bob"), id: late, value: 1}})
+		bob := st.svc.pseudonyms.of("bob")
+		res, err = st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: bob, id: late, value: 1}})
 		if err != nil || res[0].code != 6 || st.remaining("p") != 8 {
 			t.Fatalf("the late admission: %v %v, remaining %d (want code 6, 8 left)", res, err, st.remaining("p"))
+		}
+		if s.Client.HExists(ctx, buyersKey(s.Keys, "p"), bob).Val() {
+			t.Fatal("the refused late admission left its buyer counted")
+		}
+		// The same call sent again (a client library resent it): admitted again, nothing more taken,
+		// before and after its commit.
+		again := []claim{{owner: "p", user: ann, id: id, value: 2, route: "checkout"}}
+		for _, when := range []string{"unsettled", "committed"} {
+			res, err = st.svc.reserveNow(ctx, "p", again)
+			if err != nil || res[0].code != 0 || st.remaining("p") != 8 || s.Client.HGet(ctx, buyersKey(s.Keys, "p"), ann).Val() != "2" {
+				t.Fatalf("the call sent again (%s): %v %v, remaining %d, bought %s", when, res, err, st.remaining("p"),
+					s.Client.HGet(ctx, buyersKey(s.Keys, "p"), ann).Val())
+			}
+			st.svc.applyCommits(ctx, []pendingCommit{{kind: st.svc.stock, c: again[0], st: &settling{done: make(chan struct{})}}})
 		}
 	})
 }

@@ -41,6 +41,7 @@ local function take_claim(user, id)
     return true
   end
   local held = redis.call('HGET', KEYS[6], user)
+  if held == id then return 'own' end
   if admitted[held] then return false end
   local since = redis.call('ZSCORE', KEYS[5], held)
   if since then
@@ -49,6 +50,17 @@ local function take_claim(user, id)
   end
   redis.call('HSET', KEYS[6], user, id)
   claimed = true
+  return true
+end
+-- resent: this purchase was admitted already (its claim holds its id): a client library resent the
+-- call whose answer it lost. Its record is written once more (for a WAIT after this call), and
+-- nothing more is taken.
+local function resent(records, id, user, qty)
+  local held = redis.call('HGET', records, id)
+  if not held then return false end
+  local state, u, n = string.match(held, '^(%S+) (%S+) (%S+)')
+  if state ~= 'admitted' or u ~= user or tonumber(n) ~= qty then return false end
+  redis.call('HSET', records, id, held)
   return true
 end
 local out, no = {}, 0
@@ -61,22 +73,17 @@ for i = 0, (#ARGV - 2) / 4 - 1 do
   local id, user, q, route = ARGV[3 + 4 * i], ARGV[4 + 4 * i], ARGV[5 + 4 * i], ARGV[6 + 4 * i]
   local qty = tonumber(q)
   local records = KEYS[7 + i]
-  local code = 0
-  -- The record of this id, in this build's form only: the same call sent again, or a release that
-  -- ran first, was this replica's own.
-  local held = redis.call('HGET', records, id)
-  if held then
-    code = 6
-    local state, u, n = string.match(held, '^(%S+) (%S+) (%S+)')
-    if state == 'admitted' and u == user and tonumber(n) == qty then
-      redis.call('HSET', records, id, held)
-      code = 0
-    end
-  elseif not limit then
+  local code, claim = 0, nil
+  if not limit then
     code = 2
   elseif not qty or qty < 1 or qty > limit or qty ~= math.floor(qty) then
     code = 5
-  elseif not take_claim(user, id) then
+  else
+    claim = take_claim(user, id)
+  end
+  if code ~= 0 or (claim == 'own' and resent(records, id, user, qty)) then
+    -- refused before the claim, or admitted already
+  elseif not claim then
     code = 3
   elseif remaining < qty then
     -- Refused either way; the per-user limit is the reason given when both refuse.
@@ -89,24 +96,30 @@ for i = 0, (#ARGV - 2) / 4 - 1 do
     if redis.call('HINCRBY', KEYS[3], user, q) > limit then
       redis.call('HINCRBY', KEYS[3], user, '-' .. q)
       code = 4
-    end
-    if code == 0 then
+    else
       at = at or now_ms()
       at_s = at_s or string.format('%d', at)
-      remaining, taken = remaining - qty, taken + qty
-      if route ~= '' then
-        redis.call('HSET', records, id, 'admitted ' .. user .. ' ' .. q .. ' ' .. at_s .. ' ' .. route)
+      local v = 'admitted ' .. user .. ' ' .. q .. ' ' .. at_s
+      if route ~= '' then v = v .. ' ' .. route end
+      -- The record is written only if the id has none: one that has (a release that ran before
+      -- this call arrived left a tombstone; or a resent call whose claim was taken over since)
+      -- takes back the units counted above.
+      if redis.call('HSETNX', records, id, v) == 0 then
+        if redis.call('HINCRBY', KEYS[3], user, '-' .. q) <= 0 then
+          redis.call('HDEL', KEYS[3], user)
+        end
+        code = resent(records, id, user, qty) and 0 or 6
       else
-        redis.call('HSET', records, id, 'admitted ' .. user .. ' ' .. q .. ' ' .. at_s)
+        if not kept[records] then
+          kept[records] = true
+          record_keep(records, ARGV[2])
+        end
+        remaining, taken = remaining - qty, taken + qty
+        unsettled[nu + 1], unsettled[nu + 2], nu = at_s, id, nu + 2
+        admitted[id] = true
+        na = na + 1
+        ids[na], users[na], qtys[na] = id, user, q
       end
-      if not kept[records] then
-        kept[records] = true
-        record_keep(records, ARGV[2])
-      end
-      unsettled[nu + 1], unsettled[nu + 2], nu = at_s, id, nu + 2
-      admitted[id] = true
-      na = na + 1
-      ids[na], users[na], qtys[na] = id, user, q
     end
   end
   out[no + 1], out[no + 2], out[no + 3], no = code, remaining, limit or 0, no + 3
