@@ -15,7 +15,8 @@ import (
 // themselves, and one round trip carries many commits, which is what Redis CPU per admission is made
 // of). A stock admission's commit only takes it out of its product's unsettled set (its record,
 // "admitted" outside the set, is committed), which ends the user's in-flight claim (reserve.lua takes
-// over a claim whose admission is settled); a bid's marks its record committed. The units were taken
+// over a claim whose admission is settled); a bid's marks its record committed, with the ledger on
+// only (bidKind.commits). The units were taken
 // at admission, so a batch lost with its replica loses no unit and sells none twice: the claim stops
 // counting after ClaimTTL and the admission stays unsettled. While the committer
 // is not running (tests, shutdown), commits run on the request path as before.
@@ -163,6 +164,9 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 	}
 	groups := map[[2]string]*group{}
 	for _, p := range batch {
+		if !p.kind.commits() {
+			continue // settled as it is (a bid with the ledger off)
+		}
 		key := [2]string{p.kind.name(), p.c.owner}
 		g := groups[key]
 		grouped, isGrouped := p.kind.(groupedKind)
@@ -180,6 +184,9 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 			g.keys = append(g.keys, p.kind.record(p.c))
 		}
 		g.args = append(g.args, p.c.id)
+	}
+	if len(groups) == 0 {
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -50,6 +50,9 @@ type kind interface {
 	commit(ctx context.Context, c claim) error
 	// record is the key of c's record: the one a batched commit marks committed (commits.lua).
 	record(c claim) string
+	// commits says whether the shop's acceptance writes anything to the store: false for a bid
+	// with the ledger off (bidKind.commits).
+	commits() bool
 
 	// ownersKey is the set of the kind's owner ids (each has an event stream); spellingsKey the hash
 	// of their other spellings (spellings.go). Both are written by s.indexOwner.

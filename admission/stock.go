@@ -100,6 +100,9 @@ func (k *stockKind) commit(ctx context.Context, c claim) error {
 	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil)).Err()
 }
 
+// commits: a stock admission's commit ends it (it leaves the unsettled set).
+func (*stockKind) commits() bool { return true }
+
 func (k *stockKind) record(c claim) string { return recordsKey(k.s.keys, c.owner, c.id) }
 
 func (k *stockKind) unsettledSet(product string) string { return unsettledKey(k.s.keys, product) }
