@@ -72,6 +72,7 @@ type Service struct {
 	commits    committer
 	replay     settlementLog // recent settlements, sent again after a master change (replay.go)
 	reserves   *group.Batcher[string, claim, reserved]
+	bids       *group.Batcher[struct{}, claim, placed]
 
 	// source asks the shop about unknown auctions (auctions_source; nil when off); bidders is how GET
 	// {prefix}/auctions/mine identifies a bidder (nil without a bid route). Both follow reloads.
@@ -126,6 +127,7 @@ func New(o Options) *Service {
 	s.register(s.stock)
 	s.register(s.bid)
 	s.reserves = s.newReserver()
+	s.bids = s.newBidder()
 	s.replay.gen = o.Store.Generation()
 	none := map[string]string{}
 	s.orphanPolicies.Store(&none)

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
@@ -135,6 +137,31 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	t.Logf("50 concurrent purchases: %v WAITs", waits)
 	if waits > 25 {
 		t.Fatalf("%v WAITs for 50 concurrent purchases: they are not shared by grouped reserve calls", waits)
+	}
+
+	// Fifty bids at once on fifty auctions: every one is on the replica when the shop sees it, and
+	// the bids that queued up together went in one pipeline with one WAIT.
+	var lots []config.Auction
+	for i := range 50 {
+		lots = append(lots, auction(fmt.Sprintf("lot-%d", i), "100.00", "1.00", time.Hour))
+	}
+	st.addAuctions(lots...)
+	acked = storeWaits(t, s, "acked")
+	for i := range 50 {
+		wg.Go(func() {
+			lot := fmt.Sprintf("lot-%d", i)
+			if a := st.bid(lot, fmt.Sprintf("bidder-%d", i), "150.00"); a.status != 200 {
+				t.Errorf("a concurrent bid on %s: %d %s", lot, a.status, a.body)
+			} else if h := replica.HGet(ctx, auctionHighestKey(s.Keys, lot), "amount").Val(); h != "15000" {
+				t.Errorf("the replica's highest bid on %s is %q when the shop has the bid", lot, h)
+			}
+		})
+	}
+	wg.Wait()
+	waits = storeWaits(t, s, "acked") - acked
+	t.Logf("50 concurrent bids: %v WAITs", waits)
+	if waits > 25 {
+		t.Fatalf("%v WAITs for 50 concurrent bids: they are not shared by pipelined bid calls", waits)
 	}
 }
 

@@ -29,6 +29,7 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
 	wg.Go(func() { s.reserves.Run(ctx) })
+	wg.Go(func() { s.bids.Run(ctx) })
 	wg.Go(func() { s.runLease(ctx) })
 	wg.Go(func() { s.runSpellingsIndex(ctx) })
 	if s.o.Ledger != nil {

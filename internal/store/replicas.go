@@ -113,43 +113,125 @@ func (s *Store) ChangedAt() time.Time {
 // A master that refuses writes for want of replicas (min-replicas-to-write: NOREPLICAS) wrote nothing
 // and answered: that is ErrNotAcked too, with the script's error in cmd.
 func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
+	cmds, errs := s.RunAckedAll(ctx, script, []Call{{Keys: keys, Args: args}})
+	return cmds[0], errs[0]
+}
+
+// Call is one call of a script: its KEYS and ARGV.
+type Call struct {
+	Keys []string
+	Args []any
+}
+
+// RunAckedAll is RunAcked for many calls of one script at once: the calls to each master go in one
+// pipeline, in order, and with redis.wait_replicas > 0 one WAIT after them covers them all (the
+// replication stream is ordered). errs[i] is what RunAcked would have returned for calls[i]; a
+// pipeline that got no answer fails every call in it. One round trip per master instead of one per
+// call: on a busy Redis a round trip costs about as much CPU as a script's own work.
+func (s *Store) RunAckedAll(ctx context.Context, script *redis.Script, calls []Call) (cmds []*redis.Cmd, errs []error) {
+	cmds, errs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
 	w := s.repl.wait.Load()
-	if w.n <= 0 {
-		cmd := script.Run(ctx, s.Client, keys, args...)
-		return cmd, noReplicas(cmd.Err())
+	cluster, isCluster := s.Client.(*redis.ClusterClient)
+	if !isCluster || w.n <= 0 {
+		// Without a WAIT a Cluster's own pipeline routes each call (and follows a moved slot).
+		s.runOn(ctx, s.Client, script, calls, nil, w, cmds, errs)
+		return cmds, errs
 	}
-	node, err := s.nodeFor(ctx, keys[0])
-	if err != nil {
-		return nil, err
+	// With a WAIT on a Cluster, one pipeline per master, each on that master's own client (nodeFor:
+	// a WAIT must follow the writes on their connection), in parallel.
+	type node struct {
+		client pipeliner
+		calls  []int
 	}
-	for attempt := 0; ; attempt++ {
-		var cmd *redis.Cmd
-		var wait *redis.Cmd
-		_, _ = node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			cmd = script.EvalSha(ctx, p, keys, args...)
-			// Not in go-redis's Pipeliner: WAIT numreplicas timeout-ms.
-			wait = p.Do(ctx, "wait", w.n, w.timeout.Milliseconds())
-			return nil
-		})
-		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
-			// The first call after a restart or a failover: load the script on this master and go again.
-			if err := script.Load(ctx, node).Err(); err != nil {
-				return cmd, err
-			}
+	var nodes []*node
+	byClient := map[pipeliner]*node{}
+	for i, c := range calls {
+		client, err := cluster.MasterForKey(ctx, c.Keys[0])
+		if err != nil {
+			errs[i] = err
+			cmds[i] = redis.NewCmd(ctx)
+			cmds[i].SetErr(err)
 			continue
 		}
-		if err := cmd.Err(); err != nil && err != redis.Nil {
-			if nr := noReplicas(err); nr != err {
-				s.repl.waits.WithLabelValues("timeout").Inc()
-				return cmd, nr
-			}
-			if isReply(err) {
-				return cmd, err // the script failed: nothing to wait for
-			}
-			s.repl.waits.WithLabelValues("error").Inc()
-			return cmd, err
+		n := byClient[client]
+		if n == nil {
+			n = &node{client: client}
+			byClient[client] = n
+			nodes = append(nodes, n)
 		}
-		return cmd, s.repl.judge(wait, w)
+		n.calls = append(n.calls, i)
+	}
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		wg.Go(func() { s.runOn(ctx, n.client, script, calls, n.calls, w, cmds, errs) })
+	}
+	wg.Wait()
+	return cmds, errs
+}
+
+// runOn sends the calls numbered which (all of them when nil) to one master in one pipeline, with a
+// WAIT after them when w asks for one, and fills their cmds and errs.
+func (s *Store) runOn(ctx context.Context, client pipeliner, script *redis.Script, calls []Call, which []int, w *waitSetting,
+	cmds []*redis.Cmd, errs []error) {
+	if which == nil {
+		which = make([]int, len(calls))
+		for i := range which {
+			which[i] = i
+		}
+	}
+	var wait *redis.Cmd
+	for attempt := 0; ; attempt++ {
+		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range which {
+				cmds[i] = script.EvalSha(ctx, p, calls[i].Keys, calls[i].Args...)
+			}
+			if w.n > 0 {
+				// Not in go-redis's Pipeliner: WAIT numreplicas timeout-ms.
+				wait = p.Do(ctx, "wait", w.n, w.timeout.Milliseconds())
+			}
+			return nil
+		})
+		noScript := false
+		for _, i := range which {
+			if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				noScript = true
+			}
+		}
+		if !noScript || attempt > 0 {
+			break
+		}
+		// The first call after a restart or a failover: load the script on this master and go again
+		// (a call that found no script ran nothing).
+		if err := script.Load(ctx, client).Err(); err != nil {
+			for _, i := range which {
+				errs[i] = err
+			}
+			return
+		}
+	}
+	var acked error
+	waited := false
+	for _, i := range which {
+		err := cmds[i].Err()
+		switch {
+		case err == nil || err == redis.Nil:
+			if w.n > 0 && !waited {
+				acked, waited = s.repl.judge(wait, w), true
+			}
+			errs[i] = acked
+		case noReplicas(err) != err:
+			if w.n > 0 {
+				s.repl.waits.WithLabelValues("timeout").Inc()
+			}
+			errs[i] = noReplicas(err) // the master refused to write: nothing written
+		case isReply(err):
+			errs[i] = err // the script failed: nothing to wait for
+		default:
+			if w.n > 0 {
+				s.repl.waits.WithLabelValues("error").Inc()
+			}
+			errs[i] = err
+		}
 	}
 }
 
