@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,7 @@ func hotBench(args []string, w io.Writer) error {
 	threads := fs.Int("threads", 2, "wrk threads")
 	floorClients := fs.Int("floor-clients", 32, "redis-benchmark clients of the floor")
 	floorRequests := fs.Int("floor-requests", 200000, "redis-benchmark requests of each floor round")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of edgeq (this process, with the origin) during the first pinned stock round (the first shared one with -redis-cpu -1) to this file")
 	pinCPU := fs.Int("redis-cpu", 1, "after the shared rounds, pin redis-server to this CPU and everything else to the others for the pinned rounds; -1: no pinned rounds")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -121,7 +123,12 @@ func hotBench(args []string, w io.Writer) error {
 		floors = append(floors, f)
 		for _, t := range []wrkTarget{post, stock, bid} {
 			fmt.Fprintf(os.Stderr, "shared round %d: %s\n", round, t.name)
+			stopProfile, err := profileRound(*cpuProfile, *pinCPU < 0 && round == 1 && t.name == stock.name)
+			if err != nil {
+				return err
+			}
 			r, err := runWrk(t, wl.threads, wl.connections, wl.duration, rdb, round)
+			stopProfile()
 			if err != nil {
 				return fmt.Errorf("%s: %w", t.name, err)
 			}
@@ -139,7 +146,12 @@ func hotBench(args []string, w io.Writer) error {
 		for round := 1; round <= *rounds; round++ {
 			for _, t := range []wrkTarget{post, stock} {
 				fmt.Fprintf(os.Stderr, "pinned round %d: %s\n", round, t.name)
+				stopProfile, err := profileRound(*cpuProfile, round == 1 && t.name == stock.name)
+				if err != nil {
+					return err
+				}
 				r, err := runWrk(t, wl.threads, wl.connections, wl.duration, rdb, *rounds+round)
+				stopProfile()
 				if err != nil {
 					return fmt.Errorf("%s (pinned): %w", t.name, err)
 				}
@@ -149,6 +161,26 @@ func hotBench(args []string, w io.Writer) error {
 	}
 	writeHot(w, hotFigures{wl: wl, floors: floors, floorClients: *floorClients, shared: shared, pinned: pinned, where: where})
 	return nil
+}
+
+// profileRound starts a CPU profile into path when path is set and this round is the one; the
+// returned func stops it.
+func profileRound(path string, this bool) (func(), error) {
+	if path == "" || !this {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // hotStockConfig is the stock rounds' edgeq: the hot product (stock for every round) and the routes
