@@ -2,6 +2,7 @@ package admission
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
@@ -31,11 +32,25 @@ func claimsKey(k store.Keys, product string) string { return k.Product(product, 
 // field per admission, scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an id that is
 // not a number (an operator's typo: it is never admitted) goes to day 0.
 func recordsKey(k store.Keys, product, admission string) string {
-	var day int64
+	return k.Product(product, "adm@"+strconv.FormatInt(recordsDay(admission), 10))
+}
+
+// recordsDay is the day of an admission id's time, in days since 1970-01-01 UTC (0 for an id that
+// is not a number).
+func recordsDay(admission string) int64 {
 	if n, err := strconv.ParseUint(admission, 10, 64); err == nil {
-		day = ids.Time(n).Unix() / 86400
+		return ids.Time(n).Unix() / 86400
 	}
-	return k.Product(product, "adm@"+strconv.FormatInt(day, 10))
+	return 0
+}
+
+// recordsExpireAt is when the records hash of an admission's day expires (unix s): a record TTL after
+// the day ends, or after now when that is later (lib.lua record_keep, for the other scripts). One
+// reserve.lua call sets it, from its latest purchase, on the hashes it wrote: a call that spans
+// midnight keeps the earlier day's a day longer.
+func recordsExpireAt(admission string, now time.Time) int64 {
+	end := (recordsDay(admission) + 1) * 86400
+	return max(end, now.Unix()) + int64(recordTTL/time.Second)
 }
 
 // legacyRecordKey: the hash per admission of builds before recordsKey, read beside it (lib.lua)

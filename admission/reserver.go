@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/store"
@@ -35,7 +36,7 @@ func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), admitsKey(s.keys, product),
 		unsettledKey(s.keys, product), claimsKey(s.keys, product))
 	args := make([]any, 0, 2+4*len(cs))
-	args = append(args, s.o.ClaimTTL.Milliseconds(), int64(recordTTL.Seconds()))
+	args = append(args, s.o.ClaimTTL.Milliseconds(), recordsExpireAt(cs[len(cs)-1].id, time.Now()))
 	for _, c := range cs {
 		keys = append(keys, recordsKey(s.keys, product, c.id))
 		args = append(args, c.id, c.user, c.value, c.route)

@@ -10,7 +10,8 @@
 -- KEYS[5] unsettled zset admissions neither committed nor given back yet, by admission time (ms)
 -- KEYS[6] claims   hash   user pseudonym -> admission id: the user's in-flight claim
 -- then per purchase: its day's records hash (lib.lua: the record is a field; release must find it)
--- ARGV[1] claim TTL (ms)   ARGV[2] record TTL (s)
+-- ARGV[1] claim TTL (ms)   ARGV[2] when the records hashes expire (unix s: a record TTL after the end
+-- of the latest purchase's day, keys.go recordsExpireAt)
 -- then per purchase: admission id, user pseudonym, quantity (an integer, as text), route name (what
 -- the orphan sweep reads)
 -- The units taken, the unsettled entries and the event are written once per call, after the loop (one
@@ -112,7 +113,7 @@ for i = 0, (#ARGV - 2) / 4 - 1 do
       else
         if not kept[records] then
           kept[records] = true
-          record_keep(records, ARGV[2])
+          redis.call('EXPIREAT', records, ARGV[2])
         end
         remaining, taken = remaining - qty, taken + qty
         unsettled[nu + 1], unsettled[nu + 2], nu = at_s, id, nu + 2
