@@ -10,10 +10,13 @@ import (
 )
 
 // Commits off the request path. When the origin accepts an admission, the visitor's answer does not
-// wait for the store: the commit goes to the committer, which sends at once whatever is queued, one
-// commits.lua call per owner in one pipeline (a group commit: under load the batches grow by
-// themselves, and one round trip carries many commits, which is what Redis CPU per admission is made
-// of). A stock admission's commit only takes it out of its product's unsettled set (its record,
+// wait for the store. A stock admission's commit rides the product's next reservation call (the
+// reserver sends one at once when none is on its way, so a commit alone is a call alone): no call or
+// round trip of its own. Other commits (a bid's, with the ledger on) go to the committer, which
+// sends at once whatever is queued, one commits.lua call per owner in one pipeline (a group commit:
+// under load the batches grow by themselves, and one round trip carries many commits, which is what
+// Redis CPU per admission is made of); so does a stock commit the reservation call could not apply,
+// and replay.go's. A stock admission's commit only takes it out of its product's unsettled set (its record,
 // "admitted" outside the set, is committed), which ends the user's in-flight claim (reserve.lua takes
 // over a claim whose admission is settled); a bid's marks its record committed, with the ledger on
 // only (bidKind.commits). The units were taken
@@ -68,9 +71,33 @@ func (s *Service) endSettling(k kind, c claim, st *settling) {
 	close(st.done)
 }
 
-// commitLater hands a commit to the committer, which ends st once applied; false when it is not
-// running or is full (then the caller commits now).
+// commitLater hands a commit over, to be applied off the request path, and ends st once applied;
+// false when nothing takes it (then the caller commits now). A stock admission's commit rides the
+// product's next reservation call (the reserver sends one at once when none is on its way): no call
+// or round trip of its own. Other commits, and one the reservation call could not apply, go to the
+// committer.
 func (s *Service) commitLater(k kind, c claim, st *settling) bool {
+	if _, grouped := k.(groupedKind); grouped {
+		rides := c
+		rides.commit = true
+		if s.reserves.Go(c.owner, rides, func(r reserved, err error) {
+			if err == nil && !r.notAcked {
+				s.endSettling(k, c, st)
+				return
+			}
+			if !s.queueCommit(k, c, st) {
+				go s.applyCommits(context.Background(), []pendingCommit{{kind: k, c: c, st: st}})
+			}
+		}) {
+			return true
+		}
+	}
+	return s.queueCommit(k, c, st)
+}
+
+// queueCommit hands a commit to the committer, which ends st once applied; false when it is not
+// running or is full.
+func (s *Service) queueCommit(k kind, c claim, st *settling) bool {
 	s.commits.mu.RLock()
 	defer s.commits.mu.RUnlock()
 	if !s.commits.running {

@@ -30,23 +30,39 @@ func (s *Service) newReserver() *group.Batcher[string, claim, reserved] {
 	return group.New(reserveBatchMax, s.reserveNow)
 }
 
-// reserveArgs are reserve.lua's KEYS and ARGV for purchases of one product.
+// reserveArgs are reserve.lua's KEYS and ARGV for purchases of one product, and the commits among
+// cs (claims with commit set: they go first, in one list).
 func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 	keys := make([]string, 0, 6+len(cs))
 	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), admitsKey(s.keys, product),
 		unsettledKey(s.keys, product), claimsKey(s.keys, product))
-	args := make([]any, 0, 2+4*len(cs))
-	args = append(args, s.o.ClaimTTL.Milliseconds(), recordsExpireAt(cs[len(cs)-1].id, time.Now()))
+	commits := 0
 	for _, c := range cs {
-		keys = append(keys, recordsKey(s.keys, product, c.id))
-		args = append(args, c.id, c.user, c.value, c.route)
+		if c.commit {
+			commits++
+		}
+	}
+	args := make([]any, 0, 4+commits+4*(len(cs)-commits))
+	args = append(args, s.o.ClaimTTL.Milliseconds(), recordsExpireAt(cs[len(cs)-1].id, time.Now()), flag(s.o.Ledger != nil), commits)
+	for _, c := range cs {
+		if c.commit {
+			args = append(args, c.id)
+		}
+	}
+	for _, c := range cs {
+		if !c.commit {
+			keys = append(keys, recordsKey(s.keys, product, c.id))
+			args = append(args, c.id, c.user, c.value, c.route)
+		}
 	}
 	return keys, args
 }
 
-// reserveNow runs reserve.lua for purchases of one product, now, in one call, and with
-// redis.wait_replicas waits for the replicas once for the whole call (store.RunAcked): when they do not
-// confirm it in time, every purchase it admitted is answered notAcked (the caller gives it back).
+// reserveNow runs reserve.lua for purchases of one product (and the commits that ride with them),
+// now, in one call, and with redis.wait_replicas waits for the replicas once for the whole call
+// (store.RunAcked): when they do not confirm it in time, every purchase it admitted is answered
+// notAcked (the caller gives it back). A commit is answered code 0; notAcked when the master refused
+// to write (nothing was committed: the caller commits it another way).
 func (s *Service) reserveNow(ctx context.Context, product string, cs []claim) ([]reserved, error) {
 	keys, args := s.reserveArgs(product, cs)
 	cmd, err := s.o.Store.RunAcked(ctx, reserveScript, keys, args...)
@@ -67,13 +83,26 @@ func (s *Service) reserveNow(ctx context.Context, product string, cs []claim) ([
 	if err == nil {
 		res, err = cmd.Int64Slice()
 	}
-	out, err := splitReserved(res, err, len(cs))
-	if notAcked {
-		for i := range out {
-			out[i].notAcked = out[i].code == 0
+	purchases := 0
+	for _, c := range cs {
+		if !c.commit {
+			purchases++
 		}
 	}
-	return out, err
+	got, err := splitReserved(res, err, purchases)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]reserved, len(cs))
+	for i, j := 0, 0; i < len(cs); i++ {
+		if cs[i].commit {
+			continue // committed (a commit the replicas did not confirm in time is sent again after a failover: replay.go)
+		}
+		out[i] = got[j]
+		out[i].notAcked = notAcked && out[i].code == 0
+		j++
+	}
+	return out, nil
 }
 
 func splitReserved(res []int64, err error, n int) ([]reserved, error) {

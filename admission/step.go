@@ -25,6 +25,9 @@ type claim struct {
 	id    string // admission or bid id
 	value int64  // quantity (stock), amount in cents (bid)
 	route string // the route that admitted it (stock records keep it for the orphan sweep)
+	// commit: not a purchase but the commit of admission id, riding the product's next reservation
+	// call (reserver.go)
+	commit bool
 }
 
 // recordTTL is how long an admission's or bid's record stays for release and commit to find.

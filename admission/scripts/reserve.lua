@@ -11,7 +11,11 @@
 -- KEYS[6] claims   hash   user pseudonym -> admission id: the user's in-flight claim
 -- then per purchase: its day's records hash (lib.lua: the record is a field; release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] when the records hashes expire (unix s: a record TTL after the end
--- of the latest purchase's day, keys.go recordsExpireAt)
+-- of the latest purchase's day, keys.go recordsExpireAt)   ARGV[3] 1: the ledger is on
+-- ARGV[4] the number of commits c, then c admission ids: commits riding this call (reserver.go), done
+-- first, as commits.lua does them: the admissions still unsettled leave the unsettled set (which ends
+-- their claims, so a buyer's next purchase later in this call is not refused as in progress) and,
+-- with the ledger on, one committed entry names them on the admissions stream
 -- then per purchase: admission id, user pseudonym, quantity (an integer, as text), route name (what
 -- the orphan sweep reads)
 -- The units taken, the unsettled entries and the event are written once per call, after the loop (one
@@ -64,14 +68,37 @@ local function resent(records, id, user, qty)
   redis.call('HSET', records, id, held)
   return true
 end
+local commits = tonumber(ARGV[4])
+if commits > 0 then
+  local scores = redis.call('ZMSCORE', KEYS[5], unpack(ARGV, 5, 4 + commits))
+  local settle, seen, n = {}, {}, 0
+  for i = 1, commits do
+    local id = ARGV[4 + i]
+    if scores[i] and not seen[id] then
+      seen[id] = true
+      n = n + 1
+      settle[n] = id
+    end
+  end
+  if n > 0 then
+    redis.call('ZREM', KEYS[5], unpack(settle, 1, n))
+    if ARGV[3] == '1' then
+      at = now_ms()
+      redis.call('XADD', KEYS[4], '*', 'type', 'committed', 'admissions', table.concat(settle, ' ', 1, n),
+        'committed_at', string.format('%d', at))
+    end
+  end
+end
+local first = 5 + commits
 local out, no = {}, 0
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
 -- The loop keeps its own counts (no # per append) and passes the quantity on as the caller's text
 -- (reserveNow formats an integer): the interpreter's work per purchase is part of Redis's cost.
 local taken, unsettled, ids, users, qtys, nu, na = 0, {}, {}, {}, {}, 0, 0
-for i = 0, (#ARGV - 2) / 4 - 1 do
-  local id, user, q, route = ARGV[3 + 4 * i], ARGV[4 + 4 * i], ARGV[5 + 4 * i], ARGV[6 + 4 * i]
+for i = 0, (#ARGV - first + 1) / 4 - 1 do
+  local p = first + 4 * i
+  local id, user, q, route = ARGV[p], ARGV[p + 1], ARGV[p + 2], ARGV[p + 3]
   local qty = tonumber(q)
   local records = KEYS[7 + i]
   local code, claim = 0, nil

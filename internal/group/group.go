@@ -31,6 +31,7 @@ type call[K comparable, Req, Res any] struct {
 	key   K
 	req   Req
 	reply chan result[Res]
+	then  func(Res, error) // instead of reply: a call made with Go
 }
 
 type result[Res any] struct {
@@ -67,6 +68,23 @@ func (b *Batcher[K, Req, Res]) Do(ctx context.Context, key K, req Req) (Res, err
 	}
 	r := <-reply
 	return r.res, r.err
+}
+
+// Go queues one call without waiting for it: then gets its result once its group was sent. False
+// when the batcher is not running or its queue is full (nothing was queued; the caller sends the
+// request its own way).
+func (b *Batcher[K, Req, Res]) Go(key K, req Req, then func(Res, error)) bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if !b.running {
+		return false
+	}
+	select {
+	case b.queue <- call[K, Req, Res]{key: key, req: req, then: then}:
+		return true
+	default:
+		return false
+	}
 }
 
 // Run sends queued calls in groups until ctx ends, then sends what is left; from then on calls go
@@ -136,10 +154,16 @@ func (b *Batcher[K, Req, Res]) flush(ctx context.Context, batch []call[K, Req, R
 				err = errShortAnswer
 			}
 			for i, c := range calls {
+				var r result[Res]
 				if err != nil {
-					c.reply <- result[Res]{err: err}
+					r.err = err
 				} else {
-					c.reply <- result[Res]{res: res[i]}
+					r.res = res[i]
+				}
+				if c.then != nil {
+					c.then(r.res, r.err)
+				} else {
+					c.reply <- r
 				}
 			}
 		})

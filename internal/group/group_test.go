@@ -68,3 +68,52 @@ func (b *Batcher[K, Req, Res]) isRunning() bool {
 	defer b.mu.RUnlock()
 	return b.running
 }
+
+// Go queues a call without waiting: its callback gets its own result (or its group's error), in the
+// same groups as Do's calls; a batcher that is not running queues nothing.
+func TestBatcher_GoCallsBackWithItsOwnResult(t *testing.T) {
+	b := New(16, func(ctx context.Context, key string, reqs []int) ([]string, error) {
+		time.Sleep(time.Millisecond)
+		if key == "broken" {
+			return nil, errors.New("store away")
+		}
+		out := make([]string, len(reqs))
+		for i, r := range reqs {
+			out[i] = fmt.Sprintf("%s:%d", key, r)
+		}
+		return out, nil
+	})
+	if b.Go("a", 1, func(string, error) {}) {
+		t.Fatal("a batcher not running queued a call")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { b.Run(ctx); close(done) }()
+	for !b.isRunning() {
+		time.Sleep(time.Millisecond)
+	}
+	var wg sync.WaitGroup
+	for i := range 300 {
+		if i%40 == 0 {
+			wg.Wait() // waves that fit the queue (4 times the group size): a full queue queues nothing
+		}
+		key := []string{"a", "broken"}[i%2]
+		wg.Add(1)
+		if !b.Go(key, i, func(res string, err error) {
+			defer wg.Done()
+			if key == "broken" {
+				if err == nil {
+					t.Errorf("call %d: no error from a failed send", i)
+				}
+			} else if want := fmt.Sprintf("a:%d", i); err != nil || res != want {
+				t.Errorf("call %d: %q %v, want %q", i, res, err, want)
+			}
+		}) {
+			wg.Done()
+			t.Errorf("call %d was not queued", i)
+		}
+	}
+	wg.Wait()
+	cancel()
+	<-done
+}
