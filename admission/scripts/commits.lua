@@ -14,31 +14,13 @@
 --   the order of the ids; each record not withdrawn or committed becomes committed, with an event
 --   each.
 -- returns {items committed now}
+if ARGV[2] == '1' then
+  return {settle_committed(KEYS[2], KEYS[1], ARGV[1], ARGV, 3, #ARGV)}
+end
 local now
 local function clock()
-  if not now then
-    local t = redis.call('TIME')
-    now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-  end
+  now = now or string.format('%d', now_ms())
   return now
-end
-if ARGV[2] == '1' then
-  local scores = redis.call('ZMSCORE', KEYS[2], unpack(ARGV, 3))
-  local settle, seen, n = {}, {}, 0
-  for i = 1, #ARGV - 2 do
-    local id = ARGV[i + 2]
-    if scores[i] and not seen[id] then
-      seen[id] = true
-      n = n + 1
-      settle[n] = id
-    end
-  end
-  if n == 0 then return {0} end
-  redis.call('ZREM', KEYS[2], unpack(settle, 1, n))
-  if ARGV[1] == '1' then
-    redis.call('XADD', KEYS[1], '*', 'type', 'committed', 'admissions', table.concat(settle, ' ', 1, n), 'committed_at', clock())
-  end
-  return {n}
 end
 local n = 0
 for i = 3, #ARGV do

@@ -49,3 +49,27 @@ local function record_write(day, id, legacy, old, ttl, state, user, qty, at, rou
   redis.call('HSET', day, id, v)
   record_keep(day, ttl)
 end
+
+-- settle_committed: stock admissions the shop accepted (commits.lua, and the commits riding a
+-- reserve.lua call): those of ids[from..to] still in the unsettled set leave it in one ZREM (a
+-- settled admission's claim no longer counts), and with the ledger on ("1") one committed entry
+-- names them on the admissions stream. Returns how many were still unsettled.
+local function settle_committed(unsettled, admits, ledger, ids, from, to)
+  local scores = redis.call('ZMSCORE', unsettled, unpack(ids, from, to))
+  local settle, seen, n = {}, {}, 0
+  for i = from, to do
+    local id = ids[i]
+    if scores[i - from + 1] and not seen[id] then
+      seen[id] = true
+      n = n + 1
+      settle[n] = id
+    end
+  end
+  if n == 0 then return 0 end
+  redis.call('ZREM', unsettled, unpack(settle, 1, n))
+  if ledger == '1' then
+    redis.call('XADD', admits, '*', 'type', 'committed', 'admissions', table.concat(settle, ' ', 1, n),
+      'committed_at', string.format('%d', now_ms()))
+  end
+  return n
+end

@@ -69,26 +69,7 @@ local function resent(records, id, user, qty)
   return true
 end
 local commits = tonumber(ARGV[4])
-if commits > 0 then
-  local scores = redis.call('ZMSCORE', KEYS[5], unpack(ARGV, 5, 4 + commits))
-  local settle, seen, n = {}, {}, 0
-  for i = 1, commits do
-    local id = ARGV[4 + i]
-    if scores[i] and not seen[id] then
-      seen[id] = true
-      n = n + 1
-      settle[n] = id
-    end
-  end
-  if n > 0 then
-    redis.call('ZREM', KEYS[5], unpack(settle, 1, n))
-    if ARGV[3] == '1' then
-      at = now_ms()
-      redis.call('XADD', KEYS[4], '*', 'type', 'committed', 'admissions', table.concat(settle, ' ', 1, n),
-        'committed_at', string.format('%d', at))
-    end
-  end
-end
+if commits > 0 then settle_committed(KEYS[5], KEYS[4], ARGV[3], ARGV, 5, 4 + commits) end
 local first = 5 + commits
 local out, no = {}, 0
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
