@@ -36,14 +36,16 @@ func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 	keys := make([]string, 0, 6+len(cs))
 	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), admitsKey(s.keys, product),
 		unsettledKey(s.keys, product), claimsKey(s.keys, product))
-	commits := 0
+	commits, latest := 0, ""
 	for _, c := range cs {
 		if c.commit {
 			commits++
+		} else {
+			latest = c.id // the records' expiry follows the latest purchase, not a commit's older id
 		}
 	}
 	args := make([]any, 0, 4+commits+4*(len(cs)-commits))
-	args = append(args, s.o.ClaimTTL.Milliseconds(), recordsExpireAt(cs[len(cs)-1].id, time.Now()), flag(s.o.Ledger != nil), commits)
+	args = append(args, s.o.ClaimTTL.Milliseconds(), recordsExpireAt(latest, time.Now()), flag(s.o.Ledger != nil), commits)
 	for _, c := range cs {
 		if c.commit {
 			args = append(args, c.id)
