@@ -29,6 +29,7 @@ type Config struct {
 	Pages       Pages       `yaml:"pages"`
 	StoreHealth StoreHealth `yaml:"store_health"`
 	Ledger      Ledger      `yaml:"ledger"`
+	Report      Report      `yaml:"report"`
 	Log         Log         `yaml:"log"`
 
 	// AuctionsSource fetches auctions edgeq does not know from the shop (docs/reference.md
@@ -39,6 +40,12 @@ type Config struct {
 // Ledger is the durable record in PostgreSQL (docs/reference.md "Ledger"); off when PostgresURL is "".
 type Ledger struct {
 	PostgresURL string `yaml:"postgres_url" secret:"true"`
+}
+
+// Report is what the store keeps for the report after a drop (docs/reference.md "The report").
+type Report struct {
+	// Retention is how long the one-minute buckets are kept; the report reads at most this far back.
+	Retention time.Duration `yaml:"retention"`
 }
 
 // Server is the public listener: the waiting room and the proxied traffic.
@@ -318,6 +325,7 @@ func Default() *Config {
 		Admin:  Admin{Listen: "127.0.0.1:9090", AllowedHosts: []string{}},
 		Origin: Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},
 		Redis:  Redis{Addrs: []string{}, KeyPrefix: "edgeq", WaitTimeout: 50 * time.Millisecond, StreamMaxEntries: 1_000_000},
+		Report: Report{Retention: 336 * time.Hour},
 		Tokens: Tokens{
 			VerifyKeyFiles: []string{},
 			Issuer:         "edgeq",

@@ -122,6 +122,9 @@ func (cfg *Config) problems() []Problem {
 	cfg.checkServer(c)
 	cfg.checkRedis(c)
 	cfg.checkLedger(c)
+	if r := cfg.Report.Retention; r < time.Hour || r > 2160*time.Hour {
+		c.add("report.retention", "%s must be between 1h and 2160h (90 days)", r)
+	}
 	cfg.checkTokens(c)
 	cfg.checkTurnstile(c)
 	checkEach(c, "queues", cfg.Queues, func(q Queue) string { return q.ID }, checkQueue)

@@ -1,0 +1,290 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store"
+)
+
+// gaugeNames are the series that are sampled values, not counts.
+var gaugeNames = []string{Waiting, Active, Assigned, Serving, Stock}
+
+func isGauge(name string) bool { return slices.Contains(gaugeNames, name) }
+
+// scopeData is one scope's series over a range, at the range's step.
+type scopeData struct {
+	counts map[string][]int64 // per point
+	gauges map[string][]int64 // per point, the last value sampled by its end; -1 unknown
+	waits  []map[int]int64    // per point: waiting-time bucket -> visitors (queues)
+	firsts map[string]time.Time
+	zeros  map[string][]time.Time
+	any    bool // something was written in the range
+}
+
+// window is a report's range split into points of step.
+type window struct {
+	from, to time.Time
+	step     time.Duration
+	n        int
+}
+
+func newWindow(from, to time.Time, step time.Duration) window {
+	from = from.UTC().Truncate(time.Minute)
+	n := int((to.Sub(from) + step - 1) / step)
+	return window{from: from, to: to, step: step, n: max(n, 1)}
+}
+
+// point is the index of the point holding minute t, or -1 outside the window.
+func (w window) point(t time.Time) int {
+	if t.Before(w.from) || !t.Before(w.to) {
+		return -1
+	}
+	return int(t.Sub(w.from) / w.step)
+}
+
+// days are the UTC days the window touches.
+func (w window) days() []time.Time {
+	var out []time.Time
+	for d := dayStart(w.from); d.Before(w.to); d = d.Add(24 * time.Hour) {
+		out = append(out, d)
+	}
+	return out
+}
+
+// reader reads scopes' day hashes.
+type reader struct {
+	client    redis.UniversalClient
+	keys      store.Keys
+	retention time.Duration
+}
+
+// readScopes reads several scopes of one kind over w in one pipeline: each day's hash, and the gauges
+// last written on the days before the window (a gauge keeps its value until sampled again).
+func (r reader) readScopes(ctx context.Context, kind Kind, ids []string, w window) ([]*scopeData, error) {
+	days := w.days()
+	back := int(r.retention / (24 * time.Hour))
+	pipe := r.client.Pipeline()
+	all := make([][]*redis.MapStringStringCmd, len(ids))
+	before := make([][]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		for _, d := range days {
+			all[i] = append(all[i], pipe.HGetAll(ctx, dayKey(r.keys, kind, id, d)))
+		}
+		for j := 1; j <= back; j++ {
+			before[i] = append(before[i], pipe.HGet(ctx, dayKey(r.keys, kind, id, days[0].Add(-time.Duration(j)*24*time.Hour)), "g"))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]*scopeData, len(ids))
+	for i := range ids {
+		sd := newScopeData(w, kind == Queue)
+		baseline := map[string]int64{}
+		for _, c := range before[i] { // newest first
+			if g, err := c.Result(); err == nil {
+				baseline = parseGauges(g)
+				break
+			}
+		}
+		for j, c := range all[i] {
+			fields, err := c.Result()
+			if err != nil {
+				return nil, err
+			}
+			sd.addDay(w, days[j], fields, baseline)
+		}
+		sd.fillGauges(w, baseline)
+		out[i] = sd
+	}
+	return out, nil
+}
+
+func newScopeData(w window, waits bool) *scopeData {
+	sd := &scopeData{counts: map[string][]int64{}, gauges: map[string][]int64{}, firsts: map[string]time.Time{},
+		zeros: map[string][]time.Time{}}
+	if waits {
+		sd.waits = make([]map[int]int64, w.n)
+	}
+	return sd
+}
+
+// parseGauges reads a "g" field: "name=value;...".
+func parseGauges(g string) map[string]int64 {
+	out := map[string]int64{}
+	for part := range strings.SplitSeq(g, ";") {
+		name, value, ok := strings.Cut(part, "=")
+		if n, err := strconv.ParseInt(value, 10, 64); ok && err == nil {
+			out[name] = n
+		}
+	}
+	return out
+}
+
+// addDay adds one day hash to the scope. Gauge samples before the window update baseline: the value
+// the window starts with.
+func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, baseline map[string]int64) {
+	for f, v := range fields {
+		switch {
+		case f == "g":
+		case strings.HasPrefix(f, "w:"):
+			minute, bucket, ok := parseWaitField(f)
+			n, err := strconv.ParseInt(v, 10, 64)
+			p := w.point(day.Add(time.Duration(minute) * time.Minute))
+			if !ok || err != nil || p < 0 || sd.waits == nil {
+				continue
+			}
+			if sd.waits[p] == nil {
+				sd.waits[p] = map[int]int64{}
+			}
+			sd.waits[p][bucket] += n
+			sd.any = true
+		case strings.HasPrefix(f, "first:"):
+			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+				t := time.UnixMilli(ms).UTC()
+				name := strings.TrimPrefix(f, "first:")
+				if w.point(t) >= 0 && (sd.firsts[name].IsZero() || t.Before(sd.firsts[name])) {
+					sd.firsts[name] = t
+				}
+			}
+		case strings.HasPrefix(f, "zero:"):
+			name := strings.TrimPrefix(f, "zero:")
+			for s := range strings.SplitSeq(v, ",") {
+				if ms, err := strconv.ParseInt(s, 10, 64); err == nil && w.point(time.UnixMilli(ms)) >= 0 {
+					sd.zeros[name] = append(sd.zeros[name], time.UnixMilli(ms).UTC())
+				}
+			}
+		case isGauge(f):
+			points := sd.gauges[f]
+			if points == nil {
+				points = make([]int64, w.n)
+				for i := range points {
+					points[i] = -1
+				}
+				sd.gauges[f] = points
+			}
+			for m := range min(len(v)/slotBytes, minutesPerDay) {
+				x := slot(v, m)
+				if x == 0 {
+					continue
+				}
+				t := day.Add(time.Duration(m) * time.Minute)
+				if t.Before(w.from) {
+					baseline[f] = int64(x) - 1
+				} else if p := w.point(t); p >= 0 {
+					points[p] = int64(x) - 1
+					sd.any = true
+				}
+			}
+		default:
+			points := sd.counts[f]
+			for m := range min(len(v)/slotBytes, minutesPerDay) {
+				x := slot(v, m)
+				if x == 0 {
+					continue
+				}
+				if p := w.point(day.Add(time.Duration(m) * time.Minute)); p >= 0 {
+					if points == nil {
+						points = make([]int64, w.n)
+						sd.counts[f] = points
+					}
+					points[p] += int64(x)
+					sd.any = true
+				}
+			}
+		}
+	}
+}
+
+// fillGauges carries each gauge's last sample forward over the points without one, starting from
+// its value before the window (baseline); a gauge known only from before the window holds that value
+// throughout.
+func (sd *scopeData) fillGauges(w window, baseline map[string]int64) {
+	for name, points := range sd.gauges {
+		cur, ok := baseline[name]
+		if !ok {
+			cur = -1
+		}
+		for i, x := range points {
+			if x >= 0 {
+				cur = x
+			}
+			points[i] = cur
+		}
+	}
+	for name, b := range baseline {
+		if _, ok := sd.gauges[name]; !ok && isGauge(name) {
+			points := make([]int64, w.n)
+			for i := range points {
+				points[i] = b
+			}
+			sd.gauges[name] = points
+		}
+	}
+}
+
+// total sums a count over the window.
+func (sd *scopeData) total(name string) int64 {
+	var t int64
+	for _, x := range sd.counts[name] {
+		t += x
+	}
+	return t
+}
+
+// refusals sums each code's refusals over the window.
+func (sd *scopeData) refusals() map[string]int64 {
+	out := map[string]int64{}
+	for name := range sd.counts {
+		if code, ok := strings.CutPrefix(name, refusedPrefix); ok {
+			out[code] = sd.total(name)
+		}
+	}
+	return out
+}
+
+// refusedPoints is every refusal per point, whatever the code.
+func (sd *scopeData) refusedPoints(w window) []int64 {
+	out := make([]int64, w.n)
+	for name, points := range sd.counts {
+		if strings.HasPrefix(name, refusedPrefix) {
+			for i, x := range points {
+				out[i] += x
+			}
+		}
+	}
+	return out
+}
+
+// percentile is the nearest-rank p-quantile of a histogram (bucket -> count), as the bucket's
+// midpoint in seconds; NaN for an empty one.
+func percentile(h map[int]int64, p float64) float64 {
+	var total int64
+	buckets := make([]int, 0, len(h))
+	for b, n := range h {
+		total += n
+		buckets = append(buckets, b)
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	slices.Sort(buckets)
+	rank := int64(math.Ceil(p * float64(total)))
+	rank = max(rank, 1)
+	var seen int64
+	for _, b := range buckets {
+		seen += h[b]
+		if seen >= rank {
+			return BucketMid(b).Seconds()
+		}
+	}
+	return BucketMid(buckets[len(buckets)-1]).Seconds()
+}

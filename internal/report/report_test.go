@@ -1,0 +1,151 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+func TestWaitBucket_TheMidpointIsWithinOnePercentOfEveryWaitInIt(t *testing.T) {
+	prev := -1
+	for cs := int64(0); cs < 9_000_000; cs += 1 + cs/500 {
+		d := time.Duration(cs) * 10 * time.Millisecond
+		b := WaitBucket(d)
+		if b < prev {
+			t.Fatalf("bucket of %v is %d, below the bucket %d of a shorter wait", d, b, prev)
+		}
+		prev = b
+		mid := BucketMid(b)
+		if diff := math.Abs(float64(mid - d)); diff > 0.008*float64(d)+float64(5*time.Millisecond) {
+			t.Fatalf("wait %v: bucket %d's midpoint %v is %v away", d, b, mid, time.Duration(diff))
+		}
+	}
+	if b := WaitBucket(24 * time.Hour); b > 1216 {
+		t.Fatalf("a day's wait is in bucket %d, past 1216", b)
+	}
+	if WaitBucket(-time.Second) != 0 {
+		t.Fatal("a negative wait must count as 0")
+	}
+}
+
+// flushOnce counts, flushes and reads back one scope of each kind on one store.
+func TestFlush_CountsGaugesAndWaitsReadBackAsWritten(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		w := Writer{Client: s.Client, Keys: s.Keys, Retention: 24 * time.Hour}
+		tally := NewTally()
+		start := time.Now().UTC()
+		q := tally.Scope(Queue, "drop")
+		q.Add(Joined, 3)
+		q.Add(Served, 2)
+		q.Refuse("RATE_LIMITED")
+		q.Refuse("RATE_LIMITED")
+		q.Wait(1500 * time.Millisecond)
+		q.Wait(30 * time.Second)
+		meta := s.Keys.Queue("drop", "meta")
+		s.Client.HSet(ctx, meta, "r_gave", 4)
+		gauges := "waiting=7;active=2"
+		extra := func(string) Extra {
+			return Extra{Aux: meta, Gauges: gauges, Moves: "gave_up=r_gave", Always: true}
+		}
+		w.Flush(ctx, tally, Queue, extra)
+		// A tick with nothing new writes nothing: the gauges did not change.
+		w.Flush(ctx, tally, Queue, extra)
+		gauges = "waiting=5;active=2"
+		w.Flush(ctx, tally, Queue, extra)
+
+		p := tally.Scope(Product, "sneaker")
+		stock := s.Keys.Product("sneaker", "stock")
+		s.Client.Set(ctx, stock, 2, 0)
+		p.Add(Admitted, 1)
+		pextra := func(string) Extra { return Extra{Aux: stock, AuxGauge: Stock, Firsts: Admitted, Zeros: Stock} }
+		w.Flush(ctx, tally, Product, pextra)
+		s.Client.Set(ctx, stock, 0, 0)
+		p.Add(Admitted, 2)
+		p.Refuse("SOLD_OUT")
+		w.Flush(ctx, tally, Product, pextra)
+
+		r := Reader{Client: s.Client, Keys: s.Keys, Retention: 24 * time.Hour}
+		rep, err := r.Read(ctx, Query{Queue: "drop", From: start.Add(-time.Hour), To: time.Now().Add(time.Minute),
+			Products: []string{"sneaker", "other"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := rep.Summary
+		if sum.Joined != 3 || sum.Served != 2 || sum.GaveUp != 4 || sum.Refused["RATE_LIMITED"] != 2 {
+			t.Fatalf("summary %+v", sum)
+		}
+		if v, _ := s.Client.HGet(ctx, meta, "r_gave").Result(); v != "" {
+			t.Fatalf("the moved counter is still %q in the queue's hash: it would count twice", v)
+		}
+		if p50 := float64(sum.WaitSeconds.P50); math.Abs(p50-1.5) > 0.02 {
+			t.Fatalf("p50 %v, want 1.5", p50)
+		}
+		if mx := float64(sum.WaitSeconds.Max); math.Abs(mx-30) > 0.25 {
+			t.Fatalf("max %v, want 30", mx)
+		}
+		last := len(rep.Series.Minute) - 1
+		if got := rep.Series.Waiting[last]; got != 5 {
+			t.Fatalf("waiting at the end %d, want 5 (%v)", got, rep.Series.Waiting)
+		}
+		if rep.Series.Waiting[0] != -1 {
+			t.Fatalf("waiting before anything was sampled is %d, want unknown", rep.Series.Waiting[0])
+		}
+		if len(rep.Products) != 1 || rep.Products[0].ID != "sneaker" {
+			t.Fatalf("products %+v: want sneaker alone (other has no data)", rep.Products)
+		}
+		ps := rep.Products[0]
+		if ps.Admitted != 3 || ps.Refused["SOLD_OUT"] != 1 || ps.SoldOutAt == nil || ps.FirstAdmittedAt == nil ||
+			ps.StockLeft == nil || *ps.StockLeft != 0 {
+			t.Fatalf("product %+v", ps)
+		}
+		if ps.SoldOutAt.Before(start.Truncate(time.Millisecond)) || ps.FirstAdmittedAt.After(*ps.SoldOutAt) {
+			t.Fatalf("sold out at %v, first admitted at %v, test started %v", ps.SoldOutAt, ps.FirstAdmittedAt, start)
+		}
+		body, err := rep.JSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		if err := json.Unmarshal(body, &back); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		if !strings.Contains(string(body), `"waiting":[null,`) {
+			t.Fatalf("an unknown gauge must be null: %.300s", body)
+		}
+		ttl := s.Client.TTL(ctx, dayKey(s.Keys, Queue, "drop", time.Now())).Val()
+		if ttl < 24*time.Hour || ttl > 48*time.Hour+time.Minute {
+			t.Fatalf("the day's hash expires in %v, want the day's end plus the retention", ttl)
+		}
+	})
+}
+
+func TestRead_AGaugeHoldsItsValueFromTheDaysBefore(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		old := dayStart(time.Now()).Add(-48 * time.Hour)
+		key := dayKey(s.Keys, Product, "p", old)
+		s.Client.HSet(ctx, key, "g", "stock=42")
+		r := Reader{Client: s.Client, Keys: s.Keys, Retention: 72 * time.Hour}
+		w := newWindow(time.Now().Add(-time.Hour), time.Now(), time.Minute)
+		sd, err := reader{client: r.Client, keys: r.Keys, retention: r.Retention}.readScopes(ctx, Product, []string{"p"}, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := sd[0].gaugePoints(Stock, w)
+		if g[0] != 42 || g[len(g)-1] != 42 {
+			t.Fatalf("stock %v, want 42 throughout", g)
+		}
+		if sd[0].any {
+			t.Fatal("a product with nothing in the range must be left out")
+		}
+	})
+}
