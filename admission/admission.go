@@ -20,6 +20,7 @@ import (
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -57,6 +58,8 @@ type Options struct {
 	// auctions_source.breaker_failures and breaker_open_for always set it.
 	SourceFailures int
 	SourceCooldown time.Duration
+	// ReportRetention is report.retention: how long the report's series are kept (report.go).
+	ReportRetention time.Duration
 }
 
 // Service is admission: its kinds (stock, bid), their event worker and their admin views.
@@ -73,6 +76,9 @@ type Service struct {
 	replay     settlementLog // recent settlements, sent again after a master change (replay.go)
 	reserves   *group.Batcher[string, claim, reserved]
 	bids       *group.Batcher[struct{}, claim, placed]
+	// tally counts what the report keeps; report writes it each tick (report.go).
+	tally  *report.Tally
+	report report.Writer
 
 	// source asks the shop about unknown auctions (auctions_source; nil when off); bidders is how GET
 	// {prefix}/auctions/mine identifies a bidder (nil without a bid route). Both follow reloads.
@@ -122,6 +128,8 @@ func New(o Options) *Service {
 		logger: o.Logger, responder: o.Responder, comp: compensations{wake: make(chan struct{}, 1)},
 	}
 	s.metrics = newMetrics(o.Registry)
+	s.tally = report.NewTally()
+	s.report = report.Writer{Client: o.Store.Client, Keys: o.Store.Keys, Retention: o.ReportRetention, Logger: o.Logger}
 	s.stock = &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys)}
 	s.bid = &bidKind{s: s, reads: newAuctionReads(), table: bidTable(s.keys)}
 	s.register(s.stock)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/store"
 )
 
@@ -168,6 +169,8 @@ func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 		return // another replica's sweep released it first, or the store is away: the next sweep sees
 	}
 	s.stock.forget(o.product)
+	qty, _ := strconv.ParseInt(o.record.qty, 10, 64)
+	s.countSettled(s.stock, claim{owner: o.product, value: qty}, report.Released)
 	s.metrics.orphans.WithLabelValues(route, "released").Inc()
 	s.tallyOrphan(ctx, "released")
 	s.logger.Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -73,6 +74,7 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 		return res[1] == 1, err
 	}
 	k.products.forget(p.ID)
+	s.productReport(p.ID).Touch() // the report samples its stock from now on
 	return res[1] == 1, errors.Join(s.ensureStreamGroup(ctx, eventsKey(s.keys, p.ID)), s.ensureStreamGroup(ctx, admitsKey(s.keys, p.ID)))
 }
 
@@ -292,6 +294,7 @@ func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k.products.forget(id)
+	s.productReport(id).Add(report.Restocked, amount)
 	k.writeProductJSON(w, r, id)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/graphql"
 	"github.com/edgeq/edgeq/internal/idmatch"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -96,12 +97,12 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// takes nothing, and an admitted request reaches the origin whole.
 		f := fields.New(r, s.o.MaxBodyBytes)
 		if e := f.ReadBody(); e != nil {
-			s.refuse(w, r, k, e, start)
+			s.refuse(w, r, k, "", e, start)
 			return
 		}
 		c, e := s.read(r, f, k, src)
 		if e != nil {
-			s.refuse(w, r, k, e, start)
+			s.refuse(w, r, k, "", e, start)
 			return
 		}
 		if r.Context().Err() != nil {
@@ -144,10 +145,11 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			return
 		}
 		if e != nil {
-			s.refuse(w, r, k, e, start)
+			s.refuse(w, r, k, c.owner, e, start)
 			return
 		}
 		s.metrics.admissions.WithLabelValues(k.name(), "admitted").Inc()
+		s.countAdmitted(k, c)
 		s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
 		forget(k, c.owner)
 		r.Header.Set(k.header(), c.id)
@@ -265,6 +267,7 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 			return
 		}
 		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
+		s.countSettled(k, c, report.Released)
 		s.remember(k, c, true)
 		forget(k, c.owner)
 		logger().Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
@@ -272,6 +275,7 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 		return
 	}
 	s.remember(k, c, false)
+	s.countSettled(k, c, report.Committed)
 	if s.commitLater(k, c, st) {
 		handed = true
 		return
@@ -339,7 +343,7 @@ const resultReplicaTimeout = "replica_timeout"
 // (counted as "bypassed"); closed, it is answered e (503).
 func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, next http.Handler, e *web.Error, start time.Time) {
 	if e != nil {
-		s.refuse(w, r, k, e, start)
+		s.refuse(w, r, k, "", e, start)
 		return
 	}
 	s.metrics.admissions.WithLabelValues(k.name(), "bypassed").Inc()
@@ -348,9 +352,11 @@ func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, ne
 }
 
 // refuse answers a refused admission without contacting the origin: JSON for API clients, a page for
-// browsers (the kind's own page where it has one, such as the sold-out page).
-func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, e *web.Error, start time.Time) {
+// browsers (the kind's own page where it has one, such as the sold-out page). owner is the claim's, ""
+// before one was read.
+func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, owner string, e *web.Error, start time.Time) {
 	s.metrics.admissions.WithLabelValues(k.name(), resultLabel(k, e)).Inc()
+	s.countRefused(k, owner, e)
 	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
 	if page := refusalPage(k, e); page != "" && web.IsNavigation(r) {
 		s.responder.Page(w, r, e.Status, page, web.RefusalPage{

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -331,6 +332,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	forget(k, rec.ProductID)
 	s.metrics.admissions.WithLabelValues(k.name(), "cancelled").Inc()
+	s.countSettled(k, c, report.Cancelled)
 	web.RequestFrom(ctx).Logger().Info("admission cancelled by an operator", "id", id, "product", rec.ProductID,
 		"quantity", rec.Quantity, "remaining_stock", res[1])
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "cancelled",

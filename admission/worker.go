@@ -32,6 +32,7 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() { s.bids.Run(ctx) })
 	wg.Go(func() { s.runLease(ctx) })
 	wg.Go(func() { s.runSpellingsIndex(ctx) })
+	wg.Go(func() { s.runReport(ctx, 250*time.Millisecond) })
 	if s.o.Ledger != nil {
 		wg.Go(func() { s.runLedger(ctx) })
 	}

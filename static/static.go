@@ -94,3 +94,7 @@ func (a *Assets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the hashed name makes an ETag unnecessary.
 	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(f.body))
 }
+
+// Read returns an embedded file's content: for a page that must hold its style itself (the report
+// written as one file by `edgeq report -out`).
+func Read(name string) ([]byte, error) { return files.ReadFile(name) }

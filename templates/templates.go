@@ -120,6 +120,22 @@ func (s *Set) Render(w io.Writer, page string, data any) error {
 	return err
 }
 
+// reportPage is the report after a drop (internal/report): a page of its own, self-contained.
+const reportPage = "report.html"
+
+// Report parses the report page.
+func Report(funcs template.FuncMap) (*template.Template, error) {
+	text, err := builtin.ReadFile(reportPage)
+	if err != nil {
+		return nil, err
+	}
+	t, err := template.New(reportPage).Funcs(builtinFuncs).Funcs(funcs).Option("missingkey=error").Parse(string(text))
+	if err != nil {
+		return nil, fmt.Errorf("template %s: %w", reportPage, err)
+	}
+	return t, nil
+}
+
 // dashboardPage is the operator dashboard: a page of its own (no shopper layout, no override).
 const dashboardPage = "dashboard.html"
 

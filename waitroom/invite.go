@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -126,6 +127,7 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 	}
 	if result == 0 {
 		r.saw(queueID, epoch, pos)
+		r.queueReport(queueID).Add(report.Joined, 1)
 	}
 	refuse := func(label string, e *web.Error) {
 		r.invites.WithLabelValues(queueID, label).Inc()
@@ -167,7 +169,7 @@ func (r *Room) handleInvite(w http.ResponseWriter, req *http.Request) {
 	id := r.ids.make(queueID, epoch, pos)
 	r.opts.Cookies.Set(w, req, r.cookieName("rq", queueID), id, requestCookieLife)
 	if st == StateToken && exp > 0 {
-		r.tokensIssued.WithLabelValues(queueID).Inc()
+		r.tokenIssued(queueID, epoch, pos)
 		if t, e := r.sign(queueID, epoch, id, pos, iat, exp, 0); e == nil {
 			r.invites.WithLabelValues(queueID, "served").Inc()
 			r.setTokenCookie(w, req, queueID, t)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/ratelimit"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -81,6 +82,15 @@ func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *s
 // refused join takes a place, and a join counts once against the limit. With claim, a visitor served by
 // this very call also gets its token.
 func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, response, action string) (joined, *web.Error) {
+	j, e := r.tryJoin(ctx, w, req, queueID, s, claim, response, action)
+	if e != nil {
+		r.refusedJoin(queueID, e)
+	}
+	return j, e
+}
+
+// tryJoin is join without the report's count of its refusals.
+func (r *Room) tryJoin(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, response, action string) (joined, *web.Error) {
 	if web.RequestFrom(ctx).Store.Degraded {
 		// Nobody can join while the store is down; a Turnstile response is not spent on it.
 		return joined{}, web.ErrStoreUnavailable.Because(web.ErrDegraded)
@@ -100,9 +110,12 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 	var tsv int64
 	if s.Turnstile {
 		var e *web.Error
-		if tsv, e = r.verifyJoin(ctx, req, response, action); e != nil {
+		tsv, e = r.verifyJoin(ctx, req, response, action)
+		if e != nil {
+			r.queueReport(queueID).Add(report.TurnstileFailed, 1)
 			return joined{}, e
 		}
+		r.queueReport(queueID).Add(report.TurnstilePassed, 1)
 	}
 	return r.assign(ctx, w, req, queueID, claim, tsv)
 }
@@ -131,8 +144,9 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 		r.rateLimited.WithLabelValues("places").Inc()
 		return joined{}, web.ErrTooManyPlaces
 	}
+	r.queueReport(queueID).Add(report.Joined, 1)
 	if st == StateToken {
-		r.tokensIssued.WithLabelValues(queueID).Inc()
+		r.tokenIssued(queueID, epoch, pos)
 	}
 	id := r.ids.make(queueID, epoch, pos)
 	r.opts.Cookies.Set(w, req, r.cookieName("rq", queueID), id, requestCookieLife)

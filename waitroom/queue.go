@@ -37,6 +37,8 @@ type queue struct {
 	seen atomic.Int64
 	// restored is the store's count of places restored that way, as last seen (logged when it grows).
 	restored int64
+	// joins remembers when positions were handed out, for the report's waiting times (report.go).
+	joins joinClock
 }
 
 // floorArg is the scripts' "<epoch>:<floor>" argument (raise_counter); "" before the first snapshot.
@@ -339,6 +341,10 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	s.FullSessions = q.earlyAt.IsZero() || now.Sub(q.earlyAt) > s.TokenTTL
 	s.ServingRate = q.meter.observe(s.Taken, s.Moved)
 	q.mu.Unlock()
+	q.joins.observe(s.Epoch, s.StoreNow.UnixMilli(), s.Counter)
+	if previous == nil {
+		go r.seedJoins(q, s.Epoch, s.Counter)
+	}
 	// What this replica knows was handed out: at least the counter it just read, within one epoch.
 	if previous == nil || previous.Epoch != s.Epoch {
 		q.seen.Store(s.Counter)

@@ -29,6 +29,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ratelimit"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/turnstile"
@@ -56,6 +57,8 @@ type Options struct {
 	// Stock reports whether every one of the products has no stock left (queues[].sold_out_with); nil
 	// when there is no stock to read. The tick asks it for each queue with such a list.
 	Stock func(ctx context.Context, productIDs []string) (soldOut bool, err error)
+	// ReportRetention is report.retention: how long the report's series are kept.
+	ReportRetention time.Duration
 }
 
 // DefaultTick is how often every replica runs the inlet and refreshes its snapshots.
@@ -93,6 +96,9 @@ type Room struct {
 	// by bypass_cidrs, invites counts invitation visits by result.
 	sessionsRenewed, bypassed, invites *prometheus.CounterVec
 	renewals                           renewalBatch
+	// tally counts what the report keeps (report.go); report writes it each tick.
+	tally  *report.Tally
+	report report.Writer
 	assigner                           *group.Batcher[string, assignReq, placed]
 	rateLimited                        *prometheus.CounterVec // by limit: join, places, status, turnstile
 
@@ -145,6 +151,8 @@ func New(opts Options) *Room {
 		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series
 	}
 	r.heartbeats.pending = map[string]map[int64]struct{}{}
+	r.tally = report.NewTally()
+	r.report = report.Writer{Client: opts.Store.Client, Keys: opts.Store.Keys, Retention: opts.ReportRetention, Logger: opts.Logger}
 	r.settled.Store(opts.Store.Generation())
 	r.assigner = r.newAssigner()
 	r.limits = opts.Limits
@@ -177,10 +185,15 @@ func (r *Room) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
+			// What this replica counted since the last tick, while the store may still answer.
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+			r.flushReport(flushCtx)
+			cancel()
 			return
 		case <-tick.C:
 			r.flushRenewals(ctx)
 			r.tickAll(ctx)
+			r.flushReport(ctx)
 		case <-flush.C:
 			r.flushHeartbeats(ctx)
 		case <-discover.C:

@@ -67,7 +67,7 @@ func (r *Room) issueToken(ctx context.Context, queueID string, s *snapshot, requ
 		return issued{}, web.ErrExpired.With("queue_status", st.Status())
 	}
 	if fresh == 1 {
-		r.tokensIssued.WithLabelValues(queueID).Inc()
+		r.tokenIssued(queueID, s.Epoch, pos)
 	}
 	return r.sign(queueID, s.Epoch, requestID, pos, iat, exp, tsv)
 }
@@ -131,6 +131,7 @@ func (r *Room) finish(ctx context.Context, queueID, epoch string, pos int64, fin
 	case 3:
 		return state, errAlreadyFinished
 	}
+	r.finished(queueID, state, revokedAt > 0)
 	if revokedAt > 0 {
 		rev := revocation{queue: queueID, epoch: epoch, position: pos}
 		r.revoked.Add(rev, struct{}{})

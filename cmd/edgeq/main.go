@@ -5,10 +5,13 @@
 //	edgeq check -config FILE [-print]        validate a configuration file; -print shows the effective one
 //	edgeq keygen [-out FILE]                 write a new Ed25519 signing key (PKCS#8 PEM)
 //	edgeq reconcile -config FILE [-wait 1m]  compare the store with the ledger (exit 1 on a difference)
+//	edgeq report -config FILE -queue ID [-from T] [-to T] -out FILE.html
+//	                                         write a queue's report after a drop as one HTML file
 //	edgeq version                            print the version
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -55,6 +58,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return keygen(args, stdout, stderr)
 	case "reconcile":
 		return reconcile(args, stdout, stderr)
+	case "report":
+		return writeReport(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "edgeq", versionString())
 		return 0
@@ -73,6 +78,8 @@ func usage(w io.Writer) {
   edgeq check -config FILE [-print]        validate a configuration file; -print shows the effective one
   edgeq keygen [-out FILE]                 write a new Ed25519 signing key (PKCS#8 PEM)
   edgeq reconcile -config FILE [-wait 1m]  compare the store with the ledger (exit 1 on a difference)
+  edgeq report -config FILE -queue ID [-from T] [-to T] -out FILE.html
+                                           write a queue's report after a drop as one HTML file
   edgeq version                            print the version
 `)
 }
@@ -254,5 +261,42 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 	if len(r.Differences) > 0 {
 		return 1
 	}
+	return 0
+}
+
+// writeReport writes a queue's report page to a file (docs/operations.md, "After the drop"): 0 when
+// written, 1 when it could not be, 2 for bad usage.
+func writeReport(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("report", stderr)
+	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	queue := fs.String("queue", "", "the queue's id")
+	from := fs.String("from", "", "start of the range, RFC 3339 (default: 24 hours before -to)")
+	to := fs.String("to", "", "end of the range, RFC 3339 (default: now)")
+	out := fs.String("out", "", "the HTML file to write (- for standard output)")
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if *configPath == "" || *queue == "" || *out == "" {
+		fmt.Fprintln(stderr, "edgeq report: -config FILE, -queue ID and -out FILE are required")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store.RouteClientLogs(logger)
+	var page bytes.Buffer
+	if err := server.WriteReport(ctx, server.ReportOptions{ConfigPath: *configPath, Queue: *queue, From: *from, To: *to}, &page, logger); err != nil {
+		fmt.Fprintln(stderr, "edgeq report:", err)
+		return 1
+	}
+	if *out == "-" {
+		stdout.Write(page.Bytes())
+		return 0
+	}
+	if err := os.WriteFile(*out, page.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(stderr, "edgeq report:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "wrote %s (%d bytes)\n", *out, page.Len())
 	return 0
 }

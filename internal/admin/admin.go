@@ -34,6 +34,9 @@ type Options struct {
 	// Dashboard serves GET /dashboard and its assets below /dashboard/ (see NewDashboard); nil leaves it
 	// out. Like the API it needs the key, and is off without one.
 	Dashboard http.Handler
+	// Report serves GET /report (the report after a drop, internal/report); nil leaves it out. It signs
+	// in like the dashboard.
+	Report http.Handler
 	// AllowedHosts are the Host names answered besides IP literals and localhost (admin.allowed_hosts);
 	// any other gets 421 MISDIRECTED_REQUEST (allowHosts).
 	AllowedHosts []string
@@ -72,6 +75,9 @@ func Handler(opts Options) http.Handler {
 			page := requireKey(opts.APIKey, opts.Responder, opts.Dashboard, true)
 			mux.Handle("GET /dashboard", page)
 			mux.Handle("GET /dashboard/", page)
+		}
+		if opts.Report != nil {
+			mux.Handle("GET /report", requireKey(opts.APIKey, opts.Responder, opts.Report, true))
 		}
 	}
 	return withRequestInfo(opts.Logger, allowHosts(opts.AllowedHosts, opts.Misdirected, opts.Responder, web.Routes(mux, opts.Responder)))

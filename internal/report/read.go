@@ -288,3 +288,32 @@ func percentile(h map[int]int64, p float64) float64 {
 	}
 	return BucketMid(buckets[len(buckets)-1]).Seconds()
 }
+
+// Samples are the minutes in which a gauge was sampled, and the last value sampled in each, from the
+// day hashes of since's day to today's: a waiting room replica that starts during a drop learns from
+// them when the positions before it started were handed out.
+func (r Reader) Samples(ctx context.Context, kind Kind, id, gauge string, since time.Time) (minutes []time.Time, values []int64, err error) {
+	var cmds []*redis.StringCmd
+	var days []time.Time
+	pipe := r.Client.Pipeline()
+	for d := dayStart(since); !d.After(time.Now()); d = d.Add(24 * time.Hour) {
+		days = append(days, d)
+		cmds = append(cmds, pipe.HGet(ctx, dayKey(r.Keys, kind, id, d), gauge))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, err
+	}
+	for i, c := range cmds {
+		v, err := c.Result()
+		if err != nil {
+			continue
+		}
+		for m := range min(len(v)/slotBytes, minutesPerDay) {
+			if x := slot(v, m); x != 0 {
+				minutes = append(minutes, days[i].Add(time.Duration(m)*time.Minute))
+				values = append(values, int64(x)-1)
+			}
+		}
+	}
+	return minutes, values, nil
+}

@@ -157,6 +157,33 @@ func (g Gauge) MarshalJSON() ([]byte, error) {
 	return append(b, ']'), nil
 }
 
+// UnmarshalJSON reads null as -1 (unknown), as MarshalJSON writes it.
+func (g *Gauge) UnmarshalJSON(b []byte) error {
+	var raw []*int64
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*g = make(Gauge, len(raw))
+	for i, v := range raw {
+		(*g)[i] = -1
+		if v != nil {
+			(*g)[i] = *v
+		}
+	}
+	return nil
+}
+
+// UnmarshalJSON reads null as NaN (no data), as MarshalJSON writes it.
+func (s *Seconds) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*s = Seconds(math.NaN())
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	*s = Seconds(f)
+	return err
+}
+
 // ProductSeries is one product's points: Refused sums every code, RefusedByCode splits them.
 type ProductSeries struct {
 	Admitted      []int64            `json:"admitted"`

@@ -112,6 +112,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Responder: responder,
 		Logger:    logger,
 		Turnstile: ts,
+
+		ReportRetention: cfg.Report.Retention,
 	})
 	registry.MustRegister(room.Collector())
 	var tsGate *turnstile.Gate
@@ -139,6 +141,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 
 		StreamMaxEntries: cfg.Redis.StreamMaxEntries,
 		OrphanAfter:      cfg.Origin.Timeout,
+		ReportRetention:  cfg.Report.Retention,
 	})
 
 	endpoints := http.NewServeMux()

@@ -137,9 +137,16 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 		l.adminLn.Close()
 		return nil, startupErr("dashboard: %v", err)
 	}
+	rep, err := newReport(cfg, built.store, built.responder)
+	if err != nil {
+		l.publicLn.Close()
+		l.adminLn.Close()
+		return nil, startupErr("%v", err)
+	}
 	adminHandler := admin.Handler(admin.Options{
 		Dashboard:    dashboard,
-		API:          []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin},
+		Report:       rep.PageHandler(),
+		API:          []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin, rep.RegisterAPI},
 		APIKey:       cfg.Admin.APIKey,
 		AllowedHosts: cfg.Admin.AllowedHosts,
 		Misdirected:  built.metrics.AdminMisdirected,

@@ -10,7 +10,8 @@
 --                           method's pool (pool_base, pool_m), draws, moved, early; invitations:
 --                           inv_total, inv_used; failover (waitroom/failover.go): ack_draws (the tick's
 --                           redis.wait_replicas > 0), draw_ack ("0" while a lottery's draw waits for the
---                           replicas), restored
+--                           replicas), restored; the report's counters r_gave and r_exp
+--                           (count_for_report)
 --   KEYS[2] counter  string last assigned position (positions start at 1, in arrival order)
 --   KEYS[3] serving  string serving rank (starts at 0, never decreases): ranks 1..serving were reached in
 --                           serving order (see rank below)
@@ -95,6 +96,7 @@ local function get_tok(pos)
 end
 
 -- leave_active ends a served position: removes it from the active set and records its final state.
+-- Returns the state it left.
 local function leave_active(pos, final)
   local st = get_state(pos)
   if st == ST_SERVED then
@@ -104,14 +106,26 @@ local function leave_active(pos, final)
   redis.call('ZREM', K_ACTIVE, p)
   redis.call('HDEL', K_TOK, p)
   set_state(pos, final)
+  return st
+end
+
+-- The report (internal/report) counts what the scripts decide by themselves in two meta fields, added
+-- to once per call; the report's tick moves them into its minute (flush.lua), zeroing them:
+--   r_gave  places reached and never claimed before position_expiry, places skipped by abandon_after
+--   r_exp   tokens that ran out
+local function count_for_report(field, n)
+  if n > 0 then redis.call('HINCRBY', K_META, field, int(n)) end
 end
 
 -- expire_due ends served positions and tokens whose deadline has passed.
 local function expire_due(now)
   local due = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', int(now), 'LIMIT', '0', MAX_EXPIRE)
+  local unclaimed = 0
   for _, member in ipairs(due) do
-    leave_active(tonumber(member), ST_EXPIRED)
+    if leave_active(tonumber(member), ST_EXPIRED) == ST_SERVED then unclaimed = unclaimed + 1 end
   end
+  count_for_report('r_gave', unclaimed)
+  count_for_report('r_exp', #due - unclaimed)
   return #due
 end
 
@@ -120,7 +134,7 @@ end
 local function waiter(now)
   local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since', 'pre_lo', 'pre_n', 'seed')
   local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf',
-    lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}}
+    lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}, gave = 0}
   if num(m[1]) > 0 then w.deadline = int(now + num(m[1]) * 1000) end
   return w
 end
@@ -130,6 +144,7 @@ end
 local function decide(w, pos)
   if w.abandon > 0 and w.now_s - math.max(get_hb(pos), w.since) > w.abandon then
     set_state(pos, ST_SKIPPED)
+    w.gave = w.gave + 1 -- counted by the caller, once (count_for_report)
     return 0
   end
   set_state(pos, ST_SERVED)
@@ -225,6 +240,7 @@ local function drops()
     end
     if size == 0 then redis.call('DEL', K_POOL) end
     redis.call('HSET', K_META, 'pool_m', size, 'draws', draws)
+    count_for_report('r_gave', w.gave)
     return served, skipped
   end
 
@@ -278,6 +294,7 @@ local function serve_next(now, n, stop_at)
     end
   end
   redis.call('SET', K_SERVING, int(serving))
+  count_for_report('r_gave', w.gave)
   return served, skipped
 end
 

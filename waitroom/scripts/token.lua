@@ -16,6 +16,7 @@ if st == ST_TOKEN then
   local _, exp = get_tok(pos)
   if exp * 1000 <= now then
     leave_active(pos, ST_EXPIRED)
+    count_for_report('r_exp', 1)
     st = ST_EXPIRED
   end
 end

@@ -1,0 +1,358 @@
+package report
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/csv"
+	"fmt"
+	"html/template"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/edgeq/edgeq/static"
+	"github.com/edgeq/edgeq/templates"
+)
+
+// Page renders reports as HTML: the admin listener's GET /report and the file `edgeq report -out`
+// writes. The page holds its style and charts itself: nothing is loaded from anywhere.
+type Page struct {
+	tmpl *template.Template
+	css  string
+	// CSP is the page's Content-Security-Policy: its own inline style (by hash), nothing else.
+	CSP string
+}
+
+// NewPage parses the report page.
+func NewPage() (*Page, error) {
+	t, err := templates.Report(nil)
+	if err != nil {
+		return nil, err
+	}
+	css, err := static.Read("report.css")
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(css)
+	return &Page{tmpl: t, css: string(css), CSP: "default-src 'none'; style-src 'sha256-" +
+		base64.StdEncoding.EncodeToString(sum[:]) + "'; img-src data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"}, nil
+}
+
+// PageOptions are what differs between the served page and the file.
+type PageOptions struct {
+	Brand string
+	// Offline leaves out what needs the admin listener (the range form, the CSV link).
+	Offline bool
+	// CSVURL is the link to the same range as CSV.
+	CSVURL string
+}
+
+type pageData struct {
+	Brand, Queue, Range, Headline string
+	CSS                           template.CSS
+	Offline                       bool
+	CSVURL                        string
+	FromInput, ToInput            string
+	Figures                       []figure
+	Charts                        []chart
+	Products                      []productRow
+	Generated                     string
+}
+
+type figure struct{ Name, Value string }
+
+type chart struct {
+	Heading string
+	SVG     template.HTML
+}
+
+type productRow struct {
+	ID, Admitted, Committed, Released, Cancelled, Restocked, Refused, SoldOut, Left string
+}
+
+// Render writes the page of r; it is rendered whole before anything is written.
+func (p *Page) Render(w io.Writer, r *Report, o PageOptions) error {
+	d := pageData{Brand: o.Brand, Queue: r.Queue, CSS: template.CSS(p.css), Offline: o.Offline, CSVURL: o.CSVURL,
+		Range:     r.From.Format("2 Jan 2006 15:04") + " – " + r.To.Format("2 Jan 2006 15:04") + " UTC",
+		FromInput: r.From.Format("2006-01-02T15:04"), ToInput: r.To.Format("2006-01-02T15:04"),
+		Headline: Headline(r), Generated: time.Now().UTC().Format(time.RFC3339)}
+	d.Figures = figures(r)
+	d.Charts = charts(r)
+	for _, ps := range r.Products {
+		row := productRow{ID: ps.ID, Admitted: thousands(ps.Admitted), Committed: thousands(ps.Committed),
+			Released: thousands(ps.Released), Cancelled: thousands(ps.Cancelled), Restocked: thousands(ps.Restocked),
+			Refused: refusalText(ps.Refused), SoldOut: "not sold out", Left: "unknown"}
+		if ps.SoldOutAt != nil {
+			row.SoldOut = ps.SoldOutAt.UTC().Format("15:04:05 UTC")
+			if ps.FirstAdmittedAt != nil {
+				row.SoldOut += " (" + humanDuration(ps.SoldOutAt.Sub(*ps.FirstAdmittedAt)) + " after the first sale)"
+			}
+		}
+		if ps.StockLeft != nil {
+			row.Left = thousands(*ps.StockLeft)
+		}
+		d.Products = append(d.Products, row)
+	}
+	var buf bytes.Buffer
+	if err := p.tmpl.Execute(&buf, d); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// Headline is the report's first sentence: "12,345 joined, 9,876 served, median wait 3 min 12 s (p90
+// 11 min), 2,301 left before their turn; sneaker-a sold 500 units in 41 s, 4,120 refused: 3,990 sold
+// out, 130 already purchased".
+func Headline(r *Report) string {
+	s := r.Summary
+	parts := []string{thousands(s.Joined) + " joined", thousands(s.Served) + " served"}
+	if s.WaitSeconds.P50.Valid() {
+		parts = append(parts, "median wait "+humanDuration(seconds(s.WaitSeconds.P50))+" (p90 "+
+			humanDuration(seconds(s.WaitSeconds.P90))+")")
+	}
+	parts = append(parts, thousands(s.GaveUp)+" left before their turn")
+	text := strings.Join(parts, ", ")
+	for _, p := range r.Products {
+		sold := p.Admitted - p.Released - p.Cancelled
+		t := p.ID + " sold " + thousands(sold) + " " + plural(sold, "unit", "units")
+		if p.SoldOutAt != nil && p.FirstAdmittedAt != nil {
+			t += " in " + humanDuration(p.SoldOutAt.Sub(*p.FirstAdmittedAt))
+		} else if p.StockLeft != nil {
+			t += " (" + thousands(*p.StockLeft) + " left)"
+		}
+		if n := sum(p.Refused); n > 0 {
+			t += ", " + thousands(n) + " refused: " + refusalText(p.Refused)
+		}
+		text += "; " + t
+	}
+	for _, a := range r.Auctions {
+		t := a.ID + " took " + thousands(a.Accepted) + " " + plural(a.Accepted, "bid", "bids")
+		if n := sum(a.Refused); n > 0 {
+			t += ", " + thousands(n) + " refused: " + refusalText(a.Refused)
+		}
+		text += "; " + t
+	}
+	return text
+}
+
+func figures(r *Report) []figure {
+	s := r.Summary
+	f := []figure{
+		{"Joined", thousands(s.Joined)}, {"Served (tokens issued)", thousands(s.Served)},
+		{"Left before their turn", thousands(s.GaveUp)}, {"Completed", thousands(s.Completed)},
+		{"Abandoned", thousands(s.Abandoned)}, {"Tokens expired", thousands(s.Expired)},
+	}
+	w := s.WaitSeconds
+	if w.P50.Valid() {
+		f = append(f, figure{"Wait: median / p90 / p99 / longest", humanDuration(seconds(w.P50)) + " / " +
+			humanDuration(seconds(w.P90)) + " / " + humanDuration(seconds(w.P99)) + " / " + humanDuration(seconds(w.Max))})
+	}
+	f = append(f, figure{"Joins refused", orNone(refusalText(s.Refused))},
+		figure{"Turnstile", thousands(s.Turnstile.Passed) + " passed, " + thousands(s.Turnstile.Failed) + " failed"})
+	if s.Lottery.Size > 0 {
+		f = append(f, figure{"Lottery", thousands(s.Lottery.Size) + " places drawn by lot; seed SHA-256 " + s.Lottery.SeedSHA256})
+	} else {
+		f = append(f, figure{"Lottery", "none"})
+	}
+	return f
+}
+
+func charts(r *Report) []chart {
+	se := r.Series
+	step := time.Duration(r.StepSeconds) * time.Second
+	unit := "per " + humanDuration(step)
+	out := []chart{
+		{"Arrivals and tokens issued", lineChart("arrivals", "Arrivals and tokens issued "+unit,
+			fmt.Sprintf("%s joined and %s were served between %s and %s.", thousands(r.Summary.Joined),
+				thousands(r.Summary.Served), r.From.Format("15:04"), r.To.Format("15:04")),
+			se.Minute, step, []line{{"joined", "c1", se.Joined}, {"served", "c2", se.Served}, {"left", "c3", se.GaveUp}}, false)},
+		{"Waiting and inside", lineChart("waiting", "Visitors waiting and inside over time",
+			fmt.Sprintf("At most %s waited at once.", thousands(maxOf(se.Waiting))),
+			se.Minute, step, []line{{"waiting", "c1", se.Waiting}, {"inside", "c2", se.Active}}, true)},
+	}
+	labels, counts := waitDistribution(r)
+	out = append(out, chart{"How long the served visitors waited", barChart("waits", "Distribution of waiting times",
+		"Served visitors by how long they waited, from under 10 seconds to over 2 hours.", labels, counts)})
+	for _, ps := range r.Products {
+		p := se.Products[ps.ID]
+		id := "p-" + ps.ID
+		out = append(out, chart{"Product " + ps.ID + ": stock", lineChart(id+"-stock", "Stock of "+ps.ID+" over time",
+			fmt.Sprintf("%s units left at the end.", thousands(max(last(p.Stock), 0))), se.Minute, step,
+			[]line{{"stock", "c2", p.Stock}}, true)})
+		out = append(out, chart{"Product " + ps.ID + ": sales and refusals", lineChart(id+"-sales",
+			"Admissions and refusals of "+ps.ID+" "+unit, fmt.Sprintf("%s admitted, %s refused.",
+				thousands(ps.Admitted), thousands(sum(ps.Refused))), se.Minute, step,
+			[]line{{"admitted", "c1", p.Admitted}, {"refused", "c3", p.Refused}}, false)})
+	}
+	for _, as := range r.Auctions {
+		a := se.Auctions[as.ID]
+		out = append(out, chart{"Auction " + as.ID + ": bids", lineChart("a-"+as.ID, "Bids on "+as.ID+" "+unit,
+			fmt.Sprintf("%s bids accepted, %s refused.", thousands(as.Accepted), thousands(sum(as.Refused))),
+			se.Minute, step, []line{{"accepted", "c1", a.Accepted}, {"refused", "c3", a.Refused}}, false)})
+	}
+	out = append(out, chart{"Turnstile checks at joining", barChart("turnstile", "Turnstile checks at joining",
+		fmt.Sprintf("%s passed, %s failed.", thousands(r.Summary.Turnstile.Passed), thousands(r.Summary.Turnstile.Failed)),
+		[]string{"passed", "failed"}, []int64{r.Summary.Turnstile.Passed, r.Summary.Turnstile.Failed})})
+	return out
+}
+
+// WriteCSV writes the series, one row per point; unknown gauges and minutes nobody was served in are
+// empty cells.
+func WriteCSV(w io.Writer, r *Report) error {
+	s := r.Series
+	type column struct {
+		name string
+		cell func(i int) string
+	}
+	ints := func(name string, v []int64) column {
+		return column{name, func(i int) string { return strconv.FormatInt(v[i], 10) }}
+	}
+	gauge := func(name string, v []int64) column {
+		return column{name, func(i int) string {
+			if v[i] < 0 {
+				return ""
+			}
+			return strconv.FormatInt(v[i], 10)
+		}}
+	}
+	secs := func(name string, v []Seconds) column {
+		return column{name, func(i int) string {
+			if !v[i].Valid() {
+				return ""
+			}
+			return strconv.FormatFloat(float64(v[i]), 'f', 2, 64)
+		}}
+	}
+	cols := []column{
+		{"minute", func(i int) string { return s.Minute[i].UTC().Format(time.RFC3339) }},
+		ints(Joined, s.Joined), ints(Served, s.Served), ints(GaveUp, s.GaveUp), ints(Completed, s.Completed),
+		ints(Abandoned, s.Abandoned), ints(Expired, s.Expired), ints(TurnstilePassed, s.TurnstilePassed),
+		ints(TurnstileFailed, s.TurnstileFailed), gauge(Waiting, s.Waiting), gauge(Active, s.Active),
+		gauge(Assigned, s.Assigned), gauge(Serving, s.Serving), secs("wait_p50", s.WaitP50), secs("wait_p90", s.WaitP90),
+	}
+	for _, code := range slices.Sorted(maps.Keys(s.Refused)) {
+		cols = append(cols, ints("refused:"+code, s.Refused[code]))
+	}
+	for _, ps := range r.Products {
+		p, pre := s.Products[ps.ID], "product:"+ps.ID+":"
+		cols = append(cols, ints(pre+Admitted, p.Admitted), ints(pre+Committed, p.Committed), ints(pre+Released, p.Released),
+			ints(pre+Cancelled, p.Cancelled), ints(pre+"refused", p.Refused))
+		for _, code := range slices.Sorted(maps.Keys(p.RefusedByCode)) {
+			cols = append(cols, ints(pre+"refused:"+code, p.RefusedByCode[code]))
+		}
+		cols = append(cols, gauge(pre+Stock, p.Stock))
+	}
+	for _, as := range r.Auctions {
+		a, pre := s.Auctions[as.ID], "auction:"+as.ID+":"
+		cols = append(cols, ints(pre+Accepted, a.Accepted), ints(pre+"refused", a.Refused))
+		for _, code := range slices.Sorted(maps.Keys(a.RefusedByCode)) {
+			cols = append(cols, ints(pre+"refused:"+code, a.RefusedByCode[code]))
+		}
+	}
+	cw := csv.NewWriter(w)
+	row := make([]string, len(cols))
+	for j, c := range cols {
+		row[j] = c.name
+	}
+	if err := cw.Write(row); err != nil {
+		return err
+	}
+	for i := range s.Minute {
+		for j, c := range cols {
+			row[j] = c.cell(i)
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func seconds(s Seconds) time.Duration { return time.Duration(float64(s) * float64(time.Second)) }
+
+// thousands writes n with thousands separators: 12,345.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func sum(m map[string]int64) int64 {
+	var t int64
+	for _, n := range m {
+		t += n
+	}
+	return t
+}
+
+// codeWords say refusal codes the way the headline does; any other code is said in lower case.
+var codeWords = map[string]string{
+	"INSUFFICIENT_STOCK": "sold out", "INVALID_TURNSTILE_TOKEN": "failed Turnstile", "RATE_LIMITED": "over the join limit",
+	"TOO_MANY_PLACES": "too many places from one address", "STORE_UNAVAILABLE": "store unavailable",
+}
+
+// refusalText says refusals by code, most first: "3,990 sold out, 130 already purchased".
+func refusalText(m map[string]int64) string {
+	codes := slices.Collect(maps.Keys(m))
+	slices.SortFunc(codes, func(a, b string) int {
+		return cmp.Or(cmp.Compare(m[b], m[a]), strings.Compare(a, b))
+	})
+	var parts []string
+	for _, c := range codes {
+		if m[c] > 0 {
+			words, ok := codeWords[c]
+			if !ok {
+				words = strings.ReplaceAll(strings.ToLower(c), "_", " ")
+			}
+			parts = append(parts, thousands(m[c])+" "+words)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func maxOf(v []int64) int64 {
+	var m int64
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
+}
+
+func last(v []int64) int64 {
+	if len(v) == 0 {
+		return -1
+	}
+	return v[len(v)-1]
+}

@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/report"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/waitroom"
+)
+
+// newReport builds the report's service over a store (docs/reference.md "The report").
+func newReport(cfg *config.Config, st *store.Store, responder *web.Responder) (*report.Service, error) {
+	page, err := report.NewPage()
+	if err != nil {
+		return nil, fmt.Errorf("report page: %w", err)
+	}
+	return &report.Service{
+		Reader: report.Reader{Client: st.Client, Keys: st.Keys, Retention: cfg.Report.Retention},
+		Page:   page, Brand: cfg.Pages.Brand, Responder: responder,
+		Lottery: func(ctx context.Context, queue string) (report.Lottery, bool) {
+			l, ok, err := waitroom.ReadLottery(ctx, st, queue)
+			return l, ok && err == nil
+		},
+		Owners: func(ctx context.Context) ([]string, []string, error) { return admission.ReadOwners(ctx, st) },
+	}, nil
+}
+
+// ReportOptions are `edgeq report`'s flags: the queue, and the range (RFC 3339; "" the last 24 hours).
+type ReportOptions struct {
+	ConfigPath, Queue, From, To string
+}
+
+// WriteReport runs `edgeq report`: it writes the report page of a queue to out, as one self-contained
+// file (style and charts inline; nothing loaded from elsewhere).
+func WriteReport(ctx context.Context, o ReportOptions, out io.Writer, logger *slog.Logger) error {
+	cfg, err := config.Load(o.ConfigPath)
+	if err != nil {
+		return fmt.Errorf("configuration: %s", config.OneLine(err))
+	}
+	if cfg.Redis.Embedded() {
+		return errors.New("the embedded store lives inside the serving process: its report is on the admin listener (GET /report?queue=ID); `edgeq report` needs redis.addr or redis.addrs")
+	}
+	st, err := store.Open(cfg.Redis, logger)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	defer st.Close()
+	svc, err := newReport(cfg, st, nil)
+	if err != nil {
+		return err
+	}
+	q, e := svc.ParseQuery(o.Queue, o.From, o.To, time.Now())
+	if e != nil {
+		return fmt.Errorf("%s: %s", e.Code, e.Message+problems(e))
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	rep, e := svc.Read(ctx, q)
+	if e != nil {
+		return fmt.Errorf("%s: %s%s", e.Code, e.Message, cause(e))
+	}
+	return svc.Page.Render(out, rep, report.PageOptions{Brand: cfg.Pages.Brand, Offline: true})
+}
+
+func problems(e *web.Error) string {
+	if p, ok := e.Fields["problems"].(string); ok {
+		return " (" + p + ")"
+	}
+	return ""
+}
+
+func cause(e *web.Error) string {
+	if e.Cause != nil {
+		return ": " + e.Cause.Error()
+	}
+	return ""
+}
