@@ -97,10 +97,10 @@ type Room struct {
 	sessionsRenewed, bypassed, invites *prometheus.CounterVec
 	renewals                           renewalBatch
 	// tally counts what the report keeps (report.go); report writes it each tick.
-	tally  *report.Tally
-	report report.Writer
-	assigner                           *group.Batcher[string, assignReq, placed]
-	rateLimited                        *prometheus.CounterVec // by limit: join, places, status, turnstile
+	tally       *report.Tally
+	report      report.Writer
+	assigner    *group.Batcher[string, assignReq, placed]
+	rateLimited *prometheus.CounterVec // by limit: join, places, status, turnstile
 
 	// settled is the store generation (a count of master changes) this replica has settled after
 	// (failover.go); settle serialises settling.
