@@ -503,6 +503,96 @@ async function dashboard() {
   }
 }
 
+// report: the report after the sale the dashboard scenario ran. It signs in like the dashboard and is
+// linked from each queue's card; the headline and every chart are drawn; axe-core finds nothing at
+// desktop and phone (375 px) sizes; nothing but the products table (which scrolls in its own box) is
+// wider than a phone; the CSV is behind its link; printing leaves out the form. Then the file
+// `edgeq report -out` wrote (REPORT_FILE) is opened with every request but the file's own refused: all
+// charts are drawn from the file alone.
+async function reportScenario() {
+  const bare = await fetch(env.EDGEQ_ADMIN_URL + '/report?queue=sale');
+  expect(bare.status === 401 && /^Basic /.test(bare.headers.get('www-authenticate') || ''),
+    'report without the key: ' + bare.status + ' ' + bare.headers.get('www-authenticate'));
+  const credentials = { username: 'operator', password: env.EDGEQ_ADMIN_KEY };
+  const checkPage = async (page, what) => {
+    const headline = await text(page, '.headline');
+    expect(/\d+ joined, \d+ served/.test(headline) && /jersey sold \d+ units?/.test(headline), what + ': headline ' + headline);
+    const charts = await page.locator('figure svg').count();
+    expect(charts >= 5, what + ': ' + charts + ' charts');
+    const lines = await page.locator('figure svg polyline').count();
+    expect(lines >= 4, what + ': ' + lines + ' lines drawn');
+    const arrivals = await page.locator('svg[aria-labelledby^="arrivals"] polyline').first().getAttribute('points');
+    expect(arrivals && arrivals.split(' ').length >= 2, what + ': arrivals line ' + arrivals);
+    const axe = await runAxe(page);
+    expect(axe.violations.length === 0, what + ': axe ' + JSON.stringify(axe.violations));
+    return headline;
+  };
+
+  const b = await browser({ ...desktop, httpCredentials: credentials });
+  try {
+    const { page } = b;
+    await page.goto(env.EDGEQ_ADMIN_URL + '/dashboard');
+    const card = await queueCard(page, 'sale');
+    await card.waitFor({ timeout: 15000 });
+    const link = card.locator('[data-f="report"]');
+    expect((await link.getAttribute('aria-label')) === 'Report after the drop of queue sale', 'report link label');
+    await Promise.all([page.waitForURL(/\/report\?queue=sale$/), link.click()]);
+    const headline = await checkPage(page, 'desktop');
+    log('headline', headline);
+    await screenshot(page, 'report');
+    const csv = await page.getAttribute('a[href*="format=csv"]', 'href');
+    const answer = await page.context().request.get(new URL(csv, page.url()).href);
+    const body = await answer.text();
+    expect(answer.status() === 200 && /^text\/csv/.test(answer.headers()['content-type']) && body.startsWith('minute,joined,served,'),
+      'csv: ' + answer.status() + ' ' + answer.headers()['content-type'] + ' ' + body.slice(0, 80));
+    expect(body.trim().split('\n').length >= 2, 'csv has no rows');
+    await page.emulateMedia({ media: 'print' });
+    expect(await page.isHidden('form'), 'the form is printed');
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+  } finally {
+    await b.close();
+  }
+
+  const p = await browser({ ...phone, viewport: { width: 375, height: 812 }, httpCredentials: credentials });
+  try {
+    const resp = await p.page.goto(env.EDGEQ_ADMIN_URL + '/report?queue=sale');
+    expect(resp.status() === 200, 'report on a phone: ' + resp.status());
+    await checkPage(p.page, 'phone');
+    const wide = await p.page.evaluate(() => {
+      const bad = [];
+      const width = document.documentElement.clientWidth;
+      if (document.documentElement.scrollWidth > width + 1) bad.push('page scrolls sideways: ' + document.documentElement.scrollWidth);
+      for (const el of document.querySelectorAll('main *')) {
+        if (el.closest('.scroll')) continue; // the products table scrolls in its own box
+        const box = el.getBoundingClientRect();
+        if (box.right > width + 1) bad.push(`${el.tagName}.${el.className.baseVal ?? el.className} ends at ${Math.round(box.right)}`);
+      }
+      return bad;
+    });
+    expect(wide.length === 0, 'wider than the phone: ' + wide.join('; '));
+    await screenshot(p.page, 'report-phone');
+  } finally {
+    await p.close();
+  }
+
+  if (!env.REPORT_FILE) return;
+  const f = await browser(desktop);
+  try {
+    const refused = [];
+    await f.page.route('**/*', (route) => {
+      if (route.request().url().startsWith('file:')) return route.continue();
+      refused.push(route.request().url());
+      return route.abort();
+    });
+    await f.page.goto('file://' + env.REPORT_FILE);
+    await checkPage(f.page, 'the file');
+    expect(await f.page.isHidden('form'), 'the file has the form that needs the admin listener');
+    expect(refused.length === 0, 'the file asked for ' + refused.join(', '));
+  } finally {
+    await f.close();
+  }
+}
+
 async function admin(method, path, body) {
   const resp = await fetch(env.EDGEQ_ADMIN_URL + path, {
     method, headers: { Authorization: 'Bearer ' + env.EDGEQ_ADMIN_KEY, 'Content-Type': 'application/json' },
@@ -1529,7 +1619,8 @@ async function branding() {
 }
 
 const scenarios = {
-  waitroom, nojs, turnstile, screenshots, shop, graphqlShop, bid, still, xss, dashboard, drops, invite, deadletters,
+  waitroom, nojs, turnstile, screenshots, shop, graphqlShop, bid, still, xss, dashboard, report: reportScenario, drops, invite,
+  deadletters,
   axe: axeScenario, keyboard, liveregion, motion, overflow: overflowScenario, states: statesScenario, branding,
 };
 const name = process.argv[2];

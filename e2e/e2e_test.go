@@ -8,6 +8,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -71,6 +72,7 @@ func requireBrowser(t *testing.T) (node string) {
 // stack is a running deployment for the browser.
 type stack struct {
 	edgeq, admin string
+	configPath   string
 	fake         *turnstiletest.Server
 	originHits   *atomic.Int64 // every request that reached the shop
 	holds        chan struct{} // a GET /e2e/hold reached the shop
@@ -211,7 +213,7 @@ func launch(t *testing.T, config func(origin, turnstile string) string) *stack {
 	case addrs := <-started:
 		t.Cleanup(func() { cancel(); <-done })
 		t.Cleanup(func() { close(release) }) // first: held requests end before edgeq shuts down
-		return &stack{edgeq: addrs[0], admin: addrs[1], fake: fake, originHits: &hits, holds: holds}
+		return &stack{edgeq: addrs[0], admin: addrs[1], configPath: path, fake: fake, originHits: &hits, holds: holds}
 	case err := <-done:
 		cancel()
 		t.Fatalf("edgeq did not start: %v", err)
@@ -399,6 +401,29 @@ func TestBrowser(t *testing.T) {
 		stop()
 		if info, err := os.Stat(filepath.Join(shots, "dashboard.png")); err != nil || info.Size() < 20000 {
 			t.Fatalf("dashboard screenshot: %v", err)
+		}
+	})
+	t.Run("the report after the sale, on the admin listener and as a file", func(t *testing.T) {
+		var page bytes.Buffer
+		err := server.WriteReport(context.Background(), server.ReportOptions{ConfigPath: s.configPath, Queue: "sale"}, &page,
+			slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, outside := range []string{"<script", "src=", "<link", "@import", "url("} {
+			if bytes.Contains(page.Bytes(), []byte(outside)) {
+				t.Fatalf("the report file holds %q: it must need nothing from elsewhere", outside)
+			}
+		}
+		file := filepath.Join(t.TempDir(), "report.html")
+		if err := os.WriteFile(file, page.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		runScenario(t, node, s, "report", "REPORT_FILE="+file, "SCREENSHOT_DIR="+shots)
+		for _, name := range []string{"report.png", "report-phone.png"} {
+			if info, err := os.Stat(filepath.Join(shots, name)); err != nil || info.Size() < 20000 {
+				t.Fatalf("%s: %v", name, err)
+			}
 		}
 	})
 }

@@ -187,6 +187,9 @@
       const set = (f, v) => { $('[data-f="' + f + '"]', c).textContent = v; };
       set('title', q.title);
       set('id', q.queue_id);
+      const link = $('[data-f="report"]', c);
+      link.href = 'report?queue=' + encodeURIComponent(q.queue_id);
+      link.setAttribute('aria-label', 'Report after the drop of queue ' + q.queue_id);
       set('waiting', fmt(q.waiting_num));
       set('positions', fmt(q.serving_pos) + ' / ' + fmt(q.assigned_pos));
       set('inside', fmt(q.active_num) + ' / ' + fmt(q.capacity));

@@ -142,7 +142,11 @@ func open(b *strings.Builder, id, title, desc string) {
 }
 
 func axes(b *strings.Builder, top int64, y func(int64) float64) {
-	for _, v := range []int64{0, top / 2, top} {
+	marks := []int64{0, top / 2, top}
+	if top < 2 {
+		marks = []int64{0, top}
+	}
+	for _, v := range marks {
 		fmt.Fprintf(b, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, padL, chartW-padR, y(v), y(v))
 		fmt.Fprintf(b, `<text class="tick" x="%d" y="%.1f" text-anchor="end">%s</text>`, padL-4, y(v)+4, compact(v))
 	}

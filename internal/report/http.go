@@ -54,6 +54,9 @@ func (s *Service) PageHandler() http.Handler {
 			}
 			return
 		}
+		if v := r.URL.Query(); v.Get("from") == "" && v.Get("to") == "" {
+			rep.Trim(2) // the last 24 hours: the page shows the drop, two minutes either side
+		}
 		q := url.Values{"queue": {rep.Queue}, "from": {rep.From.Format(time.RFC3339)}, "to": {rep.To.Format(time.RFC3339)},
 			"format": {"csv"}}
 		if step := r.URL.Query().Get("step"); step != "" {

@@ -177,8 +177,10 @@ func charts(r *Report) []chart {
 			se.Minute, step, []line{{"waiting", "c1", se.Waiting}, {"inside", "c2", se.Active}}, true)},
 	}
 	labels, counts := waitDistribution(r)
-	out = append(out, chart{"How long the served visitors waited", barChart("waits", "Distribution of waiting times",
-		"Served visitors by how long they waited, from under 10 seconds to over 2 hours.", labels, counts)})
+	if r.Summary.Served > 0 {
+		out = append(out, chart{"How long the served visitors waited", barChart("waits", "Distribution of waiting times",
+			"Served visitors by how long they waited, from under 10 seconds to over 2 hours.", labels, counts)})
+	}
 	for _, ps := range r.Products {
 		p := se.Products[ps.ID]
 		id := "p-" + ps.ID
@@ -195,6 +197,9 @@ func charts(r *Report) []chart {
 		out = append(out, chart{"Auction " + as.ID + ": bids", lineChart("a-"+as.ID, "Bids on "+as.ID+" "+unit,
 			fmt.Sprintf("%s bids accepted, %s refused.", thousands(as.Accepted), thousands(sum(as.Refused))),
 			se.Minute, step, []line{{"accepted", "c1", a.Accepted}, {"refused", "c3", a.Refused}}, false)})
+	}
+	if r.Summary.Turnstile.Passed+r.Summary.Turnstile.Failed == 0 {
+		return out
 	}
 	out = append(out, chart{"Turnstile checks at joining", barChart("turnstile", "Turnstile checks at joining",
 		fmt.Sprintf("%s passed, %s failed.", thousands(r.Summary.Turnstile.Passed), thousands(r.Summary.Turnstile.Failed)),

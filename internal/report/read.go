@@ -26,7 +26,7 @@ type scopeData struct {
 	waits  []map[int]int64    // per point: waiting-time bucket -> visitors (queues)
 	firsts map[string]time.Time
 	zeros  map[string][]time.Time
-	any    bool // something was written in the range
+	any    bool // something was counted in the range
 }
 
 // window is a report's range split into points of step.
@@ -34,12 +34,15 @@ type window struct {
 	from, to time.Time
 	step     time.Duration
 	n        int
+	// mins is the window's length in whole minutes (rounded up), stepMins the step's.
+	mins, stepMins int
 }
 
 func newWindow(from, to time.Time, step time.Duration) window {
 	from = from.UTC().Truncate(time.Minute)
 	n := int((to.Sub(from) + step - 1) / step)
-	return window{from: from, to: to, step: step, n: max(n, 1)}
+	return window{from: from, to: to, step: step, n: max(n, 1),
+		mins: int((to.Sub(from) + time.Minute - 1) / time.Minute), stepMins: int(step / time.Minute)}
 }
 
 // point is the index of the point holding minute t, or -1 outside the window.
@@ -49,6 +52,20 @@ func (w window) point(t time.Time) int {
 	}
 	return int(t.Sub(w.from) / w.step)
 }
+
+// pointOf is the index of minute m of a day that starts dayOff
+// minutes after the window (negative before it), as point answers for that minute, with integers only
+// (the loops over every minute of every day call it).
+func (w window) pointOf(dayOff, m int) int {
+	i := dayOff + m
+	if i < 0 || i >= w.mins {
+		return -1
+	}
+	return i / w.stepMins
+}
+
+// offset is a day's start in minutes after the window's.
+func (w window) offset(day time.Time) int { return int(day.Sub(w.from) / time.Minute) }
 
 // days are the UTC days the window touches.
 func (w window) days() []time.Time {
@@ -71,12 +88,18 @@ type reader struct {
 func (r reader) readScopes(ctx context.Context, kind Kind, ids []string, w window) ([]*scopeData, error) {
 	days := w.days()
 	back := int(r.retention / (24 * time.Hour))
+	// Steps of whole quarter hours read the quarter-hour hashes alone (the window is aligned to them).
+	quarters := w.stepMins%15 == 0 && w.from.Minute()%15 == 0
 	pipe := r.client.Pipeline()
 	all := make([][]*redis.MapStringStringCmd, len(ids))
+	quarter := make([][]*redis.MapStringStringCmd, len(ids))
 	before := make([][]*redis.StringCmd, len(ids))
 	for i, id := range ids {
 		for _, d := range days {
-			all[i] = append(all[i], pipe.HGetAll(ctx, dayKey(r.keys, kind, id, d)))
+			if !quarters {
+				all[i] = append(all[i], pipe.HGetAll(ctx, dayKey(r.keys, kind, id, d)))
+			}
+			quarter[i] = append(quarter[i], pipe.HGetAll(ctx, quarterKey(r.keys, kind, id, d)))
 		}
 		for j := 1; j <= back; j++ {
 			before[i] = append(before[i], pipe.HGet(ctx, dayKey(r.keys, kind, id, days[0].Add(-time.Duration(j)*24*time.Hour)), "g"))
@@ -95,12 +118,18 @@ func (r reader) readScopes(ctx context.Context, kind Kind, ids []string, w windo
 				break
 			}
 		}
-		for j, c := range all[i] {
-			fields, err := c.Result()
+		for j := range days {
+			fields, err := quarter[i][j].Result()
 			if err != nil {
 				return nil, err
 			}
-			sd.addDay(w, days[j], fields, baseline)
+			sd.addDay(w, days[j], fields, baseline, 15, quarters)
+			if !quarters {
+				if fields, err = all[i][j].Result(); err != nil {
+					return nil, err
+				}
+				sd.addDay(w, days[j], fields, baseline, 1, true)
+			}
 		}
 		sd.fillGauges(w, baseline)
 		out[i] = sd
@@ -129,24 +158,30 @@ func parseGauges(g string) map[string]int64 {
 	return out
 }
 
-// addDay adds one day hash to the scope. Gauge samples before the window update baseline: the value
-// the window starts with.
-func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, baseline map[string]int64) {
+// addDay adds one day hash to the scope: its series hold a slot per res minutes (1 or 15), and are
+// read only with series (the waits, first and zero fields always). Gauge samples before the window
+// update baseline: the value the window starts with.
+func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, baseline map[string]int64, res int, series bool) {
+	off := w.offset(day)
+	slots := minutesPerDay / res
 	for f, v := range fields {
 		switch {
 		case f == "g":
 		case strings.HasPrefix(f, "w:"):
-			minute, bucket, ok := parseWaitField(f)
-			n, err := strconv.ParseInt(v, 10, 64)
-			p := w.point(day.Add(time.Duration(minute) * time.Minute))
-			if !ok || err != nil || p < 0 || sd.waits == nil {
+			if sd.waits == nil {
 				continue
 			}
-			if sd.waits[p] == nil {
-				sd.waits[p] = map[int]int64{}
+			for _, r := range waitRecords(v) {
+				p := w.pointOf(off, r.minute)
+				if p < 0 || r.minute >= minutesPerDay {
+					continue
+				}
+				if sd.waits[p] == nil {
+					sd.waits[p] = map[int]int64{}
+				}
+				sd.waits[p][r.bucket] += r.count
+				sd.any = true
 			}
-			sd.waits[p][bucket] += n
-			sd.any = true
 		case strings.HasPrefix(f, "first:"):
 			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 				t := time.UnixMilli(ms).UTC()
@@ -162,6 +197,7 @@ func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, b
 					sd.zeros[name] = append(sd.zeros[name], time.UnixMilli(ms).UTC())
 				}
 			}
+		case !series:
 		case isGauge(f):
 			points := sd.gauges[f]
 			if points == nil {
@@ -171,27 +207,25 @@ func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, b
 				}
 				sd.gauges[f] = points
 			}
-			for m := range min(len(v)/slotBytes, minutesPerDay) {
-				x := slot(v, m)
+			for i := range min(len(v)/slotBytes, slots) {
+				x := slot(v, i)
 				if x == 0 {
 					continue
 				}
-				t := day.Add(time.Duration(m) * time.Minute)
-				if t.Before(w.from) {
+				if m := i * res; off+m < 0 {
 					baseline[f] = int64(x) - 1
-				} else if p := w.point(t); p >= 0 {
-					points[p] = int64(x) - 1
-					sd.any = true
+				} else if p := w.pointOf(off, m); p >= 0 {
+					points[p] = int64(x) - 1 // a sample alone is not activity (any): a product is sampled when created
 				}
 			}
 		default:
 			points := sd.counts[f]
-			for m := range min(len(v)/slotBytes, minutesPerDay) {
-				x := slot(v, m)
+			for i := range min(len(v)/slotBytes, slots) {
+				x := slot(v, i)
 				if x == 0 {
 					continue
 				}
-				if p := w.point(day.Add(time.Duration(m) * time.Minute)); p >= 0 {
+				if p := w.pointOf(off, i*res); p >= 0 {
 					if points == nil {
 						points = make([]int64, w.n)
 						sd.counts[f] = points

@@ -222,7 +222,15 @@ type Query struct {
 // Read builds the report of q.
 func (r Reader) Read(ctx context.Context, q Query) (*Report, error) {
 	step := max(q.Step.Truncate(time.Minute), time.Minute)
-	w := newWindow(q.From, q.To, step)
+	from, to := q.From, q.To
+	if step%(15*time.Minute) == 0 {
+		// Whole quarter hours: the window widens to them, and reads the quarter-hour hashes alone.
+		from = from.UTC().Truncate(15 * time.Minute)
+		if t := to.UTC().Truncate(15 * time.Minute); t.Before(to) {
+			to = t.Add(15 * time.Minute)
+		}
+	}
+	w := newWindow(from, to, step)
 	rd := reader{client: r.Client, keys: r.Keys, retention: max(r.Retention, time.Hour)}
 	queues, err := rd.readScopes(ctx, Queue, []string{q.Queue}, w)
 	if err != nil {
@@ -237,7 +245,7 @@ func (r Reader) Read(ctx context.Context, q Query) (*Report, error) {
 		return nil, err
 	}
 	qd := queues[0]
-	rep := &Report{Queue: q.Queue, From: w.from, To: q.To.UTC(), StepSeconds: int64(step / time.Second), waits: map[int]int64{}}
+	rep := &Report{Queue: q.Queue, From: w.from, To: to.UTC(), StepSeconds: int64(step / time.Second), waits: map[int]int64{}}
 	for _, h := range qd.waits {
 		for b, n := range h {
 			rep.waits[b] += n
@@ -347,3 +355,79 @@ func (r *Report) WaitHistogram() (mids []time.Duration, counts []int64) {
 
 // JSON is the report as the API answers it.
 func (r *Report) JSON() ([]byte, error) { return json.Marshal(r) }
+
+// Trim cuts the points before the first and after the last that counted anything, keeping pad points
+// on each side: the page of a queue's last 24 hours then shows the drop, not a day of flat lines. The
+// summary is unchanged (nothing was counted in what is cut).
+func (r *Report) Trim(pad int) {
+	s := &r.Series
+	n := len(s.Minute)
+	busy := func(i int) bool {
+		for _, v := range [][]int64{s.Joined, s.Served, s.GaveUp, s.Completed, s.Abandoned, s.Expired, s.TurnstilePassed, s.TurnstileFailed} {
+			if v[i] > 0 {
+				return true
+			}
+		}
+		for _, v := range s.Refused {
+			if v[i] > 0 {
+				return true
+			}
+		}
+		for _, p := range s.Products {
+			if p.Admitted[i]+p.Refused[i]+p.Released[i]+p.Cancelled[i]+p.Committed[i] > 0 {
+				return true
+			}
+		}
+		for _, a := range s.Auctions {
+			if a.Accepted[i]+a.Refused[i] > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	first, last := -1, -1
+	for i := range n {
+		if busy(i) {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 {
+		return
+	}
+	lo, hi := max(first-pad, 0), min(last+pad+1, n)
+	if lo == 0 && hi == n {
+		return
+	}
+	cut := func(v []int64) []int64 { return v[lo:hi] }
+	step := time.Duration(r.StepSeconds) * time.Second
+	r.From = s.Minute[lo]
+	if hi < n {
+		r.To = s.Minute[hi-1].Add(step)
+	}
+	s.Minute = s.Minute[lo:hi]
+	s.Joined, s.Served, s.GaveUp, s.Completed = cut(s.Joined), cut(s.Served), cut(s.GaveUp), cut(s.Completed)
+	s.Abandoned, s.Expired, s.TurnstilePassed, s.TurnstileFailed = cut(s.Abandoned), cut(s.Expired), cut(s.TurnstilePassed), cut(s.TurnstileFailed)
+	s.Waiting, s.Active, s.Assigned, s.Serving = cut(s.Waiting), cut(s.Active), cut(s.Assigned), cut(s.Serving)
+	s.WaitP50, s.WaitP90 = s.WaitP50[lo:hi], s.WaitP90[lo:hi]
+	for code, v := range s.Refused {
+		s.Refused[code] = cut(v)
+	}
+	for id, p := range s.Products {
+		p.Admitted, p.Committed, p.Released, p.Cancelled, p.Refused, p.Stock = cut(p.Admitted), cut(p.Committed),
+			cut(p.Released), cut(p.Cancelled), cut(p.Refused), cut(p.Stock)
+		for code, v := range p.RefusedByCode {
+			p.RefusedByCode[code] = cut(v)
+		}
+		s.Products[id] = p
+	}
+	for id, a := range s.Auctions {
+		a.Accepted, a.Refused = cut(a.Accepted), cut(a.Refused)
+		for code, v := range a.RefusedByCode {
+			a.RefusedByCode[code] = cut(v)
+		}
+		s.Auctions[id] = a
+	}
+}

@@ -110,6 +110,16 @@ func TestFlush_CountsGaugesAndWaitsReadBackAsWritten(t *testing.T) {
 		if ps.SoldOutAt.Before(start.Truncate(time.Millisecond)) || ps.FirstAdmittedAt.After(*ps.SoldOutAt) {
 			t.Fatalf("sold out at %v, first admitted at %v, test started %v", ps.SoldOutAt, ps.FirstAdmittedAt, start)
 		}
+		// Read in quarter hours (the quarter-hour hashes alone), the counts are the same.
+		wide, err := r.Read(ctx, Query{Queue: "drop", From: start.Add(-time.Hour), To: time.Now().Add(time.Minute),
+			Step: 15 * time.Minute, Products: []string{"sneaker"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ws := wide.Summary; ws.Joined != 3 || ws.GaveUp != 4 || ws.WaitSeconds != sum.WaitSeconds ||
+			wide.Products[0].Admitted != 3 || wide.Series.Waiting[len(wide.Series.Waiting)-1] != 5 || wide.From.Minute()%15 != 0 {
+			t.Fatalf("in quarter hours: %+v %+v from %v", ws, wide.Products, wide.From)
+		}
 		body, err := rep.JSON()
 		if err != nil {
 			t.Fatal(err)

@@ -170,7 +170,7 @@ func (w Writer) Flush(ctx context.Context, t *Tally, kind Kind, extra func(id st
 		if len(pairs) == 0 && !touched && !x.Always {
 			continue
 		}
-		keys := []string{dayKey(w.Keys, kind, k.id, day)}
+		keys := []string{dayKey(w.Keys, kind, k.id, day), quarterKey(w.Keys, kind, k.id, day)}
 		if x.Aux != "" {
 			keys = append(keys, x.Aux)
 		}

@@ -1,37 +1,54 @@
 -- flush.lua: one tick's counts and gauges of one scope (a queue, a product, an auction), written into
--- the minute of the store's clock in the scope's day hash (series.go describes its fields).
--- KEYS[1] the scope's day hash ({q:<id>}:rep@<day>, ...)
--- KEYS[2] optional, under the same hash tag: a hash whose counters ARGV[4] moves here (a queue's meta,
+-- the minute of the store's clock in the scope's day hashes (series.go describes their fields): the
+-- minute hash, and the quarter-hour hash that long ranges read instead.
+-- KEYS[1] the scope's minute hash of the day ({q:<id>}:rep@<day>, ...)
+-- KEYS[2] its quarter-hour hash of the day ({q:<id>}:repq@<day>, ...)
+-- KEYS[3] optional, under the same hash tag: a hash whose counters ARGV[4] moves here (a queue's meta,
 --         where its scripts count what they decide themselves), or a key whose number is the gauge
 --         ARGV[5] (a product's stock)
--- ARGV[1] the day's start, ms   ARGV[2] when the hash expires (unix seconds)
+-- ARGV[1] the day's start, ms   ARGV[2] when the hashes expire (unix seconds)
 -- ARGV[3] gauges "name=value;name=value" ("" none)
--- ARGV[4] moves "series=field;..." (fields of KEYS[2] added to series, then zeroed; "" none)
--- ARGV[5] the gauge read from KEYS[2] ("" none)
+-- ARGV[4] moves "series=field;..." (fields of KEYS[3] added to series, then zeroed; "" none)
+-- ARGV[5] the gauge read from KEYS[3] ("" none)
 -- ARGV[6] series whose first count of the day is timed (first:<series>), "," separated; "" none
 -- ARGV[7] gauges whose fall to zero is timed (zero:<gauge>), "," separated; "" none
--- ARGV[8..] pairs: series, count to add ("w:<bucket>" adds to the minute's waiting-time bucket)
+-- ARGV[8..] pairs: series, count to add ("w:<bucket>" adds visitors to the minute's waiting-time
+--         bucket)
 -- returns the minute of the day written
-local K = KEYS[1]
+local K, Q = KEYS[1], KEYS[2]
 local now = now_ms()
 local minute = math.floor((now - tonumber(ARGV[1])) / 60000)
 -- A replica's clock sits within moments of the store's: at midnight the day it named wins.
 if minute < 0 then minute = 0 end
 if minute > 1439 then minute = 1439 end
+local quarter = math.floor(minute / 15)
 local wrote = false
 
 local firsts = {}
 for name in string.gmatch(ARGV[6], '[^,]+') do firsts[name] = true end
 
+-- count adds n to the series' minute and quarter; set_gauge writes a gauge's value (plus one) into both.
+local function count(series, n)
+  local v = redis.call('HGET', K, series)
+  redis.call('HSET', K, series, set_slot(v, minute, get_slot(v, minute) + n))
+  v = redis.call('HGET', Q, series)
+  redis.call('HSET', Q, series, set_slot(v, quarter, get_slot(v, quarter) + n))
+end
+
+local function set_gauge(name, n)
+  redis.call('HSET', K, name, set_slot(redis.call('HGET', K, name), minute, n + 1))
+  redis.call('HSET', Q, name, set_slot(redis.call('HGET', Q, name), quarter, n + 1))
+end
+
+local waits = {}
 local function add(series, n)
   if n <= 0 then return end
   local b = string.match(series, '^w:(%d+)$')
   if b then
-    redis.call('HINCRBY', K, 'w:' .. minute .. ':' .. b, n)
+    waits[#waits + 1] = {tonumber(b), n}
   else
-    local v = redis.call('HGET', K, series)
-    redis.call('HSET', K, series, set_slot(v, minute, get_slot(v, minute) + n))
-    if firsts[series] then redis.call('HSETNX', K, 'first:' .. series, string.format('%d', now)) end
+    count(series, n)
+    if firsts[series] then redis.call('HSETNX', Q, 'first:' .. series, string.format('%d', now)) end
   end
   wrote = true
 end
@@ -42,17 +59,42 @@ end
 
 if ARGV[4] ~= '' then
   for series, field in string.gmatch(ARGV[4], '([^=;]+)=([^;]+)') do
-    local n = tonumber(redis.call('HGET', KEYS[2], field)) or 0
+    local n = tonumber(redis.call('HGET', KEYS[3], field)) or 0
     if n ~= 0 then
       add(series, n)
-      redis.call('HDEL', KEYS[2], field)
+      redis.call('HDEL', KEYS[3], field)
     end
   end
 end
 
+-- Waiting times, in the quarter-hour hash: the hour's field holds records of (minute of the day,
+-- bucket, count), appended in time order, so this minute's records are at its end.
+if #waits > 0 then
+  local field = 'w:' .. math.floor(minute / 60)
+  local v = redis.call('HGET', Q, field) or ''
+  local found = {}
+  local i = string.len(v) - 8
+  while i >= 0 do
+    if get_u16(v, i) ~= minute then break end
+    found[get_u16(v, i + 2)] = i
+    i = i - 8
+  end
+  for _, w in ipairs(waits) do
+    local at = found[w[1]]
+    if at then
+      local n = get_slot(string.sub(v, at + 5, at + 8), 0) + w[2]
+      v = string.sub(v, 1, at + 4) .. set_slot('', 0, n) .. string.sub(v, at + 9)
+    else
+      found[w[1]] = string.len(v)
+      v = v .. put_u16(minute) .. put_u16(w[1]) .. set_slot('', 0, w[2])
+    end
+  end
+  redis.call('HSET', Q, field, v)
+end
+
 local gauges = ARGV[3]
 if ARGV[5] ~= '' then
-  local g = tonumber(redis.call('GET', KEYS[2])) or 0
+  local g = tonumber(redis.call('GET', KEYS[3])) or 0
   if gauges ~= '' then gauges = gauges .. ';' end
   gauges = gauges .. ARGV[5] .. '=' .. string.format('%d', g)
 end
@@ -64,13 +106,12 @@ if gauges ~= '' then
     for name, value in string.gmatch(gauges, '([^=;]+)=(%-?%d+)') do
       local n = tonumber(value)
       if n ~= before[name] then
-        local v = redis.call('HGET', K, name)
-        redis.call('HSET', K, name, set_slot(v, minute, n + 1))
+        set_gauge(name, n)
         if n == 0 and (before[name] or 0) > 0 and string.find(',' .. ARGV[7] .. ',', ',' .. name .. ',', 1, true) then
-          local times = redis.call('HGET', K, 'zero:' .. name)
+          local times = redis.call('HGET', Q, 'zero:' .. name)
           local at = string.format('%d', now)
           if times then times = times .. ',' .. at else times = at end
-          redis.call('HSET', K, 'zero:' .. name, times)
+          redis.call('HSET', Q, 'zero:' .. name, times)
         end
       end
     end
@@ -79,5 +120,8 @@ if gauges ~= '' then
   end
 end
 
-if wrote then redis.call('EXPIREAT', K, ARGV[2]) end
+if wrote then
+  redis.call('EXPIREAT', K, ARGV[2])
+  redis.call('EXPIREAT', Q, ARGV[2])
+end
 return minute

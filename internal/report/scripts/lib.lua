@@ -20,3 +20,14 @@ local function set_slot(v, i, n)
   if string.len(v) < o then v = v .. string.rep('\0', o - string.len(v)) end
   return string.sub(v, 1, o) .. bytes .. string.sub(v, o + 5)
 end
+
+-- Waiting times are records of eight bytes: the minute of the day and the bucket (two bytes each),
+-- then the count (four).
+local function get_u16(v, o)
+  local a, b = string.byte(v, o + 1, o + 2)
+  return a * 256 + b
+end
+
+local function put_u16(n)
+  return string.char(math.floor(n / 256) % 256, n % 256)
+end
