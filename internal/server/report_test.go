@@ -375,3 +375,53 @@ func checkCSVAgrees(t *testing.T, in *instance, query string, rep *report.Report
 		}
 	}
 }
+
+// The report's endpoints take the admin key (the page the dashboard's sign-in), and a bad query gets a
+// clear 400 naming the field; a queue that never existed is 404.
+func TestReport_BadQueriesAreRefusedClearly(t *testing.T) {
+	in := start(t, reportConfig(newOrigin(t).URL, "", "http://127.0.0.1:1", "fifo"))
+	get := func(path, auth string) (int, string, string) {
+		req, _ := http.NewRequest("GET", in.admin+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), string(raw)
+	}
+	if code, challenge, _ := get("/api/report?queue=drop", ""); code != 401 || !strings.HasPrefix(challenge, "Bearer") {
+		t.Errorf("the API without the key: %d %q", code, challenge)
+	}
+	if code, challenge, _ := get("/report?queue=drop", ""); code != 401 || !strings.HasPrefix(challenge, "Basic") {
+		t.Errorf("the page without the key: %d %q", code, challenge)
+	}
+	bearer := "Bearer test-key"
+	now := time.Now().UTC()
+	at := func(t time.Time) string { return url.QueryEscape(t.Format(time.RFC3339)) }
+	for _, c := range []struct{ query, field string }{
+		{"queue=", "queue"},
+		{"queue=no%20such", "queue"},
+		{"queue=drop&from=yesterday", "from"},
+		{"queue=drop&to=2026-13-01T00:00:00Z", "to"},
+		{"queue=drop&from=" + at(now) + "&to=" + at(now.Add(-time.Hour)), "from"},
+		{"queue=drop&from=" + at(now.Add(-400*time.Hour)) + "&to=" + at(now), "from"},
+		{"queue=drop&step=90s", "step"},
+		{"queue=drop&step=48h", "step"},
+	} {
+		code, _, body := get("/api/report?"+c.query, bearer)
+		if code != 400 || !strings.Contains(body, `"INVALID_REQUEST"`) || !strings.Contains(body, `"field":"`+c.field+`"`) {
+			t.Errorf("%s: %d %s", c.query, code, body)
+		}
+	}
+	if code, _, body := get("/api/report?queue=never", bearer); code != 404 || !strings.Contains(body, "QUEUE_NOT_FOUND") {
+		t.Errorf("a queue that never existed: %d %s", code, body)
+	}
+	code, _, body := get("/api/report?queue=drop&step=1h", bearer)
+	if code != 200 || !strings.Contains(body, `"step_seconds":3600`) {
+		t.Errorf("a queue of the file, one-hour points: %d %.200s", code, body)
+	}
+}
