@@ -503,20 +503,20 @@ async function dashboard() {
   }
 }
 
-// report: the report after the sale the dashboard scenario ran. It signs in like the dashboard and is
+// report: the report after the drop e2e_test.go plays on queue "after" (product cap sells out). It signs in like the dashboard and is
 // linked from each queue's card; the headline and every chart are drawn; axe-core finds nothing at
 // desktop and phone (375 px) sizes; nothing but the products table (which scrolls in its own box) is
 // wider than a phone; the CSV is behind its link; printing leaves out the form. Then the file
 // `edgeq report -out` wrote (REPORT_FILE) is opened with every request but the file's own refused: all
 // charts are drawn from the file alone.
 async function reportScenario() {
-  const bare = await fetch(env.EDGEQ_ADMIN_URL + '/report?queue=sale');
+  const bare = await fetch(env.EDGEQ_ADMIN_URL + '/report?queue=after');
   expect(bare.status === 401 && /^Basic /.test(bare.headers.get('www-authenticate') || ''),
     'report without the key: ' + bare.status + ' ' + bare.headers.get('www-authenticate'));
   const credentials = { username: 'operator', password: env.EDGEQ_ADMIN_KEY };
   const checkPage = async (page, what) => {
     const headline = await text(page, '.headline');
-    expect(/\d+ joined, \d+ served/.test(headline) && /jersey sold \d+ units?/.test(headline), what + ': headline ' + headline);
+    expect(/\d+ joined, \d+ served/.test(headline) && /cap sold 40 units/.test(headline) && /sold out/.test(headline) && /left before their turn/.test(headline), what + ': headline ' + headline);
     const charts = await page.locator('figure svg').count();
     expect(charts >= 5, what + ': ' + charts + ' charts');
     const lines = await page.locator('figure svg polyline').count();
@@ -532,11 +532,11 @@ async function reportScenario() {
   try {
     const { page } = b;
     await page.goto(env.EDGEQ_ADMIN_URL + '/dashboard');
-    const card = await queueCard(page, 'sale');
+    const card = await queueCard(page, 'after');
     await card.waitFor({ timeout: 15000 });
     const link = card.locator('[data-f="report"]');
-    expect((await link.getAttribute('aria-label')) === 'Report after the drop of queue sale', 'report link label');
-    await Promise.all([page.waitForURL(/\/report\?queue=sale$/), link.click()]);
+    expect((await link.getAttribute('aria-label')) === 'Report after the drop of queue after', 'report link label');
+    await Promise.all([page.waitForURL(/\/report\?queue=after$/), link.click()]);
     const headline = await checkPage(page, 'desktop');
     log('headline', headline);
     await screenshot(page, 'report');
@@ -555,7 +555,7 @@ async function reportScenario() {
 
   const p = await browser({ ...phone, viewport: { width: 375, height: 812 }, httpCredentials: credentials });
   try {
-    const resp = await p.page.goto(env.EDGEQ_ADMIN_URL + '/report?queue=sale');
+    const resp = await p.page.goto(env.EDGEQ_ADMIN_URL + '/report?queue=after');
     expect(resp.status() === 200, 'report on a phone: ' + resp.status());
     await checkPage(p.page, 'phone');
     const wide = await p.page.evaluate(() => {

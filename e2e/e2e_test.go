@@ -110,12 +110,15 @@ queues:
   - {id: gone, title: "Last pairs", capacity: 0, sold_out_with: ["last-pair"]}
   # A presale by invitation, its line full.
   - {id: vip, title: "Members' presale", capacity: 0, invite_only: true}
+  # The drop the report is read after: a narrow door, places given up after 4 s.
+  - {id: after, title: "Cap drop", capacity: 3, position_expiry: 4s}
 products:
   # edgeq guards two of the shop's SKUs: jersey (sold in the dashboard's simulated sale) and sneaker-b,
   # which edgeq has none of; sneaker-a passes unguarded (unknown_product: pass).
   - {id: "jersey", stock: 300, per_user_limit: 1, name: "Team jersey"}
   - {id: "sneaker-b", stock: 0, per_user_limit: 1, name: "Limited sneaker B"}
   - {id: "last-pair", stock: 1, per_user_limit: 1, name: "Last pair"}
+  - {id: "cap", stock: 40, per_user_limit: 1, name: "Drop cap"}
 routes:
   # /products/{id} is the waiting room's (drop, capacity 1, kept full); the shop scenarios browse the
   # same pages under their second URL, on the sale queue, as config.example.yaml gates both.
@@ -403,9 +406,10 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("dashboard screenshot: %v", err)
 		}
 	})
-	t.Run("the report after the sale, on the admin listener and as a file", func(t *testing.T) {
+	t.Run("the report after a drop, on the admin listener and as a file", func(t *testing.T) {
+		s.drop(t, "after", "cap")
 		var page bytes.Buffer
-		err := server.WriteReport(context.Background(), server.ReportOptions{ConfigPath: s.configPath, Queue: "sale"}, &page,
+		err := server.WriteReport(context.Background(), server.ReportOptions{ConfigPath: s.configPath, Queue: "after"}, &page,
 			slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
@@ -426,6 +430,87 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 	})
+}
+
+// drop plays a short drop on queue for the report: 100 visitors arrive over 20 s; one in ten never
+// claims its turn; the others take their token once served, try to buy one unit of product (POST
+// /buy/{product}, the shop's answer keeps it), a few try again, and finish a moment later. It returns
+// once every visitor is done. For the documentation's screenshots (UPDATE_SCREENSHOTS=1) the drop
+// lasts over two minutes, so that its charts have minutes to draw: 120 visitors in a rush, then 100
+// more one by one.
+func (s *stack) drop(t *testing.T, queue, product string) {
+	visitors, gap := 100, func(int) time.Duration { return 200 * time.Millisecond }
+	if os.Getenv("UPDATE_SCREENSHOTS") == "1" {
+		visitors, gap = 220, func(i int) time.Duration {
+			if i < 120 {
+				return 80 * time.Millisecond
+			}
+			return 1200 * time.Millisecond
+		}
+	}
+	t.Helper()
+	var wg sync.WaitGroup
+	var bought, refused atomic.Int64
+	buy := func(buyer string) {
+		req, _ := http.NewRequest("POST", s.edgeq+"/buy/"+product, nil)
+		req.Header.Set("X-Buyer", buyer)
+		req.Header.Set("Accept", "application/json")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusConflict {
+				refused.Add(1)
+			} else {
+				bought.Add(1)
+			}
+		}
+	}
+	for i := range visitors {
+		wg.Go(func() {
+			resp, err := http.PostForm(s.edgeq+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {queue}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var joined struct {
+				RequestID string `json:"request_id"`
+			}
+			json.NewDecoder(resp.Body).Decode(&joined)
+			resp.Body.Close()
+			if i%10 == 7 {
+				return // never claims its turn: the place is given up after position_expiry
+			}
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+				resp, err := http.PostForm(s.edgeq+"/_edgeq/generate_token", url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}})
+				if err != nil {
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					continue
+				}
+				buy(fmt.Sprintf("drop-buyer-%d", i))
+				if i%9 == 0 {
+					buy(fmt.Sprintf("drop-buyer-%d", i)) // again: already purchased
+				}
+				time.Sleep(300 * time.Millisecond)
+				form := url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}, "status": {"1"}}
+				req, _ := http.NewRequest("POST", s.admin+"/api/queue/update_token_status", strings.NewReader(form.Encode()))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				req.Header.Set("Authorization", "Bearer "+adminKey)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+				return
+			}
+			t.Errorf("visitor %d of the drop never served", i)
+		})
+		time.Sleep(gap(i))
+	}
+	wg.Wait()
+	t.Logf("the drop: %d purchases, %d refused", bought.Load(), refused.Load())
+	time.Sleep(time.Second) // the replicas' last counts are written
 }
 
 // sale simulates a flash sale on queue until stop is called: a visitor joins every 150 ms, waits to

@@ -69,7 +69,7 @@ func (r *Room) flushReport(ctx context.Context) {
 	}
 	r.report.Flush(ctx, r.tally, report.Queue, func(id string) report.Extra {
 		q := r.tracked(id)
-		x := report.Extra{Aux: r.keys.Queue(id, "meta"), Moves: "gave_up=r_gave;expired=r_exp"}
+		x := report.Extra{Aux: r.keys.Queue(id, "meta"), Moves: "gave_up=r_gave;expired=r_exp", Peaks: report.Peaks}
 		if q == nil {
 			return x // counted before the queue went away: written without gauges
 		}

@@ -18,6 +18,7 @@ type line struct {
 	name   string
 	class  string  // the stroke's CSS class (report.css: c1..c4)
 	values []int64 // -1 unknown
+	peak   bool    // a gauge drawn by the highest value of each group of points (waiting), not the last
 }
 
 const (
@@ -27,8 +28,8 @@ const (
 )
 
 // downsample groups points so that a chart draws at most maxChartPoints: counts are summed, gauges
-// keep each group's last known value. per is how many points a group holds.
-func downsample(values []int64, gauge bool, per int) []int64 {
+// keep each group's last known value, peaks its highest. per is how many points a group holds.
+func downsample(values []int64, gauge, peak bool, per int) []int64 {
 	if per <= 1 {
 		return values
 	}
@@ -39,7 +40,7 @@ func downsample(values []int64, gauge bool, per int) []int64 {
 		if gauge {
 			v = -1
 			for _, x := range group {
-				if x >= 0 {
+				if x >= 0 && (!peak || x > v) {
 					v = x
 				}
 			}
@@ -59,7 +60,7 @@ func lineChart(id, title, desc string, times []time.Time, step time.Duration, li
 	var top int64 = 1
 	drawn := make([][]int64, len(lines))
 	for i, l := range lines {
-		drawn[i] = downsample(l.values, gauge, per)
+		drawn[i] = downsample(l.values, gauge, l.peak, per)
 		for _, v := range drawn[i] {
 			top = max(top, v)
 		}

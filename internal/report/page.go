@@ -171,10 +171,11 @@ func charts(r *Report) []chart {
 		{"Arrivals and tokens issued", lineChart("arrivals", "Arrivals and tokens issued "+unit,
 			fmt.Sprintf("%s joined and %s were served between %s and %s.", thousands(r.Summary.Joined),
 				thousands(r.Summary.Served), r.From.Format("15:04"), r.To.Format("15:04")),
-			se.Minute, step, []line{{"joined", "c1", se.Joined}, {"served", "c2", se.Served}, {"left", "c3", se.GaveUp}}, false)},
+			se.Minute, step, []line{{"joined", "c1", se.Joined, false}, {"served", "c2", se.Served, false},
+				{"left", "c3", se.GaveUp, false}}, false)},
 		{"Waiting and inside", lineChart("waiting", "Visitors waiting and inside over time",
 			fmt.Sprintf("At most %s waited at once.", thousands(maxOf(se.Waiting))),
-			se.Minute, step, []line{{"waiting", "c1", se.Waiting}, {"inside", "c2", se.Active}}, true)},
+			se.Minute, step, []line{{"waiting", "c1", se.Waiting, true}, {"inside", "c2", se.Active, true}}, true)},
 	}
 	labels, counts := waitDistribution(r)
 	if r.Summary.Served > 0 {
@@ -186,17 +187,17 @@ func charts(r *Report) []chart {
 		id := "p-" + ps.ID
 		out = append(out, chart{"Product " + ps.ID + ": stock", lineChart(id+"-stock", "Stock of "+ps.ID+" over time",
 			fmt.Sprintf("%s units left at the end.", thousands(max(last(p.Stock), 0))), se.Minute, step,
-			[]line{{"stock", "c2", p.Stock}}, true)})
+			[]line{{"stock", "c2", p.Stock, false}}, true)})
 		out = append(out, chart{"Product " + ps.ID + ": sales and refusals", lineChart(id+"-sales",
 			"Admissions and refusals of "+ps.ID+" "+unit, fmt.Sprintf("%s admitted, %s refused.",
 				thousands(ps.Admitted), thousands(sum(ps.Refused))), se.Minute, step,
-			[]line{{"admitted", "c1", p.Admitted}, {"refused", "c3", p.Refused}}, false)})
+			[]line{{"admitted", "c1", p.Admitted, false}, {"refused", "c3", p.Refused, false}}, false)})
 	}
 	for _, as := range r.Auctions {
 		a := se.Auctions[as.ID]
 		out = append(out, chart{"Auction " + as.ID + ": bids", lineChart("a-"+as.ID, "Bids on "+as.ID+" "+unit,
 			fmt.Sprintf("%s bids accepted, %s refused.", thousands(as.Accepted), thousands(sum(as.Refused))),
-			se.Minute, step, []line{{"accepted", "c1", a.Accepted}, {"refused", "c3", a.Refused}}, false)})
+			se.Minute, step, []line{{"accepted", "c1", a.Accepted, false}, {"refused", "c3", a.Refused, false}}, false)})
 	}
 	if r.Summary.Turnstile.Passed+r.Summary.Turnstile.Failed == 0 {
 		return out

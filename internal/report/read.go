@@ -19,6 +19,12 @@ var gaugeNames = []string{Waiting, Active, Assigned, Serving, Stock}
 
 func isGauge(name string) bool { return slices.Contains(gaugeNames, name) }
 
+// Peaks are the gauges whose minute keeps its highest value (how long the line was at its longest),
+// not its last; a point of several minutes likewise.
+const Peaks = Waiting + "," + Active
+
+func isPeak(name string) bool { return name == Waiting || name == Active }
+
 // scopeData is one scope's series over a range, at the range's step.
 type scopeData struct {
 	counts map[string][]int64 // per point
@@ -146,9 +152,12 @@ func newScopeData(w window, waits bool) *scopeData {
 	return sd
 }
 
-// parseGauges reads a "g" field: "name=value;...".
+// parseGauges reads a "g" field: "<minute>|name=value;..." (or, as first written, without the minute).
 func parseGauges(g string) map[string]int64 {
 	out := map[string]int64{}
+	if _, list, found := strings.Cut(g, "|"); found {
+		g = list
+	}
 	for part := range strings.SplitSeq(g, ";") {
 		name, value, ok := strings.Cut(part, "=")
 		if n, err := strconv.ParseInt(value, 10, 64); ok && err == nil {
@@ -199,6 +208,7 @@ func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, b
 			}
 		case !series:
 		case isGauge(f):
+			peak := isPeak(f)
 			points := sd.gauges[f]
 			if points == nil {
 				points = make([]int64, w.n)
@@ -215,7 +225,10 @@ func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, b
 				if m := i * res; off+m < 0 {
 					baseline[f] = int64(x) - 1
 				} else if p := w.pointOf(off, m); p >= 0 {
-					points[p] = int64(x) - 1 // a sample alone is not activity (any): a product is sampled when created
+					// A sample alone is not activity (any): a product is sampled when created.
+					if v := int64(x) - 1; !peak || v > points[p] {
+						points[p] = v
+					}
 				}
 			}
 		default:

@@ -137,6 +137,7 @@ type Extra struct {
 	AuxGauge string // the gauge read from Aux
 	Firsts   string // series whose first count of the day is timed
 	Zeros    string // gauges whose fall to zero is timed
+	Peaks    string // gauges whose minute keeps its highest value, not its last
 	// Always writes the gauges (and moves) even when this replica counted nothing: a queue's tick.
 	Always bool
 }
@@ -174,7 +175,7 @@ func (w Writer) Flush(ctx context.Context, t *Tally, kind Kind, extra func(id st
 		if x.Aux != "" {
 			keys = append(keys, x.Aux)
 		}
-		args := append([]any{day.UnixMilli(), expireAt, x.Gauges, x.Moves, x.AuxGauge, x.Firsts, x.Zeros}, pairs...)
+		args := append([]any{day.UnixMilli(), expireAt, x.Gauges, x.Moves, x.AuxGauge, x.Firsts, x.Zeros, x.Peaks}, pairs...)
 		if err := flushScript.Run(ctx, w.Client, keys, args...).Err(); err != nil {
 			s.putBack(pairs)
 			if touched {

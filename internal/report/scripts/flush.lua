@@ -12,7 +12,9 @@
 -- ARGV[5] the gauge read from KEYS[3] ("" none)
 -- ARGV[6] series whose first count of the day is timed (first:<series>), "," separated; "" none
 -- ARGV[7] gauges whose fall to zero is timed (zero:<gauge>), "," separated; "" none
--- ARGV[8..] pairs: series, count to add ("w:<bucket>" adds visitors to the minute's waiting-time
+-- ARGV[8] peaks: gauges whose minute and quarter keep their highest value (the others keep their
+--         last), "," separated; "" none
+-- ARGV[9..] pairs: series, count to add ("w:<bucket>" adds visitors to the minute's waiting-time
 --         bucket)
 -- returns the minute of the day written
 local K, Q = KEYS[1], KEYS[2]
@@ -40,6 +42,19 @@ local function set_gauge(name, n)
   redis.call('HSET', Q, name, set_slot(redis.call('HGET', Q, name), quarter, n + 1))
 end
 
+-- set_peak keeps the highest value of the minute and of the quarter; fresh tells, for each, whether
+-- nothing of this minute (quarter) was written yet.
+local function set_peak(name, n, fresh_minute, fresh_quarter)
+  local v = redis.call('HGET', K, name)
+  if fresh_minute or get_slot(v, minute) < n + 1 then
+    redis.call('HSET', K, name, set_slot(v, minute, n + 1))
+  end
+  v = redis.call('HGET', Q, name)
+  if fresh_quarter or get_slot(v, quarter) < n + 1 then
+    redis.call('HSET', Q, name, set_slot(v, quarter, n + 1))
+  end
+end
+
 local waits = {}
 local function add(series, n)
   if n <= 0 then return end
@@ -53,7 +68,7 @@ local function add(series, n)
   wrote = true
 end
 
-for i = 8, #ARGV - 1, 2 do
+for i = 9, #ARGV - 1, 2 do
   add(ARGV[i], tonumber(ARGV[i + 1]) or 0)
 end
 
@@ -98,24 +113,35 @@ if ARGV[5] ~= '' then
   if gauges ~= '' then gauges = gauges .. ';' end
   gauges = gauges .. ARGV[5] .. '=' .. string.format('%d', g)
 end
+-- "g" is "<minute>|name=value;...": the gauges last written and their minute. Nothing is written while
+-- they stand still within a minute; a new minute writes the peaks again.
 if gauges ~= '' then
+  local state = minute .. '|' .. gauges
   local last = redis.call('HGET', K, 'g')
-  if last ~= gauges then
+  if last ~= state then
+    local last_minute, last_list = string.match(last or '', '^(%d+)|(.*)$')
+    last_minute = tonumber(last_minute)
+    local fresh_minute = last_minute ~= minute
+    local fresh_quarter = last_minute == nil or math.floor(last_minute / 15) ~= quarter
+    local peaks = {}
+    for name in string.gmatch(ARGV[8], '[^,]+') do peaks[name] = true end
     local before = {}
-    for name, value in string.gmatch(last or '', '([^=;]+)=(%-?%d+)') do before[name] = tonumber(value) end
+    for name, value in string.gmatch(last_list or '', '([^=;]+)=(%-?%d+)') do before[name] = tonumber(value) end
     for name, value in string.gmatch(gauges, '([^=;]+)=(%-?%d+)') do
       local n = tonumber(value)
-      if n ~= before[name] then
+      if peaks[name] then
+        if fresh_minute or n ~= before[name] then set_peak(name, n, fresh_minute, fresh_quarter) end
+      elseif n ~= before[name] then
         set_gauge(name, n)
-        if n == 0 and (before[name] or 0) > 0 and string.find(',' .. ARGV[7] .. ',', ',' .. name .. ',', 1, true) then
-          local times = redis.call('HGET', Q, 'zero:' .. name)
-          local at = string.format('%d', now)
-          if times then times = times .. ',' .. at else times = at end
-          redis.call('HSET', Q, 'zero:' .. name, times)
-        end
+      end
+      if n == 0 and (before[name] or 0) > 0 and string.find(',' .. ARGV[7] .. ',', ',' .. name .. ',', 1, true) then
+        local times = redis.call('HGET', Q, 'zero:' .. name)
+        local at = string.format('%d', now)
+        if times then times = times .. ',' .. at else times = at end
+        redis.call('HSET', Q, 'zero:' .. name, times)
       end
     end
-    redis.call('HSET', K, 'g', gauges)
+    redis.call('HSET', K, 'g', state)
     wrote = true
   end
 end
