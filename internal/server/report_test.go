@@ -425,3 +425,68 @@ func TestReport_BadQueriesAreRefusedClearly(t *testing.T) {
 		t.Errorf("a queue of the file, one-hour points: %d %.200s", code, body)
 	}
 }
+
+// The report's product and auction series: bids accepted and refused by code, a purchase cancelled
+// by an operator, on the embedded store.
+func TestReport_CountsBidsAndCancellations(t *testing.T) {
+	var admissions sync.Map
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id := r.Header.Get("Edgeq-Admission-Id"); id != "" {
+			admissions.Store(r.Header.Get("X-User"), id)
+		}
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(origin.Close)
+	in := start(t, fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q}
+log: {level: warn}
+queues:
+  - {id: drop, capacity: 5}
+products:
+  - {id: sneaker, stock: 5, per_user_limit: 1}
+auctions:
+  - {id: "7", starting_price: "20.00", ends_at: %q}
+routes:
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User"}
+  - name: bid
+    match: "POST /auctions/{id}/bid"
+    admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-User"}
+`, origin.URL, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	form := "application/x-www-form-urlencoded"
+	for i, amount := range []string{"25.00", "30.00", "26.00", "40.00"} {
+		code, errCode, raw := post(t, in.public+"/auctions/7/bid", form, "amount="+amount, map[string]string{"X-User": fmt.Sprint("bidder-", i)})
+		if (amount == "26.00") != (errCode == "BID_TOO_LOW") || (errCode == "" && code != 200) {
+			t.Fatalf("bid %s: %d %s %s", amount, code, errCode, raw)
+		}
+	}
+	for _, user := range []string{"a", "b"} {
+		if code, errCode, raw := post(t, in.public+"/checkout/sneaker", "application/json", "{}", map[string]string{"X-User": user}); code != 200 {
+			t.Fatalf("purchase by %s: %d %s %s", user, code, errCode, raw)
+		}
+	}
+	id, _ := admissions.Load("a")
+	eventually(t, "the purchase cancelled by the operator", func() bool {
+		code, _, _ := post(t, in.admin+"/api/admissions/"+id.(string)+"/cancel", "application/json", "{}",
+			map[string]string{"Authorization": "Bearer test-key"})
+		return code == 200
+	})
+	eventually(t, "the report to count the bids and the cancellation", func() bool {
+		rep, _ := readReport(t, in, "queue=drop")
+		return len(rep.Auctions) == 1 && rep.Auctions[0].Accepted == 3 && len(rep.Products) == 1 && rep.Products[0].Cancelled == 1
+	})
+	rep, _ := readReport(t, in, "queue=drop")
+	a, p := rep.Auctions[0], rep.Products[0]
+	if a.ID != "7" || a.Refused["BID_TOO_LOW"] != 1 || len(a.Refused) != 1 {
+		t.Errorf("auction %+v", a)
+	}
+	if p.Admitted != 2 || p.Committed != 2 || p.Cancelled != 1 || p.StockLeft == nil || *p.StockLeft != 4 {
+		t.Errorf("product %+v (stock left %v)", p, p.StockLeft)
+	}
+	if h := report.Headline(rep); !strings.Contains(h, "sneaker sold 1 unit (4 left)") || !strings.Contains(h, "7 took 3 bids, 1 refused: 1 bid too low") {
+		t.Errorf("headline %q", h)
+	}
+}
