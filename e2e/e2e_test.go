@@ -495,13 +495,7 @@ func (s *stack) drop(t *testing.T, queue, product string) {
 					buy(fmt.Sprintf("drop-buyer-%d", i)) // again: already purchased
 				}
 				time.Sleep(300 * time.Millisecond)
-				form := url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}, "status": {"1"}}
-				req, _ := http.NewRequest("POST", s.admin+"/api/queue/update_token_status", strings.NewReader(form.Encode()))
-				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-				req.Header.Set("Authorization", "Bearer "+adminKey)
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
-				}
+				s.complete(queue, joined.RequestID)
 				return
 			}
 			t.Errorf("visitor %d of the drop never served", i)
@@ -511,6 +505,18 @@ func (s *stack) drop(t *testing.T, queue, product string) {
 	wg.Wait()
 	t.Logf("the drop: %d purchases, %d refused", bought.Load(), refused.Load())
 	time.Sleep(time.Second) // the replicas' last counts are written
+}
+
+// complete ends a visitor's session as the shop's backend does (update_token_status COMPLETED), freeing
+// its place.
+func (s *stack) complete(queue, requestID string) {
+	form := url.Values{"queue_id": {queue}, "request_id": {requestID}, "status": {"1"}}
+	req, _ := http.NewRequest("POST", s.admin+"/api/queue/update_token_status", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
 }
 
 // sale simulates a flash sale on queue until stop is called: a visitor joins every 150 ms, waits to
@@ -557,13 +563,7 @@ func (s *stack) sale(t *testing.T, queue, product string) (stop func()) {
 		case <-ctx.Done():
 		case <-time.After(700 * time.Millisecond):
 		}
-		form := url.Values{"queue_id": {queue}, "request_id": {joined.RequestID}, "status": {"1"}}
-		req, _ := http.NewRequest("POST", s.admin+"/api/queue/update_token_status", strings.NewReader(form.Encode()))
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Authorization", "Bearer "+adminKey)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
+		s.complete(queue, joined.RequestID)
 	}
 	wg.Add(1)
 	go func() {
