@@ -153,3 +153,17 @@ func benchDay(b *testing.B, s *store.Store) {
 		}
 	}
 }
+
+// BenchmarkTally_Add is what counting costs a request (an admission, a join): the scope's lookup and
+// an atomic add, from every CPU at once.
+func BenchmarkTally_Add(b *testing.B) {
+	t := NewTally()
+	for p := range 50 {
+		t.Scope(Product, "product-"+strconv.Itoa(p))
+	}
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			t.Scope(Product, "product-7").Add(Admitted, 1)
+		}
+	})
+}
