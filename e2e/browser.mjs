@@ -548,6 +548,11 @@ async function reportScenario() {
     expect(body.trim().split('\n').length >= 2, 'csv has no rows');
     await page.emulateMedia({ media: 'print' });
     expect(await page.isHidden('form'), 'the form is printed');
+    // Printed (to PDF, as the print dialog would): the charts are there, in pages of A4.
+    const pdf = await page.pdf({ format: 'A4', printBackground: false });
+    const pages = (pdf.toString('latin1').match(/\/Type\s*\/Page[^s]/g) || []).length;
+    expect(pdf.length > 20000 && pages >= 1 && pages <= 6, 'the printed report: ' + pdf.length + ' bytes, ' + pages + ' pages');
+    log('printed', pages, 'pages of A4');
     expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
   } finally {
     await b.close();

@@ -36,9 +36,10 @@ func TestWaitBucket_TheMidpointIsWithinOnePercentOfEveryWaitInIt(t *testing.T) {
 	}
 }
 
-// flushOnce counts, flushes and reads back one scope of each kind on one store.
+// Counts, gauges and waits of a queue and a product, flushed and read back, on each store (on a
+// Cluster, each scope's keys share its slot and the reader's pipeline spans the slots).
 func TestFlush_CountsGaugesAndWaitsReadBackAsWritten(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, s *store.Store) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		ctx := context.Background()
 		w := Writer{Client: s.Client, Keys: s.Keys, Retention: 24 * time.Hour}
 		tally := NewTally()
