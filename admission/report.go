@@ -46,10 +46,10 @@ func (s *Service) countSettled(k kind, c claim, series string) {
 }
 
 // countRefused counts a refusal of owner's claim: only the kind's own refusals of an owner the store
-// knows (a made-up id makes no series).
+// knows (a made-up id makes no series: not found, or not found and the shop not asked).
 func (s *Service) countRefused(k kind, owner string, e *web.Error) {
 	rk, ok := k.(reportedKind)
-	if !ok || owner == "" || e.Code == k.notFound().Code ||
+	if !ok || owner == "" || e.Code == k.notFound().Code || e.Code == web.ErrAuctionsSourceUnavailable.Code ||
 		!slices.ContainsFunc(k.refusals(), func(r *web.Error) bool { return r.Code == e.Code }) {
 		return
 	}
