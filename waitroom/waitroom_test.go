@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
@@ -266,6 +267,16 @@ func TestAbandonedWaiterIsSkipped(t *testing.T) {
 		snap := rp.room.refresh(ctx, rp.room.tracked("drop"))
 		if snap.Serving != 3 || snap.Tokens() != 1 {
 			t.Fatalf("serving %d, live tokens %d; want 3 and 1 (the skipped waiter holds no capacity)", snap.Serving, snap.Tokens())
+		}
+		// The report: the skipped place is one given up (abandon_after), the finished session completed.
+		rp.room.flushReport(ctx)
+		rep, err := report.Reader{Client: s.Client, Keys: s.Keys, Retention: time.Hour}.Read(ctx,
+			report.Query{Queue: "drop", From: time.Now().Add(-time.Hour), To: time.Now().Add(time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum := rep.Summary; sum.Joined != 3 || sum.Served != 2 || sum.GaveUp != 1 || sum.Completed != 1 || sum.Revoked != 1 {
+			t.Fatalf("report %+v: want 3 joined, 2 served, 1 given up, 1 completed (revoking its token)", sum)
 		}
 	})
 }

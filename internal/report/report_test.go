@@ -162,3 +162,15 @@ func TestRead_AGaugeHoldsItsValueFromTheDaysBefore(t *testing.T) {
 		}
 	})
 }
+
+// The lottery is shown by the SHA-256 of its seed, never the seed; no draw is size 0 and no hash.
+func TestNewLottery_ShowsTheSeedsHashOnly(t *testing.T) {
+	l := NewLottery(120, "the-seed")
+	// printf 'the-seed' | sha256sum
+	if l.Size != 120 || l.SeedSHA256 != "53e37628178015b04f0c57b9ed18c3291b0808fe2e77b0dca3127630f8fb3693" {
+		t.Fatalf("%+v", l)
+	}
+	if none := NewLottery(0, "seed"); none != (Lottery{}) {
+		t.Fatalf("no draw: %+v", none)
+	}
+}
