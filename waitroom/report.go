@@ -42,7 +42,7 @@ func (r *Room) tokenIssued(queueID, epoch string, pos int64) {
 
 // refusedJoin counts a join answered e.
 func (r *Room) refusedJoin(queueID string, e *web.Error) {
-	if e == web.ErrQueueNotFound || r.tracked(queueID) == nil {
+	if e.Code == web.ErrQueueNotFound.Code || r.tracked(queueID) == nil {
 		return // no such queue: nothing to count it in, and no scope made for a made-up id
 	}
 	r.queueReport(queueID).Refuse(e.Code)

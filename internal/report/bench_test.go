@@ -167,3 +167,11 @@ func BenchmarkTally_Add(b *testing.B) {
 		}
 	})
 }
+
+// appendWaitRecord adds a record to an hour's field (the benchmarks write days directly).
+func appendWaitRecord(v string, r waitRecord) string {
+	b := []byte(v)
+	b = append(b, byte(r.minute>>8), byte(r.minute), byte(r.bucket>>8), byte(r.bucket),
+		byte(r.count>>24), byte(r.count>>16), byte(r.count>>8), byte(r.count))
+	return string(b)
+}

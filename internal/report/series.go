@@ -165,14 +165,6 @@ func waitRecords(v string) []waitRecord {
 	return out
 }
 
-// appendWaitRecord adds a record to an hour's field (tests and benchmarks write days directly).
-func appendWaitRecord(v string, r waitRecord) string {
-	b := []byte(v)
-	b = append(b, byte(r.minute>>8), byte(r.minute), byte(r.bucket>>8), byte(r.bucket),
-		byte(r.count>>24), byte(r.count>>16), byte(r.count>>8), byte(r.count))
-	return string(b)
-}
-
 // slot reads minute i of a series field (0 past its end).
 func slot(v string, i int) uint32 {
 	o := i * slotBytes

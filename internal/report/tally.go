@@ -131,7 +131,7 @@ func (s *Scope) putBack(pairs []any) {
 
 // Extra is what a scope's owner adds to a flush (flush.lua's ARGV describes each).
 type Extra struct {
-	Aux      string // KEYS[2]: a hash Moves reads, or the key holding AuxGauge
+	Aux      string // KEYS[3]: a hash Moves reads, or the key holding AuxGauge
 	Gauges   string // "name=value;..." sampled now
 	Moves    string // "series=field;..." counters of Aux moved into series
 	AuxGauge string // the gauge read from Aux

@@ -24,12 +24,9 @@ func Reconcile(ctx context.Context, path string, wait time.Duration, logger *slo
 	if cfg.Ledger.PostgresURL == "" {
 		return nil, errors.New("ledger.postgres_url is not set: there is no ledger to compare with")
 	}
-	if cfg.Redis.Embedded() {
-		return nil, errors.New("the embedded store lives inside the serving process: reconcile needs redis.addr or redis.addrs")
-	}
-	st, err := store.Open(cfg.Redis, logger)
+	st, err := commandStore(cfg, "reconcile needs redis.addr or redis.addrs", logger)
 	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
+		return nil, err
 	}
 	defer st.Close()
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -52,4 +49,18 @@ func Reconcile(ctx context.Context, path string, wait time.Duration, logger *slo
 		}
 	}
 	return svc.Reconcile(ctx)
+}
+
+// commandStore opens the store for a command that runs beside the serving processes (`edgeq reconcile`,
+// `edgeq report`): a Redis, never the embedded store, which lives inside a serving process. why says
+// what the command needs instead.
+func commandStore(cfg *config.Config, why string, logger *slog.Logger) (*store.Store, error) {
+	if cfg.Redis.Embedded() {
+		return nil, errors.New("the embedded store lives inside the serving process: " + why)
+	}
+	st, err := store.Open(cfg.Redis, logger)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	return st, nil
 }

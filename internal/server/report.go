@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,12 +44,9 @@ func WriteReport(ctx context.Context, o ReportOptions, out io.Writer, logger *sl
 	if err != nil {
 		return fmt.Errorf("configuration: %s", config.OneLine(err))
 	}
-	if cfg.Redis.Embedded() {
-		return errors.New("the embedded store lives inside the serving process: its report is on the admin listener (GET /report?queue=ID); `edgeq report` needs redis.addr or redis.addrs")
-	}
-	st, err := store.Open(cfg.Redis, logger)
+	st, err := commandStore(cfg, "its report is on the admin listener (GET /report?queue=ID); `edgeq report` needs redis.addr or redis.addrs", logger)
 	if err != nil {
-		return fmt.Errorf("redis: %w", err)
+		return err
 	}
 	defer st.Close()
 	svc, err := newReport(cfg, st, nil)
