@@ -79,6 +79,8 @@ func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq)
 		}
 		args = append(args, flag(q.claim), q.tsv, address)
 	}
+	ctx, cancel := r.opts.Store.Bound(ctx)
+	defer cancel()
 	res := r.scripts.run(ctx, r.client, r.scripts.assign, keys, args...)
 	code, serving, epoch := res.Int(0), res.Int(1), res.Str(2)
 	if res.Err() != nil {

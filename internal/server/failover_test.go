@@ -328,8 +328,12 @@ routes:
 
 	recovery := back.Sub(restoredAt)
 	var during, otherSold, cutRefused int
+	var slowest time.Duration
 	for _, a := range attempts {
 		inCut := a.start.After(cutAt) && a.end.Before(restoredAt)
+		if a.replica == "cut" && a.start.After(cutAt) && a.start.Before(restoredAt) {
+			slowest = max(slowest, a.end.Sub(a.start))
+		}
 		switch {
 		case a.replica == "cut" && inCut && a.status == 200:
 			during++
@@ -339,8 +343,13 @@ routes:
 			otherSold++
 		}
 	}
-	t.Logf("during the 10 s cut: the cut replica refused %d, admitted %d; the other sold %d; the cut replica served again %s after the link came back",
-		cutRefused, during, otherSold, recovery.Round(10*time.Millisecond))
+	t.Logf("during the 10 s cut: the cut replica refused %d, admitted %d (its slowest answer %s); the other sold %d; the cut replica served again %s after the link came back",
+		cutRefused, during, slowest.Round(10*time.Millisecond), otherSold, recovery.Round(10*time.Millisecond))
+	// Fail fast: a purchase on the cut replica waits at most for the call ahead of it in its product's
+	// group and for its own, each bounded by the store's call timeout (2 s), not for the link to return.
+	if slowest > 5*time.Second {
+		t.Errorf("a purchase on the cut replica took %s to be answered during the cut, want within 5 s (two store calls)", slowest)
+	}
 	if during > 0 {
 		t.Errorf("the cut replica admitted %d purchases while it could not reach Redis", during)
 	}

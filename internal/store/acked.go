@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,6 +26,31 @@ func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []strin
 	return cmds[0], errs[0]
 }
 
+// CallTimeout bounds one call made on a visitor's behalf, the client's retries included: 2 s (a read
+// timeout and a retry), plus redis.wait_timeout while WAITs are on. A store that has not answered by
+// then counts as unavailable for that call (fail fast: the request is refused 503 and what the call
+// may have done is given back), however long the link stays silent. Zero for the embedded store, which
+// has no network to fail on and queues a burst instead.
+func (s *Store) CallTimeout() time.Duration {
+	if s.embedded != nil {
+		return 0
+	}
+	d := 2 * time.Second
+	if w := s.repl.wait.Load(); w.n > 0 {
+		d += w.timeout
+	}
+	return d
+}
+
+// Bound returns ctx bounded by CallTimeout (or by ctx's own deadline when that comes first).
+func (s *Store) Bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := s.CallTimeout()
+	if d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
+}
+
 // Call is one call of a script: its KEYS and ARGV.
 type Call struct {
 	Keys []string
@@ -38,6 +64,8 @@ type Call struct {
 // call: on a busy Redis a round trip costs about as much CPU as a script's own work.
 func (s *Store) RunAckedAll(ctx context.Context, script *redis.Script, calls []Call) (cmds []*redis.Cmd, errs []error) {
 	cmds, errs = make([]*redis.Cmd, len(calls)), make([]error, len(calls))
+	ctx, cancel := s.Bound(ctx)
+	defer cancel()
 	w := s.repl.wait.Load()
 	cluster, isCluster := s.Client.(*redis.ClusterClient)
 	if !isCluster || w.n <= 0 {
