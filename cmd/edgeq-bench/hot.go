@@ -45,7 +45,7 @@ func hotBench(args []string, w io.Writer) error {
 	threads := fs.Int("threads", 2, "wrk threads")
 	floorClients := fs.Int("floor-clients", 32, "redis-benchmark clients of the floor")
 	floorRequests := fs.Int("floor-requests", 200000, "redis-benchmark requests of each floor round")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of edgeq (this process, with the origin) during the first pinned stock round (the first shared one with -redis-cpu -1) to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of edgeq (this process, with the origin) during the first pinned stock round (the first shared one with -redis-cpu -1) to this file, and of the POST passed through in the round before it to this file + \".passthrough\"")
 	pinCPU := fs.Int("redis-cpu", 1, "after the shared rounds, pin redis-server to this CPU and everything else to the others for the pinned rounds; -1: no pinned rounds")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -123,7 +123,7 @@ func hotBench(args []string, w io.Writer) error {
 		floors = append(floors, f)
 		for _, t := range []wrkTarget{post, stock, bid} {
 			fmt.Fprintf(os.Stderr, "shared round %d: %s\n", round, t.name)
-			stopProfile, err := profileRound(*cpuProfile, *pinCPU < 0 && round == 1 && t.name == stock.name)
+			stopProfile, err := profileRound(hotProfile(*cpuProfile, t.name, *pinCPU < 0 && round == 1))
 			if err != nil {
 				return err
 			}
@@ -146,7 +146,7 @@ func hotBench(args []string, w io.Writer) error {
 		for round := 1; round <= *rounds; round++ {
 			for _, t := range []wrkTarget{post, stock} {
 				fmt.Fprintf(os.Stderr, "pinned round %d: %s\n", round, t.name)
-				stopProfile, err := profileRound(*cpuProfile, round == 1 && t.name == stock.name)
+				stopProfile, err := profileRound(hotProfile(*cpuProfile, t.name, round == 1))
 				if err != nil {
 					return err
 				}
@@ -161,6 +161,20 @@ func hotBench(args []string, w io.Writer) error {
 	}
 	writeHot(w, hotFigures{wl: wl, floors: floors, floorClients: *floorClients, shared: shared, pinned: pinned, where: where})
 	return nil
+}
+
+// hotProfile says where a round's CPU profile goes (the stock round's to path, the POST's beside it)
+// and whether this round is profiled at all.
+func hotProfile(path, target string, first bool) (string, bool) {
+	switch {
+	case !first:
+		return "", false
+	case target == "stock admission":
+		return path, true
+	case target == "POST passed through" && path != "":
+		return path + ".passthrough", true
+	}
+	return "", false
 }
 
 // profileRound starts a CPU profile into path when path is set and this round is the one; the
