@@ -110,7 +110,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		}
 		c.id, c.route = s.o.IDs.NextString(), route.Name
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
-		// store that did not answer. The store client's own timeouts bound it.
+		// store that did not answer. The store bounds each call (store.CallTimeout).
 		e, err := k.reserve(context.WithoutCancel(r.Context()), c)
 		if err == nil && e != nil && e.Code == k.notFound().Code {
 			// Not known as spelled: another spelling of a guarded id is reserved as that id or refused,
