@@ -55,7 +55,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 					c.commit = true
 					commits[i] = c
 				}
-				if busy, _ := w.pass(ctx); !busy {
+				if f, _ := w.pass(ctx); f == foundNothing {
 					b.Fatal("the event worker found nothing to apply")
 				}
 			}
@@ -102,14 +102,14 @@ func BenchmarkIdleWorkerPass(b *testing.B) {
 				}
 			}
 			w := &worker{s: svc, consumer: "bench", groups: map[string]bool{}}
-			for busy := true; busy; busy, _ = w.pass(ctx) {
+			for f := foundSome; f != foundNothing; f, _ = w.pass(ctx) {
 			}
 			w.claimAt = time.Now().Add(time.Hour) // the take-over sweep is a separate, rarer cost
 			trips := storetest.CountTrips(s.Client)
 			p0, _ := storetest.RedisCPU(b, s.Client)
 			t0 := trips.Load()
 			for b.Loop() {
-				if busy, _ := w.pass(ctx); busy {
+				if f, _ := w.pass(ctx); f != foundNothing {
 					b.Fatal("an idle pass found work")
 				}
 			}

@@ -58,9 +58,8 @@ func (s *Service) runLedger(ctx context.Context) {
 
 func (w *ledgerWorker) run(ctx context.Context) { runPasses(ctx, w.pass) }
 
-// pass reads every stream once, writes what it read and acknowledges it; false busy when there was
-// nothing new.
-func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
+// pass reads every stream once, writes what it read and acknowledges it, and says what it found.
+func (w *ledgerWorker) pass(ctx context.Context) (f found, stop bool) {
 	s := w.s
 	if time.Since(w.listedAt) > 5*time.Second {
 		// The streams are trimmed only below what this group acknowledged while it is marked read.
@@ -82,7 +81,9 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 	var entries []held
 	var msgs []entryOf
 	oldest := time.Time{}
-	for _, r := range s.readAll(ctx, w.streams, ledgerGroup, w.consumer, w.groups, claim, ledgerRead) {
+	reads := s.readAll(ctx, w.streams, ledgerGroup, w.consumer, w.groups, claim, ledgerRead)
+	f = foundIn(reads, ledgerRead)
+	for _, r := range reads {
 		src := r.src
 		if len(r.msgs) == 0 {
 			continue
@@ -104,13 +105,13 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 	}
 	if len(entries) == 0 {
 		s.metrics.ledgerLag.Set(0)
-		return false, false
+		return f, false
 	}
 	if !w.write(ctx, batch, msgs, oldest) {
-		return true, true
+		return f, true
 	}
 	if w.stopAfterWrite != nil && w.stopAfterWrite() {
-		return true, true
+		return f, true
 	}
 	for _, h := range entries {
 		if err := s.client.XAck(ctx, h.src.stream(), ledgerGroup, h.ids...).Err(); err != nil {
@@ -119,7 +120,7 @@ func (w *ledgerWorker) pass(ctx context.Context) (busy, stop bool) {
 		}
 	}
 	s.metrics.ledgerLag.Set(0)
-	return true, false
+	return f, false
 }
 
 type entryOf struct {

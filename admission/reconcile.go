@@ -97,7 +97,7 @@ func (s *Service) CatchUpLedger(ctx context.Context) (int64, error) {
 			return backlog, err
 		}
 		w.claimAt = time.Time{} // take over pending entries on every pass
-		if busy, _ := w.pass(ctx); !busy {
+		if f, _ := w.pass(ctx); f == foundNothing {
 			select {
 			case <-ctx.Done():
 				return backlog, nil

@@ -92,25 +92,62 @@ func consumerName() string {
 
 func (w *worker) run(ctx context.Context) { runPasses(ctx, w.pass) }
 
-// runPasses runs a worker's passes until ctx ends or a pass says stop, resting 100 ms after a pass
-// that found nothing to do.
-func runPasses(ctx context.Context, pass func(context.Context) (busy, stop bool)) {
+// found is what a worker's pass read.
+type found int
+
+const (
+	foundNothing found = iota // rest idleRest
+	foundSome                 // rest busyRest
+	foundFull                 // some stream gave as many entries as a pass reads: a backlog, go on at once
+)
+
+const (
+	idleRest = 100 * time.Millisecond
+	// busyRest: under load a pass that read what came in since the last one rests this long, so
+	// the next reads what gathered meanwhile: fewer, fuller reads, apply calls and acknowledgements
+	// (each a round trip and a script call's fixed cost for Redis) for the admin views' few
+	// milliseconds more of lag. A backlog is read without rest.
+	busyRest = 25 * time.Millisecond
+)
+
+// runPasses runs a worker's passes until ctx ends or a pass says stop, resting after a pass as what
+// it found says.
+func runPasses(ctx context.Context, pass func(context.Context) (found, bool)) {
 	for ctx.Err() == nil {
-		busy, stop := pass(ctx)
+		f, stop := pass(ctx)
 		if stop {
 			return
 		}
-		if !busy {
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
+		rest := idleRest
+		switch f {
+		case foundFull:
+			continue
+		case foundSome:
+			rest = busyRest
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(rest):
 		}
 	}
 }
 
+// foundIn says what a pass that read reads found, count entries at most per stream.
+func foundIn(reads []read, count int64) found {
+	f := foundNothing
+	for _, r := range reads {
+		switch {
+		case int64(len(r.msgs)) >= count:
+			return foundFull
+		case len(r.msgs) > 0:
+			f = foundSome
+		}
+	}
+	return f
+}
+
 // pass reads what is new on every stream once, and now and then takes over stale pending entries.
-func (w *worker) pass(ctx context.Context) (busy, stop bool) {
+func (w *worker) pass(ctx context.Context) (f found, stop bool) {
 	s := w.s
 	if time.Since(w.listedAt) > 5*time.Second {
 		if streams, err := s.ownerStreams(ctx, s.kinds); err == nil {
@@ -134,20 +171,24 @@ func (w *worker) pass(ctx context.Context) (busy, stop bool) {
 	if claim {
 		w.claimAt = time.Now()
 	}
-	for _, r := range s.readAll(ctx, w.streams, groupName, w.consumer, w.groups, claim, 100) {
+	reads := s.readAll(ctx, w.streams, groupName, w.consumer, w.groups, claim, workerRead)
+	f = foundIn(reads, workerRead)
+	for _, r := range reads {
 		if len(r.msgs) == 0 {
 			continue
 		}
-		busy = true
 		if w.stopAfterRead != nil && w.stopAfterRead(r.src, len(r.msgs)) {
-			return busy, true
+			return f, true
 		}
 		if !w.handleBatch(ctx, r.src, r.msgs) {
-			return busy, true
+			return f, true
 		}
 	}
-	return busy, false
+	return f, false
 }
+
+// workerRead bounds the entries the event worker reads from one stream per pass.
+const workerRead = 100
 
 // ownerStreams lists every event stream, by owner: each product's two (events, admits) and each
 // auction's one. An owner's streams share its hash tag, so one command reads them all.

@@ -2,8 +2,11 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,7 +56,7 @@ func TestWorker_OnePassReadsEveryProductInOnePipeline(t *testing.T) {
 			s := store.Wrap(s.Client, store.Keys{Prefix: storetest.UniquePrefix()}) // products of its own
 			_, w := workerOver(t, s, n, n)
 			w.claimAt = time.Now() // the take-over sweep (every ClaimIdle/3) is left out
-			if busy, _ := w.pass(ctx); !busy {
+			if f, _ := w.pass(ctx); f == foundNothing {
 				t.Fatal("the first pass found nothing")
 			}
 			if got := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); got != int64(n) {
@@ -67,7 +70,7 @@ func TestWorker_OnePassReadsEveryProductInOnePipeline(t *testing.T) {
 			}
 			trips := storetest.CountTrips(s.Client)
 			reads := storetest.CountCommands(s.Client, func(c redis.Cmder) bool { return c.Name() == "xreadgroup" })
-			if busy, _ := w.pass(ctx); busy {
+			if f, _ := w.pass(ctx); f != foundNothing {
 				t.Fatal("a pass with nothing new was busy")
 			}
 			if n := trips.Load(); n != 1 {
@@ -107,4 +110,80 @@ func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
 			t.Fatalf("the unsettled list: %d items, %v; want 11", len(u), err)
 		}
 	})
+}
+
+// Under a steady stream of admissions the event worker does not chase each one: a pass that found
+// some entries rests busyRest, so the next reads what gathered meanwhile (fewer reads, apply calls
+// and acknowledgements, each a round trip). Without the rest each pass would be followed by the
+// next at once, every one finding the few purchases made while the last ran. The bound below
+// follows from the rests alone (a rest is at least its duration), so a slow machine cannot break
+// it; every admission is still applied.
+func TestWorker_ReadsWhatGatheredUnderLoadInFewerPasses(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		svc, w := workerOver(t, s, 0, 0)
+		if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("p", 100_000, 1)}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		w.claimAt = time.Now().Add(time.Hour) // the take-over sweep is left out
+		reads := storetest.CountCommands(s.Client, func(c redis.Cmder) bool { return c.Name() == "xreadgroup" })
+		done := make(chan struct{})
+		start := time.Now()
+		go func() { defer close(done); w.run(ctx) }()
+		// Four buyers back to back for 600 ms: something new is on the stream at every pass.
+		var bought atomic.Int64
+		var wg sync.WaitGroup
+		for b := range 4 {
+			wg.Go(func() {
+				for i := 0; time.Since(start) < 600*time.Millisecond; i++ {
+					c := claim{owner: "p", user: svc.pseudonyms.of(fmt.Sprintf("u%d-%d", b, i)), id: fmt.Sprintf("t%d-%d", b, i), value: 1}
+					if res, err := svc.reserveNow(ctx, "p", []claim{c}); err != nil || res[0].code != 0 {
+						t.Errorf("reserve: %v %v", res, err)
+						return
+					}
+					bought.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		purchases := bought.Load()
+		for s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val() != purchases {
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("the worker applied %d of %d admissions in 30 s", s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(), purchases)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		elapsed := time.Since(start)
+		cancel()
+		<-done
+		// Each pass is one pipeline of XREADGROUPs (one product: one command). A pass that found
+		// something is followed by at least busyRest, one that found nothing by idleRest; one that read
+		// a full batch (a backlog) by none, and there are at most purchases/workerRead of those (each
+		// purchase here is an entry of its own).
+		limit := int64(elapsed/busyRest) + purchases/workerRead + 2
+		if got := reads.Load(); got > limit {
+			t.Fatalf("%d admissions over %s were read in %d passes, want at most %d (a rest of %s after a busy pass)",
+				purchases, elapsed.Round(time.Millisecond), got, limit, busyRest)
+		}
+		t.Logf("%d admissions over %s: %d passes", purchases, elapsed.Round(time.Millisecond), reads.Load())
+	})
+}
+
+func TestFoundIn_AFullReadOfAnyStreamIsABacklog(t *testing.T) {
+	msgs := func(n int) []redis.XMessage { return make([]redis.XMessage, n) }
+	for _, c := range []struct {
+		reads []read
+		want  found
+	}{
+		{nil, foundNothing},
+		{[]read{{msgs: msgs(0)}, {msgs: msgs(0)}}, foundNothing},
+		{[]read{{msgs: msgs(0)}, {msgs: msgs(3)}}, foundSome},
+		{[]read{{msgs: msgs(3)}, {msgs: msgs(workerRead)}, {msgs: msgs(0)}}, foundFull},
+		{[]read{{msgs: msgs(workerRead + 2)}}, foundFull}, // take-overs ride the read
+	} {
+		if got := foundIn(c.reads, workerRead); got != c.want {
+			t.Errorf("foundIn(%d reads) = %d, want %d", len(c.reads), got, c.want)
+		}
+	}
 }

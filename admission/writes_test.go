@@ -87,9 +87,9 @@ func TestStockAdmission_AtMostFiveRedisWritesEachAmortizedOverABatch(t *testing.
 			lw := &ledgerWorker{s: svc, consumer: "test", groups: map[string]bool{}}
 			w.claimAt, lw.claimAt = time.Now().Add(time.Hour), time.Now().Add(time.Hour) // the take-over sweeps are not per admission
 			drain := func() {
-				for busy := true; busy; busy, _ = w.pass(ctx) {
+				for f := foundSome; f != foundNothing; f, _ = w.pass(ctx) {
 				}
-				for busy := ledgerOn; busy; busy, _ = lw.pass(ctx) {
+				for f := foundSome; ledgerOn && f != foundNothing; f, _ = lw.pass(ctx) {
 				}
 			}
 			// A batch as a replica sends it under load: reserve calls of 10 purchases, each carrying
