@@ -108,8 +108,9 @@ func (k *bidKind) view(ctx context.Context, id string) (*auctionView, error) {
 	c.loading[id] = l
 	c.mu.Unlock()
 
-	// The load serves every waiter: it does not end with the request that started it.
-	loadCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	// The load serves every waiter: it does not end with the request that started it, only with the
+	// store's bound on a call (none on the embedded store, which queues a burst of reads instead).
+	loadCtx, cancel := k.s.o.Store.Bound(context.WithoutCancel(ctx))
 	l.v, l.err = k.loadView(loadCtx, id)
 	cancel()
 	c.loads.Add(1)
