@@ -20,7 +20,8 @@ import (
 // script ran and answered, and its reply is in cmd, but the replicas did not confirm it in time).
 //
 // A master that refuses writes for want of replicas (min-replicas-to-write: NOREPLICAS) wrote nothing
-// and answered: that is ErrNotAcked too, with the script's error in cmd.
+// and answered: that is ErrNotAcked too, with the script's error in cmd. The call, WAIT included, is
+// bounded by CallTimeout.
 func (s *Store) RunAcked(ctx context.Context, script *redis.Script, keys []string, args ...any) (*redis.Cmd, error) {
 	cmds, errs := s.RunAckedAll(ctx, script, []Call{{Keys: keys, Args: args}})
 	return cmds[0], errs[0]
