@@ -133,6 +133,11 @@ func (b *Batcher[K, Req, Res]) flush(ctx context.Context, batch []call[K, Req, R
 	if len(batch) == 0 {
 		return
 	}
+	if oneKey(batch) {
+		// The common case under load (one hot product): no grouping and no goroutine.
+		b.sendGroup(ctx, batch[0].key, batch)
+		return
+	}
 	var order []K
 	byKey := map[K][]call[K, Req, Res]{}
 	for _, c := range batch {
@@ -143,30 +148,41 @@ func (b *Batcher[K, Req, Res]) flush(ctx context.Context, batch []call[K, Req, R
 	}
 	var wg sync.WaitGroup
 	for _, key := range order {
-		calls := byKey[key]
-		wg.Go(func() {
-			reqs := make([]Req, len(calls))
-			for i, c := range calls {
-				reqs[i] = c.req
-			}
-			res, err := b.send(ctx, key, reqs)
-			if err == nil && len(res) != len(reqs) {
-				err = errShortAnswer
-			}
-			for i, c := range calls {
-				var r result[Res]
-				if err != nil {
-					r.err = err
-				} else {
-					r.res = res[i]
-				}
-				if c.then != nil {
-					c.then(r.res, r.err)
-				} else {
-					c.reply <- r
-				}
-			}
-		})
+		wg.Go(func() { b.sendGroup(ctx, key, byKey[key]) })
 	}
 	wg.Wait()
+}
+
+func oneKey[K comparable, Req, Res any](batch []call[K, Req, Res]) bool {
+	for _, c := range batch[1:] {
+		if c.key != batch[0].key {
+			return false
+		}
+	}
+	return true
+}
+
+// sendGroup sends the calls of one key in one send and answers each.
+func (b *Batcher[K, Req, Res]) sendGroup(ctx context.Context, key K, calls []call[K, Req, Res]) {
+	reqs := make([]Req, len(calls))
+	for i, c := range calls {
+		reqs[i] = c.req
+	}
+	res, err := b.send(ctx, key, reqs)
+	if err == nil && len(res) != len(reqs) {
+		err = errShortAnswer
+	}
+	for i, c := range calls {
+		var r result[Res]
+		if err != nil {
+			r.err = err
+		} else {
+			r.res = res[i]
+		}
+		if c.then != nil {
+			c.then(r.res, r.err)
+		} else {
+			c.reply <- r
+		}
+	}
 }

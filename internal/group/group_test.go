@@ -117,3 +117,22 @@ func TestBatcher_GoCallsBackWithItsOwnResult(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// BenchmarkBatcher_OneHotKey: calls of one key from many goroutines (a hot product), through a send
+// that answers at once: the batcher's own cost per call.
+func BenchmarkBatcher_OneHotKey(b *testing.B) {
+	bt := New(128, func(_ context.Context, _ string, reqs []int) ([]int, error) { return reqs, nil })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { bt.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.RunParallel(func(pb *testing.PB) {
+		for i := 0; pb.Next(); i++ {
+			if v, err := bt.Do(ctx, "hot", i); err != nil || v != i {
+				b.Fatalf("%d: %v %v", i, v, err)
+			}
+		}
+	})
+}
