@@ -28,28 +28,40 @@ type settled struct {
 }
 
 type settlementLog struct {
-	mu      sync.Mutex
-	entries []settled // oldest first, from head on
-	head    int       // entries before it are older than the window
-	gen     uint64    // the store generation replayed last
+	mu sync.Mutex
+	// chunks hold the settlements, oldest first, settledChunk to a chunk (the last one filling): a
+	// chunk goes once its newest entry is out of the window, so remembering costs an append under
+	// the lock and never a copy of the log.
+	chunks [][]settled
+	spare  []settled // a chunk that went, kept for the next
+	gen    uint64    // the store generation replayed last
 }
 
-// remember notes a settlement this replica made (or handed to the committer). The slice is compacted
-// only once its expired head is half of it, so each settlement costs an append.
+// settledChunk is the settlements one chunk of the log holds.
+const settledChunk = 1024
+
+// remember notes a settlement this replica made (or handed to the committer).
 func (s *Service) remember(k kind, c claim, release bool) {
 	now := time.Now()
 	l := &s.replay
 	l.mu.Lock()
-	for l.head < len(l.entries) && now.Sub(l.entries[l.head].at) > replayWindow {
-		l.entries[l.head] = settled{}
-		l.head++
+	for len(l.chunks) > 1 {
+		first := l.chunks[0]
+		if now.Sub(first[len(first)-1].at) <= replayWindow {
+			break
+		}
+		clear(first)
+		l.spare, l.chunks[0], l.chunks = first[:0], nil, l.chunks[1:]
 	}
-	if l.head > 0 && l.head >= len(l.entries)/2 {
-		n := copy(l.entries, l.entries[l.head:])
-		clear(l.entries[n:])
-		l.entries, l.head = l.entries[:n], 0
+	if n := len(l.chunks); n == 0 || len(l.chunks[n-1]) == settledChunk {
+		next := l.spare
+		if next == nil {
+			next = make([]settled, 0, settledChunk)
+		}
+		l.spare, l.chunks = nil, append(l.chunks, next)
 	}
-	l.entries = append(l.entries, settled{kind: k, c: c, release: release, at: now})
+	last := &l.chunks[len(l.chunks)-1]
+	*last = append(*last, settled{kind: k, c: c, release: release, at: now})
 	l.mu.Unlock()
 }
 
@@ -66,9 +78,11 @@ func (s *Service) replayAfterFailover(ctx context.Context) {
 	l.gen = gen
 	cutoff := time.Now().Add(-replayWindow)
 	var recent []settled
-	for _, e := range l.entries[l.head:] {
-		if e.at.After(cutoff) {
-			recent = append(recent, e)
+	for _, chunk := range l.chunks {
+		for _, e := range chunk {
+			if e.at.After(cutoff) {
+				recent = append(recent, e)
+			}
 		}
 	}
 	l.mu.Unlock()
