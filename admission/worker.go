@@ -132,7 +132,7 @@ func runPasses(ctx context.Context, pass func(context.Context) (found, bool)) {
 	}
 }
 
-// foundIn says what a pass that read reads found, count entries at most per stream.
+// foundIn says what a pass found in its reads (count entries at most per stream).
 func foundIn(reads []read, count int64) found {
 	f := foundNothing
 	for _, r := range reads {

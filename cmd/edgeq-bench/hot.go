@@ -123,7 +123,7 @@ func hotBench(args []string, w io.Writer) error {
 		floors = append(floors, f)
 		for _, t := range []wrkTarget{post, stock, bid} {
 			fmt.Fprintf(os.Stderr, "shared round %d: %s\n", round, t.name)
-			stopProfile, err := profileRound(hotProfile(*cpuProfile, t.name, *pinCPU < 0 && round == 1))
+			stopProfile, err := profileRound(hotProfile(*cpuProfile, t, stock, post, *pinCPU < 0 && round == 1))
 			if err != nil {
 				return err
 			}
@@ -146,7 +146,7 @@ func hotBench(args []string, w io.Writer) error {
 		for round := 1; round <= *rounds; round++ {
 			for _, t := range []wrkTarget{post, stock} {
 				fmt.Fprintf(os.Stderr, "pinned round %d: %s\n", round, t.name)
-				stopProfile, err := profileRound(hotProfile(*cpuProfile, t.name, round == 1))
+				stopProfile, err := profileRound(hotProfile(*cpuProfile, t, stock, post, round == 1))
 				if err != nil {
 					return err
 				}
@@ -164,14 +164,14 @@ func hotBench(args []string, w io.Writer) error {
 }
 
 // hotProfile says where a round's CPU profile goes (the stock round's to path, the POST's beside it)
-// and whether this round is profiled at all.
-func hotProfile(path, target string, first bool) (string, bool) {
+// and whether this round of target t is profiled at all.
+func hotProfile(path string, t, stock, post wrkTarget, first bool) (string, bool) {
 	switch {
 	case !first:
 		return "", false
-	case target == "stock admission":
+	case t.name == stock.name:
 		return path, true
-	case target == "POST passed through" && path != "":
+	case t.name == post.name && path != "":
 		return path + ".passthrough", true
 	}
 	return "", false
