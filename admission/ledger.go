@@ -113,12 +113,7 @@ func (w *ledgerWorker) pass(ctx context.Context) (f found, stop bool) {
 	if w.stopAfterWrite != nil && w.stopAfterWrite() {
 		return f, true
 	}
-	for _, h := range entries {
-		if err := s.client.XAck(ctx, h.src.stream(), ledgerGroup, h.ids...).Err(); err != nil {
-			s.logger.Warn("ledger: acknowledging events failed (they are written again, which changes nothing)",
-				"stream", h.src.String(), "entries", len(h.ids), "error", err.Error())
-		}
-	}
+	s.ackAll(ctx, ledgerGroup, entries)
 	s.metrics.ledgerLag.Set(0)
 	return f, false
 }

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -172,19 +171,7 @@ func (w *worker) pass(ctx context.Context) (f found, stop bool) {
 		w.claimAt = time.Now()
 	}
 	reads := s.readAll(ctx, w.streams, groupName, w.consumer, w.groups, claim, workerRead)
-	f = foundIn(reads, workerRead)
-	for _, r := range reads {
-		if len(r.msgs) == 0 {
-			continue
-		}
-		if w.stopAfterRead != nil && w.stopAfterRead(r.src, len(r.msgs)) {
-			return f, true
-		}
-		if !w.handleBatch(ctx, r.src, r.msgs) {
-			return f, true
-		}
-	}
-	return f, false
+	return foundIn(reads, workerRead), !w.handleReads(ctx, reads)
 }
 
 // workerRead bounds the entries the event worker reads from one stream per pass.
@@ -291,6 +278,28 @@ func (s *Service) readAll(ctx context.Context, streams [][]ownerStream, group, c
 	return reads
 }
 
+// ackAll acknowledges, for a consumer group, the entries handled from each stream: one XACK per
+// stream, all in one pipeline (on a cluster, one per node). A failed acknowledgement leaves the
+// entries pending: a take-over handles them again, which changes nothing.
+func (s *Service) ackAll(ctx context.Context, group string, handled []held) {
+	if len(handled) == 0 {
+		return
+	}
+	cmds := make([]*redis.IntCmd, len(handled))
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, h := range handled {
+			cmds[i] = p.XAck(ctx, h.src.stream(), group, h.ids...)
+		}
+		return nil
+	})
+	for i, c := range cmds {
+		if err := c.Err(); err != nil {
+			s.logger.Warn("acknowledging events failed; they stay pending, to be handled again (which changes nothing)",
+				"group", group, "stream", handled[i].src.String(), "entries", len(handled[i].ids), "error", err.Error())
+		}
+	}
+}
+
 // createGroups creates group, from the stream's first entry, on each stream that groups does not
 // know yet, with one pipeline, and notes which exist: the ledger's group on every stream at its
 // first pass (a product's and an auction's streams are made with the event worker's group). It
@@ -323,43 +332,93 @@ func (s *Service) createGroups(ctx context.Context, streams [][]ownerStream, gro
 	}
 }
 
-// handleBatch applies a read's entries with one script call and acknowledges them with one XACK. An
-// entry that does not parse, or a batch that keeps failing through every retry, goes through handle
-// one entry at a time (its retries, then the dead letters). false means ctx ended first.
-func (w *worker) handleBatch(ctx context.Context, src ownerStream, msgs []redis.XMessage) bool {
-	s := w.s
-	apps := make([]application, 0, len(msgs))
-	ids := make([]string, 0, len(msgs))
-	var single []redis.XMessage
-	for _, msg := range msgs {
-		app, err := src.kind.parse(src.owner, msg)
-		if err != nil {
-			single = append(single, msg)
+// handleReads applies what a pass read. The entries of many streams go together: their records in
+// apply.lua calls of up to applyMax (a pass over many auctions, each with a bid or two, is then a
+// call or two, not one per auction), and the streams' acknowledgements in one pipeline after the
+// records are written. An entry that does not parse, or the entries of a group whose records kept
+// failing through every retry, go through handle one at a time (its retries, then the dead
+// letters). false means ctx ended first, or stopAfterRead stopped the worker.
+func (w *worker) handleReads(ctx context.Context, reads []read) bool {
+	var g applyGroup
+	for _, r := range reads {
+		if len(r.msgs) == 0 {
 			continue
 		}
-		apps, ids = append(apps, app...), append(ids, msg.ID)
+		if w.stopAfterRead != nil && w.stopAfterRead(r.src, len(r.msgs)) {
+			w.apply(ctx, &g)
+			return false
+		}
+		var next applyGroup
+		next.add(r)
+		if len(g.apps) > 0 && len(g.apps)+len(next.apps) > applyMax {
+			// This stream's records would overfill the group's last call: the group goes first, and
+			// this stream starts the next.
+			if !w.apply(ctx, &g) {
+				return false
+			}
+			g = next
+			continue
+		}
+		g.reads, g.apps, g.single = append(g.reads, next.reads...), append(g.apps, next.apps...), append(g.single, next.single...)
 	}
-	if len(ids) > 0 {
-		err := s.retry(ctx, func() error { return s.applyAll(ctx, apps) })
+	return w.apply(ctx, &g)
+}
+
+// applyGroup is what one or more streams' reads apply together.
+type applyGroup struct {
+	reads  []read        // the entries that parsed, by stream
+	apps   []application // what they write
+	single []entryOf     // the entries that did not parse
+}
+
+func (g *applyGroup) add(r read) {
+	ok := make([]redis.XMessage, 0, len(r.msgs))
+	for _, msg := range r.msgs {
+		app, err := r.src.kind.parse(r.src.owner, msg)
+		if err != nil {
+			g.single = append(g.single, entryOf{r.src, msg})
+			continue
+		}
+		g.apps, ok = append(g.apps, app...), append(ok, msg)
+	}
+	if len(ok) > 0 {
+		g.reads = append(g.reads, read{src: r.src, msgs: ok})
+	}
+}
+
+// apply writes a group's records (retrying), acknowledges its entries with one pipeline, then
+// handles the entries that did not parse one at a time; when the records kept failing, every entry
+// of the group goes one at a time instead. false means ctx ended first.
+func (w *worker) apply(ctx context.Context, g *applyGroup) bool {
+	s := w.s
+	acks := make([]held, 0, len(g.reads))
+	for _, r := range g.reads {
+		h := held{src: r.src, ids: make([]string, len(r.msgs))}
+		for i, msg := range r.msgs {
+			h.ids[i] = msg.ID
+		}
+		acks = append(acks, h)
+	}
+	single := g.single
+	if len(g.apps) > 0 {
+		err := s.retry(ctx, func() error { return s.applyAll(ctx, g.apps) })
 		if ctx.Err() != nil {
 			return false
 		}
-		if err == nil {
-			if err := s.client.XAck(ctx, src.stream(), groupName, ids...).Err(); err != nil {
-				s.logger.Warn("acknowledging events failed", "stream", src.String(), "entries", len(ids), "error", err.Error())
-			}
-		} else {
-			s.logger.Warn("applying a batch of events failed; applying them one by one", "stream", src.String(),
-				"entries", len(ids), "error", err.Error())
-			for _, msg := range msgs {
-				if slices.Contains(ids, msg.ID) {
-					single = append(single, msg)
+		if err != nil {
+			s.logger.Warn("applying a batch of events failed; applying them one by one", "streams", len(g.reads),
+				"records", len(g.apps), "error", err.Error())
+			for _, r := range g.reads {
+				for _, msg := range r.msgs {
+					single = append(single, entryOf{r.src, msg})
 				}
 			}
+			acks = nil
 		}
 	}
-	for _, msg := range single {
-		if !w.handle(ctx, src, msg) {
+	s.ackAll(ctx, groupName, acks)
+	for _, e := range single {
+		if !w.handle(ctx, e.src, e.msg) {
 			return false
 		}
 	}

@@ -90,6 +90,40 @@ func TestWorker_OnePassReadsEveryProductInOnePipeline(t *testing.T) {
 	})
 }
 
+// A pass that finds a few entries on each of many streams (a drop of many products, an auction
+// house's bids) writes their records together: one apply.lua call for 40 products' admissions, not
+// one per product, and one XACK per stream, all in one pipeline after the records are written.
+func TestWorker_APassOverManyStreamsAppliesThemTogether(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		const n = 40
+		_, w := workerOver(t, s, n, 0)
+		applies := storetest.CountCommands(s.Client, func(cmd redis.Cmder) bool {
+			args := cmd.Args()
+			return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == applyScript.Hash()
+		})
+		acks := storetest.CountCommands(s.Client, func(cmd redis.Cmder) bool { return cmd.Name() == "xack" })
+		if f, _ := w.pass(ctx); f == foundNothing {
+			t.Fatal("the pass found nothing")
+		}
+		if got := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); got != n {
+			t.Fatalf("one pass applied %d admissions of the %d products sold", got, n)
+		}
+		if got := applies.Load(); got != 1 {
+			t.Fatalf("%d products' admissions applied in %d apply.lua calls, want 1", n, got)
+		}
+		if got := acks.Load(); got != n {
+			t.Fatalf("%d XACKs for %d streams with entries", got, n)
+		}
+		for i := range n {
+			p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"+strconv.Itoa(i)), groupName).Result()
+			if err != nil || p.Count != 0 {
+				t.Fatalf("product p%d: pending %+v %v", i, p, err)
+			}
+		}
+	})
+}
+
 // edgeq_admissions_unsettled counts, over every product, the admissions neither committed nor given
 // back for longer than UnsettledAfter; newer ones do not count.
 func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
