@@ -83,7 +83,7 @@ bench:
 	$(GO) run ./cmd/edgeq-bench table
 	$(GO) run ./cmd/edgeq-bench hot
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
-	$(GO) test -run '^$$' -bench 'StockReserveAndCommit|IdleWorkerPass' ./admission/
+	$(GO) test -run '^$$' -bench 'StockReserveAndCommit|BidPlace|IdleWorkerPass' ./admission/
 	$(GO) test -run '^$$' -bench 'Report_' -benchtime 10x ./internal/report/
 	$(GO) run ./cmd/edgeq-bench overhead
 	$(GO) run ./cmd/edgeq-bench waitroom -waiters 1000000
