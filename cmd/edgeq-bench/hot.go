@@ -362,8 +362,8 @@ func writeHot(w io.Writer, f hotFigures) {
 			medianOf(mapped(f.pinned["stock admission"], func(r wrkResult) float64 { return r.redisCPU })))
 		fmt.Fprintf(w, "\npinned: %s\n", f.where)
 	}
-	fmt.Fprintf(w, "\nper stock admission, by command (median round; a script's time includes the commands it calls):\n%s", perOpBreakdown(stock))
-	fmt.Fprintf(w, "\nper accepted bid, by command (median round):\n%s", perOpBreakdown(bid))
+	fmt.Fprintf(w, "\nper stock admission, by command: its calls and their µs, per admission (median round; a script's time includes the commands it calls):\n%s", perOpBreakdown(stock))
+	fmt.Fprintf(w, "\nper accepted bid, by command: its calls and their µs, per accepted bid (median round):\n%s", perOpBreakdown(bid))
 	fmt.Fprintln(w, "\nissue 35's targets:")
 	check := func(ok bool) string {
 		if ok {

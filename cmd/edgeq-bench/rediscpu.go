@@ -94,7 +94,7 @@ func (r redisCPU) breakdown() string {
 	var b strings.Builder
 	for _, k := range names {
 		if r.ops > 0 {
-			fmt.Fprintf(&b, "  %-14s %6.2f calls, %6.1f µs per operation\n", k, float64(r.calls[k])/float64(r.ops), float64(r.usec[k])/float64(r.ops))
+			fmt.Fprintf(&b, "  %-14s %6.2f calls, %6.1f µs\n", k, float64(r.calls[k])/float64(r.ops), float64(r.usec[k])/float64(r.ops))
 		}
 	}
 	return b.String()
