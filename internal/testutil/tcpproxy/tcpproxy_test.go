@@ -264,12 +264,26 @@ func TestCutHoldsRestoreDelivers(t *testing.T) {
 
 // TestCutHoldsReplies cuts while the server's reply is on its way: the reply is held, not lost.
 func TestCutHoldsReplies(t *testing.T) {
-	srv := startServer(t, echo)
+	// The server says when it has echoed the request; the echo then waits a second in the proxy (the
+	// delay), so the Cut below comes well before the echo is due, however slow the machine.
+	received := make(chan struct{})
+	srv := startServer(t, func(c net.Conn) {
+		b := make([]byte, len("in flight"))
+		if _, err := io.ReadFull(c, b); err != nil {
+			return
+		}
+		c.Write(b)
+		close(received)
+	})
 	p := startProxy(t, srv.addr())
-	p.SetDelay(200 * time.Millisecond)
+	p.SetDelay(time.Second)
 	c := dial(t, p)
 	c.Write([]byte("in flight"))
-	time.Sleep(250 * time.Millisecond) // the request has reached the server; the echo is queued
+	select {
+	case <-received:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request never reached the server")
+	}
 	p.Cut()
 	readNothing(t, c, 400*time.Millisecond)
 	p.Restore()
