@@ -110,6 +110,10 @@ type snapshot struct {
 	// (queues[].places_per_ip); 0 none.
 	PlacesPerIP int64
 
+	// ReportMoves is whether the queue's scripts have counted something for the report since it was
+	// last written (r_gave, r_exp): the report flush moves it.
+	ReportMoves bool
+
 	// DrawPending: a lottery's draw waits for the store's replicas (redis.wait_replicas, failover.go).
 	DrawPending bool
 }
@@ -292,6 +296,7 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 		SessionRenewal: set.Int(23) == 1, MaxSession: time.Duration(set.Int(24)) * time.Second,
 		InviteOnly: set.Int(25) == 1, Invites: set.Int(26), InvitesUsed: set.Int(27),
 		DrawPending: set.Str(28) == "0", PlacesPerIP: set.Int(30),
+		ReportMoves: set.Int(31) != 0 || set.Int(32) != 0,
 	}
 	restored := set.Int(29)
 	if s.MaxSession < s.TokenTTL {

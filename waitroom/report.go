@@ -62,26 +62,70 @@ func (r *Room) finished(queueID string, final State, revoked bool) {
 	}
 }
 
-// flushReport writes every tracked queue's counts and gauges (report.Writer.Flush).
+// flushReport writes every tracked queue's counts and gauges (report.Writer.Flush), each tick. A queue
+// this replica counted nothing for is written only when its gauges changed, its scripts counted
+// something (ReportMoves), or reportIdleEvery passed: an idle queue costs the store a call every 5 s
+// per replica, not every tick.
 func (r *Room) flushReport(ctx context.Context) {
 	for _, q := range r.all() {
-		r.queueReport(q.id) // every tracked queue is written: its gauges are sampled each tick
+		r.queueReport(q.id) // every tracked queue is looked at: its gauges are sampled each tick
 	}
+	now := time.Now()
 	r.report.Flush(ctx, r.tally, report.Queue, func(id string) report.Extra {
 		q := r.tracked(id)
 		x := report.Extra{Aux: r.keys.Queue(id, "meta"), Moves: "gave_up=r_gave;expired=r_exp", Peaks: report.Peaks}
 		if q == nil {
 			return x // counted before the queue went away: written without gauges
 		}
-		x.Always = true
-		if s := q.snap.Load(); s != nil {
+		s := q.snap.Load()
+		if s != nil {
 			x.Gauges = report.Waiting + "=" + strconv.FormatInt(s.Waiting(), 10) + ";" +
 				report.Active + "=" + strconv.FormatInt(s.Tokens(), 10) + ";" +
 				report.Assigned + "=" + strconv.FormatInt(s.Counter, 10) + ";" +
 				report.Serving + "=" + strconv.FormatInt(s.Serving, 10)
 		}
+		x.Always = r.reportMarks.due(id, x.Gauges, s == nil || s.ReportMoves, now)
 		return x
 	})
+}
+
+// reportIdleEvery is how often a queue's gauges are written while they stand still and nothing was
+// counted: within every minute of the report (each minute keeps the peaks of waiting and active, and
+// the store's clock decides the minute).
+const reportIdleEvery = 5 * time.Second
+
+// reportMarks remembers, per queue, the gauges this replica last wrote to the report and when.
+type reportMarks struct {
+	mu    sync.Mutex
+	marks map[string]reportMark
+}
+
+type reportMark struct {
+	gauges string
+	at     time.Time
+}
+
+// due tells whether a queue's gauges (and the counters its scripts keep) are to be written now even
+// though this replica counted nothing for it, and notes the write.
+func (m *reportMarks) due(id, gauges string, moves bool, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	last, ok := m.marks[id]
+	if ok && !moves && last.gauges == gauges && now.Sub(last.at) < reportIdleEvery {
+		return false
+	}
+	if m.marks == nil {
+		m.marks = map[string]reportMark{}
+	}
+	m.marks[id] = reportMark{gauges: gauges, at: now}
+	return true
+}
+
+// forget drops a queue's mark (the queue is no longer tracked).
+func (m *reportMarks) forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.marks, id)
 }
 
 // ReportLottery is a queue's lottery for the report, and whether the queue exists.

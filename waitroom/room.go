@@ -99,6 +99,7 @@ type Room struct {
 	// tally counts what the report keeps (report.go); report writes it each tick.
 	tally       *report.Tally
 	report      report.Writer
+	reportMarks reportMarks
 	assigner    *group.Batcher[string, assignReq, placed]
 	rateLimited *prometheus.CounterVec // by limit: join, places, status, turnstile
 
@@ -372,8 +373,9 @@ func (r *Room) tracked(id string) *queue {
 
 func (r *Room) untrack(id string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	delete(r.queues, id)
+	r.mu.Unlock()
+	r.reportMarks.forget(id)
 }
 
 func (r *Room) all() []*queue {
