@@ -33,6 +33,8 @@ demo: build
 	@echo
 	@echo "  shop through edgeq:  http://$(EDGEQ_LISTEN)/"
 	@echo "  admin (metrics):     http://127.0.0.1:9090/metrics"
+	@echo "  dashboard, report:   http://127.0.0.1:9090/dashboard (with EDGEQ_ADMIN_API_KEY set; its value is the password)"
+	@echo "  (use 127.0.0.1 throughout: cookies are kept per host name, and localhost is another one)"
 	@echo "  Ctrl-C stops both."
 	@echo
 	@trap 'kill $$shop 2>/dev/null' EXIT INT TERM; \

@@ -154,16 +154,21 @@ func credential(header string) (key string, ok, basic bool) {
 	return "", false, false
 }
 
-// withRequestInfo gives admin requests a correlation id and logger like public ones, and logs API calls
-// (probes and scrapes are too frequent to be worth a line).
+// withRequestInfo gives admin requests a correlation id and logger like public ones, and logs API calls:
+// those that change something at info, reads at debug (an open dashboard reads half a dozen every
+// second; probes and scrapes are too frequent to be worth a line at all).
 func withRequestInfo(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := web.CorrelationID(r.Header)
 		w.Header().Set(web.CorrelationHeader, id)
 		info := web.NewRequest(logger.With("listener", "admin"), id)
 		if strings.HasPrefix(r.URL.Path, "/api/") {
-			info.Logger().Info("admin request", "method", web.ClipLog(r.Method), "path", web.ClipLog(loggedPath(r.URL.Path)),
-				"remote", r.RemoteAddr)
+			level := slog.LevelInfo
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				level = slog.LevelDebug
+			}
+			info.Logger().Log(r.Context(), level, "admin request", "method", web.ClipLog(r.Method),
+				"path", web.ClipLog(loggedPath(r.URL.Path)), "remote", r.RemoteAddr)
 		}
 		next.ServeHTTP(w, r.WithContext(web.WithRequest(r.Context(), info)))
 	})

@@ -234,3 +234,29 @@ func TestNotFromDashboard_NamesTheHeader(t *testing.T) {
 		t.Fatalf("%q does not name %s", web.ErrNotFromDashboard.Message, DashboardHeader)
 	}
 }
+
+// The admin API's calls that change something are logged at info; its reads, which an open
+// dashboard makes several times a second, at debug.
+func TestRequestLog_ChangesAtInfoReadsAtDebug(t *testing.T) {
+	var buf strings.Builder
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	h := withRequestInfo(logger, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, c := range []struct{ method, path string }{
+		{"GET", "/api/queues"}, {"HEAD", "/api/queues"}, {"POST", "/api/queue"}, {"DELETE", "/api/queue/q/invites/secret"},
+		{"GET", "/healthz"},
+	} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(c.method, c.path, nil))
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"method":"POST"`) || !strings.Contains(lines[1], `"method":"DELETE"`) ||
+		!strings.Contains(lines[1], `"path":"/api/queue/q/invites/{code}"`) || !strings.Contains(lines[0], `"level":"INFO"`) {
+		t.Fatalf("want the POST and the DELETE at info, nothing else:\n%s", buf.String())
+	}
+	buf.Reset()
+	debug := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	withRequestInfo(debug, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})).
+		ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/queues", nil))
+	if !strings.Contains(buf.String(), `"level":"DEBUG","msg":"admin request"`) {
+		t.Fatalf("a read at debug: %s", buf.String())
+	}
+}
