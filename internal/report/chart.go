@@ -94,7 +94,9 @@ func lineChart(id, title, desc string, times []time.Time, step time.Duration, li
 			pts = append(pts, fmt.Sprintf("%.1f,%s", x(0)+2, strings.Split(pts[0], ",")[1]))
 		}
 		if len(pts) > 0 {
-			fmt.Fprintf(&b, `<polyline class="%s" points="%s"/>`, l.class, strings.Join(pts, " "))
+			// Every line after the first is dashed (l1, l2: report.css), so that one drawn over another
+			// with the same values (all joined were served; as many refused as admitted) leaves it seen.
+			fmt.Fprintf(&b, `<polyline class="%s l%d" points="%s"/>`, l.class, i, strings.Join(pts, " "))
 		}
 	}
 	timeLabels(&b, times, step)
