@@ -45,12 +45,6 @@ type ledgerWorker struct {
 	stopAfterWrite func() bool
 }
 
-// held is a pass's entries of one stream, acknowledged together once written.
-type held struct {
-	src ownerStream
-	ids []string
-}
-
 func (s *Service) runLedger(ctx context.Context) {
 	w := &ledgerWorker{s: s, consumer: consumerName(), groups: map[string]bool{}}
 	w.run(ctx)
