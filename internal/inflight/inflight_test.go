@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/wait"
@@ -43,6 +45,30 @@ func replicas(t *testing.T, s *store.Store, n int, opts Options) []*Limiter {
 		running.Go(func() { out[i].Run(ctx) })
 	}
 	return out
+}
+
+// subscribers counts the subscriptions to a channel, over every node of a cluster.
+func subscribers(t *testing.T, s *store.Store, channel string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	cc, ok := s.Client.(*redis.ClusterClient)
+	if !ok {
+		n, err := s.Client.PubSubNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[channel]
+	}
+	var total atomic.Int64
+	err := cc.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		n, err := node.PubSubNumSub(ctx, channel).Result()
+		total.Add(n[channel])
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total.Load()
 }
 
 // line returns how many tickets wait for the route's slots, and how many leases hold one.
@@ -141,6 +167,9 @@ func TestAcquire_WaitersAreServedInArrivalOrder(t *testing.T) {
 			// The next one arrives once this one is in line.
 			eventually(t, fmt.Sprintf("waiter %d in line", i), func() bool { w, _ := line(t, s, "checkout"); return w == int64(i+1) })
 		}
+		// Both replicas subscribe when their first waiter lines up, and the subscription takes a moment
+		// (on a cluster, a connection to a node of its own): the grants must not come before it.
+		eventually(t, "both replicas subscribed", func() bool { return subscribers(t, s, grantChannel(s.Keys)) == 2 })
 		first.Release()
 		wg.Wait()
 		if !slices.Equal(order, []int{0, 1, 2, 3, 4, 5, 6, 7}) {
