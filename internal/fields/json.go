@@ -14,19 +14,35 @@ import (
 // duplicateKey finds a key given twice in one object of a JSON document (parseJSON calls it on valid
 // ones; on anything else it answers something without panicking: FuzzDuplicateKey). Keys are
 // compared the way encoding/json matches them to struct fields, without regard to case ("amount" and
-// "AMOUNT" are the same field to a Go shop, and to ASP.NET's defaults). It reads the bytes once and
-// allocates only for object keys.
+// "AMOUNT" are the same field to a Go shop, and to ASP.NET's defaults). It reads the bytes once; an
+// object's keys are compared one by one while it has a few (no allocation beyond the keys), through a
+// set of folded keys once it has more, so the work stays linear in the body.
 func duplicateKey(body []byte) (string, bool) {
-	var stack []map[string]struct{} // per open object its folded keys; nil for an array
+	// stack holds per open object (or array: object false) the keys seen so far; frames are reused.
+	type frame struct {
+		object bool
+		keys   []string
+		folded map[string]struct{}
+	}
+	var stack []frame
+	depth := 0
+	push := func(object bool) {
+		if depth == len(stack) {
+			stack = append(stack, frame{})
+		}
+		stack[depth].object, stack[depth].keys, stack[depth].folded = object, stack[depth].keys[:0], nil
+		depth++
+	}
+	const fewKeys = 16
 	for i := 0; i < len(body); i++ {
 		switch body[i] {
 		case '{':
-			stack = append(stack, map[string]struct{}{})
+			push(true)
 		case '[':
-			stack = append(stack, nil)
+			push(false)
 		case '}', ']':
-			if len(stack) > 0 {
-				stack = stack[:len(stack)-1]
+			if depth > 0 {
+				depth--
 			}
 		case '"':
 			end, escaped := i+1, false
@@ -46,7 +62,7 @@ func duplicateKey(body []byte) (string, bool) {
 			for next < len(body) && (body[next] == ' ' || body[next] == '\t' || body[next] == '\n' || body[next] == '\r') {
 				next++
 			}
-			if next >= len(body) || body[next] != ':' || len(stack) == 0 || stack[len(stack)-1] == nil {
+			if next >= len(body) || body[next] != ':' || depth == 0 || !stack[depth-1].object {
 				continue
 			}
 			key := string(raw[1 : len(raw)-1])
@@ -55,37 +71,59 @@ func duplicateKey(body []byte) (string, bool) {
 				// "\x9e" and "\xbf" would be two keys here and one to a Go origin.
 				json.Unmarshal(raw, &key)
 			}
-			keys, folded := stack[len(stack)-1], foldKey(key)
-			if _, seen := keys[folded]; seen {
+			fr := &stack[depth-1]
+			if fr.folded == nil {
+				for _, seen := range fr.keys {
+					if strings.EqualFold(seen, key) {
+						return key, true
+					}
+				}
+				if fr.keys = append(fr.keys, key); len(fr.keys) <= fewKeys {
+					continue
+				}
+				fr.folded = make(map[string]struct{}, 2*len(fr.keys))
+				for _, seen := range fr.keys[:len(fr.keys)-1] {
+					fr.folded[foldKey(seen)] = struct{}{}
+				}
+			}
+			folded := foldKey(key)
+			if _, seen := fr.folded[folded]; seen {
 				return key, true
 			}
-			keys[folded] = struct{}{}
+			fr.folded[folded] = struct{}{}
 		}
 	}
 	return "", false
 }
 
 // foldKey maps every spelling of a key that encoding/json would match case-insensitively to one
-// string: ASCII letters upper-cased, other runes to the smallest rune of their Unicode fold orbit
-// (so the Kelvin sign is "K").
+// string: each rune to the smallest rune of its Unicode fold orbit, and an ASCII letter (the smallest
+// of its orbit, or "K" of the Kelvin sign's, "S" of the long s's) to lower case. A key of ASCII
+// without capitals is its own folding (no allocation: most keys).
 func foldKey(key string) string {
+	i := 0
+	for i < len(key) && key[i] < utf8.RuneSelf && (key[i] < 'A' || key[i] > 'Z') {
+		i++
+	}
+	if i == len(key) {
+		return key
+	}
 	var b strings.Builder
 	b.Grow(len(key))
-	for _, r := range key {
-		if r < utf8.RuneSelf {
-			if 'a' <= r && r <= 'z' {
-				r -= 'a' - 'A'
-			}
-			b.WriteRune(r)
-			continue
-		}
-		for {
-			next := unicode.SimpleFold(r)
-			if next <= r {
+	b.WriteString(key[:i])
+	for _, r := range key[i:] {
+		if r >= utf8.RuneSelf {
+			for {
+				next := unicode.SimpleFold(r)
+				if next <= r {
+					r = next
+					break
+				}
 				r = next
-				break
 			}
-			r = next
+		}
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
 		}
 		b.WriteRune(r)
 	}

@@ -63,8 +63,8 @@ func sameForm(name, wantSpelling string) bool {
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
-		if 'a' <= c && c <= 'z' {
-			c -= 'a' - 'A'
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
 		}
 		if c != wantSpelling[i] {
 			return false

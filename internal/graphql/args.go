@@ -49,8 +49,8 @@ func (m *Match) Argument(path []string) (value string, found bool, e *web.Error)
 	case string:
 		return x, true, nil
 	case json.Number:
-		if !integer.MatchString(string(x)) {
-			return bad("%s is the number %s: write an integer or a string", name, fields.Clip(string(x)))
+		if !exactInteger(string(x)) {
+			return bad("%s is the number %s: write an integer JavaScript holds exactly, or a string", name, fields.Clip(string(x)))
 		}
 		return string(x), true, nil
 	case bool:
@@ -59,8 +59,18 @@ func (m *Match) Argument(path []string) (value string, found bool, e *web.Error)
 	return bad("%s is an object or a list, not a value", name)
 }
 
-// integer is a JSON or GraphQL integer as every server reads it the same way.
-var integer = regexp.MustCompile(`^-?(0|[1-9][0-9]*)$`)
+// exactInteger reports whether a JSON or GraphQL number is an integer every server reads the same way:
+// no fraction or exponent, no "-0", and below 2^53 in magnitude (a JavaScript server holds a JSON
+// number as a float64: 9007199254740993 becomes the ID "9007199254740992").
+func exactInteger(s string) bool {
+	if !integer.MatchString(s) {
+		return false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n > -(1<<53) && n < 1<<53
+}
+
+var integer = regexp.MustCompile(`^(0|-?[1-9][0-9]*)$`)
 
 // value follows rest into v: a scalar is a string (its text) or a json.Number (an Int or Float literal,
 // or a variable's number); objects and lists are followed by rest.
@@ -71,7 +81,7 @@ func (m *Match) value(v *ast.Value, rest []string) (any, bool, error) {
 		if def == nil {
 			return nil, false, fmt.Errorf("variable $%s is not declared by the operation", fields.Clip(v.Raw))
 		}
-		if given, ok := m.vars[v.Raw]; ok {
+		if given, ok := fields.Member(m.vars, v.Raw); ok {
 			return walkJSON(given, rest)
 		}
 		if def.DefaultValue != nil {
@@ -120,29 +130,44 @@ func (m *Match) value(v *ast.Value, rest []string) (any, bool, error) {
 	}
 }
 
-// walkJSON follows rest into a variable's JSON value. Keys are matched exactly, as GraphQL input
-// coercion does (fields.ParseJSON refused keys given twice in any letter case).
-func walkJSON(v any, rest []string) (any, bool, error) {
+// walkJSON follows rest into a variable's JSON value (checked by fields.ValidJSON, walked where it
+// lies) and decodes what it finds: a string, a json.Number, a bool, or, for an object or a list, its
+// bytes. Keys are matched exactly, as GraphQL input coercion does (fields.ValidJSON refused keys given
+// twice in any letter case).
+func walkJSON(v []byte, rest []string) (any, bool, error) {
 	for _, step := range rest {
-		switch node := v.(type) {
-		case map[string]any:
-			next, ok := node[step]
-			if !ok {
-				return nil, false, nil
-			}
-			v = next
-		case []any:
+		var next []byte
+		var ok bool
+		switch v[0] {
+		case '{':
+			next, ok = fields.Member(v, step)
+		case '[':
 			i, err := strconv.Atoi(step)
-			if err != nil || i < 0 || i >= len(node) {
+			if err != nil || i < 0 {
 				return nil, false, nil
 			}
-			v = node[i]
-		default:
+			fields.Elements(v, func(elem []byte) bool {
+				if i == 0 {
+					next, ok = elem, true
+				}
+				i--
+				return i >= 0
+			})
+		}
+		if !ok {
 			return nil, false, nil
 		}
+		v = next
 	}
-	if v == nil {
+	switch v[0] {
+	case 'n':
 		return nil, false, nil
+	case 't', 'f':
+		return v[0] == 't', true, nil
+	case '"':
+		return fields.String(v), true, nil
+	case '{', '[':
+		return v, true, nil
 	}
-	return v, true, nil
+	return json.Number(v), true, nil
 }

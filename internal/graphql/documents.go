@@ -94,8 +94,8 @@ func LoadDocuments(path string) (map[string]string, error) {
 		if id == "" {
 			return nil, fmt.Errorf("%s: a document with an empty id", path)
 		}
-		if _, err := parse(text); err != nil {
-			return nil, fmt.Errorf("%s: document %q: %v", path, id, err)
+		if p := parse(text); p.err != nil {
+			return nil, fmt.Errorf("%s: document %q: %s", path, id, p.reason())
 		}
 	}
 	return docs, nil

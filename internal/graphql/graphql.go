@@ -27,7 +27,7 @@ import (
 type Match struct {
 	field *ast.Field
 	op    *ast.OperationDefinition
-	vars  map[string]any
+	vars  []byte // the variables object as JSON, nil when none
 	// batch is the index of the operation in a batched array, -1 when the body was one operation.
 	batch int
 }

@@ -1,13 +1,11 @@
 package graphql
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"slices"
 
 	"github.com/vektah/gqlparser/v2/ast"
-	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
@@ -19,6 +17,8 @@ type Route struct {
 	operation ast.Operation
 	fields    []string
 	refuse    []string
+	// names are fields and refuse: every place a document names one must be accounted for.
+	names []string
 	// docs are the trusted documents (graphql.documents), nil without a file: then a hash-only request
 	// edgeq has not seen answers PERSISTED_QUERY_NOT_FOUND; with one, the file lists every guarded
 	// document, so an id it lacks is not a guarded operation.
@@ -32,7 +32,8 @@ func Compile(g config.GraphQL, seen *Seen) (*Route, error) {
 	if !g.On() {
 		return nil, nil
 	}
-	rt := &Route{operation: ast.Mutation, fields: g.Fields, refuse: g.RefuseFields, seen: seen}
+	rt := &Route{operation: ast.Mutation, fields: g.Fields, refuse: g.RefuseFields,
+		names: slices.Concat(g.Fields, g.RefuseFields), seen: seen}
 	if g.Operation == config.GraphQLQuery {
 		rt.operation = ast.Query
 	}
@@ -51,11 +52,18 @@ var (
 	// ErrSeveralOperations: the server executes the one operationName names, and none is named.
 	ErrSeveralOperations = web.ErrInvalidRequest.With("field", "operationName").
 				With("problems", "the document has several operations: name the one to execute in operationName")
+	// ErrUnknownOperation: operationName names no operation of the document (servers refuse it, or,
+	// reading it from elsewhere, run another).
+	ErrUnknownOperation = web.ErrInvalidRequest.With("field", "operationName").
+				With("problems", "operationName names no operation of the document")
 	// ErrConditional: a guarded field under @skip or @include runs or not by a variable's value.
 	ErrConditional = web.ErrInvalidRequest.
 			With("problems", "a guarded field cannot be conditional (@skip, @include)")
-	// ErrUnparsable: the document does not parse (or the request cannot be read) and names a guarded field.
-	ErrUnparsable = web.ErrInvalidRequest.With("field", "query")
+	// ErrUnaccounted: the document names a guarded or refused field outside the operation edgeq reads
+	// as executed (a string, a comment, another operation, a nested field): a parser that reads the
+	// document otherwise could execute it.
+	ErrUnaccounted = web.ErrInvalidRequest.
+			With("problems", "the document names this field outside the root fields of the operation it executes")
 	// ErrHashMismatch: a document came with a persisted query hash that is not its SHA-256.
 	ErrHashMismatch = web.ErrInvalidRequest.With("field", "extensions.persistedQuery.sha256Hash").
 			With("problems", "the hash is not the SHA-256 of the query")
@@ -66,95 +74,43 @@ var (
 	ErrMutationOverGET = web.ErrMethodNotAllowed.With("problems", "a mutation is sent with POST")
 )
 
-// tokenLimit bounds the work of parsing one document (a storefront's largest is a few thousand tokens).
-const tokenLimit = 50_000
-
-type parsed struct {
-	doc *ast.QueryDocument
-	err error
-}
-
-func parse(text string) (*ast.QueryDocument, error) {
-	return parser.ParseQueryWithTokenLimit(&ast.Source{Input: text}, tokenLimit)
-}
-
-// document parses text once per request, and once per replica while it is among the recent ones
-// (Seen): the tree is never changed after parsing.
-func (req *Request) document(text string) (*ast.QueryDocument, error) {
-	if p, ok := req.parsed[text]; ok {
-		return p.doc, p.err
-	}
-	var p *parsed
-	if req.seen != nil {
-		p, _ = req.seen.parsed.Get(text)
-	}
-	if p == nil {
-		doc, err := parse(text)
-		if err != nil {
-			doc = nil
-		}
-		p = &parsed{doc: doc, err: err}
-		if req.seen != nil && len(text) <= SeenMaxBytes {
-			req.seen.parsed.Add(text, p)
-		}
-	}
-	req.parsed[text] = p
-	return p.doc, p.err
-}
-
 // Match decides whether the route applies to req: a match (the route applies), nil and nil (it does
 // not: the request goes on down the route table), or a refusal when edgeq cannot be sure what the
 // server will execute, or when the operation selects one of refuse_fields.
 func (rt *Route) Match(req *Request) (*Match, *web.Error) {
-	if req.bad != nil {
-		if rt.named(req.raw) {
-			return nil, req.bad
-		}
-		return nil, nil
-	}
 	var match *Match
 	count := 0
 	for i := range req.items {
+		if e := canceled(req.ctx); e != nil {
+			return nil, e
+		}
 		it := &req.items[i]
-		text, e := rt.text(it)
+		text, ref, e := rt.text(it)
 		if e != nil {
 			return nil, e
 		}
 		if text == "" {
 			continue
 		}
-		doc, err := req.document(text)
-		if err != nil {
-			if rt.named([]byte(text)) {
-				return nil, ErrUnparsable.Because(fmt.Errorf("the document does not parse: %v", err))
-			}
-			continue
-		}
-		ops, e := rt.executed(doc, it.operationName)
+		a, e := req.analyze(rt, text, ref, it.operationName)
 		if e != nil {
 			return nil, e
 		}
-		for _, op := range ops {
-			found, e := rt.selected(doc, op)
-			if e != nil {
-				return nil, e
-			}
-			if len(found) == 0 {
-				continue
-			}
-			if it.mismatch {
-				return nil, ErrHashMismatch
-			}
-			if op.Operation == ast.Mutation && (req.method == http.MethodGet || req.method == http.MethodHead) {
-				return nil, ErrMutationOverGET
-			}
-			count += len(found)
-			batch := -1
-			if req.batched {
-				batch = i
-			}
-			match = &Match{field: found[0], op: op, vars: it.variables, batch: batch}
+		if len(a.found) == 0 {
+			continue
 		}
+		if it.mismatch {
+			return nil, ErrHashMismatch
+		}
+		if a.op.Operation == ast.Mutation && (req.method == http.MethodGet || req.method == http.MethodHead) {
+			return nil, ErrMutationOverGET
+		}
+		count += len(a.found)
+		batch := -1
+		if req.batched {
+			batch = i
+		}
+		match = &Match{field: a.found[0], op: a.op, vars: it.variables, batch: batch}
 	}
 	if count > 1 {
 		return nil, web.ErrAmbiguousField.With("field", match.field.Name).
@@ -163,82 +119,104 @@ func (rt *Route) Match(req *Request) (*Match, *web.Error) {
 	return match, nil
 }
 
+// docRef names the document an operation request executes within one request: its text when the
+// request sends it, the hash or id that named it otherwise (so that a batch naming one persisted
+// document a thousand times looks it up by its name, not by hashing its text a thousand times).
+type docRef struct {
+	from byte // 'q' sent as the query, 's' a document seen with its hash, 'd' a trusted document
+	key  string
+}
+
 // text is the document an operation request executes: its query, or the document its hash or id
-// names. "" when it has none (the server will refuse it: nothing to guard).
-func (rt *Route) text(it *item) (string, *web.Error) {
+// names, and its docRef. "" when it has none (the server will refuse it: nothing to guard).
+func (rt *Route) text(it *item) (string, docRef, *web.Error) {
 	if it.hasQuery {
 		if it.id != "" {
 			if doc, ok := rt.docs[it.id]; ok && doc != it.query {
-				return "", ErrDocumentMismatch
+				return "", docRef{}, ErrDocumentMismatch
 			}
 		}
-		return it.query, nil
+		return it.query, docRef{'q', it.query}, nil
 	}
 	for _, key := range []string{it.hash, it.id} {
 		if key == "" {
 			continue
 		}
 		if doc, ok := rt.seen.lookup(key); ok {
-			return doc, nil
+			return doc, docRef{'s', key}, nil
 		}
 		if doc, ok := rt.docs[key]; ok {
-			return doc, nil
+			return doc, docRef{'d', key}, nil
 		}
 	}
 	if it.hash == "" && it.id == "" {
-		return "", nil
+		return "", docRef{}, nil
 	}
 	if rt.docs != nil {
-		return "", nil // the file lists every guarded document: this one is not
+		return "", docRef{}, nil // the file lists every guarded document: this one is not
 	}
-	return "", web.ErrPersistedQueryNotFound
+	return "", docRef{}, web.ErrPersistedQueryNotFound
 }
 
-// named reports whether raw text names a guarded or refused field.
-func (rt *Route) named(raw []byte) bool {
-	for _, name := range slices.Concat(rt.fields, rt.refuse) {
-		if bytes.Contains(raw, []byte(name)) {
-			return true
+// analyze reads a parsed document for operationName: the operation the server executes, the guarded
+// fields it selects (following at most spreadsLeft fragment spreads), and whether every place the
+// text names a guarded or refused field is accounted for by the executed operation: its name, or a
+// root field it selects.
+func (rt *Route) analyze(p *parsed, text, operationName string, spreadsLeft int) *analysis {
+	a := &analysis{}
+	switch ops := p.operations[operationName]; {
+	case operationName == "" && len(p.doc.Operations) == 1:
+		a.op = p.doc.Operations[0]
+	case operationName == "":
+		// No operation, or several and none named: the server executes none.
+	case len(ops) == 0:
+		a.err = ErrUnknownOperation.Because(fmt.Errorf("operationName %q", fields.Clip(operationName)))
+		return a
+	case len(ops) > 1:
+		// An invalid document: servers refuse it, but which one would a lenient one run?
+		a.err = ErrSeveralOperations.Because(fmt.Errorf("%d operations named %q", len(ops), fields.Clip(operationName)))
+		return a
+	default:
+		a.op = ops[0]
+	}
+	if a.op != nil {
+		if a.found, a.spreads, a.err = rt.selected(p, a.op, spreadsLeft); a.err != nil {
+			return a
 		}
 	}
-	return false
-}
-
-// executed returns the operations of doc the server may execute for operationName: the named one, the
-// only one, or, without a name, none and a refusal when several concern the route.
-func (rt *Route) executed(doc *ast.QueryDocument, operationName string) ([]*ast.OperationDefinition, *web.Error) {
-	if operationName != "" {
-		var named []*ast.OperationDefinition
-		for _, op := range doc.Operations {
-			if op.Name == operationName {
-				named = append(named, op)
+	for _, name := range rt.names {
+		accounted := 0
+		if a.op != nil && a.op.Name == name {
+			accounted++
+		}
+		for _, f := range a.found {
+			if f.Name == name {
+				accounted++
 			}
 		}
-		if len(named) > 1 {
-			// An invalid document: servers refuse it, but which one would a lenient one run?
-			return nil, ErrSeveralOperations.Because(fmt.Errorf("%d operations named %q", len(named), fields.Clip(operationName)))
-		}
-		return named, nil
-	}
-	if len(doc.Operations) <= 1 {
-		return doc.Operations, nil
-	}
-	for _, op := range doc.Operations {
-		if found, e := rt.selected(doc, op); e != nil || len(found) > 0 {
-			return nil, ErrSeveralOperations.Because(fmt.Errorf("%d operations and no operationName", len(doc.Operations)))
+		if occurrences(text, name) > accounted {
+			if a.op == nil && len(p.doc.Operations) > 1 {
+				a.err = ErrSeveralOperations.Because(fmt.Errorf("%d operations and no operationName", len(p.doc.Operations)))
+			} else {
+				a.err = ErrUnaccounted.With("field", name)
+			}
+			return a
 		}
 	}
-	return nil, nil
+	return a
 }
 
 // selected returns the guarded root fields op selects, directly or through fragment spreads and
-// inline fragments; a refused field is 403 OPERATION_REFUSED and a conditional guarded field 400.
-// A fragment is followed once: spreading it again merges the same fields, as the server does.
-func (rt *Route) selected(doc *ast.QueryDocument, op *ast.OperationDefinition) ([]*ast.Field, *web.Error) {
+// inline fragments, and the spreads it followed; a refused field is 403 OPERATION_REFUSED, a
+// conditional guarded field 400, more than spreadsLeft spreads ErrTooManySpreads. A fragment is
+// followed once: spreading it again merges the same fields, as the server does. Only root selections
+// are walked (a field's own selections are not), so the walk is linear in the document's size.
+func (rt *Route) selected(p *parsed, op *ast.OperationDefinition, spreadsLeft int) ([]*ast.Field, int, *web.Error) {
 	if op.Operation != rt.operation {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var found []*ast.Field
+	spreads := 0
 	visited := map[string]bool{}
 	var walk func(set ast.SelectionSet, conditional bool) *web.Error
 	walk = func(set ast.SelectionSet, conditional bool) *web.Error {
@@ -263,7 +241,10 @@ func (rt *Route) selected(doc *ast.QueryDocument, op *ast.OperationDefinition) (
 					continue
 				}
 				visited[s.Name] = true
-				if def := doc.Fragments.ForName(s.Name); def != nil {
+				if spreads++; spreads > spreadsLeft {
+					return ErrTooManySpreads
+				}
+				if def := p.fragments[s.Name]; def != nil {
 					if e := walk(def.SelectionSet, conditional || isConditional(s.Directives) || isConditional(def.Directives)); e != nil {
 						return e
 					}
@@ -273,9 +254,9 @@ func (rt *Route) selected(doc *ast.QueryDocument, op *ast.OperationDefinition) (
 		return nil
 	}
 	if e := walk(op.SelectionSet, false); e != nil {
-		return nil, e
+		return nil, spreads, e
 	}
-	return found, nil
+	return found, spreads, nil
 }
 
 func isConditional(directives ast.DirectiveList) bool {
