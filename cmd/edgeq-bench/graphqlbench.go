@@ -60,7 +60,7 @@ routes:
       product: "graphql:productVariantId"
       quantity: "graphql:quantity"
       user: "header:X-User"
-      release_on: ["5xx", "error", "answer:data.$field.errorCode"]
+      release_on: ["5xx", "error", "answer:data.$field.errorCode", "answer:!data.$field"]
 `)
 	if err != nil {
 		return err

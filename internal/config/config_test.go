@@ -308,9 +308,22 @@ func TestReleaseOutcomes(t *testing.T) {
 			t.Errorf("%s.Matches(%d, %v) = %v", c.text, c.status, c.transport, got)
 		}
 	}
-	for _, text := range []string{"6xx", "0xx", "99", "600", "5XX", "err", ""} {
+	for _, text := range []string{"6xx", "0xx", "99", "600", "5XX", "err", "", "answer:", "answer:!", "answer:!a..b"} {
 		if _, err := ParseReleaseOutcome(text); err == nil {
 			t.Errorf("ParseReleaseOutcome(%q) succeeded", text)
+		}
+	}
+	// answer: and answer:! read the shop's answer (web.Outcome.Matches), never the status alone.
+	for text, want := range map[string]ReleaseOutcome{
+		"answer:data.$field.errorCode": {Answer: []string{"data", "$field", "errorCode"}},
+		"answer:!data.$field":          {Answer: []string{"data", "$field"}, Absent: true},
+	} {
+		o, err := ParseReleaseOutcome(text)
+		if err != nil || !slices.Equal(o.Answer, want.Answer) || o.Absent != want.Absent {
+			t.Errorf("ParseReleaseOutcome(%q) = %+v, %v; want %+v", text, o, err, want)
+		}
+		if o.Matches(500, false) || o.Matches(0, true) {
+			t.Errorf("%s matched a status", text)
 		}
 	}
 }

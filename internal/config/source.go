@@ -89,8 +89,9 @@ func ParseUserSource(text string) (UserSource, error) {
 }
 
 // ReleaseOutcome is one entry of routes[].admission.release_on (and of complete_on): a status class
-// ("5xx"), an exact status ("503"), "error" (transport failure or timeout before the origin answered)
-// or "answer:PATH" (the shop's JSON answer has a value at PATH: web.Outcome.Matches).
+// ("5xx"), an exact status ("503"), "error" (transport failure or timeout before the origin answered),
+// "answer:PATH" (the shop's JSON answer has a value at PATH) or "answer:!PATH" (it is JSON and has
+// none there: absent or null): web.Outcome.Matches.
 type ReleaseOutcome struct {
 	Class  int // 1..5 for "1xx".."5xx", else 0
 	Status int // exact status, else 0
@@ -98,6 +99,8 @@ type ReleaseOutcome struct {
 	// Answer is the path of an answer: outcome (object keys, array indexes, "$field" for the matched
 	// GraphQL field's response key), nil for the others.
 	Answer []string
+	// Absent: the answer:!PATH form, met when the answer has no value at Answer.
+	Absent bool
 }
 
 // ParseReleaseOutcome parses one release_on entry.
@@ -106,11 +109,12 @@ func ParseReleaseOutcome(text string) (ReleaseOutcome, error) {
 		return ReleaseOutcome{Error: true}, nil
 	}
 	if path, ok := strings.CutPrefix(text, "answer:"); ok {
+		path, absent := strings.CutPrefix(path, "!")
 		steps := strings.Split(path, ".")
 		if len(path) > 512 || slices.ContainsFunc(steps, func(s string) bool { return !answerStep.MatchString(s) }) {
-			return ReleaseOutcome{}, fmt.Errorf("%q: answer: is followed by a dotted path into the shop's JSON answer (answer:errors, answer:data.$field.errorCode)", text)
+			return ReleaseOutcome{}, fmt.Errorf("%q: answer: is followed by a dotted path into the shop's JSON answer, or by ! and one for its absence (answer:errors, answer:data.$field.errorCode, answer:!data.$field)", text)
 		}
-		return ReleaseOutcome{Answer: steps}, nil
+		return ReleaseOutcome{Answer: steps, Absent: absent}, nil
 	}
 	if len(text) == 3 && text[1:] == "xx" && text[0] >= '1' && text[0] <= '5' {
 		return ReleaseOutcome{Class: int(text[0] - '0')}, nil
@@ -118,7 +122,7 @@ func ParseReleaseOutcome(text string) (ReleaseOutcome, error) {
 	if code, err := strconv.Atoi(text); err == nil && len(text) == 3 && code >= 100 && code <= 599 {
 		return ReleaseOutcome{Status: code}, nil
 	}
-	return ReleaseOutcome{}, fmt.Errorf("%q: use a status class (5xx), a status code (503), error or answer:PATH", text)
+	return ReleaseOutcome{}, fmt.Errorf("%q: use a status class (5xx), a status code (503), error, answer:PATH or answer:!PATH", text)
 }
 
 // Matches reports whether an origin outcome (a status, or transportErr when the origin never answered)

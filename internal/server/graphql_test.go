@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -71,7 +73,7 @@ routes:
       quantity: "graphql:quantity"
       unknown_product: pass
       user: "header:X-User"
-      release_on: ["4xx", "5xx", "error", "answer:data.$field.errorCode"]
+      release_on: ["4xx", "5xx", "error", "answer:data.$field.errorCode", "answer:!data.$field"]
 %s`, originURL, redisAddr, extraRoutes)
 }
 
@@ -375,5 +377,41 @@ routes:
 	eventually(t, "the second visitor served", func() bool { status, _ := tokenOf(second); return status == 200 })
 	if got := pay(`mutation { pay: addPaymentToOrder(input: {method: "card"}) { __typename } }`); got != http.StatusForbidden {
 		t.Fatalf("the completed token still opens the route: %d", got)
+	}
+}
+
+// edgeq check warns when a graphql: admission route keeps the units of an answer without the guarded
+// field's data (an error inside a 200), and only then.
+func TestCheck_WarnsWhenAGraphQLRouteKeepsUnitsOfAMissingAnswer(t *testing.T) {
+	const warning = `add "answer:!data.$field"`
+	for _, c := range []struct {
+		name, releaseOn string
+		warns           bool
+	}{
+		{"the default", ``, true},
+		{"error results only", `release_on: ["5xx", "error", "answer:data.$field.errorCode"]`, true},
+		{"errors", `release_on: ["5xx", "error", "answer:errors"]`, true},
+		{"the field's absence", `release_on: ["5xx", "error", "answer:data.$field.errorCode", "answer:!data.$field"]`, false},
+		{"no data at all", `release_on: ["answer:!data"]`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "edgeq.yaml")
+			os.WriteFile(path, []byte(fmt.Sprintf(`
+origin: {url: "http://127.0.0.1:1"}
+products: [{id: sneaker-a, stock: 10}]
+routes:
+  - name: add_gql
+    match: "/api/graphql"
+    graphql: {fields: [addItemToOrder]}
+    admission: {type: stock, product: "graphql:productVariantId", user: "header:X-User", %s}
+`, c.releaseOn)), 0o600)
+			problems, warnings, err := Check(path)
+			if err != nil || len(problems) > 0 {
+				t.Fatalf("Check: %v %v", err, problems)
+			}
+			if got := strings.Contains(strings.Join(warnings, "\n"), warning); got != c.warns {
+				t.Fatalf("warned %v, want %v: %q", got, c.warns, warnings)
+			}
+		})
 	}
 }

@@ -40,7 +40,30 @@ func warnings(cfg *config.Config) []string {
 			}
 		}
 	}
+	for _, r := range cfg.Routes {
+		if r.GraphQL.On() && r.Admission.Type != "" && !releasesMissingData(r.Admission.ReleaseOn) {
+			out = append(out, "routes["+r.Name+"].admission.release_on gives nothing back when the shop's answer "+
+				"has no data for the guarded field (an error inside a 200: a variable of the wrong type, a "+
+				"validation or resolver error), so each such request keeps its units up to per_user_limit; add "+
+				"\"answer:!data.$field\"")
+		}
+	}
 	return out
+}
+
+// releasesMissingData reports whether release_on gives the units back when the shop's JSON answer has
+// no data for the matched field: an answer:! entry on data, or on data.$field and below.
+func releasesMissingData(releaseOn []string) bool {
+	for _, text := range releaseOn {
+		o, err := config.ParseReleaseOutcome(text)
+		if err != nil || !o.Absent {
+			continue
+		}
+		if path := o.Answer; len(path) == 1 && path[0] == "data" || len(path) >= 2 && path[0] == "data" && path[1] == "$field" {
+			return true
+		}
+	}
+	return false
 }
 
 // lotteryOf names what makes a queue's places tickets: its pre-queue's lottery (shuffle), its random

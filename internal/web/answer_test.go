@@ -61,6 +61,19 @@ func TestOutcome_AnswerPaths(t *testing.T) {
 		{"other batch element", `[` + refused + `,{"data":{"add":{}}}]`, "", "add", 1, "answer:data.$field.errorCode", false},
 		{"not JSON", `<html>`, "", "add", -1, "answer:errors", false},
 		{"unknown encoding", refused, "br", "add", -1, "answer:data.$field.errorCode", false},
+
+		// answer:!PATH: the answer is JSON and has nothing there (absent or null).
+		{"absent: the field's data null beside errors", `{"errors":[{"message":"Variable \"$q\" got invalid value \"2\""}],"data":null}`, "", "add", -1, "answer:!data.$field", true},
+		{"absent: the field null", `{"errors":[{"message":"x"}],"data":{"add":null}}`, "", "add", -1, "answer:!data.$field", true},
+		{"absent: no data at all", `{"errors":[{"message":"x"}]}`, "", "add", -1, "answer:!data.$field", true},
+		{"absent: the field present", added, "", "add", -1, "answer:!data.$field", false},
+		{"absent: an error result is a value", refused, "", "add", -1, "answer:!data.$field", false},
+		{"absent: under another alias", refused, "", "other", -1, "answer:!data.$field", true},
+		{"absent: false is a value", `{"data":{"add":false}}`, "", "add", -1, "answer:!data.$field", false},
+		{"absent: the batch element lacks it", `[{"data":{"p":[]}},{"errors":[{"message":"x"}]}]`, "", "add", 1, "answer:!data.$field", true},
+		{"absent: a batch answered with one error", `{"errors":[{"message":"batching is disabled"}]}`, "", "add", 1, "answer:!data.$field", true},
+		{"absent: not JSON says nothing", `<html>`, "", "add", -1, "answer:!data.$field", false},
+		{"absent: unknown encoding says nothing", `{}`, "br", "add", -1, "answer:!data.$field", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -75,6 +88,9 @@ func TestOutcome_AnswerPaths(t *testing.T) {
 	o.Answer.Whole = false
 	if o.Matches(answerOutcome(t, "answer:data.$field.errorCode")) {
 		t.Error("a partial answer matched")
+	}
+	if o.Matches(answerOutcome(t, "answer:!data.$field")) {
+		t.Error("a partial answer matched the absence of the field")
 	}
 	// Status outcomes still read the status.
 	o = outcome(t, refused, "", "add", -1)

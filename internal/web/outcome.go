@@ -69,9 +69,10 @@ func (o *Outcome) KeepAnswer() *Answer {
 func (o *Outcome) WantsAnswer() bool { return o.Answer != nil && o.Answer.Want }
 
 // Matches reports whether the origin's outcome is want (a release_on or complete_on entry). An
-// answer: entry reads the shop's JSON answer (decompressed): it matches when the answer has a value at
-// the path that is not null, false, 0, "", [] or {}. An answer edgeq did not keep whole, or cannot read,
-// matches no answer: entry.
+// answer: entry reads the shop's JSON answer (decompressed): answer:PATH matches when the answer has a
+// value at the path that is not null, false, 0, "", [] or {}; answer:!PATH when the answer is JSON and
+// has no value there (absent or null). An answer edgeq did not keep whole, or cannot read, matches no
+// answer: entry of either form.
 func (o *Outcome) Matches(want config.ReleaseOutcome) bool {
 	if want.Answer == nil {
 		return want.Matches(o.Status, o.TransportError)
@@ -79,19 +80,28 @@ func (o *Outcome) Matches(want config.ReleaseOutcome) bool {
 	if o.TransportError || !o.Forwarded || o.Answer == nil {
 		return false
 	}
-	return o.Answer.has(want.Answer)
+	v, readable := o.Answer.at(want.Answer)
+	if want.Absent {
+		return readable && v == nil
+	}
+	return truthy(v)
 }
 
-func (a *Answer) has(path []string) bool {
+// at returns the value of the kept answer at path (nil when it has none: absent or null), and whether
+// the answer could be read as JSON at all.
+func (a *Answer) at(path []string) (any, bool) {
 	if !a.parsed {
 		a.parsed = true
 		a.doc = a.decode()
+	}
+	if a.doc == nil {
+		return nil, false // not kept whole, another encoding, not JSON (a JSON null answers nothing either)
 	}
 	cur := a.doc
 	if a.Batch >= 0 && a.FieldKey != "" {
 		list, ok := cur.([]any)
 		if !ok || a.Batch >= len(list) {
-			return false
+			return nil, true
 		}
 		cur = list[a.Batch]
 	}
@@ -105,13 +115,19 @@ func (a *Answer) has(path []string) bool {
 		case []any:
 			i, err := strconv.Atoi(step)
 			if err != nil || i < 0 || i >= len(node) {
-				return false
+				return nil, true
 			}
 			cur = node[i]
 		default:
-			return false
+			return nil, true
 		}
 	}
+	return cur, true
+}
+
+// truthy reports whether an answer's value counts as "has a value" for answer:PATH: not null, false,
+// 0, "", [] or {}.
+func truthy(cur any) bool {
 	switch v := cur.(type) {
 	case nil:
 		return false
