@@ -146,7 +146,7 @@ routes:
     match: "/api/graphql"
     queue: sale
     graphql: {fields: [addItemToOrder], refuse_fields: [adjustOrderLine]}
-    admission: {type: stock, unknown_product: pass, product: "graphql:productVariantId", quantity: "graphql:quantity", user: token, release_on: ["4xx", "5xx", "error", "answer:data.$field.errorCode"]}
+    admission: {type: stock, unknown_product: pass, product: "graphql:productVariantId", quantity: "graphql:quantity", user: token, release_on: ["4xx", "5xx", "error", "answer:data.$field.errorCode", "answer:!data.$field"]}
   - name: add_to_cart_form
     match: "POST /cart/items"
     queue: sale

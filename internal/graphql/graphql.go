@@ -4,15 +4,18 @@
 //
 // A request is read once (read.go) in every shape GraphQL servers take: a JSON body (one operation or a
 // batched array), an application/graphql body, a form, a multipart upload's "operations" field, GET
-// ?query=, and persisted queries named by hash or id (documents.go). Its documents are parsed with a
-// real GraphQL parser (vektah/gqlparser; no schema is needed). A compiled Route (match.go) then decides
-// whether the executed operation selects one of its root fields, directly or through fragments: the
-// route applies, it does not (the request goes on down the route table untouched), or the request is
-// refused because edgeq cannot be sure what the server will execute (several operations without an
-// operationName, a guarded field under @skip/@include, the guarded field selected twice, a document
-// that does not parse but names the field). A Match (args.go) reads the matched field's arguments as
-// the server will coerce them: inline literal, variable of any name, variable default, input-object
-// path.
+// ?query=, and persisted queries named by hash or id (documents.go). It is read exactly or refused:
+// whatever edgeq cannot read as every server reads it (a URL or body that does not parse, a key given
+// twice or in another letter case, a compressed or non-UTF-8 body, parameters in both the URL and the
+// body) is a 400, never a pass. Its documents are scanned and parsed with a real GraphQL parser
+// (vektah/gqlparser; no schema is needed) within a budget linear in the request (document.go). A
+// compiled Route (match.go) then decides whether the executed operation selects one of its root
+// fields, directly or through fragments: the route applies, it does not (the request goes on down the
+// route table untouched), or the request is refused because edgeq cannot be sure what the server will
+// execute (several operations without an operationName, an operationName naming none, a guarded field
+// under @skip/@include or selected twice, a guarded name anywhere the executed operation does not
+// account for). A Match (args.go) reads the matched field's arguments as the server will coerce them:
+// inline literal, variable of any name, variable default, input-object path.
 package graphql
 
 import (

@@ -2,9 +2,12 @@ package graphql
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -16,6 +19,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/web"
@@ -383,4 +389,183 @@ func cpuTime(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// On a graphql: route's path, what edgeq cannot read exactly as servers read it is refused, whatever
+// it names; what it reads and concerns no guarded field passes.
+func TestRead_FailsClosed(t *testing.T) {
+	const add = `{"query":"mutation { addItemToOrder(productVariantId: \"42\", quantity: 1) { id } }"}`
+	multipartOf := func(fields ...[2]string) (string, string) {
+		var b bytes.Buffer
+		mw := multipart.NewWriter(&b)
+		for _, f := range fields {
+			mw.WriteField(f[0], f[1])
+		}
+		mw.Close()
+		return mw.FormDataContentType(), b.String()
+	}
+	twoOps, twoOpsBody := multipartOf([2]string{"operations", `{"query":"{ products { id } }"}`}, [2]string{"operations", add}, [2]string{"map", "{}"})
+	noMap, noMapBody := multipartOf([2]string{"operations", add})
+	cases := []struct {
+		name, method, target, contentType, encoding, body string
+		want                                              string
+	}{
+		{"a query string that does not parse (;)", "POST", "/shop-api?;", "application/json", "", add, "refuse"},
+		{"a query string that does not parse (%zz)", "POST", "/shop-api?x=%zz", "application/json", "", add, "refuse"},
+		{"invalid UTF-8", "POST", "/shop-api", "application/json", "", "{\"query\":\"{ products { id } }\",\"x\":\"\xff\"}", "refuse"},
+		{"a lone surrogate escape", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","x":"\ud800"}`, "refuse"},
+		{"a low surrogate alone", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","x":"\udc00a"}`, "refuse"},
+		{"a key twice", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","a":1,"a":2}`, "refuse"},
+		{"a key twice in another case", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","variables":{"id":1,"ID":2}}`, "refuse"},
+		{"a parameter in another case", "POST", "/shop-api", "application/json", "", `{"operationname":"x","query":"{ products { id } }"}`, "refuse"},
+		{"persistedQuery in another case", "POST", "/shop-api", "application/json", "", `{"extensions":{"PersistedQuery":{"sha256Hash":"ab"}}}`, "refuse"},
+		{"sha256Hash in another case", "POST", "/shop-api", "application/json", "", `{"extensions":{"persistedQuery":{"SHA256Hash":"ab"}}}`, "refuse"},
+		{"extensions not an object", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","extensions":1}`, "refuse"},
+		{"persistedQuery not an object", "POST", "/shop-api", "application/json", "", `{"extensions":{"persistedQuery":[]}}`, "refuse"},
+		{"sha256Hash not a string", "POST", "/shop-api", "application/json", "", `{"extensions":{"persistedQuery":{"sha256Hash":5}}}`, "refuse"},
+		{"documentId not a string", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","documentId":5}`, "refuse"},
+		{"query not a string", "POST", "/shop-api", "application/json", "", `{"query":["{ products { id } }"]}`, "refuse"},
+		{"variables a list", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","variables":[1]}`, "refuse"},
+		{"variables a string of a list", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }","variables":"[1]"}`, "refuse"},
+		{"a batch item not an object", "POST", "/shop-api", "application/json", "", `[{"query":"{ products { id } }"},1]`, "refuse"},
+		{"a JSON string", "POST", "/shop-api", "application/json", "", `"{ products { id } }"`, "refuse"},
+		{"JSON and more", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id } }"} {"query":"mutation { addItemToOrder }"}`, "refuse"},
+		{"text that is not JSON", "POST", "/shop-api", "text/plain", "", `query=1`, "refuse"},
+		{"gzip", "POST", "/shop-api", "application/json", "gzip", add, "refuse"},
+		{"UTF-16", "POST", "/shop-api", "application/json; charset=utf-16", "", add, "refuse"},
+		{"Latin-1", "POST", "/shop-api", "application/x-www-form-urlencoded; charset=iso-8859-1", "", "query=%7B+products+%7B+id+%7D+%7D", "refuse"},
+		{"a Content-Type that does not parse", "POST", "/shop-api", "application/json; charset", "", add, "refuse"},
+		{"a WebSocket upgrade (graphql-ws carries mutations inside)", "GET", "/shop-api", "", "websocket", "", "refuse"},
+		{"a GET with a body", "GET", "/shop-api?query=%7B+products+%7B+id+%7D+%7D", "application/json", "", add, "refuse"},
+		{"a form value that is not UTF-8", "POST", "/shop-api", "application/x-www-form-urlencoded", "", "query=%ff", "refuse"},
+		{"URL variables that are not JSON", "GET", "/shop-api?query=%7B+products+%7B+id+%7D+%7D&variables=%7B", "", "", "", "refuse"},
+		{"operations twice in a multipart body", "POST", "/shop-api", twoOps, "", twoOpsBody, "refuse"},
+		{"a multipart body without map", "POST", "/shop-api", noMap, "", noMapBody, "refuse"},
+		{"a document that does not parse", "POST", "/shop-api", "application/json", "", `{"query":"{ products { id "}`, "refuse"},
+		{"two fragments of one name", "POST", "/shop-api", "application/json", "", `{"query":"{ ...F } fragment F on Query { a } fragment F on Query { b }"}`, "refuse"},
+
+		{"an empty POST", "POST", "/shop-api", "application/json", "", "", "pass"},
+		{"a GET with other parameters", "GET", "/shop-api?utm_source=mail", "", "", "", "pass"},
+		{"UTF-8 named in capitals", "POST", "/shop-api", "application/json; charset=UTF-8", "", `{"query":"{ products { id } }"}`, "pass"},
+		{"identity encoding", "POST", "/shop-api", "application/json", "identity", `{"query":"{ products { id } }"}`, "pass"},
+		{"an escaped name, read", "POST", "/shop-api", "application/json", "", `{"query":"mutation { addItemTo\u004frder(productVariantId: \"42\", quantity: 1) { id } }"}`, "match"},
+		{"a surrogate pair", "POST", "/shop-api", "application/json", "", `{"query":"mutation { addItemToOrder(productVariantId: \"\ud83d\ude00\", quantity: 1) { id } }"}`, "match"},
+	}
+	rt := route(t, addItem, NewSeen())
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest(c.method, c.target, strings.NewReader(c.body))
+			if c.body == "" {
+				r.Body = http.NoBody
+			}
+			if c.contentType != "" {
+				r.Header.Set("Content-Type", c.contentType)
+			}
+			switch c.encoding {
+			case "":
+			case "websocket":
+				r.Header.Set("Connection", "Upgrade")
+				r.Header.Set("Upgrade", "websocket")
+			default:
+				r.Header.Set("Content-Encoding", c.encoding)
+			}
+			got := run(t, rt, r, nil)
+			if want := map[string]string{"refuse": "refuse INVALID_REQUEST", "pass": "pass", "match": "match"}[c.want]; got.result != want {
+				t.Errorf("got %+v, want %s", got, want)
+			}
+		})
+	}
+}
+
+// Every place a document names a guarded or refused field must be the executed operation's name or
+// a root field it selects; anywhere else is refused (docs/reference.md "GraphQL routes").
+func TestMatch_NamesAccountedFor(t *testing.T) {
+	const addF = `addItemToOrder(productVariantId: \"42\", quantity: 1) { id }`
+	cases := []struct {
+		name, body string
+		want       string
+	}{
+		{"the root field", `{"query":"mutation { ` + addF + ` }"}`, "match"},
+		{"an alias", `{"query":"mutation { mine: ` + addF + ` }"}`, "match"},
+		{"the operation named as the field", `{"query":"mutation addItemToOrder { ` + addF + ` }"}`, "match"},
+		{"longer names holding it", `{"query":"mutation addItemToOrderNow { addItemToOrder_: products { addItemToOrderX } ` + addF + ` }"}`, "match"},
+		{"in a string", `{"query":"query { product(sku: \"addItemToOrder\") { id } }"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"in a block string", `{"query":"query { product(sku: \"\"\"x addItemToOrder\"\"\") { id } }"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"after digits, as some lexers split them", `{"query":"query { product(sku: \"9addItemToOrder\") { id } }"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"in a comment", `{"query":"mutation { ` + addF + ` } # addItemToOrder"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"in another operation", `{"query":"mutation A { ` + addF + ` } mutation B { ` + addF + ` }","operationName":"A"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"nested", `{"query":"mutation { products { addItemToOrder } }"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"in a fragment nothing spreads", `{"query":"mutation { products { id } } fragment F on Mutation { ` + addF + ` }"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"as a variable", `{"query":"mutation($addItemToOrder: ID) { products(id: $addItemToOrder) { id } }"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"as the alias of another field", `{"query":"mutation { addItemToOrder: products { id } }"}`, "refuse INVALID_REQUEST addItemToOrder"},
+		{"a refused field's name in a string", `{"query":"{ product(sku: \"adjustOrderLine\") { id } }"}`, "refuse INVALID_REQUEST adjustOrderLine"},
+		{"several operations, none named, naming it", `{"query":"query A { products { id } } mutation B { ` + addF + ` }"}`, "refuse INVALID_REQUEST operationName"},
+		{"several operations, none named, not naming it", `{"query":"query A { products { id } } query B { cart { id } }"}`, "pass"},
+		{"operationName naming nothing", `{"query":"mutation { ` + addF + ` }","operationName":"X"}`, "refuse INVALID_REQUEST operationName"},
+		{"operationName naming nothing, in a document that names no guarded field", `{"query":"{ products { id } }","operationName":"X"}`, "refuse INVALID_REQUEST operationName"},
+	}
+	rt := route(t, addItem, NewSeen())
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			req, e := Read(jsonPost(c.body), 1<<20, nil)
+			if e != nil {
+				t.Fatal(e)
+			}
+			got := "pass"
+			m, e := rt.Match(req)
+			switch {
+			case e != nil:
+				got = "refuse " + e.Code + " " + fmt.Sprint(e.Fields["field"])
+			case m != nil:
+				got = "match"
+			}
+			if got != c.want {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+// scan bounds nesting, finds \""" in block strings, and counts at least the parser's tokens.
+func TestScan(t *testing.T) {
+	nested := func(n int) string { return strings.Repeat("{a", n) + strings.Repeat("}", n) }
+	for _, c := range []struct {
+		name, text string
+		err        *web.Error
+	}{
+		{"64 deep", nested(64), nil},
+		{"65 deep", nested(65), ErrTooDeep},
+		{"65 deep in arguments and lists", "{a(x: " + strings.Repeat("[", 63) + strings.Repeat("]", 63) + ")}", ErrTooDeep},
+		{"brackets in strings and comments do not count", "{a(x: \"" + strings.Repeat("{", 100) + "\") # " + strings.Repeat("[", 100) + "\n}", nil},
+		{"an escaped triple quote in a block string", `{ a(x: """one \""" two""") }`, ErrEscapedBlockQuote},
+		{"a block string without one", `{ a(x: """one "" two \ three""") }`, nil},
+		{"triple quotes in a comment", "{ a } # \\\"\"\"", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := scan(c.text); err != c.err {
+				t.Errorf("scan: %v, want %v", err, c.err)
+			}
+		})
+	}
+	// The count is never below the parser's: the parser stops at its own limit first otherwise.
+	for _, text := range []string{benchDocument, `query($a: [Int!]! = [1, -2.5e3]) { f(s: "x", b: """y""") @d { ...F } } fragment F on Q { g }`} {
+		tokens, _ := scan(text)
+		if _, err := parser.ParseQueryWithTokenLimit(&ast.Source{Input: text}, tokens); err != nil {
+			t.Errorf("the parser needs more than the %d tokens scan counted: %v", tokens, err)
+		}
+	}
+}
+
+// A client that leaves stops the reading.
+func TestMatch_StopsWhenTheClientLeaves(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := jsonPost(`[{"query":"{ products { id } }"},{"query":"{ cart { id } }"}]`).WithContext(ctx)
+	req, e := Read(r, 1<<20, nil)
+	if e != nil {
+		t.Fatal(e)
+	}
+	cancel()
+	if _, e := route(t, addItem, nil).Match(req); e == nil || e.Cause == nil || !errors.Is(e.Cause, context.Canceled) {
+		t.Errorf("Match after the client left: %v", e)
+	}
 }

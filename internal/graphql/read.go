@@ -61,13 +61,18 @@ var params = []string{"query", "operationName", "variables", "extensions", "docu
 // for a body over limit, 400 INVALID_REQUEST for the rest (a query string or body that does not parse,
 // a key given twice or in another letter case, a parameter of the wrong type, invalid UTF-8, a
 // compressed body, a charset other than UTF-8, a GET with a body, GraphQL parameters both in the URL
-// and in the body of a POST).
+// and in the body of a POST, a WebSocket upgrade).
 func Read(r *http.Request, limit int64, seen *Seen) (*Request, *web.Error) {
 	req := &Request{ctx: r.Context(), method: r.Method, seen: seen, budget: newBudget(limit),
 		parsed: map[docRef]*parsed{}, analyses: map[analysisKey]*analysis{}}
 	fromURL, e := urlItem(r.URL.RawQuery)
 	if e != nil {
 		return nil, e
+	}
+	if up := r.Header.Get("Upgrade"); up != "" {
+		// graphql-ws and subscriptions-transport-ws carry operations, mutations included, inside the
+		// WebSocket stream, where edgeq cannot read them.
+		return nil, refuse("Upgrade", fmt.Sprintf("an Upgrade to %q: operations inside it cannot be read", fields.Clip(up)))
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody
 	if hasBody && (r.Method == http.MethodGet || r.Method == http.MethodHead) {

@@ -17,8 +17,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/edgeq/edgeq/demoshop"
+	"github.com/edgeq/edgeq/internal/testutil/graphqljs"
 )
 
 // gqlShop is the demo shop (its GraphQL endpoint executed by graph-gophers/graphql-go, not by edgeq's
@@ -98,22 +100,34 @@ func remainingStock(t *testing.T, in *instance, product string) int64 {
 type gqlReply struct {
 	status int
 	body   string
+	header http.Header
 }
 
 func sendGQL(t *testing.T, method, target, contentType, user string, body []byte) gqlReply {
 	t.Helper()
+	return sendGQLWith(t, method, target, contentType, user, body, nil)
+}
+
+// gqlClient bounds a request of the GraphQL tests: a reading that costs more than this is a failure.
+var gqlClient = &http.Client{Timeout: 10 * time.Second}
+
+func sendGQLWith(t *testing.T, method, target, contentType, user string, body []byte, header http.Header) gqlReply {
+	t.Helper()
 	req, _ := http.NewRequest(method, target, bytes.NewReader(body))
+	for k, v := range header {
+		req.Header[k] = v
+	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("X-User", user)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := gqlClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return gqlReply{resp.StatusCode, string(raw)}
+	return gqlReply{resp.StatusCode, string(raw), resp.Header}
 }
 
 func gqlJSON(query string, variables any, extra map[string]any) []byte {
@@ -130,13 +144,55 @@ func gqlJSON(query string, variables any, extra map[string]any) []byte {
 
 const addSel = `{ __typename ... on Order { count } ... on ErrorResult { errorCode message } }`
 
-// Issue 32, acceptance 1: one graphql: admission route on the shop's GraphQL endpoint for
-// addItemToOrder. Other operations pass with no admission; every way the issue's shop walked past a
-// variables-only reading is admitted with the units the shop adds, or refused before the shop sees it.
-func TestGraphQL_EveryWalkPastIsAdmittedAsTheShopAddsOrRefused(t *testing.T) {
+// gqlExecutor is a GraphQL shop the walk-past table runs against: the demo shop (graph-gophers/graphql-go)
+// or the graphql-js referee in one of its readings. calls says which addItemToOrder the shop executed for
+// the request just answered.
+type gqlExecutor struct {
+	name   string
+	origin string
+	header http.Header
+	calls  func(t *testing.T, r gqlReply) []demoshop.AddItemCall
+}
+
+func gqlExecutors(t *testing.T) []gqlExecutor {
 	shop := newGQLShop(t)
+	executors := []gqlExecutor{{name: "graph-gophers", origin: shop.URL,
+		calls: func(*testing.T, gqlReply) []demoshop.AddItemCall { return shop.take() }}}
+	referee := graphqljs.Start(t, demoshop.GraphQLSchema)
+	for _, reading := range graphqljs.Readings {
+		executors = append(executors, gqlExecutor{name: "graphql-js/" + reading, origin: referee.URL,
+			header: http.Header{graphqljs.ReadingHeader: {reading}},
+			calls: func(t *testing.T, r gqlReply) []demoshop.AddItemCall {
+				calls, err := graphqljs.Calls(&http.Response{Header: r.header})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []demoshop.AddItemCall
+				for _, c := range calls {
+					out = append(out, demoshop.AddItemCall{ProductVariantID: c.ProductVariantID, Quantity: int32(c.Quantity)})
+				}
+				return out
+			}})
+	}
+	return executors
+}
+
+// refusalCodes are the codes of edgeq's refusals on a graphql: route, by status.
+var refusalCodes = map[int]string{400: "INVALID_REQUEST", 403: "OPERATION_REFUSED", 405: "METHOD_NOT_ALLOWED", 200: "PERSISTED_QUERY_NOT_FOUND"}
+
+// One graphql: admission route on the shop's GraphQL endpoint for addItemToOrder, in front of two
+// executors (graph-gophers/graphql-go, graphql-js in three servers' readings). Other operations pass
+// with no admission; every way a shop's reading walked past edgeq's is admitted with the units the shop
+// adds, or refused before the shop sees it (docs/reference.md "GraphQL routes").
+func TestGraphQL_EveryWalkPastIsAdmittedAsTheShopAddsOrRefused(t *testing.T) {
+	for _, ex := range gqlExecutors(t) {
+		t.Run(ex.name, func(t *testing.T) { walkPast(t, ex) })
+	}
+}
+
+func walkPast(t *testing.T, ex gqlExecutor) {
 	redisSrv := privateRedis(t)
-	in := start(t, graphqlConfig(shop.URL, redisSrv.Addr(), ""))
+	in := start(t, graphqlConfig(ex.origin, redisSrv.Addr(), ""))
 	endpoint := in.public + "/api/graphql"
 	admitted := func() float64 { return in.metric(t, `edgeq_admissions_total{result="admitted",type="stock"}`) }
 
@@ -145,29 +201,39 @@ func TestGraphQL_EveryWalkPastIsAdmittedAsTheShopAddsOrRefused(t *testing.T) {
 	for _, body := range [][]byte{
 		gqlJSON(`{ products { id sku stock } }`, nil, nil),
 		gqlJSON(`query { activeOrder { id } }`, nil, nil),
-		[]byte(`[{"query":"{ products { id } }"},{"query":"{ product(sku: \"sneaker-a\") { stock } }"}]`),
 		gqlJSON(`mutation { addItemToOrder(productVariantId: "jersey", quantity: 1) `+addSel+` }`, nil, nil), // unknown to edgeq: passes
 	} {
-		if r := sendGQL(t, "POST", endpoint, "application/json", "browser", body); r.status != 200 || strings.Contains(r.body, `"errors"`) {
+		r := sendGQLWith(t, "POST", endpoint, "application/json", "browser", body, ex.header)
+		if r.status != 200 || strings.Contains(r.body, `"errors"`) {
 			t.Errorf("%s: %d %s", body, r.status, r.body)
 		}
+		ex.calls(t, r)
 	}
-	if r := sendGQL(t, "GET", endpoint+"?"+url.Values{"query": {`{ products { id } }`}}.Encode(), "", "browser", nil); r.status != 200 {
+	if r := sendGQLWith(t, "GET", endpoint+"?"+url.Values{"query": {`{ products { id } }`}}.Encode(), "", "browser", nil, ex.header); r.status != 200 {
 		t.Errorf("GET query: %d %s", r.status, r.body)
 	}
 	if got := admitted(); got != before {
 		t.Errorf("operations other than addItemToOrder were admitted: %v -> %v", before, got)
 	}
-	shop.take()
 
 	add := `mutation($id: ID!, $q: Int!) { addItemToOrder(productVariantId: $id, quantity: $q) ` + addSel + ` }`
-	sum := sha256.Sum256([]byte(add))
-	addHash := hex.EncodeToString(sum[:])
+	plain := gqlJSON(`mutation { addItemToOrder(productVariantId: "sneaker-a", quantity: 1) `+addSel+` }`, nil, nil)
+	escaped := `"mutation { addItemTo\u004frder(productVariantId: \"sneaker-a\", quantity: 1) ` + strings.ReplaceAll(addSel, `"`, `\"`) + ` }"`
+	addHash := sha256Hex(add)
 	var mp bytes.Buffer
 	mw := multipart.NewWriter(&mp)
 	mw.WriteField("operations", string(gqlJSON(`mutation { addItemToOrder(productVariantId: "sneaker-a", quantity: 2) `+addSel+` }`, nil, nil)))
 	mw.WriteField("map", `{}`)
 	mw.Close()
+	// A document graph-gophers/graphql-go reads as two operations (its block string ends at \"""), the
+	// others as one query whose block string holds the mutation.
+	blockString := "query Q { product(sku: \"\"\"a \\\"\"\") { id } }\nmutation M { addItemToOrder(productVariantId: \"sneaker-a\", quantity: 1) " + addSel + " }\n# \"\"\") { id } }"
+	// A CPU bomb: anonymous operations spreading a long chain of fragments, taught under its hash, then
+	// named by every item of a batch.
+	bomb := fragmentBomb(300, 300)
+	bombHash := sha256Hex(bomb)
+	bombItem := `{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + bombHash + `"}}}`
+	bombBatch := []byte("[" + strings.TrimSuffix(strings.Repeat(bombItem+",", 100), ",") + "]")
 
 	cases := []struct {
 		name, method, contentType string
@@ -183,13 +249,13 @@ func TestGraphQL_EveryWalkPastIsAdmittedAsTheShopAddsOrRefused(t *testing.T) {
 			gqlJSON(`mutation($productVariantId: ID!) { addItemToOrder(productVariantId: $productVariantId, quantity: 5) `+addSel+` }`, map[string]any{"productVariantId": "sneaker-a", "quantity": 1}, nil), 0},
 		{"fragments", "POST", "application/json", "",
 			gqlJSON(`mutation { ...A } fragment A on Mutation { ... on Mutation { addItemToOrder(productVariantId: "sneaker-a", quantity: 2) `+addSel+` } }`, nil, nil), 0},
-		{"variable default (Int! with a default: graphql-go refuses it, the unit goes back)", "POST", "application/json", "",
+		{"variable default (Int! with a default: graph-gophers refuses it, the unit goes back)", "POST", "application/json", "",
 			gqlJSON(`mutation($q: Int! = 3) { addItemToOrder(productVariantId: "sneaker-a", quantity: $q) `+addSel+` }`, nil, nil), 0},
 		{"application/graphql", "POST", "application/graphql", "",
 			[]byte(`mutation { addItemToOrder(productVariantId: "sneaker-a", quantity: 1) ` + addSel + ` }`), 0},
-		{"form body (the shop refuses it: the unit goes back)", "POST", "application/x-www-form-urlencoded", "",
+		{"form body (shops that refuse it: the unit goes back)", "POST", "application/x-www-form-urlencoded", "",
 			[]byte(url.Values{"query": {`mutation { addItemToOrder(productVariantId: "sneaker-a", quantity: 1) ` + addSel + ` }`}}.Encode()), 0},
-		{"multipart operations (the shop refuses it: the unit goes back)", "POST", mw.FormDataContentType(), "", mp.Bytes(), 0},
+		{"multipart operations (shops that refuse it: the unit goes back)", "POST", mw.FormDataContentType(), "", mp.Bytes(), 0},
 		{"aliases", "POST", "application/json", "",
 			gqlJSON(`mutation { a: addItemToOrder(productVariantId: "sneaker-a", quantity: 1) `+addSel+` b: addItemToOrder(productVariantId: "sneaker-a", quantity: 1) `+addSel+` }`, nil, nil), 400},
 		{"batched twice", "POST", "application/json", "",
@@ -211,14 +277,39 @@ func TestGraphQL_EveryWalkPastIsAdmittedAsTheShopAddsOrRefused(t *testing.T) {
 			gqlJSON(`mutation { adjustOrderLine(orderLineId: "sneaker-a", quantity: 4) `+addSel+` }`, nil, nil), 403},
 		{"the document with its hash (learnt)", "POST", "application/json", "",
 			gqlJSON(add, map[string]any{"id": "sneaker-a", "q": 2}, map[string]any{"extensions": map[string]any{"persistedQuery": map[string]any{"version": 1, "sha256Hash": addHash}}}), 0},
-		{"hash-only, after the document was sent with its hash (the demo shop has no persisted queries: refused, the unit goes back)", "POST", "application/json", "",
+		{"hash-only, after the document was sent with its hash (shops without persisted queries refuse it: the unit goes back)", "POST", "application/json", "",
 			[]byte(`{"variables":{"id":"sneaker-a","q":1},"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + addHash + `"}}}`), 0},
+
+		// 1. A query string edgeq cannot parse, beside a body the shop executes.
+		{"a query string that does not parse (;)", "POST", "application/json", "?;", plain, 400},
+		{"a query string that does not parse (%zz)", "POST", "application/json", "?x=%zz", plain, 400},
+		// 2. operationName in the URL naming no operation, a body with one unnamed operation.
+		{"operationName in the URL naming no operation", "POST", "application/json", "?operationName=x", plain, 400},
+		// 3. Bodies edgeq cannot decode that a server's JSON parser reads, the field's name escaped.
+		{"a key given twice, the name escaped", "POST", "application/json", "", []byte(`{"query":` + escaped + `,"a":1,"a":2}`), 400},
+		{"Query beside query", "POST", "application/json", "",
+			[]byte(`{"query":"{ products { id } }","Query":` + escaped + `}`), 400},
+		{"extensions not an object, the name escaped", "POST", "application/json", "", []byte(`{"query":` + escaped + `,"extensions":1}`), 400},
+		{"documentId not a string, the name escaped", "POST", "application/json", "", []byte(`{"query":` + escaped + `,"documentId":5}`), 400},
+		{"a batch with a non-object item, the name escaped", "POST", "application/json", "", []byte(`[{"query":` + escaped + `},1]`), 400},
+		// 4. A block string holding \""": one query to edgeq and graphql-js, two operations to graph-gophers.
+		{"a block string holding an escaped triple quote", "POST", "application/json", "",
+			gqlJSON(blockString, nil, map[string]any{"operationName": "M"}), 400},
+		// 5. A CPU bomb: edgeq answers within the client's bound (the shop executes none of it).
+		{"teaching a fragment bomb", "POST", "application/json", "",
+			[]byte(`{"query":` + strconvQuote(bomb) + `,"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + bombHash + `"}}}`), 0},
+		{"a batch of persisted queries naming the bomb", "POST", "application/json", "", bombBatch, 0},
+		// 6. An error inside a 200 without the field's data gives the units back.
+		{"a quantity the shop does not coerce (a string)", "POST", "application/json", "",
+			gqlJSON(add, map[string]any{"id": "sneaker-a", "q": "2"}, nil), 0},
+		{"a null quantity", "POST", "application/json", "",
+			gqlJSON(add, map[string]any{"id": "sneaker-a", "q": nil}, nil), 0},
 	}
 	stock := remainingStock(t, in, "sneaker-a")
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := sendGQL(t, c.method, endpoint+c.target, c.contentType, fmt.Sprintf("buyer-%d", i), c.body)
-			calls := shop.take()
+			r := sendGQLWith(t, c.method, endpoint+c.target, c.contentType, fmt.Sprintf("buyer-%d", i), c.body, ex.header)
+			calls := ex.calls(t, r)
 			added := int64(0)
 			for _, call := range calls {
 				if call.ProductVariantID == "sneaker-a" && r.status == 200 && strings.Contains(r.body, `"__typename":"Order"`) {
@@ -233,11 +324,11 @@ func TestGraphQL_EveryWalkPastIsAdmittedAsTheShopAddsOrRefused(t *testing.T) {
 					} `json:"errors"`
 				}
 				json.Unmarshal([]byte(r.body), &body)
-				if r.status != c.refused || len(body.Errors) != 1 || body.Errors[0].Extensions["code"] == nil || len(calls) != 0 {
-					t.Errorf("want a GraphQL-shaped %d refusal before the shop: %d %s, shop executed %v", c.refused, r.status, r.body, calls)
+				if r.status != c.refused || len(body.Errors) != 1 || body.Errors[0].Extensions["code"] != refusalCodes[c.refused] || len(calls) != 0 {
+					t.Errorf("want edgeq's GraphQL-shaped %d refusal before the shop: %d %s, shop executed %v", c.refused, r.status, clip(r.body), calls)
 				}
 			}
-			if c.refused == 0 && len(calls) > 0 && added == 0 && !strings.Contains(r.body, "errorCode") && r.status == 200 {
+			if c.refused == 0 && len(calls) > 0 && added == 0 && !strings.Contains(r.body, "errorCode") && r.status == 200 && !strings.Contains(r.body, `"errors"`) {
 				t.Errorf("the shop executed %v but added nothing: %s", calls, r.body)
 			}
 			want := stock - added
@@ -248,6 +339,30 @@ func TestGraphQL_EveryWalkPastIsAdmittedAsTheShopAddsOrRefused(t *testing.T) {
 			t.Logf("%d %s; shop added %d", r.status, clip(r.body), added)
 		})
 	}
+}
+
+// fragmentBomb is a document of ops anonymous mutations each spreading the head of one chain of chain
+// fragments, each spreading the next.
+func fragmentBomb(ops, chain int) string {
+	var b strings.Builder
+	for range ops {
+		b.WriteString("mutation{...F0}")
+	}
+	for i := range chain - 1 {
+		fmt.Fprintf(&b, "fragment F%d on Mutation{...F%d}", i, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Mutation{products{id}}", chain-1)
+	return b.String()
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func clip(s string) string {
