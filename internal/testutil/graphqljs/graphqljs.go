@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/proc"
 )
 
@@ -61,7 +62,7 @@ func Start(tb testing.TB, schema string) *Referee {
 	}
 	if len(missing) > 0 {
 		msg := "graphqljs: the graphql-js referee needs " + strings.Join(missing, " and ")
-		if inCI() {
+		if storetest.InCI() {
 			tb.Fatal(msg + " (CI is set: a missing dependency is a failure)")
 		}
 		tb.Skip(msg + ": skipped outside CI")
@@ -122,9 +123,4 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func inCI() bool {
-	v := os.Getenv("CI")
-	return v != "" && v != "0" && v != "false"
 }
