@@ -27,10 +27,10 @@ type Request struct {
 	items   []item
 	batched bool
 	seen    *Seen
-	// budget bounds the work of matching (budget.go).
+	// budget bounds the work of matching (document.go).
 	budget budget
-	// documents parsed for this request, by text (several routes on one path parse a document once),
-	// and the analyses of the routes (one per route, document and operationName).
+	// documents parsed for this request (several routes on one path parse a document once), and the
+	// analyses of the routes (one per route, document and operationName).
 	parsed   map[docRef]*parsed
 	analyses map[analysisKey]*analysis
 }
@@ -115,6 +115,9 @@ func bodyItems(r *http.Request, limit int64) ([]item, bool, *web.Error) {
 	}
 	var mediaType string
 	var mparams map[string]string
+	if len(r.Header.Values("Content-Type")) > 1 {
+		return nil, false, refuse("Content-Type", "Content-Type given twice")
+	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		var err error
 		if mediaType, mparams, err = mime.ParseMediaType(ct); err != nil {

@@ -230,7 +230,7 @@ func walkPast(t *testing.T, ex gqlExecutor) {
 	blockString := "query Q { product(sku: \"\"\"a \\\"\"\") { id } }\nmutation M { addItemToOrder(productVariantId: \"sneaker-a\", quantity: 1) " + addSel + " }\n# \"\"\") { id } }"
 	// A CPU bomb: anonymous operations spreading a long chain of fragments, taught under its hash, then
 	// named by every item of a batch.
-	bomb := fragmentBomb(300, 300)
+	bomb := fragmentBomb(600, 600)
 	bombHash := sha256Hex(bomb)
 	bombItem := `{"extensions":{"persistedQuery":{"version":1,"sha256Hash":"` + bombHash + `"}}}`
 	bombBatch := []byte("[" + strings.TrimSuffix(strings.Repeat(bombItem+",", 100), ",") + "]")
