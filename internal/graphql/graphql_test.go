@@ -436,6 +436,7 @@ func TestRead_FailsClosed(t *testing.T) {
 		{"Latin-1", "POST", "/shop-api", "application/x-www-form-urlencoded; charset=iso-8859-1", "", "query=%7B+products+%7B+id+%7D+%7D", "refuse"},
 		{"a Content-Type that does not parse", "POST", "/shop-api", "application/json; charset", "", add, "refuse"},
 		{"a WebSocket upgrade (graphql-ws carries mutations inside)", "GET", "/shop-api", "", "websocket", "", "refuse"},
+		{"Content-Type twice", "POST", "/shop-api", "application/json", "second content type", `{"query":"{ products { id } }"}`, "refuse"},
 		{"a GET with a body", "GET", "/shop-api?query=%7B+products+%7B+id+%7D+%7D", "application/json", "", add, "refuse"},
 		{"a form value that is not UTF-8", "POST", "/shop-api", "application/x-www-form-urlencoded", "", "query=%ff", "refuse"},
 		{"URL variables that are not JSON", "GET", "/shop-api?query=%7B+products+%7B+id+%7D+%7D&variables=%7B", "", "", "", "refuse"},
@@ -466,6 +467,8 @@ func TestRead_FailsClosed(t *testing.T) {
 			case "websocket":
 				r.Header.Set("Connection", "Upgrade")
 				r.Header.Set("Upgrade", "websocket")
+			case "second content type":
+				r.Header.Add("Content-Type", "application/graphql")
 			default:
 				r.Header.Set("Content-Encoding", c.encoding)
 			}
