@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // FuzzClientAddress: whatever X-Forwarded-For says, an untrusted peer is the client; a trusted peer's
@@ -130,7 +132,7 @@ func FuzzStripEdgeqHeaders(f *testing.F) {
 	})
 }
 
-// FuzzCheckHost: validHost agrees with a reference written with regular expressions, and a Host it
+// FuzzCheckHost: web.ValidHost agrees with a reference written with regular expressions, and a Host it
 // accepts is one net/url reads as the same host and port, whose canonical form (what routes match)
 // is accepted too, in lower case, and canonical already.
 func FuzzCheckHost(f *testing.F) {
@@ -158,9 +160,9 @@ func FuzzCheckHost(f *testing.F) {
 		return name.MatchString(hostPart) && len(strings.TrimSuffix(hostPart, ".")) <= 253
 	}
 	f.Fuzz(func(t *testing.T, host string) {
-		valid := validHost(host)
+		valid := web.ValidHost(host)
 		if host != "" && valid != reference(host) {
-			t.Fatalf("validHost(%q) = %v, the reference says %v", host, valid, !valid)
+			t.Fatalf("web.ValidHost(%q) = %v, the reference says %v", host, valid, !valid)
 		}
 		if !valid {
 			return
@@ -170,7 +172,7 @@ func FuzzCheckHost(f *testing.F) {
 			t.Fatalf("net/url cannot read the valid Host %q: %v", host, err)
 		}
 		canonical := canonicalHost(host)
-		if !validHost(canonical) || canonical != strings.ToLower(canonical) || canonicalHost(canonical) != canonical {
+		if !web.ValidHost(canonical) || canonical != strings.ToLower(canonical) || canonicalHost(canonical) != canonical {
 			t.Fatalf("canonicalHost(%q) = %q: not a valid, lower-case, canonical Host", host, canonical)
 		}
 		if c, _ := url.Parse("http://" + canonical + "/"); !strings.EqualFold(strings.TrimSuffix(c.Hostname(), "."), strings.TrimSuffix(u.Hostname(), ".")) || c.Port() != u.Port() {

@@ -265,7 +265,7 @@ func (t trustedSet) clientAddress(remoteAddr string, forwardedFor []string) (cli
 	for i := len(forwardedFor) - 1; i >= 0; i-- {
 		entries := strings.Split(forwardedFor[i], ",")
 		for j := len(entries) - 1; j >= 0; j-- {
-			a, err := netip.ParseAddr(strings.Trim(strings.TrimSpace(entries[j]), "[]"))
+			a, err := parseHop(entries[j])
 			if err != nil {
 				return client, true
 			}
@@ -276,6 +276,20 @@ func (t trustedSet) clientAddress(remoteAddr string, forwardedFor []string) (cli
 		}
 	}
 	return client, true
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, bracketed or not, with or without a port
+// (load balancers such as Azure's and some ingress controllers write "203.0.113.7:5123" and
+// "[2001:db8::7]:443").
+func parseHop(entry string) (netip.Addr, error) {
+	entry = strings.TrimSpace(entry)
+	if ap, err := netip.ParseAddrPort(entry); err == nil {
+		return ap.Addr(), nil
+	}
+	if len(entry) > 2 && entry[0] == '[' && entry[len(entry)-1] == ']' {
+		entry = entry[1 : len(entry)-1]
+	}
+	return netip.ParseAddr(entry)
 }
 
 func parsePeer(remoteAddr string) netip.Addr {

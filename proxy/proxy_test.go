@@ -253,6 +253,12 @@ func TestClientAddress(t *testing.T) {
 		{"all trusted", "10.0.0.2:1", []string{"10.9.9.9"}, "10.9.9.9", true},
 		{"ipv6 peer", "[2001:db8::1]:443", []string{"[2001:db8::2]", "2001:db9::5"}, "2001:db9::5", true},
 		{"v4-mapped peer", "[::ffff:10.0.0.2]:1", []string{"203.0.113.5"}, "203.0.113.5", true},
+		// Load balancers that write the client's port (Azure Application Gateway, some ingresses).
+		{"an IPv4 entry with a port", "10.0.0.2:1", []string{"203.0.113.7:5123"}, "203.0.113.7", true},
+		{"an IPv6 entry with a port", "10.0.0.2:1", []string{"[2001:db9::7]:443"}, "2001:db9::7", true},
+		{"trusted hops with ports are skipped", "10.0.0.2:1", []string{"203.0.113.7:5123, 10.1.1.1:80, [2001:db8::3]:8080"}, "203.0.113.7", true},
+		{"a port that is not one stops the walk", "10.0.0.2:1", []string{"6.6.6.6, 203.0.113.7:99999"}, "10.0.0.2", true},
+		{"an empty port stops the walk", "10.0.0.2:1", []string{"6.6.6.6, 203.0.113.7:"}, "10.0.0.2", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -76,12 +75,8 @@ func bodyDeadline(w http.ResponseWriter, r *http.Request, start time.Time, timeo
 	}
 }
 
-// errHost refuses a Host header edgeq cannot match routes by.
-var errHost = web.ErrInvalidRequest.With("field", "host").
-	With("problems", "the Host header must be a host name (letters, digits, hyphens, dots) or an IP address, with an optional port")
-
 // checkHost refuses a Host header that is not a host name or an IP literal with an optional port
-// (validHost), and an empty Host while any route is scoped to a host. Matching a host-scoped route
+// (web.ValidHost), and an empty Host while any route is scoped to a host. Matching a host-scoped route
 // ("POST shop.example/checkout/{p}") works on the canonical host, but a Host that only an origin's
 // leniency makes the same site ("shop.example..", "[shop.example]", "shop.example:80:") would match
 // no host and pass through ungated. An empty Host (HTTP/1.0 without one, or "Host:" with no value)
@@ -90,53 +85,9 @@ var errHost = web.ErrInvalidRequest.With("field", "host").
 func checkHost(host string, hostRoutes bool) *web.Error {
 	switch {
 	case host == "" && hostRoutes:
-		return errHost.Because(errors.New("no Host, and a route is scoped to a host"))
-	case host != "" && !validHost(host):
-		return errHost.Because(fmt.Errorf("the Host header %q", web.ClipLog(host)))
+		return web.ErrInvalidHost.Because(errors.New("no Host, and a route is scoped to a host"))
+	case host != "" && !web.ValidHost(host):
+		return web.ErrInvalidHost.Because(fmt.Errorf("the Host header %q", web.ClipLog(host)))
 	}
 	return nil
-}
-
-// validHost reports whether host is a host name or an IP literal, then optionally ":" and at most
-// five digits. A name is labels of letters, digits and hyphens, 1-63 bytes each, joined by dots, at
-// most 253 bytes, with one trailing dot allowed (RFC 1123 section 2.1; an IPv4 address is such a
-// name); an IP literal is an IPv6 address without a zone in brackets (RFC 3986 section 3.2.2).
-func validHost(host string) bool {
-	name, port := web.SplitHost(host)
-	if strings.HasPrefix(name, "[") {
-		if len(name) < 2 || name[len(name)-1] != ']' {
-			return false // no "]"
-		}
-		a, err := netip.ParseAddr(name[1 : len(name)-1])
-		return err == nil && a.Is6() && a.Zone() == "" && validHostPort(port)
-	}
-	return validHostName(name) && validHostPort(port)
-}
-
-// validHostPort reports whether port is "" or ":" and at most five digits.
-func validHostPort(port string) bool { return len(port) <= len(":65535") && validPort(port) }
-
-// validHostName reports whether name is a host name: see validHost.
-func validHostName(name string) bool {
-	name = strings.TrimSuffix(name, ".")
-	if name == "" || len(name) > 253 {
-		return false
-	}
-	label := 0
-	for i := 0; i < len(name); i++ {
-		switch c := name[i]; {
-		case c == '.':
-			if label == 0 {
-				return false
-			}
-			label = 0
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-':
-			if label++; label > 63 {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return label > 0
 }

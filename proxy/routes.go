@@ -237,7 +237,7 @@ func (g *graphqlRead) restore(r *http.Request) {
 // does not allocate when host is already canonical.
 func canonicalHost(host string) string {
 	name, port := web.SplitHost(host)
-	if !validPort(port) {
+	if !web.ValidPort(port) {
 		port = ""
 	}
 	trimmed := strings.TrimSuffix(name, ".")
@@ -252,22 +252,6 @@ func canonicalHost(host string) string {
 		return host
 	}
 	return strings.ToLower(trimmed) + port
-}
-
-// validPort reports whether p is "" or ":" followed by digits only.
-func validPort(p string) bool {
-	if p == "" {
-		return true
-	}
-	if p[0] != ':' {
-		return false
-	}
-	for i := 1; i < len(p); i++ {
-		if p[i] < '0' || p[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // canonicalPattern writes the method of a ServeMux pattern ("[METHOD ][HOST]/PATH") in upper case, as

@@ -9,7 +9,7 @@ func TestCanonicalHost(t *testing.T) {
 		"SHOP.Example":      "shop.example",
 		"shop.example.":     "shop.example",
 		"Shop.Example.:443": "shop.example:443",
-		"shop.example..":    "shop.example.", // not a spelling of shop.example (and refused as a Host: validHost)
+		"shop.example..":    "shop.example.", // not a spelling of shop.example (and refused as a Host: web.ValidHost)
 		"[::1]:8080":        "[::1]:8080",
 		"[FE80::1]":         "[fe80::1]",
 		"[FE80::1]:80":      "[fe80::1]:80",

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"fmt"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -8,7 +9,9 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// allowHosts refuses, with 421 MISDIRECTED_REQUEST, a request whose Host is not one the admin listener
+// allowHosts refuses a Host that is not one (a malformed port, a name that is not a host name: 400
+// INVALID_REQUEST, as on the public listener) and, with 421 MISDIRECTED_REQUEST, a request whose Host
+// is not one the admin listener
 // answers to (docs/reference.md "Admin listener"): an IP literal, localhost, none at all, or a name in
 // allowed (admin.allowed_hosts). A DNS rebinding page makes a browser send the admin listener requests
 // with Host set to the page's own name (evil.example, resolved to the admin address once the page has
@@ -22,6 +25,11 @@ func allowHosts(allowed []string, misdirected interface{ Inc() }, rs *web.Respon
 		names[hostKey(name)] = true
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Host != "" && !web.ValidHost(r.Host) {
+			// Not a Host at all ("admin.example.com:abc"): refused as the public listener refuses it.
+			rs.Error(w, r, web.ErrInvalidHost.Because(fmt.Errorf("the Host header %q", web.ClipLog(r.Host))))
+			return
+		}
 		if !hostAllowed(r.Host, names) {
 			if misdirected != nil {
 				misdirected.Inc()

@@ -99,7 +99,8 @@ func BenchmarkReport_FourteenDaysTenQueuesFiftyProducts(b *testing.B) {
 		return float64(total)
 	}
 	r := Reader{Client: s.Client, Keys: s.Keys, Retention: 14 * 24 * time.Hour}
-	q := Query{Queue: "queue-3", From: end.Add(-14 * 24 * time.Hour), To: end, Step: defaultStep(14 * 24 * time.Hour), Products: products}
+	q := Query{Queue: "queue-3", From: end.Add(-14 * 24 * time.Hour), To: end, Products: products}
+	q.Step = defaultStep(q)
 	b.ResetTimer()
 	for b.Loop() {
 		rep, err := r.Read(ctx, q)

@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -119,7 +120,8 @@ func (r *Report) empty() bool {
 // query reads queue, from, to and step. from and to are RFC 3339 (or the page's form: 2006-01-02T15:04,
 // UTC); they default to the last 24 hours and may span at most the retention. step (a duration of
 // whole minutes, at most a day) defaults to one minute up to two days, then to the smallest of 5, 15
-// and 60 minutes that keeps the series within 2,880 points.
+// and 60 minutes and whole hours that keeps the series within MaxPoints; a step that makes more points
+// is refused.
 func (s *Service) query(v url.Values, now time.Time) (Query, *web.Error) {
 	q := Query{Queue: v.Get("queue")}
 	if !config.ID.MatchString(q.Queue) {
@@ -149,8 +151,12 @@ func (s *Service) query(v url.Values, now time.Time) (Query, *web.Error) {
 			return q, web.ErrInvalidRequest.With("field", "step").With("problems", "step must be whole minutes, from 1m to 24h")
 		}
 		q.Step = step
+		if n := q.Points(); n > MaxPoints {
+			return q, web.ErrInvalidRequest.With("field", "step").With("problems",
+				fmt.Sprintf("the range in steps of %s is %d points, more than %d: take a longer step or a shorter range", text, n, MaxPoints))
+		}
 	} else {
-		q.Step = defaultStep(q.To.Sub(q.From))
+		q.Step = defaultStep(q)
 	}
 	return q, nil
 }
@@ -167,14 +173,20 @@ func (s *Service) ParseQuery(queue, from, to string, now time.Time) (Query, *web
 	return s.query(v, now)
 }
 
-// defaultStep keeps a default series within 2,880 points.
-func defaultStep(span time.Duration) time.Duration {
-	for _, step := range []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute} {
-		if span/step <= 2880 {
-			return step
+// defaultStep is the step of a query that names none: one minute while the range is at most MaxPoints
+// minutes, then the smallest of 5, 15 and 60 minutes and whole hours up to a day that keeps the series
+// within MaxPoints points.
+func defaultStep(q Query) time.Duration {
+	steps := []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}
+	for h := time.Hour; h <= 24*time.Hour; h += time.Hour {
+		steps = append(steps, h)
+	}
+	for _, q.Step = range steps {
+		if q.Points() <= MaxPoints {
+			return q.Step
 		}
 	}
-	return time.Hour
+	return 24 * time.Hour
 }
 
 func parseTime(text string, fallback time.Time) (time.Time, bool) {

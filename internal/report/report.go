@@ -219,17 +219,33 @@ type Query struct {
 	Lottery            Lottery
 }
 
-// Read builds the report of q.
-func (r Reader) Read(ctx context.Context, q Query) (*Report, error) {
-	step := max(q.Step.Truncate(time.Minute), time.Minute)
-	from, to := q.From, q.To
+// MaxPoints bounds the points of a report's series (docs/reference.md "The report").
+const MaxPoints = 2880
+
+// span is the window a query reads and its step: whole minutes, and, for a step of whole quarter
+// hours, widened to whole quarter hours (it then reads the quarter-hour hashes alone).
+func (q Query) span() (from, to time.Time, step time.Duration) {
+	step = max(q.Step.Truncate(time.Minute), time.Minute)
+	from, to = q.From, q.To
 	if step%(15*time.Minute) == 0 {
-		// Whole quarter hours: the window widens to them, and reads the quarter-hour hashes alone.
 		from = from.UTC().Truncate(15 * time.Minute)
 		if t := to.UTC().Truncate(15 * time.Minute); t.Before(to) {
 			to = t.Add(15 * time.Minute)
 		}
 	}
+	return from, to, step
+}
+
+// Points is how many points the query's series have.
+func (q Query) Points() int64 {
+	from, to, step := q.span()
+	from = from.UTC().Truncate(time.Minute)
+	return int64((to.Sub(from) + step - 1) / step)
+}
+
+// Read builds the report of q.
+func (r Reader) Read(ctx context.Context, q Query) (*Report, error) {
+	from, to, step := q.span()
 	w := newWindow(from, to, step)
 	rd := reader{client: r.Client, keys: r.Keys, retention: max(r.Retention, time.Hour)}
 	queues, err := rd.readScopes(ctx, Queue, []string{q.Queue}, w)

@@ -174,3 +174,34 @@ func TestNewLottery_ShowsTheSeedsHashOnly(t *testing.T) {
 		t.Fatalf("no draw: %+v", none)
 	}
 }
+
+// A series never has more than MaxPoints points: the default step grows with the range (a minute, 5
+// and 15 minutes, then whole hours), and Points counts what Read would make.
+func TestDefaultStep_KeepsTheSeriesWithinMaxPoints(t *testing.T) {
+	end := time.Date(2026, 11, 28, 10, 7, 0, 0, time.UTC)
+	for _, c := range []struct {
+		span time.Duration
+		want time.Duration
+	}{
+		{time.Hour, time.Minute},
+		{48 * time.Hour, time.Minute},
+		{49 * time.Hour, 5 * time.Minute},
+		{14 * 24 * time.Hour, 15 * time.Minute},
+		{89 * 24 * time.Hour, time.Hour},
+		{365 * 24 * time.Hour, 4 * time.Hour},
+	} {
+		q := Query{From: end.Add(-c.span), To: end}
+		if q.Step = defaultStep(q); q.Step != c.want || q.Points() > MaxPoints {
+			t.Errorf("%v: step %v (%d points), want %v", c.span, q.Step, q.Points(), c.want)
+		}
+	}
+	q := Query{From: end.Add(-89 * 24 * time.Hour), To: end, Step: time.Minute}
+	if got := q.Points(); got != 89*24*60 {
+		t.Errorf("89 days in minutes: %d points", got)
+	}
+	// A step of quarter hours widens the window to them: 10:07 to 10:37 is three quarter hours.
+	q = Query{From: end, To: end.Add(30 * time.Minute), Step: 15 * time.Minute}
+	if got := q.Points(); got != 3 {
+		t.Errorf("half an hour in quarter hours, unaligned: %d points", got)
+	}
+}

@@ -55,6 +55,16 @@ log: {level: warn}
 	if got := in.metric(t, "edgeq_admin_misdirected_total"); got != 30 {
 		t.Errorf("edgeq_admin_misdirected_total %v, want 30", got)
 	}
+	// A Host that is not one (a malformed port, as a hostile or broken client sends it) is 400, as on the
+	// public listener, whatever its name.
+	for _, host := range []string{"edgeq-admin.shop.svc.cluster.local:abc", "127.0.0.1:9090:80", "127.0.0.1:123456",
+		"[::1]:x"} {
+		for _, path := range paths {
+			if code, body := send(t, path, host); code != http.StatusBadRequest || !strings.Contains(body, `"INVALID_REQUEST"`) || !strings.Contains(body, `"host"`) {
+				t.Errorf("Host %q, %s: %d %.80s", host, path, code, body)
+			}
+		}
+	}
 	// HTTP/1.0 without a Host (old health checkers).
 	if got := statusLines(rawExchange(t, in.admin, "GET /healthz HTTP/1.0\r\n\r\n")); len(got) != 1 || got[0] != "200" {
 		t.Errorf("no Host: %v", got)

@@ -419,6 +419,8 @@ func TestReport_BadQueriesAreRefusedClearly(t *testing.T) {
 		{"queue=drop&from=" + at(now.Add(-400*time.Hour)) + "&to=" + at(now), "from"},
 		{"queue=drop&step=90s", "step"},
 		{"queue=drop&step=48h", "step"},
+		// More than 2,880 points: 13 days in minutes is 18,720.
+		{"queue=drop&from=" + at(now.Add(-13*24*time.Hour)) + "&to=" + at(now) + "&step=1m", "step"},
 	} {
 		code, _, body := get("/api/report?"+c.query, bearer)
 		if code != 400 || !strings.Contains(body, `"INVALID_REQUEST"`) || !strings.Contains(body, `"field":"`+c.field+`"`) {
