@@ -88,6 +88,8 @@ type Service struct {
 	buyers         atomic.Pointer[mineIdentity] // GET {prefix}/admissions/mine (buyers.go)
 	// orphanPolicies: stock route name -> admission.orphans (orphans.go); follows reloads.
 	orphanPolicies atomic.Pointer[map[string]string]
+	// lease: this replica's view of its liveness lease, which fences what it admitted (orphans.go).
+	lease lease
 
 	stock *stockKind
 	bid   *bidKind

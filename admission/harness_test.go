@@ -55,6 +55,8 @@ type stack struct {
 	workers sync.WaitGroup
 
 	originTimeout time.Duration
+	// releaseOn, when set, is every admission route's release_on (testRoutes otherwise).
+	releaseOn []string
 }
 
 // routes: checkout by form, a JSON cart, a query-string purchase and a bid form.
@@ -108,7 +110,13 @@ func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
 // newStackTimeout is newStack with the proxy's origin timeout set.
 func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, products ...config.Product) *stack {
 	t.Helper()
-	st := &stack{t: t, store: s, originTimeout: originTimeout}
+	return newStackReleasing(t, s, originTimeout, nil, products...)
+}
+
+// newStackReleasing is newStackTimeout with every admission route's release_on set (nil: testRoutes').
+func newStackReleasing(t *testing.T, s *store.Store, originTimeout time.Duration, releaseOn []string, products ...config.Product) *stack {
+	t.Helper()
+	st := &stack{t: t, store: s, originTimeout: originTimeout, releaseOn: releaseOn}
 	st.status.Store(200)
 	st.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		st.hits.Add(1)
@@ -172,7 +180,7 @@ func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, 
 // reaches the origin is counted on st.
 func (st *stack) replica(node int64, products ...config.Product) *stack {
 	st.t.Helper()
-	r := &stack{t: st.t, store: st.store, origin: st.origin, originTimeout: st.originTimeout}
+	r := &stack{t: st.t, store: st.store, origin: st.origin, originTimeout: st.originTimeout, releaseOn: st.releaseOn}
 	r.edge(node, products)
 	return r
 }
@@ -198,7 +206,13 @@ func (st *stack) edge(node int64, products []config.Product) {
 		// auctions_source's breaker: the default 5 failures, a cool-down short enough to wait for.
 		SourceCooldown: sourceCooldown,
 	})
-	if err := st.svc.UseIdentities(testRoutes()); err != nil {
+	routes := testRoutes()
+	for i := range routes {
+		if st.releaseOn != nil && routes[i].Admission.Type != "" {
+			routes[i].Admission.ReleaseOn = st.releaseOn
+		}
+	}
+	if err := st.svc.UseIdentities(routes); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.svc.Apply(context.Background(), &config.Config{Products: products}, nil); err != nil {
@@ -212,7 +226,7 @@ func (st *stack) edge(node int64, products []config.Product) {
 		Endpoints: web.Routes(endpoints, responder), Steps: []proxy.Step{st.svc}, Responder: responder,
 		Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger,
 	})
-	table, err := p.Compile(testRoutes())
+	table, err := p.Compile(routes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -67,6 +67,13 @@ type kind interface {
 	parse(owner string, msg redis.XMessage) ([]application, error)
 }
 
+// holder is a kind whose admissions can be held unsettled for an operator, listed with why (stock: its
+// unsettled admissions; a bid that is neither withdrawn nor committed simply stands).
+type holder interface {
+	// hold marks an admission held unsettled for an operator, and why (holdAmbiguous).
+	hold(ctx context.Context, c claim, why string) error
+}
+
 // discoverer is a kind that can ask elsewhere about an owner the store does not know, and writes it
 // to the store when found (bid: auctions_source). e is a refusal of its own (503
 // AUCTIONS_SOURCE_UNAVAILABLE); err a store error while writing.

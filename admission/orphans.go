@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,7 +34,66 @@ const (
 	leaseEvery = 5 * time.Second
 	// sweepBatch bounds the admissions one sweep looks at per product.
 	sweepBatch = 500
+	// The fence's margins (docs/reference.md "Failover"): a replica counts its own lease valid until
+	// leaseSelfMargin before the lease it wrote runs out, by its own clock from before the renewal was
+	// sent; a sweep takes a replica for dead only sweepMargin after its lease ran out, by the store's
+	// clock. Between the two, 3 s: far more than clocks drift over a lease (parts per million) and than
+	// the time between a fence's check and the write it guards (microseconds).
+	leaseSelfMargin = time.Second
+	sweepMargin     = 2 * time.Second
 )
+
+// lease is this replica's own view of its liveness lease, by its monotonic clock (which runs on while
+// the process is stopped): until when the lease it wrote surely holds, and an epoch that changes
+// whenever it may have run out between two renewals, so that an admission made before such a gap is
+// not sent after it (the sweep of another replica may have given its units back meanwhile).
+type lease struct {
+	mu     sync.Mutex
+	active bool // a renewal has succeeded: admissions are fenced
+	epoch  uint64
+	until  time.Time
+}
+
+// renewed records a renewal sent at sent and answered at answered.
+func (l *lease) renewed(sent, answered time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// Admissions are fenced from the first renewal on: before it no sweep can take this replica for
+	// dead (a node that never held a lease is taken for alive).
+	l.active = true
+	if !answered.Before(l.until) {
+		l.epoch++ // it ran out, or may have, before this renewal landed (or it never held)
+	}
+	if until := sent.Add(leaseTTL - leaseSelfMargin); until.After(l.until) {
+		l.until = until
+	}
+}
+
+// fence returns the fence of an admission made now: nil when renewals have not begun (admissions are
+// not fenced), and whether the lease holds now.
+func (l *lease) fence() (*leaseFence, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return nil, true
+	}
+	f := &leaseFence{l: l, epoch: l.epoch}
+	return f, time.Now().Before(l.until)
+}
+
+// leaseFence holds while the lease has held without a gap since the admission: same epoch, and not
+// run out now.
+type leaseFence struct {
+	l     *lease
+	epoch uint64
+}
+
+// Holds implements web.Fence.
+func (f *leaseFence) Holds() bool {
+	f.l.mu.Lock()
+	defer f.l.mu.Unlock()
+	return f.l.epoch == f.epoch && time.Now().Before(f.l.until)
+}
 
 // livenessKey: node number -> when its lease runs out (store clock, ms). One field per replica, not a
 // key per admission; the hash outlives the replicas by a day.
@@ -43,17 +103,26 @@ func livenessKey(k store.Keys) string { return k.Global("edgeq", "live") }
 // unsettled list and the dashboard show it; the metric counts per replica), kept a week after the last.
 func orphanTallyKey(k store.Keys) string { return k.Global("adm", "orphans") }
 
-// renewLease writes this replica's lease, on the store's clock.
+// renewLease writes this replica's lease, on the store's clock, and from then on fences admissions
+// with it.
 func (s *Service) renewLease(ctx context.Context) error {
-	return leaseScript.Run(ctx, s.client, []string{livenessKey(s.keys)}, s.o.IDs.Node(), leaseTTL.Milliseconds()).Err()
+	sent := time.Now()
+	if err := leaseScript.Run(ctx, s.client, []string{livenessKey(s.keys)}, s.o.IDs.Node(), leaseTTL.Milliseconds()).Err(); err != nil {
+		return err
+	}
+	s.lease.renewed(sent, time.Now())
+	return nil
 }
+
+// RenewLease renews the lease once, before the replica serves (a failure is retried by Run).
+func (s *Service) RenewLease(ctx context.Context) error { return s.renewLease(ctx) }
 
 // runLease renews this replica's lease until ctx ends. It is not taken back at shutdown: a replica that
 // stops cleanly has settled what it admitted.
 func (s *Service) runLease(ctx context.Context) {
 	for {
 		if err := s.renewLease(ctx); err != nil && ctx.Err() == nil {
-			s.logger.Debug("renewing the liveness lease failed", "error", err.Error())
+			s.logger.Warn("renewing the liveness lease failed: admitted requests are not sent once it runs out", "error", err.Error())
 		}
 		select {
 		case <-ctx.Done():
@@ -102,6 +171,8 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	}
 	// Older than origin.timeout: its shop has answered by now, or never will.
 	upTo := strconv.FormatInt(now.Add(-s.o.OrphanAfter).UnixMilli(), 10)
+	// A lease counts as run out sweepMargin after it did (its replica stops sending before that).
+	now = now.Add(-sweepMargin)
 	ranges := make([]*redis.StringSliceCmd, len(products))
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range products {
@@ -141,6 +212,9 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	for i, o := range found {
 		if o.record = recs[i]; o.record == nil || o.record.user == "" {
 			continue // its record is gone (a day or two old): only an operator can tell what it was
+		}
+		if o.record.orphan == holdAmbiguous {
+			continue // the shop may have it: held for an operator, whatever the route says
 		}
 		route := o.record.route
 		if policies[route] == config.OrphansRelease {
@@ -187,7 +261,7 @@ func (s *Service) tallyOrphan(ctx context.Context, result string) {
 }
 
 func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
-	set, err := s.markOrphan(ctx, o.product, o.id, o.record)
+	set, err := s.markHold(ctx, o.product, o.id, o.record, holdOrphan)
 	if err != nil || !set {
 		return
 	}

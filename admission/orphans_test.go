@@ -36,8 +36,9 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 		if err := dead.svc.renewLease(ctx); err != nil {
 			t.Fatal(err)
 		}
-		// The dead replica's lease ran out a moment ago (it renewed it, then died).
-		s.Client.HSet(ctx, livenessKey(s.Keys), "2", time.Now().Add(-time.Second).UnixMilli())
+		// The dead replica's lease ran out a moment more than the sweep's margin ago (it renewed it,
+		// then died).
+		s.Client.HSet(ctx, livenessKey(s.Keys), "2", time.Now().Add(-sweepMargin-time.Second).UnixMilli())
 
 		admit := func(st *stack, product, user, route string) string {
 			t.Helper()

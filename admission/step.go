@@ -157,13 +157,30 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// own answer, whatever the visitor does (bounded by origin.timeout). A hang-up is never a
 		// release by itself: most shops complete an order whose buyer closed the tab. settle is
 		// deferred so that it also runs when the response copy aborts (http.ErrAbortHandler).
-		if o := web.OutcomeFrom(r.Context()); o != nil && readAnswer {
-			o.KeepAnswer().Want = true
+		o := web.OutcomeFrom(r.Context())
+		if o != nil {
+			o.Settles = true
+			if readAnswer {
+				o.KeepAnswer().Want = true
+			}
 		}
 		fwd, done := web.OutlastVisitor(r)
 		defer done()
-		st := s.startSettling(k, c, web.OutcomeFrom(r.Context()))
+		// The replica's lease fences the request: it reaches the shop only if the lease holds without a
+		// gap from now until it is written (docs/reference.md "Failover").
+		fence, holds := s.lease.fence()
+		if fence != nil {
+			fwd = fwd.WithContext(web.WithFence(fwd.Context(), fence))
+		}
+		st := s.startSettling(k, c, o)
 		defer s.settle(fwd, k, c, releaseOn, st)
+		if !holds {
+			if o != nil {
+				o.Fenced = true
+			}
+			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(web.ErrFenced))
+			return
+		}
 		next.ServeHTTP(w, fwd)
 	}), nil
 }
@@ -266,12 +283,35 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 			s.compensateLater(k, c)
 			return
 		}
-		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
-		s.countSettled(k, c, report.Released)
 		s.remember(k, c, true)
 		forget(k, c.owner)
+		if code != 0 {
+			// Given back already: by another replica's orphan sweep while this one was paused (a
+			// fenced request), counted there.
+			logger().Info("admission given back already", "type", k.name(), "id", c.id, k.owner(), c.owner, "result", code)
+			return
+		}
+		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
+		s.countSettled(k, c, report.Released)
 		logger().Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
 			"origin_status", statusOf(o), "result", code)
+		return
+	}
+	if o != nil && o.Ambiguous() {
+		// The whole request reached the shop and no answer came: it may have sold the unit. Neither
+		// given back nor committed: held as unsettled, "ambiguous", until the shop's answer is known
+		// (docs/operations.md "Ambiguous admissions").
+		s.metrics.admissions.WithLabelValues(k.name(), resultAmbiguous).Inc()
+		if h, ok := k.(holder); ok {
+			ctx, cancel := storeCtx()
+			defer cancel()
+			if err := h.hold(ctx, c, holdAmbiguous); err != nil {
+				logger().Warn("marking an ambiguous admission failed", "type", k.name(), "id", c.id, "error", err.Error())
+			}
+		}
+		logger().Warn("no answer from the shop after the whole request was sent: the admission is held as ambiguous "+
+			"(release_on does not name timeout); settle it once the shop's order is known", "type", k.name(), "id", c.id,
+			k.owner(), c.owner)
 		return
 	}
 	s.remember(k, c, false)
@@ -288,9 +328,10 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 	}
 }
 
-// releases reports whether an origin outcome gives the admission back.
+// releases reports whether an origin outcome gives the admission back: a request that never reached
+// the shop (not forwarded, or fenced) always does.
 func releases(o *web.Outcome, releaseOn []config.ReleaseOutcome) bool {
-	if o == nil || !o.Forwarded {
+	if o == nil || !o.Forwarded || o.Fenced {
 		return true
 	}
 	for _, want := range releaseOn {
@@ -335,8 +376,12 @@ func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k kind
 	s.responder.Error(w, r, web.ErrStoreUnavailable.Because(cause))
 }
 
-// resultReplicaTimeout is the admissions metric's result for an admission the replicas did not confirm.
-const resultReplicaTimeout = "replica_timeout"
+// resultReplicaTimeout is the admissions metric's result for an admission the replicas did not confirm;
+// resultAmbiguous for one held because the shop's answer never came after the whole request was sent.
+const (
+	resultReplicaTimeout = "replica_timeout"
+	resultAmbiguous      = "ambiguous"
+)
 
 // storeFailed handles an admission that cannot use the store as the route's on_store_error decided
 // (web.Request.StoreFailed: e). Open (e nil), the request goes to the origin without admission
@@ -378,7 +423,7 @@ func resultLabel(k kind, e *web.Error) string {
 
 // resultLabels are every result of a kind, for the metrics to start at 0.
 func resultLabels(k kind) []string {
-	labels := []string{"admitted", "released", "bypassed", "unknown_passed", "invalid_request", "store_unavailable", resultReplicaTimeout}
+	labels := []string{"admitted", "released", "bypassed", "unknown_passed", "invalid_request", "store_unavailable", resultReplicaTimeout, resultAmbiguous}
 	for _, e := range k.refusals() {
 		labels = append(labels, strings.ToLower(e.Code))
 	}

@@ -144,7 +144,9 @@ type Record struct {
 	// the admin lists read it from there).
 	CommittedAt string `json:"committed_at,omitempty"`
 	// Reason says why a released admission was given back when it was not the shop's answer:
-	// "orphaned" (its replica died before settling it, and the route says orphans: release).
+	// "orphaned" (its replica died before settling it, and the route says orphans: release); and, in
+	// the unsettled list, why one is held: "ambiguous" (the whole request reached the shop and its
+	// answer never came: the shop may have sold the unit).
 	Reason string `json:"reason,omitempty"`
 	// Orphan, in the unsettled list: "held" when its replica died and its route says orphans: hold.
 	Orphan string `json:"orphan,omitempty"`

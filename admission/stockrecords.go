@@ -15,7 +15,7 @@ import (
 // storeRecord is an admission's record as the stock scripts keep it.
 type storeRecord struct {
 	state, user, qty, at, route string
-	orphan                      string // the orphan sweep's mark: "held", "released" or ""
+	orphan                      string // the hold mark: "held" (orphans: hold), "ambiguous" or ""
 	legacy                      bool   // in an earlier build's hash per admission
 }
 
@@ -59,12 +59,26 @@ func (s *Service) storeRecords(ctx context.Context, refs []recordRef) ([]*storeR
 	return out, nil
 }
 
-// markOrphan marks an admission's record "held" for an operator, once: false when it was marked already.
-func (s *Service) markOrphan(ctx context.Context, product, id string, rec *storeRecord) (bool, error) {
+// Why an unsettled admission is held for an operator, as its record's mark says: its replica died
+// (orphans: hold), or the shop's answer never came after the whole request was sent.
+const (
+	holdOrphan    = "held"
+	holdAmbiguous = "ambiguous"
+)
+
+// markHold marks an admission's record held for an operator, and why, once: false when it was marked
+// already.
+func (s *Service) markHold(ctx context.Context, product, id string, rec *storeRecord, why string) (bool, error) {
 	if rec.legacy {
-		return s.client.HSetNX(ctx, legacyRecordKey(s.keys, product, id), "orphan", "held").Result()
+		return s.client.HSetNX(ctx, legacyRecordKey(s.keys, product, id), "orphan", why).Result()
 	}
-	return s.client.HSetNX(ctx, recordsKey(s.keys, product, id), id+":orphan", "held").Result()
+	return s.client.HSetNX(ctx, recordsKey(s.keys, product, id), id+":orphan", why).Result()
+}
+
+// hold marks a stock admission of this replica's (its record is of the current form) held, and why.
+func (k *stockKind) hold(ctx context.Context, c claim, why string) error {
+	_, err := k.s.markHold(ctx, c.owner, c.id, &storeRecord{}, why)
+	return err
 }
 
 func str(v any) string {

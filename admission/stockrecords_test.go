@@ -99,7 +99,7 @@ func TestStockRecords_AnEarlierBuildsRecordIsKeptWhereItIs(t *testing.T) {
 		if a, found, err := st.svc.productRecord(ctx, "2001"); err != nil || !found || a.Quantity != 2 || a.State != "admitted" {
 			t.Fatalf("productRecord: %+v %v %v", a, found, err)
 		}
-		if set, err := st.svc.markOrphan(ctx, "p", "2001", recs[0]); err != nil || !set || s.Client.HGet(ctx, k1, "orphan").Val() != "held" {
+		if set, err := st.svc.markHold(ctx, "p", "2001", recs[0], holdOrphan); err != nil || !set || s.Client.HGet(ctx, k1, "orphan").Val() != "held" {
 			t.Fatalf("the orphan mark: %v %v", set, err)
 		}
 

@@ -64,7 +64,11 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 			rec = Record{ID: u.id, ProductID: u.product, AdmittedAt: time.UnixMilli(u.at).UTC().Format(recordTime)}
 		}
 		rec.State = "admitted"
-		if stored[i] != nil {
+		switch {
+		case stored[i] == nil:
+		case stored[i].orphan == holdAmbiguous:
+			rec.Reason = holdAmbiguous // the shop's answer never came after the whole request was sent
+		default:
 			rec.Orphan = stored[i].orphan
 		}
 		out = append(out, rec)

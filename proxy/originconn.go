@@ -19,6 +19,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // originConn is one keep-alive connection of the short path, used by one request at a time.
@@ -145,6 +147,9 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Resp
 	if err := c.bw.Flush(); err != nil {
 		return nil, true, err
 	}
+	if o := web.OutcomeFrom(req.Context()); o != nil {
+		o.MarkSent()
+	}
 	if t.headerTimeout > 0 {
 		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
 	}
@@ -152,7 +157,17 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Resp
 	if _, err := c.br.Peek(1); err != nil {
 		err = timeoutError(err)
 		var timeout headerTimeoutError
-		return nil, !errors.As(err, &timeout), err
+		if !errors.As(err, &timeout) {
+			return nil, true, err
+		}
+		// The timer fired. After a pause of this process (a stop, a frozen VM) the timer and the
+		// answer are ready at once, and the poller reports the timer: look at the socket once more
+		// before calling it a timeout, so an answer already there is read (docs/reference.md
+		// "Admission outcomes").
+		c.conn.SetReadDeadline(time.Now().Add(lateAnswerWait))
+		if _, err := c.br.Peek(1); err != nil {
+			return nil, false, timeout
+		}
 	}
 	for n := 0; ; n++ {
 		resp, err = http.ReadResponse(c.br, req)
@@ -189,6 +204,10 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Resp
 	resp.Body = &originBody{body: resp.Body, c: c, t: t, ctx: req.Context(), stop: stop, keep: keep}
 	return resp, false, nil
 }
+
+// lateAnswerWait is how long a timed-out request's connection is read once more: long enough for a
+// read of what the kernel already holds, short enough to add nothing to a real timeout.
+const lateAnswerWait = 5 * time.Millisecond
 
 // headerTimeoutError is what a response-header timeout returns, a net.Error whose Timeout is true (504).
 type headerTimeoutError struct{ err error }

@@ -391,6 +391,16 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 	logger := web.RequestFrom(r.Context()).Logger()
 	var netErr net.Error
 	switch {
+	case errors.Is(err, web.ErrFenced):
+		// An admitted request whose replica may have been paused past its lease: the sweeper of another
+		// replica may have given its units back, so it never reaches the shop (docs/reference.md
+		// "Failover"). The admission gives the unit back if the sweeper has not.
+		if o := web.OutcomeFrom(r.Context()); o != nil {
+			o.Fenced = true
+		}
+		p.metrics.OriginErrors.WithLabelValues(metrics.OriginFenced).Inc()
+		logger.Warn("an admitted request was not sent: the replica's lease lapsed since its admission (a pause?)")
+		p.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case bodyErr != nil:
 		// Not the origin's fault: the visitor's body could not be read to the end. A body over 4 KiB
 		// was streaming to the origin, which sees a request whose body broke off and discards it; a

@@ -532,8 +532,7 @@ func TestOriginCommandIsRecordedAndNotForwarded(t *testing.T) {
 	step := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			next.ServeHTTP(w, r)
-			o := web.OutcomeFrom(r.Context())
-			seen.Store(*o)
+			seen.Store(web.OutcomeFrom(r.Context()))
 		})
 	}}
 	rg := newRig(t, rigOptions{
@@ -548,7 +547,7 @@ func TestOriginCommandIsRecordedAndNotForwarded(t *testing.T) {
 	if resp.Header.Get("Edgeq-Command") != "" || resp.StatusCode != 201 {
 		t.Fatalf("status %d, Edgeq-Command forwarded: %q", resp.StatusCode, resp.Header.Get("Edgeq-Command"))
 	}
-	o := seen.Load().(web.Outcome)
+	o := seen.Load().(*web.Outcome)
 	if !o.Forwarded || o.Status != 201 || o.Command != "complete" || o.TransportError {
 		t.Fatalf("outcome = %+v", o)
 	}

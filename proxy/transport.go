@@ -11,8 +11,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/web"
 )
 
 // Transport is the round tripper to the origin. Requests to a plain-HTTP origin without a body or
@@ -106,10 +110,14 @@ func (t *Transport) CloseIdleConnections() {
 	t.std.CloseIdleConnections()
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. A request with a fence (web.Fence: an admitted one) is
+// written only if its fence holds immediately before: on the short path the check is the last thing
+// before the write, in the writing goroutine; through net/http's Transport it is made when the
+// connection is handed over (GotConn), and a connection whose request may not be written is closed
+// before net/http's writer takes it.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !shortPath(req) {
-		return t.std.RoundTrip(req)
+		return t.roundTripStd(req)
 	}
 	addr := req.URL.Host
 	if req.URL.Port() == "" {
@@ -124,6 +132,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	ctx := req.Context()
+	fence := web.FenceFrom(ctx)
 	for {
 		c, reused, err := t.get(ctx, addr)
 		if err != nil {
@@ -131,6 +140,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				req.Body.Close() // a RoundTripper closes the body, even on errors
 			}
 			return nil, err
+		}
+		if fence != nil && !fence.Holds() {
+			t.put(c) // nothing was written on it
+			if req.Body != nil {
+				req.Body.Close()
+			}
+			return nil, web.ErrFenced
 		}
 		resp, early, err := c.roundTrip(req, t)
 		if err == nil {
@@ -147,6 +163,42 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// A pooled connection the origin had closed while idle: nothing reached it that it answered.
 		// Try again; a new connection cannot be stale, and the next attempt may use one.
 	}
+}
+
+// roundTripStd sends a request through net/http's Transport, telling its outcome when it has one
+// (web.Outcome: whether the whole request was written) and checking its fence when it has one.
+func (t *Transport) roundTripStd(req *http.Request) (*http.Response, error) {
+	o, fence := web.OutcomeFrom(req.Context()), web.FenceFrom(req.Context())
+	if fence == nil && (o == nil || !o.Settles) {
+		return t.std.RoundTrip(req)
+	}
+	if fence != nil && !fence.Holds() {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, web.ErrFenced
+	}
+	var fenced atomic.Bool
+	trace := &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if fence != nil && !fence.Holds() {
+				// Closed before the writer has the request: nothing of it is sent. A pooled
+				// connection is retried on another by net/http, which comes back here.
+				fenced.Store(true)
+				info.Conn.Close()
+			}
+		},
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil && o != nil {
+				o.MarkSent()
+			}
+		},
+	}
+	resp, err := t.std.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+	if err != nil && fenced.Load() {
+		return nil, web.ErrFenced
+	}
+	return resp, err
 }
 
 // maxShortBody is the largest request body the short path sends: far below any socket send buffer,

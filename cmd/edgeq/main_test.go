@@ -286,14 +286,21 @@ func waitForStart(t *testing.T, stderr io.Reader) string {
 // would. It is killed when the test ends in any case.
 func serveReplica(t *testing.T, path string) (public, admin string, kill func()) {
 	t.Helper()
+	public, admin, process := serveReplicaProcess(t, path)
+	return public, admin, func() { process.Kill() }
+}
+
+// serveReplicaProcess is serveReplica with the replica's process, to signal (SIGSTOP, SIGCONT).
+func serveReplicaProcess(t *testing.T, path string) (public, admin string, process *os.Process) {
+	t.Helper()
 	cmd := edgeq("serve", "-config", path)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { cmd.Process.Signal(syscall.SIGCONT); cmd.Process.Kill(); cmd.Wait() })
 	public, admin = waitForListeners(t, stderr) // reads stderr to its end, so the process never blocks on it
-	return public, admin, func() { cmd.Process.Kill() }
+	return public, admin, cmd.Process
 }
 
 // waitForListeners waits for edgeq's start line and returns its public and admin addresses.

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,5 +159,219 @@ routes:
 				t.Fatalf("held units changed: %d taken, %d orders", taken(), placed())
 			}
 		})
+	}
+}
+
+// A replica stopped (SIGSTOP: a long GC pause, a frozen VM, a container throttled to nothing) with
+// purchases admitted and waiting in a max_in_flight hold line. Its lease runs out; the other replica's
+// sweep gives their units back (orphans: release), and they may sell again. When the stopped replica
+// resumes (SIGCONT), none of the purchases whose units were given back reaches the shop: its lease
+// lapsed since their admission, so each is answered 503 STORE_UNAVAILABLE unsent (docs/reference.md
+// "Failover").
+func TestOrphans_APausedReplicaForwardsNothingReleased(t *testing.T) {
+	const purchases = 12
+	redisSrv := privateRedis(t)
+	var mu sync.Mutex
+	arrived := map[string]bool{} // admission ids that reached the shop
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived[r.Header.Get("Edgeq-Admission-Id")] = true
+		mu.Unlock()
+		time.Sleep(300 * time.Millisecond) // a checkout takes a while: the others wait in the hold line
+		fmt.Fprint(w, "order placed")
+	}))
+	defer origin.Close()
+	path := filepath.Join(t.TempDir(), "edgeq.yaml")
+	os.WriteFile(path, []byte(fmt.Sprintf(`
+server: {listen: "127.0.0.1:0", shutdown_timeout: 2s}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q, timeout: 2s}
+redis: {addr: %q}
+products:
+  - {id: shoe, stock: 100, per_user_limit: 1, name: "Shoe"}
+routes:
+  - name: checkout
+    match: "POST /checkout/{product}"
+    max_in_flight: 1
+    hold: 60s
+    hold_per_client: 20
+    admission: {type: stock, product: "path:product", user: "header:X-User", orphans: release}
+`, origin.URL, redisSrv.Addr())), 0o644)
+	paused, _, process := serveReplicaProcess(t, path)
+	_, admin, _ := serveReplica(t, path)
+	client := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	defer client.Close()
+	ctx := context.Background()
+	taken := func() int64 {
+		n, _ := client.Get(ctx, "edgeq:{p:shoe}:stock").Int64()
+		return 100 - n
+	}
+	shop := func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(arrived)
+	}
+
+	statuses := make(chan int, purchases)
+	for i := range purchases {
+		go func() {
+			req, _ := http.NewRequest("POST", "http://"+paused+"/checkout/shoe", nil)
+			req.Header.Set("X-User", "buyer-"+strconv.Itoa(i))
+			resp, err := (&http.Client{Timeout: 120 * time.Second}).Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	// Every purchase admitted, one at the shop, the others in the hold line: then the pause.
+	deadline := time.Now().Add(20 * time.Second)
+	for taken() < purchases || len(shop()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d admitted, %d at the shop", taken(), len(shop()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	before := shop()
+
+	// The other replica's sweep gives back what the stopped one left unsettled, once its lease ran
+	// out (15 s after its last renewal, plus the sweep's margin and period).
+	api := func(path string) map[string]any {
+		req, _ := http.NewRequest("GET", "http://"+admin+path, nil)
+		req.Header.Set("Authorization", "Bearer test-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		json.NewDecoder(resp.Body).Decode(&body)
+		return body
+	}
+	var released float64
+	for {
+		list := api("/api/admissions?state=admitted&older_than=0")
+		released, _ = list["orphans"].(map[string]any)["released"].(float64)
+		if released > 0 && len(list["items"].([]any)) == 0 {
+			break
+		}
+		if time.Since(stoppedAt) > 40*time.Second {
+			t.Fatalf("%s after the stop, the sweep released %v: %v", time.Since(stoppedAt).Round(time.Second), released, list)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("%v admissions of the stopped replica given back %s after the stop; %d units still taken (orders placed before)",
+		released, time.Since(stoppedAt).Round(100*time.Millisecond), taken())
+	if err := process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	unavailable := 0
+	for range purchases {
+		select {
+		case code := <-statuses:
+			if code == http.StatusServiceUnavailable {
+				unavailable++
+			}
+		case <-time.After(90 * time.Second):
+			t.Fatal("a purchase of the resumed replica never got an answer")
+		}
+	}
+	var late []string
+	for id := range shop() {
+		if !before[id] {
+			late = append(late, id)
+		}
+	}
+	if len(late) > 0 {
+		t.Fatalf("after SIGCONT the resumed replica sent the shop %d purchases whose units the sweep had given back: %v", len(late), late)
+	}
+	if unavailable < purchases-len(before) {
+		t.Errorf("%d purchases answered 503, want at least the %d never sent", unavailable, purchases-len(before))
+	}
+}
+
+// A replica stopped while its purchases are at the shop, for longer than origin.timeout: the shop
+// answers 200 meanwhile, and the answers wait in the replica's sockets. When it resumes, the timer
+// and the answer are ready at once; the answer is read (200 to the buyer, the unit kept), not a 504
+// that gives back a unit the shop sold (before: 83 orders for 60 units).
+func TestSettle_AnAnswerReadyAtTheTimeoutIsRead(t *testing.T) {
+	const purchases = 60
+	redisSrv := privateRedis(t)
+	var mu sync.Mutex
+	arrived := 0
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived++
+		mu.Unlock()
+		time.Sleep(time.Second)
+		fmt.Fprint(w, "order placed")
+	}))
+	defer origin.Close()
+	path := filepath.Join(t.TempDir(), "edgeq.yaml")
+	os.WriteFile(path, []byte(fmt.Sprintf(`
+server: {listen: "127.0.0.1:0", shutdown_timeout: 2s}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q, timeout: 2s}
+redis: {addr: %q}
+products:
+  - {id: shoe, stock: 100, per_user_limit: 1, name: "Shoe"}
+routes:
+  - name: checkout
+    match: "POST /checkout/{product}"
+    admission: {type: stock, product: "path:product", user: "header:X-User", orphans: hold}
+`, origin.URL, redisSrv.Addr())), 0o644)
+	public, _, process := serveReplicaProcess(t, path)
+	statuses := make(chan int, purchases)
+	for i := range purchases {
+		go func() {
+			req, _ := http.NewRequest("POST", "http://"+public+"/checkout/shoe", nil)
+			req.Header.Set("X-User", "buyer-"+strconv.Itoa(i))
+			resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := arrived
+		mu.Unlock()
+		if n == purchases {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d purchases reached the shop", n, purchases)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // past origin.timeout; the shop answered 1 s in
+	if err := process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for range purchases {
+		if code := <-statuses; code != 200 {
+			t.Errorf("a purchase the shop answered 200 to was answered %d", code)
+		}
+	}
+	client := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
+	defer client.Close()
+	left, _ := client.Get(context.Background(), "edgeq:{p:shoe}:stock").Int64()
+	if taken := 100 - left; taken != purchases {
+		t.Fatalf("%d units taken for %d orders placed", taken, purchases)
 	}
 }

@@ -286,26 +286,31 @@ func TestFieldSources(t *testing.T) {
 
 func TestReleaseOutcomes(t *testing.T) {
 	cases := []struct {
-		text      string
-		status    int
-		transport bool
-		want      bool
+		text    string
+		status  int
+		failure Failure
+		want    bool
 	}{
-		{"5xx", 503, false, true},
-		{"5xx", 404, false, false},
-		{"5xx", 0, true, false},
-		{"429", 429, false, true},
-		{"429", 428, false, false},
-		{"error", 0, true, true},
-		{"error", 500, false, false},
+		{"5xx", 503, Answered, true},
+		{"5xx", 404, Answered, false},
+		{"5xx", 0, NotSent, false},
+		{"5xx", 0, NoAnswer, false},
+		{"429", 429, Answered, true},
+		{"429", 428, Answered, false},
+		{"error", 0, NotSent, true},
+		{"error", 0, NoAnswer, false}, // the shop may have acted on it: timeout, not error
+		{"error", 500, Answered, false},
+		{"timeout", 0, NoAnswer, true},
+		{"timeout", 0, NotSent, false},
+		{"timeout", 504, Answered, false},
 	}
 	for _, c := range cases {
 		o, err := ParseReleaseOutcome(c.text)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := o.Matches(c.status, c.transport); got != c.want {
-			t.Errorf("%s.Matches(%d, %v) = %v", c.text, c.status, c.transport, got)
+		if got := o.Matches(c.status, c.failure); got != c.want {
+			t.Errorf("%s.Matches(%d, %v) = %v", c.text, c.status, c.failure, got)
 		}
 	}
 	for _, text := range []string{"6xx", "0xx", "99", "600", "5XX", "err", "", "answer:", "answer:!", "answer:!a..b"} {
@@ -322,7 +327,7 @@ func TestReleaseOutcomes(t *testing.T) {
 		if err != nil || !slices.Equal(o.Answer, want.Answer) || o.Absent != want.Absent {
 			t.Errorf("ParseReleaseOutcome(%q) = %+v, %v; want %+v", text, o, err, want)
 		}
-		if o.Matches(500, false) || o.Matches(0, true) {
+		if o.Matches(500, Answered) || o.Matches(0, NotSent) || o.Matches(0, NoAnswer) {
 			t.Errorf("%s matched a status", text)
 		}
 	}

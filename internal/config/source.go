@@ -89,13 +89,15 @@ func ParseUserSource(text string) (UserSource, error) {
 }
 
 // ReleaseOutcome is one entry of routes[].admission.release_on (and of complete_on): a status class
-// ("5xx"), an exact status ("503"), "error" (transport failure or timeout before the origin answered),
-// "answer:PATH" (the shop's JSON answer has a value at PATH) or "answer:!PATH" (it is JSON and has
-// none there: absent or null): web.Outcome.Matches.
+// ("5xx"), an exact status ("503"), "error" (the shop never received the whole request: a failed dial,
+// a refused connection, a write that failed), "timeout" (no complete answer after the whole request was
+// sent: the shop may have acted on it), "answer:PATH" (the shop's JSON answer has a value at PATH) or
+// "answer:!PATH" (it is JSON and has none there: absent or null): web.Outcome.Matches.
 type ReleaseOutcome struct {
-	Class  int // 1..5 for "1xx".."5xx", else 0
-	Status int // exact status, else 0
-	Error  bool
+	Class   int // 1..5 for "1xx".."5xx", else 0
+	Status  int // exact status, else 0
+	Error   bool
+	Timeout bool
 	// Answer is the path of an answer: outcome (object keys, array indexes, "$field" for the matched
 	// GraphQL field's response key), nil for the others.
 	Answer []string
@@ -105,8 +107,11 @@ type ReleaseOutcome struct {
 
 // ParseReleaseOutcome parses one release_on entry.
 func ParseReleaseOutcome(text string) (ReleaseOutcome, error) {
-	if text == "error" {
+	switch text {
+	case "error":
 		return ReleaseOutcome{Error: true}, nil
+	case "timeout":
+		return ReleaseOutcome{Timeout: true}, nil
 	}
 	if path, ok := strings.CutPrefix(text, "answer:"); ok {
 		path, absent := strings.CutPrefix(path, "!")
@@ -122,19 +127,33 @@ func ParseReleaseOutcome(text string) (ReleaseOutcome, error) {
 	if code, err := strconv.Atoi(text); err == nil && len(text) == 3 && code >= 100 && code <= 599 {
 		return ReleaseOutcome{Status: code}, nil
 	}
-	return ReleaseOutcome{}, fmt.Errorf("%q: use a status class (5xx), a status code (503), error, answer:PATH or answer:!PATH", text)
+	return ReleaseOutcome{}, fmt.Errorf("%q: use a status class (5xx), a status code (503), error, timeout, answer:PATH or answer:!PATH", text)
 }
 
-// Matches reports whether an origin outcome (a status, or transportErr when the origin never answered)
-// is this one. An answer: outcome needs the answer itself: web.Outcome.Matches reads it; here it is
-// false.
-func (o ReleaseOutcome) Matches(status int, transportErr bool) bool {
+// Failure is how a forwarded request failed to get an answer.
+type Failure int
+
+const (
+	// Answered: the shop answered (a status).
+	Answered Failure = iota
+	// NotSent: the shop never received the whole request ("error").
+	NotSent
+	// NoAnswer: the whole request was sent and no complete answer came ("timeout"): the shop may
+	// have acted on it.
+	NoAnswer
+)
+
+// Matches reports whether an origin outcome (a status, or how it failed) is this one. An answer:
+// outcome needs the answer itself: web.Outcome.Matches reads it; here it is false.
+func (o ReleaseOutcome) Matches(status int, failure Failure) bool {
 	switch {
 	case o.Answer != nil:
 		return false
 	case o.Error:
-		return transportErr
-	case transportErr:
+		return failure == NotSent
+	case o.Timeout:
+		return failure == NoAnswer
+	case failure != Answered:
 		return false
 	case o.Class != 0:
 		return status/100 == o.Class

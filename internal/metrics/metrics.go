@@ -24,6 +24,9 @@ const (
 	OriginTimeout     = "timeout"     // no response headers within origin.timeout (504)
 	OriginUnavailable = "unavailable" // refused, reset, DNS, bad response (502)
 	OriginClientGone  = "client_gone" // the visitor left first (499, not the origin's fault)
+	// OriginFenced: an admitted request not sent because the replica's lease lapsed since its
+	// admission (503, not the origin's fault).
+	OriginFenced = "fenced"
 )
 
 // In-flight results (edgeq_route_held_total{result}): what became of a request on a route with
@@ -86,7 +89,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		OriginErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "origin_errors_total",
-			Help: "Proxied requests that got no origin response, by kind: timeout, unavailable, client_gone.",
+			Help: "Proxied requests that got no origin response, by kind: timeout, unavailable, client_gone, fenced.",
 		}, []string{"kind"}),
 		StoreUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: namespace, Name: "store_up",
@@ -121,7 +124,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.StoreUp, m.StoreDegraded, m.ConfigReloads, m.StoreBypass, m.RouteInFlight, m.RouteHeld, m.AdminMisdirected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Known label values start at zero so dashboards and alerts see the series before the first event.
-	for _, kind := range []string{OriginTimeout, OriginUnavailable, OriginClientGone} {
+	for _, kind := range []string{OriginTimeout, OriginUnavailable, OriginClientGone, OriginFenced} {
 		m.OriginErrors.WithLabelValues(kind)
 	}
 	for _, result := range []string{"ok", "error"} {

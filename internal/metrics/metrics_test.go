@@ -48,9 +48,10 @@ func TestNew_ErrorKindsStartAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	New(reg)
 	const want = `
-# HELP edgeq_origin_errors_total Proxied requests that got no origin response, by kind: timeout, unavailable, client_gone.
+# HELP edgeq_origin_errors_total Proxied requests that got no origin response, by kind: timeout, unavailable, client_gone, fenced.
 # TYPE edgeq_origin_errors_total counter
 edgeq_origin_errors_total{kind="client_gone"} 0
+edgeq_origin_errors_total{kind="fenced"} 0
 edgeq_origin_errors_total{kind="timeout"} 0
 edgeq_origin_errors_total{kind="unavailable"} 0
 `

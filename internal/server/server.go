@@ -217,6 +217,11 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 	if err := built.admission.Apply(applyCtx, cfg, nil); err != nil {
 		logger.Warn("products or auctions not written to the store yet; they are written on the next reload", "error", err.Error())
 	}
+	// The liveness lease fences every admitted request (docs/reference.md "Failover"): held before
+	// the first visitor is served.
+	if err := built.admission.RenewLease(applyCtx); err != nil {
+		logger.Warn("the liveness lease is not written yet: admitted requests are answered 503 until it is", "error", err.Error())
+	}
 	cancelApply()
 	var background sync.WaitGroup
 	background.Go(func() { built.room.Run(runCtx) })

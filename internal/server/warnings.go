@@ -41,6 +41,11 @@ func warnings(cfg *config.Config) []string {
 		}
 	}
 	for _, r := range cfg.Routes {
+		if r.Admission.Type != "" && slices.Contains(r.Admission.ReleaseOn, "timeout") {
+			out = append(out, "routes["+r.Name+"].admission.release_on names timeout: a request the shop received whole "+
+				"and did not answer in time (it may have sold the unit) gives its units back, so they can sell twice; "+
+				"without it such admissions are held as ambiguous for an operator")
+		}
 		if r.GraphQL.On() && r.Admission.Type != "" && !releasesMissingData(r.Admission.ReleaseOn) {
 			out = append(out, "routes["+r.Name+"].admission.release_on gives nothing back when the shop's answer "+
 				"has no data for the guarded field (an error inside a 200: a variable of the wrong type, a "+

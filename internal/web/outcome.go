@@ -6,6 +6,7 @@ import (
 	"compress/zlib"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -28,6 +29,15 @@ type Outcome struct {
 	Status         int    // the origin's status, 0 if it never answered
 	TransportError bool   // no answer: refused, reset, timed out
 	Command        string // the origin's Edgeq-Command header, removed from the response
+	// Settles: a step settles on the outcome (admission), so the transport says whether the whole
+	// request was sent even where that costs something (net/http's Transport: a ClientTrace).
+	Settles bool
+	// Fenced: the request's fence did not hold just before it was to be written (Fence): nothing
+	// reached the shop, and the request was answered 503.
+	Fenced bool
+	// sent: the whole request was written to the shop's connection (the transport says so, MarkSent):
+	// a failure after it is a timeout, the shop may have acted on the request.
+	sent atomic.Bool
 
 	Started time.Time  // when forwarding began, for edgeq_origin_duration_seconds
 	Body    *BodyWatch // the visitor's body as the origin transport reads it, nil without a body
@@ -75,7 +85,7 @@ func (o *Outcome) WantsAnswer() bool { return o.Answer != nil && o.Answer.Want }
 // answer: entry of either form.
 func (o *Outcome) Matches(want config.ReleaseOutcome) bool {
 	if want.Answer == nil {
-		return want.Matches(o.Status, o.TransportError)
+		return want.Matches(o.Status, o.Failure())
 	}
 	if o.TransportError || !o.Forwarded || o.Answer == nil {
 		return false
@@ -177,6 +187,48 @@ func (a *Answer) decode() any {
 		return nil
 	}
 	return doc
+}
+
+// MarkSent records that the whole request was written to the shop's connection; the transport calls
+// it, from whichever goroutine writes.
+func (o *Outcome) MarkSent() { o.sent.Store(true) }
+
+// Failure says how a forwarded request failed to get an answer: config.Answered when it did not fail,
+// config.NotSent when the shop never got the whole request (a fenced request among them),
+// config.NoAnswer when it did and no complete answer came (docs/reference.md "Admission outcomes").
+func (o *Outcome) Failure() config.Failure {
+	switch {
+	case !o.TransportError:
+		return config.Answered
+	case o.sent.Load() && !o.Fenced:
+		return config.NoAnswer
+	}
+	return config.NotSent
+}
+
+// Ambiguous reports whether the shop may have acted on a forwarded request whose answer never came.
+func (o *Outcome) Ambiguous() bool { return o.Forwarded && o.Failure() == config.NoAnswer }
+
+// Fence is a condition an admitted request must meet when it is written to the shop: the transport
+// asks Holds immediately before the request's first byte goes out, after any hold line, and does not
+// write it when it does not hold (ErrFenced). Admission fences its requests with the replica's
+// liveness lease (docs/reference.md "Failover").
+type Fence interface{ Holds() bool }
+
+// ErrFenced is what a transport returns for a request whose fence did not hold: nothing was written.
+var ErrFenced = errors.New("the replica's liveness lease lapsed since the admission: the request was not sent")
+
+type fenceKey struct{}
+
+// WithFence returns ctx carrying f for the transport.
+func WithFence(ctx context.Context, f Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// FenceFrom returns the request's fence, nil when it has none.
+func FenceFrom(ctx context.Context) Fence {
+	f, _ := ctx.Value(fenceKey{}).(Fence)
+	return f
 }
 
 // WatchAnswer returns a channel closed as soon as the origin has answered (its response headers
