@@ -169,8 +169,8 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		// The replica's lease fences the request: it reaches the shop only if the lease holds without a
 		// gap from now until it is written (docs/reference.md "Failover").
 		fence, holds := s.lease.fence()
-		if fence != nil {
-			fwd = fwd.WithContext(web.WithFence(fwd.Context(), fence))
+		if fence != nil && o != nil {
+			o.Fence = fence
 		}
 		st := s.startSettling(k, c, o)
 		defer s.settle(fwd, k, c, releaseOn, st)

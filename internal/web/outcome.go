@@ -32,6 +32,8 @@ type Outcome struct {
 	// Settles: a step settles on the outcome (admission), so the transport says whether the whole
 	// request was sent even where that costs something (net/http's Transport: a ClientTrace).
 	Settles bool
+	// Fence, when set, must hold when the request is written to the shop (web.Fence).
+	Fence Fence
 	// Fenced: the request's fence did not hold just before it was to be written (Fence): nothing
 	// reached the shop, and the request was answered 503.
 	Fenced bool
@@ -218,17 +220,12 @@ type Fence interface{ Holds() bool }
 // ErrFenced is what a transport returns for a request whose fence did not hold: nothing was written.
 var ErrFenced = errors.New("the replica's liveness lease lapsed since the admission: the request was not sent")
 
-type fenceKey struct{}
-
-// WithFence returns ctx carrying f for the transport.
-func WithFence(ctx context.Context, f Fence) context.Context {
-	return context.WithValue(ctx, fenceKey{}, f)
-}
-
-// FenceFrom returns the request's fence, nil when it has none.
+// FenceFrom returns the fence of the request's outcome, nil when it has none.
 func FenceFrom(ctx context.Context) Fence {
-	f, _ := ctx.Value(fenceKey{}).(Fence)
-	return f
+	if o := OutcomeFrom(ctx); o != nil {
+		return o.Fence
+	}
+	return nil
 }
 
 // WatchAnswer returns a channel closed as soon as the origin has answered (its response headers
