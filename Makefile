@@ -5,7 +5,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: help build demo test test-quick fuzz bench lint staticcheck clean screenshots
+.PHONY: help build demo test test-quick fuzz chaos bench lint staticcheck clean screenshots
 
 # help lists the targets (the default: `make` alone prints this).
 help:
@@ -14,6 +14,7 @@ help:
 	@echo "make test         every test, with the race detector (what CI runs; browsers, redis-server, PostgreSQL)"
 	@echo "make test-quick   the edit-test loop: every package but the browser tests, without -race"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 10s)"
+	@echo "make chaos        the chaos run for CHAOSTIME (default 5m): replicas, Redis and the shop broken at random"
 	@echo "make lint         gofmt, go vet and staticcheck (installed into bin/ at a pinned version)"
 	@echo "make bench        the benchmarks (figures in docs/benchmarks.md)"
 	@echo "make screenshots  retake docs/screenshots in headless Chromium"
@@ -70,6 +71,14 @@ fuzz:
 		echo "fuzz $$pkg $$name ($(FUZZTIME))"; \
 		scripts/fuzz.sh $$pkg $$name $(FUZZTIME) $(GO); \
 	done
+
+# The standing chaos run (docs/reliability.md): three replicas, Redis with Sentinel, a recording shop
+# and buyers under a nemesis for CHAOSTIME, then the invariants; exit 1 on a violated one (the seed is
+# printed: CHAOSFLAGS="-seed N" repeats a run). CI runs it for 60s after the tests.
+CHAOSTIME ?= 5m
+CHAOSFLAGS ?=
+chaos:
+	$(GO) run ./cmd/edgeq-bench chaos -duration $(CHAOSTIME) -replicas 3 $(CHAOSFLAGS)
 
 # Retake the screenshots in docs/screenshots (headless Chromium; see e2e/): the scenarios', and every
 # shopper page state in en, ja and ar on desktop and phone in docs/screenshots/states.

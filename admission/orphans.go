@@ -74,7 +74,7 @@ func (l *lease) renewed(sent, answered time.Time) {
 func (l *lease) fence() (*leaseFence, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.active {
+	if !l.active || fenceOff {
 		return nil, true
 	}
 	f := &leaseFence{l: l, epoch: l.epoch}

@@ -6,6 +6,7 @@
 //	edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE] [-graphql]
 //	edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]
 //	edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]
+//	edgeq-bench chaos [-duration 60s] [-replicas 3] [-seed N] [-stock 3000] [-buyers 24] [-nemesis all|pause]
 //
 // overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
 // (pass-through, a plain route, a route through the gate seam), plus a bare proxy with pooled copy
@@ -23,6 +24,10 @@
 //
 // replicas: stock admissions with redis.wait_replicas 1 beside 0, on one master with one replica (on
 // loopback, or behind a proxy adding -delay each way): admissions/s, latency, Redis CPU per admission.
+//
+// chaos: not a benchmark but the standing chaos run (docs/reliability.md): edgeq replicas, Redis with
+// Sentinel, a recording shop and buyers under a nemesis that stops, kills and restarts replicas, kills
+// the Redis master, cuts links and slows the shop; then the invariants, exit 1 when one does not hold.
 //
 // bid: latency of bids, highest-bid reads and history reads through edgeq under a busy auction's load
 // (1,000 bidders, 5,000 and 1,000 pollers, together) and in bursts of as many simultaneous visitors,
@@ -64,6 +69,10 @@ func main() {
 		err = ledgerBench(os.Args[2:], os.Stdout)
 	case "replicas":
 		err = replicasBench(os.Args[2:], os.Stdout)
+	case "chaos":
+		err = chaosBench(os.Args[2:], os.Stdout)
+	case "chaos-replica":
+		err = chaosReplicaMain(os.Args[2:])
 	default:
 		usage()
 		os.Exit(2)
@@ -83,6 +92,7 @@ func usage() {
   edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]   (redis.wait_replicas 1 beside 0, a local replica)
   edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2]   (needs wrk; adds nginx and caddy when installed)
   edgeq-bench hot [-duration 4s] [-rounds 3] [-connections 64] [-threads 2] [-floor-clients 32] [-redis-cpu 1]   (needs wrk and redis-benchmark)
+  edgeq-bench chaos [-duration 60s] [-replicas 3] [-seed N] [-stock 3000] [-buyers 24] [-nemesis all|pause]   (needs redis-server and redis-sentinel; exit 1 on a violated invariant)
   edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)
 }
 
