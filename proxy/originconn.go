@@ -134,7 +134,7 @@ const maxInformational = 8
 
 // roundTrip writes req on c and reads the answer's header. early reports a failure before any byte of
 // an answer arrived (a stale pooled connection, when c was reused).
-func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Response, early bool, err error) {
+func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome) (resp *http.Response, early bool, err error) {
 	stop := context.AfterFunc(req.Context(), func() { c.conn.Close() })
 	defer func() {
 		if err != nil {
@@ -147,7 +147,7 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport) (resp *http.Resp
 	if err := c.bw.Flush(); err != nil {
 		return nil, true, err
 	}
-	if o := web.OutcomeFrom(req.Context()); o != nil {
+	if o != nil {
 		o.MarkSent()
 	}
 	if t.headerTimeout > 0 {

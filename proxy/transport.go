@@ -132,7 +132,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}
 	ctx := req.Context()
-	fence := web.FenceFrom(ctx)
+	o := web.OutcomeFrom(ctx)
+	var fence web.Fence
+	if o != nil {
+		fence = o.Fence
+	}
 	for {
 		c, reused, err := t.get(ctx, addr)
 		if err != nil {
@@ -148,7 +152,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, web.ErrFenced
 		}
-		resp, early, err := c.roundTrip(req, t)
+		resp, early, err := c.roundTrip(req, t, o)
 		if err == nil {
 			return resp, nil
 		}
