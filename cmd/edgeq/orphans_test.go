@@ -212,21 +212,7 @@ routes:
 		return maps.Clone(arrived)
 	}
 
-	statuses := make(chan int, purchases)
-	for i := range purchases {
-		go func() {
-			req, _ := http.NewRequest("POST", "http://"+paused+"/checkout/shoe", nil)
-			req.Header.Set("X-User", "buyer-"+strconv.Itoa(i))
-			resp, err := (&http.Client{Timeout: 120 * time.Second}).Do(req)
-			if err != nil {
-				statuses <- 0
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses <- resp.StatusCode
-		}()
-	}
+	statuses := buyShoes(paused, purchases, 120*time.Second)
 	// Every purchase admitted, one at the shop, the others in the hold line: then the pause.
 	deadline := time.Now().Add(20 * time.Second)
 	for taken() < purchases || len(shop()) == 0 {
@@ -328,21 +314,7 @@ routes:
     admission: {type: stock, product: "path:product", user: "header:X-User", orphans: hold}
 `, origin.URL, redisSrv.Addr())), 0o644)
 	public, _, process := serveReplicaProcess(t, path)
-	statuses := make(chan int, purchases)
-	for i := range purchases {
-		go func() {
-			req, _ := http.NewRequest("POST", "http://"+public+"/checkout/shoe", nil)
-			req.Header.Set("X-User", "buyer-"+strconv.Itoa(i))
-			resp, err := (&http.Client{Timeout: 60 * time.Second}).Do(req)
-			if err != nil {
-				statuses <- 0
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			statuses <- resp.StatusCode
-		}()
-	}
+	statuses := buyShoes(public, purchases, 60*time.Second)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
@@ -374,4 +346,26 @@ routes:
 	if taken := 100 - left; taken != purchases {
 		t.Fatalf("%d units taken for %d orders placed", taken, purchases)
 	}
+}
+
+// buyShoes sends n purchases of a shoe to a replica at once, each as another buyer, and delivers each
+// answer's status (0 for no answer within timeout).
+func buyShoes(replica string, n int, timeout time.Duration) <-chan int {
+	statuses := make(chan int, n)
+	client := &http.Client{Timeout: timeout}
+	for i := range n {
+		go func() {
+			req, _ := http.NewRequest("POST", "http://"+replica+"/checkout/shoe", nil)
+			req.Header.Set("X-User", "buyer-"+strconv.Itoa(i))
+			resp, err := client.Do(req)
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	return statuses
 }
