@@ -102,9 +102,11 @@ func TestIDMatch_IDsOfAnEarlierBuildAreGuardedAfterStart(t *testing.T) {
 		eventually(t, 5*time.Second, "old-1 refused", func() bool {
 			return st.addToCart("old-1", "a@example.com").status == 400
 		})
-		if a := st.bidOn("/open/auctions/", "OLD-LOT", "bob", "50.00"); a.status != 400 || a.json["field"] != "auction" {
-			t.Errorf("OLD-LOT: %d %s", a.status, a.body)
-		}
+		// Auctions are indexed after products (one kind after the other): wait for them too.
+		eventually(t, 5*time.Second, "OLD-LOT refused", func() bool {
+			a := st.bidOn("/open/auctions/", "OLD-LOT", "bob", "50.00")
+			return a.status == 400 && a.json["field"] == "auction"
+		})
 		if a := st.addToCart("Old-1", "a@example.com"); a.status != 200 || st.remaining("Old-1") != 4 {
 			t.Errorf("Old-1 itself: %d %s", a.status, a.body)
 		}
