@@ -9,7 +9,6 @@ package admission
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"regexp"
@@ -108,7 +107,7 @@ func fromLedger[R, T any](s *Service, w http.ResponseWriter, r *http.Request, pa
 }
 
 // ledgerReadFailed notes a history read that falls back to the store: the store keeps the last
-// LedgerRecordTTL of records.
+// records_retention of records.
 func (s *Service) ledgerReadFailed(r *http.Request, err error) {
 	web.RequestFrom(r.Context()).Logger().Warn("ledger: reading the history failed; answering from the store", "error", err.Error())
 }
@@ -131,19 +130,13 @@ func paging(r *http.Request) (page, size int64, e *web.Error) {
 // pageOf lists a page of admissions, newest first: every buyer's (buyer "") or one buyer's, from
 // the store's admin records (records.go).
 func (s *Service) pageOf(ctx context.Context, buyer string, page, size int64) ([]Record, int64, error) {
-	t := s.stock.table
-	ids, total, err := s.pageIDs(ctx, t, buyer, page, size)
+	found, total, err := s.page(ctx, s.stock.table, buyer, page, size)
 	if err != nil {
 		return nil, 0, err
 	}
-	bodies, err := s.bodies(ctx, t, ids)
-	if err != nil {
-		return nil, 0, err
-	}
-	records := make([]Record, 0, len(bodies))
-	for _, body := range bodies {
-		var rec Record
-		if body != "" && json.Unmarshal([]byte(body), &rec) == nil {
+	records := make([]Record, 0, len(found))
+	for _, l := range found {
+		if rec, ok := stockRecord(l.ref, l.stored); ok {
 			records = append(records, rec)
 		}
 	}
@@ -191,12 +184,12 @@ var admissionIDSyntax = regexp.MustCompile(`^[0-9]{1,20}$`)
 
 // record is an admission's admin record.
 func (s *Service) record(ctx context.Context, id string) (Record, bool, error) {
-	bodies, err := s.bodies(ctx, s.stock.table, []string{id})
-	if err != nil || bodies[0] == "" {
+	r, st, found, err := s.locate(ctx, s.stock.table, id)
+	if err != nil || !found {
 		return Record{}, false, err
 	}
-	var rec Record
-	return rec, json.Unmarshal([]byte(bodies[0]), &rec) == nil, nil
+	rec, ok := stockRecord(r, st)
+	return rec, ok, nil
 }
 
 func (s *Service) adminAdmission(w http.ResponseWriter, r *http.Request) {
@@ -239,6 +232,8 @@ func (s *Service) adminDeleteAdmission(w http.ResponseWriter, r *http.Request) {
 	}
 	deleted, err := s.deleteRecord(r.Context(), s.stock.table, id)
 	switch {
+	case errors.Is(err, errUnsettled):
+		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id").With("problems", err.Error()))
 	case err != nil:
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !deleted:

@@ -26,6 +26,10 @@ import (
 )
 
 // Options configures the admission service.
+// DefaultRecordsRetention is how long the admin records stay in the store by default
+// (admission.records_retention).
+const DefaultRecordsRetention = 7 * 24 * time.Hour
+
 type Options struct {
 	Store        *store.Store
 	IDs          *ids.Generator
@@ -49,6 +53,9 @@ type Options struct {
 	OrphanAfter time.Duration
 	// Ledger, when set, receives every event (ledger.go) and serves the admin history lists.
 	Ledger *ledger.Ledger
+	// RecordsRetention is how long the admin records stay in the store, ledger or not (records.go);
+	// default DefaultRecordsRetention.
+	RecordsRetention time.Duration
 	// Visitor returns the queue request id of a request's valid access token for a queue: how GET
 	// {prefix}/auctions/mine identifies a bidder when the bid route's user is "token". Nil: such
 	// bidders cannot be identified there (400).
@@ -112,6 +119,9 @@ func New(o Options) *Service {
 	}
 	if o.OrphanAfter == 0 {
 		o.OrphanAfter = 30 * time.Second
+	}
+	if o.RecordsRetention <= 0 {
+		o.RecordsRetention = DefaultRecordsRetention
 	}
 	if o.ClaimTTL == 0 {
 		o.ClaimTTL = time.Minute

@@ -281,8 +281,8 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		if state("1") != "committed" || unsettled("1") {
 			t.Fatalf("after the commit: state %q, unsettled %v", state("1"), unsettled("1"))
 		}
-		if held := s.Client.HGet(ctx, claimsKey(s.Keys, "p"), u).Val(); held != "1" {
-			t.Fatalf("the claim after a batched commit holds %q, want the settled admission 1 (left to expire)", held)
+		if n := s.Client.HLen(ctx, claimsKey(s.Keys, "p")).Val(); n != 0 {
+			t.Fatalf("%d claims after a batched commit, want none: the claim ends with its admission", n)
 		}
 		if got := reserve(c2); got[0] != 0 {
 			t.Fatalf("a purchase after the commit: code %d, want 0 (the settled claim is taken over)", got[0])
@@ -488,22 +488,22 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		if err := apply(ctx); err != nil {
 			t.Fatal(err)
 		}
-		first := msgs[0].Values["admissions"].(string)
-		before := s.Client.HGet(ctx, st.svc.stock.table.records, first).Val()
+		first := strings.Fields(msgs[0].Values["admissions"].(string))[0]
+		before := s.Client.HGet(ctx, recordsKey(s.Keys, "p", first), first).Val()
 		if err := apply(ctx); err != nil { // twice
 			t.Fatal(err)
 		}
-		if n, _ := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Result(); n != 120 {
+		if n := len(indexedIDs(t, st.svc, st.svc.stock.table, "p")); n != 120 {
 			t.Fatalf("a redelivered event was indexed twice: %d admissions", n)
 		}
 		indexed := 0
-		for _, list := range s.Client.HVals(ctx, st.svc.stock.table.byUser).Val() {
-			indexed += len(strings.Fields(list))
+		for _, list := range usersIndexed(t, st.svc, st.svc.stock.table, "p") {
+			indexed += len(list)
 		}
 		if indexed != 120 {
 			t.Fatalf("a redelivered event was indexed twice by user: %d entries", indexed)
 		}
-		if after := s.Client.HGet(ctx, st.svc.stock.table.records, first).Val(); after != before || after == "" {
+		if after := s.Client.HGet(ctx, recordsKey(s.Keys, "p", first), first).Val(); after != before || after == "" {
 			t.Fatalf("a redelivered event changed its record: %s -> %s", before, after)
 		}
 		if num(st.adminGet("/api/leaderboard").json["items"].([]any)[0].(map[string]any)["sales"]) != 120 {
@@ -518,8 +518,10 @@ func TestWorker_DeadLetters(t *testing.T) {
 		st := newStack(t, s, product("p", 10, 1))
 		st.startWorker()
 		ctx := context.Background()
-		// A malformed event, as a buggy or older writer might leave.
-		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: []any{"type", "admitted", "admission", "7", "user", "x", "qty", "many", "at", "1"}}).Err(); err != nil {
+		// A malformed event, as a buggy or older writer might leave (its record is the script's).
+		adm := st.svc.o.IDs.NextString()
+		s.Client.HSet(ctx, recordsKey(s.Keys, "p", adm), adm, "admitted x 1 1")
+		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: []any{"type", "admitted", "admission", adm, "user", "x", "qty", "many", "at", "1"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "dead-lettered", func() bool {
@@ -535,13 +537,16 @@ func TestWorker_DeadLetters(t *testing.T) {
 			t.Fatalf("retrying a malformed event: %d %s", a.status, a.body)
 		}
 		// Fix it in place and retry.
-		fixed := fmt.Sprintf(`{"id":%q,"product_id":"p","stream_id":%q,"fields":{"type":"admitted","admission":"7","user":"x","qty":"1","at":"1"},"error":"","failed_at":""}`, id, dl["stream_id"])
+		fixed := fmt.Sprintf(`{"id":%q,"product_id":"p","stream_id":%q,"fields":{"type":"admitted","admission":%q,"user":"x","qty":"1","at":"1"},"error":"","failed_at":""}`, id, dl["stream_id"], adm)
 		s.Client.HSet(ctx, deadKey(s.Keys), id, fixed)
+		if a := st.adminGet("/api/admissions"); num(a.json["total_count"]) != 0 {
+			t.Fatalf("the dead event's admission is listed: %s", a.body)
+		}
 		if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 200 {
 			t.Fatalf("retry: %d %s", a.status, a.body)
 		}
-		if a := st.adminGet("/api/admissions/7"); a.status != 200 || num(a.json["quantity"]) != 1 {
-			t.Fatalf("the retried event's admission: %d %s", a.status, a.body)
+		if a := st.adminGet("/api/admissions"); num(a.json["total_count"]) != 1 || !strings.Contains(a.body, adm) {
+			t.Fatalf("the retried event's admission: %s", a.body)
 		}
 		if num(st.adminGet("/api/dead-letters").json["total_count"]) != 0 {
 			t.Fatal("the retried event is still a dead letter")
@@ -647,13 +652,14 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 		}
 		ctx := context.Background()
 		table := st.svc.stock.table
-		if n, _ := s.Client.HExists(ctx, table.records, victim).Result(); n {
+		product := byRaw.json["items"].([]any)[0].(map[string]any)["product_id"].(string)
+		if n, _ := s.Client.HExists(ctx, recordsKey(s.Keys, product, victim), victim).Result(); n {
 			t.Fatal("the record survived")
 		}
-		if _, err := s.Client.ZScore(ctx, byTimeKey(s.Keys), victim).Result(); err == nil {
-			t.Fatal("the time index still names it")
+		if slices.Contains(indexedIDs(t, st.svc, table, product), victim) {
+			t.Fatal("the day's list still names it")
 		}
-		if list := strings.Fields(s.Client.HGet(ctx, table.byUser, pseudonym).Val()); len(list) != 2 || slices.Contains(list, victim) {
+		if list := usersIndexed(t, st.svc, table, product)[pseudonym]; len(list) != 2 || slices.Contains(list, victim) {
 			t.Fatalf("the user index names %v, want the user's 2 other admissions", list)
 		}
 		if a := st.adminGet("/api/admissions/" + victim); a.status != 404 {
@@ -975,7 +981,7 @@ func TestWorker_AppliesALargeReadInBoundedCalls(t *testing.T) {
 		if f, _ := w.pass(ctx); f == foundNothing {
 			t.Fatal("the worker found nothing to apply")
 		}
-		if n := s.Client.ZCard(ctx, byTimeKey(s.Keys)).Val(); n != 300 {
+		if n := indexedCount(t, st.svc); n != 300 {
 			t.Fatalf("%d admissions applied, want 300", n)
 		}
 		if n, want := applies.Load(), int64((300+applyMax-1)/applyMax); n != want {
@@ -1038,6 +1044,45 @@ func TestSettle_TimeoutAfterTheRequestWasSentIsHeld(t *testing.T) {
 		}
 		if st.remaining("p") != 1 {
 			t.Fatalf("after the cancel %d left", st.remaining("p"))
+		}
+	})
+}
+
+// A product's claims hold its purchases in flight, not every buyer it ever had: a purchase the stock
+// refuses takes none, one the per-user limit refuses leaves none, and a release ends one.
+func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 2, 1))
+		ctx := context.Background()
+		reserve := func(user string) (claim, int64) {
+			t.Helper()
+			c := claim{owner: "p", user: st.svc.pseudonyms.of(user), id: st.svc.o.IDs.NextString(), value: 1}
+			res, err := st.svc.reserveNow(ctx, "p", []claim{c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c, res[0].code
+		}
+		claims := func() int64 { return s.Client.HLen(ctx, claimsKey(s.Keys, "p")).Val() }
+		a, code := reserve("ann")
+		if code != 0 || claims() != 1 {
+			t.Fatalf("ann's purchase: code %d, %d claims", code, claims())
+		}
+		if err := st.svc.stock.commit(ctx, a); err != nil || claims() != 0 {
+			t.Fatalf("after the commit: %v, %d claims", err, claims())
+		}
+		if _, code := reserve("ann"); code != 4 || claims() != 0 {
+			t.Fatalf("ann again: code %d (want 4), %d claims (want 0)", code, claims())
+		}
+		b, code := reserve("ben")
+		if code != 0 {
+			t.Fatalf("ben: code %d", code)
+		}
+		if _, code := reserve("cy"); code != 1 || claims() != 1 {
+			t.Fatalf("cy, sold out: code %d (want 1), %d claims (want ben's)", code, claims())
+		}
+		if code, err := st.svc.stock.release(ctx, b); err != nil || code != 0 || claims() != 0 {
+			t.Fatalf("ben's release: %d %v, %d claims", code, err, claims())
 		}
 	})
 }

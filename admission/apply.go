@@ -1,8 +1,9 @@
 package admission
 
 // Applying stream events to the admin records (records.go): what one event writes (an application:
-// the record's JSON and its index entries, all idempotent) and the apply.lua calls that write a batch
-// of them, every key under the {adm} hash tag.
+// the record's index entries, and a bid's JSON, all idempotent) and the apply.lua calls that write a
+// batch of them, one call per owner (one hash tag), which also remove the owner's records past the
+// retention.
 
 import (
 	"context"
@@ -10,15 +11,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store"
 )
 
 // recordTime formats the times of records: RFC 3339 with milliseconds, fixed width.
 const recordTime = "2006-01-02T15:04:05.000Z07:00"
-
-// LedgerRecordTTL is how long the admin indexes in Redis keep an admission or a bid when the ledger
-// is on (without it they stay until deleted): the admin history lists read the ledger then, and the
-// store keeps what the unsettled list, cancel and commit need.
-const LedgerRecordTTL = 7 * 24 * time.Hour
 
 // entry reads the fields of a stream entry.
 type entry redis.XMessage
@@ -27,15 +25,15 @@ func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
 
 func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
 
-// application is what applying one event writes to its kind's admin table (records.go): the record's
-// JSON under its id (kept when the record exists, unless overwrite) and its entries in the indexes
-// by time and by user, all idempotent, so an event applied twice changes nothing. Every key is under
-// the {adm} hash tag, so one script applies a whole batch, on a Cluster too.
+// application is what applying one event writes to its kind's admin table (records.go): the id's
+// entries in the day's list and its user's list, and, for a table the worker writes, the record's
+// JSON under its id (kept when the record exists, unless overwrite). All idempotent, so an event
+// applied twice changes nothing.
 type application struct {
 	table     *adminTable
+	owner     string
 	id, user  string
-	atMs      int64 // the admission's (or bid's) time: its place in both indexes
-	body      []byte
+	body      []byte // nil when the table's records are the scripts' own (stock)
 	overwrite bool
 }
 
@@ -57,36 +55,82 @@ func (s *Service) applyAll(ctx context.Context, apps []application) error {
 	return nil
 }
 
-// applyBatch applies events with one apply.lua call: per table, one HSET of the records and one ZADD
-// per index, whatever the number of events. With the ledger on, records older than LedgerRecordTTL
-// leave the tables (the ledger keeps them; apply.lua removes a few per call).
+// applyBatch applies events with one apply.lua call per owner, all in one pipeline: per day of the ids, one HMGET and one
+// HSET of the users' lists, one RPUSH of the day's list (and for bids one HMGET and one HSET of the
+// records), whatever the number of events; then the owner's records past the retention leave (up to
+// twice the call's own number, and 16).
 func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 	if len(apps) == 0 {
 		return nil
 	}
-	var ttl, cutoff int64
-	if s.o.Ledger != nil {
-		ttl, cutoff = int64(LedgerRecordTTL/time.Second), time.Now().Add(-LedgerRecordTTL).UnixMilli()
+	type owner struct {
+		table *adminTable
+		name  string
 	}
-	var tables []*adminTable // in order of first record
-	byTable := map[*adminTable][]application{}
+	type day struct {
+		owner
+		day int64
+	}
+	var owners []owner // in order of first record
+	days := map[owner][]day{}
+	byDay := map[day][]application{}
 	for _, a := range apps {
-		if _, ok := byTable[a.table]; !ok {
-			tables = append(tables, a.table)
+		o := owner{a.table, a.owner}
+		d := day{o, recordsDay(a.id)}
+		if _, ok := days[o]; !ok {
+			owners = append(owners, o)
 		}
-		byTable[a.table] = append(byTable[a.table], a)
+		if _, ok := byDay[d]; !ok {
+			days[o] = append(days[o], d)
+		}
+		byDay[d] = append(byDay[d], a)
 	}
-	keys := make([]string, 0, 3*len(tables))
-	args := make([]any, 0, 2+2*len(tables)+5*len(apps))
-	args = append(args, ttl, cutoff)
-	for _, t := range tables {
-		keys = append(keys, t.records, t.byTime, t.byUser)
-		args = append(args, t.userField, len(byTable[t]))
-		for _, a := range byTable[t] {
-			args = append(args, flag(a.overwrite), a.id, strconv.FormatInt(a.atMs, 10), a.user, a.body)
+	now := time.Now()
+	retention := int64(s.o.RecordsRetention / time.Second)
+	cutoff, cutoffDay := s.cutoffID(now), now.Add(-s.o.RecordsRetention).Unix()/86400
+	usersAt := (now.Unix()/86400+1)*86400 + retention
+	calls := make([]store.Call, 0, len(owners))
+	for _, o := range owners {
+		t := o.table
+		keys := make([]string, 0, 3*len(days[o])+4)
+		args := make([]any, 0, 8+3*len(days[o])+4*len(apps))
+		args = append(args, len(days[o]), 1, cutoff, 2*len(apps)+16, usersAt)
+		for _, d := range days[o] {
+			keys = append(keys, t.records(o.name, d.day), t.ids(o.name, d.day), t.users(o.name))
+			args = append(args, (d.day+1)*86400+retention, flag(t.scripted()), len(byDay[d]))
+			for _, a := range byDay[d] {
+				args = append(args, flag(a.overwrite), a.id, a.user, a.body)
+			}
+		}
+		// The trim: the cutoff day's records (earlier days' keys have expired whole).
+		keys = append(keys, t.records(o.name, cutoffDay), t.ids(o.name, cutoffDay), t.users(o.name), t.users(o.name))
+		if t.scripted() {
+			keys[len(keys)-1] = t.unsettled(o.name)
+		}
+		args = append(args, t.userPattern, flag(t.scripted()))
+		calls = append(calls, store.Call{Keys: keys, Args: args})
+	}
+	return s.pipelineScript(ctx, applyScript, calls)
+}
+
+// pipelineScript runs calls of script in one pipeline (each owner's under its own hash tag: on a
+// Cluster, a pipeline per node); if the store did not have the script, once more with its source.
+func (s *Service) pipelineScript(ctx context.Context, script *redis.Script, calls []store.Call) error {
+	for attempt := 0; ; attempt++ {
+		_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range calls {
+				if attempt == 0 {
+					script.EvalSha(ctx, p, c.Keys, c.Args...)
+				} else {
+					script.Eval(ctx, p, c.Keys, c.Args...)
+				}
+			}
+			return nil
+		})
+		if err == nil || attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return err
 		}
 	}
-	return applyScript.Run(ctx, s.client, keys, args...).Err()
 }
 
 // applier parses an entry of a stream and returns what applies it alone.

@@ -170,18 +170,14 @@ func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	}) {
 		return
 	}
-	ids, total, err := s.pageIDs(ctx, s.bid.table, user, page, size)
+	found, total, err := s.page(ctx, s.bid.table, user, page, size)
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	items := []any{}
-	if bodies, err := s.bodies(ctx, s.bid.table, ids); err == nil {
-		for _, body := range bodies {
-			if body != "" {
-				items = append(items, rawJSON(body))
-			}
-		}
+	items := make([]any, len(found))
+	for i, l := range found {
+		items[i] = rawJSON(l.body)
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
 }

@@ -221,11 +221,11 @@ func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.ke
 // parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
 // on, the commit scripts; a "committed" entry is for the ledger alone).
 func (k *bidKind) parse(auction string, msg redis.XMessage) ([]application, error) {
-	rec, at, err := parseBid(auction, msg)
+	rec, _, err := parseBid(auction, msg)
 	if err != nil || rec.State == "committed" {
 		return nil, err
 	}
-	app, err := k.application(rec, at)
+	app, err := k.application(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -264,12 +264,12 @@ func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
 // application is what a bid event writes, exactly once: the bid's JSON and its index entries. A
 // "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
 // the bid stays withdrawn.
-func (k *bidKind) application(rec BidRecord, atMs int64) (application, error) {
+func (k *bidKind) application(rec BidRecord) (application, error) {
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return application{}, err
 	}
-	return application{table: k.table, id: rec.ID, user: rec.Bidder, atMs: atMs, body: body, overwrite: rec.State == "withdrawn"}, nil
+	return application{table: k.table, owner: rec.AuctionID, id: rec.ID, user: rec.Bidder, body: body, overwrite: rec.State == "withdrawn"}, nil
 }
 
 // registerPublic adds the public auction reads.

@@ -200,17 +200,20 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 		if g == nil {
 			// A stock admission's commit is leaving its unsettled set (commits.lua), told to the
 			// ledger on the admissions stream; a bid's is its record's state, on its event stream.
-			stream, set := p.kind.stream(p.c.owner), p.kind.stream(p.c.owner)
+			// Its claims end with it (pairs of id and user).
+			keys := []string{p.kind.stream(p.c.owner), p.kind.stream(p.c.owner)}
 			if isGrouped {
-				stream, set = grouped.admitsStream(p.c.owner), grouped.unsettledSet(p.c.owner)
+				keys = []string{grouped.admitsStream(p.c.owner), grouped.unsettledSet(p.c.owner), grouped.claims(p.c.owner)}
 			}
-			g = &group{keys: []string{stream, set}, args: []any{flag(s.o.Ledger != nil), flag(isGrouped)}}
+			g = &group{keys: keys, args: []any{flag(s.o.Ledger != nil), flag(isGrouped)}}
 			groups[key] = g
 		}
 		if !isGrouped {
 			g.keys = append(g.keys, p.kind.record(p.c))
+			g.args = append(g.args, p.c.id)
+		} else {
+			g.args = append(g.args, p.c.id, p.c.user)
 		}
-		g.args = append(g.args, p.c.id)
 	}
 	if len(groups) == 0 {
 		return

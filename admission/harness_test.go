@@ -408,3 +408,45 @@ func storedRecord(t *testing.T, s *store.Store, product, id string) storeRecord 
 func orphanMark(s *store.Store, product, id string) string {
 	return s.Client.HGet(context.Background(), recordsKey(s.Keys, product, id), id+":orphan").Val()
 }
+
+// indexedIDs is every id an owner's admin lists (records.go) hold, of the days within the retention.
+func indexedIDs(t testing.TB, svc *Service, table *adminTable, owner string) []string {
+	t.Helper()
+	var out []string
+	for _, day := range svc.recordDays(time.Now()) {
+		ids, err := svc.client.LRange(context.Background(), table.ids(owner, day), 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ids...)
+	}
+	return out
+}
+
+// usersIndexed is the ids an owner's users hash holds, all users together.
+func usersIndexed(t testing.TB, svc *Service, table *adminTable, owner string) map[string][]string {
+	t.Helper()
+	lists, err := svc.client.HGetAll(context.Background(), table.users(owner)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for user, list := range lists {
+		out[user] = strings.Fields(list)
+	}
+	return out
+}
+
+// indexedCount is how many ids every product's admin lists hold.
+func indexedCount(t testing.TB, svc *Service) int64 {
+	t.Helper()
+	products, err := svc.client.SMembers(context.Background(), productIndexKey(svc.keys)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, p := range products {
+		n += len(indexedIDs(t, svc, svc.stock.table, p))
+	}
+	return int64(n)
+}

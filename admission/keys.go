@@ -32,7 +32,12 @@ func claimsKey(k store.Keys, product string) string { return k.Product(product, 
 // field per admission, scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an id that is
 // not a number (an operator's typo: it is never admitted) goes to day 0.
 func recordsKey(k store.Keys, product, admission string) string {
-	return k.Product(product, "adm@"+strconv.FormatInt(recordsDay(admission), 10))
+	return dayRecordsKey(k, product, recordsDay(admission))
+}
+
+// dayRecordsKey is the hash of a product's admission records of a day.
+func dayRecordsKey(k store.Keys, product string, day int64) string {
+	return k.Product(product, "adm@"+strconv.FormatInt(day, 10))
 }
 
 // recordsDay is the day of an admission id's time, in days since 1970-01-01 UTC (0 for an id that
@@ -44,14 +49,29 @@ func recordsDay(admission string) int64 {
 	return 0
 }
 
-// recordsExpireAt is when the records hash of an admission's day expires (unix s): a record TTL after
-// the day ends, or after now when that is later (lib.lua record_keep, for the other scripts). One
-// reserve.lua call sets it, from its latest purchase, on the hashes it wrote: a call that spans
-// midnight keeps the earlier day's a day longer.
-func recordsExpireAt(admission string, now time.Time) int64 {
+// recordsExpireAt is when the records hash of an admission's day expires (unix s): the records' keep
+// (recordKeep) after the day ends, or after now when that is later (lib.lua record_keep, for the other
+// scripts). One reserve.lua call sets it, from its latest purchase, on the hashes it wrote: a call that
+// spans midnight keeps the earlier day's a day longer.
+func (s *Service) recordsExpireAt(admission string, now time.Time) int64 {
 	end := (recordsDay(admission) + 1) * 86400
-	return max(end, now.Unix()) + int64(recordTTL/time.Second)
+	return max(end, now.Unix()) + s.recordKeep()
 }
+
+// recordKeep is how long (s) the stock scripts' records stay after their day: the retention, and at
+// least recordTTL, which an unsettled admission's release and commit need. The event worker removes
+// the settled ones once past the retention (records.go), so a short retention still bounds them.
+func (s *Service) recordKeep() int64 {
+	return int64(max(s.o.RecordsRetention, recordTTL) / time.Second)
+}
+
+// The admin indexes of a product's admissions (records.go), written by the event worker: the ids of
+// each day's admissions in the order they were applied (a list: a few bytes each), and each buyer's
+// ids (hash: user pseudonym -> ids, space-separated). The records themselves are the scripts' own.
+func idsKey(k store.Keys, product string, day int64) string {
+	return k.Product(product, "ids@"+strconv.FormatInt(day, 10))
+}
+func usersKey(k store.Keys, product string) string { return k.Product(product, "users") }
 
 // legacyRecordKey: the hash per admission of builds before recordsKey, read beside it (lib.lua)
 // until the last of them expired (a record TTL after a rolling update).
@@ -66,10 +86,9 @@ func stockKeys(k store.Keys, product, admission string) []string {
 		legacyRecordKey(k, product, admission)}
 }
 
-// The admin keys share one hash tag ({adm}), so the worker can write a batch of records and all
-// their indexes in one script, on Cluster too. The records and their indexes are tables
-// (records.go: stockTable, bidTable), written by the worker only, at its own pace.
-func byTimeKey(k store.Keys) string       { return k.Global("adm", "by_time") }
+// The keys under the {adm} hash tag are small and bounded: the dead letters and the owners' indexes.
+// (Builds before the records moved under their owners' tags kept every admin record there too:
+// oldrecords.go reads them until they are past the retention.)
 func deadKey(k store.Keys) string         { return k.Global("adm", "dead") }
 func deadByTimeKey(k store.Keys) string   { return k.Global("adm", "dead_by_time") }
 func productIndexKey(k store.Keys) string { return k.Global("adm", "products") }
@@ -86,6 +105,16 @@ func auctionBidsKey(k store.Keys, auction string) string    { return k.Auction(a
 func auctionBiddersKey(k store.Keys, auction string) string { return k.Auction(auction, "bidders") }
 func auctionEventsKey(k store.Keys, auction string) string  { return k.Auction(auction, "events") }
 func bidRecordKey(k store.Keys, auction, bid string) string { return k.Auction(auction, "bid:"+bid) }
+
+// The admin records of an auction's bids (records.go), written by the event worker: each day's bids'
+// JSON (hash: id -> JSON), their ids in the order applied (list) and each bidder's ids (hash).
+func bidRecordsKey(k store.Keys, auction string, day int64) string {
+	return k.Auction(auction, "rec@"+strconv.FormatInt(day, 10))
+}
+func bidIDsKey(k store.Keys, auction string, day int64) string {
+	return k.Auction(auction, "ids@"+strconv.FormatInt(day, 10))
+}
+func biddersKey(k store.Keys, auction string) string { return k.Auction(auction, "users") }
 
 // bidKeys are the KEYS of bid.lua, withdraw.lua and bidcommit.lua.
 func bidKeys(k store.Keys, auction, bid string) []string {

@@ -82,10 +82,12 @@ type discoverer interface {
 }
 
 // groupedKind is a kind whose admit script writes one entry per grouped call in a second stream of
-// the owner (stock: admitsKey), and whose admissions wait in an unsettled set until settled.
+// the owner (stock: admitsKey), and whose admissions wait in an unsettled set until settled, each
+// with its user's in-flight claim, which its settlement ends.
 type groupedKind interface {
 	admitsStream(owner string) string
 	unsettledSet(owner string) string
+	claims(owner string) string
 }
 
 // cachingKind keeps cached reads of its owners on each replica, dropped after an admission or a

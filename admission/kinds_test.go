@@ -49,14 +49,22 @@ import (
 // must do.
 type entryKind struct {
 	s     *Service
-	table *adminTable // its admin records (records.go), under the {adm} tag as every kind's
+	table *adminTable // its admin records (records.go), under each drawing's tag as every kind's
 }
 
 func newEntryKind(s *Service) *entryKind {
+	k := &entryKind{s: s}
+	day := func(d int64) string { return strconv.FormatInt(d, 10) }
 	g := s.keys.Global
-	return &entryKind{s: s, table: &adminTable{records: g("adm", "entries"), byTime: g("adm", "entries_by_time"),
-		byUser: g("adm", "entries_by_user"), userField: "user",
-		legacyRecord: func(id string) string { return g("adm", "e:"+id) }, legacyUser: func(u string) string { return g("adm", "eu:"+u) }}}
+	k.table = &adminTable{owners: k.ownersKey(),
+		records:     func(o string, d int64) string { return k.key(o, "rec@"+day(d)) },
+		ids:         func(o string, d int64) string { return k.key(o, "ids@"+day(d)) },
+		users:       func(o string) string { return k.key(o, "users") },
+		userPattern: `"user":"([^"]*)"`, userOf: jsonField("user"), timeOf: func(string) int64 { return 0 },
+		old: &oldTable{records: g("adm", "entries"), byTime: g("adm", "entries_by_time"), byUser: g("adm", "entries_by_user"),
+			userField:    "user",
+			legacyRecord: func(id string) string { return g("adm", "e:"+id) }, legacyUser: func(u string) string { return g("adm", "eu:"+u) }}}
+	return k
 }
 
 // The entry kind's one touch point in the configuration: a drawing is named by the route's product
@@ -132,8 +140,7 @@ func (k *entryKind) parse(drawing string, msg redis.XMessage) ([]application, er
 	if err != nil {
 		return nil, err
 	}
-	return []application{{table: k.table, id: id, user: e.str("user"), atMs: streamTime(msg.ID).UnixMilli(), body: body,
-		overwrite: typ == "released"}}, nil
+	return []application{{table: k.table, owner: drawing, id: id, user: e.str("user"), body: body, overwrite: typ == "released"}}, nil
 }
 
 // openDrawing makes a drawing exist and indexes it, as a kind's admin API or seeding would.

@@ -158,8 +158,8 @@ func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items[lo:hi], "total_count": len(items), "page": page, "page_size": size})
 }
 
-// mine reads a bidder's auctions: the bidder's bids from the worker's index (one ZREVRANGE, MGETs of
-// the records), grouped by auction, then each auction's end and highest bid in one pipeline.
+// mine reads a bidder's auctions: the bidder's bids from the worker's records (records.go), grouped
+// by auction, then each auction's end and highest bid in one pipeline.
 // Withdrawn bids are left out: the shop refused them.
 func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
 	s := k.s
@@ -184,8 +184,8 @@ func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) 
 			a.amountCents, a.Amount, a.BidAt = cents, rec.Amount, rec.BidAt
 		}
 	}
-	// With the ledger on, the bids come from it: the store's index keeps only a week of them.
-	var ids []string
+	// With the ledger on, the bids come from it: the store keeps only records_retention of them.
+	var found []listed
 	read := false
 	if s.o.Ledger != nil {
 		if bids, _, err := s.o.Ledger.Bids(ctx, bidder, 1, maxMineBids); err == nil {
@@ -199,20 +199,14 @@ func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) 
 	}
 	if !read {
 		var err error
-		if ids, _, err = s.pageIDs(ctx, s.bid.table, bidder, 1, maxMineBids); err != nil {
+		if found, _, err = s.page(ctx, s.bid.table, bidder, 1, maxMineBids); err != nil {
 			return nil, err
 		}
 	}
-	for chunk := range slices.Chunk(ids, 500) {
-		bodies, err := s.bodies(ctx, s.bid.table, chunk)
-		if err != nil {
-			return nil, err
-		}
-		for _, body := range bodies {
-			var rec BidRecord
-			if body != "" && json.Unmarshal([]byte(body), &rec) == nil {
-				add(rec)
-			}
+	for _, l := range found {
+		var rec BidRecord
+		if json.Unmarshal([]byte(l.body), &rec) == nil {
+			add(rec)
 		}
 	}
 	if len(order) == 0 {

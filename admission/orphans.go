@@ -238,7 +238,7 @@ func leaseRanOut(leases map[string]string, node int64, now time.Time) bool {
 
 func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	code, err := releaseScript.Run(ctx, s.client, stockKeys(s.keys, o.product, o.id), o.id,
-		int64(recordTTL/time.Second), "orphaned").Int64Slice()
+		s.recordKeep(), "orphaned").Int64Slice()
 	if err != nil || len(code) != 2 || code[0] != 0 {
 		return // another replica's sweep released it first, or the store is away: the next sweep sees
 	}

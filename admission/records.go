@@ -1,15 +1,18 @@
 package admission
 
-// The admin records: what the event workers keep of every admission and bid for the admin API and
-// a buyer's own lists (with the ledger on, for LedgerRecordTTL; the ledger keeps everything). A
-// kind's records are one table of three keys under the {adm} hash tag, each written once per batch
-// of events by apply.lua (so what a record costs Redis is two hash fields and a sorted-set member,
-// not keys of its own): the records' JSON in one hash (id -> JSON), an index by time (sorted set)
-// and an index by user (hash: user -> the user's ids, space-separated).
+// The admin records: what the event workers keep of every admission and bid for the admin API and a
+// buyer's own lists, for the retention (admission.records_retention; the ledger keeps everything).
+// Each owner's (product's, auction's) records live under its own hash tag, so Redis Cluster spreads
+// them as it spreads the stock, and no key holds every owner's: per day of the ids' time, the records
+// (hash: id -> record) and their ids in the order applied (list: a few bytes each), and per owner its
+// users' ids (hash: user -> ids). A stock admission's record is the scripts' own (scripts/lib.lua: a
+// line of a few fields, which also settles it): the worker only indexes it. A bid's is the JSON the
+// worker writes. The worker (apply.lua) removes the records past the retention as it writes, a bounded
+// number per call, and the day's keys expire whole after it.
 //
-// Builds before this table wrote a key per record ({adm}:a:<id>, {adm}:b:<id>) and a sorted set
-// per user ({adm}:user:<user>, {adm}:ubids:<user>). Those are read still (a record missing from the
-// hash, a user's earlier entries) and never written; they go with their TTLs or an admin delete.
+// Reads merge the owners: a page of every record reads each owner's lists of the days within the
+// retention, a user's reads each owner's users hash, in one pipeline each; the earlier builds' tables
+// (oldrecords.go) are read beside them until they are past the retention.
 
 import (
 	"cmp"
@@ -19,130 +22,370 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// adminTable is where a kind's admin records live.
+// adminTable is where a kind's admin records live, per owner.
 type adminTable struct {
-	records, byTime, byUser string
-	userField               string // the JSON field of a record that names its user
-	// The keys of earlier builds: a record's, and a user's index.
-	legacyRecord, legacyUser func(string) string
+	owners  string // the set of the kind's owner ids
+	records func(owner string, day int64) string
+	ids     func(owner string, day int64) string
+	users   func(owner string) string
+	// unsettled is the owner's unsettled set when the records are the scripts' own (stock): the worker
+	// only indexes them, and keeps those of unsettled admissions past the retention. nil: the worker
+	// writes the records (JSON).
+	unsettled func(owner string) string
+	// userPattern captures a record's user (Lua, for apply.lua); userOf is the same in Go; timeOf
+	// reads a record's time (ms).
+	userPattern string
+	userOf      func(body string) string
+	timeOf      func(body string) int64
+	old         *oldTable // the earlier builds' table
 }
 
+func (t *adminTable) scripted() bool { return t.unsettled != nil }
+
 func stockTable(k store.Keys) *adminTable {
-	return &adminTable{records: k.Global("adm", "admissions"), byTime: byTimeKey(k), byUser: k.Global("adm", "by_user"),
-		userField:    "user",
-		legacyRecord: func(id string) string { return k.Global("adm", "a:"+id) },
-		legacyUser:   func(user string) string { return k.Global("adm", "user:"+user) }}
+	return &adminTable{owners: productIndexKey(k),
+		records:     func(p string, day int64) string { return dayRecordsKey(k, p, day) },
+		ids:         func(p string, day int64) string { return idsKey(k, p, day) },
+		users:       func(p string) string { return usersKey(k, p) },
+		unsettled:   func(p string) string { return unsettledKey(k, p) },
+		userPattern: `^%S+ (%S+)`,
+		userOf:      func(body string) string { return parseStoreRecord(body).user },
+		timeOf:      stockTime,
+		old:         oldStockTable(k)}
 }
 
 func bidTable(k store.Keys) *adminTable {
-	return &adminTable{records: k.Global("adm", "bids"), byTime: k.Global("adm", "bids_by_time"), byUser: k.Global("adm", "bids_by_user"),
-		userField:    "bidder",
-		legacyRecord: func(id string) string { return k.Global("adm", "b:"+id) },
-		legacyUser:   func(user string) string { return k.Global("adm", "ubids:"+user) }}
+	return &adminTable{owners: auctionIndexKey(k),
+		records:     func(a string, day int64) string { return bidRecordsKey(k, a, day) },
+		ids:         func(a string, day int64) string { return bidIDsKey(k, a, day) },
+		users:       func(a string) string { return biddersKey(k, a) },
+		userPattern: `"bidder":"([^"]*)"`,
+		userOf:      jsonField("bidder"),
+		timeOf:      jsonTime("bid_at"),
+		old:         oldBidTable(k)}
 }
 
-// bodies reads the JSON records of ids, in order, "" for one there is none of: one HMGET, and one
-// MGET of the earlier builds' keys for those it did not find.
-func (s *Service) bodies(ctx context.Context, t *adminTable, ids []string) ([]string, error) {
-	if len(ids) == 0 {
-		return nil, nil
+// jsonField reads a string field of a JSON record.
+func jsonField(name string) func(string) string {
+	return func(body string) string {
+		var fields map[string]any
+		_ = json.Unmarshal([]byte(body), &fields)
+		s, _ := fields[name].(string)
+		return s
 	}
-	values, err := s.client.HMGet(ctx, t.records, ids...).Result()
+}
+
+// jsonTime reads a time field (recordTime) of a JSON record, in ms.
+func jsonTime(name string) func(string) int64 {
+	field := jsonField(name)
+	return func(body string) int64 {
+		t, _ := time.Parse(recordTime, field(body))
+		return t.UnixMilli()
+	}
+}
+
+// stockTime is a stock admission's time: its record's, or an earlier build's JSON's.
+func stockTime(body string) int64 {
+	if strings.HasPrefix(body, "{") {
+		return jsonTime("admitted_at")(body)
+	}
+	at, _ := strconv.ParseInt(parseStoreRecord(body).at, 10, 64)
+	return at
+}
+
+// ref names an admin record: its owner and id, or (old) a record of an earlier build's table.
+type ref struct {
+	owner, id string
+	old       bool
+}
+
+// stored is an admin record as read: its body (a stock record's line, or JSON), and a stock record's
+// orphan mark.
+type stored struct{ body, mark string }
+
+// recordDays are the days (since 1970-01-01 UTC) whose records may be within the retention, newest
+// first.
+func (s *Service) recordDays(now time.Time) []int64 {
+	first := now.Add(-s.o.RecordsRetention).Unix() / 86400
+	var days []int64
+	for d := now.Unix() / 86400; d >= first; d-- {
+		days = append(days, d)
+	}
+	return days
+}
+
+// cutoffID is the smallest id of the retention's start: older records leave (ids grow with time).
+func (s *Service) cutoffID(now time.Time) string {
+	return strconv.FormatUint(ids.AtTime(now.Add(-s.o.RecordsRetention)), 10)
+}
+
+// listed is a record read for a page: where it is, its body and its time (ms).
+type listed struct {
+	ref
+	stored
+	at int64
+}
+
+// newestFirst orders records by time, newest first, equal times by id, from the highest.
+func newestFirst(a, b listed) int {
+	x, _ := strconv.ParseUint(a.id, 10, 64)
+	y, _ := strconv.ParseUint(b.id, 10, 64)
+	return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(y, x), cmp.Compare(b.id, a.id))
+}
+
+// page reads a page of a table's records, newest first, and how many there are: every record's (user
+// "") or one user's. Each owner's list of a day is in the order its records were applied, which is
+// the order of their times (an owner's events come from its own streams), so the newest of all are
+// among the newest page*size of each list.
+func (s *Service) page(ctx context.Context, t *adminTable, user string, page, size int64) ([]listed, int64, error) {
+	owners, err := s.client.SMembers(ctx, t.owners).Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	var refs []ref
+	var total int64
+	if user == "" {
+		refs, total, err = s.newestOfAll(ctx, t, owners, page*size)
+	} else {
+		refs, err = s.allOfUser(ctx, t, owners, user)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	bodies, err := s.bodies(ctx, t, refs)
+	if err != nil {
+		return nil, 0, err
+	}
+	found := make([]listed, 0, len(refs))
+	for i, b := range bodies {
+		if b.body != "" {
+			found = append(found, listed{refs[i], b, t.timeOf(b.body)})
+		}
+	}
+	if user != "" {
+		total = int64(len(found))
+	}
+	slices.SortFunc(found, newestFirst)
+	lo, hi, _ := web.Window(int64(len(found)), page, size)
+	return found[lo:hi], total, nil
+}
+
+// newestOfAll reads the newest n records of every owner's lists and of the earlier builds' table,
+// and how many records all of them hold.
+func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []string, n int64) ([]ref, int64, error) {
+	type list struct {
+		owner string
+		size  *redis.IntCmd
+		ids   *redis.StringSliceCmd
+	}
+	var lists []list
+	var oldSize *redis.IntCmd
+	var oldIDs *redis.StringSliceCmd
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, o := range owners {
+			for _, day := range s.recordDays(time.Now()) {
+				key := t.ids(o, day)
+				lists = append(lists, list{o, p.LLen(ctx, key), p.LRange(ctx, key, -n, -1)})
+			}
+		}
+		oldSize, oldIDs = p.ZCard(ctx, t.old.byTime), p.ZRevRange(ctx, t.old.byTime, 0, n-1)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, err
+	}
+	seen := map[string]bool{}
+	var refs []ref
+	total := oldSize.Val()
+	for _, l := range lists {
+		total += l.size.Val()
+		for _, id := range l.ids.Val() {
+			if !seen[id] {
+				seen[id] = true
+				refs = append(refs, ref{owner: l.owner, id: id})
+			}
+		}
+	}
+	for _, id := range oldIDs.Val() {
+		if !seen[id] {
+			seen[id] = true
+			refs = append(refs, ref{id: id, old: true})
+		}
+	}
+	return refs, total, nil
+}
+
+// allOfUser reads every record of a user within the retention: each owner's users hash, and the
+// earlier builds' indexes.
+func (s *Service) allOfUser(ctx context.Context, t *adminTable, owners []string, user string) ([]ref, error) {
+	lists := make([]*redis.StringCmd, len(owners))
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, o := range owners {
+			lists[i] = p.HGet(ctx, t.users(o), user)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	cutoff, _ := strconv.ParseUint(s.cutoffID(time.Now()), 10, 64)
+	seen := map[string]bool{}
+	var refs []ref
+	for i, o := range owners {
+		for _, id := range strings.Fields(lists[i].Val()) {
+			// An id past the retention that no trim reached yet (nothing was applied since) is gone.
+			if n, err := strconv.ParseUint(id, 10, 64); err == nil && n >= cutoff && !seen[id] {
+				seen[id] = true
+				refs = append(refs, ref{owner: o, id: id})
+			}
+		}
+	}
+	old, _, err := s.oldPageIDs(ctx, t.old, user, 1, 1<<40)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, len(ids))
-	var missing []int
-	for i, v := range values {
-		if str, ok := v.(string); ok {
-			out[i] = str
-		} else {
-			missing = append(missing, i)
+	for _, id := range old {
+		if !seen[id] {
+			seen[id] = true
+			refs = append(refs, ref{id: id, old: true})
 		}
 	}
-	if len(missing) == 0 {
-		return out, nil
+	return refs, nil
+}
+
+// bodies reads the records of refs, in order; a zero stored for one there is none of.
+func (s *Service) bodies(ctx context.Context, t *adminTable, refs []ref) ([]stored, error) {
+	out := make([]stored, len(refs))
+	cmds := make([]*redis.SliceCmd, len(refs))
+	var oldIDs []string
+	var oldAt []int
+	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, r := range refs {
+			switch {
+			case r.old:
+				oldIDs, oldAt = append(oldIDs, r.id), append(oldAt, i)
+			case t.scripted():
+				cmds[i] = p.HMGet(ctx, t.records(r.owner, recordsDay(r.id)), r.id, r.id+":orphan")
+			default:
+				cmds[i] = p.HMGet(ctx, t.records(r.owner, recordsDay(r.id)), r.id)
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
 	}
-	keys := make([]string, len(missing))
-	for j, i := range missing {
-		keys[j] = t.legacyRecord(ids[i])
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		v := c.Val()
+		out[i].body = str(v[0])
+		if len(v) > 1 {
+			out[i].mark = str(v[1])
+		}
 	}
-	// Every {adm} key is in one Cluster slot, so one MGET reads them all.
-	old, err := s.client.MGet(ctx, keys...).Result()
+	old, err := s.oldBodies(ctx, t.old, oldIDs)
 	if err != nil {
 		return nil, err
 	}
-	for j, v := range old {
-		if str, ok := v.(string); ok {
-			out[missing[j]] = str
-		}
+	for j, body := range old {
+		out[oldAt[j]].body = body
 	}
 	return out, nil
 }
 
-// pageIDs is a page of a table's ids, newest first (equal times by id, from the highest), and how
-// many there are: every record's (user "") or one user's.
-func (s *Service) pageIDs(ctx context.Context, t *adminTable, user string, page, size int64) ([]string, int64, error) {
-	start := (page - 1) * size
-	if user == "" {
-		total, err := s.client.ZCard(ctx, t.byTime).Result()
-		if err != nil {
-			return nil, 0, err
-		}
-		ids, err := s.client.ZRevRange(ctx, t.byTime, start, start+size-1).Result()
-		return ids, total, err
+// locate finds a record by its id alone: under each owner, then in the earlier builds' table.
+// found is false when there is none (for stock, a tombstone is none).
+func (s *Service) locate(ctx context.Context, t *adminTable, id string) (ref, stored, bool, error) {
+	owners, err := s.client.SMembers(ctx, t.owners).Result()
+	if err != nil {
+		return ref{}, stored{}, false, err
 	}
-	var list *redis.StringCmd
-	var old *redis.ZSliceCmd
-	s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		list = p.HGet(ctx, t.byUser, user)
-		old = p.ZRangeWithScores(ctx, t.legacyUser(user), 0, -1) // an earlier build's index of the user
-		return nil
-	})
-	for _, err := range []error{list.Err(), old.Err()} {
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, 0, err
+	refs := make([]ref, len(owners), len(owners)+1)
+	for i, o := range owners {
+		refs[i] = ref{owner: o, id: id}
+	}
+	refs = append(refs, ref{id: id, old: true})
+	got, err := s.bodies(ctx, t, refs)
+	if err != nil {
+		return ref{}, stored{}, false, err
+	}
+	for i, st := range got {
+		if r := refs[i]; st.body != "" && (r.old || t.userOf(st.body) != "") {
+			return refs[i], st, true, nil
 		}
 	}
-	ids := strings.Fields(list.Val())
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		seen[id] = true
-	}
-	for _, z := range old.Val() {
-		if id, ok := z.Member.(string); ok && !seen[id] {
-			ids, seen[id] = append(ids, id), true
-		}
-	}
-	// Ids are time-ordered (internal/ids): newest first is the highest first.
-	slices.SortFunc(ids, func(a, b string) int {
-		x, _ := strconv.ParseUint(a, 10, 64)
-		y, _ := strconv.ParseUint(b, 10, 64)
-		return cmp.Or(cmp.Compare(y, x), cmp.Compare(b, a))
-	})
-	lo, hi, _ := web.Window(int64(len(ids)), page, size)
-	return ids[lo:hi], int64(len(ids)), nil
+	return ref{}, stored{}, false, nil
 }
 
-// deleteRecord removes a record and its index entries, whichever build wrote them, in one script, so
-// no index is left pointing at nothing; false when there was no record.
+// errUnsettled: an operator may not delete the record of an admission still unsettled (its release
+// and commit need it): settle it first.
+var errUnsettled = errors.New("the admission is unsettled: cancel or commit it first")
+
+// deleteRecord removes a record and its index entries in one script, so no index is left pointing at
+// nothing; false when there was no record.
 func (s *Service) deleteRecord(ctx context.Context, t *adminTable, id string) (bool, error) {
-	bodies, err := s.bodies(ctx, t, []string{id})
-	if err != nil || bodies[0] == "" {
+	r, st, found, err := s.locate(ctx, t, id)
+	if err != nil || !found {
 		return false, err
 	}
-	var fields map[string]any
-	if err := json.Unmarshal([]byte(bodies[0]), &fields); err != nil {
-		return false, err
+	if r.old {
+		return s.oldDelete(ctx, t.old, id)
 	}
-	user, _ := fields[t.userField].(string)
-	n, err := deleteScript.Run(ctx, s.client, []string{t.records, t.byTime, t.byUser, t.legacyRecord(id), t.legacyUser(user)}, id, user).Int64()
+	day := recordsDay(id)
+	keys := []string{t.records(r.owner, day), t.ids(r.owner, day), t.users(r.owner), t.users(r.owner)}
+	if t.scripted() {
+		keys[3] = t.unsettled(r.owner)
+	}
+	n, err := deleteScript.Run(ctx, s.client, keys, id, t.userOf(st.body), flag(t.scripted())).Int64()
+	if n < 0 {
+		return false, errUnsettled
+	}
 	return n > 0, err
 }
+
+// stockRecord reads a stock admission's admin record: the scripts' line (lib.lua: "<state> <user>
+// <qty> <at ms> <route> <given back at, ms>"), or an earlier build's JSON. false for a tombstone.
+func stockRecord(r ref, st stored) (Record, bool) {
+	if strings.HasPrefix(st.body, "{") {
+		var rec Record
+		return rec, json.Unmarshal([]byte(st.body), &rec) == nil
+	}
+	f := strings.Fields(st.body)
+	if len(f) < 4 {
+		return Record{}, false
+	}
+	qty, err1 := strconv.ParseInt(f[2], 10, 64)
+	at, err2 := strconv.ParseInt(f[3], 10, 64)
+	if errors.Join(err1, err2) != nil {
+		return Record{}, false
+	}
+	rec := Record{ID: r.id, ProductID: r.owner, User: f[1], Quantity: qty, State: f[0], AdmittedAt: msTime(at)}
+	if len(f) >= 6 {
+		if given, err := strconv.ParseInt(f[5], 10, 64); err == nil {
+			switch rec.State {
+			case "released":
+				rec.ReleasedAt = msTime(given)
+			case "cancelled":
+				rec.CancelledAt = msTime(given)
+			}
+		}
+	}
+	if st.mark == "released" {
+		rec.Reason = "orphaned" // given back by the orphan sweep (orphans.go)
+	}
+	return rec, true
+}
+
+// msTime formats a time in ms as records show it.
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(recordTime) }

@@ -5,12 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
@@ -33,12 +34,12 @@ func TestAdminRecords_EarlierBuildsRecordsAreReadBeside(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Client.ZAdd(ctx, legacyUser, redis.Z{Score: float64(oldAt), Member: "1000"})
-		s.Client.ZAdd(ctx, byTimeKey(s.Keys), redis.Z{Score: float64(oldAt), Member: "1000"})
+		s.Client.ZAdd(ctx, st.svc.stock.table.old.byTime, redis.Z{Score: float64(oldAt), Member: "1000"})
 
 		st.startWorker()
 		ids := st.buyTogether("p", []string{"ann"}, []int64{1})
-		eventually(t, 10*time.Second, "the new admission recorded", func() bool {
-			return st.adminGet("/api/admissions/"+ids[0]).status == 200
+		eventually(t, 10*time.Second, "the new admission listed", func() bool {
+			return len(indexedIDs(t, st.svc, st.svc.stock.table, "p")) == 1
 		})
 		if a := st.adminGet("/api/admissions/1000"); a.status != 200 || num(a.json["quantity"]) != 2 {
 			t.Fatalf("the earlier build's record: %d %s", a.status, a.body)
@@ -65,68 +66,213 @@ func TestAdminRecords_EarlierBuildsRecordsAreReadBeside(t *testing.T) {
 	})
 }
 
-// With the ledger on the tables keep LedgerRecordTTL of records: each apply.lua call removes records
-// older than that (up to twice its own number), with their entries in both indexes, and leaves the
-// rest; a user keeps the ids that did not expire.
-func TestAdminRecords_OldRecordsLeaveWithTheirIndexEntries(t *testing.T) {
+// Ledger or not, the admin records leave after the retention: each apply.lua call removes, from the
+// head of the cutoff day's list, up to twice its own number of records older than the retention (and
+// 16), with their entries in the users' lists, and keeps the record of an admission still unsettled
+// (its release and commit need it). What a call costs Redis does not grow with the tables: the same
+// write commands remove 20 old records of 30 or of 3,000 (counted by Redis itself).
+func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T) {
+	for _, old := range []int{30, 3000} {
+		t.Run(fmt.Sprintf("old=%d", old), func(t *testing.T) {
+			s := storetest.Redis(t)
+			st := newStack(t, s, product("p", 10, 5))
+			ctx := context.Background()
+			svc, table := st.svc, st.svc.stock.table
+			svc.o.RecordsRetention = time.Hour
+			// The old admissions: records as reserve.lua writes them, at a time past the retention and in
+			// the cutoff day (earlier days' keys expire whole).
+			cutoff := time.Now().Add(-time.Hour)
+			at := cutoff.Add(-time.Minute)
+			if start := cutoff.Truncate(24 * time.Hour); at.Before(start) {
+				at = start
+			}
+			base := ids.AtTime(at)
+			var apps []application
+			for i := range old {
+				id := strconv.FormatUint(base+uint64(i), 10)
+				user := fmt.Sprintf("u%d", i%7)
+				s.Client.HSet(ctx, recordsKey(s.Keys, "p", id), id, fmt.Sprintf("admitted %s 1 %d checkout", user, at.UnixMilli()))
+				apps = append(apps, application{table: table, owner: "p", id: id, user: user})
+			}
+			held := apps[0].id // unsettled: its replica died and the route holds it
+			s.Client.ZAdd(ctx, unsettledKey(s.Keys, "p"), redis.Z{Score: float64(at.UnixMilli()), Member: held})
+			svc.o.RecordsRetention = 48 * time.Hour // applied back then, within the retention
+			for from := 0; from < old; from += applyMax {
+				if err := svc.applyBatch(ctx, apps[from:min(from+applyMax, old)]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := len(indexedIDs(t, svc, table, "p")); n != old {
+				t.Fatalf("%d indexed, want %d", n, old)
+			}
+			svc.o.RecordsRetention = time.Hour
+			fresh := func(n int) []application {
+				var out []application
+				for range n {
+					id := svc.o.IDs.NextString()
+					s.Client.HSet(ctx, recordsKey(s.Keys, "p", id), id, "admitted new 1 "+strconv.FormatInt(time.Now().UnixMilli(), 10))
+					out = append(out, application{table: table, owner: "p", id: id, user: "new"})
+				}
+				return out
+			}
+			two := fresh(2)
+			before := writeCalls(t, s.Client)
+			if err := svc.applyBatch(ctx, two); err != nil {
+				t.Fatal(err)
+			}
+			after := writeCalls(t, s.Client)
+			// Per table: HSET and EXPIREAT of the users, RPUSH and EXPIREAT of the day's list; the trim:
+			// HSET of the users left, HDEL of those left with none, HDEL of the records, LTRIM. However
+			// many records the tables hold.
+			bound := map[string]int64{"expireat": 2, "hset": 2, "hdel": 2, "ltrim": 1, "rpush": 1}
+			for name, n := range after {
+				if d := n - before[name]; d > bound[name] {
+					t.Errorf("an apply.lua call that removes 20 records of %d ran %s %d times, at most %d", old, name, d, bound[name])
+				}
+			}
+			left := 0
+			for _, a := range apps {
+				if s.Client.HExists(ctx, recordsKey(s.Keys, "p", a.id), a.id).Val() {
+					left++
+				}
+			}
+			if want := old - 20 + 1; left != want {
+				t.Fatalf("%d old records left, want %d (20 removed, the unsettled one kept)", left, want)
+			}
+			listed := map[string]bool{}
+			for _, id := range indexedIDs(t, svc, table, "p") {
+				listed[id] = true
+			}
+			if len(listed) != old-20+2 || listed[held] || listed[apps[19].id] || !listed[apps[20].id] {
+				t.Fatalf("the lists hold %d ids, want the %d old ones not removed and the 2 new ones", len(listed), old-20)
+			}
+			for user, list := range usersIndexed(t, svc, table, "p") {
+				for _, id := range list {
+					if !listed[id] {
+						t.Fatalf("user %s's list names %s, which the lists no longer hold", user, id)
+					}
+				}
+			}
+			// The admin API shows what is left; the held admission is still settled by its record.
+			a := st.adminGet("/api/admissions?page_size=1")
+			if num(a.json["total_count"]) != int64(old-20+2) {
+				t.Fatalf("the admin list counts %v", a.json["total_count"])
+			}
+			if rec, found, err := svc.record(ctx, held); err != nil || !found || rec.State != "admitted" {
+				t.Fatalf("the unsettled admission's record: %+v %v %v", rec, found, err)
+			}
+			// Writes go on, and so does the trim, until every old record is gone.
+			oldest := func() bool {
+				for _, id := range indexedIDs(t, svc, table, "p") {
+					if n, _ := strconv.ParseUint(id, 10, 64); ids.Time(n).Before(cutoff) {
+						return true
+					}
+				}
+				return false
+			}
+			for i := 0; oldest(); i++ {
+				if i > old/20 {
+					t.Fatalf("old admissions still listed after %d more calls", i)
+				}
+				if err := svc.applyBatch(ctx, fresh(2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// Without writes the records still go: every key of the records expires whole, the retention after
+// its day (the scripts' records a day at least: an unsettled admission's release needs its record).
+func TestAdminRecords_KeysExpireAfterTheRetention(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		st := newStack(t, s, product("p", 10, 5))
-		withLedger(t, st)
+		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
+		st.startWorker()
 		ctx := context.Background()
-		table := st.svc.stock.table
-		app := func(id, user string, at time.Time) application {
-			rec := Record{ID: id, ProductID: "p", User: user, Quantity: 1, State: "admitted", AdmittedAt: at.UTC().Format(recordTime)}
-			body, _ := json.Marshal(rec)
-			return application{table: table, id: id, user: user, atMs: at.UnixMilli(), body: body}
+		id := st.buyTogether("p", []string{"ann"}, []int64{1})[0]
+		eventually(t, 10*time.Second, "indexed", func() bool { return len(indexedIDs(t, st.svc, st.svc.stock.table, "p")) == 1 })
+		day := recordsDay(id)
+		end := time.Unix((day+1)*86400, 0)
+		retention := st.svc.o.RecordsRetention
+		for key, want := range map[string]time.Time{
+			idsKey(s.Keys, "p", day):    end.Add(retention),
+			usersKey(s.Keys, "p"):       end.Add(retention),
+			recordsKey(s.Keys, "p", id): end.Add(max(retention, recordTTL)),
+			claimsKey(s.Keys, "p"):      time.Time{}, // the claim ended with the commit: nothing left
+		} {
+			if want.IsZero() {
+				if n := s.Client.Exists(ctx, key).Val(); n != 0 {
+					t.Errorf("%s exists", key)
+				}
+				continue
+			}
+			ttl := s.Client.PTTL(ctx, key).Val()
+			if got := time.Now().Add(ttl); got.Before(want.Add(-time.Minute)) || got.After(want.Add(time.Minute)) {
+				t.Errorf("%s expires at %v, want %v", key, got.UTC(), want.UTC())
+			}
 		}
-		long := time.Now().Add(-LedgerRecordTTL - time.Hour)
-		var old []application
-		for i := range 30 {
-			old = append(old, app(fmt.Sprint(100+i), fmt.Sprintf("u%d", i%3), long))
+	})
+}
+
+// Each product's records live under its own hash tag: on a Cluster two products' records are on the
+// slots of their own stock, not on one slot that holds every product's, and no key under {adm} holds
+// a record. The admin list, one admission, a user's list and a buyer's own list still read across
+// products, newest first; bids likewise under their auctions.
+func TestAdminRecords_EachOwnersRecordsUnderItsOwnTag(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
+		st.startWorker()
+		ctx := context.Background()
+		var bought []string // oldest first
+		for _, b := range []struct{ product, user string }{{"p", "ann"}, {"q", "ann"}, {"q", "ben"}, {"p", "ann"}} {
+			bought = append(bought, st.buyTogether(b.product, []string{b.user}, []int64{1})[0])
+			time.Sleep(2 * time.Millisecond)
 		}
-		// The old ones, as they were written back then (without the ledger nothing expires), then one
-		// call of two new records with the ledger on: it removes up to 2*2+16 old ones.
-		l := st.svc.o.Ledger
-		st.svc.o.Ledger = nil
-		if err := st.svc.applyBatch(ctx, old); err != nil {
-			t.Fatal(err)
+		eventually(t, 10*time.Second, "all four listed", func() bool {
+			return num(st.adminGet("/api/admissions").json["total_count"]) == 4
+		})
+		ids := func(a answer) []string {
+			var out []string
+			for _, item := range a.json["items"].([]any) {
+				out = append(out, item.(map[string]any)["id"].(string))
+			}
+			return out
 		}
-		st.svc.o.Ledger = l
-		if err := st.svc.applyBatch(ctx, []application{app("200", "u0", time.Now()), app("201", "u9", time.Now())}); err != nil {
-			t.Fatal(err)
+		newest := slices.Clone(bought)
+		slices.Reverse(newest)
+		if got := ids(st.adminGet("/api/admissions")); !slices.Equal(got, newest) {
+			t.Fatalf("the admin list reads %v, want %v", got, newest)
 		}
-		if n := s.Client.HLen(ctx, table.records).Val(); n != 30-20+2 {
-			t.Fatalf("%d records, want the 2 new ones and 10 old ones left (a call removes 2*2+16)", n)
+		if got := ids(st.adminGet("/api/admissions?page=2&page_size=3")); !slices.Equal(got, newest[3:]) {
+			t.Fatalf("page 2 reads %v, want %v", got, newest[3:])
 		}
-		if n := s.Client.ZCard(ctx, table.byTime).Val(); n != 12 {
-			t.Fatalf("the time index holds %d, want 12", n)
+		if got, want := ids(st.adminGet("/api/users/ann/admissions")), []string{bought[3], bought[1], bought[0]}; !slices.Equal(got, want) {
+			t.Fatalf("ann's list reads %v, want %v", got, want)
 		}
-		// Every id an index names has its record, and every record is in both indexes.
-		listed := 0
-		for user, list := range s.Client.HGetAll(ctx, table.byUser).Val() {
-			for _, id := range strings.Fields(list) {
-				listed++
-				body := s.Client.HGet(ctx, table.records, id).Val()
-				if !strings.Contains(body, `"user":"`+user+`"`) {
-					t.Errorf("user %s's list names %s, whose record is %q", user, id, body)
+		if a := st.adminGet("/api/admissions/" + bought[2]); a.status != 200 || a.json["product_id"] != "q" {
+			t.Fatalf("one admission: %d %s", a.status, a.body)
+		}
+		for _, product := range []string{"p", "q"} {
+			for _, key := range []string{recordsKey(s.Keys, product, bought[0]), idsKey(s.Keys, product, recordsDay(bought[0])), usersKey(s.Keys, product)} {
+				if s.Client.Exists(ctx, key).Val() != 1 {
+					t.Fatalf("%s is missing", key)
+				}
+				if a, b := storetest.MasterOf(t, s, key), storetest.MasterOf(t, s, stockKey(s.Keys, product)); a != b {
+					t.Fatalf("%s is on %s, its product's stock on %s", key, a, b)
 				}
 			}
 		}
-		if listed != 12 {
-			t.Fatalf("the user index names %d ids, want 12", listed)
+		if c, ok := s.Client.(*redis.ClusterClient); ok {
+			p := c.ClusterKeySlot(ctx, recordsKey(s.Keys, "p", bought[0])).Val()
+			q := c.ClusterKeySlot(ctx, recordsKey(s.Keys, "q", bought[0])).Val()
+			if p == q {
+				t.Fatalf("both products' records on slot %d", p)
+			}
 		}
-		if list := strings.Fields(s.Client.HGet(ctx, table.byUser, "u0").Val()); !slices.Contains(list, "200") {
-			t.Fatalf("u0's list %v lost the new record", list)
-		}
-		// Another call takes the rest.
-		if err := st.svc.applyBatch(ctx, []application{app("202", "u1", time.Now())}); err != nil {
-			t.Fatal(err)
-		}
-		if n := s.Client.HLen(ctx, table.records).Val(); n != 3 {
-			t.Fatalf("%d records, want the 3 new ones", n)
-		}
-		if n := s.Client.HLen(ctx, table.byUser).Val(); n != 3 {
-			t.Fatalf("%d users indexed, want u0, u9 and u1", n)
+		for _, key := range []string{s.Keys.Global("adm", "admissions"), s.Keys.Global("adm", "by_time"), s.Keys.Global("adm", "by_user")} {
+			if s.Client.Exists(ctx, key).Val() != 0 {
+				t.Fatalf("%s exists: a key that would hold every product's records", key)
+			}
 		}
 	})
 }

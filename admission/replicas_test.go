@@ -313,7 +313,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 // read streams on two nodes and write indexes on a third, and a command spanning them cannot pass.
 func spreadIDs(t *testing.T, s *store.Store) (productID, auctionID string) {
 	t.Helper()
-	adm := storetest.MasterOf(t, s, byTimeKey(s.Keys))
+	adm := storetest.MasterOf(t, s, productIndexKey(s.Keys))
 	if adm == "" {
 		return "sale", "lot"
 	}

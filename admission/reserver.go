@@ -44,11 +44,11 @@ func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 			latest = c.id // the records' expiry follows the latest purchase, not a commit's older id
 		}
 	}
-	args := make([]any, 0, 4+commits+4*(len(cs)-commits))
-	args = append(args, s.o.ClaimTTL.Milliseconds(), recordsExpireAt(latest, time.Now()), flag(s.o.Ledger != nil), commits)
+	args := make([]any, 0, 4+2*commits+4*(len(cs)-commits))
+	args = append(args, s.o.ClaimTTL.Milliseconds(), s.recordsExpireAt(latest, time.Now()), flag(s.o.Ledger != nil), commits)
 	for _, c := range cs {
 		if c.commit {
-			args = append(args, c.id)
+			args = append(args, c.id, c.user)
 		}
 	}
 	for _, c := range cs {

@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -90,7 +89,7 @@ func stockRefusal(code, remaining, limit int64) *web.Error {
 }
 
 func (k *stockKind) release(ctx context.Context, c claim) (int64, error) {
-	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.id, int64(recordTTL/time.Second)).Int64Slice()
+	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.id, k.s.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		return 0, fmt.Errorf("release: %v %v", res, err)
 	}
@@ -98,7 +97,7 @@ func (k *stockKind) release(ctx context.Context, c claim) (int64, error) {
 }
 
 func (k *stockKind) commit(ctx context.Context, c claim) error {
-	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil)).Err()
+	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil), c.user).Err()
 }
 
 // commits: a stock admission's commit ends it (it leaves the unsettled set).
@@ -107,6 +106,8 @@ func (*stockKind) commits() bool { return true }
 func (k *stockKind) record(c claim) string { return recordsKey(k.s.keys, c.owner, c.id) }
 
 func (k *stockKind) unsettledSet(product string) string { return unsettledKey(k.s.keys, product) }
+
+func (k *stockKind) claims(product string) string { return claimsKey(k.s.keys, product) }
 
 func (k *stockKind) forget(product string) { k.products.forget(product) }
 
@@ -159,23 +160,19 @@ func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, p
 func (k *stockKind) admitsStream(product string) string { return admitsKey(k.s.keys, product) }
 
 // parse reads an entry of a product's streams (written by reserve.lua, release.lua, cancel.lua and,
-// with the ledger on, the commit scripts). A "committed" entry is for the ledger alone: the admin
-// indexes record admissions and what gave their units back.
+// with the ledger on, the commit scripts). The admin records are the scripts' own, so only an
+// admission is indexed: what gave its units back changed its record already, and a "committed" entry
+// is for the ledger alone.
 func (k *stockKind) parse(product string, msg redis.XMessage) ([]application, error) {
-	recs, at, err := parseAdmissions(product, msg)
+	recs, _, err := parseAdmissions(product, msg)
 	if err != nil {
 		return nil, err
 	}
 	apps := make([]application, 0, len(recs))
 	for _, rec := range recs {
-		if rec.State == "committed" {
-			continue
+		if rec.State == "admitted" {
+			apps = append(apps, application{table: k.table, owner: product, id: rec.ID, user: rec.User})
 		}
-		app, err := k.application(rec, at)
-		if err != nil {
-			return nil, err
-		}
-		apps = append(apps, app)
 	}
 	return apps, nil
 }
@@ -266,19 +263,6 @@ func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
 	return rec, at, nil
 }
 
-// application is what an admission event writes: the admission JSON and its index entries. An
-// "admitted" entry never overwrites a record that exists: if a take-over made the release land
-// first, the admission stays released. (The sales leaderboard is read from the products' own
-// counters: adminLeaderboard.)
-func (k *stockKind) application(rec Record, atMs int64) (application, error) {
-	body, err := json.Marshal(rec)
-	if err != nil {
-		return application{}, err
-	}
-	given := rec.State == "released" || rec.State == "cancelled" // the units went back
-	return application{table: k.table, id: rec.ID, user: rec.User, atMs: atMs, body: body, overwrite: given}, nil
-}
-
 func (k *stockKind) registerPublic(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/products/{id}", k.handleProduct)
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/products", k.handleProducts)
@@ -319,7 +303,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
 	res, err := cancelScript.Run(ctx, s.client, k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(),
-		int64(recordTTL/time.Second)).Int64Slice()
+		s.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("cancel: %v %v", res, err)))
 		return
@@ -351,7 +335,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
-	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, flag(s.o.Ledger != nil)).Int64()
+	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, flag(s.o.Ledger != nil), rec.User).Int64()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

@@ -22,12 +22,16 @@ type storeRecord struct {
 // recordRef names an admission's record: its product and id.
 type recordRef struct{ product, id string }
 
-// parseStoreRecord reads a day hash's field value: "<state> <user> <qty> <at> <route>", a tombstone
-// being the state alone.
+// parseStoreRecord reads a day hash's field value: "<state> <user> <qty> <at> <route>", then when
+// it was given back (the route "-" when it has none), a tombstone being the state alone.
 func parseStoreRecord(v string) storeRecord {
-	f := strings.SplitN(v, " ", 5)
-	f = append(f, make([]string, 5-len(f))...)
-	return storeRecord{state: f[0], user: f[1], qty: f[2], at: f[3], route: f[4]}
+	f := strings.Fields(v)
+	f = append(f, make([]string, max(5-len(f), 0))...)
+	rec := storeRecord{state: f[0], user: f[1], qty: f[2], at: f[3], route: f[4]}
+	if rec.route == "-" {
+		rec.route = ""
+	}
+	return rec
 }
 
 // storeRecords reads the records of refs in one pipeline, both forms at once; nil for an admission

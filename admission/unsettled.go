@@ -55,15 +55,11 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]Record, 0, hi-lo)
 	for i, u := range items[lo:hi] {
-		rec, found, err := s.record(ctx, u.id)
-		if err != nil {
-			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-			return
+		rec := Record{ID: u.id, ProductID: u.product, State: "admitted", AdmittedAt: msTime(u.at)}
+		if h := stored[i]; h != nil {
+			rec.User = h.user
+			rec.Quantity, _ = strconv.ParseInt(h.qty, 10, 64)
 		}
-		if !found { // the worker has not recorded it yet, or the record was deleted
-			rec = Record{ID: u.id, ProductID: u.product, AdmittedAt: time.UnixMilli(u.at).UTC().Format(recordTime)}
-		}
-		rec.State = "admitted"
 		switch {
 		case stored[i] == nil:
 		case stored[i].orphan == holdAmbiguous:

@@ -69,6 +69,7 @@ func (w *worker) pass(ctx context.Context) (f found, stop bool) {
 		w.trim.at = time.Now()
 		s.markGroupRead(ctx, groupName)
 		s.trimStreams(ctx, w.streams, &w.trim)
+		s.drainOld(ctx, time.Now().Add(-s.o.RecordsRetention))
 	}
 	claim := time.Since(w.claimAt) > s.o.ClaimIdle/3
 	if claim {

@@ -14,8 +14,10 @@ local remaining = redis.call('INCRBY', KEYS[2], ARGV[3])
 if redis.call('HINCRBY', KEYS[3], ARGV[2], '-' .. ARGV[3]) <= 0 then
   redis.call('HDEL', KEYS[3], ARGV[2])
 end
-record_write(KEYS[5], ARGV[1], KEYS[8], old, ARGV[5], 'cancelled', ARGV[2], ARGV[3], ARGV[4], route)
+local at = string.format('%d', now_ms())
+record_write(KEYS[5], ARGV[1], KEYS[8], old, ARGV[5], 'cancelled', ARGV[2], ARGV[3], ARGV[4], route, at)
 redis.call('ZREM', KEYS[7], ARGV[1])
+end_claim(KEYS[4], ARGV[2], ARGV[1])
 redis.call('XADD', KEYS[6], '*', 'type', 'cancelled', 'admission', ARGV[1],
-  'user', ARGV[2], 'qty', ARGV[3], 'at', ARGV[4], 'cancelled_at', now_ms())
+  'user', ARGV[2], 'qty', ARGV[3], 'at', ARGV[4], 'cancelled_at', at)
 return {0, remaining}

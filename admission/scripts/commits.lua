@@ -1,21 +1,22 @@
 -- commits.lua: commit a batch of admissions or bids that the origin accepted, all of one kind and one
 -- owner (one hash tag). With the ledger on, what is committed now is told to the ledger by an event.
--- ARGV[1] 1: the ledger is on   ARGV[2] 1: stock admissions, 0: bids   ARGV from ARGV[3]: the ids
--- Stock admissions: KEYS[1] the product's admissions stream, KEYS[2] its unsettled set. An admission
+-- ARGV[1] 1: the ledger is on   ARGV[2] 1: stock admissions, 0: bids   ARGV from ARGV[3]: the ids (stock:
+-- pairs of admission id and user)
+-- Stock admissions: KEYS[1] the product's admissions stream, KEYS[2] its unsettled set, KEYS[3] its
+--   claims (a committed admission's claim ends: lib.lua end_claim). An admission
 --   is in the unsettled set exactly while it is neither committed nor given back (reserve.lua adds
 --   it; a release, a cancellation or an orphan release takes it out in the same call that writes the
 --   record's new state), so committing one is taking it out of the set: its record keeps saying
 --   "admitted", and an admitted record outside the set is committed (release.lua, commit.lua and
 --   reconcile read it so). One ZMSCORE tells which ids are still to commit, one ZREM takes them all
 --   out, and one event names them all (type committed, admissions: the ids, space-separated,
---   committed_at), on the admissions stream, which builds before it do not read. The user's in-flight
---   claim needs nothing: a claim whose admission is settled no longer counts (reserve.lua).
+--   committed_at), on the admissions stream, which builds before it do not read.
 -- Bids: KEYS[1] the auction's event stream, KEYS[2] unused, KEYS from KEYS[3]: each bid's record, in
 --   the order of the ids; each record not withdrawn or committed becomes committed, with an event
 --   each.
 -- returns {items committed now}
 if ARGV[2] == '1' then
-  return {settle_committed(KEYS[2], KEYS[1], ARGV[1], ARGV, 3, #ARGV)}
+  return {settle_committed(KEYS[2], KEYS[1], KEYS[3], ARGV[1], ARGV, 3, #ARGV)}
 end
 local now
 local function clock()

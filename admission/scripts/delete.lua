@@ -1,13 +1,15 @@
--- delete.lua: an operator deletes an admin record (records.go) with its index entries, whichever
--- build wrote them. Every key is under the {adm} hash tag.
--- KEYS[1] the records hash   KEYS[2] the index by time   KEYS[3] the index by user (user -> ids)
--- KEYS[4] the record's key of earlier builds   KEYS[5] the user's index of earlier builds
--- ARGV[1] id   ARGV[2] the record's user
--- returns the number of records deleted (0: there was none)
+-- delete.lua: an operator deletes an admin record (records.go) with its index entries. Every key is
+-- under the owner's hash tag.
+-- KEYS[1] the records of the id's day   KEYS[2] the ids of that day   KEYS[3] the owner's users
+-- KEYS[4] stock: the unsettled set (bids: another of the keys, unread)
+-- ARGV[1] id   ARGV[2] the record's user   ARGV[3] 1: stock (the record is the scripts' own, with its
+--   orphan mark; an unsettled admission's is not deleted: its release and commit need it)
+-- returns 1 deleted, 0 there was no record, -1 the admission is unsettled
 local id, user = ARGV[1], ARGV[2]
-local n = redis.call('HDEL', KEYS[1], id) + redis.call('DEL', KEYS[4])
-redis.call('ZREM', KEYS[2], id)
-redis.call('ZREM', KEYS[5], id)
+if ARGV[3] == '1' and redis.call('ZSCORE', KEYS[4], id) then return -1 end
+local n = redis.call('HDEL', KEYS[1], id)
+if ARGV[3] == '1' then redis.call('HDEL', KEYS[1], id .. ':orphan') end
+redis.call('LREM', KEYS[2], -1, id)
 local kept = {}
 for other in string.gmatch(redis.call('HGET', KEYS[3], user) or '', '%S+') do
   if other ~= id then kept[#kept + 1] = other end

@@ -3,10 +3,12 @@
 
 -- Stock admission records. An admission's record is field <id> of its product's records hash for the
 -- day of the id's time (keys.go recordsKey; KEYS[5] of the stock scripts): "<state> <user> <qty> <at
--- ms> <route>", or "released" alone (a tombstone: the release of an id never admitted). The orphan
--- sweep's mark is field "<id>:orphan". A field instead of a hash of its own: no key, no TTL and one
--- write per admission; the day's hash expires a record TTL after the day ends (or after the last
--- write, when that is later), so every record lives at least a record TTL.
+-- ms> <route>", then, once it is released or cancelled, " <when, ms>" (the route "-" when it has
+-- none), or "released" alone (a tombstone: the release of an id never admitted). The orphan sweep's
+-- mark is field "<id>:orphan". A field instead of a hash of its own: no key, no TTL and one write per
+-- admission; the day's hash expires a record TTL after the day ends (or after the last write, when
+-- that is later), so every record lives at least a record TTL. These are the admin records too
+-- (records.go): the event worker indexes them, and removes them once past the retention.
 -- Builds before this one wrote a hash per admission (fields state, user, qty, at, route, orphan; the
 -- stock scripts' KEYS[8]): record_read finds one there when the day's hash has none, and
 -- record_write writes back where the record was found, so both builds see one record during a
@@ -37,36 +39,62 @@ local function record_keep(day, ttl)
 end
 
 -- record_write: the record of admission id, where record_read found it (an earlier build's hash:
--- its fields, the TTL it had), else in the day's hash.
-local function record_write(day, id, legacy, old, ttl, state, user, qty, at, route)
+-- its fields, the TTL it had), else in the day's hash; settled (ms, text) when it was given back.
+local function record_write(day, id, legacy, old, ttl, state, user, qty, at, route, settled)
   if old then
     redis.call('HSET', legacy, 'state', state, 'user', user, 'qty', qty, 'at', at)
     return
   end
   local v = state
   if user ~= '' then v = v .. ' ' .. user .. ' ' .. qty .. ' ' .. at end
-  if route and route ~= '' then v = v .. ' ' .. route end
+  if settled then
+    if not route or route == '' then route = '-' end
+    v = v .. ' ' .. route .. ' ' .. settled
+  elseif route and route ~= '' then
+    v = v .. ' ' .. route
+  end
   redis.call('HSET', day, id, v)
   record_keep(day, ttl)
 end
 
+-- end_claim: the user's in-flight claim ends with admission id (its settlement, or its refusal):
+-- deleted when it still names id, so a product's claims hold the purchases in flight, not every buyer.
+local function end_claim(claims, user, id)
+  if user ~= '' and redis.call('HGET', claims, user) == id then redis.call('HDEL', claims, user) end
+end
+
 -- settle_committed: stock admissions the shop accepted (commits.lua, and the commits riding a
--- reserve.lua call): those of ids[from..to] still in the unsettled set leave it in one ZREM (a
--- settled admission's claim no longer counts), and with the ledger on ("1") one committed entry
--- names them on the admissions stream. Returns how many were still unsettled.
-local function settle_committed(unsettled, admits, ledger, ids, from, to)
-  local scores = redis.call('ZMSCORE', unsettled, unpack(ids, from, to))
-  local settle, seen, n = {}, {}, 0
-  for i = from, to do
+-- reserve.lua call), given as pairs in args[from..to]: admission id, user. Those still in the
+-- unsettled set leave it in one ZREM, their users' claims that name them end (one HMGET, one HDEL),
+-- and with the ledger on ("1") one committed entry names them on the admissions stream. Returns how
+-- many were still unsettled.
+local function settle_committed(unsettled, admits, claims, ledger, args, from, to)
+  local ids, users, k = {}, {}, 0
+  for i = from, to, 2 do
+    k = k + 1
+    ids[k], users[k] = args[i], args[i + 1]
+  end
+  if k == 0 then return 0 end
+  local scores = redis.call('ZMSCORE', unsettled, unpack(ids, 1, k))
+  local settle, who, seen, n = {}, {}, {}, 0
+  for i = 1, k do
     local id = ids[i]
-    if scores[i - from + 1] and not seen[id] then
+    if scores[i] and not seen[id] then
       seen[id] = true
       n = n + 1
-      settle[n] = id
+      settle[n], who[n] = id, users[i]
     end
   end
   if n == 0 then return 0 end
   redis.call('ZREM', unsettled, unpack(settle, 1, n))
+  local held, gone, ng = redis.call('HMGET', claims, unpack(who, 1, n)), {}, 0
+  for i = 1, n do
+    if held[i] == settle[i] then
+      ng = ng + 1
+      gone[ng] = who[i]
+    end
+  end
+  if ng > 0 then redis.call('HDEL', claims, unpack(gone, 1, ng)) end
   if ledger == '1' then
     redis.call('XADD', admits, '*', 'type', 'committed', 'admissions', table.concat(settle, ' ', 1, n),
       'committed_at', string.format('%d', now_ms()))

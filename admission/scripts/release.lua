@@ -4,7 +4,7 @@
 -- KEYS[1] info     hash   product (unused here; every stock script gets the same KEYS)
 -- KEYS[2] stock    string units left
 -- KEYS[3] buyers   hash   user pseudonym -> units bought
--- KEYS[4] claims   hash   (unused here: a claim whose admission is settled no longer counts)
+-- KEYS[4] claims   hash   user pseudonym -> admission id: the user's claim ends if it names this one
 -- KEYS[5] records  hash   the day's admission records (lib.lua)
 -- KEYS[6] events   stream admission events for the worker
 -- KEYS[7] unsettled zset   admissions not settled yet (removed from it here)
@@ -32,7 +32,8 @@ if redis.call('HINCRBY', KEYS[3], user, '-' .. qty) <= 0 then
   redis.call('HDEL', KEYS[3], user)
 end
 redis.call('ZREM', KEYS[7], id)
-record_write(KEYS[5], id, KEYS[8], old, ARGV[2], 'released', user, qty, admitted_at, route)
+end_claim(KEYS[4], user, id)
+record_write(KEYS[5], id, KEYS[8], old, ARGV[2], 'released', user, qty, admitted_at, route, string.format('%d', at))
 if ARGV[3] and ARGV[3] ~= '' then
   if old then
     redis.call('HSET', KEYS[8], 'orphan', 'released')

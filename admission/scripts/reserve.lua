@@ -12,10 +12,10 @@
 -- then per purchase: its day's records hash (lib.lua: the record is a field; release must find it)
 -- ARGV[1] claim TTL (ms)   ARGV[2] when the records hashes expire (unix s: a record TTL after the end
 -- of the latest purchase's day, keys.go recordsExpireAt)   ARGV[3] 1: the ledger is on
--- ARGV[4] the number of commits c, then c admission ids: commits riding this call (reserver.go), done
--- first, as commits.lua does them: the admissions still unsettled leave the unsettled set (which ends
--- their claims, so a buyer's next purchase later in this call is not refused as in progress) and,
--- with the ledger on, one committed entry names them on the admissions stream
+-- ARGV[4] the number of commits c, then c pairs (admission id, user): commits riding this call
+-- (reserver.go), done first, as commits.lua does them: the admissions still unsettled leave the
+-- unsettled set and their claims end (so a buyer's next purchase later in this call is not refused as
+-- in progress) and, with the ledger on, one committed entry names them on the admissions stream
 -- then per purchase: admission id, user pseudonym, quantity (an integer, as text), route name (what
 -- the orphan sweep reads)
 -- The units taken, the unsettled entries and the event are written once per call, after the loop (one
@@ -33,13 +33,22 @@
 -- take_claim: the user's in-flight claim, for admission id. A claim counts only while its admission
 -- is unsettled (in the unsettled set, or admitted earlier in this call: that ZADD comes after the
 -- loop) and younger than the claim TTL (the TTL covers a replica that died before the shop answered).
--- Nothing deletes a claim: a commit, a release or a refusal leaves one that no longer counts, and
--- the next purchase takes it over. One field of one hash per buyer: no key, no TTL per purchase. The
--- hash itself expires a claim TTL after the last claim written to it (once per call, at the end): by
--- then every claim in it has stopped counting, so a product's claims take memory only while it sells.
+-- The settlement deletes it (a commit, a release, a cancellation: lib.lua end_claim), and so does a
+-- refusal after it was taken; a purchase refused for want of stock takes none (claim_held). A claim
+-- an earlier build left, or one whose settlement was lost, no longer counts, and the next purchase
+-- takes it over. One field of one hash per purchase in flight: no key, no TTL per purchase. The hash
+-- itself expires a claim TTL after the last claim written to it (once per call, at the end).
 -- Numbers go to redis.call as strings made here ('%d'): Redis turns a Lua number argument into text
 -- with snprintf("%.17g"), which costs more than most of the commands of an admission.
 local admitted, at, at_s, claimed, kept = {}, nil, nil, false, {}
+-- counts: whether the claim held (an admission id) still counts.
+local function counts(held)
+  if admitted[held] then return true end
+  local since = redis.call('ZSCORE', KEYS[5], held)
+  if not since then return false end
+  at = at or now_ms()
+  return tonumber(since) > at - tonumber(ARGV[1])
+end
 local function take_claim(user, id)
   if redis.call('HSETNX', KEYS[6], user, id) == 1 then
     claimed = true
@@ -47,15 +56,17 @@ local function take_claim(user, id)
   end
   local held = redis.call('HGET', KEYS[6], user)
   if held == id then return 'own' end
-  if admitted[held] then return false end
-  local since = redis.call('ZSCORE', KEYS[5], held)
-  if since then
-    at = at or now_ms()
-    if tonumber(since) > at - tonumber(ARGV[1]) then return false end
-  end
+  if counts(held) then return false end
   redis.call('HSET', KEYS[6], user, id)
   claimed = true
   return true
+end
+-- claim_held: take_claim's answer without taking one (for a purchase the stock refuses anyway).
+local function claim_held(user, id)
+  local held = redis.call('HGET', KEYS[6], user)
+  if not held then return true end
+  if held == id then return 'own' end
+  return not counts(held)
 end
 -- resent: this purchase was admitted already (its claim holds its id): a client library resent the
 -- call whose answer it lost. Its record is written once more (for a WAIT after this call), and
@@ -69,8 +80,8 @@ local function resent(records, id, user, qty)
   return true
 end
 local commits = tonumber(ARGV[4])
-if commits > 0 then settle_committed(KEYS[5], KEYS[4], ARGV[3], ARGV, 5, 4 + commits) end
-local first = 5 + commits
+if commits > 0 then settle_committed(KEYS[5], KEYS[4], KEYS[6], ARGV[3], ARGV, 5, 4 + 2 * commits) end
+local first = 5 + 2 * commits
 local out, no = {}, 0
 local limit = tonumber(redis.call('HGET', KEYS[1], 'per_user_limit'))
 local remaining = tonumber(redis.call('GET', KEYS[2])) or 0
@@ -87,6 +98,8 @@ for i = 0, (#ARGV - first + 1) / 4 - 1 do
     code = 2
   elseif not qty or qty < 1 or qty > limit or qty ~= math.floor(qty) then
     code = 5
+  elseif remaining < qty then
+    claim = claim_held(user, id)
   else
     claim = take_claim(user, id)
   end
@@ -104,6 +117,7 @@ for i = 0, (#ARGV - first + 1) / 4 - 1 do
     -- the buyer's field there already, and taking the units back never leaves a 0 behind.
     if redis.call('HINCRBY', KEYS[3], user, q) > limit then
       redis.call('HINCRBY', KEYS[3], user, '-' .. q)
+      redis.call('HDEL', KEYS[6], user)
       code = 4
     else
       at = at or now_ms()
@@ -118,6 +132,7 @@ for i = 0, (#ARGV - first + 1) / 4 - 1 do
           redis.call('HDEL', KEYS[3], user)
         end
         code = resent(records, id, user, qty) and 0 or 6
+        if code == 6 then redis.call('HDEL', KEYS[6], user) end
       else
         if not kept[records] then
           kept[records] = true

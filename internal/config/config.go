@@ -29,6 +29,7 @@ type Config struct {
 	Pages       Pages       `yaml:"pages"`
 	StoreHealth StoreHealth `yaml:"store_health"`
 	Ledger      Ledger      `yaml:"ledger"`
+	Admission   Admissions  `yaml:"admission"`
 	Report      Report      `yaml:"report"`
 	Log         Log         `yaml:"log"`
 
@@ -40,6 +41,14 @@ type Config struct {
 // Ledger is the durable record in PostgreSQL (docs/reference.md "Ledger"); off when PostgresURL is "".
 type Ledger struct {
 	PostgresURL string `yaml:"postgres_url" secret:"true"`
+}
+
+// Admissions is what the store keeps of admissions and bids (docs/reference.md "TTLs").
+type Admissions struct {
+	// RecordsRetention is how long the admin records, their indexes and the scripts' own records
+	// stay, ledger or not (the ledger is the record of account); buyer counts stay as long as their
+	// product.
+	RecordsRetention time.Duration `yaml:"records_retention"`
 }
 
 // Report is what the store keeps for the report after a drop (docs/reference.md "The report").
@@ -322,10 +331,11 @@ func Default() *Config {
 			WriteTimeout:      30 * time.Second,
 			SpoolBytes:        8 << 20,
 		},
-		Admin:  Admin{Listen: "127.0.0.1:9090", AllowedHosts: []string{}},
-		Origin: Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},
-		Redis:  Redis{Addrs: []string{}, KeyPrefix: "edgeq", WaitTimeout: 50 * time.Millisecond, StreamMaxEntries: 1_000_000},
-		Report: Report{Retention: 336 * time.Hour},
+		Admin:     Admin{Listen: "127.0.0.1:9090", AllowedHosts: []string{}},
+		Origin:    Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},
+		Redis:     Redis{Addrs: []string{}, KeyPrefix: "edgeq", WaitTimeout: 50 * time.Millisecond, StreamMaxEntries: 1_000_000},
+		Report:    Report{Retention: 336 * time.Hour},
+		Admission: Admissions{RecordsRetention: 168 * time.Hour},
 		Tokens: Tokens{
 			VerifyKeyFiles: []string{},
 			Issuer:         "edgeq",

@@ -122,6 +122,9 @@ func (cfg *Config) problems() []Problem {
 	cfg.checkServer(c)
 	cfg.checkRedis(c)
 	cfg.checkLedger(c)
+	if r := cfg.Admission.RecordsRetention; r < time.Minute || r > 2160*time.Hour {
+		c.add("admission.records_retention", "%s must be between 1m and 2160h (90 days)", r)
+	}
 	if r := cfg.Report.Retention; r < time.Hour || r > 2160*time.Hour {
 		c.add("report.retention", "%s must be between 1h and 2160h (90 days)", r)
 	}

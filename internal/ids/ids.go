@@ -77,6 +77,11 @@ func Time(id uint64) time.Time {
 	return epoch.Add(time.Duration(id>>(nodeBits+seqBits)) * time.Millisecond)
 }
 
+// AtTime is the smallest id made at t: every id made before t is smaller.
+func AtTime(t time.Time) uint64 {
+	return uint64(max(t.Sub(epoch).Milliseconds(), 0)) << (nodeBits + seqBits)
+}
+
 // LeaseNode gives this process a node number from a counter in the store, so replicas sharing the
 // store get different numbers (the 1025th process started while the first still runs would share its
 // number; ids would still differ unless both made one in the same millisecond with the same sequence).

@@ -140,6 +140,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Visitor:      room.TokenRequestID,
 
 		StreamMaxEntries: cfg.Redis.StreamMaxEntries,
+		RecordsRetention: cfg.Admission.RecordsRetention,
 		OrphanAfter:      cfg.Origin.Timeout,
 		ReportRetention:  cfg.Report.Retention,
 	})
