@@ -93,6 +93,7 @@ screenshots:
 bench:
 	$(GO) run ./cmd/edgeq-bench table
 	$(GO) run ./cmd/edgeq-bench hot
+	$(GO) run ./cmd/edgeq-bench bytes
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
 	$(GO) test -run '^$$' -bench 'StockReserveAndCommit|BidPlace|IdleWorkerPass' ./admission/
 	$(GO) test -run '^$$' -bench 'Report_' -benchtime 10x ./internal/report/

@@ -342,8 +342,10 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	// One slot, one command: the product, its stock, its buyers and its events go together.
-	n, err := s.client.Del(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id),
+	// One slot, one command: the product, its stock, its buyers and its events go together. UNLINK:
+	// a sold-out drop's buyers and streams can be large, and Redis frees them in the background. The
+	// admin records stay until the retention, but leave the admin lists with the product.
+	n, err := s.client.Unlink(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id),
 		admitsKey(s.keys, id), claimsKey(s.keys, id)).Result()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))

@@ -116,9 +116,11 @@ func (s *Service) Reconcile(ctx context.Context) (*Reconciliation, error) {
 	if s.o.Ledger == nil {
 		return nil, fmt.Errorf("the ledger is off (ledger.postgres_url)")
 	}
-	// Ledger rows are compared by id from this time on; the store's records are at most recordTTL
-	// old, less a margin for records about to expire while the comparison runs.
-	since := time.Now().Add(-recordTTL + 10*time.Minute)
+	// Ledger rows are compared by id from this time on: the store keeps every record at least
+	// recordTTL, or the retention when that is shorter (settled records past it leave, records.go),
+	// less a margin for records about to leave while the comparison runs.
+	window := min(recordTTL, s.o.RecordsRetention)
+	since := time.Now().Add(-window + min(10*time.Minute, window/6))
 	r := &Reconciliation{Since: since}
 	backlog, err := s.LedgerBacklog(ctx)
 	if err != nil {

@@ -69,6 +69,10 @@ func main() {
 		err = ledgerBench(os.Args[2:], os.Stdout)
 	case "replicas":
 		err = replicasBench(os.Args[2:], os.Stdout)
+	case "bytes":
+		err = bytesBench(os.Args[2:], os.Stdout)
+	case "soak":
+		err = soakBench(os.Args[2:], os.Stdout)
 	case "chaos":
 		err = chaosBench(os.Args[2:], os.Stdout)
 	case "chaos-replica":
@@ -92,6 +96,8 @@ func usage() {
   edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]   (redis.wait_replicas 1 beside 0, a local replica)
   edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2]   (needs wrk; adds nginx and caddy when installed)
   edgeq-bench hot [-duration 4s] [-rounds 3] [-connections 64] [-threads 2] [-floor-clients 32] [-redis-cpu 1]   (needs wrk and redis-benchmark)
+  edgeq-bench bytes [-admissions 200000] [-warmup 20000] [-connections 32]   (bytes of Redis per admission; needs redis-server)
+  edgeq-bench soak [-duration 20m] [-retention 3m] [-rate 600] [-joins 100]   (Redis memory, RSS and p99s per minute; needs redis-server)
   edgeq-bench chaos [-duration 60s] [-replicas 3] [-seed N] [-stock 3000] [-buyers 24] [-nemesis all|pause]   (needs redis-server and redis-sentinel; exit 1 on a violated invariant)
   edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)
 }
