@@ -8,9 +8,9 @@ package main
 // with the product's keys by size.
 //
 // `edgeq-bench soak` holds admissions and joins at a steady rate for a long run with a short
-// admission.records_retention, and prints per minute Redis's memory, this process's RSS (edgeq runs
-// in it) and the p99 of each: the store must stop growing once the retention is reached, and the
-// p99s stay where they were.
+// admission.records_retention, and prints per minute Redis's memory, this process's RSS and live heap
+// (edgeq runs in it), Redis's CPU per request and the p99 of each, then Redis's slow commands: the
+// store must stop growing once the retention is reached, and the p99s stay where they were.
 
 import (
 	"context"
@@ -18,9 +18,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,19 +37,19 @@ import (
 
 // bytesConfig is the edgeq of both: one product, its checkout, a queue that admits nobody (joins
 // only take places), no per-address limits.
-func bytesConfig(retention time.Duration) string {
+func bytesConfig(retention time.Duration, perUser int) string {
 	return fmt.Sprintf(`
 limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
 admission: {records_retention: %s}
 products:
-  - {id: hot, stock: 1000000000, per_user_limit: 1, name: "Hot item"}
+  - {id: hot, stock: 1000000000, per_user_limit: %d, name: "Hot item"}
 queues:
   - {id: soak, capacity: 0}
 routes:
   - name: checkout
     match: "POST /checkout/{product}"
     admission: {type: stock, product: "path:product", user: "header:X-User"}
-`, retention)
+`, retention, perUser)
 }
 
 // bytesStack is a redis-server and an edgeq on it.
@@ -58,7 +60,7 @@ type bytesStack struct {
 	stop   func()
 }
 
-func startBytesStack(retention time.Duration) (*bytesStack, error) {
+func startBytesStack(retention time.Duration, perUser int) (*bytesStack, error) {
 	srv, err := redisserver.Start()
 	if err != nil {
 		return nil, fmt.Errorf("needs redis-server: %w", err)
@@ -68,7 +70,7 @@ func startBytesStack(retention time.Duration) (*bytesStack, error) {
 		srv.Stop()
 		return nil, err
 	}
-	edge, _, stop, err := startEdgeqAdmin(origin, srv.Addr(), bytesConfig(retention))
+	edge, _, stop, err := startEdgeqAdmin(origin, srv.Addr(), bytesConfig(retention, perUser))
 	if err != nil {
 		srv.Stop()
 		return nil, err
@@ -182,7 +184,7 @@ func bytesBench(args []string, w io.Writer) error {
 	if *n < 1 || *warm < 0 || *conns < 1 {
 		return errors.New("admissions and connections must be positive, warmup not negative")
 	}
-	b, err := startBytesStack(7 * 24 * time.Hour)
+	b, err := startBytesStack(7*24*time.Hour, 1)
 	if err != nil {
 		return fmt.Errorf("the bytes benchmark %w", err)
 	}
@@ -230,13 +232,18 @@ func soakBench(args []string, w io.Writer) error {
 	retention := fs.Duration("retention", 3*time.Minute, "admission.records_retention")
 	rate := fs.Int("rate", 600, "admissions per second")
 	joins := fs.Int("joins", 100, "queue joins per second")
+	buyers := fs.Int("buyers", 50_000, "the buyers, each buying again and again (per_user_limit: unbounded); 0: a new buyer each admission (per_user_limit 1: the buyer counts grow, as they stay with their product)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *duration < 2*time.Minute || *rate < 1 || *joins < 0 || *retention < time.Minute {
-		return errors.New("duration at least 2m, retention at least 1m, rate positive, joins not negative")
+	if *duration < 2*time.Minute || *rate < 1 || *joins < 0 || *retention < time.Minute || *buyers < 0 {
+		return errors.New("duration at least 2m, retention at least 1m, rate positive, joins and buyers not negative")
 	}
-	b, err := startBytesStack(*retention)
+	perUser := 1
+	if *buyers > 0 {
+		perUser = 1_000_000
+	}
+	b, err := startBytesStack(*retention, perUser)
 	if err != nil {
 		return fmt.Errorf("the soak %w", err)
 	}
@@ -250,7 +257,7 @@ func soakBench(args []string, w io.Writer) error {
 	b.rdb.SlowLogReset(ctx)
 
 	type minute struct {
-		buys, joins []time.Duration
+		buys, joins latencies
 		errs        int
 	}
 	var mu sync.Mutex
@@ -263,9 +270,9 @@ func soakBench(args []string, w io.Writer) error {
 		case err != nil:
 			m.errs++
 		case join:
-			m.joins = append(m.joins, d)
+			m.joins.add(d)
 		default:
-			m.buys = append(m.buys, d)
+			m.buys.add(d)
 		}
 	}
 	start := time.Now()
@@ -287,13 +294,18 @@ func soakBench(args []string, w io.Writer) error {
 			if join {
 				d, err = b.join()
 			} else {
-				d, err = b.buy("soak-" + strconv.FormatInt(buyer.Add(1), 10))
+				n := buyer.Add(1)
+				if *buyers > 0 {
+					n %= int64(*buyers)
+				}
+				d, err = b.buy("soak-" + strconv.FormatInt(n, 10))
 			}
 			record(i, join, d, err)
 		})
 	}
 	type sample struct {
 		redis, rss int64
+		heap       uint64 // this process's live heap after a collection
 		keys       int64
 		cpu        float64 // Redis's CPU seconds so far (user and system)
 	}
@@ -307,7 +319,10 @@ func soakBench(args []string, w io.Writer) error {
 			n, _ := strconv.ParseFloat(v, 64)
 			cpu += n
 		}
-		samples = append(samples, sample{used, selfRSS(), keys, cpu})
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		samples = append(samples, sample{used, selfRSS(), ms.HeapAlloc, keys, cpu})
 	}
 	take()
 	const tick = 10 * time.Millisecond
@@ -333,22 +348,19 @@ func soakBench(args []string, w io.Writer) error {
 	}
 	ticker.Stop()
 	wg.Wait()
-	fmt.Fprintf(w, "soak: %s, %d admissions/s and %d joins/s on one edgeq, records_retention %s\n", *duration, *rate, *joins, *retention)
-	fmt.Fprintf(w, "%6s %12s %12s %9s %10s %10s %14s %8s\n", "minute", "redis MB", "edgeq RSS MB", "keys", "adm p99", "join p99", "redis µs/req", "errors")
-	p99 := func(ds []time.Duration) time.Duration {
-		if len(ds) == 0 {
-			return 0
-		}
-		slices.Sort(ds)
-		return ds[len(ds)*99/100]
+	population := "a new buyer each"
+	if *buyers > 0 {
+		population = fmt.Sprintf("%d buyers buying again and again", *buyers)
 	}
+	fmt.Fprintf(w, "soak: %s, %d admissions/s (%s) and %d joins/s on one edgeq, records_retention %s\n", *duration, *rate, population, *joins, *retention)
+	fmt.Fprintf(w, "%6s %9s %8s %8s %6s %9s %9s %13s %7s\n", "minute", "redis MB", "RSS MB", "heap MB", "keys", "adm p99", "join p99", "redis µs/req", "errors")
 	var admP99, joinP99 []time.Duration
 	for i := range len(samples) - 1 {
 		m := minutes[i]
 		s := samples[i+1]
-		admP99, joinP99 = append(admP99, p99(m.buys)), append(joinP99, p99(m.joins))
-		perReq := (s.cpu - samples[i].cpu) * 1e6 / float64(max(len(m.buys)+len(m.joins), 1))
-		fmt.Fprintf(w, "%6d %12.1f %12.1f %9d %10s %10s %14.1f %8d\n", i+1, float64(s.redis)/1e6, float64(s.rss)/1e6, s.keys,
+		admP99, joinP99 = append(admP99, m.buys.p99()), append(joinP99, m.joins.p99())
+		perReq := (s.cpu - samples[i].cpu) * 1e6 / float64(max(m.buys.n+m.joins.n, 1))
+		fmt.Fprintf(w, "%6d %9.1f %8.1f %8.1f %6d %9s %9s %13.1f %7d\n", i+1, float64(s.redis)/1e6, float64(s.rss)/1e6, float64(s.heap)/1e6, s.keys,
 			admP99[i].Round(100*time.Microsecond), joinP99[i].Round(100*time.Microsecond), perReq, m.errs)
 	}
 	if k := len(admP99); k >= 3 {
@@ -356,8 +368,8 @@ func soakBench(args []string, w io.Writer) error {
 			float64(admP99[k-1])/float64(admP99[1]), float64(joinP99[k-1])/float64(max(joinP99[1], 1)))
 		settle := min(int((*retention+2*time.Minute)/time.Minute), len(samples)-2)
 		first, last := samples[settle], samples[len(samples)-1]
-		fmt.Fprintf(w, "from minute %d (the retention and two minutes) to the end: redis %+.1f MB, edgeq RSS %+.1f MB\n",
-			settle, float64(last.redis-first.redis)/1e6, float64(last.rss-first.rss)/1e6)
+		fmt.Fprintf(w, "from minute %d (the retention and two minutes) to the end: redis %+.1f MB, RSS %+.1f MB, live heap %+.1f MB\n",
+			settle, float64(last.redis-first.redis)/1e6, float64(last.rss-first.rss)/1e6, (float64(last.heap)-float64(first.heap))/1e6)
 	}
 	slow, err := b.rdb.SlowLogGet(ctx, 10000).Result()
 	if err != nil {
@@ -385,11 +397,44 @@ func soakBench(args []string, w io.Writer) error {
 		t.longest = max(t.longest, e.Duration)
 		t.firstMin = min(t.firstMin, int(e.Time.Sub(start)/time.Minute)+1)
 	}
+	if sizes, err := keySizes(b.rdb); err == nil {
+		fmt.Fprintf(w, "the largest keys at the end:\n")
+		for _, k := range sizes[:min(len(sizes), 8)] {
+			fmt.Fprintf(w, "  %-48s %11d\n", k.key, k.bytes)
+		}
+	}
 	fmt.Fprintf(w, "Redis commands of 10 ms or more: %d\n", len(slow))
 	for name, t := range by {
 		fmt.Fprintf(w, "  %-20s %5d  longest %s, mean %s, first in minute %d\n", name, t.n, t.longest, t.sum/time.Duration(t.n), t.firstMin)
 	}
 	return nil
+}
+
+// latencies is a histogram of durations: 1 µs to about 100 s in buckets 5 % wide, so a minute of a
+// long run takes the same memory whatever its number of requests.
+type latencies struct {
+	counts [400]int
+	n      int
+}
+
+func bucketOf(d time.Duration) int {
+	return min(max(int(math.Log(float64(max(d.Microseconds(), 1)))/math.Log(1.05)), 0), 399)
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.counts[bucketOf(d)]++
+	l.n++
+}
+
+// p99 is the upper bound of the bucket holding the 99th percentile.
+func (l *latencies) p99() time.Duration {
+	want, seen := l.n-l.n/100, 0
+	for i, c := range l.counts {
+		if seen += c; seen >= want && l.n > 0 {
+			return time.Duration(math.Pow(1.05, float64(i+1))) * time.Microsecond
+		}
+	}
+	return 0
 }
 
 // selfRSS is this process's resident set size (bytes), 0 when /proc cannot tell.
