@@ -143,45 +143,82 @@ func newestFirst(a, b listed) int {
 }
 
 // page reads a page of a table's records, newest first, and how many there are: every record's (user
-// "") or one user's. Each owner's list of a day is in the order its records were applied, which is
-// the order of their times (an owner's events come from its own streams), so the newest of all are
-// among the newest page*size of each list.
+// "") or one user's. A user's records are read whole and sorted by time. Every record's are a merge of
+// the owners' lists of each day, each newest first in the order its records were applied (which is the
+// order of their times, but for an event applied late, after a take-over): the merge takes, at each
+// step, the list whose next record is the newest, so it is one sequence whatever the page, and its
+// first page*size are among the last page*size of each list. Pages of it hold each record once.
 func (s *Service) page(ctx context.Context, t *adminTable, user string, page, size int64) ([]listed, int64, error) {
 	owners, err := s.client.SMembers(ctx, t.owners).Result()
 	if err != nil {
 		return nil, 0, err
 	}
-	var refs []ref
+	var seqs [][]ref
 	var total int64
 	if user == "" {
-		refs, total, err = s.newestOfAll(ctx, t, owners, page*size)
+		seqs, total, err = s.newestOfAll(ctx, t, owners, page*size)
 	} else {
+		var refs []ref
 		refs, err = s.allOfUser(ctx, t, owners, user)
+		seqs = [][]ref{refs}
 	}
 	if err != nil {
 		return nil, 0, err
+	}
+	var refs []ref
+	for _, seq := range seqs {
+		refs = append(refs, seq...)
 	}
 	bodies, err := s.bodies(ctx, t, refs)
 	if err != nil {
 		return nil, 0, err
 	}
-	found := make([]listed, 0, len(refs))
-	for i, b := range bodies {
-		if b.body != "" {
-			found = append(found, listed{refs[i], b, t.timeOf(b.body)})
+	found := make([][]listed, len(seqs))
+	i := 0
+	for k, seq := range seqs {
+		for range seq {
+			if b := bodies[i]; b.body != "" {
+				found[k] = append(found[k], listed{refs[i], b, t.timeOf(b.body)})
+			}
+			i++
 		}
 	}
+	var all []listed
 	if user != "" {
-		total = int64(len(found))
+		all = found[0]
+		slices.SortFunc(all, newestFirst)
+		total = int64(len(all))
+	} else {
+		all = mergeNewest(found, page*size)
 	}
-	slices.SortFunc(found, newestFirst)
-	lo, hi, _ := web.Window(int64(len(found)), page, size)
-	return found[lo:hi], total, nil
+	lo, hi, _ := web.Window(int64(len(all)), page, size)
+	return all[lo:hi], total, nil
 }
 
-// newestOfAll reads the newest n records of every owner's lists and of the earlier builds' table,
-// and how many records all of them hold.
-func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []string, n int64) ([]ref, int64, error) {
+// mergeNewest merges sequences each newest first into one, up to limit records: at each step the
+// sequence whose next record is the newest gives it.
+func mergeNewest(seqs [][]listed, limit int64) []listed {
+	var out []listed
+	next := make([]int, len(seqs))
+	for int64(len(out)) < limit {
+		best := -1
+		for k, seq := range seqs {
+			if next[k] < len(seq) && (best < 0 || newestFirst(seq[next[k]], seqs[best][next[best]]) < 0) {
+				best = k
+			}
+		}
+		if best < 0 {
+			break
+		}
+		out = append(out, seqs[best][next[best]])
+		next[best]++
+	}
+	return out
+}
+
+// newestOfAll reads the newest n records of every owner's lists of the days within the retention and
+// of the earlier builds' table, each a sequence newest first, and how many records all of them hold.
+func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []string, n int64) ([][]ref, int64, error) {
 	type list struct {
 		owner string
 		size  *redis.IntCmd
@@ -204,24 +241,28 @@ func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []strin
 		return nil, 0, err
 	}
 	seen := map[string]bool{}
-	var refs []ref
+	var seqs [][]ref
 	total := oldSize.Val()
 	for _, l := range lists {
 		total += l.size.Val()
-		for _, id := range l.ids.Val() {
-			if !seen[id] {
+		var seq []ref
+		ids := l.ids.Val()
+		for j := len(ids) - 1; j >= 0; j-- { // the list's tail is its newest
+			if id := ids[j]; !seen[id] {
 				seen[id] = true
-				refs = append(refs, ref{owner: l.owner, id: id})
+				seq = append(seq, ref{owner: l.owner, id: id})
 			}
 		}
+		seqs = append(seqs, seq)
 	}
+	var old []ref
 	for _, id := range oldIDs.Val() {
 		if !seen[id] {
 			seen[id] = true
-			refs = append(refs, ref{id: id, old: true})
+			old = append(old, ref{id: id, old: true})
 		}
 	}
-	return refs, total, nil
+	return append(seqs, old), total, nil
 }
 
 // allOfUser reads every record of a user within the retention: each owner's users hash, and the

@@ -276,3 +276,40 @@ func TestAdminRecords_EachOwnersRecordsUnderItsOwnTag(t *testing.T) {
 		}
 	})
 }
+
+// An event applied late (taken over after its worker died) lands at the tail of its day's list with
+// an older time than those before it: pages of every record still hold each once, across products.
+func TestAdminRecords_PagesHoldEachRecordOnceWhenAppliedLate(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
+		ctx := context.Background()
+		svc, table := st.svc, st.svc.stock.table
+		now := time.Now().UnixMilli()
+		var want []string
+		add := func(product string, ms int64) {
+			id := svc.o.IDs.NextString()
+			user := fmt.Sprintf("u%d", len(want))
+			s.Client.HSet(ctx, recordsKey(s.Keys, product, id), id, fmt.Sprintf("admitted %s 1 %d", user, now+ms))
+			if err := svc.applyBatch(ctx, []application{{table: table, owner: product, id: id, user: user}}); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id)
+		}
+		add("p", 100) // the newest
+		add("q", 50)
+		add("q", 60)
+		add("p", 1) // admitted first, applied last: at the tail of p's list
+		seen := map[string]int{}
+		for page := 1; page <= 5; page++ {
+			a := st.adminGet(fmt.Sprintf("/api/admissions?page=%d&page_size=1", page))
+			for _, item := range a.json["items"].([]any) {
+				seen[item.(map[string]any)["id"].(string)]++
+			}
+		}
+		for _, id := range want {
+			if seen[id] != 1 {
+				t.Fatalf("admission %s on %d pages of one (all: %v)", id, seen[id], seen)
+			}
+		}
+	})
+}

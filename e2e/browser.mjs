@@ -920,7 +920,7 @@ async function invite() {
 }
 
 // deadletters: the dashboard lists two dead letters the Go side planted; Retry applies the good one
-// (the admission appears in the admin API), Retry on the malformed one says why it failed and keeps
+// (the admission appears in the admin list), Retry on the malformed one says why it failed and keeps
 // it, Dismiss (confirmed) removes it.
 async function deadletters() {
   const b = await browser({ viewport: { width: 1400, height: 1000 }, httpCredentials: { username: 'operator', password: env.EDGEQ_ADMIN_KEY } });
@@ -931,10 +931,13 @@ async function deadletters() {
     await row(env.GOOD).waitFor({ timeout: 15000 });
     await row(env.BAD).waitFor({ timeout: 15000 });
     await screenshot(page, 'dashboard-dead-letters');
+    const listed = async () => (await api('/api/admissions?page_size=100')).items.map((a) => a.id);
+    expect(!(await listed()).includes(env.ADMISSION), 'the dead event\'s admission is listed before the retry');
     await row(env.GOOD).locator('button[data-action="retry"]').click();
     await page.locator('#dead-result', { hasText: env.GOOD + ' retried' }).waitFor({ timeout: 10000 });
     await row(env.GOOD).waitFor({ state: 'detached', timeout: 10000 });
-    const admission = await api('/api/admissions/990001');
+    expect((await listed()).includes(env.ADMISSION), 'the retried event\'s admission is not listed');
+    const admission = await api('/api/admissions/' + env.ADMISSION);
     expect(admission.state === 'admitted' && admission.product_id === 'jersey', 'the retried event: ' + JSON.stringify(admission));
     await row(env.BAD).locator('button[data-action="retry"]').click();
     await page.locator('#dead-result', { hasText: env.BAD + ':' }).waitFor({ timeout: 10000 });

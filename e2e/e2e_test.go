@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/demoshop"
+	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/server"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
@@ -380,13 +382,21 @@ func TestBrowser(t *testing.T) {
 		runScenario(t, node, s, "xss")
 	})
 	t.Run("dead letters retried and dismissed from the dashboard", func(t *testing.T) {
-		// Two events the worker gave up on: one well formed (its cause since fixed), one malformed.
+		// Two events the worker gave up on: one well formed (its cause since fixed), one malformed. The
+		// admission's record is there, as the reservation wrote it: the worker lists it once applied.
 		rdb := redis.NewClient(&redis.Options{Addr: storetest.RedisAddr(t)})
 		defer rdb.Close()
 		ctx := context.Background()
+		admission := ids.New(999).NextString()
+		n, _ := strconv.ParseUint(admission, 10, 64)
+		at := ids.Time(n)
+		if err := rdb.HSet(ctx, fmt.Sprintf("edgeq:{p:jersey}:adm@%d", at.Unix()/86400), admission,
+			fmt.Sprintf("admitted dead-letter-user 1 %d", at.UnixMilli())).Err(); err != nil {
+			t.Fatal(err)
+		}
 		plant := func(id, qty string) {
 			body, _ := json.Marshal(map[string]any{"id": id, "product_id": "jersey", "stream_id": strings.TrimPrefix(id, "jersey."),
-				"fields": map[string]string{"type": "admitted", "admission": "990001", "user": "dead-letter-user", "qty": qty, "at": "1700000000000"},
+				"fields": map[string]string{"type": "admitted", "admission": admission, "user": "dead-letter-user", "qty": qty, "at": strconv.FormatInt(at.UnixMilli(), 10)},
 				"error":  "planted by the e2e test", "failed_at": time.Now().UTC().Format(time.RFC3339)})
 			if err := rdb.HSet(ctx, "edgeq:{adm}:dead", id, body).Err(); err != nil {
 				t.Fatal(err)
@@ -395,7 +405,7 @@ func TestBrowser(t *testing.T) {
 		}
 		plant("jersey.1700000000000-0", "1")
 		plant("jersey.1700000000001-0", "many")
-		runScenario(t, node, s, "deadletters", "GOOD=jersey.1700000000000-0", "BAD=jersey.1700000000001-0", "SCREENSHOT_DIR="+shots)
+		runScenario(t, node, s, "deadletters", "GOOD=jersey.1700000000000-0", "BAD=jersey.1700000000001-0", "ADMISSION="+admission, "SCREENSHOT_DIR="+shots)
 	})
 	t.Run("the operator dashboard during a sale", func(t *testing.T) {
 		stop := s.sale(t, "sale", "jersey")
