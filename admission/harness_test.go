@@ -25,6 +25,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/wait"
+	"github.com/edgeq/edgeq/internal/visitor"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
 	"github.com/edgeq/edgeq/static"
@@ -53,6 +54,8 @@ type stack struct {
 	hold    atomic.Value // chan struct{}: the origin sends its headers, then the body once it is closed
 	reg     *prometheus.Registry
 	workers sync.WaitGroup
+	// visitors signs the visitor ids of the proxy (routes with user: visitor).
+	visitors *visitor.IDs
 
 	originTimeout time.Duration
 	// releaseOn, when set, is every admission route's release_on (testRoutes otherwise).
@@ -99,6 +102,8 @@ func testRoutes() []config.Route {
 		// As config.example.yaml's bid route: a bid the shop refuses with a 4xx is withdrawn.
 		{Name: "strict-bid", Match: "POST /strict/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
 			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"4xx", "5xx", "error"}}},
+		// One buyer per browser: the visitor id edgeq gives it.
+		route("visitor-checkout", "POST /visitor/checkout/{product}", config.Admission{Product: "path:product", User: config.UserVisitor}),
 	}
 }
 
@@ -221,10 +226,12 @@ func (st *stack) edge(node int64, products []config.Product) {
 	originURL, _ := url.Parse(st.origin.URL)
 	endpoints := http.NewServeMux()
 	st.svc.Register(endpoints)
+	st.visitors = visitor.New([]byte("visitors"))
 	p := proxy.New(proxy.Options{
 		Origin: originURL, OriginTimeout: st.originTimeout, Prefix: "/_edgeq",
 		Endpoints: web.Routes(endpoints, responder), Steps: []proxy.Step{st.svc}, Responder: responder,
 		Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger,
+		Visitors: &proxy.Visitors{IDs: st.visitors, Cookies: web.Cookies{Secure: "auto"}},
 	})
 	table, err := p.Compile(routes)
 	if err != nil {

@@ -231,12 +231,23 @@ func get(r *http.Request, f *fields.Reader, src config.FieldSource) (string, boo
 	return f.Get(src)
 }
 
-// errUserMissing refuses an admission whose user cannot be identified.
-var errUserMissing = web.ErrInvalidRequest.With("field", "user")
+// errUserMissing refuses an admission whose user cannot be identified; errNoVisitor one identified by
+// visitor id whose request carries none that edgeq signed.
+var (
+	errUserMissing = web.ErrInvalidRequest.With("field", "user")
+	errNoVisitor   = web.ErrNoVisitor.With("field", "user").Because(errors.New("no signed visitor id on the request"))
+)
 
-// userOf finds the user's pseudonym: of the queue request id of the access token, or of the route's
-// user field, normalised (pseudonyms.identity).
+// userOf finds the user's pseudonym: of the visitor id, of the queue request id of the access token,
+// or of the route's user field, normalised (pseudonyms.identity).
 func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSource) (string, *web.Error) {
+	if src.FromVisitor {
+		id := web.RequestFrom(r.Context()).VisitorID // checked by the proxy (internal/visitor)
+		if id == "" {
+			return "", errNoVisitor
+		}
+		return s.pseudonyms.of(id), nil // minted by edgeq: already canonical
+	}
 	if src.FromToken {
 		id := web.RequestFrom(r.Context()).QueueRequestID
 		if id == "" {

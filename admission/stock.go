@@ -344,6 +344,9 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrAlreadyGivenBack)
 		return
 	}
+	if rec.State != "committed" {
+		s.countSettled(k, c, report.Committed) // the report's sold: an operator's commit is the shop's yes
+	}
 	web.RequestFrom(ctx).Logger().Info("admission committed by an operator", "id", id, "product", rec.ProductID)
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "committed"})
 }

@@ -506,8 +506,9 @@ async function dashboard() {
 
 // report: the report after the drop e2e_test.go plays on queue "after" (product cap sells out). It signs in like the dashboard and is
 // linked from each queue's card; the headline and every chart are drawn; axe-core finds nothing at
-// desktop and phone (375 px) sizes; nothing but the products table (which scrolls in its own box) is
-// wider than a phone; the CSV is behind its link; printing leaves out the form. Then the file
+// desktop (1280 px) and phone (390 px) sizes; every table fits a desktop whole, and on a phone ends
+// within the viewport unless its own box scrolls; nothing but the products table (which scrolls in its
+// own box) is wider than a phone; the CSV is behind its link; printing leaves out the form. Then the file
 // `edgeq report -out` wrote (REPORT_FILE) is opened with every request but the file's own refused: all
 // charts are drawn from the file alone.
 async function reportScenario() {
@@ -528,6 +529,30 @@ async function reportScenario() {
     expect(axe.violations.length === 0, what + ': axe ' + JSON.stringify(axe.violations));
     return headline;
   };
+  // tablesFit checks every table: no cell ends right of its box or the viewport unless the box scrolls
+  // sideways (the cell is then reached by scrolling the box, never the page); without scrolls the box
+  // may not scroll at all.
+  const tablesFit = async (page, what, scrolls) => {
+    const bad = await page.evaluate((scrolls) => {
+      const out = [];
+      const width = document.documentElement.clientWidth;
+      const tables = document.querySelectorAll('table');
+      if (tables.length === 0) out.push('no table');
+      for (const table of tables) {
+        const box = table.closest('.scroll') || table.parentElement;
+        const edge = Math.min(box.getBoundingClientRect().right, width);
+        if (box.getBoundingClientRect().right > width + 1) out.push(`the table's box ends at ${Math.round(box.getBoundingClientRect().right)} > ${width}`);
+        const scrolling = ['auto', 'scroll'].includes(getComputedStyle(box).overflowX) && box.scrollWidth > box.clientWidth + 1;
+        if (scrolling && !scrolls) out.push(`the table scrolls in its box: ${box.scrollWidth} > ${box.clientWidth}`);
+        for (const cell of table.querySelectorAll('th, td')) {
+          const right = cell.getBoundingClientRect().right;
+          if (right > edge + 1 && !scrolling) out.push(`"${cell.textContent.trim().slice(0, 30)}" ends at ${Math.round(right)} > ${Math.round(edge)}`);
+        }
+      }
+      return out;
+    }, scrolls);
+    expect(bad.length === 0, what + ': a table is cut off: ' + bad.join('; '));
+  };
 
   const b = await browser({ ...desktop, httpCredentials: credentials });
   try {
@@ -539,6 +564,7 @@ async function reportScenario() {
     expect((await link.getAttribute('aria-label')) === 'Report after the drop of queue after', 'report link label');
     await Promise.all([page.waitForURL(/\/report\?queue=after$/), link.click()]);
     const headline = await checkPage(page, 'desktop');
+    await tablesFit(page, 'desktop', false);
     log('headline', headline);
     await screenshot(page, 'report');
     const csv = await page.getAttribute('a[href*="format=csv"]', 'href');
@@ -559,11 +585,12 @@ async function reportScenario() {
     await b.close();
   }
 
-  const p = await browser({ ...phone, viewport: { width: 375, height: 812 }, httpCredentials: credentials });
+  const p = await browser({ ...phone, httpCredentials: credentials });
   try {
     const resp = await p.page.goto(env.EDGEQ_ADMIN_URL + '/report?queue=after');
     expect(resp.status() === 200, 'report on a phone: ' + resp.status());
     await checkPage(p.page, 'phone');
+    await tablesFit(p.page, 'phone', true);
     const wide = await p.page.evaluate(() => {
       const bad = [];
       const width = document.documentElement.clientWidth;
@@ -592,6 +619,7 @@ async function reportScenario() {
     });
     await f.page.goto('file://' + env.REPORT_FILE);
     await checkPage(f.page, 'the file');
+    await tablesFit(f.page, 'the file', false);
     expect(await f.page.isHidden('form'), 'the file has the form that needs the admin listener');
     expect(refused.length === 0, 'the file asked for ' + refused.join(', '));
   } finally {
@@ -1627,9 +1655,240 @@ async function branding() {
   expect(problems.length === 0, `${problems.length} axe violations:\n  ${problems.join('\n  ')}`);
 }
 
+// Visitors who leave, and visitors whose page is in the background (TestBrowserNoShows). Headless
+// Chromium reports every page as visible and neither throttles nor freezes a page's timers
+// (Page.setWebLifecycleState "frozen" left the page polling every 15 s), so hide tells the page it
+// went into the background the way the browser does (visibilityState, hidden, a visibilitychange
+// event) and, with freeze, stops its timers as a frozen background tab's are: setTimeout schedules
+// nothing from then on (the poll already scheduled still runs once).
+async function hide(page, freeze = true) {
+  await page.evaluate((freeze) => {
+    Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' });
+    Object.defineProperty(document, 'hidden', { configurable: true, get: () => true });
+    document.dispatchEvent(new Event('visibilitychange'));
+    if (freeze) {
+      window.frozenTimers = window.setTimeout;
+      window.setTimeout = () => 0;
+    }
+  }, freeze);
+}
+
+async function show(page) {
+  await page.evaluate(() => {
+    if (window.frozenTimers) window.setTimeout = window.frozenTimers;
+    delete document.visibilityState;
+    delete document.hidden;
+    document.dispatchEvent(new Event('visibilitychange'));
+  });
+}
+
+async function queueInfo(id) {
+  return admin('GET', '/api/queue/' + id);
+}
+
+// waitingPage opens queue's waiting page in a new browser and returns it with its request id once its
+// script runs; beats collects what the page said of itself (POST .../beat/).
+async function waitingPage(queue) {
+  const b = await browser(desktop);
+  b.beats = [];
+  b.page.on('request', (r) => { if (r.url().includes('/_edgeq/beat/')) b.beats.push(r.postData()); });
+  await goto(b.page, `/_edgeq/wait/${queue}?return=%2Forders`, 200);
+  await jsReady(b.page);
+  b.request = await b.page.getAttribute('#wait', 'data-request');
+  expect(/^[0-9a-f-]{36}$/.test(b.request || ''), 'no request id on the waiting page');
+  return b;
+}
+
+async function until(what, within, cond) {
+  const end = Date.now() + within;
+  while (Date.now() < end) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${what}: not within ${within / 1000} s`);
+}
+
+// closed: a visitor closes the waiting page, which goes into the background first as a closing tab
+// does (its grace as a background page would hold the place for minutes): when its turn comes its
+// place holds the capacity for gone_after (10 s), then the next visitor is served.
+async function closed() {
+  const gone = await waitingPage('door');
+  const next = await waitingPage('door');
+  try {
+    await hide(gone.page, false);
+    await until('the page said it went into the background', 5000, async () => gone.beats.includes('page=hidden'));
+    // As a person closes a tab: the page's unload handlers run (Playwright's default skips them).
+    await gone.page.close({ runBeforeUnload: true });
+    const before = await queueInfo('door');
+    await complete('door', env.HOLDER);
+    const turn = Date.now();
+    await until('the closed page reached', 3000, async () => (await queueInfo('door')).serving_pos > before.serving_pos);
+    await until('the closed page\'s place freed', 20000, async () => (await queueInfo('door')).serving_pos >= before.serving_pos + 2);
+    const freed = (Date.now() - turn) / 1000;
+    log('the closed page\'s place freed', freed.toFixed(1), 's after its turn');
+    expect(freed <= 15, `the closed page held its place ${freed} s, want at most 15`);
+    expect(freed >= 8, `the closed page's place freed after ${freed} s: before gone_after, so it was never held`);
+    await next.page.waitForURL(base + '/orders', { timeout: 15000 });
+    const answer = await fetch(`${base}/_edgeq/status/door/${gone.request}`);
+    const st = await answer.json();
+    expect(answer.status === 410 && st.queue_status === 'expired', `the closed page's place: ${answer.status} ${JSON.stringify(st)}`);
+  } finally {
+    await gone.close();
+    await next.close();
+  }
+}
+
+// drawnAndGone: a pre-queue of five with a lottery at the opening, three of whom closed their pages
+// before it: each one drawn holds the only place for gone_after at most, so the two who stayed are
+// both served well before position_expiry (5 min).
+async function drawnAndGone() {
+  const id = unique('lot');
+  const opens = new Date(Date.now() + 25000);
+  await admin('POST', '/api/queue', { queue_id: id, title: 'Drawn and gone', capacity: 1, opens_at: opens.toISOString().replace(/\.\d+Z$/, 'Z'),
+    prequeue_second: 600, shuffle: true });
+  const pages = [];
+  try {
+    for (let i = 0; i < 5; i++) pages.push(await waitingPage(id));
+    for (const b of pages.slice(0, 3)) await b.page.close();
+    const stayed = pages.slice(3);
+    await until('the opening', 40000, async () => (await queueInfo(id)).state === 'open');
+    const opened = Date.now();
+    // The first who stayed and is served finishes at once (the shop's checkout would complete it).
+    const landed = [];
+    await until('both who stayed served', 60000, async () => {
+      for (const b of stayed) {
+        if (!landed.includes(b) && b.page.url() === base + '/orders') {
+          landed.push(b);
+          log('served', ((Date.now() - opened) / 1000).toFixed(1), 's after the opening');
+          await complete(id, b.request);
+        }
+      }
+      return landed.length === stayed.length;
+    });
+    const took = (Date.now() - opened) / 1000;
+    expect(took < 3 * 10 + 2 * 6 + 10, `the line took ${took} s past three who left`);
+    const info = await queueInfo(id);
+    log('serving', info.serving_pos, 'of', info.assigned_pos, 'after', took.toFixed(1), 's');
+  } finally {
+    for (const b of pages) await b.close();
+  }
+}
+
+// background: a waiting page goes into the background (hidden and frozen) for five minutes, its turn
+// comes while it is still there: its place holds, the visitor behind it waits; back in view, the page
+// is let in.
+async function background() {
+  const b = await waitingPage('bg');
+  try {
+    const behind = await fetch(base + '/_edgeq/assign_queue_pos', { method: 'POST', body: new URLSearchParams({ queue_id: 'bg' }) });
+    expect(behind.ok, 'the visitor behind: ' + behind.status);
+    await hide(b.page);
+    await until('the page said it went into the background', 5000, async () => b.beats.includes('page=hidden'));
+    const hiddenAt = Date.now();
+    // The poll scheduled before the page was hidden still runs (within 5 s); none after it.
+    await new Promise((r) => setTimeout(r, 6000));
+    const polls = [];
+    b.page.on('request', (r) => { if (r.url().includes('/_edgeq/status/')) polls.push(r.url()); });
+    while (Date.now() - hiddenAt < 5 * 60 * 1000 + 5000) {
+      await new Promise((r) => setTimeout(r, 30000));
+      log('in the background for', Math.round((Date.now() - hiddenAt) / 1000), 's');
+    }
+    expect(polls.length === 0, 'the frozen page polled: ' + polls.length);
+    const before = await queueInfo('bg');
+    await complete('bg', env.HOLDER);
+    await until('the background page reached', 3000, async () => (await queueInfo('bg')).serving_pos > before.serving_pos);
+    await new Promise((r) => setTimeout(r, 20000));
+    const info = await queueInfo('bg');
+    expect(info.serving_pos === before.serving_pos + 1, `the background page's place was given away: serving ${info.serving_pos}, was ${before.serving_pos}`);
+    log('after', Math.round((Date.now() - hiddenAt) / 1000), 's in the background its place holds');
+    await show(b.page);
+    await b.page.waitForURL(base + '/orders', { timeout: 15000 });
+    log('back in view: let in');
+  } finally {
+    await b.close();
+  }
+}
+
+// onePerBrowser: one browser buys the one-per-person jersey (per_user_limit 1) through the shop's own
+// page, places the order (the checkout completes its visit), joins the queue again for a new place and
+// tries again. On the host whose add-to-cart counts buyers by visitor id (user: visitor) the second try
+// is refused ALREADY_PURCHASED before the shop, and the shop's script shows edgeq's message; on the
+// host that counts places in line (user: token) the new place buys a second jersey: the trade-off
+// docs/shops.md describes. The visitor id is a cookie the page's script cannot read, the same across
+// places.
+async function onePerBrowser() {
+  const port = new URL(base).port;
+  const stock = async () => (await (await fetch(base + '/_edgeq/products/jersey')).json()).remaining_stock;
+  const b = await browser(desktop);
+  const { page } = b;
+  const context = page.context();
+  // The request id of the browser's current place: the subject of its token cookie.
+  const placeOf = async (site) => {
+    const c = (await context.cookies(site)).find((ck) => ck.name === 'edgeq_tk_once');
+    return c ? JSON.parse(Buffer.from(c.value.split('.')[1], 'base64url').toString()).sub : '';
+  };
+  const visitorCookie = async (site) => (await context.cookies(site)).find((ck) => ck.name === 'edgeq_vid');
+  // A place other than last (the last one's visit ended with its order, which may take a moment to
+  // reach the gate), then the jersey added with the product page's own button.
+  const tryToBuy = async (site, last) => {
+    let place = '';
+    for (let i = 0; i < 40 && (!place || place === last); i++) {
+      if (i > 0) await page.waitForTimeout(250);
+      await page.goto(site + '/p/team-jersey');
+      await page.waitForURL(site + '/p/team-jersey', { timeout: 15000 });
+      place = await placeOf(site);
+    }
+    expect(place && place !== last, `${site}: no new place after the order (still ${place})`);
+    await page.waitForSelector('#gql-add:not([hidden])'); // the shop's script is running: it adds through its API
+    const [resp] = await Promise.all([page.waitForResponse((r) => /\/api\/carts\/[0-9a-f]+\/items$/.test(r.url())),
+      page.click('form.add-to-cart button')]);
+    await page.waitForFunction(() => !document.getElementById('notice').hidden);
+    return { place, status: resp.status(), body: await resp.json(), notice: await text(page, '#notice') };
+  };
+  const checkOut = async (site, email) => {
+    await page.goto(site + '/cart');
+    await page.fill('input[name=email]', email);
+    await Promise.all([page.waitForURL(/\/orders\/\d+$/), page.click('form.checkout button')]);
+  };
+  try {
+    // user: visitor
+    const site = `http://visitor.localhost:${port}`;
+    const before = await stock();
+    const first = await tryToBuy(site, '');
+    expect(first.status === 200 && first.notice.startsWith('Added to your cart'), 'visitor, first jersey: ' + JSON.stringify(first));
+    const vid = await visitorCookie(site);
+    expect(vid && vid.httpOnly && vid.sameSite === 'Lax' && vid.path === '/' && vid.expires > Date.now() / 1000 + 300 * 86400,
+      'the visitor id cookie: ' + JSON.stringify(vid));
+    expect(!(await page.evaluate(() => document.cookie)).includes('edgeq_'), 'the page\'s script reads an edgeq cookie');
+    expect((await context.cookies(site)).some((ck) => ck.name === 'cart'), 'the shop\'s cart cookie is gone');
+    await checkOut(site, 'visitor@example.com');
+    const second = await tryToBuy(site, first.place);
+    expect(second.status === 409 && second.body.error && second.body.error.code === 'ALREADY_PURCHASED', 'visitor, again: ' + JSON.stringify(second));
+    expect(second.notice === 'You have already bought as many of this item as one person may.', 'the shop\'s script showed: ' + second.notice);
+    expect((await visitorCookie(site)).value === vid.value, 'the visitor id changed with the place');
+    expect(await stock() === before - 1, `visitor: edgeq's jersey stock ${before} -> ${await stock()}, want one sold`);
+    log('user: visitor, places', first.place, 'and', second.place, '->', second.body.error.code);
+
+    // user: token, the same browser on the other host: the new place is a new buyer.
+    const other = `http://token.localhost:${port}`;
+    const one = await tryToBuy(other, '');
+    expect(one.status === 200, 'token, first jersey: ' + JSON.stringify(one));
+    await checkOut(other, 'token@example.com');
+    const two = await tryToBuy(other, one.place);
+    expect(two.status === 200 && two.notice.startsWith('Added to your cart'), 'token, again: ' + JSON.stringify(two));
+    expect(await stock() === before - 3, `token: edgeq's jersey stock ${before} -> ${await stock()}, want three sold in all`);
+    log('user: token, places', one.place, 'and', two.place, '-> bought twice');
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+  } finally {
+    await b.close();
+  }
+}
+
 const scenarios = {
   waitroom, nojs, turnstile, screenshots, shop, graphqlShop, bid, still, xss, dashboard, report: reportScenario, drops, invite,
   deadletters,
+  closed, drawnAndGone, background,
+  onePerBrowser,
   axe: axeScenario, keyboard, liveregion, motion, overflow: overflowScenario, states: statesScenario, branding,
 };
 const name = process.argv[2];

@@ -114,6 +114,8 @@ queues:
   - {id: vip, title: "Members' presale", capacity: 0, invite_only: true}
   # The drop the report is read after: a narrow door, places given up after 4 s.
   - {id: after, title: "Cap drop", capacity: 3, position_expiry: 4s}
+  # One jersey per person, bought and bought again (the scenario onePerBrowser).
+  - {id: once, title: "One per person", capacity: 5}
 products:
   # edgeq guards two of the shop's SKUs: jersey (sold in the dashboard's simulated sale) and sneaker-b,
   # which edgeq has none of; sneaker-a passes unguarded (unknown_product: pass).
@@ -122,6 +124,17 @@ products:
   - {id: "last-pair", stock: 1, per_user_limit: 1, name: "Last pair"}
   - {id: "cap", stock: 40, per_user_limit: 1, name: "Drop cap"}
 routes:
+  # The shop under two host names of its own (Chromium takes every *.localhost for this machine): its
+  # product pages, add-to-cart and checkout on the once queue, buyers counted by visitor id on one and
+  # by place in line on the other. Listed first: first match wins.
+  - {name: once_page_visitor, match: "GET visitor.localhost/p/{slug}", queue: once}
+  - {name: once_page_token, match: "GET token.localhost/p/{slug}", queue: once}
+  - {name: once_add_visitor, match: "POST visitor.localhost/api/carts/{cart}/items", queue: once, refusal: {json: '{"error": {"code": "{{.Code}}", "message": "{{.Message}}"}}'},
+     admission: {type: stock, unknown_product: pass, product: "json:sku", quantity: "json:quantity", user: visitor, release_on: ["4xx", "5xx", "error"]}}
+  - {name: once_add_token, match: "POST token.localhost/api/carts/{cart}/items", queue: once, refusal: {json: '{"error": {"code": "{{.Code}}", "message": "{{.Message}}"}}'},
+     admission: {type: stock, unknown_product: pass, product: "json:sku", quantity: "json:quantity", user: token, release_on: ["4xx", "5xx", "error"]}}
+  - {name: once_checkout_visitor, match: "POST visitor.localhost/api/carts/{cart}/checkout", queue: once, complete_on: ["2xx"]}
+  - {name: once_checkout_token, match: "POST token.localhost/api/carts/{cart}/checkout", queue: once, complete_on: ["2xx"]}
   # /products/{id} is the waiting room's (drop, capacity 1, kept full); the shop scenarios browse the
   # same pages under their second URL, on the sale queue, as config.example.yaml gates both.
   - {name: products, match: "GET /products/{id}", queue: drop}
@@ -354,6 +367,9 @@ func TestBrowser(t *testing.T) {
 	})
 	t.Run("a bid through the shop's form, and one refused by edgeq", func(t *testing.T) {
 		runScenario(t, node, s, "bid", "SCREENSHOT_DIR="+shots)
+	})
+	t.Run("one buyer per browser: user visitor refuses a second jersey after a new place, user token sells it", func(t *testing.T) {
+		runScenario(t, node, s, "onePerBrowser")
 	})
 	t.Run("a waiting browser asks the shop for nothing", func(t *testing.T) {
 		before := s.originHits.Load()

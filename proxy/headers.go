@@ -27,29 +27,29 @@ const tokenHeader = "Edgeq-Token"
 // bytes, and token.Verifier refuses anything longer.
 const maxTokenBytes = 4096
 
-// allowTokenHeader lets a shop's scripts on other origins use Edgeq-Token under the shop's own CORS
-// policy, which cannot know the header: edgeq reads and writes it, and the shop never sees it. It
-// changes only answers the shop allowed for another origin (they carry Access-Control-Allow-Origin);
-// edgeq never widens a refusal.
-//   - Access-Control-Expose-Headers gets Edgeq-Token, so the script can read a token edgeq issued or
-//     renewed. It is appended to a "*" too: the wildcard does not cover requests with credentials
-//     (cookies), for which "*" is just a header's name, and for the others "*, Edgeq-Token" means
-//     what "*" does.
-//   - The answer to a preflight (OPTIONS with Access-Control-Request-Method) that asks for
-//     edgeq-token in Access-Control-Request-Headers gets Edgeq-Token in Access-Control-Allow-Headers,
-//     appended as above, or as the header's only value when the shop sent none (it allowed the
-//     origin, and knows nothing of edgeq's header).
+// allowClientHeader lets a shop's scripts on other origins use name, a header edgeq reads and writes
+// for clients (Edgeq-Token, Edgeq-Visitor), under the shop's own CORS policy, which cannot know the
+// header: the shop never sees it. It changes only answers the shop allowed for another origin (they
+// carry Access-Control-Allow-Origin); edgeq never widens a refusal.
+//   - Access-Control-Expose-Headers gets name, so the script can read a token edgeq issued or renewed
+//     (a visitor id it gave out). It is appended to a "*" too: the wildcard does not cover requests
+//     with credentials (cookies), for which "*" is just a header's name, and for the others
+//     "*, Edgeq-Token" means what "*" does.
+//   - The answer to a preflight (OPTIONS with Access-Control-Request-Method) that asks for name in
+//     Access-Control-Request-Headers gets name in Access-Control-Allow-Headers, appended as above, or
+//     as the header's only value when the shop sent none (it allowed the origin, and knows nothing of
+//     edgeq's header).
 //
 // A name already listed (in any letter case, in any of the header's lines) is not added again.
-func allowTokenHeader(resp *http.Response) {
+func allowClientHeader(resp *http.Response, name string) {
 	if len(resp.Header.Values("Access-Control-Allow-Origin")) == 0 {
 		return
 	}
-	appendToList(resp.Header, "Access-Control-Expose-Headers", tokenHeader)
+	appendToList(resp.Header, "Access-Control-Expose-Headers", name)
 	req := resp.Request
 	if req != nil && req.Method == http.MethodOptions && req.Header.Get("Access-Control-Request-Method") != "" &&
-		listed(req.Header.Values("Access-Control-Request-Headers"), tokenHeader) {
-		appendToList(resp.Header, "Access-Control-Allow-Headers", tokenHeader)
+		listed(req.Header.Values("Access-Control-Request-Headers"), name) {
+		appendToList(resp.Header, "Access-Control-Allow-Headers", name)
 	}
 }
 

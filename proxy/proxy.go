@@ -57,6 +57,8 @@ type Options struct {
 	// SpoolBytes is server.spool_bytes: the longest answer of a max_in_flight route held in memory so
 	// that its slot is free before the client has taken it (spool.go); 0: none is.
 	SpoolBytes int64
+	// Visitors gives out visitor ids while a route uses them (visitor.go); nil: never.
+	Visitors *Visitors
 }
 
 // Proxy is the public http.Handler.
@@ -74,6 +76,7 @@ type Proxy struct {
 	degraded    func() bool
 	bodyTimeout time.Duration
 	inflight    *inflight.Limiter
+	visitors    *Visitors // nil: no visitor ids
 	// maxBodyBytes: bodies up to this size are read before an in-flight slot is taken.
 	maxBodyBytes int64
 	writeTimeout time.Duration
@@ -98,6 +101,7 @@ func New(opts Options) *Proxy {
 		degraded:     opts.Degraded,
 		bodyTimeout:  opts.BodyTimeout,
 		inflight:     opts.InFlight,
+		visitors:     opts.Visitors,
 		maxBodyBytes: opts.MaxBodyBytes,
 		writeTimeout: opts.WriteTimeout,
 		seen:         graphql.NewSeen(),
@@ -141,6 +145,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	client, peerTrusted := p.trusted.clientAddress(r.RemoteAddr, r.Header.Values("X-Forwarded-For"))
 	claimed := r.Header["Edgeq-Request-Id"] // an API client's place in line, read before it is stripped
 	claimedToken := r.Header[tokenHeader]   // an app's edgeq token (beside the shop's Authorization), likewise
+	claimedVisitor := r.Header[visitorHeader]
 	stripClientHeaders(r.Header, peerTrusted)
 	id := web.CorrelationID(r.Header)
 	// One value slice for both maps (Header.Set allocates one per call); a full slice (cap 1) means an
@@ -167,6 +172,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	// Before anything routes on the request, edgeq's own endpoints included.
 	table := p.table.Load()
+	p.identifyVisitor(rec, r, claimedVisitor, table)
 	if e := checkRequest(r, table); e != nil {
 		info.Route, duration = metrics.RouteEdgeq, p.edgeqDuration
 		p.responder.Error(rec, r.WithContext(ctx), e)
@@ -369,7 +375,8 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		}
 	}
 	resp.Header.Del(web.CommandHeader)
-	allowTokenHeader(resp)
+	allowClientHeader(resp, tokenHeader)
+	p.allowVisitorHeader(resp)
 	if s := slotFrom(resp.Request.Context()); s != nil {
 		p.spoolAnswer(resp, s) // a max_in_flight route's slot is free once the shop's answer is in
 	}

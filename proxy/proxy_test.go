@@ -55,6 +55,7 @@ type rigOptions struct {
 	maxBodyBytes  int64
 	spoolBytes    int64
 	writeTimeout  time.Duration
+	visitors      *Visitors
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -91,6 +92,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		Endpoints: web.Routes(endpoints, responder), Steps: o.steps, Responder: responder,
 		Metrics: rg.metrics, Logger: slog.New(accesslog.NewHandler(rg.logs, "json", nil)), BodyTimeout: o.bodyTimeout,
 		InFlight: o.inflight, MaxBodyBytes: o.maxBodyBytes, SpoolBytes: o.spoolBytes, WriteTimeout: o.writeTimeout,
+		Visitors: o.visitors,
 	})
 	table, err := rg.proxy.Compile(o.routes)
 	if err != nil {

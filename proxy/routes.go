@@ -22,6 +22,8 @@ type Table struct {
 	routes []compiledRoute
 	// hostRoutes: some route is scoped to a host, so a request without a Host is refused (checkHost).
 	hostRoutes bool
+	// visitors: some route identifies users by visitor id, so clients are given one (visitor.go).
+	visitors bool
 	// Missing lists, per route, requirements no step of this build enforces. Such a route is closed:
 	// it answers 503 GATE_UNAVAILABLE rather than letting the request through unchecked.
 	Missing map[string][]string
@@ -96,6 +98,7 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 		}
 		method, literal := patternPrefilter(pattern)
 		t.hostRoutes = t.hostRoutes || patternHost(pattern) != ""
+		t.visitors = t.visitors || route.UsesVisitor()
 		t.routes = append(t.routes, compiledRoute{
 			name: route.Name, mux: mux, method: method, literal: literal,
 			duration: p.metrics.HTTPDuration.WithLabelValues(route.Name),

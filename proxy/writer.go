@@ -25,6 +25,9 @@ type recorder struct {
 	// (writetimeout.go).
 	writeTimeout time.Duration
 	deadline     time.Time
+	// visitors, when set, gives the client a new visitor id with the final header: it came without
+	// one (visitor.go).
+	visitors *Visitors
 }
 
 func (r *recorder) WriteHeader(code int) {
@@ -40,7 +43,13 @@ func (r *recorder) WriteHeader(code int) {
 
 // final runs once, before the final header is written.
 func (r *recorder) final() {
-	if r.info != nil && r.info.CredentialAdded && r.status != http.StatusSwitchingProtocols {
+	if r.status == http.StatusSwitchingProtocols {
+		return // the connection is the client's and the shop's from here
+	}
+	if r.visitors != nil {
+		r.visitors.issue(r.ResponseWriter.Header(), r.info)
+	}
+	if r.info != nil && r.info.CredentialAdded {
 		uncacheable(r.ResponseWriter.Header())
 	}
 }

@@ -331,8 +331,18 @@
     }, function () { failed(0); });
   }
 
+  // beat tells edgeq what polls cannot: the page went into the background, where browsers slow its
+  // timers to about one a minute or freeze them (edgeq then keeps the place for a longer grace), or it
+  // is closing (the place goes to the next visitor within seconds, unless a page polls again, as a
+  // reload does). sendBeacon is delivered even as the page unloads.
+  function beat(page) {
+    if (!cfg.beatUrl || !navigator.sendBeacon) return;
+    try { navigator.sendBeacon(cfg.beatUrl, new URLSearchParams({ page: page })); } catch (e) { /* best effort */ }
+  }
+
   function check() {
-    request(cfg.statusUrl, { method: 'GET' }).then(function (r) {
+    var url = cfg.statusUrl + (document.hidden ? '?hidden=1' : '');
+    request(url, { method: 'GET' }).then(function (r) {
       if (r.status === 200) {
         failures = 0;
         notice('');
@@ -354,9 +364,26 @@
     }, function () { failed(0); });
   }
 
+  // Closing fires pagehide and then visibilitychange (hidden): once gone, the page says nothing more.
+  var gone = false;
   document.addEventListener('visibilitychange', function () {
+    if (finished || gone) return;
     // Back in view: look again soon instead of at the slow hidden-tab pace.
-    if (!document.hidden && !finished) schedule(jitter(500));
+    if (!document.hidden) schedule(jitter(500));
+    else beat('hidden');
+  });
+  window.addEventListener('pagehide', function (e) {
+    // Kept in the back-forward cache, the page may come back: it is only hidden.
+    if (finished) return;
+    gone = !e.persisted;
+    beat(gone ? 'gone' : 'hidden');
+  });
+  window.addEventListener('pageshow', function (e) {
+    // Back from the back-forward cache: look at once.
+    if (e.persisted && !finished) {
+      gone = false;
+      schedule(jitter(500));
+    }
   });
   if (el.refresh) {
     el.refresh.addEventListener('click', function (e) { e.preventDefault(); schedule(0); });

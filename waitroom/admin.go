@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -139,6 +140,13 @@ func (r *Room) adminDelete(w http.ResponseWriter, req *http.Request) {
 	if !config.ID.MatchString(id) {
 		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "id"))
 		return
+	}
+	if q := r.tracked(id); q != nil {
+		// Whoever is still in line is turned away: the report counts them before their places go.
+		if s := r.refresh(req.Context(), q); s != nil {
+			r.takeGone(req.Context(), q, s)
+			r.countLine(req.Context(), q, s, report.TurnedAwayClosed)
+		}
 	}
 	existed, err := r.scripts.remove.Run(req.Context(), r.client, queueKeys(r.keys, id)).Int()
 	if err != nil {

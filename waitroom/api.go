@@ -28,6 +28,7 @@ func (r *Room) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+p+"/waiting_num/{queue_id}", r.handleWaitingNum)
 	mux.HandleFunc("POST "+p+"/generate_token", r.handleGenerateToken)
 	mux.HandleFunc("GET "+p+"/status/{queue_id}/{request_id}", r.handleStatus)
+	mux.HandleFunc("POST "+p+"/beat/{queue_id}/{request_id}", r.handleBeat)
 	mux.HandleFunc("GET "+p+"/jwks.json", r.handleJWKS)
 	mux.HandleFunc("GET "+p+"/wait/{queue_id}", r.handleWait)
 	mux.HandleFunc("POST "+p+"/wait/{queue_id}", r.handleWait)
@@ -317,7 +318,7 @@ func (r *Room) handleStatus(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	r.heartbeat(queueID, s, pos)
+	r.beat(queueID, s, pos, pollBeat(req))
 	code := http.StatusOK
 	switch st.QueueStatus {
 	case "waiting", "served", "prequeue", "sold_out":

@@ -64,7 +64,7 @@ func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq)
 	if q != nil {
 		floor = q.floorArg()
 	}
-	// The keys of the addresses joining, each once, after the queue's (assign.lua's KEYS[12..]); a
+	// The keys of the addresses joining, each once, after the queue's (assign.lua's KEYS past lib.lua's); a
 	// join names its address's by index, 0 for none.
 	keys := queueKeys(r.keys, queueID)
 	args := make([]any, 0, 2+3*len(reqs))

@@ -223,3 +223,44 @@ func BenchmarkAhead(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHeartbeats is the store's side of heartbeats: one replica's flush of 5,000 waiters' polls
+// (one script call), on the package's private redis-server, with gone_after off and on (which reads
+// each place's state). It reports what Redis spent per heartbeat written; a waiter's polls are written
+// about one in four (beat: sampled to a 5-second window of every 20), so a poll costs a quarter of it.
+func BenchmarkHeartbeats(b *testing.B) {
+	for _, gone := range []time.Duration{0, 10 * time.Second} {
+		b.Run("gone_after="+gone.String(), func(b *testing.B) {
+			s := storetest.Redis(b)
+			room := benchRoom(s)
+			ctx := context.Background()
+			q := testQueue("drop", 0)
+			q.GoneAfter = gone
+			if err := room.Apply(ctx, []config.Queue{q}, nil); err != nil {
+				b.Fatal(err)
+			}
+			const waiters, batch = 100_000, 5000
+			if err := s.Client.Set(ctx, queueKeys(s.Keys, "drop")[1], waiters, 0).Err(); err != nil {
+				b.Fatal(err)
+			}
+			p0, s0 := storetest.RedisCPU(b, s.Client)
+			var n, next int64
+			for b.Loop() {
+				set := make(map[int64]beat, batch)
+				for range batch {
+					set[next%waiters+1] = beatPoll
+					next++
+				}
+				room.heartbeats.mu.Lock()
+				room.heartbeats.pending["drop"] = set
+				room.heartbeats.mu.Unlock()
+				room.flushHeartbeats(ctx)
+				n += batch
+			}
+			b.StopTimer()
+			p1, s1 := storetest.RedisCPU(b, s.Client)
+			b.ReportMetric((p1-p0)/float64(n), "redis-µs/beat")
+			b.ReportMetric((s1-s0)/float64(n), "script-µs/beat")
+		})
+	}
+}

@@ -17,6 +17,7 @@ func queueKeys(k store.Keys, queue string) []string {
 		k.Queue(queue, "pool"),
 		k.Queue(queue, "drawn"),
 		k.Queue(queue, "inv"),
+		k.Queue(queue, "gone"),
 	}
 }
 

@@ -15,7 +15,7 @@ func TestKeys_ExactStringsWithHashTags(t *testing.T) {
 	wantQueue := []string{
 		"edgeq:{q:drop}:meta", "edgeq:{q:drop}:counter", "edgeq:{q:drop}:serving", "edgeq:{q:drop}:active",
 		"edgeq:{q:drop}:state", "edgeq:{q:drop}:hb", "edgeq:{q:drop}:tok", "edgeq:{q:drop}:revoked",
-		"edgeq:{q:drop}:pool", "edgeq:{q:drop}:drawn", "edgeq:{q:drop}:inv",
+		"edgeq:{q:drop}:pool", "edgeq:{q:drop}:drawn", "edgeq:{q:drop}:inv", "edgeq:{q:drop}:gone",
 	}
 	if got := queueKeys(k, "drop"); !slices.Equal(got, wantQueue) {
 		t.Errorf("queueKeys: got %q, want %q", got, wantQueue)

@@ -39,6 +39,9 @@ type queue struct {
 	restored int64
 	// joins remembers when positions were handed out, for the report's waiting times (report.go).
 	joins joinClock
+	// ended is the epoch whose line this replica has seen counted at a sell-out (leavers.go), "" while
+	// the queue is not sold out.
+	ended atomic.Value
 }
 
 // floorArg is the scripts' "<epoch>:<floor>" argument (raise_counter); "" before the first snapshot.
@@ -59,6 +62,7 @@ type snapshot struct {
 	TokenTTL         time.Duration
 	PositionExpiry   time.Duration
 	AbandonAfter     time.Duration
+	GoneAfter        time.Duration
 	Turnstile        bool
 	Paused           bool
 	Counter          int64 // last assigned position
@@ -296,7 +300,7 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 		SessionRenewal: set.Int(23) == 1, MaxSession: time.Duration(set.Int(24)) * time.Second,
 		InviteOnly: set.Int(25) == 1, Invites: set.Int(26), InvitesUsed: set.Int(27),
 		DrawPending: set.Str(28) == "0", PlacesPerIP: set.Int(30),
-		ReportMoves: set.Int(31) != 0 || set.Int(32) != 0,
+		ReportMoves: set.Int(31) != 0 || set.Int(32) != 0, GoneAfter: time.Duration(set.Int(33)) * time.Second,
 	}
 	restored := set.Int(29)
 	if s.MaxSession < s.TokenTTL {

@@ -22,7 +22,7 @@ import (
 func (r *Room) queueReport(queueID string) *report.Scope { return r.tally.Scope(report.Queue, queueID) }
 
 // tokenIssued counts a token issued to pos and the visitor's wait: now on the store's clock minus the
-// time its position was handed out (joinClock).
+// time its position was handed out (joinClock), or the opening when it joined the pre-queue.
 func (r *Room) tokenIssued(queueID, epoch string, pos int64) {
 	r.tokensIssued.WithLabelValues(queueID).Inc()
 	sc := r.queueReport(queueID)
@@ -31,12 +31,13 @@ func (r *Room) tokenIssued(queueID, epoch string, pos int64) {
 	if q == nil {
 		return
 	}
-	now := time.Now()
-	if s := q.snap.Load(); s != nil {
-		now = s.storeNow()
+	s := q.snap.Load()
+	if s == nil || s.Epoch != epoch {
+		return
 	}
-	if at, ok := q.joins.joinedAt(epoch, pos, now.UnixMilli()); ok {
-		sc.Wait(time.Duration(now.UnixMilli()-at) * time.Millisecond)
+	now := s.storeNow().UnixMilli()
+	if at, ok := q.waitFrom(s, pos, now); ok {
+		sc.Wait(time.Duration(now-at) * time.Millisecond)
 	}
 }
 
@@ -79,7 +80,13 @@ func (r *Room) flushReport(ctx context.Context) {
 		}
 		s := q.snap.Load()
 		if s != nil {
-			x.Gauges = report.Waiting + "=" + strconv.FormatInt(s.Waiting(), 10) + ";" +
+			waiting := s.Waiting()
+			if s.SoldOut {
+				// Turned away (leavers.go): their places are kept for a restock, but nobody waits for a
+				// turn any more.
+				waiting = 0
+			}
+			x.Gauges = report.Waiting + "=" + strconv.FormatInt(waiting, 10) + ";" +
 				report.Active + "=" + strconv.FormatInt(s.Tokens(), 10) + ";" +
 				report.Assigned + "=" + strconv.FormatInt(s.Counter, 10) + ";" +
 				report.Serving + "=" + strconv.FormatInt(s.Serving, 10)

@@ -151,7 +151,7 @@ func New(opts Options) *Room {
 	for _, limit := range []string{"join", "places", "status", "turnstile"} {
 		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series
 	}
-	r.heartbeats.pending = map[string]map[int64]struct{}{}
+	r.heartbeats.pending = map[string]map[int64]beat{}
 	r.tally = report.NewTally()
 	r.report = report.Writer{Client: opts.Store.Client, Keys: opts.Store.Keys, Retention: opts.ReportRetention, Logger: opts.Logger}
 	r.settled.Store(opts.Store.Generation())
@@ -195,6 +195,7 @@ func (r *Room) Run(ctx context.Context) {
 			r.flushRenewals(ctx)
 			r.tickAll(ctx)
 			r.flushReport(ctx)
+			r.countLeavers(ctx)
 		case <-flush.C:
 			r.flushHeartbeats(ctx)
 		case <-discover.C:
@@ -238,6 +239,7 @@ type settings struct {
 	TokenTTL         int64 // seconds
 	PositionExpiry   int64 // seconds, 0 never
 	AbandonAfter     int64 // seconds, 0 off
+	GoneAfter        int64 // seconds, 0 off
 	Turnstile        bool
 	// A drop: times in unix ms (0 none), Prequeue in seconds.
 	OpensAt, ClosesAt int64
@@ -262,7 +264,7 @@ func settingsOf(q config.Queue) settings {
 	return settings{
 		ID: q.ID, Title: q.Title, Capacity: int64(q.Capacity), ReleasePerMinute: int64(q.ReleasePerMinute),
 		TokenTTL: int64(q.TokenTTL / time.Second), PositionExpiry: int64(q.PositionExpiry / time.Second),
-		AbandonAfter: int64(q.AbandonAfter / time.Second), Turnstile: q.Turnstile,
+		AbandonAfter: int64(q.AbandonAfter / time.Second), GoneAfter: int64(q.GoneAfter / time.Second), Turnstile: q.Turnstile,
 		OpensAt: unixMs(opens), ClosesAt: unixMs(closes), Prequeue: int64(q.Prequeue / time.Second),
 		Shuffle: q.Shuffle, Method: cmp.Or(q.Method, config.MethodFIFO), SoldOutWith: q.SoldOutWith,
 		SessionRenewal: q.SessionRenewal, MaxSession: int64(q.MaxSession / time.Second), InviteOnly: q.InviteOnly,
@@ -303,6 +305,11 @@ func (s settings) fingerprint() string {
 		// upgrade does not write it again over what the admin API changed since.
 		text = fmt.Appendf(text, "|%d", s.PlacesPerIP)
 	}
+	if s.GoneAfter != int64(config.DefaultGoneAfter/time.Second) {
+		// Likewise: the default is written into an entry from before it existed without a new
+		// fingerprint (upsert.lua).
+		text = fmt.Appendf(text, "|g%d", s.GoneAfter)
+	}
 	sum := sha256.Sum256(text)
 	return hex.EncodeToString(sum[:16])
 }
@@ -328,7 +335,7 @@ func (r *Room) upsert(ctx context.Context, mode string, s settings) (string, err
 		s.ReleasePerMinute, s.TokenTTL, s.PositionExpiry, s.AbandonAfter, flag(s.Turnstile), s.Title, hex.EncodeToString(epoch[:]), s.Pause,
 		fingerprint, s.OpensAt, s.joinFrom(), flag(s.Shuffle), s.ClosesAt, cmp.Or(s.Method, config.MethodFIFO),
 		strings.Join(s.SoldOutWith, ","), randomHex(), flag(s.SessionRenewal), max(s.MaxSession, s.TokenTTL),
-		flag(s.InviteOnly), s.PlacesPerIP)
+		flag(s.InviteOnly), s.PlacesPerIP, s.GoneAfter)
 	code, gotEpoch, created := res.Int(0), res.Str(1), res.Int(2)
 	if res.Err() != nil {
 		return "", res.Err()

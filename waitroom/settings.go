@@ -27,6 +27,7 @@ type queueRequest struct {
 	EnableQueuePositionExpiry *bool   `json:"enable_queue_position_expiry"`
 	PositionExpirySecond      *int64  `json:"position_expiry_second"`
 	AbandonAfterSecond        *int64  `json:"abandon_after_second"`
+	GoneAfterSecond           *int64  `json:"gone_after_second"`
 	Turnstile                 *bool   `json:"turnstile"`
 	Paused                    *bool   `json:"paused"`
 	// A drop (docs/operations.md "Running a drop"): opens_at and closes_at RFC 3339 ("" none).
@@ -56,6 +57,7 @@ type QueueInfo struct {
 	EnableQueuePositionExpiry bool     `json:"enable_queue_position_expiry"`
 	PositionExpirySecond      int64    `json:"position_expiry_second"`
 	AbandonAfterSecond        int64    `json:"abandon_after_second"`
+	GoneAfterSecond           int64    `json:"gone_after_second"`
 	Turnstile                 bool     `json:"turnstile"`
 	Paused                    bool     `json:"paused"`
 	FromConfig                bool     `json:"from_config"`
@@ -135,7 +137,7 @@ func (r *Room) info(id string, s *snapshot) QueueInfo {
 		ID: id, QueueID: id, Title: s.Title, Capacity: s.Capacity, ReleasePerMinute: s.ReleasePerMinute,
 		TokenValiditySecond: int64(s.TokenTTL / time.Second), EnableQueuePositionExpiry: s.PositionExpiry > 0,
 		PositionExpirySecond: int64(s.PositionExpiry / time.Second), AbandonAfterSecond: int64(s.AbandonAfter / time.Second),
-		Turnstile: s.Turnstile, Paused: s.Paused, FromConfig: fromConfig, ServingPos: s.Serving, AssignedPos: s.Counter,
+		GoneAfterSecond: int64(s.GoneAfter / time.Second), Turnstile: s.Turnstile, Paused: s.Paused, FromConfig: fromConfig, ServingPos: s.Serving, AssignedPos: s.Counter,
 		WaitingNum: s.Waiting(), ActiveNum: s.Tokens(), ServingRate: s.ServingRate,
 		OpensAt: formatTime(s.OpensAt), PrequeueSecond: prequeueOf(s), Shuffle: s.Shuffle,
 		ClosesAt: formatTime(s.ClosesAt), Method: s.Method, SoldOutWith: append([]string{}, s.SoldOutWith...),
@@ -187,6 +189,7 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 	set(&s.TokenTTL, q.TokenValiditySecond)
 	set(&s.PositionExpiry, q.PositionExpirySecond)
 	set(&s.AbandonAfter, q.AbandonAfterSecond)
+	set(&s.GoneAfter, q.GoneAfterSecond)
 	set(&s.PlacesPerIP, q.PlacesPerIP)
 	if q.EnableQueuePositionExpiry != nil && !*q.EnableQueuePositionExpiry {
 		s.PositionExpiry = 0
@@ -207,8 +210,8 @@ func (q queueRequest) toSettings(base settings) (settings, *web.Error) {
 	cq := config.Queue{
 		ID: s.ID, Title: s.Title, Capacity: int(s.Capacity), ReleasePerMinute: int(s.ReleasePerMinute),
 		TokenTTL: time.Duration(s.TokenTTL) * time.Second, PositionExpiry: time.Duration(s.PositionExpiry) * time.Second,
-		AbandonAfter: time.Duration(s.AbandonAfter) * time.Second, Turnstile: s.Turnstile,
-		OpensAt: formatTime(msTime(s.OpensAt)), ClosesAt: formatTime(msTime(s.ClosesAt)),
+		AbandonAfter: time.Duration(s.AbandonAfter) * time.Second, GoneAfter: time.Duration(s.GoneAfter) * time.Second,
+		Turnstile: s.Turnstile, OpensAt: formatTime(msTime(s.OpensAt)), ClosesAt: formatTime(msTime(s.ClosesAt)),
 		Prequeue: time.Duration(s.Prequeue) * time.Second, Shuffle: s.Shuffle, Method: s.Method, SoldOutWith: s.SoldOutWith,
 		SessionRenewal: s.SessionRenewal, MaxSession: time.Duration(s.MaxSession) * time.Second, InviteOnly: s.InviteOnly,
 		PlacesPerIP: int(s.PlacesPerIP),
@@ -259,7 +262,7 @@ func settingsOfSnapshot(id string, s *snapshot) settings {
 	return settings{
 		ID: id, Title: s.Title, Capacity: s.Capacity, ReleasePerMinute: s.ReleasePerMinute,
 		TokenTTL: int64(s.TokenTTL / time.Second), PositionExpiry: int64(s.PositionExpiry / time.Second),
-		AbandonAfter: int64(s.AbandonAfter / time.Second), Turnstile: s.Turnstile,
+		AbandonAfter: int64(s.AbandonAfter / time.Second), GoneAfter: int64(s.GoneAfter / time.Second), Turnstile: s.Turnstile,
 		OpensAt: unixMs(s.OpensAt), ClosesAt: unixMs(s.ClosesAt), Prequeue: prequeueOf(s), Shuffle: s.Shuffle,
 		Method: s.Method, SoldOutWith: s.SoldOutWith,
 		SessionRenewal: s.SessionRenewal, MaxSession: int64(s.MaxSession / time.Second), InviteOnly: s.InviteOnly,

@@ -35,8 +35,10 @@ type WaitPage struct {
 	UpdatedClock string
 	// Scripts and links.
 	Return, Self, RejoinURL, StatusURL, TokenURL string
-	PollMs, HiddenPollMs, MaxPollMs              int64
-	RefreshSeconds                               int
+	// BeatURL is where the page says it went into the background or is closing (handleBeat).
+	BeatURL                         string
+	PollMs, HiddenPollMs, MaxPollMs int64
+	RefreshSeconds                  int
 	// The join form of a Turnstile queue.
 	SiteKey, ScriptURL, Action string
 	Failed                     bool
@@ -290,6 +292,7 @@ func (r *Room) renderWait(w http.ResponseWriter, req *http.Request, s *snapshot,
 	}
 	page.UpdatedAt, page.UpdatedClock = now.Format(time.RFC3339), now.Format("15:04:05 UTC")
 	page.StatusURL = r.opts.Prefix + "/status/" + url.PathEscape(page.QueueID) + "/" + j.RequestID
+	page.BeatURL = r.opts.Prefix + "/beat/" + url.PathEscape(page.QueueID) + "/" + j.RequestID
 	page.PollMs, page.HiddenPollMs, page.MaxPollMs = poll.Milliseconds(), hidden.Milliseconds(), maxPoll.Milliseconds()
 	page.RefreshSeconds = int(poll / time.Second)
 	w.Header().Set("Cache-Control", "no-store")

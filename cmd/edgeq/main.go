@@ -143,14 +143,17 @@ func check(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "edgeq check: -config FILE is required")
 		return 2
 	}
-	problems, warnings, err := server.Check(*configPath)
+	problems, advice, err := server.Review(*configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "edgeq:", err)
 		return 1
 	}
-	// Warnings do not fail the check: the file is valid, and start-up logs the same lines.
-	for _, w := range warnings {
+	// Warnings and notes do not fail the check: the file is valid, and start-up logs the same lines.
+	for _, w := range advice.Warnings {
 		fmt.Fprintln(stderr, "warning:", w)
+	}
+	for _, n := range advice.Notes {
+		fmt.Fprintln(stderr, "note:", n)
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
@@ -270,8 +273,8 @@ func writeReport(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("report", stderr)
 	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
 	queue := fs.String("queue", "", "the queue's id")
-	from := fs.String("from", "", "start of the range, RFC 3339 (default: 24 hours before -to)")
-	to := fs.String("to", "", "end of the range, RFC 3339 (default: now)")
+	from := fs.String("from", "", "start of the range, RFC 3339 (default: 24 hours before -to; without -from and -to, the drop's own span)")
+	to := fs.String("to", "", "end of the range, RFC 3339 (default: now; without -from and -to, the drop's own span)")
 	out := fs.String("out", "", "the HTML file to write (- for standard output)")
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)

@@ -105,6 +105,32 @@ routes:
 	}
 }
 
+// A stock route that counts buyers by queue place (user: token, the default) checks clean, with a note
+// that a buyer who joins again can buy again and what counts a person instead; user: visitor or a
+// signed-in session gets no note.
+func TestCheck_NotesThatUserTokenCountsPlacesNotPeople(t *testing.T) {
+	dir := t.TempDir()
+	const file = `queues:
+  - {id: drop}
+products:
+  - {id: sneaker, stock: 10, per_user_limit: 1}
+routes:
+  - {name: add_to_cart, match: "POST /cart/{p}", queue: drop, admission: {type: stock, product: "path:p"%s}}
+`
+	const note = "note: routes[add_to_cart].admission.user is token: per_user_limit counts one place in line"
+	for user, wantNote := range map[string]bool{"": true, ", user: token": true, ", user: visitor": false, `, user: "cookie:session"`: false} {
+		path := filepath.Join(dir, "c.yaml")
+		os.WriteFile(path, []byte(fmt.Sprintf(file, user)), 0o600)
+		code, stdout, stderr := runEdgeq(t, "check", "-config", path)
+		if code != 0 || !strings.Contains(stdout, "ok") || strings.Contains(stderr, note) != wantNote {
+			t.Fatalf("user %q: exit %d, want the note %v\nstdout %s\nstderr %s", user, code, wantNote, stdout, stderr)
+		}
+		if wantNote && !strings.Contains(stderr, "user: visitor") {
+			t.Fatalf("the note does not name user: visitor: %s", stderr)
+		}
+	}
+}
+
 // A queue that sells out with a product the file does not declare is probably a typo: check says so.
 func TestCheck_WarnsWhenSoldOutWithNamesAnUnknownProduct(t *testing.T) {
 	dir := t.TempDir()

@@ -39,6 +39,8 @@ server: {listen: "127.0.0.1:0", shutdown_timeout: 2s}
 admin: {listen: "127.0.0.1:0", api_key: "test-key"}
 origin: {url: %q, timeout: 60s}
 redis: {addr: %q}
+queues:
+  - {id: drop}
 products:
   - {id: shoe, stock: 10, per_user_limit: 1, name: "Shoe"}
 routes:
@@ -130,6 +132,22 @@ routes:
 	if code, _ := api("POST", "/api/admissions/"+ids[1]+"/commit"); code != 409 {
 		t.Fatalf("committing a cancelled admission: %d, want 409", code)
 	}
+	// The report counts the operator's commit as sold (and both cancellations), once each.
+	span := "&from=" + time.Now().Add(-time.Hour).UTC().Format(time.RFC3339) + "&to=" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	var shoe map[string]any
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		_, rep := api("GET", "/api/report?queue=drop"+strings.ReplaceAll(span, "+", "%2B"))
+		products, _ := rep["products"].([]any)
+		for _, p := range products {
+			if p := p.(map[string]any); p["id"] == "shoe" {
+				shoe = p
+			}
+		}
+		if shoe != nil && shoe["sold"] == float64(1) && shoe["cancelled"] == float64(2) {
+			return
+		}
+	}
+	t.Fatalf("the report's shoe: %v, want sold 1 (the operator's commit) and cancelled 2", shoe)
 }
 
 // privateRedis starts a redis-server of the test's own, with extra arguments; a missing one fails in

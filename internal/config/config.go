@@ -153,7 +153,11 @@ type Queue struct {
 	TokenTTL         time.Duration `yaml:"token_ttl"`
 	PositionExpiry   time.Duration `yaml:"position_expiry"`
 	AbandonAfter     time.Duration `yaml:"abandon_after"`
-	Turnstile        bool          `yaml:"turnstile"`
+	// GoneAfter > 0: a reached place without a token whose visitor has not been heard from for this
+	// long frees its capacity (within PositionExpiry); a page in the background counts as heard from
+	// for HiddenGrace. 0 leaves it to PositionExpiry alone.
+	GoneAfter time.Duration `yaml:"gone_after"`
+	Turnstile bool          `yaml:"turnstile"`
 	// A scheduled drop (docs/operations.md "Running a drop"): before OpensAt nobody is served; joins are
 	// taken Prequeue before it; with Shuffle the pre-queue's order is drawn by lot at the opening. After
 	// ClosesAt nobody new joins. Times are RFC 3339, "" for none (ParseQueueTime).
@@ -208,13 +212,13 @@ type comparableQueue struct {
 	ID, Title, OpensAt, ClosesAt, Method             string
 	Capacity, ReleasePerMinute, PlacesPerIP          int
 	TokenTTL, PositionExpiry, AbandonAfter, Prequeue time.Duration
-	MaxSession                                       time.Duration
+	MaxSession, GoneAfter                            time.Duration
 	Turnstile, Shuffle, SessionRenewal, InviteOnly   bool
 }
 
 func (q Queue) withoutLists() comparableQueue {
 	return comparableQueue{q.ID, q.Title, q.OpensAt, q.ClosesAt, q.Method, q.Capacity, q.ReleasePerMinute, q.PlacesPerIP,
-		q.TokenTTL, q.PositionExpiry, q.AbandonAfter, q.Prequeue, q.MaxSession, q.Turnstile, q.Shuffle,
+		q.TokenTTL, q.PositionExpiry, q.AbandonAfter, q.Prequeue, q.MaxSession, q.GoneAfter, q.Turnstile, q.Shuffle,
 		q.SessionRenewal, q.InviteOnly}
 }
 
@@ -229,6 +233,7 @@ func (q *Queue) applyDefaults() {
 	q.Capacity = 100
 	q.TokenTTL = 10 * time.Minute
 	q.PositionExpiry = 5 * time.Minute
+	q.GoneAfter = DefaultGoneAfter
 	q.Method = MethodFIFO
 	q.MaxSession = 2 * time.Hour
 }

@@ -284,6 +284,45 @@ func TestFieldSources(t *testing.T) {
 	}
 }
 
+func TestUserSources(t *testing.T) {
+	good := map[string]UserSource{
+		"token":          {FromToken: true},
+		"visitor":        {FromVisitor: true},
+		"cookie:session": {Field: FieldSource{"cookie", "session"}},
+		"header:X-User":  {Field: FieldSource{"header", "X-User"}},
+		"json:email":     {Field: FieldSource{"json", "email"}},
+	}
+	for text, want := range good {
+		got, err := ParseUserSource(text)
+		if err != nil || got != want {
+			t.Errorf("ParseUserSource(%q) = %+v, %v", text, got, err)
+		}
+	}
+	for _, text := range []string{"", "Visitor", "visitors", "ip", "path:user", "visitor:id"} {
+		if _, err := ParseUserSource(text); err == nil {
+			t.Errorf("ParseUserSource(%q) succeeded", text)
+		}
+	}
+	// Routes of either admission kind may count their users by visitor id, without a queue (a visitor
+	// id is not a place in line); only such routes use one.
+	file := filepath.Join(t.TempDir(), "visitor.yaml")
+	os.WriteFile(file, []byte(`origin: {url: "http://127.0.0.1:9"}
+routes:
+  - {name: buy, match: "POST /buy/{p}", admission: {type: stock, product: "path:p", user: visitor}}
+  - {name: bid, match: "POST /bid/{a}", admission: {type: bid, auction: "path:a", amount: "form:amount", user: visitor}}
+  - {name: page, match: "GET /p/{p}"}
+`), 0o600)
+	cfg, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, true, false} {
+		if got := cfg.Routes[i].UsesVisitor(); got != want {
+			t.Errorf("routes[%d].UsesVisitor() = %v", i, got)
+		}
+	}
+}
+
 func TestReleaseOutcomes(t *testing.T) {
 	cases := []struct {
 		text    string

@@ -173,7 +173,7 @@ func (a Admission) Sources() (owner, value string) {
 }
 
 func (a *Admission) applyDefaults() {
-	a.User = "token"
+	a.User = UserToken
 	a.UnknownOwner = UnknownRefuse
 	a.IDMatch = string(idmatch.Exact)
 	a.ReleaseOn = []string{"5xx", "error"}

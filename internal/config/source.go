@@ -70,23 +70,38 @@ func ParseFieldSource(text string) (FieldSource, error) {
 }
 
 // UserSource says how an admission identifies the user: "token" (the queue request id of the access
-// token), or "cookie:NAME" / "header:NAME".
+// token: one place in line), "visitor" (the browser's signed visitor id: one browser, whatever its
+// places in line), or a field of the request ("cookie:NAME", "header:NAME", ...).
 type UserSource struct {
-	FromToken bool
-	Field     FieldSource // when !FromToken: a cookie or header source
+	FromToken   bool
+	FromVisitor bool
+	Field       FieldSource // when neither: the field the user is read from
 }
+
+// The user sources that are not fields of the request (routes[].admission.user).
+const (
+	UserToken   = "token"
+	UserVisitor = "visitor"
+)
 
 // ParseUserSource parses the syntax of routes[].admission.user.
 func ParseUserSource(text string) (UserSource, error) {
-	if text == "token" {
+	switch text {
+	case UserToken:
 		return UserSource{FromToken: true}, nil
+	case UserVisitor:
+		return UserSource{FromVisitor: true}, nil
 	}
 	src, err := ParseFieldSource(text)
 	if err != nil || src.Kind == "path" {
-		return UserSource{}, fmt.Errorf("%q: user must be token, cookie:NAME, header:NAME, json:PATH, form:NAME or query:NAME", text)
+		return UserSource{}, fmt.Errorf("%q: user must be token, visitor, cookie:NAME, header:NAME, json:PATH, form:NAME or query:NAME", text)
 	}
 	return UserSource{Field: src}, nil
 }
+
+// UsesVisitor reports whether a route identifies its buyers or bidders by visitor id: edgeq then gives
+// every browser one (docs/reference.md "Visitor ids").
+func (r Route) UsesVisitor() bool { return r.Admission.Type != "" && r.Admission.User == UserVisitor }
 
 // ReleaseOutcome is one entry of routes[].admission.release_on (and of complete_on): a status class
 // ("5xx"), an exact status ("503"), "error" (the shop never received the whole request: a failed dial,

@@ -33,6 +33,11 @@ const (
 	MaxTokenTTL     = 24 * time.Hour
 	MaxSession      = 7 * 24 * time.Hour
 	MinAbandonAfter = 10 * time.Second
+	// DefaultGoneAfter frees a no-show's reached place within 15 s of its last poll (the page polls
+	// every 4 s); HiddenGrace is how long a page in the background keeps its place without a poll
+	// (browsers throttle background timers to about one a minute, and may freeze them).
+	DefaultGoneAfter = 10 * time.Second
+	HiddenGrace      = 10 * time.Minute
 )
 
 // check collects problems with their field paths.

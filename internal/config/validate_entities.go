@@ -59,6 +59,9 @@ func checkQueue(c *check, p string, q Queue) {
 	if q.AbandonAfter != 0 && q.AbandonAfter < MinAbandonAfter {
 		c.add(p+".abandon_after", "must be 0 (off) or at least %s, not %s: the waiting page must be able to poll in time", MinAbandonAfter, q.AbandonAfter)
 	}
+	if q.GoneAfter != 0 && q.GoneAfter < MinAbandonAfter {
+		c.add(p+".gone_after", "must be 0 (off) or at least %s, not %s: the waiting page must be able to poll in time", MinAbandonAfter, q.GoneAfter)
+	}
 	checkDrop(c, p, q)
 	c.atLeast(p+".places_per_ip", int64(q.PlacesPerIP), 0)
 	if q.PlacesPerIP > MaxPlacesPerIP {
@@ -67,7 +70,7 @@ func checkQueue(c *check, p string, q Queue) {
 	for _, d := range []struct {
 		field string
 		value time.Duration
-	}{{"position_expiry", q.PositionExpiry}, {"abandon_after", q.AbandonAfter}, {"token_ttl", q.TokenTTL}, {"prequeue", q.Prequeue}} {
+	}{{"position_expiry", q.PositionExpiry}, {"abandon_after", q.AbandonAfter}, {"gone_after", q.GoneAfter}, {"token_ttl", q.TokenTTL}, {"prequeue", q.Prequeue}} {
 		if d.value%time.Second != 0 {
 			c.add(p+"."+d.field, "%s is not a whole number of seconds", d.value)
 		}

@@ -94,7 +94,7 @@ func lineChart(id, title, desc string, times []time.Time, step time.Duration, li
 			pts = append(pts, fmt.Sprintf("%.1f,%s", x(0)+2, strings.Split(pts[0], ",")[1]))
 		}
 		if len(pts) > 0 {
-			// Every line after the first is dashed (l1, l2: report.css), so that one drawn over another
+			// Every line after the first is dashed (l1..l3: report.css), so that one drawn over another
 			// with the same values (all joined were served; as many refused as admitted) leaves it seen.
 			fmt.Fprintf(&b, `<polyline class="%s l%d" points="%s"/>`, l.class, i, strings.Join(pts, " "))
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -22,6 +23,10 @@ type Service struct {
 	Lottery func(ctx context.Context, queue string) (Lottery, bool)
 	// Owners are the products and auctions to look at.
 	Owners func(ctx context.Context) (products, auctions []string, err error)
+	// Opening is a scheduled queue's joins_from (opens_at minus prequeue) and opens_at, zero for a
+	// queue with no schedule; nil: none. A drop's own span starts there when its pre-queue began before
+	// the first join.
+	Opening func(ctx context.Context, queue string) (joinsFrom, opensAt time.Time)
 }
 
 // RegisterAPI adds GET /api/report to the admin API's mux.
@@ -55,9 +60,6 @@ func (s *Service) PageHandler() http.Handler {
 			}
 			return
 		}
-		if v := r.URL.Query(); v.Get("from") == "" && v.Get("to") == "" {
-			rep.Trim(2) // the last 24 hours: the page shows the drop, two minutes either side
-		}
 		q := url.Values{"queue": {rep.Queue}, "from": {rep.From.Format(time.RFC3339)}, "to": {rep.To.Format(time.RFC3339)},
 			"format": {"csv"}}
 		if step := r.URL.Query().Get("step"); step != "" {
@@ -82,9 +84,15 @@ func (s *Service) build(r *http.Request) (*Report, *web.Error) {
 	return s.Read(r.Context(), q)
 }
 
-// Read completes q (the lottery, the products and auctions) and reads its report; 404 QUEUE_NOT_FOUND
-// for a queue that does not exist and has nothing in the range.
+// Read completes q (the drop's own span when no range was given, the lottery, the products and
+// auctions) and reads its report; 404 QUEUE_NOT_FOUND for a queue that does not exist and has nothing
+// in the range.
 func (s *Service) Read(ctx context.Context, q Query) (*Report, *web.Error) {
+	if q.ownSpan {
+		if e := s.dropSpan(ctx, &q); e != nil {
+			return nil, e
+		}
+	}
 	lottery, exists := s.Lottery(ctx, q.Queue)
 	q.Lottery = lottery
 	var err error
@@ -104,7 +112,8 @@ func (s *Service) Read(ctx context.Context, q Query) (*Report, *web.Error) {
 // empty reports whether nothing of the queue was written in the range.
 func (r *Report) empty() bool {
 	s := r.Summary
-	if s.Joined+s.Served+s.GaveUp+s.Completed+s.Abandoned+s.Expired+s.Turnstile.Passed+s.Turnstile.Failed+sum(s.Refused) > 0 {
+	if s.Joined+s.Served+s.GaveUp+s.TurnedAway.SoldOut+s.TurnedAway.Closed+s.Completed+s.Abandoned+s.Expired+
+		s.Turnstile.Passed+s.Turnstile.Failed+sum(s.Refused) > 0 {
 		return false
 	}
 	for _, g := range []Gauge{r.Series.Waiting, r.Series.Assigned} {
@@ -118,12 +127,13 @@ func (r *Report) empty() bool {
 }
 
 // query reads queue, from, to and step. from and to are RFC 3339 (or the page's form: 2006-01-02T15:04,
-// UTC); they default to the last 24 hours and may span at most the retention. step (a duration of
-// whole minutes, at most a day) defaults to one minute up to two days, then to the smallest of 5, 15
-// and 60 minutes and whole hours that keeps the series within MaxPoints; a step that makes more points
-// is refused.
+// UTC) and may span at most the retention; without either the report covers the drop's own span
+// (Read finds it; the last 24 hours until then, and when nothing was recorded), to alone starts 24
+// hours before it, from alone ends now. step (a duration of whole minutes, at most a day) defaults
+// to one minute up to two days, then to the smallest of 5, 15 and 60 minutes and whole hours that
+// keeps the series within MaxPoints; a step that makes more points is refused.
 func (s *Service) query(v url.Values, now time.Time) (Query, *web.Error) {
-	q := Query{Queue: v.Get("queue")}
+	q := Query{Queue: v.Get("queue"), ownSpan: v.Get("from") == "" && v.Get("to") == ""}
 	if !config.ID.MatchString(q.Queue) {
 		return q, web.ErrInvalidRequest.With("field", "queue").With("problems", "queue must be a queue id")
 	}
@@ -150,15 +160,66 @@ func (s *Service) query(v url.Values, now time.Time) (Query, *web.Error) {
 		if err != nil || step < time.Minute || step > 24*time.Hour || step%time.Minute != 0 {
 			return q, web.ErrInvalidRequest.With("field", "step").With("problems", "step must be whole minutes, from 1m to 24h")
 		}
-		q.Step = step
-		if n := q.Points(); n > MaxPoints {
-			return q, web.ErrInvalidRequest.With("field", "step").With("problems",
-				fmt.Sprintf("the range in steps of %s is %d points, more than %d: take a longer step or a shorter range", text, n, MaxPoints))
-		}
-	} else {
-		q.Step = defaultStep(q)
+		q.Step, q.stepGiven = step, true
 	}
-	return q, nil
+	return q, q.fitStep()
+}
+
+// fitStep checks a step asked for against MaxPoints, or picks the default one for the range.
+func (q *Query) fitStep() *web.Error {
+	if !q.stepGiven {
+		q.Step = defaultStep(*q)
+		return nil
+	}
+	if n := q.Points(); n > MaxPoints {
+		return web.ErrInvalidRequest.With("field", "step").With("problems",
+			fmt.Sprintf("the range in steps of %s is %d points, more than %d: take a longer step or a shorter range",
+				stepText(q.Step), n, MaxPoints))
+	}
+	return nil
+}
+
+// stepText writes a step as it is asked for: 1m, 90m as 1h30m, 2h.
+func stepText(d time.Duration) string {
+	s := strings.TrimSuffix(d.String(), "0s")
+	if strings.Contains(s, "h") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// dropSpan sets q's range to the drop's own span: from the first minute of the queue's last drop (or
+// its scheduled pre-queue's start, when that came first and belongs to this drop) to a minute after
+// its last, at most the retention long. With nothing recorded q keeps its fallback, the last 24
+// hours before it was asked.
+func (s *Service) dropSpan(ctx context.Context, q *Query) *web.Error {
+	from, to, found, err := s.Reader.DropSpan(ctx, q.Queue, q.To)
+	if err != nil {
+		return web.ErrStoreUnavailable.Because(err)
+	}
+	if !found {
+		return nil
+	}
+	if s.Opening != nil {
+		joinsFrom, opensAt := s.Opening(ctx, q.Queue)
+		from = openingStart(from, joinsFrom, opensAt)
+	}
+	if oldest := to.Add(-max(s.Reader.Retention, time.Hour)); from.Before(oldest) {
+		from = oldest // a queue busy for longer than the retention: its latest part
+	}
+	q.From, q.To = from, to
+	return q.fitStep()
+}
+
+// openingStart is the start of a drop whose first busy minute was first, given its queue's schedule:
+// joinsFrom when the pre-queue opened before that and the schedule is this drop's. One whose joins
+// open after first is the next drop's; one whose opening came more than a quiet gap before first is
+// an old one, left in place when the queue was used again.
+func openingStart(first, joinsFrom, opensAt time.Time) time.Time {
+	if opensAt.IsZero() || !joinsFrom.Before(first) || opensAt.Before(first.Add(-QuietGap)) {
+		return first
+	}
+	return joinsFrom.UTC().Truncate(time.Minute)
 }
 
 // ParseQuery reads a report's queue and range as `edgeq report`'s flags give them.

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/csv"
 	"fmt"
 	"html/template"
 	"io"
@@ -58,10 +57,12 @@ type pageData struct {
 	Offline                       bool
 	CSVURL                        string
 	FromInput, ToInput            string
-	Figures                       []figure
-	Charts                        []chart
-	Products                      []productRow
-	Generated                     string
+	// Notes follow the headline: what it leaves out (units still held).
+	Notes     []string
+	Figures   []figure
+	Charts    []chart
+	Products  []productRow
+	Generated string
 }
 
 type figure struct{ Name, Value string }
@@ -72,7 +73,7 @@ type chart struct {
 }
 
 type productRow struct {
-	ID, Admitted, Committed, Released, Cancelled, Restocked, Refused, SoldOut, Left string
+	ID, Admitted, Sold, Held, Released, Cancelled, Restocked, Refused, SoldOut, Left string
 }
 
 // Render writes the page of r; it is rendered whole before anything is written.
@@ -80,13 +81,13 @@ func (p *Page) Render(w io.Writer, r *Report, o PageOptions) error {
 	d := pageData{Brand: o.Brand, Queue: r.Queue, CSS: template.CSS(p.css), Offline: o.Offline, CSVURL: o.CSVURL,
 		Range:     r.From.Format("2 Jan 2006 15:04") + " – " + r.To.Format("2 Jan 2006 15:04") + " UTC",
 		FromInput: r.From.Format("2006-01-02T15:04"), ToInput: r.To.Format("2006-01-02T15:04"),
-		Headline: Headline(r), Generated: time.Now().UTC().Format(time.RFC3339)}
+		Headline: Headline(r), Notes: heldNotes(r), Generated: time.Now().UTC().Format(time.RFC3339)}
 	d.Figures = figures(r)
 	d.Charts = charts(r)
 	for _, ps := range r.Products {
-		row := productRow{ID: ps.ID, Admitted: thousands(ps.Admitted), Committed: thousands(ps.Committed),
+		row := productRow{ID: ps.ID, Admitted: thousands(ps.Admitted), Sold: thousands(ps.Sold), Held: thousands(ps.Held),
 			Released: thousands(ps.Released), Cancelled: thousands(ps.Cancelled), Restocked: thousands(ps.Restocked),
-			Refused: refusalText(ps.Refused), SoldOut: "not sold out", Left: "unknown"}
+			Refused: orNone(refusalText(ps.Refused)), SoldOut: "not sold out", Left: "unknown"}
 		if ps.SoldOutAt != nil {
 			row.SoldOut = ps.SoldOutAt.UTC().Format("15:04:05 UTC")
 			if ps.FirstAdmittedAt != nil {
@@ -107,24 +108,33 @@ func (p *Page) Render(w io.Writer, r *Report, o PageOptions) error {
 }
 
 // Headline is the report's first sentence: "12,345 joined, 9,876 served, median wait 3 min 12 s (p90
-// 11 min), 2,301 left before their turn; sneaker-a sold 500 units in 41 s, 4,120 refused: 3,990 sold
-// out, 130 already purchased".
+// 11 min; everyone's 4 min 2 s, p90 14 min), 2,301 left before their turn, 168 turned away at
+// sell-out; sneaker-a sold 500 units in 41 s, 4,120 refused: 3,990 sold out, 130 already purchased".
+// A product's units are those the shop's answers kept (sold), not those admitted: some may still be
+// held (heldNotes), released or cancelled.
 func Headline(r *Report) string {
 	s := r.Summary
 	parts := []string{thousands(s.Joined) + " joined", thousands(s.Served) + " served"}
-	if s.WaitSeconds.P50.Valid() {
-		parts = append(parts, "median wait "+humanDuration(seconds(s.WaitSeconds.P50))+" (p90 "+
-			humanDuration(seconds(s.WaitSeconds.P90))+")")
+	if wait := waitPhrase(s.WaitSeconds); wait != "" {
+		parts = append(parts, wait)
 	}
 	parts = append(parts, thousands(s.GaveUp)+" left before their turn")
+	if n := s.TurnedAway.SoldOut; n > 0 {
+		parts = append(parts, thousands(n)+" turned away at sell-out")
+	}
+	if n := s.TurnedAway.Closed; n > 0 {
+		parts = append(parts, thousands(n)+" turned away at close")
+	}
 	text := strings.Join(parts, ", ")
 	for _, p := range r.Products {
-		sold := p.Admitted - p.Released - p.Cancelled
-		t := p.ID + " sold " + thousands(sold) + " " + plural(sold, "unit", "units")
+		t := p.ID + " sold " + thousands(p.Sold) + " " + plural(p.Sold, "unit", "units")
 		if p.SoldOutAt != nil && p.FirstAdmittedAt != nil {
 			t += " in " + humanDuration(p.SoldOutAt.Sub(*p.FirstAdmittedAt))
 		} else if p.StockLeft != nil {
 			t += " (" + thousands(*p.StockLeft) + " left)"
+		}
+		if p.Cancelled > 0 {
+			t += ", " + thousands(p.Cancelled) + " cancelled"
 		}
 		if n := sum(p.Refused); n > 0 {
 			t += ", " + thousands(n) + " refused: " + refusalText(p.Refused)
@@ -141,17 +151,56 @@ func Headline(r *Report) string {
 	return text
 }
 
+// waitPhrase says the waits in the headline: the served visitors', then everyone's when they read
+// differently (some waited long and were never served); "" when no wait was counted.
+func waitPhrase(w WaitSeconds) string {
+	served, everyone := w.Served, w.Everyone
+	median := func(x Waits) string { return humanDuration(seconds(x.P50)) }
+	p90 := func(x Waits) string { return humanDuration(seconds(x.P90)) }
+	switch {
+	case !served.P50.Valid() && !everyone.P50.Valid():
+		return ""
+	case !served.P50.Valid():
+		return "median wait of everyone who waited " + median(everyone) + " (p90 " + p90(everyone) + ")"
+	case !everyone.P50.Valid() || (median(everyone) == median(served) && p90(everyone) == p90(served)):
+		return "median wait " + median(served) + " (p90 " + p90(served) + ")"
+	}
+	return "median wait " + median(served) + " (p90 " + p90(served) + "; everyone's " + median(everyone) + ", p90 " +
+		p90(everyone) + ")"
+}
+
+// heldNotes are the lines under the headline for the products with units still held: admitted, and
+// neither sold, released nor cancelled as far as the range knows.
+func heldNotes(r *Report) []string {
+	var notes []string
+	for _, p := range r.Products {
+		if p.Held > 0 {
+			notes = append(notes, thousands(p.Held)+" more "+plural(p.Held, "unit", "units")+" of "+p.ID+
+				" held: the shop has not answered yet.")
+		}
+	}
+	return notes
+}
+
+// waitsText writes percentiles for a figure: "8 s / 15 s / 17 s / 18 s".
+func waitsText(w Waits) string {
+	return humanDuration(seconds(w.P50)) + " / " + humanDuration(seconds(w.P90)) + " / " +
+		humanDuration(seconds(w.P99)) + " / " + humanDuration(seconds(w.Max))
+}
+
 func figures(r *Report) []figure {
 	s := r.Summary
 	f := []figure{
 		{"Joined", thousands(s.Joined)}, {"Served (tokens issued)", thousands(s.Served)},
-		{"Left before their turn", thousands(s.GaveUp)}, {"Completed", thousands(s.Completed)},
-		{"Abandoned", thousands(s.Abandoned)}, {"Tokens expired", thousands(s.Expired)},
+		{"Left before their turn", thousands(s.GaveUp)},
+		{"Turned away", thousands(s.TurnedAway.SoldOut) + " at sell-out, " + thousands(s.TurnedAway.Closed) + " at close"},
+		{"Completed", thousands(s.Completed)}, {"Abandoned", thousands(s.Abandoned)}, {"Tokens expired", thousands(s.Expired)},
 	}
-	w := s.WaitSeconds
-	if w.P50.Valid() {
-		f = append(f, figure{"Wait: median / p90 / p99 / longest", humanDuration(seconds(w.P50)) + " / " +
-			humanDuration(seconds(w.P90)) + " / " + humanDuration(seconds(w.P99)) + " / " + humanDuration(seconds(w.Max))})
+	if w := s.WaitSeconds.Served; w.P50.Valid() {
+		f = append(f, figure{"Wait of the served: median / p90 / p99 / longest", waitsText(w)})
+	}
+	if w := s.WaitSeconds.Everyone; w.P50.Valid() {
+		f = append(f, figure{"Wait of everyone who waited: median / p90 / p99 / longest", waitsText(w)})
 	}
 	f = append(f, figure{"Joins refused", orNone(refusalText(s.Refused))},
 		figure{"Turnstile", thousands(s.Turnstile.Passed) + " passed, " + thousands(s.Turnstile.Failed) + " failed"})
@@ -172,7 +221,7 @@ func charts(r *Report) []chart {
 			fmt.Sprintf("%s joined and %s were served between %s and %s.", thousands(r.Summary.Joined),
 				thousands(r.Summary.Served), r.From.Format("15:04"), r.To.Format("15:04")),
 			se.Minute, step, []line{{"joined", "c1", se.Joined, false}, {"served", "c2", se.Served, false},
-				{"left", "c3", se.GaveUp, false}}, false)},
+				{"left", "c3", se.GaveUp, false}, {"turned away", "c4", turnedAway(se.TurnedAway), false}}, false)},
 		{"Waiting and inside", lineChart("waiting", "Visitors waiting and inside over time",
 			fmt.Sprintf("At most %s waited at once.", thousands(maxOf(se.Waiting))),
 			se.Minute, step, []line{{"waiting", "c1", se.Waiting, true}, {"inside", "c2", se.Active, true}}, true)},
@@ -189,9 +238,9 @@ func charts(r *Report) []chart {
 			fmt.Sprintf("%s units left at the end.", thousands(max(last(p.Stock), 0))), se.Minute, step,
 			[]line{{"stock", "c2", p.Stock, false}}, true)})
 		out = append(out, chart{"Product " + ps.ID + ": sales and refusals", lineChart(id+"-sales",
-			"Admissions and refusals of "+ps.ID+" "+unit, fmt.Sprintf("%s admitted, %s refused.",
-				thousands(ps.Admitted), thousands(sum(ps.Refused))), se.Minute, step,
-			[]line{{"admitted", "c1", p.Admitted, false}, {"refused", "c3", p.Refused, false}}, false)})
+			"Admissions, sales and refusals of "+ps.ID+" "+unit, fmt.Sprintf("%s admitted, %s sold, %s refused.",
+				thousands(ps.Admitted), thousands(ps.Sold), thousands(sum(ps.Refused))), se.Minute, step,
+			[]line{{"admitted", "c1", p.Admitted, false}, {"sold", "c2", p.Sold, false}, {"refused", "c3", p.Refused, false}}, false)})
 	}
 	for _, as := range r.Auctions {
 		a := se.Auctions[as.ID]
@@ -208,77 +257,16 @@ func charts(r *Report) []chart {
 	return out
 }
 
-// WriteCSV writes the series, one row per point; unknown gauges and minutes nobody was served in are
-// empty cells.
-func WriteCSV(w io.Writer, r *Report) error {
-	s := r.Series
-	type column struct {
-		name string
-		cell func(i int) string
-	}
-	ints := func(name string, v []int64) column {
-		return column{name, func(i int) string { return strconv.FormatInt(v[i], 10) }}
-	}
-	gauge := func(name string, v []int64) column {
-		return column{name, func(i int) string {
-			if v[i] < 0 {
-				return ""
-			}
-			return strconv.FormatInt(v[i], 10)
-		}}
-	}
-	secs := func(name string, v []Seconds) column {
-		return column{name, func(i int) string {
-			if !v[i].Valid() {
-				return ""
-			}
-			return strconv.FormatFloat(float64(v[i]), 'f', 2, 64)
-		}}
-	}
-	cols := []column{
-		{"minute", func(i int) string { return s.Minute[i].UTC().Format(time.RFC3339) }},
-		ints(Joined, s.Joined), ints(Served, s.Served), ints(GaveUp, s.GaveUp), ints(Completed, s.Completed),
-		ints(Abandoned, s.Abandoned), ints(Expired, s.Expired), ints(TurnstilePassed, s.TurnstilePassed),
-		ints(TurnstileFailed, s.TurnstileFailed), gauge(Waiting, s.Waiting), gauge(Active, s.Active),
-		gauge(Assigned, s.Assigned), gauge(Serving, s.Serving), secs("wait_p50", s.WaitP50), secs("wait_p90", s.WaitP90),
-	}
-	for _, code := range slices.Sorted(maps.Keys(s.Refused)) {
-		cols = append(cols, ints("refused:"+code, s.Refused[code]))
-	}
-	for _, ps := range r.Products {
-		p, pre := s.Products[ps.ID], "product:"+ps.ID+":"
-		cols = append(cols, ints(pre+Admitted, p.Admitted), ints(pre+Committed, p.Committed), ints(pre+Released, p.Released),
-			ints(pre+Cancelled, p.Cancelled), ints(pre+"refused", p.Refused))
-		for _, code := range slices.Sorted(maps.Keys(p.RefusedByCode)) {
-			cols = append(cols, ints(pre+"refused:"+code, p.RefusedByCode[code]))
-		}
-		cols = append(cols, gauge(pre+Stock, p.Stock))
-	}
-	for _, as := range r.Auctions {
-		a, pre := s.Auctions[as.ID], "auction:"+as.ID+":"
-		cols = append(cols, ints(pre+Accepted, a.Accepted), ints(pre+"refused", a.Refused))
-		for _, code := range slices.Sorted(maps.Keys(a.RefusedByCode)) {
-			cols = append(cols, ints(pre+"refused:"+code, a.RefusedByCode[code]))
+// turnedAway is the visitors turned away per point, at sell-out and at close together.
+func turnedAway(t TurnedAwaySeries) []int64 {
+	out := make([]int64, len(t.SoldOut))
+	for i := range out {
+		out[i] = t.SoldOut[i]
+		if i < len(t.Closed) {
+			out[i] += t.Closed[i]
 		}
 	}
-	cw := csv.NewWriter(w)
-	row := make([]string, len(cols))
-	for j, c := range cols {
-		row[j] = c.name
-	}
-	if err := cw.Write(row); err != nil {
-		return err
-	}
-	for i := range s.Minute {
-		for j, c := range cols {
-			row[j] = c.cell(i)
-		}
-		if err := cw.Write(row); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
+	return out
 }
 
 func seconds(s Seconds) time.Duration { return time.Duration(float64(s) * float64(time.Second)) }

@@ -29,10 +29,13 @@ func isPeak(name string) bool { return name == Waiting || name == Active }
 type scopeData struct {
 	counts map[string][]int64 // per point
 	gauges map[string][]int64 // per point, the last value sampled by its end; -1 unknown
-	waits  []map[int]int64    // per point: waiting-time bucket -> visitors (queues)
-	firsts map[string]time.Time
-	zeros  map[string][]time.Time
-	any    bool // something was counted in the range
+	waits  []map[int]int64    // per point: waiting-time bucket -> served visitors (queues)
+	// unserved is, per point, the waits of visitors never served (gave up, turned away): bucket ->
+	// visitors (queues).
+	unserved []map[int]int64
+	firsts   map[string]time.Time
+	zeros    map[string][]time.Time
+	any      bool // something was counted in the range
 }
 
 // window is a report's range split into points of step.
@@ -147,7 +150,7 @@ func newScopeData(w window, waits bool) *scopeData {
 	sd := &scopeData{counts: map[string][]int64{}, gauges: map[string][]int64{}, firsts: map[string]time.Time{},
 		zeros: map[string][]time.Time{}}
 	if waits {
-		sd.waits = make([]map[int]int64, w.n)
+		sd.waits, sd.unserved = make([]map[int]int64, w.n), make([]map[int]int64, w.n)
 	}
 	return sd
 }
@@ -177,20 +180,9 @@ func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, b
 		switch {
 		case f == "g":
 		case strings.HasPrefix(f, "w:"):
-			if sd.waits == nil {
-				continue
-			}
-			for _, r := range waitRecords(v) {
-				p := w.pointOf(off, r.minute)
-				if p < 0 || r.minute >= minutesPerDay {
-					continue
-				}
-				if sd.waits[p] == nil {
-					sd.waits[p] = map[int]int64{}
-				}
-				sd.waits[p][r.bucket] += r.count
-				sd.any = true
-			}
+			sd.addWaits(w, off, v, sd.waits)
+		case strings.HasPrefix(f, "u:"):
+			sd.addWaits(w, off, v, sd.unserved)
 		case strings.HasPrefix(f, "first:"):
 			if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 				t := time.UnixMilli(ms).UTC()
@@ -248,6 +240,25 @@ func (sd *scopeData) addDay(w window, day time.Time, fields map[string]string, b
 				}
 			}
 		}
+	}
+}
+
+// addWaits adds an hour's waiting-time records (a "w:" or "u:" field of a day starting off minutes
+// into the window) to points, the histograms of one family (nil: the scope keeps no waits).
+func (sd *scopeData) addWaits(w window, off int, v string, points []map[int]int64) {
+	if points == nil {
+		return
+	}
+	for _, r := range waitRecords(v) {
+		p := w.pointOf(off, r.minute)
+		if p < 0 || r.minute >= minutesPerDay {
+			continue
+		}
+		if points[p] == nil {
+			points[p] = map[int]int64{}
+		}
+		points[p][r.bucket] += r.count
+		sd.any = true
 	}
 }
 

@@ -87,11 +87,15 @@ func TestFlush_CountsGaugesAndWaitsReadBackAsWritten(t *testing.T) {
 		if v, _ := s.Client.HGet(ctx, meta, "r_gave").Result(); v != "" {
 			t.Fatalf("the moved counter is still %q in the queue's hash: it would count twice", v)
 		}
-		if p50 := float64(sum.WaitSeconds.P50); math.Abs(p50-1.5) > 0.02 {
+		if p50 := float64(sum.WaitSeconds.Served.P50); math.Abs(p50-1.5) > 0.02 {
 			t.Fatalf("p50 %v, want 1.5", p50)
 		}
-		if mx := float64(sum.WaitSeconds.Max); math.Abs(mx-30) > 0.25 {
+		if mx := float64(sum.WaitSeconds.Served.Max); math.Abs(mx-30) > 0.25 {
 			t.Fatalf("max %v, want 30", mx)
+		}
+		if sum.WaitSeconds.Everyone != sum.WaitSeconds.Served {
+			t.Fatalf("everyone waited %+v, the served %+v: with nobody unserved they are the same", sum.WaitSeconds.Everyone,
+				sum.WaitSeconds.Served)
 		}
 		last := len(rep.Series.Minute) - 1
 		// waiting is a peak: its minute keeps the highest value written in it (7, then 5; 5 alone in

@@ -26,18 +26,23 @@ const (
 	Auction Kind = 'a'
 )
 
-// Series names, as the report's JSON and CSV spell them (CONTRACT section 11.3).
+// Series names, as the store keeps them and the report's JSON and CSV mostly spell them
+// (docs/report.md defines each figure; "committed" is shown as "sold", the turned-away pair under
+// "turned_away").
 const (
 	// A queue's counts.
-	Joined          = "joined"           // places taken (joins and invitations used)
-	Served          = "served"           // tokens issued
-	GaveUp          = "gave_up"          // places reached and never claimed, places skipped by abandon_after
-	Completed       = "completed"        // sessions completed
-	Abandoned       = "abandoned"        // sessions (or waits) abandoned
-	Expired         = "expired"          // tokens that ran out
-	Revoked         = "revoked"          // live tokens ended by a completion or an abandonment
-	TurnstilePassed = "turnstile_passed" // join-time Turnstile checks
-	TurnstileFailed = "turnstile_failed"
+	Joined = "joined"  // places taken (joins and invitations used)
+	Served = "served"  // tokens issued
+	GaveUp = "gave_up" // left before their turn: reached and gone, skipped, or gone at sell-out or close
+	// Still waiting, and there, when the queue sold out or closed: shown the end of the drop.
+	TurnedAwaySoldOut = "turned_away_sold_out"
+	TurnedAwayClosed  = "turned_away_closed"
+	Completed         = "completed"        // sessions completed
+	Abandoned         = "abandoned"        // sessions (or waits) abandoned
+	Expired           = "expired"          // tokens that ran out
+	Revoked           = "revoked"          // live tokens ended by a completion or an abandonment
+	TurnstilePassed   = "turnstile_passed" // join-time Turnstile checks
+	TurnstileFailed   = "turnstile_failed"
 	// A queue's gauges, sampled each tick.
 	Waiting  = "waiting"  // not reached yet, or reached without a token
 	Active   = "active"   // live tokens
@@ -46,7 +51,7 @@ const (
 
 	// A product's counts and gauge.
 	Admitted  = "admitted"
-	Committed = "committed" // the shop accepted the purchase
+	Committed = "committed" // the shop accepted the purchase: the report's "sold"
 	Released  = "released"  // given back (the shop refused it, or its replica died)
 	Cancelled = "cancelled" // cancelled by an operator
 	Restocked = "restocked" // units added by restocks
@@ -80,6 +85,8 @@ const RetentionDefault = 336 * time.Hour
 //   - a series field holds 96 numbers, one per quarter hour, as above;
 //   - "w:<hour>" holds the waiting times of the hour's minutes: records of the minute of the day and a
 //     bucket (WaitBucket, two bytes each) and how many waits fell in it (four), in time order;
+//   - "u:<hour>" likewise the waits of visitors never served (they gave up, or were turned away),
+//     apart so that the served visitors' percentiles stay theirs;
 //   - "first:<series>" is the store's time (ms) of the day's first count of a series asked for;
 //     "zero:<gauge>" the times (ms, comma-separated) a gauge went from more than zero to zero.
 const (
@@ -148,7 +155,7 @@ func BucketMid(b int) time.Duration {
 	return time.Duration(lo+hi) * 5 * time.Millisecond
 }
 
-// waitRecord is one record of an hour's waiting times ("w:<hour>"): the minute of the day, the bucket
+// waitRecord is one record of an hour's waiting times ("w:<hour>", "u:<hour>"): the minute of the day, the bucket
 // and how many visitors' waits fell in it, eight bytes.
 type waitRecord struct {
 	minute, bucket int

@@ -23,8 +23,8 @@ var flushScript = luascript.From(scriptFiles, "scripts").Script("flush.lua")
 
 // counted are the series a Scope counts with atomics: those a request may add to. Refusals and
 // waiting times go through a map.
-var counted = [...]string{Joined, Served, GaveUp, Completed, Abandoned, Expired, Revoked, TurnstilePassed,
-	TurnstileFailed, Admitted, Committed, Released, Cancelled, Restocked, Accepted}
+var counted = [...]string{Joined, Served, GaveUp, TurnedAwaySoldOut, TurnedAwayClosed, Completed, Abandoned, Expired,
+	Revoked, TurnstilePassed, TurnstileFailed, Admitted, Committed, Released, Cancelled, Restocked, Accepted}
 
 var countedIndex = func() map[string]int {
 	m := make(map[string]int, len(counted))
@@ -54,7 +54,7 @@ func NewTally() *Tally { return &Tally{scopes: map[scopeKey]*Scope{}} }
 type Scope struct {
 	n       [len(counted)]atomic.Int64
 	mu      sync.Mutex
-	other   map[string]int64 // "refused:<CODE>", "w:<bucket>"
+	other   map[string]int64 // "refused:<CODE>", "w:<bucket>", "u:<bucket>"
 	touched atomic.Bool
 }
 
@@ -91,6 +91,11 @@ func (s *Scope) Refuse(code string) { s.addOther(Refused(code), 1) }
 
 // Wait counts one waiting time (a served visitor's token time minus its join time).
 func (s *Scope) Wait(d time.Duration) { s.addOther("w:"+strconv.Itoa(WaitBucket(d)), 1) }
+
+// WaitUnserved counts the wait of a visitor who was never served (gave up, or turned away at sell-out
+// or close), up to the moment the visitor left or the drop ended: with the served visitors' waits it
+// makes everyone's.
+func (s *Scope) WaitUnserved(d time.Duration) { s.addOther("u:"+strconv.Itoa(WaitBucket(d)), 1) }
 
 // Touch asks the next flush to write the scope's gauges even when nothing was counted (a product
 // created or restocked: its stock changed).

@@ -24,6 +24,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/visitor"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
 	"github.com/edgeq/edgeq/static"
@@ -84,6 +85,9 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 
 	for _, warning := range warnings(cfg) {
 		logger.Warn(warning)
+	}
+	for _, note := range notes(cfg) {
+		logger.Info(note)
 	}
 	var ts *turnstile.Client
 	if cfg.Turnstile.SiteKey != "" && cfg.Turnstile.SecretKey != "" {
@@ -158,6 +162,10 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 
 	health := store.NewHealth(st.Ping, cfg.StoreHealth, logger, m.ObserveStore)
 	limiter := inflight.New(inflight.Options{Store: st, Logger: logger})
+	visitors := &proxy.Visitors{
+		IDs:     visitor.New(identityKey(cfg.Identity, keyring, purposeVisitors)),
+		Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure},
+	}
 	p := proxy.New(proxy.Options{
 		Degraded:       health.Degraded,
 		Origin:         origin,
@@ -171,6 +179,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
 		WriteTimeout:   cfg.Server.WriteTimeout,
 		SpoolBytes:     int64(cfg.Server.SpoolBytes),
+		Visitors:       visitors,
 		Responder:      responder,
 		Metrics:        m,
 		Logger:         logger,
@@ -196,14 +205,15 @@ const (
 	purposeRequestIDs = "edgeq request ids v1"
 	purposeClearance  = "edgeq turnstile clearance v1"
 	purposePseudonyms = "edgeq identity v1"
+	purposeVisitors   = "edgeq visitor ids v1"
 )
 
-// identityKey gives the MAC key of request ids, clearance cookies or user pseudonyms. The keys come
-// from identity.secret when it is set, so that rotating the signing key (the old one in
-// tokens.verify_key_files) keeps every place in line, every live token, every clearance and every
-// pseudonym valid; otherwise they are derived from the signing key. With a secret, the pseudonym key
-// is the secret itself rather than a key derived from it: pseudonyms are stored (buyers, bidders,
-// owners), so deriving that key now would change every one of them.
+// identityKey gives the MAC key of request ids, clearance cookies, user pseudonyms or visitor ids. The
+// keys come from identity.secret when it is set, so that rotating the signing key (the old one in
+// tokens.verify_key_files) keeps every place in line, every live token, every clearance, every
+// pseudonym and every visitor id valid; otherwise they are derived from the signing key. With a
+// secret, the pseudonym key is the secret itself rather than a key derived from it: pseudonyms are
+// stored (buyers, bidders, owners), so deriving that key now would change every one of them.
 func identityKey(identity config.Identity, keyring *token.Keyring, purpose string) []byte {
 	switch {
 	case identity.Secret == "":

@@ -17,13 +17,26 @@ import (
 // problems, each with its field path, and the warnings start-up would log about a file that loads
 // (see warnings); err is for a file that cannot be read at all.
 func Check(path string) (problems []config.Problem, warns []string, err error) {
+	problems, advice, err := Review(path)
+	return problems, advice.Warnings, err
+}
+
+// Advice is what `edgeq check` says about a file besides its problems, as start-up logs it: Warnings
+// (warnings: what an operator should hear about before a sale) and Notes (notes: trade-offs a setting
+// makes, worth knowing).
+type Advice struct {
+	Warnings, Notes []string
+}
+
+// Review is Check with the notes too.
+func Review(path string) (problems []config.Problem, advice Advice, err error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		problems := config.Problems(err)
 		if len(problems) == 1 && problems[0].Path == "" {
-			return nil, nil, errors.New(problems[0].Reason)
+			return nil, Advice{}, errors.New(problems[0].Reason)
 		}
-		return problems, nil, nil
+		return problems, Advice{}, nil
 	}
 	if _, err := loadKeys(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		problems = append(problems, problemAt("tokens", err))
@@ -32,7 +45,7 @@ func Check(path string) (problems []config.Problem, warns []string, err error) {
 	if _, err := templates.Parse(cfg.Pages.TemplatesDir, template.FuncMap{"static": assets.URL}); err != nil {
 		problems = append(problems, problemAt("pages.templates_dir", err))
 	}
-	return problems, warnings(cfg), nil
+	return problems, Advice{Warnings: warnings(cfg), Notes: notes(cfg)}, nil
 }
 
 // problemAt makes a problem under path of an error, using the field the error names itself when it

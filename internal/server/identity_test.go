@@ -9,8 +9,8 @@ import (
 	"github.com/edgeq/edgeq/internal/token"
 )
 
-// The MAC keys are pinned to how they have always been made: request ids, clearances and pseudonyms
-// made before an upgrade must still be recognised after it.
+// The MAC keys are pinned to how they have always been made: request ids, clearances, pseudonyms and
+// visitor ids made before an upgrade must still be recognised after it.
 func TestIdentityKey_SecretOrSigningKeyPerPurpose(t *testing.T) {
 	signing, err := token.GenerateKey()
 	if err != nil {
@@ -28,9 +28,11 @@ func TestIdentityKey_SecretOrSigningKeyPerPurpose(t *testing.T) {
 		{"request ids, no secret", config.Identity{}, purposeRequestIDs, keyring.DeriveKey("edgeq request ids v1")},
 		{"clearance, no secret", config.Identity{}, purposeClearance, keyring.DeriveKey("edgeq turnstile clearance v1")},
 		{"pseudonyms, no secret", config.Identity{}, purposePseudonyms, keyring.DeriveKey("edgeq identity v1")},
+		{"visitor ids, no secret", config.Identity{}, purposeVisitors, keyring.DeriveKey("edgeq visitor ids v1")},
 		{"request ids, secret", withSecret, purposeRequestIDs, token.DeriveKey(secret, "edgeq request ids v1")},
 		{"clearance, secret", withSecret, purposeClearance, token.DeriveKey(secret, "edgeq turnstile clearance v1")},
 		{"pseudonyms, secret", withSecret, purposePseudonyms, secret}, // the secret itself
+		{"visitor ids, secret", withSecret, purposeVisitors, token.DeriveKey(secret, "edgeq visitor ids v1")},
 	}
 	for _, c := range cases {
 		if got := identityKey(c.identity, keyring, c.purpose); !bytes.Equal(got, c.want) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/edgeq/edgeq/admission"
@@ -28,11 +29,31 @@ func newReport(cfg *config.Config, st *store.Store, responder *web.Responder) (*
 			l, ok, err := waitroom.ReadLottery(ctx, st, queue)
 			return l, ok && err == nil
 		},
-		Owners: func(ctx context.Context) ([]string, []string, error) { return admission.ReadOwners(ctx, st) },
+		Owners:  func(ctx context.Context) ([]string, []string, error) { return admission.ReadOwners(ctx, st) },
+		Opening: func(ctx context.Context, queue string) (time.Time, time.Time) { return readOpening(ctx, st, queue) },
 	}, nil
 }
 
-// ReportOptions are `edgeq report`'s flags: the queue, and the range (RFC 3339; "" the last 24 hours).
+// readOpening reads a scheduled queue's joins_from (opens_at minus prequeue) and opens_at from its
+// hash in the store, as the waiting room's upsert.lua writes them (unix ms, 0 none); zero times for
+// a queue with no schedule, or when the store cannot say (the report then starts at the first join).
+func readOpening(ctx context.Context, st *store.Store, queue string) (joinsFrom, opensAt time.Time) {
+	m, err := st.Client.HMGet(ctx, st.Keys.Queue(queue, "meta"), "join_from", "opens_at").Result()
+	if err != nil || len(m) != 2 {
+		return time.Time{}, time.Time{}
+	}
+	at := func(v any) time.Time {
+		s, _ := v.(string)
+		if ms, err := strconv.ParseInt(s, 10, 64); err == nil && ms > 0 {
+			return time.UnixMilli(ms).UTC()
+		}
+		return time.Time{}
+	}
+	return at(m[0]), at(m[1])
+}
+
+// ReportOptions are `edgeq report`'s flags: the queue, and the range (RFC 3339; without either, the
+// drop's own span).
 type ReportOptions struct {
 	ConfigPath, Queue, From, To string
 }

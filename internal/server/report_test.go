@@ -297,6 +297,10 @@ func TestReport_ADropTellsWhatHappened(t *testing.T) {
 			if p.ID != "sneaker" || p.Admitted != int64(d.purchases[""]) || p.Admitted != 25 || p.Restocked != d.restocked {
 				t.Errorf("product %+v; the test bought %d (want 25), restocked %d", p, d.purchases[""], d.restocked)
 			}
+			// The shop kept every purchase, and each answer came before the report was read.
+			if p.Sold != p.Admitted || p.Held != 0 || p.Released != 0 {
+				t.Errorf("product %+v: want every admitted unit sold, none held", p)
+			}
 			for code, n := range d.purchases {
 				if code != "" && p.Refused[code] != int64(n) {
 					t.Errorf("refused %s: report %d, test %d (%v)", code, p.Refused[code], n, p.Refused)
@@ -316,7 +320,7 @@ func TestReport_ADropTellsWhatHappened(t *testing.T) {
 				name string
 				p    float64
 				got  report.Seconds
-			}{{"p50", .5, s.WaitSeconds.P50}, {"p90", .9, s.WaitSeconds.P90}, {"max", 1, s.WaitSeconds.Max}} {
+			}{{"p50", .5, s.WaitSeconds.Served.P50}, {"p90", .9, s.WaitSeconds.Served.P90}, {"max", 1, s.WaitSeconds.Served.Max}} {
 				lo, hi := nearestRank(d.waitsLo, q.p), nearestRank(d.waitsHi, q.p)
 				got := time.Duration(float64(q.got) * float64(time.Second))
 				slack := tick + time.Duration(float64(hi)*0.008)
@@ -370,6 +374,9 @@ func checkCSVAgrees(t *testing.T, in *instance, query string, rep *report.Report
 		"joined": rep.Summary.Joined, "served": rep.Summary.Served, "gave_up": rep.Summary.GaveUp,
 		"refused:INVALID_TURNSTILE_TOKEN": rep.Summary.Refused["INVALID_TURNSTILE_TOKEN"],
 		"product:sneaker:admitted":        rep.Products[0].Admitted,
+		"product:sneaker:sold":            rep.Products[0].Sold,
+		"turned_away:sold_out":            rep.Summary.TurnedAway.SoldOut,
+		"turned_away:closed":              rep.Summary.TurnedAway.Closed,
 	} {
 		if _, ok := col[name]; !ok {
 			t.Errorf("csv lacks %s: %v", name, rows[0])
@@ -493,10 +500,11 @@ routes:
 	if a.ID != "7" || a.Refused["BID_TOO_LOW"] != 1 || len(a.Refused) != 1 {
 		t.Errorf("auction %+v", a)
 	}
-	if p.Admitted != 2 || p.Committed != 2 || p.Cancelled != 1 || p.StockLeft == nil || *p.StockLeft != 4 {
+	// Both purchases were sold (the shop kept them), then the operator cancelled one: nothing is held.
+	if p.Admitted != 2 || p.Sold != 2 || p.Cancelled != 1 || p.Held != 0 || p.StockLeft == nil || *p.StockLeft != 4 {
 		t.Errorf("product %+v (stock left %v)", p, p.StockLeft)
 	}
-	if h := report.Headline(rep); !strings.Contains(h, "sneaker sold 1 unit (4 left)") || !strings.Contains(h, "7 took 3 bids, 1 refused: 1 bid too low") {
+	if h := report.Headline(rep); !strings.Contains(h, "sneaker sold 2 units (4 left), 1 cancelled") || !strings.Contains(h, "7 took 3 bids, 1 refused: 1 bid too low") {
 		t.Errorf("headline %q", h)
 	}
 }

@@ -56,6 +56,20 @@ func warnings(cfg *config.Config) []string {
 	return out
 }
 
+// notes are what a configuration chooses knowingly but an operator should understand: printed by
+// `edgeq check` and logged at start, informational. Each is one line naming its key.
+func notes(cfg *config.Config) []string {
+	var out []string
+	for _, r := range cfg.Routes {
+		if r.Admission.Type == config.AdmissionStock && r.Admission.User == config.UserToken {
+			out = append(out, "routes["+r.Name+"].admission.user is token: per_user_limit counts one place in line, "+
+				"not one person, so a buyer who completes an order and joins the queue again can buy again; "+
+				"user: visitor counts one browser, and the shop's signed-in session (cookie:NAME) one account")
+		}
+	}
+	return out
+}
+
 // releasesMissingData reports whether release_on gives the units back when the shop's JSON answer has
 // no data for the matched field: an answer:! entry on data, or on data.$field and below.
 func releasesMissingData(releaseOn []string) bool {

@@ -39,6 +39,10 @@ var (
 	// ErrNotAPageLoad refuses a place in line to a load of the waiting page that is not a visitor
 	// opening it (an <img>, <iframe> or fetch from another site, a prefetch).
 	ErrNotAPageLoad = ErrInvalidRequest.saying("A place in line is taken by opening the waiting page.")
+	// ErrNoVisitor refuses an admission identified by visitor id (user: visitor) to a request that
+	// carries none edgeq signed: a client that never loaded a page, or an API client that did not keep
+	// the Edgeq-Visitor header.
+	ErrNoVisitor = ErrInvalidRequest.saying("This request names no visitor: load one of the shop's pages first, or send the Edgeq-Visitor header edgeq gave you.")
 
 	// The store, the origin, edgeq itself.
 	ErrStoreUnavailable  = code(http.StatusServiceUnavailable, "STORE_UNAVAILABLE", "This is briefly unavailable. Please try again in a moment.").retryAfter(5 * time.Second)

@@ -17,15 +17,23 @@ type Cookies struct {
 }
 
 // Set writes a cookie. Every edgeq cookie is a credential (a token, a place in line, a Turnstile
-// clearance): the answer is marked as carrying one (Request.CredentialAdded).
+// clearance, a visitor id): the answer is marked as carrying one (Request.CredentialAdded).
 func (p Cookies) Set(w http.ResponseWriter, r *http.Request, name, value string, life time.Duration) {
-	info := RequestFrom(r.Context())
+	p.Add(w.Header(), RequestFrom(r.Context()), name, value, life)
+}
+
+// Add is Set for a header about to be written, such as the shop's answer on its way to the visitor of
+// request info. The cookie is added beside the Set-Cookie headers already there.
+func (p Cookies) Add(h http.Header, info *Request, name, value string, life time.Duration) {
 	info.CredentialAdded = true
 	secure := p.Secure == "always" || (p.Secure == "auto" && info.Secure)
-	http.SetCookie(w, &http.Cookie{
+	c := &http.Cookie{
 		Name: name, Value: value, Path: "/", MaxAge: max(1, int(life/time.Second)),
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,
-	})
+	}
+	if v := c.String(); v != "" {
+		h.Add("Set-Cookie", v)
+	}
 }
 
 // CookieValue finds one cookie in the Cookie headers without parsing every cookie (gates run on every

@@ -24,6 +24,10 @@ type Request struct {
 	// QueueRequestID is the queue request id of the visitor's valid access token, set by the queue
 	// step: admissions with user "token" identify the visitor by it.
 	QueueRequestID string
+	// VisitorID is the browser's (or API client's) visitor id, from an edgeq_vid cookie or an
+	// Edgeq-Visitor header that edgeq signed; "" when the request has none (or visitor ids are off: no
+	// route uses them). Admissions with user "visitor" identify the buyer by it.
+	VisitorID string
 	// ClaimedRequestID is the Edgeq-Request-Id header the client sent: an API client naming its place
 	// in line. The header itself is removed like every client-sent Edgeq-* header.
 	ClaimedRequestID string

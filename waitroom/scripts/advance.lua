@@ -12,7 +12,7 @@
 --   settings: {epoch, capacity, rate, ttl, pexp, abandon, turnstile, paused, title, method, opens_at,
 --              join_from, closes_at, shuffle, opened, pre_lo, pre_n, seed, sold_out, sold_out_with,
 --              pool_m, moved, early, renew, max_session, invite_only, inv_total, inv_used, draw_ack,
---              restored, places_per_ip, r_gave, r_exp}
+--              restored, places_per_ip, r_gave, r_exp, gone}
 --   revocations: flat {position, time_ms, ...}
 --   deadlines: flat {index, deadline_ms or "inf", ...}: a sample of the active set's deadlines, oldest
 --              first, for the waiting time estimate
@@ -26,12 +26,14 @@ elseif ARGV[3] == '0' and redis.call('HGET', K_META, 'sold_out') == '1' then
   -- A restock reopens the queue with every place kept: waiting pages stopped polling while it was
   -- sold out, so nobody is taken for gone for that time.
   redis.call('HSET', K_META, 'sold_out', '0', 'abandon_since', math.floor(now / 1000))
+  redis.call('HDEL', K_META, 'r_end') -- the next sell-out's line is counted again (waitroom/leavers.go)
 end
 inlet(now)
 local m = redis.call('HMGET', K_META, 'epoch', 'capacity', 'rate', 'ttl', 'pexp', 'abandon', 'turnstile',
   'paused', 'title', 'method', 'opens_at', 'join_from', 'closes_at', 'shuffle', 'opened', 'pre_lo', 'pre_n',
   'seed', 'sold_out', 'sold_out_with', 'pool_m', 'moved', 'early', 'renew', 'max_session', 'invite_only',
-  'inv_total', 'inv_used', 'unclaimed', 'draw_ack', 'restored', 'ack_draws', 'places_per_ip', 'r_gave', 'r_exp')
+  'inv_total', 'inv_used', 'unclaimed', 'draw_ack', 'restored', 'ack_draws', 'places_per_ip', 'r_gave', 'r_exp',
+  'gone')
 -- ack_draws and the counter's floor are kept here, with what the tick reads anyway: every tick of every
 -- replica runs this, so each command it saves counts.
 if m[32] ~= ARGV[6] then
@@ -43,6 +45,7 @@ settings[29], settings[30], settings[31] = m[30] or '', m[31] or '', m[33] or ''
 -- The report's counters that the scripts keep (lib.lua count_for_report): the replica's report flush
 -- has something to move while either is not 0.
 settings[32], settings[33] = m[34] or '', m[35] or ''
+settings[34] = m[36] or ''
 local revocations = redis.call('ZRANGEBYSCORE', K_REVOKED, '(' .. ARGV[1], '+inf', 'WITHSCORES', 'LIMIT', 0, 10000)
 local card = redis.call('ZCARD', K_ACTIVE)
 local deadlines, last = {}, -1

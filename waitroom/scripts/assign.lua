@@ -1,7 +1,7 @@
 -- assign.lua: give new visitors the next positions, gap-free and in arrival order, then run the inlet.
 -- One visitor or a group (the replica's assigner sends the joins of a queue that queued up while its
 -- last call was on its way): places are taken in order, then the inlet runs once for them all.
--- KEYS: see lib.lua; then KEYS[12..]: the places of the client addresses joining in this call (one key
+-- KEYS: see lib.lua; then KEYS[13..]: the places of the client addresses joining in this call (one key
 --   per address, waitroom/places.go), a zset each of "<epoch>:<position>" scored by position: the places
 --   the address took by joining while the queue had places_per_ip (never an invitation's), until they
 --   are found to wait no more

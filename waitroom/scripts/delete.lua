@@ -3,4 +3,4 @@
 -- KEYS: see lib.lua
 -- returns 1 if the queue existed, else 0. UNLINK: a large queue's keys are freed in the background.
 return redis.call('UNLINK', K_META, K_COUNTER, K_SERVING, K_ACTIVE, K_STATE, K_HB, K_TOK, K_REVOKED, K_POOL,
-  K_DRAWN, K_INV) > 0 and 1 or 0
+  K_DRAWN, K_INV, K_GONE) > 0 and 1 or 0

@@ -28,7 +28,16 @@
 --                           so polls know who was served
 --   KEYS[11] inv     hash   invitations: SHA-256 of the code (hex) -> "created:expires:front:position:used"
 --                           (seconds; position and used 0 until it is used); codes are never stored
+--   KEYS[12] gone    string nine bytes per visitor who left before being served, for the report's
+--                           waits: the position (five bytes) and when it was last seen (four, unix
+--                           seconds); the report's tick takes it (GETDEL, waitroom/report.go)
 -- assign.lua receives more KEYS after these: the places of the joining visitors' addresses (see there).
+--
+-- Heartbeats. hb holds when a visitor counts as seen until: a poll writes now, a page going into the
+-- background writes now + the hidden grace (its timers may be throttled or frozen), a page closing
+-- writes now again (heartbeat.lua). With gone_after (meta 'gone', seconds, 0 off) a reached place
+-- holds its capacity until gone_after past that, within position_expiry: its tok entry is
+-- "0:<position_expiry deadline, s, 0 none>:<tsv>" until the token is issued.
 --
 -- Ranks. A position is a visitor's place in arrival order; its rank is its place in serving order. They
 -- are equal except in a lottery: at the opening of a queue with shuffle, the pre-queue's positions
@@ -40,7 +49,7 @@
 
 local K_META, K_COUNTER, K_SERVING, K_ACTIVE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_STATE, K_HB, K_TOK, K_REVOKED = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
-local K_POOL, K_DRAWN, K_INV = KEYS[9], KEYS[10], KEYS[11]
+local K_POOL, K_DRAWN, K_INV, K_GONE = KEYS[9], KEYS[10], KEYS[11], KEYS[12]
 
 local ST_WAITING, ST_SERVED, ST_TOKEN, ST_COMPLETED = 0, 1, 2, 3
 local ST_ABANDONED, ST_EXPIRED, ST_SKIPPED = 4, 5, 6
@@ -117,12 +126,32 @@ local function count_for_report(field, n)
   if n > 0 then redis.call('HINCRBY', K_META, field, int(n)) end
 end
 
+-- Five-byte big-endian numbers (positions), for the pool, drawn and gone strings.
+local function encode5(v)
+  return string.char(math.floor(v / 4294967296) % 256, math.floor(v / 16777216) % 256,
+    math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256)
+end
+
+-- note_gone keeps a visitor who left before being served, and when it was last seen, for the
+-- report's waits; past MAX_GONE records (the report's tick not taking them) they are only counted.
+local MAX_GONE = 9 * 100000
+local function note_gone(pos, seen)
+  if redis.call('STRLEN', K_GONE) < MAX_GONE then
+    redis.call('APPEND', K_GONE, encode5(pos) .. string.char(math.floor(seen / 16777216) % 256,
+      math.floor(seen / 65536) % 256, math.floor(seen / 256) % 256, seen % 256))
+  end
+end
+
 -- expire_due ends served positions and tokens whose deadline has passed.
 local function expire_due(now)
   local due = redis.call('ZRANGEBYSCORE', K_ACTIVE, '-inf', int(now), 'LIMIT', '0', MAX_EXPIRE)
   local unclaimed = 0
   for _, member in ipairs(due) do
-    if leave_active(tonumber(member), ST_EXPIRED) == ST_SERVED then unclaimed = unclaimed + 1 end
+    local pos = tonumber(member)
+    if leave_active(pos, ST_EXPIRED) == ST_SERVED then
+      unclaimed = unclaimed + 1
+      note_gone(pos, math.min(get_hb(pos), math.floor(now / 1000)))
+    end
   end
   count_for_report('r_gave', unclaimed)
   count_for_report('r_exp', #due - unclaimed)
@@ -132,11 +161,26 @@ end
 -- waiter reads what deciding waiters needs: abandonment settings, the deadline of a new serve, and the
 -- lottery (lot.n is 0 without one).
 local function waiter(now)
-  local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since', 'pre_lo', 'pre_n', 'seed')
+  local m = redis.call('HMGET', K_META, 'pexp', 'abandon', 'abandon_since', 'pre_lo', 'pre_n', 'seed', 'gone')
   local w = {abandon = num(m[2]), since = num(m[3]), now_s = math.floor(now / 1000), deadline = '+inf',
-    lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}, gave = 0}
-  if num(m[1]) > 0 then w.deadline = int(now + num(m[1]) * 1000) end
+    lot = {lo = num(m[4]), n = num(m[5]), seed = m[6] or ''}, gave = 0, gone = num(m[7]), cap = 0}
+  if num(m[1]) > 0 then
+    w.deadline = int(now + num(m[1]) * 1000)
+    w.cap = math.floor((now + num(m[1]) * 1000) / 1000)
+  end
   return w
+end
+
+-- reached_deadline is when a place reached now frees its capacity unless claimed (ms, as text): the
+-- position_expiry deadline, or sooner, gone_after past when its visitor was last seen (from now at
+-- the earliest: a client that only watches serving_pos has gone_after to notice its turn).
+local function reached_deadline(w, pos)
+  if w.gone <= 0 then return w.deadline end
+  local _, _, tsv = get_tok(pos)
+  redis.call('HSET', K_TOK, int(pos), '0:' .. int(w.cap) .. ':' .. int(tsv))
+  local d = (math.max(get_hb(pos), w.now_s) + w.gone) * 1000
+  if w.cap > 0 and d > w.cap * 1000 then return w.deadline end
+  return int(d)
 end
 
 -- decide serves a waiting position, or skips it when the visitor abandoned, or has not been heard
@@ -145,10 +189,11 @@ local function decide(w, pos)
   if w.abandon > 0 and w.now_s - math.max(get_hb(pos), w.since) > w.abandon then
     set_state(pos, ST_SKIPPED)
     w.gave = w.gave + 1 -- counted by the caller, once (count_for_report)
+    note_gone(pos, math.max(get_hb(pos), w.since))
     return 0
   end
   set_state(pos, ST_SERVED)
-  redis.call('ZADD', K_ACTIVE, w.deadline, int(pos))
+  redis.call('ZADD', K_ACTIVE, reached_deadline(w, pos), int(pos))
   return 1
 end
 
@@ -160,11 +205,7 @@ local drop_parts
 local function drops()
   if drop_parts then return drop_parts end
   local d = {}
-  -- Five-byte big-endian numbers (positions), for the pool and drawn strings.
-  function d.encode5(v)
-    return string.char(math.floor(v / 4294967296) % 256, math.floor(v / 16777216) % 256,
-      math.floor(v / 65536) % 256, math.floor(v / 256) % 256, v % 256)
-  end
+  d.encode5 = encode5
   function d.decode5(str)
     local a, b, c, e, f = string.byte(str, 1, 5)
     return (((a * 256 + b) * 256 + c) * 256 + e) * 256 + f

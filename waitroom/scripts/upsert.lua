@@ -13,6 +13,7 @@
 -- ARGV[17] sold_out_with: product ids joined by ","   ARGV[18] a random secret for a queue without one
 -- ARGV[19] session renewal (0/1)   ARGV[20] max session (s)   ARGV[21] invite only (0/1)
 -- ARGV[22] places per ip (0 no limit; lowering it takes no place away: assign.lua only counts)
+-- ARGV[23] gone after (s, 0 off)
 --
 -- A queue opens once (open_if_due). Moving opens_at into the future schedules it again only when nobody
 -- is waiting; otherwise the queue stays open.
@@ -22,6 +23,8 @@ local exists = redis.call('EXISTS', K_META) == 1
 if mode == 'create' and exists then return {1, '', 0} end
 if mode == 'update' and not exists then return {2, '', 0} end
 if mode == 'file' and exists and redis.call('HGET', K_META, 'file_fp') == ARGV[11] then
+  -- An entry written before gone_after existed: its fingerprint did not change with the default.
+  redis.call('HSETNX', K_META, 'gone', ARGV[23])
   return {0, redis.call('HGET', K_META, 'epoch'), 0}
 end
 local now = now_ms()
@@ -49,7 +52,7 @@ end
 local method_before = redis.call('HGET', K_META, 'method') or 'fifo'
 redis.call('HSET', K_META, 'opens_at', ARGV[12], 'join_from', ARGV[13], 'shuffle', ARGV[14],
   'closes_at', ARGV[15], 'method', ARGV[16], 'sold_out_with', ARGV[17], 'renew', ARGV[19],
-  'max_session', ARGV[20], 'invite_only', ARGV[21], 'places_per_ip', ARGV[22])
+  'max_session', ARGV[20], 'invite_only', ARGV[21], 'places_per_ip', ARGV[22], 'gone', ARGV[23])
 if ARGV[16] == 'random' and (method_before ~= 'random' or not exists) then
   drops().pool_reset()
 end

@@ -14,8 +14,8 @@
 -- ARGV[7] gauges whose fall to zero is timed (zero:<gauge>), "," separated; "" none
 -- ARGV[8] peaks: gauges whose minute and quarter keep their highest value (the others keep their
 --         last), "," separated; "" none
--- ARGV[9..] pairs: series, count to add ("w:<bucket>" adds visitors to the minute's waiting-time
---         bucket)
+-- ARGV[9..] pairs: series, count to add ("w:<bucket>" adds served visitors to the minute's
+--         waiting-time bucket, "u:<bucket>" visitors never served)
 -- returns the minute of the day written
 local K, Q = KEYS[1], KEYS[2]
 local now = now_ms()
@@ -55,12 +55,16 @@ local function set_peak(name, n, fresh_minute, fresh_quarter)
   end
 end
 
-local waits = {}
+-- waits holds this tick's waiting times by family: "w" the served visitors', "u" those of visitors
+-- never served (they gave up, or were turned away), kept apart so that the served percentiles stay
+-- what they were and everyone's are the two merged.
+local waits = {w = {}, u = {}}
 local function add(series, n)
   if n <= 0 then return end
-  local b = string.match(series, '^w:(%d+)$')
-  if b then
-    waits[#waits + 1] = {tonumber(b), n}
+  local family, b = string.match(series, '^([wu]):(%d+)$')
+  if family then
+    local list = waits[family]
+    list[#list + 1] = {tonumber(b), n}
   else
     count(series, n)
     if firsts[series] then redis.call('HSETNX', Q, 'first:' .. series, string.format('%d', now)) end
@@ -82,10 +86,12 @@ if ARGV[4] ~= '' then
   end
 end
 
--- Waiting times, in the quarter-hour hash: the hour's field holds records of (minute of the day,
--- bucket, count), appended in time order, so this minute's records are at its end.
-if #waits > 0 then
-  local field = 'w:' .. math.floor(minute / 60)
+-- Waiting times, in the quarter-hour hash: the hour's field of a family ("w:<hour>", "u:<hour>")
+-- holds records of (minute of the day, bucket, count), appended in time order, so this minute's
+-- records are at its end.
+local function write_waits(family, list)
+  if #list == 0 then return end
+  local field = family .. ':' .. math.floor(minute / 60)
   local v = redis.call('HGET', Q, field) or ''
   local found = {}
   local i = string.len(v) - 8
@@ -94,7 +100,7 @@ if #waits > 0 then
     found[get_u16(v, i + 2)] = i
     i = i - 8
   end
-  for _, w in ipairs(waits) do
+  for _, w in ipairs(list) do
     local at = found[w[1]]
     if at then
       local n = get_slot(string.sub(v, at + 5, at + 8), 0) + w[2]
@@ -106,6 +112,8 @@ if #waits > 0 then
   end
   redis.call('HSET', Q, field, v)
 end
+write_waits('w', waits.w)
+write_waits('u', waits.u)
 
 local gauges = ARGV[3]
 if ARGV[5] ~= '' then
