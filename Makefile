@@ -1,5 +1,5 @@
-# edgeq developer commands. `make demo` runs the demo shop behind edgeq; `make test` runs every test;
-# `make help` lists them all.
+# edgeq developer commands. `make demo` runs the demo shop behind edgeq, with a crowd in line; `make test`
+# runs every test; `make help` lists them all.
 GO      ?= go
 BIN     := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -10,7 +10,8 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 # help lists the targets (the default: `make` alone prints this).
 help:
 	@echo "make build        the binaries in bin/ (edgeq, demoshop, edgeq-bench)"
-	@echo "make demo         the demo shop with edgeq in front (SHOP_LISTEN, EDGEQ_LISTEN; embedded store)"
+	@echo "make demo         the demo shop with edgeq in front and CROWD shoppers in line (SHOP_LISTEN, EDGEQ_LISTEN,"
+	@echo "                  ADMIN_LISTEN, CROWD=12, DEMO_CAPACITY=3; embedded store)"
 	@echo "make test         every test, with the race detector (what CI runs; browsers, redis-server, PostgreSQL)"
 	@echo "make test-quick   the edit-test loop: every package but the browser tests, without -race"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 10s)"
@@ -26,22 +27,46 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/edgeq-bench ./cmd/edgeq-bench
 
 # The demo shop on SHOP_LISTEN and edgeq in front of it on EDGEQ_LISTEN (both on loopback by default),
-# with config.example.yaml and the embedded store (no Redis needed). Ctrl-C stops both.
-SHOP_LISTEN  ?= 127.0.0.1:3000
-EDGEQ_LISTEN ?= 127.0.0.1:8080
+# with config.example.yaml and the embedded store (no Redis needed), and CROWD simulated shoppers
+# (edgeq-bench crowd) in the drop queue, whose capacity is lowered to DEMO_CAPACITY for the demo only:
+# a newcomer meets the waiting room on the first visit. CROWD=0: no crowd and the file's own capacity.
+# Ctrl-C stops them all.
+SHOP_LISTEN   ?= 127.0.0.1:3000
+EDGEQ_LISTEN  ?= 127.0.0.1:8080
+# The admin listener: EDGEQ_ADMIN_LISTEN when set in the environment (as edgeq itself would read it).
+ADMIN_LISTEN  ?= $(or $(EDGEQ_ADMIN_LISTEN),127.0.0.1:9090)
+CROWD         ?= 12
+DEMO_CAPACITY ?= 3
+CROWD_ON      := $(filter-out 0,$(CROWD))
+# The queue as config.example.yaml has it (id, title) with room for DEMO_CAPACITY; the line keeps
+# moving by itself: the place of a crowd no-show (it stops polling) goes to the next one gone_after
+# (10 s) after its turn, and a visitor let in who never buys gives the place back when the token
+# expires, within token_ttl.
+DEMO_QUEUES    = [{id: drop, title: "Sneaker drop", capacity: $(DEMO_CAPACITY), token_ttl: 2m}]
+DEMO_ENV       = EDGEQ_SERVER_LISTEN=$(EDGEQ_LISTEN) EDGEQ_ADMIN_LISTEN=$(ADMIN_LISTEN) EDGEQ_ORIGIN_URL=http://$(SHOP_LISTEN) \
+	$(if $(CROWD_ON),EDGEQ_QUEUES='$(DEMO_QUEUES)')
 demo: build
-	@EDGEQ_SERVER_LISTEN=$(EDGEQ_LISTEN) EDGEQ_ORIGIN_URL=http://$(SHOP_LISTEN) $(BIN)/edgeq check -config config.example.yaml
+	@$(DEMO_ENV) $(BIN)/edgeq check -config config.example.yaml
 	@echo
 	@echo "  shop through edgeq:  http://$(EDGEQ_LISTEN)/"
-	@echo "  admin (metrics):     http://127.0.0.1:9090/metrics"
-	@echo "  dashboard, report:   http://127.0.0.1:9090/dashboard (with EDGEQ_ADMIN_API_KEY set; its value is the password)"
+	@echo "  admin (metrics):     http://$(ADMIN_LISTEN)/metrics"
+	@echo "  dashboard, report:   http://$(ADMIN_LISTEN)/dashboard (with EDGEQ_ADMIN_API_KEY set; its value is the password)"
 	@echo "  (use 127.0.0.1 throughout: cookies are kept per host name, and localhost is another one)"
-	@echo "  Ctrl-C stops both."
+ifneq ($(CROWD_ON),)
+	@echo "  in line:             $(CROWD) simulated shoppers (edgeq-bench crowd), room for $(DEMO_CAPACITY) inside:"
+	@echo "                       open http://$(EDGEQ_LISTEN)/products/1 and wait your turn with them"
+	@echo "  (CROWD=0 make demo: no crowd, and the queue's own capacity; edgeq logs warnings only while the"
+	@echo "  crowd runs: EDGEQ_LOG_LEVEL=info make demo logs every request)"
+else
+	@echo "  in line:             nobody (CROWD=0): the queue has config.example.yaml's capacity"
+endif
+	@echo "  Ctrl-C stops them all."
 	@echo
-	@trap 'kill $$shop 2>/dev/null' EXIT INT TERM; \
+	@trap 'kill $$shop $$crowd 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/demoshop -listen $(SHOP_LISTEN) & shop=$$!; \
-	EDGEQ_SERVER_LISTEN=$(EDGEQ_LISTEN) EDGEQ_ORIGIN_URL=http://$(SHOP_LISTEN) \
-	EDGEQ_LOG_FORMAT=$${EDGEQ_LOG_FORMAT:-text} $(BIN)/edgeq serve -config config.example.yaml
+	$(if $(CROWD_ON),$(BIN)/edgeq-bench crowd -url http://$(EDGEQ_LISTEN) -queue drop -size $(CROWD) -sku jersey & crowd=$$!;) \
+	$(DEMO_ENV) EDGEQ_LOG_FORMAT=$${EDGEQ_LOG_FORMAT:-text} $(if $(CROWD_ON),EDGEQ_LOG_LEVEL=$${EDGEQ_LOG_LEVEL:-warn}) \
+	$(BIN)/edgeq serve -config config.example.yaml
 
 # The full suite, with the race detector. Tests that run Lua use a private redis-server when one is
 # installed (and the embedded store otherwise); browser tests need Chromium and e2e/node_modules (npm ci

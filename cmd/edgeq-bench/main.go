@@ -7,6 +7,7 @@
 //	edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]
 //	edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]
 //	edgeq-bench chaos [-duration 60s] [-replicas 3] [-seed N] [-stock 3000] [-buyers 24] [-nemesis all|pause]
+//	edgeq-bench crowd [-url http://127.0.0.1:8080] [-queue drop] [-size 12] [-sku jersey] [-page /products/3] [-poll 4s] [-browse 5s] [-pause 3s] [-leave 0.25] [-seed 1] [-prefix /_edgeq]
 //
 // overhead: the same origin measured directly, through a bare httputil.ReverseProxy, and through edgeq
 // (pass-through, a plain route, a route through the gate seam), plus a bare proxy with pooled copy
@@ -28,6 +29,12 @@
 // chaos: not a benchmark but the standing chaos run (docs/reliability.md): edgeq replicas, Redis with
 // Sentinel, a recording shop and buyers under a nemesis that stops, kills and restarts replicas, kills
 // the Redis master, cuts links and slows the shop; then the invariants, exit 1 when one does not hold.
+//
+// crowd: not a benchmark but the demo's shoppers (make demo): -size simulated shoppers against a
+// running edgeq's public API, each as a browser on the waiting page and the shop's script would be
+// (its own cookies; joins, polls status every 4 s, takes its token, looks at a product page, buys one
+// unit through the cart API and comes back as a new shopper; one in four leaves the line), politely
+// (Retry-After, back-off), with a summary line every 10 s, until SIGINT or SIGTERM.
 //
 // bid: latency of bids, highest-bid reads and history reads through edgeq under a busy auction's load
 // (1,000 bidders, 5,000 and 1,000 pollers, together) and in bursts of as many simultaneous visitors,
@@ -77,6 +84,8 @@ func main() {
 		err = chaosBench(os.Args[2:], os.Stdout)
 	case "chaos-replica":
 		err = chaosReplicaMain(os.Args[2:])
+	case "crowd":
+		err = crowdMain(os.Args[2:], os.Stdout)
 	default:
 		usage()
 		os.Exit(2)
@@ -99,6 +108,7 @@ func usage() {
   edgeq-bench bytes [-admissions 200000] [-warmup 20000] [-connections 32]   (bytes of Redis per admission; needs redis-server)
   edgeq-bench soak [-duration 20m] [-retention 3m] [-rate 600] [-joins 100]   (Redis memory, RSS and p99s per minute; needs redis-server)
   edgeq-bench chaos [-duration 60s] [-replicas 3] [-seed N] [-stock 3000] [-buyers 24] [-nemesis all|pause]   (needs redis-server and redis-sentinel; exit 1 on a violated invariant)
+  edgeq-bench crowd [-url http://127.0.0.1:8080] [-queue drop] [-size 12] [-sku jersey] [-page /products/3] [-poll 4s] [-browse 5s] [-pause 3s] [-leave 0.25] [-seed 1] [-prefix /_edgeq]   (the demo's shoppers, until Ctrl-C)
   edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)
 }
 
