@@ -27,7 +27,7 @@ type errorPage struct {
 type waitPage struct {
 	base
 	QueueID, Title, RequestID, UpdatedAt, UpdatedClock           string
-	Return, Self, RejoinURL, StatusURL, TokenURL                 string
+	Return, Self, RejoinURL, StatusURL, TokenURL, BeatURL        string
 	SiteKey, ScriptURL, Action                                   string
 	Joined, Failed                                               bool
 	Position, Ahead, ETASeconds, PollMs, HiddenPollMs, MaxPollMs int64

@@ -341,7 +341,11 @@ func TestScheduled_NobodyIsServedBeforeOpensAtAndNobodyJoinsAfterClosesAt(t *tes
 func TestMethods_RandomRejectPassthroughSwitchedLive(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		const n, capacity = 2000, 400
-		h := buildHarness(t, s, []config.Queue{testQueue("drop", 0)}, nil)
+		// These visitors poll once per pass over all 2,000 (many seconds under the race detector):
+		// slower than gone_after, which would free a reached place before its visitor looks again.
+		q := testQueue("drop", 0)
+		q.GoneAfter = 0
+		h := buildHarness(t, s, []config.Queue{q}, nil)
 		h.addReplica()
 		h.addReplica()
 		places := h.joinAll("drop", n, 1)
