@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/internal/testutil/testcert"
 )
 
 // exported is what a running edgeq's /metrics shows: the type of each family and, for each sample
@@ -114,8 +115,13 @@ func runningEdgeqMetrics(t *testing.T) exported {
 		fmt.Fprint(w, "origin ", r.URL.Path)
 	}))
 	t.Cleanup(origin.Close)
+	// A TLS listener, for the certificates' expiry.
+	certFile, keyFile := testcert.NewCA(t).Issue(t, testcert.Options{}).Files(t, t.TempDir(), "edge")
 	cfg := fmt.Sprintf(`
-server: {listen: "127.0.0.1:0", shutdown_timeout: 5s}
+server:
+  listen: "127.0.0.1:0"
+  shutdown_timeout: 5s
+  tls: {listen: "127.0.0.1:0", certificates: [{cert_file: %[2]q, key_file: %[3]q}]}
 admin: {listen: "127.0.0.1:0", api_key: "deploy-test-key"}
 origin: {url: %[1]q, timeout: 5s}
 log: {level: warn}
@@ -133,7 +139,7 @@ routes:
     queue: sale
     admission: {type: stock, product: "path:product", user: token}
   - {name: news, match: "GET /news", on_store_error: open}
-`, origin.URL)
+`, origin.URL, certFile, keyFile)
 	path := filepath.Join(t.TempDir(), "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

@@ -1884,11 +1884,63 @@ async function onePerBrowser() {
   }
 }
 
+// overTLS: edgeq alone at the edge. Chromium trusts the test's certificate by its key hash (a
+// certificate check that still runs, not one turned off) and reaches the TLS listener over HTTP/2:
+// the waiting page and its polls, the way in once the slot frees, a jersey added through the shop's
+// own script (stock admission) and the order placed. edgeq's cookies are Secure and its answers
+// carry HSTS.
+async function overTLS() {
+  const tls = env.EDGEQ_TLS_URL;
+  const b = await browser({ ...desktop, args: [...flags, '--ignore-certificate-errors-spki-list=' + env.SPKI] });
+  const { page } = b;
+  const protocolOf = (kind, part) => page.evaluate(([k, p]) => performance.getEntriesByType(k)
+    .filter((e) => e.name.includes(p)).map((e) => e.nextHopProtocol), [kind, part]);
+  const stock = async () => (await (await fetch(base + '/_edgeq/products/jersey')).json()).remaining_stock;
+  try {
+    const resp = await page.goto(tls + '/p/team-jersey');
+    expect(page.url().startsWith(tls + '/_edgeq/wait/door?return=%2Fp%2Fteam-jersey'), 'not on the waiting page: ' + page.url());
+    expect((await protocolOf('navigation', '')).join() === 'h2', 'the waiting page came over ' + await protocolOf('navigation', ''));
+    expect(resp.headers()['strict-transport-security'] === 'max-age=300', 'HSTS: ' + JSON.stringify(resp.headers()));
+    await page.waitForFunction(() => document.documentElement.classList.contains('js'));
+    expect(/^\d+$/.test(await text(page, '#position')), 'no position: ' + await text(page, '#position'));
+    await page.waitForResponse((r) => r.url().includes('/_edgeq/status/door/'), { timeout: 15000 });
+    const polls = await protocolOf('resource', '/_edgeq/status/door/');
+    expect(polls.length > 0 && polls.every((p) => p === 'h2'), 'the polls came over ' + polls);
+    log('waiting over', (await protocolOf('navigation', '')).join(), 'at', await text(page, '#position'), 'polls', polls.join());
+
+    const before = await stock();
+    await complete('door', env.HOLDER);
+    await page.waitForURL(tls + '/p/team-jersey', { timeout: 30000 });
+    expect((await text(page, 'h1')) === 'Team jersey', 'landed on: ' + await text(page, 'h1'));
+    expect((await protocolOf('navigation', '')).join() === 'h2', 'the shop page came over ' + await protocolOf('navigation', ''));
+    const cookies = (await page.context().cookies(tls)).filter((c) => c.name.startsWith('edgeq_'));
+    expect(cookies.length > 0 && cookies.every((c) => c.secure), 'edgeq cookies over TLS: ' + JSON.stringify(cookies));
+
+    await page.waitForSelector('#gql-add:not([hidden])'); // the shop's script is running: it adds through its API
+    const [added] = await Promise.all([page.waitForResponse((r) => /\/api\/carts\/[0-9a-f]+\/items$/.test(r.url())),
+      page.click('form.add-to-cart button')]);
+    expect(added.status() === 200, 'add to cart: ' + added.status() + ' ' + await added.text());
+    const adds = await protocolOf('resource', '/items');
+    expect(adds.length > 0 && adds.every((p) => p === 'h2'), 'the add-to-cart call came over ' + adds);
+    expect(await stock() === before - 1, `edgeq's jersey stock ${before} -> ${await stock()}, want one sold`);
+
+    await page.goto(tls + '/cart');
+    await page.fill('input[name=email]', 'tls@example.com');
+    await Promise.all([page.waitForURL(/\/orders\/\d+$/), page.click('form.checkout button')]);
+    const heading = await text(page, 'h1');
+    expect(/^Order #\d+ confirmed$/.test(heading), 'after the checkout: ' + heading);
+    expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
+    log(heading, 'over', (await protocolOf('navigation', '')).join());
+  } finally {
+    await b.close();
+  }
+}
+
 const scenarios = {
   waitroom, nojs, turnstile, screenshots, shop, graphqlShop, bid, still, xss, dashboard, report: reportScenario, drops, invite,
   deadletters,
   closed, drawnAndGone, background,
-  onePerBrowser,
+  onePerBrowser, overTLS,
   axe: axeScenario, keyboard, liveregion, motion, overflow: overflowScenario, states: statesScenario, branding,
 };
 const name = process.argv[2];

@@ -74,6 +74,7 @@ func requireBrowser(t *testing.T) (node string) {
 // stack is a running deployment for the browser.
 type stack struct {
 	edgeq, admin string
+	tls          string // the TLS listener's base URL, when the configuration has one (tls_test.go)
 	configPath   string
 	fake         *turnstiletest.Server
 	originHits   *atomic.Int64 // every request that reached the shop
@@ -222,16 +223,17 @@ func launch(t *testing.T, config func(origin, turnstile string) string) *stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	started := make(chan [2]string, 1)
 	done := make(chan error, 1)
+	var tlsURL string // set before Started is called
 	go func() {
 		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: os.Stderr, Started: func(public, admin net.Addr) {
 			started <- [2]string{"http://" + public.String(), "http://" + admin.String()}
-		}})
+		}, StartedTLS: func(addr net.Addr) { tlsURL = "https://" + addr.String() }})
 	}()
 	select {
 	case addrs := <-started:
 		t.Cleanup(func() { cancel(); <-done })
 		t.Cleanup(func() { close(release) }) // first: held requests end before edgeq shuts down
-		return &stack{edgeq: addrs[0], admin: addrs[1], configPath: path, fake: fake, originHits: &hits, holds: holds}
+		return &stack{edgeq: addrs[0], admin: addrs[1], tls: tlsURL, configPath: path, fake: fake, originHits: &hits, holds: holds}
 	case err := <-done:
 		cancel()
 		t.Fatalf("edgeq did not start: %v", err)

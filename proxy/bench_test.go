@@ -69,11 +69,12 @@ func BenchmarkProxy(b *testing.B) {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { next.ServeHTTP(w, r) })
 		}}},
 	})
-	table, err := edge.Compile([]config.Route{
+	table, err := edge.CompileWith([]config.Route{
 		{Name: "checkout", Match: "POST /checkout/{product}"},
 		{Name: "plain", Match: "GET /plain/"},
 		{Name: "gated", Match: "GET /gated/"},
-	})
+		{Name: "pooled", Match: "GET /pooled/", Origin: "shop"},
+	}, []config.Pool{{Name: "shop", LB: config.LBRoundRobin, URLs: []string{"http://a.internal", "http://b.internal", "http://c.internal"}}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -88,6 +89,7 @@ func BenchmarkProxy(b *testing.B) {
 		{"edgeq_passthrough", edge, "/page"},
 		{"edgeq_plain_route", edge, "/plain/page"},
 		{"edgeq_gate_seam_route", edge, "/gated/page"},
+		{"edgeq_pool_route", edge, "/pooled/page"}, // a server of a pool of three chosen per request
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,6 +82,9 @@ type Proxy struct {
 	spool        *spooler
 	// seen remembers the GraphQL documents clients sent with their hash, across reloads.
 	seen *graphql.Seen
+	// defaultPool is origin:'s; poolsInstalled wakes RunHealth when Use installs a table (pool.go).
+	defaultPool    *pool
+	poolsInstalled chan struct{}
 
 	passDuration, edgeqDuration prometheus.Observer
 }
@@ -129,12 +131,15 @@ func New(opts Options) *Proxy {
 	}
 	p.passDuration = opts.Metrics.HTTPDuration.WithLabelValues(metrics.RoutePassThrough)
 	p.edgeqDuration = opts.Metrics.HTTPDuration.WithLabelValues(metrics.RouteEdgeq)
-	p.table.Store(&Table{Missing: map[string][]string{}})
+	p.table.Store(&Table{Missing: map[string][]string{}, pools: p.initPools(opts.Origin)})
 	return p
 }
 
 // Use installs a compiled route table; requests already in flight finish on the old one.
-func (p *Proxy) Use(t *Table) { p.table.Store(t) }
+func (p *Proxy) Use(t *Table) {
+	p.table.Store(t)
+	p.installed() // RunHealth checks the new table's pools
+}
 
 // CurrentTable returns the installed route table.
 func (p *Proxy) CurrentTable() *Table { return p.table.Load() }
@@ -187,8 +192,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 	route, routed, redirect, refused := table.lookup(r)
 	if route == nil {
-		info.Route, duration = metrics.RoutePassThrough, p.passDuration
-		p.forward(rec, r)
+		info.Route, duration = p.passThrough(rec, r, table) // forwarded, or 421 for a host no route names
 		return
 	}
 	// The route's store-outage policy, decided once here; every step reads it (web.StorePolicy).
@@ -212,7 +216,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// on_store_error: open — availability over the gate while the store is down: no step could
 		// use the store, so none runs.
 		info.StoreFailed("route", web.ErrDegraded)
-		p.forward(rec, routed)
+		route.forward(rec, routed)
 	default:
 		// The route's mux sets r.Pattern and the path wildcards, then runs the gate chain.
 		route.mux.ServeHTTP(rec, routed)
@@ -297,7 +301,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(p.origin)
+	o := web.OutcomeFrom(pr.In.Context())
+	pr.SetURL(p.targetOf(o)) // origin:, or the server of the route's pool (pool.go)
 	// Keep the Host the visitor asked for, so the shop builds its own links as it would without edgeq;
 	// X-Forwarded-Host says the same for shops that read it.
 	pr.Out.Host = pr.In.Host
@@ -332,7 +337,7 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	vals[2] = host
 	pr.Out.Header["X-Forwarded-Host"] = vals[2:3:3]
 	stripEdgeqCookies(pr.Out.Header)
-	if o := web.OutcomeFrom(pr.In.Context()); o != nil && o.WantsAnswer() {
+	if o != nil && o.WantsAnswer() {
 		acceptGzipOnly(pr.Out.Header)
 	}
 	// The Edgeq-* headers on In are the gates' own (the client's were stripped on arrival), and the
@@ -370,6 +375,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 		// Clipped: an unknown command is logged, and only "complete" and "abandon" mean anything.
 		o.Command = web.ClipLog(resp.Header.Get(web.CommandHeader))
 		o.MarkAnswered()
+		p.serverAnswered(o, resp.StatusCode)
 		if o.WantsAnswer() {
 			p.keepAnswer(resp, o.Answer)
 		}
@@ -395,6 +401,7 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 			bodyErr = o.Body.Err()
 		}
 	}
+	p.serverFailed(r, err, bodyErr)
 	logger := web.RequestFrom(r.Context()).Logger()
 	var netErr net.Error
 	switch {
@@ -425,24 +432,5 @@ func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		p.metrics.OriginErrors.WithLabelValues(metrics.OriginUnavailable).Inc()
 		p.responder.Error(w, r, web.ErrOriginUnavailable.Because(err))
-	}
-}
-
-// bufferPool implements httputil.BufferPool with a sync.Pool of 32 KiB buffers. The pool holds array
-// pointers, which a slice converts to and from without allocating (a *[]byte per Put would be one
-// allocation per request).
-type bufferPool struct{ pool sync.Pool }
-
-const copyBufferSize = 32 << 10
-
-func NewBufferPool() *bufferPool {
-	return &bufferPool{pool: sync.Pool{New: func() any { return new([copyBufferSize]byte) }}}
-}
-
-func (b *bufferPool) Get() []byte { return b.pool.Get().(*[copyBufferSize]byte)[:] }
-
-func (b *bufferPool) Put(p []byte) {
-	if len(p) == copyBufferSize {
-		b.pool.Put((*[copyBufferSize]byte)(p))
 	}
 }

@@ -22,6 +22,9 @@ type Table struct {
 	routes []compiledRoute
 	// hostRoutes: some route is scoped to a host, so a request without a Host is refused (checkHost).
 	hostRoutes bool
+	// sites: every route is scoped to a host, and these are the hosts; nil while some route applies to
+	// any host. A request for another host is misdirected (sites.go).
+	sites *siteSet
 	// visitors: some route identifies users by visitor id, so clients are given one (visitor.go).
 	visitors bool
 	// Missing lists, per route, requirements no step of this build enforces. Such a route is closed:
@@ -31,6 +34,8 @@ type Table struct {
 	// seen is the replica's memory of persisted query documents.
 	maxBody int64
 	seen    *graphql.Seen
+	// pools are the pools of shop servers its routes send requests to (pool.go).
+	pools *poolSet
 }
 
 type compiledRoute struct {
@@ -56,14 +61,27 @@ type compiledRoute struct {
 	refusalStatus int
 	// gql, on a graphql: route, decides whether the route applies to a request on its path.
 	gql *graphql.Route
+	// site is routes[].host: the route applies to requests for that host only (sites.go).
+	site site
+	// forward sends the route's requests to its pool (routes[].origin).
+	forward http.HandlerFunc
 }
 
-// Compile builds the route table: each route's handler is the gate chain of steps, then the route's
-// in-flight stage (max_in_flight), then the proxy.
-func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
-	t := &Table{Missing: map[string][]string{}, maxBody: p.maxBodyBytes, seen: p.seen}
+// CompileWith builds the route table: each route's handler is the gate chain of steps, then the
+// route's in-flight stage (max_in_flight), then the proxy to the route's pool, one of origin:'s and
+// origins (pool.go).
+func (p *Proxy) CompileWith(routes []config.Route, origins []config.Pool) (*Table, error) {
+	pools, err := p.newPoolSet(origins)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{Missing: map[string][]string{}, maxBody: p.maxBodyBytes, seen: p.seen, pools: pools}
 	for i, route := range routes {
-		handler := p.limitInFlight(route, http.HandlerFunc(p.forward))
+		forward, err := pools.routeForward(p, route)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].origin: %w", i, err)
+		}
+		handler := p.limitInFlight(route, forward)
 		for j := len(p.steps) - 1; j >= 0; j-- {
 			var err error
 			if handler, err = p.steps[j].Wrap(route, handler); err != nil {
@@ -97,7 +115,11 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			return nil, fmt.Errorf("routes[%d].%w", i, err)
 		}
 		method, literal := patternPrefilter(pattern)
-		t.hostRoutes = t.hostRoutes || patternHost(pattern) != ""
+		s, err := routeSite(route, pattern)
+		if err != nil {
+			return nil, fmt.Errorf("routes[%d].host: %w", i, err)
+		}
+		t.hostRoutes = t.hostRoutes || config.PatternHost(pattern) != "" || route.Host != ""
 		t.visitors = t.visitors || route.UsesVisitor()
 		t.routes = append(t.routes, compiledRoute{
 			name: route.Name, mux: mux, method: method, literal: literal,
@@ -105,9 +127,10 @@ func (p *Proxy) Compile(routes []config.Route) (*Table, error) {
 			open:     route.OnStoreError == config.OnStoreErrorOpen,
 			bypass:   p.metrics.StoreBypass.WithLabelValues(route.Name),
 			refusal:  refusal, refusalStatus: route.Refusal.Status,
-			gql: gql,
+			gql: gql, site: s, forward: forward,
 		})
 	}
+	t.sites = namedSites(routes)
 	return t, nil
 }
 
@@ -130,7 +153,9 @@ func patternPrefilter(pattern string) (method, literal string) {
 	return method, strings.TrimSuffix(literal, "/")
 }
 
-// lookup finds the first route for r. Matching works on the canonical host (lower case, no trailing
+// lookup finds the first route for r, in the table's order: a route with a host (routes[].host, or a
+// host in its pattern) is skipped for other hosts, but is not preferred to a host-less route above it,
+// as a single ServeMux would. Matching works on the canonical host (lower case, no trailing
 // dot: "SHOP.example.com." is the site "shop.example.com") and the canonical form of the path, the one
 // an origin's router is likely to act on: percent-decoded, cleaned of "//", "." and ".." segments, and, if
 // nothing matches, without a trailing slash. So "/checkout%2F1", "/x/../checkout/1" and
@@ -189,7 +214,7 @@ func (t *Table) first(r *http.Request, cleanPath string, gq *graphqlRead) (*comp
 		if cr.method != "" && r.Method != cr.method && (cr.method != http.MethodGet || r.Method != http.MethodHead) {
 			continue
 		}
-		if !strings.HasPrefix(cleanPath, cr.literal) {
+		if !strings.HasPrefix(cleanPath, cr.literal) || !cr.site.matches(r.Host) {
 			continue
 		}
 		if _, pattern := cr.mux.Handler(r); pattern == "" {
@@ -271,15 +296,6 @@ func canonicalPattern(pattern string) string {
 		return method + rest
 	}
 	return method + canonicalHost(rest[:slash]) + rest[slash:]
-}
-
-// patternHost returns the host of a ServeMux pattern, "" for none: "POST shop.example/c" ->
-// "shop.example".
-func patternHost(pattern string) string {
-	pattern = strings.TrimSpace(pattern)
-	rest := strings.TrimLeft(strings.TrimPrefix(pattern, config.PatternMethod(pattern)), " \t")
-	host, _, _ := strings.Cut(rest, "/")
-	return host
 }
 
 // withPath returns a shallow copy of r whose URL has the given decoded path.

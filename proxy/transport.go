@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,8 +57,10 @@ type Transport struct {
 // under a traffic spike must not pile up connections to an origin that stopped answering.
 func NewTransport(responseHeaderTimeout time.Duration) *Transport {
 	std := NewHTTPTransport(responseHeaderTimeout)
+	// A failed dial is the proof that nothing of a request reached a server of a pool (retry.go).
+	std.DialContext = markDialErrors(std.DialContext)
 	return &Transport{
-		std: std, dial: originDialer().DialContext, headerTimeout: responseHeaderTimeout,
+		std: std, dial: markDialErrors(originDialer().DialContext), headerTimeout: responseHeaderTimeout,
 		idleTimeout: std.IdleConnTimeout, maxIdle: std.MaxIdleConnsPerHost,
 		idle: map[string][]*originConn{},
 	}
@@ -119,10 +122,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !shortPath(req) {
 		return t.roundTripStd(req)
 	}
-	addr := req.URL.Host
-	if req.URL.Port() == "" {
-		addr = net.JoinHostPort(req.URL.Hostname(), "80")
-	}
+	addr := shortAddr(req.URL)
 	if req.Body != nil && req.Body != http.NoBody {
 		buf := shortBodies.Get().(*[maxShortBody]byte)
 		defer shortBodies.Put(buf)
@@ -140,11 +140,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		c, reused, err := t.get(ctx, addr)
 		if err != nil {
+			if next := redial(o, req, err); next != nil {
+				req, addr = next, shortAddr(next.URL) // refused at connect: the next server of its pool
+				continue
+			}
 			if req.Body != nil {
 				req.Body.Close() // a RoundTripper closes the body, even on errors
 			}
 			return nil, err
 		}
+		connected(o)
 		if fence != nil && !fence.Holds() {
 			t.put(c) // nothing was written on it
 			if req.Body != nil {
@@ -173,7 +178,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 // (web.Outcome: whether the whole request was written) and checking its fence when it has one.
 func (t *Transport) roundTripStd(req *http.Request) (*http.Response, error) {
 	o, fence := web.OutcomeFrom(req.Context()), web.FenceFrom(req.Context())
-	if fence == nil && (o == nil || !o.Settles) {
+	pk := pickOf(o)
+	several := pk != nil && len(pk.pool.servers) > 1 // a refused request may go to another server
+	if fence == nil && (o == nil || !o.Settles) && !several {
 		return t.std.RoundTrip(req)
 	}
 	if fence != nil && !fence.Holds() {
@@ -185,6 +192,7 @@ func (t *Transport) roundTripStd(req *http.Request) (*http.Response, error) {
 	var fenced atomic.Bool
 	trace := &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) {
+			connected(o)
 			if fence != nil && !fence.Holds() {
 				// Closed before the writer has the request: nothing of it is sent. A pooled
 				// connection is retried on another by net/http, which comes back here.
@@ -198,11 +206,36 @@ func (t *Transport) roundTripStd(req *http.Request) (*http.Response, error) {
 			}
 		},
 	}
-	resp, err := t.std.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
-	if err != nil && fenced.Load() {
-		return nil, web.ErrFenced
+	traced := httptrace.WithClientTrace(req.Context(), trace)
+	var body *heldBody
+	if several && req.Body != nil && req.Body != http.NoBody {
+		body = &heldBody{ReadCloser: req.Body}
+		req = req.WithContext(req.Context())
+		req.Body = body
 	}
-	return resp, err
+	for {
+		resp, err := t.std.RoundTrip(req.WithContext(traced))
+		if err != nil && !fenced.Load() && (body == nil || !body.read.Load()) {
+			if next := redial(o, req, err); next != nil {
+				req = next // refused at connect: the next server of its pool
+				body.reopen()
+				continue
+			}
+		}
+		body.finish()
+		if err != nil && fenced.Load() {
+			return nil, web.ErrFenced
+		}
+		return resp, err
+	}
+}
+
+// shortAddr is the host:port the short path dials for a request URL.
+func shortAddr(u *url.URL) string {
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "80")
+	}
+	return u.Host
 }
 
 // maxShortBody is the largest request body the short path sends: far below any socket send buffer,

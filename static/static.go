@@ -1,6 +1,7 @@
 // Package static serves the CSS, scripts and images of edgeq's pages from the binary. Each file is served
 // under a name that carries a hash of its content ("edgeq.3f9a0c1d2e.css"), with a one-year immutable
-// cache lifetime: a new release changes the name, so browsers never keep a stale copy.
+// cache lifetime: a new release changes the name, so browsers never keep a stale copy. Files worth it
+// are compressed once, when they are added, and served compressed to clients that accept gzip.
 package static
 
 import (
@@ -12,8 +13,11 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/compression"
 )
 
 //go:embed *.css *.js *.svg
@@ -35,6 +39,8 @@ const svgType = "image/svg+xml"
 type asset struct {
 	body        []byte
 	contentType string
+	// gzipped is body compressed (compression.Precompress), nil when not worth it.
+	gzipped []byte
 }
 
 // New indexes the embedded files for serving below base (which must end in "/").
@@ -59,7 +65,7 @@ func (a *Assets) Add(name string, body []byte, contentType string) string {
 		delete(a.content, old)
 	}
 	a.byName[name] = hashed
-	a.content[hashed] = asset{body: body, contentType: contentType}
+	a.content[hashed] = asset{body: body, contentType: contentType, gzipped: compression.Precompress(body, contentType)}
 	return a.base + hashed
 }
 
@@ -89,6 +95,18 @@ func (a *Assets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// An SVG may carry script and links. Shown in an <img> none of it runs, but opened on its own
 		// (its URL typed in) it is a document of edgeq's origin: this policy keeps it an inert picture.
 		h.Set("Content-Security-Policy", SVGPolicy)
+	}
+	if f.gzipped != nil {
+		// A cache in front of edgeq keeps the compressed and the plain copy apart.
+		compression.AddVary(h)
+		if compression.Negotiated(r) {
+			// Written here, not by ServeContent, which would leave out the length of an encoded body.
+			// The whole body: ranges are served from the plain one (Negotiated).
+			h.Set("Content-Encoding", "gzip")
+			h.Set("Content-Length", strconv.Itoa(len(f.gzipped)))
+			w.Write(f.gzipped)
+			return
+		}
 	}
 	// ServeContent handles Range, HEAD and conditional requests; the zero modtime skips Last-Modified,
 	// the hashed name makes an ETag unnecessary.

@@ -1,10 +1,13 @@
 package static
 
 import (
+	"bytes"
+	"compress/gzip"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strconv"
 	"testing"
 )
 
@@ -84,5 +87,64 @@ func TestAdd_ServedWithHashAndSVGPolicy(t *testing.T) {
 	again := a.Add("logo.svg", []byte(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 2 2"/>`), "image/svg+xml")
 	if again == logo || get(logo).Code != http.StatusNotFound || get(again).Code != 200 {
 		t.Fatalf("replaced logo: %s then %s", logo, again)
+	}
+}
+
+// Scripts and styles are compressed once, when added, and served compressed to clients that accept
+// gzip, with the compressed length; HEAD, a Range and clients without gzip get the file as it is. Each
+// of them says Vary: Accept-Encoding, since a cache in front of edgeq keeps these a year. A file too
+// short to be worth it (the icon) is served as it is to everyone, without Vary.
+func TestCompressedOnceAndServedByAcceptEncoding(t *testing.T) {
+	a := New("/_edgeq/static/")
+	plain, _ := files.ReadFile("wait.js")
+	serve := func(method, url string, header map[string]string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, url, nil)
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, r)
+		return rec
+	}
+	rec := serve("GET", a.URL("wait.js"), map[string]string{"Accept-Encoding": "gzip, deflate, br, zstd"})
+	h := rec.Header()
+	if rec.Code != 200 || h.Get("Content-Encoding") != "gzip" || h.Get("Vary") != "Accept-Encoding" ||
+		h.Get("Content-Length") != strconv.Itoa(rec.Body.Len()) || h.Get("Content-Type") != "text/javascript; charset=utf-8" {
+		t.Fatalf("gzip: %d %v", rec.Code, h)
+	}
+	zr, err := gzip.NewReader(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := io.ReadAll(zr); !bytes.Equal(got, plain) || rec.Body.Len() > len(plain)/2 {
+		t.Fatalf("decodes to %d bytes (file %d), sent %d", len(got), len(plain), rec.Body.Len())
+	}
+	for _, c := range []struct {
+		method string
+		header map[string]string
+		status int
+	}{
+		{"GET", nil, 200},
+		{"GET", map[string]string{"Accept-Encoding": "gzip;q=0"}, 200},
+		{"GET", map[string]string{"Accept-Encoding": "identity"}, 200},
+		{"HEAD", map[string]string{"Accept-Encoding": "gzip"}, 200},
+		{"GET", map[string]string{"Accept-Encoding": "gzip", "Range": "bytes=0-99"}, 206},
+	} {
+		rec := serve(c.method, a.URL("wait.js"), c.header)
+		want := plain
+		switch {
+		case c.method == "HEAD":
+			want = nil
+		case c.status == 206:
+			want = plain[:100]
+		}
+		if rec.Code != c.status || rec.Header().Get("Content-Encoding") != "" || rec.Header().Get("Vary") != "Accept-Encoding" ||
+			!bytes.Equal(rec.Body.Bytes(), want) {
+			t.Errorf("%s %v: %d %v, %d bytes", c.method, c.header, rec.Code, rec.Header(), rec.Body.Len())
+		}
+	}
+	rec = serve("GET", a.URL("favicon.svg"), map[string]string{"Accept-Encoding": "gzip"})
+	if rec.Header().Get("Content-Encoding") != "" || rec.Header().Get("Vary") != "" {
+		t.Errorf("the icon: %v", rec.Header())
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/edgeq/edgeq/internal/compression"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -80,7 +81,9 @@ func Handler(opts Options) http.Handler {
 			mux.Handle("GET /report", requireKey(opts.APIKey, opts.Responder, opts.Report, true))
 		}
 	}
-	return withRequestInfo(opts.Logger, allowHosts(opts.AllowedHosts, opts.Misdirected, opts.Responder, web.Routes(mux, opts.Responder)))
+	// Compressed: the dashboard's and report's pages and scripts, the API's lists (/metrics compresses
+	// itself, and passes as it is).
+	return compression.Handler(withRequestInfo(opts.Logger, allowHosts(opts.AllowedHosts, opts.Misdirected, opts.Responder, web.Routes(mux, opts.Responder))))
 }
 
 // DashboardHeader must accompany every state-changing API call authenticated with Basic credentials.

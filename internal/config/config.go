@@ -17,6 +17,7 @@ type Config struct {
 	Server      Server      `yaml:"server"`
 	Admin       Admin       `yaml:"admin"`
 	Origin      Origin      `yaml:"origin"`
+	Origins     []Pool      `yaml:"origins"`
 	Redis       Redis       `yaml:"redis"`
 	Tokens      Tokens      `yaml:"tokens"`
 	Identity    Identity    `yaml:"identity"`
@@ -78,6 +79,10 @@ type Server struct {
 	// SpoolBytes is how much of an answer of a max_in_flight route edgeq holds in memory for a client
 	// that has not taken it yet, so that the shop is done and the slot free; 0: none.
 	SpoolBytes ByteSize `yaml:"spool_bytes"`
+	// TLS is edgeq's own HTTPS listener (docs/reference.md "TLS and HTTP/2"); H2C lets Listen take
+	// HTTP/2 without TLS from a load balancer that speaks it.
+	TLS TLS  `yaml:"tls"`
+	H2C bool `yaml:"h2c"`
 }
 
 // Admin is the operator listener: /api/*, /metrics, /healthz, /readyz.
@@ -335,9 +340,11 @@ func Default() *Config {
 			BodyTimeout:       30 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			SpoolBytes:        8 << 20,
+			TLS:               TLS{Certificates: []Certificate{}, MinVersion: "1.2"},
 		},
 		Admin:     Admin{Listen: "127.0.0.1:9090", AllowedHosts: []string{}},
 		Origin:    Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},
+		Origins:   []Pool{},
 		Redis:     Redis{Addrs: []string{}, KeyPrefix: "edgeq", WaitTimeout: 50 * time.Millisecond, StreamMaxEntries: 1_000_000},
 		Report:    Report{Retention: 336 * time.Hour},
 		Admission: Admissions{RecordsRetention: 168 * time.Hour},

@@ -480,3 +480,38 @@ func TestAdmissionKinds_RoutesAreCheckedByTheKindsDeclaredFields(t *testing.T) {
 		}
 	}
 }
+
+// Pools take their defaults item by item, and a route without an origin uses origin:.
+func TestLoad_PoolDefaults(t *testing.T) {
+	cfg, err := Load("testdata/good/origins.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	catalogue, checkout := cfg.PoolByName("catalogue"), cfg.PoolByName("checkout")
+	if catalogue == nil || checkout == nil {
+		t.Fatalf("pools: %+v", cfg.Origins)
+	}
+	want := PoolHealth{Path: "/healthz?deep=0", Interval: 2 * time.Second, Timeout: 500 * time.Millisecond, UnhealthyAfter: 3, HealthyAfter: 2}
+	if catalogue.Health != want || catalogue.Passive != (PoolPassive{FailAfter: 3, DownFor: 30 * time.Second}) {
+		t.Errorf("catalogue: %+v", *catalogue)
+	}
+	if checkout.LB != LBFirst || checkout.Passive.FailAfter != 0 || checkout.Health.Interval != 5*time.Second {
+		t.Errorf("checkout: %+v", *checkout)
+	}
+	if cfg.Routes[3].Origin != "" || cfg.PoolByName(DefaultPool) != nil {
+		t.Errorf("routes[3].origin = %q", cfg.Routes[3].Origin)
+	}
+}
+
+// Pools are reloaded with the routes that name them: neither is a restart key.
+func TestRestartKeys_PoolsAreHot(t *testing.T) {
+	old, next := Default(), Default()
+	next.Origins = []Pool{{Name: "shop", URLs: []string{"http://10.0.0.2:3000"}, LB: LBFirst}}
+	next.Routes = []Route{{Name: "r", Match: "/r", Origin: "shop"}}
+	if got := RestartKeys(old, next); len(got) != 0 {
+		t.Fatalf("RestartKeys = %v", got)
+	}
+	if got := WithHot(old, next); len(got.Origins) != 1 || got.Routes[0].Origin != "shop" {
+		t.Fatalf("WithHot: %+v %+v", got.Origins, got.Routes)
+	}
+}

@@ -7,7 +7,7 @@ import (
 
 // hotKeys are the top-level and nested keys a reload applies without a restart (docs/reference.md
 // "Configuration").
-var hotKeys = []string{"queues", "routes", "products", "auctions", "auctions_source", "log.level"}
+var hotKeys = []string{"origins", "queues", "routes", "products", "auctions", "auctions_source", "log.level"}
 
 // RestartKeys lists the keys whose values differ between old and next but only take effect after a
 // restart (listeners, store, keys, ...). A reload applies the rest and logs these as ignored.

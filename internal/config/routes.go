@@ -19,11 +19,17 @@ const (
 
 // Route is one protected path pattern. Requests matching no route pass through ungated.
 type Route struct {
-	Name         string `yaml:"name"`
-	Match        string `yaml:"match"`
+	Name  string `yaml:"name"`
+	Match string `yaml:"match"`
+	// Host scopes the route to one site: a host name, or "*." and a name for any single label under
+	// it; "" applies the route to every host (docs/reference.md "Several sites").
+	Host         string `yaml:"host"`
 	Queue        string `yaml:"queue"`
 	Turnstile    bool   `yaml:"turnstile"`
 	OnStoreError string `yaml:"on_store_error"`
+	// Origin names the pool of shop servers the route's requests go to (origins[].name); "" is the
+	// pool of origin:.
+	Origin string `yaml:"origin"`
 	// MaxInFlight > 0: at most this many requests of the route at the origin at once, across every
 	// replica (a lease in the store); a request over it waits up to Hold, first come first served,
 	// then gets 503 BUSY (docs/reference.md "In-flight limits").

@@ -137,6 +137,7 @@ func (cfg *Config) problems() []Problem {
 	cfg.checkTurnstile(c)
 	checkEach(c, "queues", cfg.Queues, func(q Queue) string { return q.ID }, checkQueue)
 	cfg.checkRoutes(c)
+	cfg.checkOrigins(c)
 	checkEach(c, "products", cfg.Products, func(pr Product) string { return pr.ID }, checkProduct)
 	checkEach(c, "auctions", cfg.Auctions, func(a Auction) string { return a.ID }, checkAuction)
 	checkAuctionsSource(c, cfg.AuctionsSource)
@@ -214,6 +215,7 @@ func (cfg *Config) checkServer(c *check) {
 	if s := cfg.Server.SpoolBytes; s < 0 || s > maxSpoolBytes {
 		c.add("server.spool_bytes", "%v: must be 0 (no spooling) to %v", s, ByteSize(maxSpoolBytes))
 	}
+	cfg.checkTLS(c)
 
 	c.hostPort("admin.listen", cfg.Admin.Listen)
 	if cfg.Admin.Listen == cfg.Server.Listen && !strings.HasSuffix(cfg.Admin.Listen, ":0") {

@@ -35,6 +35,9 @@ func (cfg *Config) checkRoutes(c *check) {
 		} else if path := PatternPath(r.Match); path == cfg.Server.Prefix || strings.HasPrefix(path, cfg.Server.Prefix+"/") {
 			c.add(p+".match", "%q is inside server.prefix %s, which edgeq reserves for its own endpoints", r.Match, cfg.Server.Prefix)
 		}
+		if err == nil {
+			checkRouteHost(c, p, r)
+		}
 		if r.Queue != "" && cfg.QueueByID(r.Queue) == nil {
 			c.add(p+".queue", "%q is not the id of any queue", r.Queue)
 		}
@@ -64,6 +67,36 @@ func (cfg *Config) checkRoutes(c *check) {
 		cfg.checkAdmission(c, p+".admission", r, wildcards)
 	}
 	cfg.checkIDMatch(c)
+}
+
+// checkRouteHost checks the site a route applies to (docs/reference.md "Several sites"): routes[].host
+// is a host name, or "*." and one; the host of a match pattern has no port, which ServeMux never
+// compares (a request's port is dropped before its host is matched), so such a route would never
+// apply; and a route names its host in one place, since two could only disagree.
+func checkRouteHost(c *check, p string, r Route) {
+	inMatch := PatternHost(r.Match)
+	if _, port := splitPort(inMatch); port != "" {
+		c.add(p+".match", "%q names the host with a port: hosts are matched without their port, so the route would never apply", r.Match)
+	}
+	if r.Host == "" {
+		return
+	}
+	if name, _ := strings.CutPrefix(r.Host, "*."); !hostName(name) {
+		c.add(p+".host", "%q is not a host name or \"*.\" and a host name (no port, scheme or path)", r.Host)
+	}
+	if inMatch != "" {
+		c.add(p+".host", "%q, and match %q names a host too: name the route's host in one place", r.Host, r.Match)
+	}
+}
+
+// splitPort splits "name:port" at its last colon outside an IPv6 literal's brackets: port is "" when
+// there is none.
+func splitPort(host string) (name, port string) {
+	i := strings.LastIndexByte(host, ':')
+	if i < 0 || strings.LastIndexByte(host, ']') > i {
+		return host, ""
+	}
+	return host[:i], host[i+1:]
 }
 
 // outcome checks one release_on or complete_on entry: answer:PATH naming $field needs a graphql: route.
@@ -228,6 +261,17 @@ func PatternPath(pattern string) string {
 		return rest[i:]
 	}
 	return rest
+}
+
+// PatternHost returns the host of a ServeMux pattern, "" if it names none: "POST shop.example/c" ->
+// "shop.example".
+func PatternHost(pattern string) string {
+	rest := strings.TrimSpace(pattern)
+	if i := strings.IndexAny(rest, " \t"); i >= 0 {
+		rest = strings.TrimLeft(rest[i:], " \t")
+	}
+	host, _, _ := strings.Cut(rest, "/")
+	return host
 }
 
 // admissionTypes are the admission types, in order.

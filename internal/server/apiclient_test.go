@@ -11,9 +11,17 @@ import (
 // Issue 22, acceptance 3: an app calling a gated API with plain HTTP (no Accept: text/html, no cookie
 // jar) is served at once while the queue has room, its token in Edgeq-Token; when the queue is full
 // the 403 says where to join and, once it names its place (Edgeq-Request-Id), where it stands.
+// Over each protocol (tls_test.go).
 func TestAPIClients_ServedAtOnceOrToldWhereTheyStand(t *testing.T) {
+	e := newTLSEdge(t)
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) { apiClientsServedOrTold(t, e, proto) })
+	}
+}
+
+func apiClientsServedOrTold(t *testing.T, e *tlsEdge, proto string) {
 	redisSrv := privateRedis(t)
-	in := start(t, fmt.Sprintf(`
+	in := e.start(t, fmt.Sprintf(`
 server: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0", api_key: "test-key"}
 origin: {url: %q}
@@ -24,14 +32,15 @@ queues:
   - {id: app, capacity: 1, token_ttl: 10m}
 routes:
   - {name: orders, match: "GET /api/orders", queue: app}
-`, newOrigin(t).URL, redisSrv.Addr()))
+`, newOrigin(t).URL, redisSrv.Addr()), nil)
+	client, base := e.over(t, in, proto)
 	call := func(h http.Header) (int, http.Header, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest("GET", in.public+"/api/orders", nil)
+		req, _ := http.NewRequest("GET", base+"/api/orders", nil)
 		for k, v := range h {
 			req.Header[k] = v
 		}
-		resp, err := http.DefaultTransport.RoundTrip(req) // no cookie jar, no redirects
+		resp, err := client.Transport.RoundTrip(req) // no cookie jar, no redirects
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +69,7 @@ routes:
 		t.Fatalf("a full queue: %d %v", code, body)
 	}
 	// It joins through join_url and names its place: the 403 says where it stands.
-	resp, err := http.PostForm(in.public+body["join_url"].(string), url.Values{"queue_id": {"app"}})
+	resp, err := client.PostForm(base+body["join_url"].(string), url.Values{"queue_id": {"app"}})
 	if err != nil {
 		t.Fatal(err)
 	}

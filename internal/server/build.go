@@ -16,6 +16,7 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/brand"
+	"github.com/edgeq/edgeq/internal/compression"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/inflight"
@@ -173,7 +174,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		BodyTimeout:    cfg.Server.BodyTimeout,
 		Prefix:         cfg.Server.Prefix,
 		TrustedProxies: trusted,
-		Endpoints:      web.Routes(endpoints, responder),
+		Endpoints:      compression.Handler(web.Routes(endpoints, responder)), // never the shop's answers
 		Steps:          steps,
 		InFlight:       limiter,
 		MaxBodyBytes:   cfg.Server.MaxBodyBytes,
@@ -184,7 +185,8 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Metrics:        m,
 		Logger:         logger,
 	})
-	table, err := p.Compile(cfg.Routes)
+	registry.MustRegister(p.PoolCollector())
+	table, err := p.CompileWith(cfg.Routes, cfg.Origins)
 	if err != nil {
 		st.Close()
 		return nil, err

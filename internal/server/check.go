@@ -13,9 +13,9 @@ import (
 )
 
 // Check validates the configuration file at path the way start-up would, without opening the store or
-// any listener: every key (config.Load), the token key files and the page templates. It returns the
-// problems, each with its field path, and the warnings start-up would log about a file that loads
-// (see warnings); err is for a file that cannot be read at all.
+// any listener: every key (config.Load), the token key files, the TLS certificate files and the page
+// templates. It returns the problems, each with its field path, and the warnings start-up would log
+// about a file that loads (see warnings); err is for a file that cannot be read at all.
 func Check(path string) (problems []config.Problem, warns []string, err error) {
 	problems, advice, err := Review(path)
 	return problems, advice.Warnings, err
@@ -40,6 +40,9 @@ func Review(path string) (problems []config.Problem, advice Advice, err error) {
 	}
 	if _, err := loadKeys(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
 		problems = append(problems, problemAt("tokens", err))
+	}
+	if _, err := loadCertificates(cfg, slog.New(slog.DiscardHandler)); err != nil {
+		problems = append(problems, problemAt("server.tls", err))
 	}
 	assets := static.New(cfg.Server.Prefix + "/static/")
 	if _, err := templates.Parse(cfg.Pages.TemplatesDir, template.FuncMap{"static": assets.URL}); err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -19,7 +20,13 @@ import (
 func hangUp(t *testing.T, base, method, path string, header http.Header, body string) {
 	t.Helper()
 	u, _ := url.Parse(base)
-	conn, err := net.Dial("tcp", u.Host)
+	var conn net.Conn
+	var err error
+	if u.Scheme == "https" { // the TLS listener (tls_test.go): which certificate is not the point here
+		conn, err = tls.Dial("tcp", u.Host, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	} else {
+		conn, err = net.Dial("tcp", u.Host)
+	}
 	if err != nil {
 		t.Error(err)
 		return
@@ -76,12 +83,20 @@ func (s *shopLedger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // admitted request runs to the shop's answer and is settled on it: under 50 concurrent hang-ups the
 // shop's orders equal edgeq's admitted units, nobody is above the limit, and the shop's bids are
 // edgeq's accepted bids.
+// Over each protocol (tls_test.go): over HTTP/2 a hang-up is a reset stream.
 func TestHangUps_AreSettledOnTheShopsAnswer(t *testing.T) {
+	e := newTLSEdge(t)
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) { hangUpsSettledOnTheShopsAnswer(t, e, proto) })
+	}
+}
+
+func hangUpsSettledOnTheShopsAnswer(t *testing.T, e *tlsEdge, proto string) {
 	redisSrv := privateRedisWith(t)
 	shop := newShopLedger()
 	origin := httptest.NewServer(shop)
 	t.Cleanup(origin.Close)
-	in := start(t, fmt.Sprintf(`
+	in := e.start(t, fmt.Sprintf(`
 server: {listen: "127.0.0.1:0"}
 admin: {listen: "127.0.0.1:0", api_key: "test-key"}
 origin: {url: %q, timeout: 10s}
@@ -98,7 +113,8 @@ routes:
   - name: bid
     match: "POST /auctions/{id}/bid"
     admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-User"}
-`, origin.URL, redisSrv.Addr(), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+`, origin.URL, redisSrv.Addr(), time.Now().Add(time.Hour).UTC().Format(time.RFC3339)), nil)
+	client, base := e.over(t, in, proto)
 
 	const buyers = 50
 	var wg sync.WaitGroup
@@ -106,11 +122,13 @@ routes:
 		user := http.Header{"X-User": {fmt.Sprintf("buyer-%d", i)}}
 		// Three hang-ups each, all at once...
 		for range 3 {
-			wg.Go(func() { hangUp(t, in.public, "POST", "/checkout/sneaker", user, "") })
+			wg.Go(func() { hangUpOver(t, client, proto, base, "POST", "/checkout/sneaker", user, "") })
 		}
 		// ... and a bid that hangs up, with an amount of its own.
 		form := http.Header{"X-User": user["X-User"], "Content-Type": {"application/x-www-form-urlencoded"}}
-		wg.Go(func() { hangUp(t, in.public, "POST", "/auctions/lot/bid", form, fmt.Sprintf("amount=%d.00", 10+i)) })
+		wg.Go(func() {
+			hangUpOver(t, client, proto, base, "POST", "/auctions/lot/bid", form, fmt.Sprintf("amount=%d.00", 10+i))
+		})
 	}
 	wg.Wait()
 	settled := func() {
@@ -124,7 +142,7 @@ routes:
 	for i := range buyers {
 		wg.Go(func() {
 			for range 2 {
-				a, err := send("POST", in.public+"/checkout/sneaker", http.Header{"X-User": {fmt.Sprintf("buyer-%d", i)}, "Accept": {"application/json"}})
+				a, err := sendVia(client, "POST", base+"/checkout/sneaker", http.Header{"X-User": {fmt.Sprintf("buyer-%d", i)}, "Accept": {"application/json"}})
 				if err != nil || a.status != 200 && a.status != 409 {
 					t.Errorf("buyer %d: %v %d %s", i, err, a.status, a.body)
 				}
@@ -138,7 +156,7 @@ routes:
 		Remaining int `json:"remaining_stock"`
 	}
 	eventually(t, "the stock settles", func() bool {
-		resp, err := http.Get(in.public + "/_edgeq/products/sneaker")
+		resp, err := client.Get(base + "/_edgeq/products/sneaker")
 		if err != nil {
 			return false
 		}
@@ -159,7 +177,7 @@ routes:
 	}
 
 	// The shop's bids are exactly the bids edgeq kept.
-	resp, err := http.Get(in.public + "/_edgeq/auctions/lot/bids?page_size=100")
+	resp, err := client.Get(base + "/_edgeq/auctions/lot/bids?page_size=100")
 	if err != nil {
 		t.Fatal(err)
 	}

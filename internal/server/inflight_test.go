@@ -398,21 +398,30 @@ func TestMaxInFlight_ReloadTakesEffectForNewRequests(t *testing.T) {
 
 // A visitor who hangs up while the shop works on the request does not free the slot: the shop is
 // still working on it, and the next checkout would overlap it. The slot is free once the shop answered.
+// Over each protocol (tls_test.go).
 func TestMaxInFlight_AHangUpKeepsTheSlotUntilTheShopAnswers(t *testing.T) {
+	e := newTLSEdge(t)
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) { hangUpKeepsTheSlot(t, e, proto) })
+	}
+}
+
+func hangUpKeepsTheSlot(t *testing.T, e *tlsEdge, proto string) {
 	shop := newCollidingShop()
 	shop.gate, shop.arrived = make(chan struct{}), make(chan string, 100)
 	origin := httptest.NewServer(shop)
 	t.Cleanup(origin.Close)
-	in := start(t, inflightConfig(origin.URL, privateRedisWith(t).Addr(), 1, "200ms", ""))
-	hangUp(t, in.public, "POST", "/api/carts/c/checkout", http.Header{"Content-Type": {"application/json"}}, `{}`)
+	in := e.start(t, inflightConfig(origin.URL, privateRedisWith(t).Addr(), 1, "200ms", ""), nil)
+	client, base := e.over(t, in, proto)
+	hangUpOver(t, client, proto, base, "POST", "/api/carts/c/checkout", http.Header{"Content-Type": {"application/json"}}, `{}`)
 	<-shop.arrived
 	time.Sleep(100 * time.Millisecond) // edgeq has seen the hang-up
-	if a, err := send("POST", in.public+"/api/carts/c/checkout", nil); err != nil || a.status != 503 {
+	if a, err := sendVia(client, "POST", base+"/api/carts/c/checkout", nil); err != nil || a.status != 503 {
 		t.Fatalf("while the shop works on the hung-up checkout: %v %v, want 503 BUSY", a, err)
 	}
 	close(shop.gate)
 	eventually(t, "the slot free after the shop answered", func() bool {
-		a, err := send("POST", in.public+"/api/carts/c/checkout", nil)
+		a, err := sendVia(client, "POST", base+"/api/carts/c/checkout", nil)
 		return err == nil && a.status == 200
 	})
 	if most := shop.most.Load(); most != 1 {

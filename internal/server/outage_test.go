@@ -106,6 +106,11 @@ type reply struct {
 }
 
 func send(method, target string, header http.Header) (reply, error) {
+	return sendVia(http.DefaultClient, method, target, header)
+}
+
+// sendVia is send with a client of the caller's (HTTP/2 over TLS: tls_test.go).
+func sendVia(client *http.Client, method, target string, header http.Header) (reply, error) {
 	req, err := http.NewRequest(method, target, nil)
 	if err != nil {
 		return reply{}, err
@@ -113,7 +118,7 @@ func send(method, target string, header http.Header) (reply, error) {
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return reply{}, err
 	}

@@ -113,7 +113,7 @@ func (g *gateway) reload(trigger string, force bool) {
 		g.refuse(trigger, config.OneLine(err))
 		return
 	}
-	table, err := g.proxy.Compile(next.Routes)
+	table, err := g.proxy.CompileWith(next.Routes, next.Origins) // the pools with the routes that name them
 	if err != nil {
 		g.refuse(trigger, err.Error())
 		return

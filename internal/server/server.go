@@ -28,6 +28,9 @@ type Options struct {
 	// Started, if set, is called once both listeners are bound, with their addresses (tests listen on
 	// port 0 and learn the ports here).
 	Started func(public, admin net.Addr)
+	// StartedTLS, if set, is called before Started with the TLS listener's address when
+	// server.tls.listen is set.
+	StartedTLS func(tls net.Addr)
 }
 
 // StartupError is a failure before edgeq could serve: a bad configuration, a key that will not load, a
@@ -85,6 +88,13 @@ func Run(ctx context.Context, opts Options) error {
 	logger.Info("edgeq started",
 		"public", l.publicLn.Addr().String(), "admin", l.adminLn.Addr().String(), "origin", cfg.Origin.URL,
 		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath)
+	if l.tls != nil {
+		logger.Info("TLS listener started", "tls", l.tls.ln.Addr().String(), "certificates", len(cfg.Server.TLS.Certificates),
+			"min_version", cfg.Server.TLS.MinVersion, "redirect_http", cfg.Server.TLS.RedirectHTTP, "h2c", cfg.Server.H2C)
+		if opts.StartedTLS != nil {
+			opts.StartedTLS(l.tls.ln.Addr())
+		}
+	}
 	if len(cfg.Routes) == 0 {
 		how := "add routes to the configuration file"
 		if opts.ConfigPath == "" {
@@ -112,12 +122,16 @@ func Run(ctx context.Context, opts Options) error {
 type listeners struct {
 	public, admin     *http.Server
 	publicLn, adminLn net.Listener
+	// tls is server.tls.listen's server, nil without one; stopWatch ends its certificate watch.
+	tls       *edgeTLS
+	stopWatch context.CancelFunc
+	watching  sync.WaitGroup
 	// draining is set once shutdown begins; the admin readiness check reports it.
 	draining atomic.Bool
 }
 
-// listen binds server.listen and admin.listen and builds the servers that will serve them; a port in
-// use is a start-up error.
+// listen binds server.listen, admin.listen and server.tls.listen and builds the servers that will
+// serve them; a port in use, or a certificate that does not load, is a start-up error.
 func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (*listeners, error) {
 	l := &listeners{}
 	var err error
@@ -167,7 +181,8 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 
 	errorLog := slog.NewLogLogger(logger.Handler(), slog.LevelDebug)
 	l.public = &http.Server{
-		Handler: built.proxy,
+		Handler:   built.proxy,
+		Protocols: plainProtocols(cfg.Server.H2C),
 		// Slow-client protection: headers must arrive within server.read_header_timeout, idle
 		// connections close after server.idle_timeout, and the proxy ends a body's reads
 		// server.body_timeout after its request arrived (a read deadline it lifts once the body is in).
@@ -178,6 +193,14 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 		IdleTimeout:       cfg.Server.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errorLog,
+	}
+	if l.tls, err = listenTLS(cfg, built, built.proxy, l.public, logger); err != nil {
+		l.publicLn.Close()
+		l.adminLn.Close()
+		return nil, startupErr("%v", err)
+	}
+	if l.tls != nil && cfg.Server.TLS.RedirectHTTP {
+		l.public.Handler = newRedirectHTTP(built.proxy, l.tls.ln.Addr(), cfg.Server.TrustedProxies)
 	}
 	l.admin = &http.Server{
 		Handler:           adminHandler,
@@ -229,6 +252,7 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 	background.Go(func() { built.health.Run(runCtx) })
 	background.Go(func() { built.store.WatchReplicas(runCtx, cfg.StoreHealth.Interval) })
 	background.Go(func() { built.inflight.Run(runCtx) })
+	background.Go(func() { built.proxy.RunHealth(runCtx) }) // pools' active health checks
 	fileWatch := g.watchFile()
 	background.Go(func() { g.watch(runCtx, fileWatch, reload) })
 	return func() {
@@ -237,12 +261,18 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 	}
 }
 
-// serve starts both servers. When one stops, what its Serve returned is sent: before shutdown, a
-// listener that failed.
+// serve starts the servers, and the TLS listener's watch of its certificate files. When a server
+// stops, what its Serve returned is sent: before shutdown, a listener that failed.
 func (l *listeners) serve() <-chan error {
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- l.public.Serve(l.publicLn) }()
 	go func() { serveErr <- l.admin.Serve(l.adminLn) }()
+	if l.tls != nil {
+		go func() { serveErr <- l.tls.server.ServeTLS(l.tls.ln, "", "") }()
+		var watchCtx context.Context
+		watchCtx, l.stopWatch = context.WithCancel(context.Background())
+		l.watching.Go(func() { l.tls.certs.Watch(watchCtx) })
+	}
 	return serveErr
 }
 
@@ -256,14 +286,22 @@ func (l *listeners) drain(g *gateway, stopBackground func(), logger *slog.Logger
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var shutdown sync.WaitGroup
-	var publicErr error
+	var publicErr, tlsErr error
 	shutdown.Go(func() { publicErr = l.public.Shutdown(shutdownCtx) })
 	shutdown.Go(func() { l.admin.Shutdown(shutdownCtx) })
+	if l.tls != nil {
+		shutdown.Go(func() { tlsErr = l.tls.server.Shutdown(shutdownCtx) })
+		l.stopWatch()
+		l.watching.Wait()
+	}
 	shutdown.Wait()
 	stopBackground()
-	if publicErr != nil {
-		logger.Warn("shutdown timeout reached: requests still in flight were cut off", "error", publicErr.Error())
+	if err := errors.Join(publicErr, tlsErr); err != nil {
+		logger.Warn("shutdown timeout reached: requests still in flight were cut off", "error", err.Error())
 		l.public.Close()
+		if l.tls != nil {
+			l.tls.server.Close()
+		}
 	}
 }
 

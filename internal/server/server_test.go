@@ -24,6 +24,7 @@ import (
 // instance is edgeq running in-process on loopback ports chosen by the kernel.
 type instance struct {
 	public, admin string // base URLs
+	tls           string // the TLS listener's base URL, when the configuration has one (tls_test.go)
 	configPath    string
 	logs          *lockedBuffer
 	reload        chan struct{}
@@ -79,7 +80,7 @@ func start(t *testing.T, text string) *instance {
 		in.done <- Run(ctx, Options{ConfigPath: path, LogOutput: in.logs, Reload: in.reload, Started: func(public, admin net.Addr) {
 			in.public, in.admin = "http://"+public.String(), "http://"+admin.String()
 			close(started)
-		}})
+		}, StartedTLS: func(tls net.Addr) { in.tls = "https://" + tls.String() }})
 	}()
 	select {
 	case <-started:

@@ -247,10 +247,20 @@ func TestWriteTimeout_ASlowReaderAndAQuietStreamAreNotCut(t *testing.T) {
 
 // A streamed answer (server-sent events, or no length) gives its slot back at the shop's headers: a
 // stream that stays open does not keep everyone else of the route out.
+//
+// Over each protocol (tls_test.go): over HTTP/2 the streams share one connection.
 func TestInFlight_AStreamGivesTheSlotBackAtItsHeaders(t *testing.T) {
+	e := newTLSEdge(t)
+	for _, proto := range protocols {
+		t.Run(proto, func(t *testing.T) { streamGivesTheSlotBack(t, e, proto) })
+	}
+}
+
+func streamGivesTheSlotBack(t *testing.T, e *tlsEdge, proto string) {
 	shop := newBigShop(t)
-	in := start(t, slowConfig(shop.URL, privateRedisWith(t).Addr(), "",
-		`  - {name: streams, match: "GET /{kind}", max_in_flight: 1, hold: 300ms}`))
+	in := e.start(t, slowConfig(shop.URL, privateRedisWith(t).Addr(), "",
+		`  - {name: streams, match: "GET /{kind}", max_in_flight: 1, hold: 300ms}`), nil)
+	client, base := e.over(t, in, proto)
 	for _, path := range []string{"/events", "/chunked", "/events"} {
 		// The slot goes back to the store on a goroutine of its own once the headers are in (spool.go):
 		// the previous stream's visitor can read its first line before the release has landed. Waiting
@@ -259,7 +269,7 @@ func TestInFlight_AStreamGivesTheSlotBackAtItsHeaders(t *testing.T) {
 		eventually(t, "the open streams' slots given back", func() bool {
 			return in.metric(t, `edgeq_route_in_flight{route="streams"}`) == 0
 		})
-		resp, err := http.Get(in.public + path)
+		resp, err := client.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,6 +49,9 @@ var (
 	ErrOriginUnavailable = code(http.StatusBadGateway, "ORIGIN_UNAVAILABLE", "The shop is not answering right now. Please try again in a moment.")
 	ErrOriginTimeout     = code(http.StatusGatewayTimeout, "ORIGIN_TIMEOUT", "The shop took too long to answer. Please try again in a moment.")
 	ErrInternal          = code(http.StatusInternalServerError, "INTERNAL", "Something went wrong on our side.")
+	// ErrNoOriginServer: no server of the request's pool is up, so none is tried: answered at once
+	// rather than after a connect timeout (docs/reference.md "Pools of shop servers").
+	ErrNoOriginServer = ErrOriginUnavailable.status(http.StatusServiceUnavailable).retryAfter(5 * time.Second)
 	// ErrBusy: the route's max_in_flight requests are at the shop and this one's hold ran out while it
 	// waited for a slot (docs/reference.md "In-flight limits"); nothing was sent to the shop. Browsers
 	// get the busy page, which tries again by itself after Retry-After.
@@ -121,7 +124,8 @@ var (
 
 	// The admin API (docs/reference.md "Admin listener").
 	// ErrMisdirected: the admin listener was asked for a Host it does not answer to (not an IP literal,
-	// localhost or one of admin.allowed_hosts): a DNS rebinding page's request.
+	// localhost or one of admin.allowed_hosts): a DNS rebinding page's request. On the public listener:
+	// every route names a host, and none this one (docs/reference.md "Several sites").
 	ErrMisdirected  = code(http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST", "This address does not serve that host name.")
 	ErrUnauthorized = code(http.StatusUnauthorized, "UNAUTHORIZED", "A valid admin API key is required.")
 	// ErrNotFromDashboard: a change made with the dashboard's Basic credentials must come from the

@@ -41,6 +41,10 @@ type Outcome struct {
 	// a failure after it is a timeout, the shop may have acted on the request.
 	sent atomic.Bool
 
+	// Server is the proxy's record of the shop server of a pool the request goes to (proxy/pool.go);
+	// nil for origin:'s.
+	Server any
+
 	Started time.Time  // when forwarding began, for edgeq_origin_duration_seconds
 	Body    *BodyWatch // the visitor's body as the origin transport reads it, nil without a body
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/compression"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/templates"
 )
@@ -254,21 +256,35 @@ func (rs *Responder) Page(w http.ResponseWriter, r *http.Request, status int, pa
 	rs.PageCSP(w, r, status, page, data, DefaultCSP)
 }
 
-// PageCSP renders a page with its own Content-Security-Policy (pages that load the Turnstile widget).
+// PageCSP renders a page with its own Content-Security-Policy (pages that load the Turnstile widget),
+// compressed for clients that accept it.
 // A template failure (only possible with an operator's override that fails at run time) is logged and
 // answered with a plain 500.
 func (rs *Responder) PageCSP(w http.ResponseWriter, r *http.Request, status int, page string, data any, csp string) {
-	var buf strings.Builder
-	if err := rs.Pages.Render(&buf, page, data); err != nil {
+	buf := pageBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledPage {
+			buf.Reset()
+			pageBuffers.Put(buf)
+		}
+	}()
+	if err := rs.Pages.Render(buf, page, data); err != nil {
 		RequestFrom(r.Context()).Logger().Error("page rendering failed", "page", page, "error", ClipErr(err))
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
 	PageSecurityHeaders(w.Header(), csp)
-	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
-	w.WriteHeader(status)
-	w.Write([]byte(buf.String()))
+	// Compressed here, not only under compression.Handler: error and refusal pages are also sent on
+	// the shop's routes, where nothing else compresses.
+	compression.WriteBody(w, r, status, buf.Bytes())
 }
+
+// pageBuffers hold the buffers pages are rendered into: a page is a few kilobytes, rendered for every
+// visitor who opens the waiting page, and growing a new buffer to that size takes several allocations.
+// A buffer grown past maxPooledPage (an operator's outsized template) is left to the collector.
+var pageBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledPage = 64 << 10
 
 // heading is the page title of an error status, in the page's language: the status's own heading,
 // else a general one (never the English status text on a page in another language).

@@ -1,0 +1,43 @@
+package certfiles
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+var expiryDesc = prometheus.NewDesc("edgeq_tls_certificate_expiry_seconds",
+	"Seconds until the leaf of a TLS certificate in service expires (NotAfter), by the leaf's first name; "+
+		"of several certificates with one first name, the soonest. Negative once expired.",
+	[]string{"name"}, nil)
+
+// Collector reports edgeq_tls_certificate_expiry_seconds for the certificates in service at scrape
+// time, so a reloaded certificate replaces the old one's series and the clock never needs a ticker.
+// Labels are bounded by the configuration: one per configured certificate at most.
+func (s *Store) Collector() prometheus.Collector { return collector{s} }
+
+type collector struct{ s *Store }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) { ch <- expiryDesc }
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	now := c.s.opts.Now()
+	soonest := map[string]time.Time{}
+	var order []string
+	for _, leaf := range c.s.Leaves() {
+		name := "" // a leaf with neither DNS names nor a common name
+		if n := names(leaf); len(n) > 0 {
+			name = n[0]
+		}
+		at, seen := soonest[name]
+		if !seen {
+			order = append(order, name)
+		}
+		if !seen || leaf.NotAfter.Before(at) {
+			soonest[name] = leaf.NotAfter
+		}
+	}
+	for _, name := range order {
+		ch <- prometheus.MustNewConstMetric(expiryDesc, prometheus.GaugeValue, soonest[name].Sub(now).Seconds(), name)
+	}
+}
