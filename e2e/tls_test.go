@@ -50,7 +50,13 @@ routes:
 		t.Fatal("no TLS listener")
 	}
 
-	if curl, err := exec.LookPath("curl"); err == nil {
+	curl, err := exec.LookPath("curl")
+	switch {
+	case err != nil && storetest.InCI():
+		t.Fatal("this test needs curl (apt-get install curl); .ci/run installs it")
+	case err != nil:
+		t.Log("curl is not installed: its HTTP/2 request is left out (outside CI)")
+	default:
 		out, err := exec.Command(curl, "--http2", "-k", "-sS", "-o", "/dev/null", "-D", "-", s.tls+"/_edgeq/products/jersey").CombinedOutput()
 		if err != nil || !strings.HasPrefix(string(out), "HTTP/2 200") || !strings.Contains(strings.ToLower(string(out)), "strict-transport-security: max-age=300") {
 			t.Fatalf("curl --http2: %v\n%s", err, out)
