@@ -22,7 +22,8 @@ import (
 )
 
 // reportConfig is a drop: a Turnstile queue that serves 20 at a time (tokens last 3 s, a reached place
-// unclaimed for 5 s is given up), and 20 sneakers behind a stock-admitted checkout.
+// unclaimed for 10 s is given up: time enough for a visitor polling from a starved machine, where 5 s
+// was not), and 20 sneakers behind a stock-admitted checkout.
 func reportConfig(originURL, redisAddr, turnstileURL, method string) string {
 	store := ""
 	if redisAddr != "" {
@@ -38,7 +39,7 @@ identity: {secret: "the-drop's-shared-identity-secret-0123456789"}
 limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}
 turnstile: {site_key: %q, secret_key: %q, verify_url: "%s/turnstile/v0/siteverify", script_url: "%s/turnstile/v0/api.js", hostnames: [shop.example]}
 queues:
-  - {id: drop, capacity: 20, token_ttl: 3s, position_expiry: 5s, turnstile: true, method: %s}
+  - {id: drop, capacity: 20, token_ttl: 3s, position_expiry: 10s, turnstile: true, method: %s}
 products:
   - {id: sneaker, stock: 20, per_user_limit: 1, name: "Sneaker"}
 routes:
