@@ -340,7 +340,7 @@ func Default() *Config {
 			BodyTimeout:       30 * time.Second,
 			WriteTimeout:      30 * time.Second,
 			SpoolBytes:        8 << 20,
-			TLS:               TLS{Certificates: []Certificate{}, MinVersion: "1.2"},
+			TLS:               TLS{Certificates: []Certificate{}, MinVersion: "1.2", ACME: ACME{Domains: []string{}}},
 		},
 		Admin:     Admin{Listen: "127.0.0.1:9090", AllowedHosts: []string{}},
 		Origin:    Origin{URL: "http://127.0.0.1:3000", Timeout: 30 * time.Second},

@@ -44,6 +44,9 @@ func Review(path string) (problems []config.Problem, advice Advice, err error) {
 	if _, err := loadCertificates(cfg, slog.New(slog.DiscardHandler)); err != nil {
 		problems = append(problems, problemAt("server.tls", err))
 	}
+	if _, err := acmeRoots(cfg); err != nil {
+		problems = append(problems, problemAt("server.tls", err))
+	}
 	assets := static.New(cfg.Server.Prefix + "/static/")
 	if _, err := templates.Parse(cfg.Pages.TemplatesDir, template.FuncMap{"static": assets.URL}); err != nil {
 		problems = append(problems, problemAt("pages.templates_dir", err))

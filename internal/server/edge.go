@@ -2,31 +2,38 @@ package server
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 
+	"github.com/caddyserver/certmagic"
+
+	"github.com/edgeq/edgeq/internal/acme"
 	"github.com/edgeq/edgeq/internal/certfiles"
+	"github.com/edgeq/edgeq/internal/certstore"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
 // edgeTLS is the TLS listener of edgeq alone at the edge (docs/reference.md "TLS and HTTP/2"): the
-// public handler over HTTPS, HTTP/1.1 and HTTP/2 by ALPN, certificates from files.
+// public handler over HTTPS, HTTP/1.1 and HTTP/2 by ALPN, certificates from files and automatic ones.
 type edgeTLS struct {
 	server *http.Server
 	ln     net.Listener
-	certs  *certfiles.Store
+	certs  *certfiles.Store // nil without certificate files
+	acme   *acme.Manager    // nil without automatic certificates
 }
 
-// loadCertificates reads server.tls.certificates; nil when there is no TLS listener. Start-up and
-// `edgeq check` both call it, so a certificate that does not load stops both.
+// loadCertificates reads server.tls.certificates; nil when there is no TLS listener or no file.
+// Start-up and `edgeq check` both call it, so a certificate that does not load stops both.
 func loadCertificates(cfg *config.Config, logger *slog.Logger) (*certfiles.Store, error) {
 	t := cfg.Server.TLS
-	if t.Listen == "" {
+	if t.Listen == "" || len(t.Certificates) == 0 {
 		return nil, nil
 	}
 	pairs := make([]certfiles.Pair, len(t.Certificates))
@@ -40,34 +47,96 @@ func loadCertificates(cfg *config.Config, logger *slog.Logger) (*certfiles.Store
 	return certs, nil
 }
 
+// acmeRoots reads server.tls.acme.ca_file: nil for the system's roots. Start-up and `edgeq check`
+// both call it.
+func acmeRoots(cfg *config.Config) (*x509.CertPool, error) {
+	a := cfg.Server.TLS.ACME
+	if cfg.Server.TLS.Listen == "" || !a.Enabled() || a.CAFile == "" {
+		return nil, nil
+	}
+	roots, err := acme.LoadRoots(a.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("server.tls.acme.ca_file: %v", err)
+	}
+	return roots, nil
+}
+
 // listenTLS loads the certificates, binds server.tls.listen and builds its server around handler,
-// with the public listener's limits. The expiry of the certificates is exported on built's registry.
-func listenTLS(cfg *config.Config, built *parts, handler http.Handler, public *http.Server, logger *slog.Logger) (*edgeTLS, error) {
+// with the public listener's limits; plain is server.listen as bound, where HTTP-01 checks arrive.
+// The expiry of the certificates is exported on built's registry.
+func listenTLS(cfg *config.Config, built *parts, handler http.Handler, public *http.Server, plain net.Addr,
+	challenges []string, logger *slog.Logger) (*edgeTLS, error) {
+	t := cfg.Server.TLS
+	if t.Listen == "" {
+		return nil, nil
+	}
 	certs, err := loadCertificates(cfg, logger)
-	if err != nil || certs == nil {
+	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.Server.TLS.Listen)
+	roots, err := acmeRoots(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", t.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("server.tls.listen: %v", err)
 	}
-	built.registry.MustRegister(certs.Collector())
-	if hsts := cfg.Server.TLS.HSTS; hsts != "" {
-		handler = withHSTS(handler, hsts)
+	e := &edgeTLS{ln: ln, certs: certs}
+	var leaves []func() []*x509.Certificate
+	if certs != nil {
+		leaves = append(leaves, certs.Leaves)
 	}
-	srv := &http.Server{
+	if t.ACME.Enabled() {
+		// The store shares certificates, the account and the ordering lock between replicas; a
+		// directory keeps them for one process across restarts.
+		var storage certmagic.Storage = certstore.New(built.store.Client, built.store.Keys)
+		if t.ACME.Storage != "" {
+			storage = acme.FileStorage(t.ACME.Storage)
+		}
+		e.acme = acme.New(acme.Options{
+			Domains: t.ACME.Domains, Email: t.ACME.Email, Directory: t.ACME.Directory(), Roots: roots,
+			Storage: storage, HTTPAddr: plain, TLSAddr: ln.Addr(), Logger: logger, Challenges: challenges,
+		})
+		leaves = append(leaves, e.acme.Leaves)
+	}
+	built.registry.MustRegister(certfiles.ExpiryCollector(time.Now, leaves...))
+	if t.HSTS != "" {
+		handler = withHSTS(handler, t.HSTS)
+	}
+	e.server = &http.Server{
 		Handler:           handler,
-		TLSConfig:         tlsConfig(cfg.Server.TLS.MinVersion, certs.GetCertificate),
+		TLSConfig:         tlsConfig(t.MinVersion, e.getCertificate),
 		ReadHeaderTimeout: public.ReadHeaderTimeout, // also bounds the TLS handshake
 		IdleTimeout:       public.IdleTimeout,
 		MaxHeaderBytes:    public.MaxHeaderBytes, // HTTP/2 advertises it as SETTINGS_MAX_HEADER_LIST_SIZE
 		ErrorLog:          public.ErrorLog,
 		Protocols:         new(http.Protocols),
 	}
-	// net/http adds h2 and http/1.1 to the ALPN list of a server that serves both (RFC 7301).
-	srv.Protocols.SetHTTP1(true)
-	srv.Protocols.SetHTTP2(true)
-	return &edgeTLS{server: srv, ln: ln, certs: certs}, nil
+	// net/http adds h2 and http/1.1 to the ALPN list of a server that serves both (RFC 7301); a CA's
+	// TLS-ALPN-01 check offers acme-tls/1 alone, which only it ever asks for.
+	e.server.Protocols.SetHTTP1(true)
+	e.server.Protocols.SetHTTP2(true)
+	if e.acme != nil {
+		e.server.TLSConfig.NextProtos = []string{"h2", "http/1.1", acme.ALPN}
+	}
+	return e, nil
+}
+
+// getCertificate picks a handshake's certificate: a CA's TLS-ALPN-01 check gets its challenge
+// certificate; a name in server.tls.acme.domains its automatic certificate, or while there is none
+// yet a file's that names it; any other name the files' choice (certfiles.Store.GetCertificate),
+// or without files the automatic certificates' default.
+func (e *edgeTLS) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if e.acme != nil && (e.certs == nil || acme.IsChallenge(hello)) {
+		return e.acme.GetCertificate(hello)
+	}
+	if e.acme != nil && e.acme.Manages(hello.ServerName) {
+		if cert, err := e.acme.GetCertificate(hello); err == nil {
+			return cert, nil
+		}
+	}
+	return e.certs.GetCertificate(hello)
 }
 
 // tls12Suites are the TLS 1.2 suites offered: ECDHE key exchange (forward secrecy) with an AEAD

@@ -31,6 +31,8 @@ type Options struct {
 	// StartedTLS, if set, is called before Started with the TLS listener's address when
 	// server.tls.listen is set.
 	StartedTLS func(tls net.Addr)
+	// acmeChallenges pins the ACME challenge types (tests); nil = both.
+	acmeChallenges []string
 }
 
 // StartupError is a failure before edgeq could serve: a bad configuration, a key that will not load, a
@@ -79,17 +81,18 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	g.cfg.Store(cfg)
 
-	l, err := listen(cfg, built, g, logger)
+	l, err := listen(cfg, built, g, opts.acmeChallenges, logger)
 	if err != nil {
 		return err
 	}
 	stopBackground := startBackground(cfg, built, g, opts.Reload, logger)
-	serveErr := l.serve()
+	serveErr := l.serve(logger)
 	logger.Info("edgeq started",
 		"public", l.publicLn.Addr().String(), "admin", l.adminLn.Addr().String(), "origin", cfg.Origin.URL,
 		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath)
 	if l.tls != nil {
 		logger.Info("TLS listener started", "tls", l.tls.ln.Addr().String(), "certificates", len(cfg.Server.TLS.Certificates),
+			"acme_domains", len(cfg.Server.TLS.ACME.Domains),
 			"min_version", cfg.Server.TLS.MinVersion, "redirect_http", cfg.Server.TLS.RedirectHTTP, "h2c", cfg.Server.H2C)
 		if opts.StartedTLS != nil {
 			opts.StartedTLS(l.tls.ln.Addr())
@@ -132,7 +135,7 @@ type listeners struct {
 
 // listen binds server.listen, admin.listen and server.tls.listen and builds the servers that will
 // serve them; a port in use, or a certificate that does not load, is a start-up error.
-func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (*listeners, error) {
+func listen(cfg *config.Config, built *parts, g *gateway, challenges []string, logger *slog.Logger) (*listeners, error) {
 	l := &listeners{}
 	var err error
 	l.publicLn, err = net.Listen("tcp", cfg.Server.Listen)
@@ -194,13 +197,16 @@ func listen(cfg *config.Config, built *parts, g *gateway, logger *slog.Logger) (
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          errorLog,
 	}
-	if l.tls, err = listenTLS(cfg, built, built.proxy, l.public, logger); err != nil {
+	if l.tls, err = listenTLS(cfg, built, built.proxy, l.public, l.publicLn.Addr(), challenges, logger); err != nil {
 		l.publicLn.Close()
 		l.adminLn.Close()
 		return nil, startupErr("%v", err)
 	}
 	if l.tls != nil && cfg.Server.TLS.RedirectHTTP {
 		l.public.Handler = newRedirectHTTP(built.proxy, l.tls.ln.Addr(), cfg.Server.TrustedProxies)
+	}
+	if l.tls != nil && l.tls.acme != nil {
+		l.public.Handler = l.tls.acme.HTTPHandler(l.public.Handler) // HTTP-01 checks, before any redirect
 	}
 	l.admin = &http.Server{
 		Handler:           adminHandler,
@@ -263,7 +269,7 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 
 // serve starts the servers, and the TLS listener's watch of its certificate files. When a server
 // stops, what its Serve returned is sent: before shutdown, a listener that failed.
-func (l *listeners) serve() <-chan error {
+func (l *listeners) serve(logger *slog.Logger) <-chan error {
 	serveErr := make(chan error, 3)
 	go func() { serveErr <- l.public.Serve(l.publicLn) }()
 	go func() { serveErr <- l.admin.Serve(l.adminLn) }()
@@ -271,7 +277,16 @@ func (l *listeners) serve() <-chan error {
 		go func() { serveErr <- l.tls.server.ServeTLS(l.tls.ln, "", "") }()
 		var watchCtx context.Context
 		watchCtx, l.stopWatch = context.WithCancel(context.Background())
-		l.watching.Go(func() { l.tls.certs.Watch(watchCtx) })
+		if l.tls.certs != nil {
+			l.watching.Go(func() { l.tls.certs.Watch(watchCtx) })
+		}
+		if l.tls.acme != nil {
+			// Ordering runs in the background; an error here is the storage's, before any order.
+			if err := l.tls.acme.Start(watchCtx); err != nil {
+				logger.Error("automatic certificates did not start: names without a certificate file "+
+					"fail their TLS handshakes", "error", err.Error())
+			}
+		}
 	}
 	return serveErr
 }
@@ -293,6 +308,9 @@ func (l *listeners) drain(g *gateway, stopBackground func(), logger *slog.Logger
 		shutdown.Go(func() { tlsErr = l.tls.server.Shutdown(shutdownCtx) })
 		l.stopWatch()
 		l.watching.Wait()
+		if l.tls.acme != nil {
+			l.tls.acme.Stop()
+		}
 	}
 	shutdown.Wait()
 	stopBackground()

@@ -68,6 +68,12 @@ routes:
 
 func start(t *testing.T, text string) *instance {
 	t.Helper()
+	return startWith(t, text, nil)
+}
+
+// startWith is start with Run's options changed by opts (nil: none).
+func startWith(t *testing.T, text string, opts func(*Options)) *instance {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -76,12 +82,14 @@ func start(t *testing.T, text string) *instance {
 	ctx, cancel := context.WithCancel(context.Background())
 	in := &instance{configPath: path, logs: &lockedBuffer{}, reload: make(chan struct{}, 1), cancel: cancel, done: make(chan error, 1)}
 	started := make(chan struct{})
-	go func() {
-		in.done <- Run(ctx, Options{ConfigPath: path, LogOutput: in.logs, Reload: in.reload, Started: func(public, admin net.Addr) {
-			in.public, in.admin = "http://"+public.String(), "http://"+admin.String()
-			close(started)
-		}, StartedTLS: func(tls net.Addr) { in.tls = "https://" + tls.String() }})
-	}()
+	o := Options{ConfigPath: path, LogOutput: in.logs, Reload: in.reload, Started: func(public, admin net.Addr) {
+		in.public, in.admin = "http://"+public.String(), "http://"+admin.String()
+		close(started)
+	}, StartedTLS: func(tls net.Addr) { in.tls = "https://" + tls.String() }}
+	if opts != nil {
+		opts(&o)
+	}
+	go func() { in.done <- Run(ctx, o) }()
 	select {
 	case <-started:
 	case err := <-in.done:

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net"
 	"slices"
 	"strings"
 
@@ -25,6 +26,11 @@ func warnings(cfg *config.Config) []string {
 		out = append(out, "redis.wait_replicas is 0 with "+storeKind(cfg.Redis)+": replication is asynchronous, so a "+
 			"failover can sell units twice (the promoted replica may not have the last reservations); set "+
 			"redis.wait_replicas to the number of replicas that must hold a reservation before the shop sees it")
+	}
+	if a := cfg.Server.TLS.ACME; cfg.Server.TLS.Listen != "" && a.Enabled() && a.Storage == "" && cfg.Redis.Embedded() {
+		out = append(out, "server.tls.acme keeps its certificates in the embedded store, which is lost at exit: "+
+			"each start orders them again, and Let's Encrypt issues at most 5 a week for the same names; set "+
+			"server.tls.acme.storage to a directory, or use Redis")
 	}
 	for _, q := range cfg.Queues {
 		if (q.Shuffle || q.Method == config.MethodRandom) && q.PlacesPerIP == 0 {
@@ -60,6 +66,15 @@ func warnings(cfg *config.Config) []string {
 // `edgeq check` and logged at start, informational. Each is one line naming its key.
 func notes(cfg *config.Config) []string {
 	var out []string
+	if t := cfg.Server.TLS; t.Listen != "" && t.ACME.Enabled() {
+		_, plain, _ := net.SplitHostPort(cfg.Server.Listen)
+		_, secure, _ := net.SplitHostPort(t.Listen)
+		if plain != "80" || secure != "443" {
+			out = append(out, "server.tls.acme: the CA checks the names on ports 80 (HTTP-01, server.listen is "+
+				cfg.Server.Listen+") and 443 (TLS-ALPN-01, server.tls.listen is "+t.Listen+"); one of the two "+
+				"must reach edgeq there, forwarded if not bound directly")
+		}
+	}
 	for _, r := range cfg.Routes {
 		if r.Admission.Type == config.AdmissionStock && r.Admission.User == config.UserToken {
 			out = append(out, "routes["+r.Name+"].admission.user is token: per_user_limit counts one place in line, "+

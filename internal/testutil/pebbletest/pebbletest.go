@@ -47,19 +47,21 @@ var build struct {
 // directory (its test certificates).
 func binaries() (string, string, error) {
 	build.once.Do(func() {
-		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
-		if err != nil {
-			build.err = fmt.Errorf("pebbletest: locating %s: %w", module, err)
-			return
-		}
-		build.src = strings.TrimSpace(string(out))
 		build.dir, build.err = os.MkdirTemp("", "edgeq-pebble-")
 		if build.err != nil {
 			return
 		}
+		// Building fetches the module into the module cache on a machine that has not got it yet;
+		// only then does go list know its directory.
 		cmd := exec.Command("go", "build", "-o", build.dir, module+"/cmd/pebble", module+"/cmd/pebble-challtestsrv")
 		if msg, err := cmd.CombinedOutput(); err != nil {
 			build.err = fmt.Errorf("pebbletest: building Pebble: %v\n%s", err, msg)
+			return
+		}
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module).Output()
+		build.src = strings.TrimSpace(string(out))
+		if err != nil || build.src == "" {
+			build.err = fmt.Errorf("pebbletest: locating %s: %v", module, err)
 		}
 	})
 	return build.dir, build.src, build.err
