@@ -112,7 +112,8 @@ screenshots:
 
 # Pass-through overhead (origin direct, bare ReverseProxy, edgeq, measured in one run) and the waiting
 # room on a private redis-server; the ledger on a private PostgreSQL.
-# The side-by-side table (edgeq-bench table) needs wrk, and shows nginx and Caddy when installed:
+# The side-by-side table (edgeq-bench table, plain and over TLS) needs wrk, and shows nginx and Caddy
+# (each also terminating TLS) when installed:
 # apt-get install wrk nginx caddy (Debian); without wrk it says so and stops. The hot product
 # (edgeq-bench hot) needs wrk and redis-benchmark (redis-tools).
 bench:

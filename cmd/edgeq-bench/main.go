@@ -103,7 +103,7 @@ func usage() {
   edgeq-bench admission [-duration 4s] [-rounds 3] [-concurrency 64] [-redis-cpu N] [-cpuprofile FILE] [-graphql]
   edgeq-bench ledger [-duration 4s] [-rounds 3] [-concurrency 64] [-outage 4s]   (needs redis-server and PostgreSQL)
   edgeq-bench replicas [-duration 4s] [-rounds 3] [-concurrency 64] [-delay 0]   (redis.wait_replicas 1 beside 0, a local replica)
-  edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2]   (needs wrk; adds nginx and caddy when installed)
+  edgeq-bench table [-duration 4s] [-rounds 3] [-connections 64] [-threads 2] [-only REGEXP] [-cpuprofile FILE]   (needs wrk; adds nginx and caddy, plain and over TLS, when installed)
   edgeq-bench hot [-duration 4s] [-rounds 3] [-connections 64] [-threads 2] [-floor-clients 32] [-redis-cpu 1]   (needs wrk and redis-benchmark)
   edgeq-bench bytes [-admissions 200000] [-warmup 20000] [-connections 32]   (bytes of Redis per admission; needs redis-server)
   edgeq-bench soak [-duration 20m] [-retention 3m] [-rate 600] [-joins 100]   (Redis memory, RSS and p99s per minute; needs redis-server)

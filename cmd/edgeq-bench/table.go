@@ -2,13 +2,14 @@ package main
 
 // The side-by-side table of issue 19 (edgeq-bench table): the fixtures it loads (an origin, the
 // join floor, a bare ReverseProxy, edgeq), wrk runs in alternating rounds, and the table of the
-// medians.
+// medians. The rows over TLS are in tlsbench.go.
 
 import (
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -31,7 +32,8 @@ import (
 
 // tableBench is the side-by-side table of issue 19: every path a request can take through edgeq,
 // beside the origin alone, a bare httputil.ReverseProxy, and nginx and Caddy when they are installed,
-// all loaded by wrk (a separate process) in alternating rounds on the same machine. Ratios are the
+// all loaded by wrk (a separate process) in alternating rounds on the same machine; then a gated GET
+// over TLS through edgeq's own TLS listener beside nginx and Caddy terminating TLS. Ratios are the
 // point: absolute numbers depend on the machine and on what else it is doing.
 func tableBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("table", flag.ContinueOnError)
@@ -39,7 +41,7 @@ func tableBench(args []string, w io.Writer) error {
 	connections := fs.Int("connections", 64, "wrk connections")
 	threads := fs.Int("threads", 2, "wrk threads")
 	rounds := fs.Int("rounds", 3, "alternating rounds; the table shows each target's median")
-	only := fs.String("only", "", "a regular expression: only the paths whose name matches (bare ReverseProxy and nginx always run, as references)")
+	only := fs.String("only", "", "a regular expression: only the paths whose name matches (bare ReverseProxy and nginx always run, as references, and nginx and Caddy over TLS with any edgeq row over TLS)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (origin, edgeq, bare proxy) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -64,6 +66,10 @@ func tableBench(args []string, w io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755) // nginx's workers read their temporary paths here
+	cert, err := writeBenchCert(dir)
+	if err != nil {
+		return err
+	}
 
 	origin, err := serve(http.HandlerFunc(tableOrigin))
 	if err != nil {
@@ -86,15 +92,18 @@ func tableBench(args []string, w io.Writer) error {
 	bare, err := serve(&httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(originURL); pr.SetXForwarded() },
 		Transport: proxy.NewHTTPTransport(config.Default().Origin.Timeout),
+		ErrorLog:  log.New(io.Discard, "", 0), // wrk ending a round cancels requests in flight
 	})
 	if err != nil {
 		return err
 	}
-	edge, stop, err := startEdgeqWith(origin, redisSrv.Addr(), fmt.Sprintf(tableConfig, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339)))
+	edgeURLs, stop, err := startEdgeqServer(origin, redisSrv.Addr(), "edgeq", tableServerYAML(cert),
+		fmt.Sprintf(tableConfig, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339)))
 	if err != nil {
 		return err
 	}
 	defer stop()
+	edge := edgeURLs.public
 	client := &http.Client{Timeout: 10 * time.Second}
 	cookie, err := gateToken(client, edge)
 	if err != nil {
@@ -113,22 +122,25 @@ func tableBench(args []string, w io.Writer) error {
 		{name: "origin alone", url: origin + "/page"},
 	}
 	notes := []string{}
-	if base, stopNginx, err := startNginx(dir, originURL.Host); err == nil {
+	var tlsTargets []wrkTarget // after the plain rows, in the same rounds
+	if base, stopNginx, err := startNginx(dir, originURL.Host, cert); err == nil {
 		defer stopNginx()
-		targets = append(targets, wrkTarget{name: "nginx proxy_pass (keepalive)", url: base + "/page", ref: "nginx"})
+		targets = append(targets, wrkTarget{name: nginxPlainRow, url: base.plain + "/page", ref: "nginx"})
+		tlsTargets = append(tlsTargets, wrkTarget{name: nginxTLSRow, url: base.tls + "/page", ref: nginxTLSRow, tls: true, plain: nginxPlainRow})
 	} else {
 		notes = append(notes, "nginx: "+err.Error())
 	}
-	if base, stopCaddy, err := startCaddy(dir, originURL.Host); err == nil {
+	if base, stopCaddy, err := startCaddy(dir, originURL.Host, cert); err == nil {
 		defer stopCaddy()
-		targets = append(targets, wrkTarget{name: "Caddy reverse_proxy", url: base + "/page"})
+		targets = append(targets, wrkTarget{name: caddyPlainRow, url: base.plain + "/page"})
+		tlsTargets = append(tlsTargets, wrkTarget{name: caddyTLSRow, url: base.tls + "/page", ref: caddyTLSRow, tls: true, plain: caddyPlainRow})
 	} else {
 		notes = append(notes, "caddy: "+err.Error())
 	}
 	targets = append(targets,
 		wrkTarget{name: "bare httputil.ReverseProxy", url: bare + "/page", ref: "bare"},
 		wrkTarget{name: "edgeq pass-through GET", url: edge + "/page"},
-		wrkTarget{name: "edgeq gated GET, valid token", url: edge + "/gated/page", header: "Cookie: " + cookie},
+		wrkTarget{name: gatedPlainRow, url: edge + "/gated/page", header: "Cookie: " + cookie},
 		wrkTarget{name: "edgeq status poll (waiting)", url: edge + "/_edgeq/status/bench_wait/" + waiting[0], store: true},
 		wrkTarget{name: "join floor: form, one INCR, JSON and a cookie", url: floor + "/join", script: postScript, body: "queue_id=bench_join", store: true},
 		wrkTarget{name: "edgeq join", url: edge + "/_edgeq/assign_queue_pos", script: postScript, body: "queue_id=bench_join", store: true},
@@ -138,12 +150,14 @@ func tableBench(args []string, w io.Writer) error {
 		wrkTarget{name: "edgeq bid admission (refused: too low)", url: edge + "/auctions/bench/bid", script: postScript, body: "amount=5.00", store: true,
 			drain: []string{"edgeq:{a:bench}:events"}},
 	)
+	targets = append(targets, tlsTargets...)
+	targets = append(targets, wrkTarget{name: gatedTLSRow, url: edgeURLs.tls + "/gated/page", header: "Cookie: " + cookie, tls: true, plain: gatedPlainRow})
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {
 			return err
 		}
-		targets = slices.DeleteFunc(targets, func(t wrkTarget) bool { return t.ref == "" && !re.MatchString(t.name) })
+		targets = keepTLSReferences(slices.DeleteFunc(targets, func(t wrkTarget) bool { return t.ref == "" && !re.MatchString(t.name) }))
 	}
 	wl := wrkLoad{threads: *threads, connections: *connections, duration: *duration, rounds: *rounds}
 	medians, ref, err := runRounds(targets, wl, rdb)
@@ -222,11 +236,13 @@ func runRounds(targets []wrkTarget, wl wrkLoad, rdb *redis.Client) ([]wrkResult,
 	results := make([][]wrkResult, len(targets))
 	for round := range wl.rounds {
 		for i, t := range targets {
-			fmt.Fprintf(os.Stderr, "round %d: %s\n", round+1, t.name)
+			fmt.Fprintf(os.Stderr, "round %d: %s", round+1, t.name)
 			r, err := runWrk(t, wl.threads, wl.connections, wl.duration, rdb, round)
 			if err != nil {
+				fmt.Fprintln(os.Stderr)
 				return nil, nil, fmt.Errorf("%s: %w", t.name, err)
 			}
+			fmt.Fprintf(os.Stderr, ": %.0f/s\n", r.rps)
 			results[i] = append(results[i], r)
 		}
 	}
@@ -251,6 +267,9 @@ func writeWrkTable(w io.Writer, wl wrkLoad, targets []wrkTarget, medians []wrkRe
 	fmt.Fprintln(w, "| path | requests/s | vs bare ReverseProxy | vs nginx | p50 | p99 | non-2xx | Redis CPU per request |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for i, m := range medians {
+		if targets[i].tls {
+			continue // their own table, below
+		}
 		vsNginx := "—"
 		if n := ref["nginx"]; n > 0 {
 			vsNginx = fmt.Sprintf("%.2fx", m.rps/n)
@@ -262,6 +281,7 @@ func writeWrkTable(w io.Writer, wl wrkLoad, targets []wrkTarget, medians []wrkRe
 		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s | %s | %.0f%% | %s |\n", targets[i].name, m.rps, m.rps/ref["bare"], vsNginx,
 			m.p50, m.p99, m.non2xx*100, cpu)
 	}
+	writeTLSTable(w, targets, medians, ref)
 	for _, n := range notes {
 		fmt.Fprintf(w, "\nnot in the table: %s", n)
 	}
@@ -271,7 +291,9 @@ func writeWrkTable(w io.Writer, wl wrkLoad, targets []wrkTarget, medians []wrkRe
 type wrkTarget struct {
 	name, url, header string
 	script, body      string   // a POST: wrk script sending body with a new X-User per request
-	ref               string   // "bare" or "nginx": a reference row
+	ref               string   // "bare", "nginx", or nginxTLSRow or caddyTLSRow: a reference row
+	tls               bool     // over TLS: in the table of the TLS rows
+	plain             string   // a row over TLS: the name of the same path's row without TLS
 	store             bool     // report Redis CPU per request
 	drain             []string // streams the event worker must have caught up with before Redis CPU is read
 }

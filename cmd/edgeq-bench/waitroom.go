@@ -221,55 +221,75 @@ func startEdgeqAdmin(origin, redisAddr, rest string) (string, string, func(), er
 
 // startEdgeqPrefixed is startEdgeqAdmin with the store's key prefix (redis.key_prefix).
 func startEdgeqPrefixed(origin, redisAddr, prefix, rest string) (string, string, func(), error) {
+	urls, stop, err := startEdgeqServer(origin, redisAddr, prefix, `{listen: "127.0.0.1:0"}`, rest)
+	return urls.public, urls.admin, stop, err
+}
+
+// edgeqURLs are the base URLs of an edgeq the benchmarks run: tls is "" without server.tls.listen.
+type edgeqURLs struct{ public, admin, tls string }
+
+// startEdgeqServer is startEdgeqPrefixed with the server section given (YAML flow style), for a
+// TLS listener beside the plain one.
+func startEdgeqServer(origin, redisAddr, prefix, serverYAML, rest string) (edgeqURLs, func(), error) {
 	dir, err := os.MkdirTemp("", "edgeq-bench-")
 	if err != nil {
-		return "", "", nil, err
+		return edgeqURLs{}, nil, err
 	}
 	key, _ := token.GenerateKey()
 	pemBytes, _ := token.MarshalPrivateKey(key)
 	keyPath := filepath.Join(dir, "signing.pem")
 	if err := os.WriteFile(keyPath, pemBytes, 0o600); err != nil {
-		return "", "", nil, err
+		return edgeqURLs{}, nil, err
 	}
 	cfg := fmt.Sprintf(`
-server: {listen: "127.0.0.1:0"}
+server: %s
 admin: {listen: "127.0.0.1:0", api_key: %q}
 origin: {url: %q}
 redis: {addr: %q, key_prefix: %q}
 tokens: {signing_key_file: %q}
 log: {level: info}
-`, benchAdminKey, origin, redisAddr, prefix, keyPath) + rest
+`, serverYAML, benchAdminKey, origin, redisAddr, prefix, keyPath) + rest
 	path := filepath.Join(dir, "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return "", "", nil, err
+		return edgeqURLs{}, nil, err
 	}
-	public, admin, stop, err := runEdgeqFile(context.Background(), path)
+	urls, stop, err := runEdgeq(context.Background(), path)
 	if err != nil {
-		return "", "", nil, err
+		os.RemoveAll(dir)
+		return edgeqURLs{}, nil, err
 	}
-	return public, admin, func() { stop(); os.RemoveAll(dir) }, nil
+	return urls, func() { stop(); os.RemoveAll(dir) }, nil
 }
 
 // runEdgeqFile runs edgeq in this process with the configuration file at path, and returns its public
 // URL, its admin URL and how to stop it.
 func runEdgeqFile(parent context.Context, path string) (string, string, func(), error) {
+	urls, stop, err := runEdgeq(parent, path)
+	return urls.public, urls.admin, stop, err
+}
+
+// runEdgeq is runEdgeqFile that also returns the TLS listener's URL, if there is one.
+func runEdgeq(parent context.Context, path string) (edgeqURLs, func(), error) {
 	if _, err := config.Load(path); err != nil {
-		return "", "", nil, err
+		return edgeqURLs{}, nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)
-	started := make(chan [2]string, 1)
+	started := make(chan edgeqURLs, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: io.Discard, Started: func(public, admin net.Addr) {
-			started <- [2]string{"http://" + public.String(), "http://" + admin.String()}
-		}})
+		var tlsURL string // StartedTLS is called before Started, on the same goroutine
+		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: io.Discard,
+			StartedTLS: func(tls net.Addr) { tlsURL = "https://" + tls.String() },
+			Started: func(public, admin net.Addr) {
+				started <- edgeqURLs{public: "http://" + public.String(), admin: "http://" + admin.String(), tls: tlsURL}
+			}})
 	}()
 	select {
-	case addrs := <-started:
-		return addrs[0], addrs[1], func() { cancel(); <-done }, nil
+	case urls := <-started:
+		return urls, func() { cancel(); <-done }, nil
 	case err := <-done:
 		cancel()
-		return "", "", nil, fmt.Errorf("edgeq did not start: %v", err)
+		return edgeqURLs{}, nil, fmt.Errorf("edgeq did not start: %v", err)
 	}
 }
 
