@@ -1,0 +1,188 @@
+// Package pow is a self-hosted proof-of-work check: edgeq issues a challenge, the visitor's browser
+// finds a nonce such that SHA-256 of the challenge followed by the nonce's decimal digits has
+// Difficulty leading zero bits, and edgeq checks the answer with one hash and one store write.
+//
+// A challenge is "<payload>.<mac>", both base64url without padding. The payload is a version byte,
+// the expiry (Unix milliseconds), the difficulty and a random id; the MAC (the first 16 bytes of
+// HMAC-SHA256) covers the payload and, without writing them in the challenge, what it is bound to:
+// its scope (a queue's join, or a route) and the visitor (the caller's binding: host and network, a
+// visitor id). A challenge shown to another visitor, used for another queue or route, edited or
+// expired is refused without a store call; a solved one is spent by SET NX on its id, so a replayed
+// solution is refused by every replica.
+package pow
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store"
+)
+
+// Results of a check, the values of the verification counter's result label.
+const (
+	ResultSuccess      = "success"
+	ResultMissing      = "missing"      // no challenge or no nonce
+	ResultInvalid      = "invalid"      // not one edgeq issued for this scope and visitor, or malformed
+	ResultExpired      = "expired"      // issued, but its life is over
+	ResultInsufficient = "insufficient" // the hash has too few leading zero bits
+	ResultReplayed     = "replayed"     // solved and used before
+	ResultStoreError   = "store_error"  // the single-use write failed
+)
+
+// MaxDifficulty bounds the difficulty a challenge may carry: 2^32 hashes on average is hours in a
+// browser, so anything above is a configuration mistake.
+const MaxDifficulty = 32
+
+const (
+	version    = 1
+	payloadLen = 1 + 8 + 1 + 16 // version, expiry ms, difficulty, id
+	macLen     = 16
+	// maxChallengeLen and maxNonceLen bound what a visitor may send before anything is computed.
+	maxChallengeLen = 80
+	maxNonceLen     = 20 // the digits of a uint64
+)
+
+// Checker issues and checks challenges. Safe for concurrent use.
+type Checker struct {
+	key   []byte
+	store *store.Store // spends solved challenges; nil keeps no record (tests of the format alone)
+	now   func() time.Time
+}
+
+// New returns a checker whose MACs use key (32 bytes or more) and which spends solutions in st.
+func New(key []byte, st *store.Store) *Checker {
+	return &Checker{key: key, store: st, now: time.Now}
+}
+
+// Challenge is what a visitor is given to solve.
+type Challenge struct {
+	Value      string
+	Difficulty int
+	Expires    time.Time
+}
+
+// Issue makes a challenge of difficulty leading zero bits for scope ("q:QUEUE" or "r:ROUTE") and
+// bind (the visitor), valid for ttl.
+func (c *Checker) Issue(scope, bind string, difficulty int, ttl time.Duration) Challenge {
+	difficulty = min(max(difficulty, 0), MaxDifficulty)
+	exp := c.now().Add(ttl)
+	var p [payloadLen]byte
+	p[0] = version
+	binary.BigEndian.PutUint64(p[1:9], uint64(exp.UnixMilli()))
+	p[9] = byte(difficulty)
+	rand.Read(p[10:])
+	payload := base64.RawURLEncoding.EncodeToString(p[:])
+	return Challenge{Value: payload + "." + c.mac(payload, scope, bind), Difficulty: difficulty, Expires: exp}
+}
+
+func (c *Checker) mac(payload, scope, bind string) string {
+	m := hmac.New(sha256.New, c.key)
+	m.Write([]byte("edgeq pow v1\x00" + payload + "\x00" + scope + "\x00" + bind))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:macLen])
+}
+
+// ErrStore is returned with ResultStoreError.
+var ErrStore = errors.New("pow: the store did not take the spent challenge")
+
+// Verify checks a solution: the challenge was issued for scope and bind, is unexpired, the nonce (a
+// decimal number as sent) makes the hash's leading zero bits at least the challenge's difficulty,
+// and it was not used before; it is then spent. It returns one of the Result constants, and an error
+// wrapping ErrStore when the store could not be written (the caller decides whether that refuses).
+func (c *Checker) Verify(ctx context.Context, challenge, nonce, scope, bind string) (string, error) {
+	if challenge == "" || nonce == "" {
+		return ResultMissing, nil
+	}
+	if len(challenge) > maxChallengeLen || len(nonce) > maxNonceLen || strings.Trim(nonce, "0123456789") != "" {
+		return ResultInvalid, nil
+	}
+	payload, mac, ok := strings.Cut(challenge, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(c.mac(payload, scope, bind))) {
+		return ResultInvalid, nil
+	}
+	p, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || len(p) != payloadLen || p[0] != version {
+		return ResultInvalid, nil
+	}
+	exp := time.UnixMilli(int64(binary.BigEndian.Uint64(p[1:9])))
+	now := c.now()
+	if !now.Before(exp) {
+		return ResultExpired, nil
+	}
+	if LeadingZeroBits(Hash(challenge, nonce)) < int(p[9]) {
+		return ResultInsufficient, nil
+	}
+	if c.store == nil {
+		return ResultSuccess, nil
+	}
+	// Kept a second past the expiry: past it the MAC check refuses the challenge anyway.
+	fresh, err := c.store.Client.SetNX(ctx, usedKey(c.store.Keys, p[10:]), 1, exp.Sub(now)+time.Second).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return ResultReplayed, nil
+	case err != nil:
+		return ResultStoreError, errors.Join(ErrStore, err)
+	case !fresh:
+		return ResultReplayed, nil
+	}
+	return ResultSuccess, nil
+}
+
+// usedKey marks one challenge spent; each under a hash tag of its own, so spent challenges spread over
+// a Cluster's slots.
+func usedKey(k store.Keys, id []byte) string {
+	return k.Global("pow:"+hex.EncodeToString(id), "used")
+}
+
+// Hash is SHA-256 of the challenge's bytes followed by the nonce's.
+func Hash(challenge, nonce string) [32]byte {
+	h := sha256.New()
+	h.Write([]byte(challenge))
+	h.Write([]byte(nonce))
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// LeadingZeroBits counts the zero bits at the start of sum.
+func LeadingZeroBits(sum [32]byte) int {
+	n := 0
+	for i := 0; i < len(sum); i += 8 {
+		w := binary.BigEndian.Uint64(sum[i : i+8])
+		if w != 0 {
+			return n + bits.LeadingZeros64(w)
+		}
+		n += 64
+	}
+	return n
+}
+
+// Solve finds the smallest nonce for a challenge of difficulty, as a visitor's page does (tests and
+// the bot's-cost benchmark use it). ctx ends the search early (0, false).
+func Solve(ctx context.Context, challenge string, difficulty int) (uint64, bool) {
+	var buf [maxNonceLen]byte
+	var sum [32]byte
+	for nonce := uint64(0); ; nonce++ {
+		if nonce&0xffff == 0 && ctx.Err() != nil {
+			return 0, false
+		}
+		h := sha256.New()
+		h.Write([]byte(challenge))
+		h.Write(strconv.AppendUint(buf[:0], nonce, 10))
+		h.Sum(sum[:0])
+		if LeadingZeroBits(sum) >= difficulty {
+			return nonce, true
+		}
+	}
+}
