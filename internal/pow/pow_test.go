@@ -30,6 +30,9 @@ func TestVerify(t *testing.T) {
 		ctx := context.Background()
 		a, b := New(testKey, s), New(testKey, s)
 		ch := a.Issue("q:drop", "shop.test|192.0.2.0/24", 12, time.Minute)
+		if len(ch.Value) != 64 {
+			t.Fatalf("a challenge of %d bytes, want one SHA-256 block: %q", len(ch.Value), ch.Value)
+		}
 		nonce := solved(t, ch)
 		if got := LeadingZeroBits(Hash(ch.Value, nonce)); got < 12 {
 			t.Fatalf("Solve found %d zero bits", got)
