@@ -55,7 +55,7 @@ func New(o Options) *Manager {
 	for _, d := range o.Domains {
 		m.names[normal(d)] = true
 	}
-	logger := zapLogger(o.Logger.With("component", "acme"))
+	logger := zapLogger(slog.New(o.Logger.Handler().WithAttrs([]slog.Attr{slog.String("component", "acme")})))
 	m.cache = certmagic.NewCache(certmagic.CacheOptions{
 		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return m.magic, nil },
 		Logger:           logger,
