@@ -219,32 +219,41 @@ func loadManifests(t *testing.T, dir string) []manifest {
 		if err != nil {
 			return err
 		}
-		dec := yaml.NewDecoder(bytes.NewReader(data))
-		for {
-			var n yaml.Node
-			if err := dec.Decode(&n); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-			m := manifest{file: p, node: &n}
-			if err := n.Decode(&m); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-			if m.Kind == "" && m.APIVersion == "" {
-				continue // an empty document, e.g. after a trailing ---
-			}
-			if m.Kind == "" || m.APIVersion == "" || m.Metadata.Name == "" {
-				return fmt.Errorf("%s: a document without kind, apiVersion or metadata.name", p)
-			}
-			out = append(out, m)
-		}
-		return nil
+		ms, err := decodeManifests(p, data)
+		out = append(out, ms...)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// decodeManifests reads the YAML documents of one file (or of helm template's output), named file in
+// messages.
+func decodeManifests(file string, data []byte) ([]manifest, error) {
+	var out []manifest
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		m := manifest{file: file, node: &n}
+		if err := n.Decode(&m); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if m.Kind == "" && m.APIVersion == "" {
+			continue // an empty document, e.g. after a trailing ---
+		}
+		if m.Kind == "" || m.APIVersion == "" || m.Metadata.Name == "" {
+			return nil, fmt.Errorf("%s: a document without kind, apiVersion or metadata.name", file)
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 func specOf[T any](t *testing.T, m manifest) T {
@@ -304,8 +313,14 @@ type kubernetesStack struct {
 
 func loadStack(t *testing.T) kubernetesStack {
 	t.Helper()
+	return stackOf(t, loadManifests(t, "kubernetes"))
+}
+
+// stackOf picks the objects the tests look at out of a set of manifests.
+func stackOf(t *testing.T, all []manifest) kubernetesStack {
+	t.Helper()
 	s := kubernetesStack{
-		all:        loadManifests(t, "kubernetes"),
+		all:        all,
 		configMaps: map[string]map[string]string{},
 		secrets:    map[string]secretData{},
 		services:   map[string]serviceSpec{},
@@ -337,7 +352,7 @@ func loadStack(t *testing.T) kubernetesStack {
 	s.deployment = deployments[0]
 	s.deploySpec = specOf[workloadSpec](t, s.deployment)
 	for _, c := range s.deploySpec.Template.Spec.Containers {
-		if strings.HasPrefix(c.Image, "edgeq:") || c.Image == "edgeq" {
+		if repo := imageRepository(c.Image); repo == "edgeq" || strings.HasSuffix(repo, "/edgeq") {
 			s.edgeq = c
 		}
 	}
@@ -345,6 +360,15 @@ func loadStack(t *testing.T) kubernetesStack {
 		t.Fatalf("%s: no container runs the edgeq image", s.deployment)
 	}
 	return s
+}
+
+// imageRepository is an image reference without its tag and digest.
+func imageRepository(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		image = image[:i]
+	}
+	return image
 }
 
 // configPath is the -config argument of the edgeq container.
@@ -484,8 +508,9 @@ func TestKubernetes_DeploymentRunsThreeProbedHardenedReplicas(t *testing.T) {
 			t.Errorf("%s: GET %s on port %d, want GET %s on port 9090", p.name, p.probe.HTTPGet.Path, c.port(p.probe.HTTPGet.Port), p.path)
 		}
 	}
-	if c.Image != "edgeq:latest" {
-		t.Errorf("image %q, want edgeq:latest", c.Image)
+	// The image is named by version: the release the Helm chart runs.
+	if want := "ghcr.io/edgeq/edgeq:" + chartMeta(t).AppVersion; c.Image != want {
+		t.Errorf("image %q, want %s (the Helm chart's appVersion)", c.Image, want)
 	}
 	for _, r := range []string{"cpu", "memory"} {
 		if c.Resources.Requests[r] == "" {
