@@ -2,10 +2,13 @@
 # runs every test; `make help` lists them all.
 GO      ?= go
 BIN     := bin
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The version make build and make release stamp into edgeq (`edgeq version`, edgeq_build_info): the tag
+# when HEAD is one (v0.4.0), else the commit's short hash; -dirty when the tree has uncommitted
+# changes. `make release VERSION=v0.4.0` sets it by hand.
+VERSION ?= $(shell git describe --tags --exact-match --dirty 2>/dev/null || git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: help build demo test test-quick fuzz chaos bench lint staticcheck clean screenshots
+.PHONY: help build demo test test-quick fuzz chaos bench lint staticcheck clean screenshots licenses release version
 
 # help lists the targets (the default: `make` alone prints this).
 help:
@@ -19,7 +22,12 @@ help:
 	@echo "make lint         gofmt, go vet and staticcheck (installed into bin/ at a pinned version)"
 	@echo "make bench        the benchmarks (figures in docs/benchmarks.md)"
 	@echo "make screenshots  retake docs/screenshots in headless Chromium"
-	@echo "make clean        remove bin/"
+	@echo "make licenses     THIRD_PARTY_LICENSES.md: the licences of every module the binaries link (after a go.mod change)"
+	@echo "make release      static edgeq binaries for linux/amd64 and linux/arm64 as dist/*.tar.gz, and dist/SHA256SUMS"
+	@echo "make version      the version make build and make release stamp (the git tag, else the commit)"
+	@echo "make image        the container image, built here without a registry (podman): bin/edgeq-image.tar"
+	@echo "make image-check  make image, then run it: version, check, a request through it to the demo shop"
+	@echo "make clean        remove bin/ and dist/"
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/edgeq ./cmd/edgeq
@@ -146,5 +154,53 @@ $(STATICCHECK):
 	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@mv $(BIN)/staticcheck $(STATICCHECK)
 
+# THIRD_PARTY_LICENSES.md: the Go standard library and every module linked into the commands under cmd/,
+# with the text of their licence files from the module cache (scripts/licenses). Commit it; its test
+# (go test ./scripts/licenses) fails when it is out of date with go.mod.
+licenses:
+	$(GO) run ./scripts/licenses -o THIRD_PARTY_LICENSES.md
+
+# Static edgeq binaries (CGO_ENABLED=0, -trimpath, VERSION stamped) for RELEASE_PLATFORMS, each in
+# dist/edgeq_$(VERSION)_<os>_<arch>.tar.gz beside LICENSE, THIRD_PARTY_LICENSES.md, README.md,
+# CHANGELOG.md and config.example.yaml, and dist/SHA256SUMS (sha256sum -c reads it). The archives
+# are reproducible: the same commit built by the same Go gives the same bytes (names sorted, owner
+# root, times the commit's; GNU tar). A THIRD_PARTY_LICENSES.md out of date with go.mod stops it.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+RELEASE_FILES     := LICENSE THIRD_PARTY_LICENSES.md README.md CHANGELOG.md config.example.yaml
+DIST              := dist
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+release:
+	@rm -rf $(DIST) && mkdir -p $(DIST)
+	@$(GO) run ./scripts/licenses -o $(DIST)/THIRD_PARTY_LICENSES.md
+	@cmp -s $(DIST)/THIRD_PARTY_LICENSES.md THIRD_PARTY_LICENSES.md || \
+		{ echo "THIRD_PARTY_LICENSES.md is out of date with go.mod: run make licenses and commit it"; exit 1; }
+	@rm $(DIST)/THIRD_PARTY_LICENSES.md
+	@set -e; for platform in $(RELEASE_PLATFORMS); do \
+		os=$${platform%/*}; arch=$${platform#*/}; name=edgeq_$(VERSION)_$${os}_$${arch}; \
+		echo "$(DIST)/$$name.tar.gz"; \
+		mkdir -p $(DIST)/$$name; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/$$name/edgeq ./cmd/edgeq; \
+		cp $(RELEASE_FILES) $(DIST)/$$name/; \
+		tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$(SOURCE_DATE_EPOCH) --mode=u+w,go-w,a+rX \
+			-C $(DIST) -cf - $$name | gzip -9n > $(DIST)/$$name.tar.gz; \
+		rm -rf $(DIST)/$$name; \
+	done
+	cd $(DIST) && sha256sum *.tar.gz > SHA256SUMS
+
+version:
+	@echo $(VERSION)
+
+# The Dockerfile's image, assembled on this machine with podman and no registry (scripts/image.sh): the
+# binary built here as the Dockerfile's build stage builds it, the CA bundle and time zones from this
+# Debian machine (ca-certificates, tzdata), the final stage's instructions as they are. It is saved
+# as IMAGE_ARCHIVE, tagged localhost/edgeq:$(VERSION) and :latest (docker load -i / podman load -i);
+# podman's store is temporary. image-check loads it into another one and runs it (CI, before the tests).
+IMAGE_ARCHIVE ?= $(BIN)/edgeq-image.tar
+.PHONY: image image-check
+image:
+	GO=$(GO) VERSION=$(VERSION) scripts/image.sh build $(IMAGE_ARCHIVE)
+image-check: image
+	GO=$(GO) scripts/image.sh check $(IMAGE_ARCHIVE)
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ids"
@@ -67,6 +68,9 @@ type Options struct {
 	SourceCooldown time.Duration
 	// ReportRetention is report.retention: how long the report's series are kept (report.go).
 	ReportRetention time.Duration
+	// Tracer makes the spans of admissions and of the event worker's passes (tracing.go); nil:
+	// tracing is off.
+	Tracer trace.Tracer
 }
 
 // Service is admission: its kinds (stock, bid), their event worker and their admin views.
@@ -97,6 +101,8 @@ type Service struct {
 	orphanPolicies atomic.Pointer[map[string]string]
 	// lease: this replica's view of its liveness lease, which fences what it admitted (orphans.go).
 	lease lease
+	// traces are the recorded spans of admissions not yet applied by the event worker (tracing.go).
+	traces tracedAdmissions
 
 	stock *stockKind
 	bid   *bidKind

@@ -67,7 +67,7 @@ func (s *Service) unknownOwner(ctx context.Context, k kind, rule idmatch.Rule, c
 				k.owner(), c.owner, strings.Join(near, ", "), rule)), nil
 		}
 		c.owner = as
-		e, err := k.reserve(ctx, c)
+		e, err := s.reserveTraced(ctx, k, c)
 		return c, e, err
 	}
 	d, ok := k.(discoverer)
@@ -81,7 +81,7 @@ func (s *Service) unknownOwner(ctx context.Context, k kind, rule idmatch.Rule, c
 	if !found {
 		return c, k.notFound(), nil
 	}
-	e, err = k.reserve(ctx, c)
+	e, err = s.reserveTraced(ctx, k, c)
 	return c, e, err
 }
 

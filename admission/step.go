@@ -87,7 +87,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		releaseOn = append(releaseOn, o)
 	}
 	readAnswer := wantsAnswer(releaseOn)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return s.traceAdmission(k, route.Name, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		if e, degraded := web.RequestFrom(r.Context()).StoreDegraded(config.RequireAdmission); degraded {
 			s.storeFailed(w, r, k, next, e, start)
@@ -111,7 +111,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		c.id, c.route = s.o.IDs.NextString(), route.Name
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
 		// store that did not answer. The store bounds each call (store.CallTimeout).
-		e, err := k.reserve(context.WithoutCancel(r.Context()), c)
+		e, err := s.reserveTraced(context.WithoutCancel(r.Context()), k, c)
 		if err == nil && e != nil && e.Code == k.notFound().Code {
 			// Not known as spelled: another spelling of a guarded id is reserved as that id or refused,
 			// never passed; an auction may be the shop's (auctions_source). spellings.go.
@@ -119,7 +119,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		}
 		if err == nil && e != nil && e.Code == web.ErrPurchaseInProgress.Code && s.waitCommit(k, c) {
 			// The user's last purchase was answered and its commit is on its way from this replica.
-			e, err = k.reserve(context.WithoutCancel(r.Context()), c)
+			e, err = s.reserveTraced(context.WithoutCancel(r.Context()), k, c)
 		}
 		if errors.Is(err, store.ErrNotAcked) {
 			// The store answered but its replicas did not confirm in time: a failover now could lose the
@@ -140,7 +140,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			// unknown_product: pass — a shop's one add-to-cart URL serves every product; only the
 			// ones edgeq knows are guarded. Nothing was taken (the script refused before any write).
 			s.metrics.admissions.WithLabelValues(k.name(), "unknown_passed").Inc()
-			s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+			s.observe(r, k, start)
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -150,7 +150,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		}
 		s.metrics.admissions.WithLabelValues(k.name(), "admitted").Inc()
 		s.countAdmitted(k, c)
-		s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+		s.observe(r, k, start)
 		forget(k, c.owner)
 		r.Header.Set(k.header(), c.id)
 		// From here the request is the shop's: it reaches the origin and is settled on the origin's
@@ -173,7 +173,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			o.Fence = fence
 		}
 		st := s.startSettling(k, c, o)
-		defer s.settle(fwd, k, c, releaseOn, st)
+		defer s.settleTraced(fwd, k, c, releaseOn, st)
 		if !holds {
 			if o != nil {
 				o.Fenced = true
@@ -383,7 +383,7 @@ func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k kind
 		forget(k, c.owner)
 	}
 	s.metrics.admissions.WithLabelValues(k.name(), resultReplicaTimeout).Inc()
-	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+	s.observe(r, k, start)
 	s.responder.Error(w, r, web.ErrStoreUnavailable.Because(cause))
 }
 
@@ -403,7 +403,7 @@ func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, ne
 		return
 	}
 	s.metrics.admissions.WithLabelValues(k.name(), "bypassed").Inc()
-	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+	s.observe(r, k, start)
 	next.ServeHTTP(w, r)
 }
 
@@ -413,7 +413,7 @@ func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, ne
 func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, owner string, e *web.Error, start time.Time) {
 	s.metrics.admissions.WithLabelValues(k.name(), resultLabel(k, e)).Inc()
 	s.countRefused(k, owner, e)
-	s.metrics.duration.WithLabelValues(k.name()).Observe(time.Since(start).Seconds())
+	s.observe(r, k, start)
 	if page := refusalPage(k, e); page != "" && web.IsNavigation(r) {
 		s.responder.Page(w, r, e.Status, page, web.RefusalPage{
 			ErrorPage: web.ErrorPage{PageBase: s.responder.Base(r), Status: e.Status, Code: e.Code},

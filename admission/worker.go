@@ -76,7 +76,7 @@ func (w *worker) pass(ctx context.Context) (f found, stop bool) {
 		w.claimAt = time.Now()
 	}
 	reads := s.readAll(ctx, w.streams, groupName, w.consumer, w.groups, claim, workerRead)
-	return foundIn(reads, workerRead), !w.handleReads(ctx, reads)
+	return foundIn(reads, workerRead), !w.handleTraced(ctx, reads)
 }
 
 // workerRead bounds the entries the event worker reads from one stream per pass.

@@ -240,6 +240,24 @@ func withoutEdgeqCookies(line string) string {
 	}
 }
 
+// withHop returns a forwarding chain with hop appended: the chain so far only when it came from a
+// trusted peer, else hop alone.
+func withHop(trusted bool, prior []string, hop string) string {
+	if !trusted || len(prior) == 0 {
+		return hop
+	}
+	return strings.Join(prior, ", ") + ", " + hop
+}
+
+// forwardedNode writes an address as a Forwarded "for" value: IPv6 in brackets and quotes (RFC 7239
+// section 6).
+func forwardedNode(a netip.Addr) string {
+	if a.Is6() {
+		return `"[` + a.String() + `]"`
+	}
+	return a.String()
+}
+
 // trustedSet is the parsed server.trusted_proxies.
 type trustedSet []netip.Prefix
 

@@ -59,7 +59,14 @@ func (t *Transport) get(ctx context.Context, addr string) (*originConn, bool, er
 		}
 		c.conn.Close()
 	}
+	trace := httptrace.ContextClientTrace(ctx)
+	if trace != nil && trace.ConnectStart != nil {
+		trace.ConnectStart("tcp", addr)
+	}
 	conn, err := t.dial(ctx, "tcp", addr)
+	if trace != nil && trace.ConnectDone != nil {
+		trace.ConnectDone("tcp", addr, err)
+	}
 	if err != nil {
 		return nil, false, err
 	}
@@ -132,9 +139,10 @@ func (l *headerLimit) Read(p []byte) (int, error) {
 // maxInformational bounds the 1xx answers read before the real one.
 const maxInformational = 8
 
-// roundTrip writes req on c and reads the answer's header. early reports a failure before any byte of
-// an answer arrived (a stale pooled connection, when c was reused).
-func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome) (resp *http.Response, early bool, err error) {
+// roundTrip writes req on c and reads the answer's header, telling trace (nil: none) as net/http's
+// Transport tells a ClientTrace. early reports a failure before any byte of an answer arrived (a stale
+// pooled connection, when c was reused).
+func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome, trace *httptrace.ClientTrace) (resp *http.Response, early bool, err error) {
 	stop := context.AfterFunc(req.Context(), func() { c.conn.Close() })
 	defer func() {
 		if err != nil {
@@ -149,6 +157,9 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome) 
 	}
 	if o != nil {
 		o.MarkSent()
+	}
+	if trace != nil && trace.WroteRequest != nil {
+		trace.WroteRequest(httptrace.WroteRequestInfo{})
 	}
 	if t.headerTimeout > 0 {
 		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
@@ -169,6 +180,9 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome) 
 			return nil, false, timeout
 		}
 	}
+	if trace != nil && trace.GotFirstResponseByte != nil {
+		trace.GotFirstResponseByte()
+	}
 	for n := 0; ; n++ {
 		resp, err = http.ReadResponse(c.br, req)
 		if err != nil {
@@ -182,7 +196,7 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome) 
 			return nil, false, fmt.Errorf("origin answered %d to a request without an upgrade", code)
 		}
 		// 1xx informational (103 Early Hints): passed on through the trace ReverseProxy installs.
-		if trace := httptrace.ContextClientTrace(req.Context()); trace != nil && trace.Got1xxResponse != nil {
+		if trace != nil && trace.Got1xxResponse != nil {
 			if err := trace.Got1xxResponse(code, textproto.MIMEHeader(resp.Header)); err != nil {
 				return nil, false, err
 			}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/graphql"
@@ -58,6 +59,9 @@ type Options struct {
 	SpoolBytes int64
 	// Visitors gives out visitor ids while a route uses them (visitor.go); nil: never.
 	Visitors *Visitors
+	// Tracer makes the spans of requests and shop calls (tracing.go); nil: tracing is off, and
+	// traceparent headers pass through untouched.
+	Tracer trace.Tracer
 }
 
 // Proxy is the public http.Handler.
@@ -85,6 +89,7 @@ type Proxy struct {
 	// defaultPool is origin:'s; poolsInstalled wakes RunHealth when Use installs a table (pool.go).
 	defaultPool    *pool
 	poolsInstalled chan struct{}
+	tracer         trace.Tracer // nil: tracing off
 
 	passDuration, edgeqDuration prometheus.Observer
 }
@@ -107,6 +112,7 @@ func New(opts Options) *Proxy {
 		maxBodyBytes: opts.MaxBodyBytes,
 		writeTimeout: opts.WriteTimeout,
 		seen:         graphql.NewSeen(),
+		tracer:       opts.Tracer,
 	}
 	buffers := NewBufferPool()
 	p.spool = newSpooler(opts.SpoolBytes, buffers)
@@ -167,12 +173,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		info.ClaimedToken = claimedToken[0]
 	}
 	info.Store.Degraded = p.degraded()
-	ctx := web.WithRequest(r.Context(), info)
+	ctx, span := r.Context(), trace.Span(nil) // span: nil while tracing is off
+	if p.tracer != nil {
+		ctx, span = p.startTrace(ctx, r, info) // the request's span, in the visitor's trace if it sent one
+	}
+	ctx = web.WithRequest(ctx, info)
 	rec := &recorder{ResponseWriter: w, info: info, writeTimeout: p.writeTimeout}
 	var duration prometheus.Observer
 	defer func() {
 		rec.finishDeadline()
-		p.finish(rec, r, info, start, duration)
+		p.finish(rec, r, info, start, duration, span)
 	}()
 
 	// Before anything routes on the request, edgeq's own endpoints included.
@@ -225,7 +235,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // finish writes the access log line and the request metrics. It runs deferred, so it also covers a
 // response aborted with http.ErrAbortHandler (the origin broke off mid-body).
-func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start time.Time, duration prometheus.Observer) {
+func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start time.Time, duration prometheus.Observer, span trace.Span) {
 	elapsed := time.Since(start)
 	status := rec.status
 	if status == 0 {
@@ -236,7 +246,10 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 		}
 	}
 	p.metrics.HTTPRequests.WithLabelValues(info.Route, metrics.StatusLabel(status)).Inc()
-	duration.Observe(elapsed.Seconds())
+	if span != nil {
+		endTrace(span, r, info, status)
+	}
+	metrics.Observe(duration, elapsed.Seconds(), info.TraceID)
 	if !p.logger.Enabled(r.Context(), slog.LevelInfo) {
 		return
 	}
@@ -250,6 +263,7 @@ func (p *Proxy) finish(rec *recorder, r *http.Request, info *web.Request, start 
 		Bytes:         rec.bytes,
 		DurationMS:    float64(elapsed.Microseconds()) / 1000,
 		ClientIP:      info.ClientIP,
+		TraceID:       info.TraceID,
 	})
 }
 
@@ -296,6 +310,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 			o.Body = &web.BodyWatch{ReadCloser: r.Body}
 			r.Body = o.Body
 		}
+	}
+	if p.tracer != nil {
+		p.forwardTraced(w, r, o) // in a span of the shop call (tracing.go)
+		return
 	}
 	p.reverse.ServeHTTP(w, r)
 }
@@ -348,29 +366,14 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 			pr.Out.Header[name] = values
 		}
 	}
-}
-
-// withHop returns a forwarding chain with hop appended: the chain so far only when it came from a
-// trusted peer, else hop alone.
-func withHop(trusted bool, prior []string, hop string) string {
-	if !trusted || len(prior) == 0 {
-		return hop
+	if p.tracer != nil {
+		propagate(pr) // the shop's request carries the trace context of the shop call's span
 	}
-	return strings.Join(prior, ", ") + ", " + hop
-}
-
-// forwardedNode writes an address as a Forwarded "for" value: IPv6 in brackets and quotes (RFC 7239
-// section 6).
-func forwardedNode(a netip.Addr) string {
-	if a.Is6() {
-		return `"[` + a.String() + `]"`
-	}
-	return a.String()
 }
 
 func (p *Proxy) modifyResponse(resp *http.Response) error {
 	if o := web.OutcomeFrom(resp.Request.Context()); o != nil {
-		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
+		metrics.Observe(p.metrics.OriginDuration, time.Since(o.Started).Seconds(), p.traceID(resp.Request))
 		o.Status = resp.StatusCode
 		// Clipped: an unknown command is logged, and only "complete" and "abandon" mean anything.
 		o.Command = web.ClipLog(resp.Header.Get(web.CommandHeader))
@@ -394,7 +397,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 func (p *Proxy) originError(w http.ResponseWriter, r *http.Request, err error) {
 	var bodyErr error
 	if o := web.OutcomeFrom(r.Context()); o != nil {
-		p.metrics.OriginDuration.Observe(time.Since(o.Started).Seconds())
+		metrics.Observe(p.metrics.OriginDuration, time.Since(o.Started).Seconds(), p.traceID(r))
 		o.TransportError = true
 		o.MarkAnswered()
 		if o.Body != nil {

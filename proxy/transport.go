@@ -133,6 +133,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx := req.Context()
 	o := web.OutcomeFrom(ctx)
+	// The ClientTrace of a traced shop call, and ReverseProxy's own (1xx answers): the short path
+	// calls their hooks as net/http's Transport does.
+	trace := httptrace.ContextClientTrace(ctx)
 	var fence web.Fence
 	if o != nil {
 		fence = o.Fence
@@ -150,6 +153,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		connected(o)
+		if trace != nil && trace.GotConn != nil {
+			trace.GotConn(httptrace.GotConnInfo{Conn: c.conn, Reused: reused})
+		}
 		if fence != nil && !fence.Holds() {
 			t.put(c) // nothing was written on it
 			if req.Body != nil {
@@ -157,7 +163,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, web.ErrFenced
 		}
-		resp, early, err := c.roundTrip(req, t, o)
+		resp, early, err := c.roundTrip(req, t, o, trace)
 		if err == nil {
 			return resp, nil
 		}

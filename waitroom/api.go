@@ -22,16 +22,16 @@ const maxFormBytes = 16 << 10
 // Register adds the public waiting-room endpoints under the prefix to mux.
 func (r *Room) Register(mux *http.ServeMux) {
 	p := r.opts.Prefix
-	mux.HandleFunc("POST "+p+"/assign_queue_pos", r.handleAssign)
-	mux.HandleFunc("GET "+p+"/queue_pos/{queue_id}/{request_id}", r.handleQueuePos)
+	mux.HandleFunc("POST "+p+"/assign_queue_pos", r.traced(spanJoin, r.handleAssign))
+	mux.HandleFunc("GET "+p+"/queue_pos/{queue_id}/{request_id}", r.traced(spanStatus, r.handleQueuePos))
 	mux.HandleFunc("GET "+p+"/serving_pos/{queue_id}", r.handleServingPos)
 	mux.HandleFunc("GET "+p+"/waiting_num/{queue_id}", r.handleWaitingNum)
-	mux.HandleFunc("POST "+p+"/generate_token", r.handleGenerateToken)
-	mux.HandleFunc("GET "+p+"/status/{queue_id}/{request_id}", r.handleStatus)
+	mux.HandleFunc("POST "+p+"/generate_token", r.traced(spanToken, r.handleGenerateToken))
+	mux.HandleFunc("GET "+p+"/status/{queue_id}/{request_id}", r.traced(spanStatus, r.handleStatus))
 	mux.HandleFunc("POST "+p+"/beat/{queue_id}/{request_id}", r.handleBeat)
 	mux.HandleFunc("GET "+p+"/jwks.json", r.handleJWKS)
-	mux.HandleFunc("GET "+p+"/wait/{queue_id}", r.handleWait)
-	mux.HandleFunc("POST "+p+"/wait/{queue_id}", r.handleWait)
+	mux.HandleFunc("GET "+p+"/wait/{queue_id}", r.traced(spanWait, r.handleWait))
+	mux.HandleFunc("POST "+p+"/wait/{queue_id}", r.traced(spanWait, r.handleWait))
 	mux.HandleFunc("GET "+p+"/invite/{queue_id}/{code}", r.handleInvite)
 	mux.HandleFunc("POST "+p+"/invite/{queue_id}/{code}", r.handleInvite)
 }
@@ -60,6 +60,7 @@ func (r *Room) queueFor(ctx context.Context, id string) (*snapshot, *web.Error) 
 	if s == nil {
 		return nil, web.ErrQueueNotFound
 	}
+	r.noteQueue(ctx, id)
 	return s, nil
 }
 

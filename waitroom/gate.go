@@ -35,6 +35,7 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 		return next, nil
 	}
 	queueID, r := route.Queue, g.room
+	next = r.passOn(next) // with tracing on, the gate's span ends where the request moves on (tracing.go)
 	tokenCookie := r.cookieName("tk", queueID)
 	sess := session{queueID: queueID}
 	for _, text := range route.CompleteOn {
@@ -45,7 +46,7 @@ func (g Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) 
 		sess.completeOn = append(sess.completeOn, o)
 		sess.readAnswer = sess.readAnswer || o.Answer != nil
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	return r.traceGate(queueID, func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
 		if r.bypasses(queueID, web.RequestFrom(ctx).ClientIP) {
 			// Staff and monitors (bypass_cidrs): no place, no token, no capacity held.

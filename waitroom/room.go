@@ -25,6 +25,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/group"
@@ -59,6 +60,9 @@ type Options struct {
 	Stock func(ctx context.Context, productIDs []string) (soldOut bool, err error)
 	// ReportRetention is report.retention: how long the report's series are kept.
 	ReportRetention time.Duration
+	// Tracer makes the spans of the queue gate, joins and status polls (tracing.go); nil: tracing is
+	// off.
+	Tracer trace.Tracer
 }
 
 // DefaultTick is how often every replica runs the inlet and refreshes its snapshots.

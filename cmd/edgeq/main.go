@@ -7,7 +7,7 @@
 //	edgeq reconcile -config FILE [-wait 1m]  compare the store with the ledger (exit 1 on a difference)
 //	edgeq report -config FILE -queue ID [-from T] [-to T] -out FILE.html
 //	                                         write a queue's report after a drop as one HTML file
-//	edgeq version                            print the version
+//	edgeq version                            print the version, the commit, the Go version and the build settings
 package main
 
 import (
@@ -21,17 +21,19 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/buildinfo"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/server"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3"; otherwise the module version.
+// version is set at build time with -ldflags "-X main.version=v1.2.3" (make build, make release and the
+// Dockerfile set it from the git tag); without it, internal/buildinfo finds one in what the binary
+// records of its build.
 var version = ""
 
 func main() {
@@ -61,8 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "report":
 		return writeReport(args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "edgeq", versionString())
-		return 0
+		return printVersion(args, stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 		return 0
@@ -80,7 +81,7 @@ func usage(w io.Writer) {
   edgeq reconcile -config FILE [-wait 1m]  compare the store with the ledger (exit 1 on a difference)
   edgeq report -config FILE -queue ID [-from T] [-to T] -out FILE.html
                                            write a queue's report after a drop as one HTML file
-  edgeq version                            print the version
+  edgeq version                            print the version, the commit, the Go version and the build settings
 `)
 }
 
@@ -119,7 +120,7 @@ func serve(args []string, stderr io.Writer) int {
 			}
 		}
 	}()
-	err := server.Run(ctx, server.Options{ConfigPath: *configPath, LogOutput: stderr, Reload: reload})
+	err := server.Run(ctx, server.Options{ConfigPath: *configPath, LogOutput: stderr, Reload: reload, Version: version})
 	if err != nil {
 		var startup *server.StartupError
 		if errors.As(err, &startup) {
@@ -218,20 +219,22 @@ func writeNew(path string, data []byte) error {
 	return f.Close()
 }
 
-func versionString() string {
-	v := version
-	info, ok := debug.ReadBuildInfo()
-	if v == "" && ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
-		v = info.Main.Version
+// printVersion prints what internal/buildinfo knows of this binary; edgeq_build_info on /metrics
+// carries the same version.
+func printVersion(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("version", stderr)
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
 	}
-	if v == "" {
-		v = "dev"
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "edgeq version: takes no arguments")
+		return 2
 	}
-	goVersion := ""
-	if ok {
-		goVersion = " (" + info.GoVersion + ")"
+	if err := buildinfo.Read(version).Write(stdout, "edgeq"); err != nil {
+		fmt.Fprintln(stderr, "edgeq version:", err)
+		return 1
 	}
-	return v + goVersion
+	return 0
 }
 
 // reconcile compares the store with the ledger (docs/operations.md, "The ledger"): 0 when they

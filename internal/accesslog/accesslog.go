@@ -63,6 +63,9 @@ type Line struct {
 	Bytes         int64
 	DurationMS    float64
 	ClientIP      netip.Addr
+	// TraceID is the request's trace id while it is traced and sampled; the line has no trace_id
+	// without one.
+	TraceID string
 }
 
 // Record is l as a slog record, for a logger whose handler is not a Handler or a line Write declines.
@@ -78,6 +81,9 @@ func (l *Line) Record() slog.Record {
 		slog.Float64("duration_ms", l.DurationMS),
 		slog.String("client_ip", l.ClientIP.String()),
 	)
+	if l.TraceID != "" {
+		r.AddAttrs(slog.String("trace_id", l.TraceID))
+	}
 	return r
 }
 
@@ -158,7 +164,13 @@ func (h *Handler) appendLine(b []byte, l *Line) ([]byte, bool) {
 	b = l.ClientIP.AppendTo(b)
 	ok = ok && plain(b[start:]) // the zero Addr is "invalid IP": not plain, slog writes it
 	if h.json {
-		b = append(b, "\"}"...)
+		b = append(b, '"')
+	}
+	if l.TraceID != "" {
+		str("trace_id", l.TraceID)
+	}
+	if h.json {
+		b = append(b, '}')
 	}
 	return append(b, '\n'), ok
 }

@@ -53,6 +53,7 @@ func TestWrite_APlainLineIsWrittenAsSlogWritesIt(t *testing.T) {
 			func(l *Line) { l.ClientIP = netip.MustParseAddr("2001:db8::1") },
 			func(l *Line) { l.Status, l.Bytes = 499, 0 },
 			func(l *Line) { l.Path = "/_edgeq/status/drop/{request_id}" },
+			func(l *Line) { l.TraceID = "4bf92f3577b34da6a3ce929d0e0e4736" }, // a sampled trace
 		} {
 			l := sample()
 			change(&l)
@@ -181,6 +182,9 @@ func FuzzSameAsSlog(f *testing.F) {
 		l := Line{
 			Time: time.Unix(0, nanos).UTC(), CorrelationID: id, Method: method, Path: path, Route: route,
 			Status: status, Bytes: n, DurationMS: float64(micros) / 1000, ClientIP: addr,
+		}
+		if n%2 == 0 {
+			l.TraceID = id // a traced request's line ends with its trace id
 		}
 		format := map[bool]string{true: "text", false: "json"}[text]
 		want := viaSlog(t, format, &l)

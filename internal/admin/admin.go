@@ -41,6 +41,9 @@ type Options struct {
 	// AllowedHosts are the Host names answered besides IP literals and localhost (admin.allowed_hosts);
 	// any other gets 421 MISDIRECTED_REQUEST (allowHosts).
 	AllowedHosts []string
+	// OpenMetrics serves /metrics in the OpenMetrics format to scrapers that ask for it: the format
+	// that carries exemplars (trace ids on the latency histograms, while tracing is on).
+	OpenMetrics bool
 }
 
 // Handler builds the admin handler.
@@ -64,7 +67,8 @@ func Handler(opts Options) http.Handler {
 		web.WriteJSON(w, status, map[string]any{"status": state, "checks": checks})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		EnableOpenMetrics: opts.OpenMetrics,
 	}))
 	if opts.APIKey != "" {
 		api := http.NewServeMux()

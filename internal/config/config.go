@@ -33,6 +33,7 @@ type Config struct {
 	Admission   Admissions  `yaml:"admission"`
 	Report      Report      `yaml:"report"`
 	Log         Log         `yaml:"log"`
+	Tracing     Tracing     `yaml:"tracing"`
 
 	// AuctionsSource fetches auctions edgeq does not know from the shop (docs/reference.md
 	// "Auctions from the shop").
@@ -374,7 +375,8 @@ func Default() *Config {
 			SuccessesToRecover: 5,
 			Cooldown:           30 * time.Second,
 		},
-		Log: Log{Level: "info", Format: "json"},
+		Log:     Log{Level: "info", Format: "json"},
+		Tracing: Tracing{SampleRatio: DefaultSampleRatio, Headers: map[string]string{}},
 
 		// A short timeout, so a bid on an unknown auction waits little for a slow shop.
 		AuctionsSource: AuctionsSource{Timeout: 100 * time.Millisecond, CacheTTL: 60 * time.Second,

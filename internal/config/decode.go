@@ -82,6 +82,15 @@ func (d *decoder) decode(path string, in any, out reflect.Value) {
 			return
 		}
 		out.SetInt(n)
+	case reflect.Float64:
+		f, ok := toFloat(in)
+		if !ok {
+			d.fail(path, "must be a number, not %s", describe(in))
+			return
+		}
+		out.SetFloat(f)
+	case reflect.Map:
+		d.decodeStringMap(path, in, out)
 	case reflect.Bool:
 		switch v := in.(type) {
 		case bool:
@@ -144,6 +153,73 @@ func (d *decoder) decodeSlice(path string, in any, out reflect.Value) {
 		d.decode(fmt.Sprintf("%s[%d]", path, i), item, elem)
 	}
 	out.Set(result)
+}
+
+// decodeStringMap decodes a mapping of names to strings (tracing.headers). Keys keep the case viper
+// gives them: lower case. From the environment it is text: "name=value,name=value", or a YAML (or
+// JSON) mapping. A value is never repeated in a problem: these maps hold credentials.
+func (d *decoder) decodeStringMap(path string, in any, out reflect.Value) {
+	if s, isString := in.(string); isString {
+		parsed, err := parseMapText(s)
+		if err != nil {
+			d.fail(path, "%v", err)
+			return
+		}
+		in = parsed
+	}
+	m, ok := in.(map[string]any)
+	if !ok {
+		d.fail(path, "must be a mapping of names to text, not %s", kindOf(in))
+		return
+	}
+	result := reflect.MakeMapWithSize(out.Type(), len(m))
+	for k, v := range m {
+		switch v := v.(type) {
+		case string:
+			result.SetMapIndex(reflect.ValueOf(k), reflect.ValueOf(v))
+		case int, int64, uint64, float64, bool:
+			result.SetMapIndex(reflect.ValueOf(k), reflect.ValueOf(fmt.Sprint(v)))
+		default:
+			d.fail(join(path, k), "must be text, not %s", kindOf(v))
+		}
+	}
+	out.Set(result)
+}
+
+// kindOf describes a value without quoting it.
+func kindOf(v any) string {
+	switch v.(type) {
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	case string:
+		return "text"
+	}
+	return "a value"
+}
+
+func parseMapText(s string) (map[string]any, error) {
+	s = strings.TrimSpace(s)
+	out := map[string]any{}
+	if s == "" {
+		return out, nil
+	}
+	if strings.HasPrefix(s, "{") {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(s), &m); err != nil {
+			return nil, fmt.Errorf("must be name=value pairs or a YAML (or JSON) mapping")
+		}
+		return normalize(m).(map[string]any), nil
+	}
+	for part := range strings.SplitSeq(s, ",") {
+		name, value, found := strings.Cut(part, "=")
+		if name = strings.TrimSpace(name); !found || name == "" {
+			return nil, fmt.Errorf("must be name=value pairs separated by commas")
+		}
+		out[strings.ToLower(name)] = strings.TrimSpace(value)
+	}
+	return out, nil
 }
 
 func parseListText(s string, ofStrings bool) ([]any, error) {
@@ -248,6 +324,23 @@ func toInt(in any) (int64, bool) {
 	case string:
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		return n, err == nil
+	}
+	return 0, false
+}
+
+func toFloat(in any) (float64, bool) {
+	switch v := in.(type) {
+	case float64:
+		return v, true
+	case int:
+		return float64(v), true
+	case int64:
+		return float64(v), true
+	case uint64:
+		return float64(v), true
+	case string:
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		return f, err == nil
 	}
 	return 0, false
 }

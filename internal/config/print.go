@@ -3,6 +3,7 @@ package config
 import (
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,20 @@ func node(v reflect.Value, secret bool) *yaml.Node {
 			s.Content = append(s.Content, node(v.Index(i), secret))
 		}
 		return s
+	case reflect.Map:
+		// Keys in order, so that the output is the same every time; values of a secret map masked.
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		if len(keys) == 0 {
+			m.Style = yaml.FlowStyle
+		}
+		for _, k := range keys {
+			key := scalar("!!str", k.String())
+			key.Style = 0
+			m.Content = append(m.Content, key, node(v.MapIndex(k), secret))
+		}
+		return m
 	case reflect.String:
 		if secret && v.String() != "" {
 			return scalar("!!str", Masked)
@@ -81,7 +96,11 @@ func node(v reflect.Value, secret bool) *yaml.Node {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		return scalar("!!int", strconv.FormatUint(v.Uint(), 10))
 	case reflect.Float32, reflect.Float64:
-		return scalar("!!float", strconv.FormatFloat(v.Float(), 'g', -1, 64))
+		f := strconv.FormatFloat(v.Float(), 'g', -1, 64)
+		if !strings.ContainsAny(f, ".eIN") {
+			f += ".0" // read back as a number with a fraction, as it was written: 1.0, not 1
+		}
+		return scalar("!!float", f)
 	}
 	return scalar("!!str", v.String())
 }

@@ -216,6 +216,7 @@ func (cfg *Config) checkServer(c *check) {
 		c.add("server.spool_bytes", "%v: must be 0 (no spooling) to %v", s, ByteSize(maxSpoolBytes))
 	}
 	cfg.checkTLS(c)
+	cfg.checkTracing(c)
 
 	c.hostPort("admin.listen", cfg.Admin.Listen)
 	if cfg.Admin.Listen == cfg.Server.Listen && !strings.HasSuffix(cfg.Admin.Listen, ":0") {

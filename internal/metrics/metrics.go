@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/edgeq/edgeq/internal/buildinfo"
 )
 
 const namespace = "edgeq"
@@ -138,6 +140,31 @@ func New(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) ObserveStore(up, degraded bool) {
 	m.StoreUp.Set(boolFloat(up))
 	m.StoreDegraded.Set(boolFloat(degraded))
+}
+
+// NewBuildInfo returns edgeq_build_info{version,revision,goversion}: always 1, its labels say which
+// build this replica runs (the same description as `edgeq version`), so a dashboard can show the
+// versions in service during a rolling update and an expression can join on it.
+func NewBuildInfo(info buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help:        "Always 1; the labels say which build this replica runs: version, revision (the commit) and goversion.",
+		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
+	})
+	g.Set(1)
+	return g
+}
+
+// Observe records v in o, with the trace id as an exemplar when there is one (a sampled trace: the
+// request's web.Request.TraceID), so a dashboard can go from a slow bucket to a trace of it.
+func Observe(o prometheus.Observer, v float64, traceID string) {
+	if traceID != "" {
+		if e, ok := o.(prometheus.ExemplarObserver); ok {
+			e.ObserveWithExemplar(v, prometheus.Labels{"trace_id": traceID})
+			return
+		}
+	}
+	o.Observe(v)
 }
 
 // StatusLabel renders a status code as a label value.

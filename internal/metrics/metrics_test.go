@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/edgeq/edgeq/internal/buildinfo"
 )
 
 func TestNew_RegistersContractNamesOnTheInjectedRegistry(t *testing.T) {
@@ -56,6 +58,19 @@ edgeq_origin_errors_total{kind="timeout"} 0
 edgeq_origin_errors_total{kind="unavailable"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "edgeq_origin_errors_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewBuildInfo_OneSeriesWhoseLabelsSayTheBuild(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewBuildInfo(buildinfo.Info{Version: "v9.8.7", Revision: "20ece96abcdef", GoVersion: "go1.26.8"}))
+	const want = `
+# HELP edgeq_build_info Always 1; the labels say which build this replica runs: version, revision (the commit) and goversion.
+# TYPE edgeq_build_info gauge
+edgeq_build_info{goversion="go1.26.8",revision="20ece96abcdef",version="v9.8.7"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "edgeq_build_info"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,12 +12,14 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2/expirable"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
 //go:embed gcra.lua
 var gcraSource string
 
-var gcra = redis.NewScript(gcraSource)
+var gcra = luascript.Named("gcra.lua", redis.NewScript(gcraSource))
 
 // Limit is a rate: PerMinute requests a minute, with bursts of Burst at once. PerMinute 0 is no limit.
 type Limit struct {

@@ -24,6 +24,7 @@ import (
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/tracing"
 	"github.com/edgeq/edgeq/internal/turnstile"
 	"github.com/edgeq/edgeq/internal/visitor"
 	"github.com/edgeq/edgeq/internal/web"
@@ -44,11 +45,13 @@ type parts struct {
 	room      *waitroom.Room
 	admission *admission.Service
 	inflight  *inflight.Limiter
-	ledger    *ledger.Ledger // nil when the ledger is off
+	ledger    *ledger.Ledger   // nil when the ledger is off
+	tracing   *tracing.Tracing // nil when tracing is off
 }
 
 // build turns a validated configuration into the running parts; any error is a start-up error.
-func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
+// version is the build's, for traces.
+func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, error) {
 	keyring, err := loadKeys(cfg, logger)
 	if err != nil {
 		return nil, err
@@ -101,6 +104,13 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		return nil, err
 	}
 
+	tr, err := startTracing(cfg.Tracing, version, st, logger)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	tracer := tr.Tracer() // nil: tracing off
+
 	var adm *admission.Service // the room's sold_out_with reads its stock; built below
 	room := waitroom.New(waitroom.Options{
 		Stock: func(ctx context.Context, products []string) (bool, error) {
@@ -117,6 +127,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Responder: responder,
 		Logger:    logger,
 		Turnstile: ts,
+		Tracer:    tracer,
 
 		ReportRetention: cfg.Report.Retention,
 	})
@@ -143,6 +154,7 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Registry:     registry,
 		Ledger:       led,
 		Visitor:      room.TokenRequestID,
+		Tracer:       tracer,
 
 		StreamMaxEntries: cfg.Redis.StreamMaxEntries,
 		RecordsRetention: cfg.Admission.RecordsRetention,
@@ -184,22 +196,38 @@ func build(cfg *config.Config, logger *slog.Logger) (*parts, error) {
 		Responder:      responder,
 		Metrics:        m,
 		Logger:         logger,
+		Tracer:         tracer,
 	})
 	registry.MustRegister(p.PoolCollector())
 	table, err := p.CompileWith(cfg.Routes, cfg.Origins)
 	if err != nil {
+		tr.Shutdown(context.Background()) // nothing was traced yet: nothing to wait for
 		st.Close()
 		return nil, err
 	}
 	warnMissing(logger, table)
 	p.Use(table)
 	if err := adm.UseIdentities(cfg.Routes); err != nil {
+		tr.Shutdown(context.Background())
 		st.Close()
 		return nil, err
 	}
 	adm.UseOrphans(cfg.Routes)
 	adm.UseAuctionsSource(cfg.AuctionsSource)
-	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter, ledger: led}, nil
+	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter, ledger: led, tracing: tr}, nil
+}
+
+// startTracing starts the tracer provider of tracing: (nil when it is off) and traces the store's
+// calls made within recorded spans. The headers are never logged.
+func startTracing(cfg config.Tracing, version string, st *store.Store, logger *slog.Logger) (*tracing.Tracing, error) {
+	tr, err := tracing.New(cfg, version, logger)
+	if err != nil || tr == nil {
+		return nil, err
+	}
+	st.Client.AddHook(tracing.RedisHook(tr.Tracer()))
+	logger.Info("tracing on", "exporter", cfg.Exporter, "endpoint", cfg.Endpoint, "sample_ratio", cfg.SampleRatio,
+		"headers", len(cfg.Headers))
+	return tr, nil
 }
 
 // What the keys of identityKey are for; each purpose gives an independent key.

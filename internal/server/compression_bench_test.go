@@ -33,7 +33,7 @@ log: { level: warn }
 	if err != nil {
 		b.Fatal(err)
 	}
-	built, err := build(cfg, slog.New(slog.DiscardHandler))
+	built, err := build(cfg, slog.New(slog.DiscardHandler), "")
 	if err != nil {
 		b.Fatal(err)
 	}

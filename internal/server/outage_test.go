@@ -71,7 +71,7 @@ routes:
 }
 
 // joinAndToken takes a place in a queue and returns its request id and access token.
-func joinAndToken(t *testing.T, in *instance, queue string) (string, string) {
+func joinAndToken(t testing.TB, in *instance, queue string) (string, string) {
 	t.Helper()
 	resp, err := http.PostForm(in.public+"/_edgeq/assign_queue_pos", url.Values{"queue_id": {queue}})
 	if err != nil {

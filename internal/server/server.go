@@ -16,8 +16,11 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/admin"
+	"github.com/edgeq/edgeq/internal/buildinfo"
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/tracing"
 )
 
 // Options configures Run.
@@ -25,6 +28,9 @@ type Options struct {
 	ConfigPath string          // "" runs on defaults and EDGEQ_* variables only
 	LogOutput  io.Writer       // where logs go (stderr)
 	Reload     <-chan struct{} // a value forces a reload (SIGHUP)
+	// Version is the version stamped into the binary at link time ("" when none was): with what the
+	// binary records of its build it makes edgeq_build_info, as it makes `edgeq version`'s text.
+	Version string
 	// Started, if set, is called once both listeners are bound, with their addresses (tests listen on
 	// port 0 and learn the ports here).
 	Started func(public, admin net.Addr)
@@ -60,10 +66,12 @@ func Run(ctx context.Context, opts Options) error {
 	logger := newLogger(opts.LogOutput, cfg.Log.Format, level)
 	routeClientLogs.Do(func() { store.RouteClientLogs(logger) })
 
-	built, err := build(cfg, logger)
+	binary := buildinfo.Read(opts.Version)
+	built, err := build(cfg, logger, binary.Version)
 	if err != nil {
 		return &StartupError{Err: err}
 	}
+	built.registry.MustRegister(metrics.NewBuildInfo(binary))
 	defer built.store.Close()
 	if built.ledger != nil {
 		defer built.ledger.Close()
@@ -83,13 +91,14 @@ func Run(ctx context.Context, opts Options) error {
 
 	l, err := listen(cfg, built, g, opts.acmeChallenges, logger)
 	if err != nil {
+		built.tracing.Shutdown(context.Background()) // nothing was traced: nothing to wait for
 		return err
 	}
 	stopBackground := startBackground(cfg, built, g, opts.Reload, logger)
 	serveErr := l.serve(logger)
 	logger.Info("edgeq started",
 		"public", l.publicLn.Addr().String(), "admin", l.adminLn.Addr().String(), "origin", cfg.Origin.URL,
-		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath)
+		"routes", len(cfg.Routes), "store", storeKind(cfg.Redis), "config", opts.ConfigPath, "version", binary.Version)
 	if l.tls != nil {
 		logger.Info("TLS listener started", "tls", l.tls.ln.Addr().String(), "certificates", len(cfg.Server.TLS.Certificates),
 			"acme_domains", len(cfg.Server.TLS.ACME.Domains),
@@ -131,12 +140,14 @@ type listeners struct {
 	watching  sync.WaitGroup
 	// draining is set once shutdown begins; the admin readiness check reports it.
 	draining atomic.Bool
+	// tracing's spans are sent before the drain ends (nil: tracing off).
+	tracing *tracing.Tracing
 }
 
 // listen binds server.listen, admin.listen and server.tls.listen and builds the servers that will
 // serve them; a port in use, or a certificate that does not load, is a start-up error.
 func listen(cfg *config.Config, built *parts, g *gateway, challenges []string, logger *slog.Logger) (*listeners, error) {
-	l := &listeners{}
+	l := &listeners{tracing: built.tracing}
 	var err error
 	l.publicLn, err = net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
@@ -166,6 +177,7 @@ func listen(cfg *config.Config, built *parts, g *gateway, challenges []string, l
 		API:          []func(*http.ServeMux){built.room.RegisterAdmin, built.admission.RegisterAdmin, rep.RegisterAPI},
 		APIKey:       cfg.Admin.APIKey,
 		AllowedHosts: cfg.Admin.AllowedHosts,
+		OpenMetrics:  cfg.Tracing.On(), // the format that carries the latency histograms' exemplars
 		Misdirected:  built.metrics.AdminMisdirected,
 		Gatherer:     built.registry,
 		Responder:    built.responder,
@@ -314,6 +326,11 @@ func (l *listeners) drain(g *gateway, stopBackground func(), logger *slog.Logger
 	}
 	shutdown.Wait()
 	stopBackground()
+	// The spans of the requests just drained and of the workers' last passes, sent within what is
+	// left of server.shutdown_timeout.
+	if err := l.tracing.Shutdown(shutdownCtx); err != nil {
+		logger.Warn("tracing: spans still queued at the shutdown timeout were lost", "error", err.Error())
+	}
 	if err := errors.Join(publicErr, tlsErr); err != nil {
 		logger.Warn("shutdown timeout reached: requests still in flight were cut off", "error", err.Error())
 		l.public.Close()

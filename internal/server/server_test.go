@@ -66,13 +66,13 @@ routes:
 `, originURL, routes)
 }
 
-func start(t *testing.T, text string) *instance {
+func start(t testing.TB, text string) *instance {
 	t.Helper()
 	return startWith(t, text, nil)
 }
 
 // startWith is start with Run's options changed by opts (nil: none).
-func startWith(t *testing.T, text string, opts func(*Options)) *instance {
+func startWith(t testing.TB, text string, opts func(*Options)) *instance {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "edgeq.yaml")
@@ -144,7 +144,7 @@ func get(t *testing.T, url string) int {
 	return resp.StatusCode
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	wait.Until(t, 15*time.Second, what, cond)
 }

@@ -27,6 +27,10 @@ func warnings(cfg *config.Config) []string {
 			"failover can sell units twice (the promoted replica may not have the last reservations); set "+
 			"redis.wait_replicas to the number of replicas that must hold a reservation before the shop sees it")
 	}
+	if t := cfg.Tracing; !t.On() && (t.Endpoint != "" || len(t.Headers) > 0) {
+		out = append(out, "tracing.endpoint or tracing.headers is set but tracing.exporter is empty: tracing is off; "+
+			"set tracing.exporter to otlp_http or otlp_grpc to send traces")
+	}
 	if a := cfg.Server.TLS.ACME; cfg.Server.TLS.Listen != "" && a.Enabled() && a.Storage == "" && cfg.Redis.Embedded() {
 		out = append(out, "server.tls.acme keeps its certificates in the embedded store, which is lost at exit: "+
 			"each start orders them again, and Let's Encrypt issues at most 5 a week for the same names; set "+

@@ -48,6 +48,11 @@ type Request struct {
 	// header), so no cache in front may keep the answer: the proxy makes it private, no-store
 	// whatever the shop said (docs/reference.md "Proxying").
 	CredentialAdded bool
+	// Code is the error code edgeq answered the request with (Responder.Error), "" while none.
+	Code string
+	// TraceID is the request's trace id (32 hex digits) while it is traced and sampled, for the
+	// access log and the latency histograms' exemplars; "" otherwise (tracing off, or not sampled).
+	TraceID string
 
 	base         *slog.Logger
 	logger       *slog.Logger

@@ -153,6 +153,7 @@ func (rs *Responder) Error(w http.ResponseWriter, r *http.Request, err error) {
 		e = ErrInternal.Because(err)
 	}
 	info := RequestFrom(r.Context())
+	info.Code = e.Code
 	if e.Cause != nil {
 		level := slog.LevelInfo
 		if e.Status >= 500 {

@@ -7,6 +7,7 @@ package luascript
 import (
 	_ "embed"
 	"io/fs"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -25,11 +26,30 @@ func From(fsys fs.FS, dir string) Files { return Files{fsys: fsys, dir: dir} }
 
 // Script is the operation in file name, after the clock and the package's lib.lua.
 func (f Files) Script(name string) *redis.Script {
-	return redis.NewScript(f.Lib() + "\n" + f.Read(name))
+	return Named(name, redis.NewScript(f.Lib()+"\n"+f.Read(name)))
 }
 
 // Alone is the operation in file name by itself (a script that needs neither the clock nor lib.lua).
-func (f Files) Alone(name string) *redis.Script { return redis.NewScript(f.Read(name)) }
+func (f Files) Alone(name string) *redis.Script { return Named(name, redis.NewScript(f.Read(name))) }
+
+// names maps the SHA1 of every script built here (or named with Named) to its file's name, so that
+// traces of store calls name a script (EVALSHA reserve.lua) rather than its hash. Written as packages
+// build their scripts (at start), read after.
+var names sync.Map
+
+// Named gives s, a script built elsewhere, its name for traces, and returns it.
+func Named(name string, s *redis.Script) *redis.Script {
+	names.Store(s.Hash(), name)
+	return s
+}
+
+// Name is the file name of the script with SHA1 hash sha, "" for a script not built here.
+func Name(sha string) string {
+	if name, ok := names.Load(sha); ok {
+		return name.(string)
+	}
+	return ""
+}
 
 // Lib is the prelude of every Script: the clock, then the package's lib.lua.
 func (f Files) Lib() string { return clock + "\n" + f.Read("lib.lua") }
