@@ -108,6 +108,7 @@ type chaosReplica struct {
 const (
 	chaosOriginTimeout = time.Second
 	chaosQueue         = "drop"
+	chaosMaxInFlight   = 8 // the checkout route's max_in_flight
 )
 
 func startChaos(replicas int, stock int64) (*chaosRun, error) {
@@ -163,11 +164,11 @@ products:
 routes:
   - name: checkout
     match: "POST /checkout/{product}"
-    max_in_flight: 8
+    max_in_flight: %d
     hold: 30s
     hold_per_client: 10000
     admission: {type: stock, product: "path:product", user: "header:X-User", orphans: release}
-`, public, admin, benchAdminKey, r.link.Addr(), chaosOriginTimeout, sentinels, run.top.MasterName(), keyPath, chaosQueue, stock)
+`, public, admin, benchAdminKey, r.link.Addr(), chaosOriginTimeout, sentinels, run.top.MasterName(), keyPath, chaosQueue, stock, chaosMaxInFlight)
 		if err := os.WriteFile(r.config, []byte(cfg), 0o600); err != nil {
 			run.stop()
 			return nil, err

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,7 +57,9 @@ func (n *nemesisRun) loop(ctx context.Context) {
 		}
 		if n.onlyPauses {
 			// Longer than the lease, its margin and a sweep: the other replicas give back what it
-			// holds, with purchases waiting in its hold line.
+			// holds, with purchases waiting in its hold line: on a loaded machine the buyers may
+			// not have filled it yet, so the stop waits until they have.
+			n.waitLineFull(ctx, 0)
 			n.pause(ctx, 0, n.between(28*time.Second, 32*time.Second))
 			continue
 		}
@@ -72,6 +77,25 @@ func (n *nemesisRun) loop(ctx context.Context) {
 			n.failover()
 		}
 	}
+}
+
+// waitLineFull waits (up to 15 s) until replica r has the checkout route's max_in_flight
+// purchases at the shop, so the next ones wait in its hold line.
+func (n *nemesisRun) waitLineFull(ctx context.Context, r int) {
+	want := fmt.Sprintf("edgeq_route_in_flight{route=%q} %d", "checkout", chaosMaxInFlight)
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		resp, err := http.Get("http://" + n.run.replicas[r].admin + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), want+"\n") {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n.note("replica %d's hold line did not fill in 15s", r)
 }
 
 // pause stops replica r (SIGSTOP) for d, waiting through it: one stop at a time.
