@@ -147,7 +147,7 @@ func TestPages_EveryPageInEveryLanguage(t *testing.T) {
 			{"wait.html", waitPage{base: b, Phase: "waiting", Joined: true, Title: "Drop", Position: 1234, Ahead: 1200,
 				ETASeconds: 300, Self: "/w"}, []string{"wait.title", "wait.lead", "wait.your_number", "wait.ahead", "wait.eta", "wait.updated", "wait.refresh"}},
 			{"wait.html", waitPage{base: b, Phase: "join", Title: "Drop", Failed: true, Self: "/w"},
-				[]string{"wait.join_lead", "wait.join", "wait.needs_js", "msg.INVALID_TURNSTILE_TOKEN"}},
+				[]string{"wait.join_lead", "wait.join", "msg.INVALID_TURNSTILE_TOKEN"}},
 			{"challenge.html", challengePage{base: b, Failed: true, Self: "/c"}, []string{"challenge.title", "challenge.lead", "challenge.failed", "challenge.submit"}},
 			{"soldout.html", refusalPage{errorPage: errorPage{base: b, Status: 409, Code: "INSUFFICIENT_STOCK"}}, []string{"soldout.title", "soldout.lead", "back_to_shop"}},
 			{"expired.html", expiredPage{base: b, Title: "Drop", RejoinURL: "/r"}, []string{"expired.title", "expired.lead", "expired.rejoin"}},

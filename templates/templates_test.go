@@ -28,7 +28,7 @@ type waitPage struct {
 	base
 	QueueID, Title, RequestID, UpdatedAt, UpdatedClock           string
 	Return, Self, RejoinURL, StatusURL, TokenURL, BeatURL        string
-	SiteKey, ScriptURL, Action                                   string
+	Check                                                        widget
 	Joined, Failed                                               bool
 	Position, Ahead, ETASeconds, PollMs, HiddenPollMs, MaxPollMs int64
 	Progress, RefreshSeconds                                     int
@@ -44,8 +44,15 @@ type busyPage struct {
 
 type challengePage struct {
 	base
-	SiteKey, ScriptURL, Action, Self string
-	Failed                           bool
+	Check  widget
+	Self   string
+	Failed bool
+}
+
+// widget is a bot check's part of a page (the provider's snippet and script).
+type widget struct {
+	Snippet template.HTML
+	Script  string
 }
 
 // refusalPage is the data of a refusal's own page (bidtoolow.html): the refusal's fields, and the
@@ -85,7 +92,7 @@ func builtinCases(b base) []pageCase {
 			Ahead: 41, ETASeconds: 300, RefreshSeconds: 5, Self: "/_edgeq/wait/drop?return=%2F", Return: `/p?x="><script>`},
 			[]string{"&lt;i&gt;Drop&lt;/i&gt;", `id="position">42<`, `id="ahead">41<`, "About 5 minutes", `content="5"`,
 				`data-return="/p?x=&#34;&gt;&lt;script&gt;"`, `<p id="announce" class="visually-hidden" aria-live="polite" aria-atomic="true"></p>`, "<progress"}},
-		{"challenge.html", challengePage{base: b, SiteKey: "k", ScriptURL: "https://c.example/api.js", Action: "edgeq_challenge",
+		{"challenge.html", challengePage{base: b, Check: widget{Snippet: `<div class="cf-turnstile" data-sitekey="k"></div>`, Script: "https://c.example/api.js"},
 			Self: "/_edgeq/challenge?return=%2F", Failed: true},
 			[]string{`class="cf-turnstile" data-sitekey="k"`, `src="https://c.example/api.js"`, "did not succeed"}},
 		{"soldout.html", refusalPage{errorPage: errorPage{base: b, Status: 410, Code: "SOLD_OUT"}, Fields: map[string]any{"queue_title": "<i>Last pairs</i>"}},
@@ -203,7 +210,7 @@ func TestWaitPage_EveryPhaseInEveryLanguage(t *testing.T) {
 			[]string{"wait.random_lead", "wait.random_ahead"}, "", nil},
 		{"sold_out", waitPage{Phase: "sold_out", Joined: true},
 			[]string{"soldout.title", "wait.soldout.lead", "wait.soldout.check"}, "soldout.title", nil},
-		{"join", waitPage{Phase: "join", SiteKey: "k", ScriptURL: "https://c.example/api.js", Action: "edgeq_join"},
+		{"join", waitPage{Phase: "join", Check: widget{Snippet: `<div class="cf-turnstile" data-sitekey="k"></div>`, Script: "https://c.example/api.js"}},
 			[]string{"wait.join_lead", "wait.join"}, "", nil},
 	}
 	for _, lang := range Languages {

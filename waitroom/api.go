@@ -117,7 +117,7 @@ func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, web.ErrCrossSite)
 		return
 	}
-	f, e := bodyFields(req, maxFormBytes, "queue_id", "cf-turnstile-response", "turnstile_token")
+	f, e := bodyFields(req, maxFormBytes, append([]string{"queue_id"}, r.checkFields()...)...)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return
@@ -136,11 +136,7 @@ func (r *Room) handleAssign(w http.ResponseWriter, req *http.Request) {
 	ctx, queueID := req.Context(), f["queue_id"]
 	j, ok, e := r.live(ctx, req, queueID, s)
 	if e == nil && !ok {
-		response := f["cf-turnstile-response"]
-		if response == "" {
-			response = f["turnstile_token"]
-		}
-		j, e = r.join(ctx, w, req, queueID, s, false, response, "")
+		j, e = r.join(ctx, w, req, queueID, s, false, r.checkSolution(f, req), "")
 	}
 	if e != nil {
 		r.responder.Error(w, req, e)

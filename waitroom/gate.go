@@ -185,7 +185,7 @@ func (r *Room) serveAPIClient(ctx context.Context, w http.ResponseWriter, req *h
 	if !s.hasRoom() || s.Turnstile || s.InviteOnly || !apiCall(req) {
 		return c, t, false, nil
 	}
-	j, e := r.join(ctx, w, req, queueID, s, true, "", "")
+	j, e := r.join(ctx, w, req, queueID, s, true, nil, "")
 	if e != nil {
 		if e.Code == web.ErrRateLimited.Code || e.Code == web.ErrTooManyPlaces.Code {
 			return c, t, false, e
@@ -346,7 +346,7 @@ func (r *Room) admit(w http.ResponseWriter, req *http.Request, next http.Handler
 	}
 	if s.hasRoom() && !s.Turnstile && joinableLoad(req) == nil {
 		if _, _, held := r.requestFromCookie(req, queueID, s); !held {
-			j, e := r.join(ctx, w, req, queueID, s, true, "", "")
+			j, e := r.join(ctx, w, req, queueID, s, true, nil, "")
 			if e != nil && e.Code == web.ErrStoreUnavailable.Code {
 				if e := web.RequestFrom(ctx).StoreFailed(config.RequireQueue, e.Cause); e != nil {
 					r.responder.Error(w, req, e)

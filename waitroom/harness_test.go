@@ -27,7 +27,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/wait"
 	"github.com/edgeq/edgeq/internal/token"
-	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/botcheck"
 	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
@@ -150,24 +150,28 @@ func (h *harness) addReplicaOn(st *store.Store) *replica {
 	responder := &web.Responder{Pages: pages, Brand: "edgeq", Lang: "en"}
 	logger := slog.New(slog.DiscardHandler)
 	endpoints := http.NewServeMux()
-	var ts *turnstile.Client
-	var tsGate *turnstile.Gate
+	var ts *botcheck.Check
+	var tsGate *botcheck.Gate
 	if h.fake != nil {
 		cfg := config.Default().Turnstile
 		cfg.SiteKey, cfg.SecretKey, cfg.OnError = turnstiletest.SiteKey, turnstiletest.Secret, h.onErr
 		cfg.VerifyURL, cfg.ScriptURL = h.fakeTS.URL+"/turnstile/v0/siteverify", h.fakeTS.URL+"/turnstile/v0/api.js"
 		cfg.Hostnames = []string{"shop.example"}
 		cfg.Timeout = 500 * time.Millisecond
-		ts = turnstile.New(cfg, st, prometheus.NewRegistry())
+		full := config.Default()
+		full.Turnstile = cfg
+		if ts, err = botcheck.New(botcheck.Env{Config: full, Store: st}, prometheus.NewRegistry()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	room := New(Options{
 		Store: st, Keyring: h.keys, Verifier: token.NewVerifier(h.keys, "edgeq", 5*time.Second), Issuer: "edgeq",
 		IDKey: h.keys.DeriveKey("edgeq request ids v1"), Prefix: "/_edgeq", Cookies: web.Cookies{Secure: "auto"},
-		Responder: responder, Logger: logger, Tick: cmp.Or(h.tick, 20*time.Millisecond), Turnstile: ts, Limits: h.limits,
+		Responder: responder, Logger: logger, Tick: cmp.Or(h.tick, 20*time.Millisecond), Check: ts, Limits: h.limits,
 	})
 	if ts != nil {
-		tsGate = turnstile.NewGate(turnstile.GateOptions{
-			Client: ts, ClearanceTTL: 30 * time.Minute, Key: h.keys.DeriveKey("edgeq turnstile clearance v1"),
+		tsGate = botcheck.NewGate(botcheck.GateOptions{
+			Check: ts, Store: st, ClearanceTTL: 30 * time.Minute, Key: h.keys.DeriveKey("edgeq turnstile clearance v1"),
 			Prefix: "/_edgeq", MaxBodyBytes: 1 << 20, Cookies: web.Cookies{Secure: "auto"}, Responder: responder,
 			PerIPPerMinute: h.limits.TurnstilePerIPPerMinute, RateLimited: room.RateLimited("turnstile"),
 		})

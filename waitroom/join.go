@@ -12,7 +12,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/report"
-	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/botcheck"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -81,8 +81,8 @@ func (r *Room) live(ctx context.Context, req *http.Request, queueID string, s *s
 // before the Turnstile check spends no response (one refused for places_per_ip has spent it), no
 // refused join takes a place, and a join counts once against the limit. With claim, a visitor served by
 // this very call also gets its token.
-func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, response, action string) (joined, *web.Error) {
-	j, e := r.tryJoin(ctx, w, req, queueID, s, claim, response, action)
+func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, sol botcheck.Solution, action string) (joined, *web.Error) {
+	j, e := r.tryJoin(ctx, w, req, queueID, s, claim, sol, action)
 	if e != nil {
 		r.refusedJoin(queueID, e)
 	}
@@ -90,7 +90,7 @@ func (r *Room) join(ctx context.Context, w http.ResponseWriter, req *http.Reques
 }
 
 // tryJoin is join without the report's count of its refusals.
-func (r *Room) tryJoin(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, response, action string) (joined, *web.Error) {
+func (r *Room) tryJoin(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, s *snapshot, claim bool, sol botcheck.Solution, action string) (joined, *web.Error) {
 	if web.RequestFrom(ctx).Store.Degraded {
 		// Nobody can join while the store is down; a Turnstile response is not spent on it.
 		return joined{}, web.ErrStoreUnavailable.Because(web.ErrDegraded)
@@ -110,7 +110,7 @@ func (r *Room) tryJoin(ctx context.Context, w http.ResponseWriter, req *http.Req
 	var tsv int64
 	if s.Turnstile {
 		var e *web.Error
-		tsv, e = r.verifyJoin(ctx, req, response, action)
+		tsv, e = r.verifyJoin(ctx, req, queueID, sol, action)
 		if e != nil {
 			r.queueReport(queueID).Add(report.TurnstileFailed, 1)
 			return joined{}, e
@@ -153,15 +153,14 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 	return joined{RequestID: id, Position: pos, State: st, IssuedAt: iat, Expires: exp, TSV: tsv}, nil
 }
 
-// verifyJoin runs the join-time Turnstile check of a queue that asks for one (queues[].turnstile):
-// the Turnstile time on success, 403 INVALID_TURNSTILE_TOKEN otherwise. No place is taken before it
-// passes.
-func (r *Room) verifyJoin(ctx context.Context, req *http.Request, response, action string) (int64, *web.Error) {
-	if r.opts.Turnstile == nil {
+// verifyJoin runs the join-time bot check of a queue that asks for one (queues[].turnstile): the
+// check's time on success, 403 INVALID_TURNSTILE_TOKEN otherwise. No place is taken before it passes.
+func (r *Room) verifyJoin(ctx context.Context, req *http.Request, queueID string, sol botcheck.Solution, action string) (int64, *web.Error) {
+	if r.opts.Check == nil {
 		return 0, web.ErrTurnstileMissing
 	}
-	v := r.opts.Turnstile.Verify(ctx, turnstile.Check{
-		Response: response, RemoteIP: web.RequestFrom(ctx).ClientIP.String(), Host: req.Host, Action: action,
+	v := r.opts.Check.Verify(ctx, botcheck.Submission{
+		Solution: sol, Scope: botcheck.Scope{Kind: "queue", Name: queueID}, Request: req, Action: action,
 	})
 	if !v.OK {
 		return 0, v.Refusal()

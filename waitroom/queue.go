@@ -39,6 +39,8 @@ type queue struct {
 	restored int64
 	// joins remembers when positions were handed out, for the report's waiting times (report.go).
 	joins joinClock
+	// joinRate is the recent join rate, for a bot check's adaptive difficulty (joinrate.go).
+	joinRate joinMeter
 	// ended is the epoch whose line this replica has seen counted at a sell-out (leavers.go), "" while
 	// the queue is not sold out.
 	ended atomic.Value
@@ -351,6 +353,7 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	s.ServingRate = q.meter.observe(s.Taken, s.Moved)
 	q.mu.Unlock()
 	q.joins.observe(s.Epoch, s.StoreNow.UnixMilli(), s.Counter)
+	q.joinRate.observe(s.Epoch, s.StoreNow.UnixMilli(), s.Counter)
 	if previous == nil {
 		go r.seedJoins(q, s.Epoch, s.Counter)
 	}

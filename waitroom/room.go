@@ -33,7 +33,7 @@ import (
 	"github.com/edgeq/edgeq/internal/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
-	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/botcheck"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -49,8 +49,9 @@ type Options struct {
 	Limits    config.Limits
 	Responder *web.Responder
 	Logger    *slog.Logger
-	// Turnstile checks joins of queues with turnstile: true; nil when Turnstile is not configured.
-	Turnstile *turnstile.Client
+	// Check is the bot check of joins of queues with turnstile: true (challenge.provider); nil when
+	// the provider is not configured.
+	Check *botcheck.Check
 	// MaxTokenTTL bounds how long a revocation must be remembered (validation caps token_ttl).
 	MaxTokenTTL time.Duration
 	// Tick is the inlet and snapshot period; 0 means DefaultTick.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/botcheck"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -39,9 +39,9 @@ type WaitPage struct {
 	BeatURL                         string
 	PollMs, HiddenPollMs, MaxPollMs int64
 	RefreshSeconds                  int
-	// The join form of a Turnstile queue.
-	SiteKey, ScriptURL, Action string
-	Failed                     bool
+	// The join form of a queue that asks for a bot check: the provider's widget.
+	Check  botcheck.Widget
+	Failed bool
 	// A scheduled queue: the opening (RFC 3339, and in UTC for pages without JavaScript), seconds to
 	// it, seconds until joins start (phase not_open), and whether the pre-queue is drawn by lot.
 	OpensAt, OpensClock string
@@ -52,7 +52,7 @@ type WaitPage struct {
 
 // Phases of the waiting page.
 const (
-	PhaseJoin     = "join"     // the Turnstile join form
+	PhaseJoin     = "join"     // the bot check's join form
 	PhaseNotOpen  = "not_open" // before the pre-queue: no place taken, a countdown
 	PhasePrequeue = "prequeue" // a place in the pre-queue, a countdown to the opening
 	PhaseWaiting  = "waiting"  // a place in line (paused or not; fifo or random)
@@ -164,20 +164,20 @@ func (r *Room) handleWait(w http.ResponseWriter, req *http.Request) {
 			r.notJoinable(w, req, s, page, e)
 			return
 		}
-		var response string
+		var sol botcheck.Solution
 		if s.Turnstile {
 			if req.Method != http.MethodPost {
 				r.joinForm(w, req, s, page, http.StatusOK, false)
 				return
 			}
-			f, e := bodyFields(req, maxFormBytes, "cf-turnstile-response")
+			f, e := bodyFields(req, maxFormBytes, r.checkFields()...)
 			if e != nil {
 				r.responder.Error(w, req, e)
 				return
 			}
-			response = f["cf-turnstile-response"]
+			sol = r.checkSolution(f, req)
 		}
-		if j, e = r.join(ctx, w, req, queueID, s, !s.Turnstile, response, joinAction); e != nil {
+		if j, e = r.join(ctx, w, req, queueID, s, !s.Turnstile, sol, joinAction); e != nil {
 			switch e.Code {
 			case web.ErrInvalidTurnstile.Code:
 				r.joinForm(w, req, s, page, http.StatusForbidden, true)
@@ -300,14 +300,32 @@ func (r *Room) renderWait(w http.ResponseWriter, req *http.Request, s *snapshot,
 }
 
 func (r *Room) joinForm(w http.ResponseWriter, req *http.Request, s *snapshot, page WaitPage, status int, failed bool) {
-	if r.opts.Turnstile == nil {
+	if r.opts.Check == nil {
 		r.responder.Error(w, req, web.ErrTurnstileMissing)
 		return
 	}
 	page.PageBase = r.responder.Base(req)
-	page.Title, page.Phase = s.Title, PhaseJoin
-	page.SiteKey, page.ScriptURL, page.Action, page.Failed = r.opts.Turnstile.SiteKey(), r.opts.Turnstile.ScriptURL(), joinAction, failed
-	r.responder.PageCSP(w, req, status, "wait.html", page, turnstile.PageCSP(r.opts.Turnstile.ScriptURL()))
+	page.Title, page.Phase, page.Failed = s.Title, PhaseJoin, failed
+	page.Check = r.opts.Check.Widget(botcheck.Page{
+		Request: req, Text: page.Text, Scope: botcheck.Scope{Kind: "queue", Name: page.QueueID}, Action: joinAction,
+	})
+	r.responder.PageCSP(w, req, status, "wait.html", page, page.Check.CSP)
+}
+
+// checkFields are the fields a join's solution travels in; none without a check.
+func (r *Room) checkFields() []string {
+	if r.opts.Check == nil {
+		return nil
+	}
+	return r.opts.Check.FieldNames()
+}
+
+// checkSolution takes a join's solution from its fields and headers.
+func (r *Room) checkSolution(f map[string]string, req *http.Request) botcheck.Solution {
+	if r.opts.Check == nil {
+		return nil
+	}
+	return r.opts.Check.Pick(f, req.Header)
 }
 
 // pollIntervals are the waiting page's polling periods: in view, hidden, and the longest back-off. All

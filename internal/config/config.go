@@ -22,6 +22,7 @@ type Config struct {
 	Tokens      Tokens      `yaml:"tokens"`
 	Identity    Identity    `yaml:"identity"`
 	Turnstile   Turnstile   `yaml:"turnstile"`
+	Challenge   Challenge   `yaml:"challenge"`
 	Queues      []Queue     `yaml:"queues"`
 	Routes      []Route     `yaml:"routes"`
 	Products    []Product   `yaml:"products"`
@@ -355,6 +356,7 @@ func Default() *Config {
 			CookieSecure:   "auto",
 			Leeway:         5 * time.Second,
 		},
+		Challenge: defaultChallenge(),
 		Turnstile: Turnstile{
 			VerifyURL:    "https://challenges.cloudflare.com/turnstile/v0/siteverify",
 			ScriptURL:    "https://challenges.cloudflare.com/turnstile/v0/api.js",

@@ -59,6 +59,9 @@ func (d *decoder) decode(path string, in any, out reflect.Value) {
 	case byteSizeType:
 		d.decodeByteSize(path, in, out)
 		return
+	case challengeType:
+		d.decodeChallenge(path, in, out)
+		return
 	}
 	switch out.Kind() {
 	case reflect.Struct:

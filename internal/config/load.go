@@ -28,7 +28,7 @@ func Load(path string) (*Config, error) {
 	// A variable that is set wins even when empty, so an operator can clear a key from the file.
 	v.AllowEmptyEnv(true)
 	// Viper only consults the environment for keys it has been told about, so bind every key.
-	for _, key := range leafKeys(reflect.TypeFor[Config](), "") {
+	for _, key := range append(leafKeys(reflect.TypeFor[Config](), ""), challengeKeys("challenge")[1:]...) {
 		if err := v.BindEnv(key); err != nil {
 			return nil, fmt.Errorf("config: bind %s: %w", key, err)
 		}

@@ -40,6 +40,21 @@ func node(v reflect.Value, secret bool) *yaml.Node {
 		return scalar("!!str", time.Duration(v.Int()).String())
 	case byteSizeType:
 		return scalar("!!str", ByteSize(v.Int()).String())
+	case challengeType:
+		// provider, then each provider's section by name.
+		c := v.Interface().(Challenge)
+		m := &yaml.Node{Kind: yaml.MappingNode}
+		m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "provider"}, scalar("!!str", c.Provider))
+		names := make([]string, 0, len(c.Settings))
+		for name := range c.Settings {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name},
+				node(reflect.ValueOf(c.Settings[name]).Elem(), false))
+		}
+		return m
 	case timeType:
 		t := v.Interface().(time.Time)
 		if t.IsZero() {

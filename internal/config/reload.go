@@ -22,6 +22,11 @@ func RestartKeys(old, next *Config) []string {
 			changed = append(changed, key)
 		}
 	}
+	for name, settings := range old.Challenge.Settings {
+		if !reflect.DeepEqual(settings, next.Challenge.Settings[name]) {
+			changed = append(changed, "challenge."+name)
+		}
+	}
 	return changed
 }
 

@@ -135,6 +135,7 @@ func (cfg *Config) problems() []Problem {
 	}
 	cfg.checkTokens(c)
 	cfg.checkTurnstile(c)
+	cfg.checkChallenge(c)
 	checkEach(c, "queues", cfg.Queues, func(q Queue) string { return q.ID }, checkQueue)
 	cfg.checkRoutes(c)
 	cfg.checkOrigins(c)
@@ -332,18 +333,7 @@ func (cfg *Config) checkTurnstile(c *check) {
 			c.add(fmt.Sprintf("turnstile.hostnames[%d]", i), "%q is not a hostname", h)
 		}
 	}
-	var wanted []string
-	for i, q := range cfg.Queues {
-		if q.Turnstile {
-			wanted = append(wanted, fmt.Sprintf("queues[%d]", i))
-		}
-	}
-	for i, r := range cfg.Routes {
-		if r.Turnstile {
-			wanted = append(wanted, fmt.Sprintf("routes[%d]", i))
-		}
-	}
-	if len(wanted) > 0 {
+	if wanted := cfg.checkUsers(); len(wanted) > 0 && cfg.Challenge.Provider == "turnstile" {
 		if t.SiteKey == "" {
 			c.add("turnstile.site_key", "required because %s ask for Turnstile", strings.Join(wanted, ", "))
 		}

@@ -25,7 +25,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/tracing"
-	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/botcheck"
 	"github.com/edgeq/edgeq/internal/visitor"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
@@ -93,9 +93,14 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 	for _, note := range notes(cfg) {
 		logger.Info(note)
 	}
-	var ts *turnstile.Client
-	if cfg.Turnstile.SiteKey != "" && cfg.Turnstile.SecretKey != "" {
-		ts = turnstile.New(cfg.Turnstile, st, registry)
+	var room *waitroom.Room // the check's adaptive difficulty reads its join rates; built below
+	check, err := botcheck.New(botcheck.Env{
+		Config: cfg, Store: st, Key: identityKey(cfg.Identity, keyring, purposeChallenge), Prefix: cfg.Server.Prefix,
+		Static: assets.URL, JoinRate: func(queue string) float64 { return room.JoinRate(queue) }, Responder: responder,
+	}, registry)
+	if err != nil {
+		st.Close()
+		return nil, err
 	}
 
 	led, err := openLedger(cfg.Ledger, logger)
@@ -112,7 +117,7 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 	tracer := tr.Tracer() // nil: tracing off
 
 	var adm *admission.Service // the room's sold_out_with reads its stock; built below
-	room := waitroom.New(waitroom.Options{
+	room = waitroom.New(waitroom.Options{
 		Stock: func(ctx context.Context, products []string) (bool, error) {
 			return adm.SoldOut(ctx, products)
 		},
@@ -126,16 +131,16 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 		Limits:    cfg.Limits,
 		Responder: responder,
 		Logger:    logger,
-		Turnstile: ts,
+		Check:     check,
 		Tracer:    tracer,
 
 		ReportRetention: cfg.Report.Retention,
 	})
 	registry.MustRegister(room.Collector())
-	var tsGate *turnstile.Gate
-	if ts != nil {
-		tsGate = turnstile.NewGate(turnstile.GateOptions{
-			Client: ts, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: identityKey(cfg.Identity, keyring, purposeClearance),
+	var checkGate *botcheck.Gate
+	if check != nil {
+		checkGate = botcheck.NewGate(botcheck.GateOptions{
+			Check: check, Store: st, ClearanceTTL: cfg.Turnstile.ClearanceTTL, Key: identityKey(cfg.Identity, keyring, purposeClearance),
 			Prefix: cfg.Server.Prefix, MaxBodyBytes: cfg.Server.MaxBodyBytes,
 			Cookies: web.Cookies{Secure: cfg.Tokens.CookieSecure}, Responder: responder,
 			PerIPPerMinute: cfg.Limits.TurnstilePerIPPerMinute, RateLimited: room.RateLimited("turnstile"),
@@ -167,9 +172,10 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 	room.Register(endpoints)
 	adm.Register(endpoints)
 	steps := []proxy.Step{room.Gate()}
-	if tsGate != nil {
-		tsGate.Register(endpoints)
-		steps = append(steps, tsGate)
+	if checkGate != nil {
+		checkGate.Register(endpoints)
+		check.Register(endpoints)
+		steps = append(steps, checkGate)
 	}
 	steps = append(steps, adm)
 
@@ -234,6 +240,7 @@ func startTracing(cfg config.Tracing, version string, st *store.Store, logger *s
 const (
 	purposeRequestIDs = "edgeq request ids v1"
 	purposeClearance  = "edgeq turnstile clearance v1"
+	purposeChallenge  = "edgeq challenge v1"
 	purposePseudonyms = "edgeq identity v1"
 	purposeVisitors   = "edgeq visitor ids v1"
 )

@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/botcheck"
 )
 
 // warnings are what a configuration allows but an operator should hear about before a sale: logged
 // at start and printed by `edgeq check`, which stays successful. Each is one line naming its key.
 func warnings(cfg *config.Config) []string {
 	var out []string
-	if cfg.Turnstile.SiteKey != "" && turnstile.IsTestingSecret(cfg.Turnstile.SecretKey) {
+	if cfg.Turnstile.SiteKey != "" && botcheck.IsTestingSecret(cfg.Turnstile.SecretKey) {
 		out = append(out, "turnstile.secret_key is one of Cloudflare's dummy testing secrets: fine for tests, "+
 			"never for a real sale")
 	}

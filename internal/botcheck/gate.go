@@ -1,4 +1,4 @@
-package turnstile
+package botcheck
 
 import (
 	"crypto/hmac"
@@ -17,13 +17,8 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ratelimit"
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
-)
-
-// ResponseHeader and ResponseField carry a fresh Turnstile response on a protected request.
-const (
-	ResponseHeader = "CF-Turnstile-Response"
-	ResponseField  = "cf-turnstile-response"
 )
 
 // clearanceCookie remembers a passed check in the browser for clearance_ttl.
@@ -32,9 +27,10 @@ const clearanceCookie = "edgeq_clearance"
 // challengeAction is the widget action of edgeq's challenge page.
 const challengeAction = "edgeq_challenge"
 
-// GateOptions configures the Turnstile step.
+// GateOptions configures the bot-check step.
 type GateOptions struct {
-	Client       *Client
+	Check        *Check
+	Store        *store.Store // the limit's counters; nil: no limit
 	ClearanceTTL time.Duration
 	Key          []byte // MAC key of the clearance cookie (derived from identity.secret, else from the signing key)
 	Prefix       string
@@ -50,7 +46,7 @@ type GateOptions struct {
 	RateLimited prometheus.Counter
 }
 
-// Gate is the Turnstile step of the gate chain and the challenge page. It satisfies proxy.Step.
+// Gate is the bot-check step of the gate chain and the challenge page. It satisfies proxy.Step.
 type Gate struct {
 	o       GateOptions
 	limiter *ratelimit.Redis // nil: no limit (no store, or PerIPPerMinute 0)
@@ -59,8 +55,8 @@ type Gate struct {
 // NewGate builds the step.
 func NewGate(o GateOptions) *Gate {
 	g := &Gate{o: o}
-	if o.PerIPPerMinute > 0 && o.Client.store != nil {
-		g.limiter = ratelimit.NewRedis(o.Client.store.Client)
+	if o.PerIPPerMinute > 0 && o.Store != nil {
+		g.limiter = ratelimit.NewRedis(o.Store.Client)
 	}
 	return g
 }
@@ -70,8 +66,8 @@ func (*Gate) Requirement() string { return config.RequireTurnstile }
 
 // Wrap returns next for routes without turnstile: true. Otherwise a request passes with a clearance
 // younger than clearance_ttl — from the visitor's access token (its tsv claim) or the clearance cookie —
-// or with a fresh response verified now; browsers without one are sent to the challenge page, other
-// clients get 403 TURNSTILE_REQUIRED.
+// or with a fresh solution verified now (in the provider's headers or form fields); browsers without
+// one are sent to the challenge page, other clients get 403 TURNSTILE_REQUIRED.
 func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error) {
 	if !route.Turnstile {
 		return next, nil
@@ -82,15 +78,12 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 			next.ServeHTTP(w, r)
 			return
 		}
-		response := r.Header.Get(ResponseHeader)
-		if response == "" {
-			var e *web.Error
-			if response, e = g.formResponse(r); e != nil {
-				g.o.Responder.Error(w, r, e)
-				return
-			}
+		sol, e := g.solution(r)
+		if e != nil {
+			g.o.Responder.Error(w, r, e)
+			return
 		}
-		if response == "" {
+		if sol.Empty() {
 			if web.WantsHTML(r) {
 				http.Redirect(w, r, g.ChallengeURL(r.URL.RequestURI()), http.StatusFound)
 				return
@@ -102,7 +95,7 @@ func (g *Gate) Wrap(route config.Route, next http.Handler) (http.Handler, error)
 			g.o.Responder.Error(w, r, e)
 			return
 		}
-		v := g.o.Client.Verify(r.Context(), Check{Response: response, RemoteIP: info.ClientIP.String(), Host: r.Host})
+		v := g.o.Check.Verify(r.Context(), Submission{Solution: sol, Scope: Scope{Kind: "route", Name: route.Name}, Request: r})
 		if !v.OK {
 			g.o.Responder.Error(w, r, v.Refusal())
 			return
@@ -122,7 +115,7 @@ func (g *Gate) allow(r *http.Request) *web.Error {
 	if g.limiter == nil || info.Store.Degraded {
 		return nil
 	}
-	key := limitKey(g.o.Client.store.Keys, ratelimit.ClientKey(info.ClientIP))
+	key := limitKey(g.o.Store.Keys, ratelimit.ClientKey(info.ClientIP))
 	ok, retry, err := g.limiter.Allow(r.Context(), key, ratelimit.PerMinute(g.o.PerIPPerMinute))
 	if err != nil {
 		return info.StoreFailed(config.RequireTurnstile, err)
@@ -136,14 +129,22 @@ func (g *Gate) allow(r *http.Request) *web.Error {
 	return nil
 }
 
-// formResponse finds cf-turnstile-response in a form body, leaving the body intact for the origin.
-func (g *Gate) formResponse(r *http.Request) (string, *web.Error) {
+// solution finds the provider's fields in the request's headers and, for a form body, in the form,
+// leaving the body intact for the origin.
+func (g *Gate) solution(r *http.Request) (Solution, *web.Error) {
+	values := map[string]string{}
 	ct := r.Header.Get("Content-Type")
-	if !strings.HasPrefix(ct, "application/x-www-form-urlencoded") && !strings.HasPrefix(ct, "multipart/form-data") {
-		return "", nil
+	if strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "multipart/form-data") {
+		src := fields.New(r, g.o.MaxBodyBytes)
+		for _, name := range g.o.Check.FieldNames() {
+			value, _, e := src.Get(config.FieldSource{Kind: "form", Name: name})
+			if e != nil {
+				return nil, e
+			}
+			values[name] = value
+		}
 	}
-	value, _, e := fields.New(r, g.o.MaxBodyBytes).Get(config.FieldSource{Kind: "form", Name: ResponseField})
-	return value, e
+	return g.o.Check.Pick(values, r.Header), nil
 }
 
 // ChallengeURL is the challenge page that returns to returnTo.
@@ -220,8 +221,9 @@ func (g *Gate) setClearance(w http.ResponseWriter, r *http.Request, at time.Time
 // ChallengePage is the data of challenge.html.
 type ChallengePage struct {
 	web.PageBase
-	SiteKey, ScriptURL, Action, Self string
-	Failed                           bool
+	Check  Widget
+	Self   string
+	Failed bool
 }
 
 // Register adds the challenge page: GET shows the widget, POST checks it and, on success, sets the
@@ -240,24 +242,21 @@ func (g *Gate) challenge(w http.ResponseWriter, r *http.Request) {
 			g.o.Responder.Error(w, r, web.ErrCrossSiteCheck)
 			return
 		}
-		response, _, e := fields.New(r, 16<<10).Body(ResponseField)
-		if e == nil && response != "" {
+		sol, e := g.o.Check.ReadBody(r, 16<<10)
+		if e == nil && !sol.Empty() {
 			e = g.allow(r)
 		}
 		if e != nil {
 			g.o.Responder.Error(w, r, e)
 			return
 		}
-		v := g.o.Client.Verify(r.Context(), Check{
-			Response: response, RemoteIP: web.RequestFrom(r.Context()).ClientIP.String(),
-			Host: r.Host, Action: challengeAction,
-		})
+		v := g.o.Check.Verify(r.Context(), Submission{Solution: sol, Scope: challengeScope, Request: r, Action: challengeAction})
 		if v.OK {
 			g.setClearance(w, r, v.At)
 			http.Redirect(w, r, returnTo, http.StatusSeeOther)
 			return
 		}
-		if v.Result == ResultStoreUnavailable {
+		if v.refusal != nil {
 			g.o.Responder.Error(w, r, v.Refusal())
 			return
 		}
@@ -267,11 +266,15 @@ func (g *Gate) challenge(w http.ResponseWriter, r *http.Request) {
 	if failed {
 		status = http.StatusForbidden
 	}
+	base := g.o.Responder.Base(r)
+	widget := g.o.Check.Widget(Page{Request: r, Text: base.Text, Scope: challengeScope, Action: challengeAction})
 	g.o.Responder.PageCSP(w, r, status, "challenge.html", ChallengePage{
-		PageBase: g.o.Responder.Base(r), SiteKey: g.o.Client.SiteKey(), ScriptURL: g.o.Client.ScriptURL(),
-		Action: challengeAction, Self: g.ChallengeURL(returnTo), Failed: failed,
-	}, PageCSP(g.o.Client.ScriptURL()))
+		PageBase: base, Check: widget, Self: g.ChallengeURL(returnTo), Failed: failed,
+	}, widget.CSP)
 }
+
+// challengeScope is the challenge page's: its clearance is good for every checked route.
+var challengeScope = Scope{Kind: "route", Name: "*"}
 
 // PageCSP is the Content-Security-Policy of pages that show the widget: edgeq's own assets, plus the
 // widget script's origin for scripts, frames and requests.

@@ -1,4 +1,4 @@
-package turnstile_test
+package botcheck_test
 
 import (
 	"context"
@@ -14,21 +14,51 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/storetest"
-	"github.com/edgeq/edgeq/internal/turnstile"
+	"github.com/edgeq/edgeq/internal/botcheck"
 	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }
 
-func client(t *testing.T, s *store.Store, verifyURL, secret, onError string, hostnames ...string) (*turnstile.Client, *prometheus.Registry) {
+// tsCheck is one Turnstile response to verify, and where it was sent from and to.
+type tsCheck struct{ Response, RemoteIP, Host, Action string }
+
+// tsClient is the turnstile provider, verifying tsChecks.
+type tsClient struct{ *botcheck.Check }
+
+func newTS(t *testing.T, cfg config.Turnstile, s *store.Store, reg prometheus.Registerer) tsClient {
+	t.Helper()
+	full := config.Default()
+	full.Turnstile = cfg
+	c, err := botcheck.New(botcheck.Env{Config: full, Store: s}, reg)
+	if err != nil || c == nil {
+		t.Fatalf("turnstile provider: %v %v", c, err)
+	}
+	return tsClient{c}
+}
+
+func (c tsClient) Verify(ctx context.Context, chk tsCheck) botcheck.Verdict {
+	req := httptest.NewRequestWithContext(ctx, http.MethodPost, "http://"+chk.Host+"/", nil)
+	req.Host = chk.Host
+	return c.Check.Verify(ctx, botcheck.Submission{
+		Solution: botcheck.Solution{"cf-turnstile-response": chk.Response}, Request: req, Action: chk.Action,
+	})
+}
+
+// Counter is the turnstile provider's own counter, edgeq_turnstile_verifications_total.
+func (c tsClient) Counter() *prometheus.CounterVec {
+	return c.Check.Provider().(interface{ Counted() *prometheus.CounterVec }).Counted()
+}
+
+func client(t *testing.T, s *store.Store, verifyURL, secret, onError string, hostnames ...string) (tsClient, *prometheus.Registry) {
 	t.Helper()
 	cfg := config.Default().Turnstile
 	cfg.SiteKey, cfg.SecretKey, cfg.VerifyURL, cfg.OnError = turnstiletest.SiteKey, secret, verifyURL, onError
 	cfg.Timeout = 300 * time.Millisecond
 	cfg.Hostnames = hostnames
 	reg := prometheus.NewRegistry()
-	return turnstile.New(cfg, s, reg), reg
+	return newTS(t, cfg, s, reg), reg
 }
 
 func TestVerify_Table(t *testing.T) {
@@ -43,18 +73,18 @@ func TestVerify_Table(t *testing.T) {
 
 		cases := []struct {
 			name   string
-			chk    turnstile.Check
+			chk    tsCheck
 			ok     bool
 			result string
 		}{
-			{"missing", turnstile.Check{Host: "shop.example"}, false, turnstile.ResultMissing},
-			{"garbage", turnstile.Check{Response: "not-a-token", Host: "shop.example"}, false, turnstile.ResultInvalid},
-			{"oversized", turnstile.Check{Response: string(make([]byte, 3000)), Host: "shop.example"}, false, turnstile.ResultInvalid},
-			{"good", turnstile.Check{Response: good, Host: "shop.example:8443", Action: "edgeq_join", RemoteIP: "203.0.113.9"}, true, turnstile.ResultSuccess},
-			{"replayed", turnstile.Check{Response: good, Host: "shop.example", Action: "edgeq_join"}, false, turnstile.ResultReplayed},
-			{"wrong hostname", turnstile.Check{Response: fake.Mint("evil.example", ""), Host: "shop.example"}, false, turnstile.ResultHostname},
-			{"wrong action", turnstile.Check{Response: fake.Mint("shop.example", "other"), Host: "shop.example", Action: "edgeq_join"}, false, turnstile.ResultAction},
-			{"any action when none is expected", turnstile.Check{Response: fake.Mint("shop.example", "shop_widget"), Host: "shop.example"}, true, turnstile.ResultSuccess},
+			{"missing", tsCheck{Host: "shop.example"}, false, botcheck.ResultMissing},
+			{"garbage", tsCheck{Response: "not-a-token", Host: "shop.example"}, false, botcheck.ResultInvalid},
+			{"oversized", tsCheck{Response: string(make([]byte, 3000)), Host: "shop.example"}, false, botcheck.ResultInvalid},
+			{"good", tsCheck{Response: good, Host: "shop.example:8443", Action: "edgeq_join", RemoteIP: "203.0.113.9"}, true, botcheck.ResultSuccess},
+			{"replayed", tsCheck{Response: good, Host: "shop.example", Action: "edgeq_join"}, false, botcheck.ResultReplayed},
+			{"wrong hostname", tsCheck{Response: fake.Mint("evil.example", ""), Host: "shop.example"}, false, botcheck.ResultHostname},
+			{"wrong action", tsCheck{Response: fake.Mint("shop.example", "other"), Host: "shop.example", Action: "edgeq_join"}, false, botcheck.ResultAction},
+			{"any action when none is expected", tsCheck{Response: fake.Mint("shop.example", "shop_widget"), Host: "shop.example"}, true, botcheck.ResultSuccess},
 		}
 		for _, c2 := range cases {
 			t.Run(c2.name, func(t *testing.T) {
@@ -67,7 +97,7 @@ func TestVerify_Table(t *testing.T) {
 				}
 			})
 		}
-		if got := testutil.ToFloat64(c.Counter().WithLabelValues(turnstile.ResultSuccess)); got != 2 {
+		if got := testutil.ToFloat64(c.Counter().WithLabelValues(botcheck.ResultSuccess)); got != 2 {
 			t.Errorf("success counter %v", got)
 		}
 		_ = reg
@@ -75,10 +105,10 @@ func TestVerify_Table(t *testing.T) {
 		// A response spent at Cloudflare (not through this edgeq) is refused by siteverify itself.
 		spent := fake.Mint("shop.example", "")
 		other, _ := client(t, nil, verifyURL, turnstiletest.Secret, "closed")
-		if v := other.Verify(ctx, turnstile.Check{Response: spent, Host: "shop.example"}); !v.OK {
+		if v := other.Verify(ctx, tsCheck{Response: spent, Host: "shop.example"}); !v.OK {
 			t.Fatalf("first use elsewhere: %+v", v)
 		}
-		if v := c.Verify(ctx, turnstile.Check{Response: spent, Host: "shop.example"}); v.OK || v.Result != turnstile.ResultInvalid {
+		if v := c.Verify(ctx, tsCheck{Response: spent, Host: "shop.example"}); v.OK || v.Result != botcheck.ResultInvalid {
 			t.Fatalf("spent at siteverify: %+v", v)
 		}
 	})
@@ -90,7 +120,7 @@ func TestVerify_RetriesOnceOnInternalError(t *testing.T) {
 	defer srv.Close()
 	c, _ := client(t, storetest.Embedded(t), srv.URL+"/turnstile/v0/siteverify", turnstiletest.Secret, "closed", "shop.example")
 	fake.InternalErrors.Store(1)
-	if v := c.Verify(context.Background(), turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "x"}); !v.OK {
+	if v := c.Verify(context.Background(), tsCheck{Response: fake.Mint("shop.example", ""), Host: "x"}); !v.OK {
 		t.Fatalf("after one internal-error: %+v", v)
 	}
 	if fake.Calls.Load() != 2 {
@@ -98,7 +128,7 @@ func TestVerify_RetriesOnceOnInternalError(t *testing.T) {
 	}
 	// Two in a row: siteverify is unavailable, and on_error decides.
 	fake.InternalErrors.Store(2)
-	if v := c.Verify(context.Background(), turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "x"}); v.OK || v.Result != turnstile.ResultUnavailableClosed {
+	if v := c.Verify(context.Background(), tsCheck{Response: fake.Mint("shop.example", ""), Host: "x"}); v.OK || v.Result != botcheck.ResultUnavailableClosed {
 		t.Fatalf("after two internal-errors: %+v", v)
 	}
 }
@@ -118,10 +148,10 @@ func TestVerify_SiteverifyDown(t *testing.T) {
 			onError string
 			ok      bool
 			result  string
-		}{{"closed", false, turnstile.ResultUnavailableClosed}, {"open", true, turnstile.ResultUnavailableOpen}} {
+		}{{"closed", false, botcheck.ResultUnavailableClosed}, {"open", true, botcheck.ResultUnavailableOpen}} {
 			t.Run(target.name+" "+policy.onError, func(t *testing.T) {
 				c, _ := client(t, storetest.Embedded(t), target.url, turnstiletest.Secret, policy.onError, "shop.example")
-				v := c.Verify(context.Background(), turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "shop.example"})
+				v := c.Verify(context.Background(), tsCheck{Response: fake.Mint("shop.example", ""), Host: "shop.example"})
 				if v.OK != policy.ok || v.Result != policy.result {
 					t.Fatalf("verdict %+v", v)
 				}
@@ -148,11 +178,11 @@ func TestVerify_DummySecrets(t *testing.T) {
 	}
 	for _, c := range cases {
 		cl, _ := client(t, nil, srv.URL+"/turnstile/v0/siteverify", c.secret, "closed")
-		if v := cl.Verify(context.Background(), turnstile.Check{Response: c.response, Host: "localhost:8080"}); v.OK != c.ok {
+		if v := cl.Verify(context.Background(), tsCheck{Response: c.response, Host: "localhost:8080"}); v.OK != c.ok {
 			t.Errorf("%s with %q: %+v", c.secret, c.response, v)
 		}
 	}
-	if !turnstile.IsTestingSecret(turnstiletest.DummySecretPass) || turnstile.IsTestingSecret(turnstiletest.Secret) {
+	if !botcheck.IsTestingSecret(turnstiletest.DummySecretPass) || botcheck.IsTestingSecret(turnstiletest.Secret) {
 		t.Fatal("IsTestingSecret")
 	}
 }
@@ -173,11 +203,11 @@ func TestVerify_StoreDownFollowsOnStoreError(t *testing.T) {
 		info.Store = p
 		return web.WithRequest(context.Background(), info)
 	}
-	chk := turnstile.Check{Response: fake.Mint("shop.example", ""), Host: "shop.example"}
+	chk := tsCheck{Response: fake.Mint("shop.example", ""), Host: "shop.example"}
 
 	for _, p := range []web.StorePolicy{{}, {Degraded: true}} {
 		v := c.Verify(ctxWith(p), chk)
-		if v.OK || v.Result != turnstile.ResultStoreUnavailable {
+		if v.OK || v.Result != botcheck.ResultStoreUnavailable {
 			t.Fatalf("closed %+v: %+v", p, v)
 		}
 		if e := v.Refusal(); e.Status != 503 || e.Code != "STORE_UNAVAILABLE" {
@@ -187,13 +217,13 @@ func TestVerify_StoreDownFollowsOnStoreError(t *testing.T) {
 	if n := fake.Calls.Load(); n != 0 {
 		t.Fatalf("siteverify asked %d times for refused checks", n)
 	}
-	if got := testutil.ToFloat64(c.Counter().WithLabelValues(turnstile.ResultStoreUnavailable)); got != 2 {
+	if got := testutil.ToFloat64(c.Counter().WithLabelValues(botcheck.ResultStoreUnavailable)); got != 2 {
 		t.Fatalf("store_unavailable counted %v times", got)
 	}
 
 	var bypassed counter
 	v := c.Verify(ctxWith(web.StorePolicy{Open: true, Bypassed: &bypassed}), chk)
-	if !v.OK || v.Result != turnstile.ResultSuccess || bypassed != 1 {
+	if !v.OK || v.Result != botcheck.ResultSuccess || bypassed != 1 {
 		t.Fatalf("open: %+v, bypass counted %d", v, bypassed)
 	}
 	if e := v.Refusal(); e.Code != "INVALID_TURNSTILE_TOKEN" {

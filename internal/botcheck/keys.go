@@ -1,4 +1,4 @@
-package turnstile
+package botcheck
 
 import (
 	"crypto/sha256"
@@ -7,11 +7,11 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 )
 
-// usedKey marks one Turnstile response as spent across replicas (markUsed); the response is named by
-// the first 16 bytes of its SHA-256, in hex.
-func usedKey(k store.Keys, response string) string {
+// usedKey marks one response of a siteverify provider (turnstile, hcaptcha) as spent across
+// replicas; the response is named by the first 16 bytes of its SHA-256, in hex.
+func usedKey(k store.Keys, provider, response string) string {
 	sum := sha256.Sum256([]byte(response))
-	return k.Global("turnstile", "used:"+hex.EncodeToString(sum[:16]))
+	return k.Global(provider, "used:"+hex.EncodeToString(sum[:16]))
 }
 
 // limitKey is the limits.turnstile_per_ip_per_minute bucket of one client (client is
