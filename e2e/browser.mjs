@@ -131,20 +131,23 @@ async function nojs() {
 }
 
 // turnstile: a queue that asks for Turnstile shows the widget; ticking it and joining gives a place,
-// and the visitor lands on the shop page when the slot frees.
+// and the visitor lands on the shop page when the slot frees. WIDGET=hcaptcha: the same with hCaptcha's.
 async function turnstile() {
+  const widget = env.WIDGET === 'hcaptcha'
+    ? { box: '[data-testid=hcaptcha-checkbox]', field: 'textarea[name=h-captcha-response]', shot: 'hcaptcha-join-desktop-en' }
+    : { box: '[data-testid=turnstile-checkbox]', field: 'input[name=cf-turnstile-response]', shot: 'turnstile-join-desktop-en' };
   const b = await browser(desktop);
   const { page } = b;
   try {
     await page.goto(base + '/auctions/42');
     expect(page.url().startsWith(base + '/_edgeq/wait/club'), 'not on the waiting page: ' + page.url());
-    await page.waitForSelector('[data-testid=turnstile-checkbox]');
-    await page.check('[data-testid=turnstile-checkbox]');
-    await page.waitForFunction(() => {
-      const input = document.querySelector('input[name=cf-turnstile-response]');
+    await page.waitForSelector(widget.box);
+    await page.check(widget.box);
+    await page.waitForFunction((field) => {
+      const input = document.querySelector(field);
       return input && input.value.length > 0;
-    });
-    await screenshot(page, 'turnstile-join-desktop-en');
+    }, widget.field);
+    await screenshot(page, widget.shot);
     await Promise.all([page.waitForURL(/\/_edgeq\/wait\/club/), page.click('button[type=submit]')]);
     await page.waitForSelector('#position');
     log('joined at position', await text(page, '#position'));

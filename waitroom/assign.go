@@ -17,18 +17,30 @@ import (
 // assignBatchMax bounds one call.
 const assignBatchMax = 256
 
+// assignStride is the number of assign.lua's ARGV per join.
+const assignStride = 6
+
 // assignReq is one join: claim asks for the token at once if the new place is served by the call
 // (the gate's served-at-once path); tsv is the time of the Turnstile check passed to join, 0 if none;
 // places is the key of the places the client's address holds (placesKey), "" for a join not counted.
+// record, recordBit and recordUntil place a passed bot check's single-use record: bit recordBit of
+// the bitmap record (checkRecordKey), kept until recordUntil (unix ms); record "" for none.
 type assignReq struct {
-	claim  bool
-	tsv    int64
-	places string
+	claim       bool
+	tsv         int64
+	places      string
+	record      string
+	recordBit   int64
+	recordUntil int64
 }
 
 // codeTooManyPlaces is placed.code for a join refused by places_per_ip: its address holds that many
 // unserved places already. assign.lua's codes 1..4 refuse a whole call; this one a single join.
 const codeTooManyPlaces = 5
+
+// codeClaimed is placed.code for a join whose bot check's single-use record was there already: a
+// replayed solution, no place taken.
+const codeClaimed = 6
 
 // placed is assign.lua's answer for one join: code 0 with a place, else why none was taken.
 type placed struct {
@@ -64,20 +76,27 @@ func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq)
 	if q != nil {
 		floor = q.floorArg()
 	}
-	// The keys of the addresses joining, each once, after the queue's (assign.lua's KEYS past lib.lua's); a
-	// join names its address's by index, 0 for none.
+	// The keys of the addresses joining, each once, and of the checks' single-use records, after the
+	// queue's (assign.lua's KEYS past lib.lua's); a join names its address's and its record's by
+	// index, 0 for none.
 	keys := queueKeys(r.keys, queueID)
-	args := make([]any, 0, 2+3*len(reqs))
+	args := make([]any, 0, 2+assignStride*len(reqs))
 	args = append(args, floor, placesTTL.Milliseconds())
 	for _, q := range reqs {
-		address := 0
+		address, record := 0, 0
 		if q.places != "" {
 			if address = slices.Index(keys, q.places) + 1; address == 0 {
 				keys = append(keys, q.places)
 				address = len(keys)
 			}
 		}
-		args = append(args, flag(q.claim), q.tsv, address)
+		if q.record != "" {
+			if record = slices.Index(keys, q.record) + 1; record == 0 {
+				keys = append(keys, q.record)
+				record = len(keys)
+			}
+		}
+		args = append(args, flag(q.claim), q.tsv, address, record, q.recordBit, q.recordUntil)
 	}
 	ctx, cancel := r.opts.Store.Bound(ctx)
 	defer cancel()
@@ -92,8 +111,11 @@ func (r *Room) assignOnce(ctx context.Context, queueID string, reqs []assignReq)
 		if code == 0 {
 			base := 3 + 4*i
 			out[i].pos, out[i].state, out[i].iat, out[i].exp = res.Int(base), State(res.Int(base+1)), res.Int(base+2), res.Int(base+3)
-			if out[i].pos == 0 {
+			switch out[i].pos {
+			case 0:
 				out[i].code = codeTooManyPlaces
+			case -1:
+				out[i].code, out[i].pos = codeClaimed, 0
 			}
 		}
 	}

@@ -107,28 +107,52 @@ func (r *Room) tryJoin(ctx context.Context, w http.ResponseWriter, req *http.Req
 	if e := r.allowJoin(ctx, req); e != nil {
 		return joined{}, e
 	}
-	var tsv int64
-	if s.Turnstile {
-		var e *web.Error
-		tsv, e = r.verifyJoin(ctx, req, queueID, sol, action)
-		if e != nil {
-			r.queueReport(queueID).Add(report.TurnstileFailed, 1)
-			return joined{}, e
-		}
-		r.queueReport(queueID).Add(report.TurnstilePassed, 1)
+	if !s.Turnstile {
+		return r.assign(ctx, w, req, queueID, claim, 0, nil)
 	}
-	return r.assign(ctx, w, req, queueID, claim, tsv)
+	v, e := r.verifyJoin(ctx, req, queueID, sol, action)
+	if e != nil {
+		r.queueReport(queueID).Add(report.TurnstileFailed, 1)
+		return joined{}, e
+	}
+	var pending *botcheck.Verdict
+	if v.Claim != nil {
+		pending = &v
+	}
+	tsv := v.At.Unix()
+	if r.dropCheckTimes.Load() {
+		tsv = 0
+	}
+	j, e := r.assign(ctx, w, req, queueID, claim, tsv, pending)
+	if e != nil && e.Code == web.ErrInvalidTurnstile.Code {
+		r.queueReport(queueID).Add(report.TurnstileFailed, 1) // a replay, found with the place
+		return joined{}, e
+	}
+	r.queueReport(queueID).Add(report.TurnstilePassed, 1)
+	return j, e
 }
 
 // assign takes a new place in the queue and hands the request cookie over (join runs the checks
 // first). With claim, a visitor served by this very call also gets its token. tsv is the time of the
-// Turnstile check passed to join, 0 if none.
-func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64) (joined, *web.Error) {
+// bot check passed to join, 0 if none. pending is a passed check whose single-use record the call
+// writes with the place (nil for none): a record there already takes no place, and the check is
+// settled as a replay (403 INVALID_TURNSTILE_TOKEN).
+func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Request, queueID string, claim bool, tsv int64, pending *botcheck.Verdict) (joined, *web.Error) {
 	// The call does not end with the visitor's connection: it may carry other visitors' joins.
 	places := r.placesKey(queueID, web.RequestFrom(ctx).ClientIP)
-	a, err := r.assigner.Do(context.WithoutCancel(ctx), queueID, assignReq{claim: claim, tsv: tsv, places: places})
+	ar := assignReq{claim: claim, tsv: tsv, places: places}
+	if pending != nil {
+		c := pending.Claim
+		ar.record, ar.recordBit, ar.recordUntil = checkRecordKey(r.keys, queueID, c.Series), c.Bit, c.Expires.UnixMilli()+1000
+	}
+	a, err := r.assigner.Do(context.WithoutCancel(ctx), queueID, ar)
 	if err != nil {
 		return joined{}, web.ErrStoreUnavailable.Because(err)
+	}
+	if pending != nil && (a.code == 0 || a.code == codeClaimed) {
+		if v := r.opts.Check.Settle(*pending, a.code == 0); !v.OK {
+			return joined{}, v.Refusal()
+		}
 	}
 	pos, epoch, st, iat, exp := a.pos, a.epoch, a.state, a.iat, a.exp
 	switch a.code {
@@ -143,6 +167,8 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 	case codeTooManyPlaces:
 		r.rateLimited.WithLabelValues("places").Inc()
 		return joined{}, web.ErrTooManyPlaces
+	case codeClaimed:
+		return joined{}, web.ErrInvalidTurnstile // settled above
 	}
 	r.queueReport(queueID).Add(report.Joined, 1)
 	if st == StateToken {
@@ -154,16 +180,17 @@ func (r *Room) assign(ctx context.Context, w http.ResponseWriter, req *http.Requ
 }
 
 // verifyJoin runs the join-time bot check of a queue that asks for one (queues[].turnstile): the
-// check's time on success, 403 INVALID_TURNSTILE_TOKEN otherwise. No place is taken before it passes.
-func (r *Room) verifyJoin(ctx context.Context, req *http.Request, queueID string, sol botcheck.Solution, action string) (int64, *web.Error) {
+// verdict, refused with 403 INVALID_TURNSTILE_TOKEN when it did not pass. No place is taken before it
+// passes; a verdict with a Claim has its single-use record written with the place (assign).
+func (r *Room) verifyJoin(ctx context.Context, req *http.Request, queueID string, sol botcheck.Solution, action string) (botcheck.Verdict, *web.Error) {
 	if r.opts.Check == nil {
-		return 0, web.ErrTurnstileMissing
+		return botcheck.Verdict{}, web.ErrTurnstileMissing
 	}
 	v := r.opts.Check.Verify(ctx, botcheck.Submission{
-		Solution: sol, Scope: botcheck.Scope{Kind: "queue", Name: queueID}, Request: req, Action: action,
+		Solution: sol, Scope: botcheck.Scope{Kind: "queue", Name: queueID}, Request: req, Action: action, Deferred: true,
 	})
 	if !v.OK {
-		return 0, v.Refusal()
+		return v, v.Refusal()
 	}
-	return v.At.Unix(), nil
+	return v, nil
 }

@@ -21,6 +21,14 @@ func queueKeys(k store.Keys, queue string) []string {
 	}
 }
 
+// checkRecordKey is a bitmap of the bot checks passed to join queue: one per series of solutions
+// (a replica's challenges of one second), a bit per solution (the check's Claim), under the queue's
+// hash tag so that assign.lua sets it with the place. A bit rather than a key or a member per join:
+// an eighth of a byte, and nothing to expire one by one.
+func checkRecordKey(k store.Keys, queue, series string) string {
+	return k.Queue(queue, "checks:"+series)
+}
+
 // queueIndexKey is the set of every queue id, for listing and for replicas discovering queues created
 // through the admin API. It is outside the queues' hash tags and never used in a script with them.
 func queueIndexKey(k store.Keys) string { return k.Global("queues", "index") }

@@ -108,11 +108,21 @@ type Room struct {
 	assigner    *group.Batcher[string, assignReq, placed]
 	rateLimited *prometheus.CounterVec // by limit: join, places, status, turnstile
 
+	// dropCheckTimes: no route checks (routes[].turnstile), so the time of a join's bot check, which
+	// only a checked route reads from the visitor's token, is not kept with the place.
+	dropCheckTimes atomic.Bool
+
 	// settled is the store generation (a count of master changes) this replica has settled after
 	// (failover.go); settle serialises settling.
 	settled atomic.Uint64
 	settle  sync.Mutex
 }
+
+// KeepCheckTimes says whether some route checks (routes[].turnstile; set at start and on each
+// reload): only then is the time of a join's bot check kept with its place, to reach the token's
+// tsv claim, which clears the visitor on checked routes. Without any, a token carries no tsv and a
+// route checked later asks its visitors for a check. Kept by default.
+func (r *Room) KeepCheckTimes(keep bool) { r.dropCheckTimes.Store(!keep) }
 
 // New builds a room. Run must be running for queues to advance.
 func New(opts Options) *Room {

@@ -86,6 +86,8 @@ func main() {
 		err = chaosReplicaMain(os.Args[2:])
 	case "crowd":
 		err = crowdMain(os.Args[2:], os.Stdout)
+	case "powjoin":
+		err = powJoinBench(os.Args[2:], os.Stdout)
 	default:
 		usage()
 		os.Exit(2)
@@ -107,6 +109,7 @@ func usage() {
   edgeq-bench hot [-duration 4s] [-rounds 3] [-connections 64] [-threads 2] [-floor-clients 32] [-redis-cpu 1]   (needs wrk and redis-benchmark)
   edgeq-bench bytes [-admissions 200000] [-warmup 20000] [-connections 32]   (bytes of Redis per admission; needs redis-server)
   edgeq-bench soak [-duration 20m] [-retention 3m] [-rate 600] [-joins 100]   (Redis memory, RSS and p99s per minute; needs redis-server)
+  edgeq-bench powjoin [-rounds 4] [-joins 20000] [-concurrency 32] [-route-check]   (a proof-of-work join beside a join with no check; needs redis-server)
   edgeq-bench chaos [-duration 60s] [-replicas 3] [-seed N] [-stock 3000] [-buyers 24] [-nemesis all|pause]   (needs redis-server and redis-sentinel; exit 1 on a violated invariant)
   edgeq-bench crowd [-url http://127.0.0.1:8080] [-queue drop] [-size 12] [-sku jersey] [-page /products/3] [-poll 4s] [-browse 5s] [-pause 3s] [-leave 0.25] [-seed 1] [-prefix /_edgeq]   (the demo's shoppers, until Ctrl-C)
   edgeq-bench bid [-bidders 1000] [-readers 5000] [-history 1000] [-bid-every 1s] [-poll-every 2s] [-steady 20s] [-rounds 5] [-duration 5s] [-concurrency 64]`)

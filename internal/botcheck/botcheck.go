@@ -63,6 +63,20 @@ type Submission struct {
 	Request  *http.Request // Host, and the client address in its context (web.RequestFrom)
 	// Action is the widget action of the page edgeq rendered, "" when the widget was the shop's own.
 	Action string
+	// Deferred: the caller writes a passing verdict's Claim itself, atomically with what it grants
+	// (a join's place, in the same script call): the provider writes no single-use record of its own
+	// then, when it has a Claim to hand over.
+	Deferred bool
+}
+
+// Claim is the single-use record a passing verdict of a Deferred submission still needs: bit Bit of
+// the series Series (a name unique to the issuer and the second; its bits number the solutions),
+// kept until Expires. The caller sets it with its grant and reports the outcome with Check.Settle;
+// a bit set already is a replay.
+type Claim struct {
+	Series  string
+	Bit     int64
+	Expires time.Time
 }
 
 // Verdict is the outcome of one check.
@@ -71,6 +85,8 @@ type Verdict struct {
 	Result string    // the verification counter's result label
 	At     time.Time // when the check was passed (a clearance is counted from it)
 	Detail []string  // for the log: a provider's error codes
+	// Claim, on a passing verdict of a Deferred submission, is the single-use record still to write.
+	Claim *Claim
 
 	refusal *web.Error // set when the check could not be made (the store): not the visitor's fault
 }
@@ -295,9 +311,22 @@ func (c *Check) HasField(name string) bool {
 // Widget is the provider's widget for a page.
 func (c *Check) Widget(p Page) Widget { return c.p.Widget(p) }
 
-// Verify checks a solution and counts the result.
+// Verify checks a solution and counts the result; a verdict with a Claim is counted by Settle.
 func (c *Check) Verify(ctx context.Context, s Submission) Verdict {
 	v := c.p.Verify(ctx, s)
+	if v.Claim == nil {
+		c.verified.WithLabelValues(c.name, v.Result).Inc()
+	}
+	return v
+}
+
+// Settle ends a verdict with a Claim: claimed is whether the caller's single-use record was the
+// first. Without it the verdict becomes a replay, refused.
+func (c *Check) Settle(v Verdict, claimed bool) Verdict {
+	v.Claim = nil
+	if !claimed {
+		v = Failed(ResultReplayed, nil)
+	}
 	c.verified.WithLabelValues(c.name, v.Result).Inc()
 	return v
 }
@@ -306,6 +335,13 @@ func (c *Check) Verify(ctx context.Context, s Submission) Verdict {
 func (c *Check) Register(mux *http.ServeMux) {
 	if h, ok := c.p.(Handlers); ok {
 		h.Register(mux)
+	}
+}
+
+// Run runs the provider's background work (grouping its store writes) until ctx ends, if it has any.
+func (c *Check) Run(ctx context.Context) {
+	if r, ok := c.p.(interface{ Run(context.Context) }); ok {
+		r.Run(ctx)
 	}
 }
 

@@ -279,12 +279,30 @@ var challengeScope = Scope{Kind: "route", Name: "*"}
 // PageCSP is the Content-Security-Policy of pages that show the widget: edgeq's own assets, plus the
 // widget script's origin for scripts, frames and requests.
 func PageCSP(scriptURL string) string {
-	origin := ""
+	return widgetCSP(scriptOrigin(scriptURL), "")
+}
+
+// widgetCSP is the policy of a page with a widget: edgeq's own assets, plus sources (space-separated,
+// "" for none) for scripts, frames and requests, and styles for style sheets.
+func widgetCSP(sources, styles string) string {
+	return "default-src 'none'; style-src 'self'" + spaced(styles) + "; script-src 'self'" + spaced(sources) +
+		"; frame-src" + nonEmpty(spaced(sources)) + "; img-src 'self' data:; connect-src 'self'" + spaced(sources) +
+		"; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+}
+
+// scriptOrigin is the origin of a widget script's URL, "" for a relative one.
+func scriptOrigin(scriptURL string) string {
 	if u, err := url.Parse(scriptURL); err == nil && u.Host != "" {
-		origin = " " + u.Scheme + "://" + u.Host
+		return u.Scheme + "://" + u.Host
 	}
-	return "default-src 'none'; style-src 'self'; script-src 'self'" + origin + "; frame-src" + nonEmpty(origin) +
-		"; img-src 'self' data:; connect-src 'self'" + origin + "; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+	return ""
+}
+
+func spaced(sources string) string {
+	if sources == "" {
+		return ""
+	}
+	return " " + sources
 }
 
 func nonEmpty(origin string) string {

@@ -133,6 +133,16 @@ func powBinding(r *http.Request) string {
 }
 
 func (p *powProvider) Verify(ctx context.Context, s Submission) Verdict {
+	if s.Deferred {
+		// The caller writes the single-use record with its grant: one script call for both.
+		result, rec := p.checker.Check(s.Solution[powChallengeField], s.Solution[powNonceField], s.Scope.String(), powBinding(s.Request))
+		if result != pow.ResultSuccess {
+			return Failed(result, nil)
+		}
+		v := Passed(result, time.Now())
+		v.Claim = &Claim{Series: rec.Series, Bit: rec.Bit, Expires: rec.Expires}
+		return v
+	}
 	if web.RequestFrom(ctx).Store.Degraded {
 		if e := web.RequestFrom(ctx).StoreFailed(config.RequireTurnstile, web.ErrDegraded); e != nil {
 			return Failed(ResultStoreUnavailable, e)
@@ -152,6 +162,9 @@ func (p *powProvider) Verify(ctx context.Context, s Submission) Verdict {
 	}
 	return Passed(result, time.Now())
 }
+
+// Run groups the single-use writes of concurrent checks until ctx ends.
+func (p *powProvider) Run(ctx context.Context) { p.checker.Run(ctx) }
 
 // difficulty is the difficulty of a scope's next challenge: adaptive for a queue's join.
 func (p *powProvider) difficulty(scope Scope) int {

@@ -24,10 +24,12 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/store"
 )
 
@@ -51,7 +53,7 @@ const MaxDifficulty = 32
 // bot's native code: the check does not favour the attacker's optimisations.
 const (
 	version    = 1
-	payloadLen = 1 + 8 + 1 + 20 // version, expiry ms, difficulty, id
+	payloadLen = 1 + 8 + 1 + 20 // version, expiry ms, difficulty, id (numberOf)
 	macLen     = 17
 	// challengeLen and maxNonceLen bound what a visitor may send before anything is computed.
 	challengeLen = 64
@@ -63,11 +65,90 @@ type Checker struct {
 	key   []byte
 	store *store.Store // spends solved challenges; nil keeps no record (tests of the format alone)
 	now   func() time.Time
+	tag   [4]byte // random: this checker's challenges' series differ from every other replica's
+
+	mu     sync.Mutex
+	second int64  // the second of the last challenge issued
+	count  uint32 // challenges issued in that second
+
+	// spends groups the single-use writes of concurrent checks into one pipelined round trip
+	// (package group): a write alone costs Redis a round trip's system calls, a grouped one a
+	// fraction of them. While Run is not running, each write goes alone.
+	spends *group.Batcher[struct{}, spend, bool]
 }
+
+// spend is one single-use write: SET key NX with a time to live.
+type spend struct {
+	key string
+	ttl time.Duration
+}
+
+// spendBatchMax bounds the writes of one round trip.
+const spendBatchMax = 256
 
 // New returns a checker whose MACs use key (32 bytes or more) and which spends solutions in st.
 func New(key []byte, st *store.Store) *Checker {
-	return &Checker{key: key, store: st, now: time.Now}
+	c := &Checker{key: key, store: st, now: time.Now}
+	rand.Read(c.tag[:])
+	c.spends = group.New(spendBatchMax, c.spendNow)
+	return c
+}
+
+// Run groups concurrent checks' writes until ctx ends.
+func (c *Checker) Run(ctx context.Context) { c.spends.Run(ctx) }
+
+// spendNow writes a group of spends in one pipeline; each is true when it was the first.
+func (c *Checker) spendNow(ctx context.Context, _ struct{}, reqs []spend) ([]bool, error) {
+	pipe := c.store.Client.Pipeline()
+	cmds := make([]*redis.BoolCmd, len(reqs))
+	for i, r := range reqs {
+		cmds[i] = pipe.SetNX(ctx, r.key, 1, r.ttl)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	fresh := make([]bool, len(reqs))
+	for i, cmd := range cmds {
+		switch err := cmd.Err(); {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, err
+		default:
+			fresh[i] = cmd.Val()
+		}
+	}
+	return fresh, nil
+}
+
+// number fills a challenge's 20-byte id: the second it was issued (4 bytes), this checker's random
+// tag (4), the challenge's number among those it issued in that second (4) and 8 random bytes. The
+// first 8 name a series and the number is a bit in it, so a caller can spend a challenge by setting
+// one bit (Record) rather than keeping a key or a member per challenge.
+func (c *Checker) number(id []byte) {
+	now := c.now().Unix()
+	c.mu.Lock()
+	if now != c.second {
+		c.second, c.count = now, 0
+	}
+	n := c.count
+	c.count++
+	c.mu.Unlock()
+	binary.BigEndian.PutUint32(id[0:4], uint32(now))
+	copy(id[4:8], c.tag[:])
+	binary.BigEndian.PutUint32(id[8:12], n)
+	rand.Read(id[12:20])
+}
+
+// Record is where a challenge's use is recorded by a caller that spends it itself: bit Bit of the
+// series Series (hex), which must be kept until Expires.
+type Record struct {
+	Series  string
+	Bit     int64
+	Expires time.Time
+}
+
+func recordOf(id []byte, expires time.Time) Record {
+	return Record{Series: hex.EncodeToString(id[0:8]), Bit: int64(binary.BigEndian.Uint32(id[8:12])), Expires: expires}
 }
 
 // Challenge is what a visitor is given to solve.
@@ -86,7 +167,7 @@ func (c *Checker) Issue(scope, bind string, difficulty int, ttl time.Duration) C
 	p[0] = version
 	binary.BigEndian.PutUint64(p[1:9], uint64(exp.UnixMilli()))
 	p[9] = byte(difficulty)
-	rand.Read(p[10:])
+	c.number(p[10:])
 	payload := base64.RawURLEncoding.EncodeToString(p[:])
 	return Challenge{Value: payload + "." + c.mac(payload, scope, bind), Difficulty: difficulty, Expires: exp}
 }
@@ -105,36 +186,15 @@ var ErrStore = errors.New("pow: the store did not take the spent challenge")
 // and it was not used before; it is then spent. It returns one of the Result constants, and an error
 // wrapping ErrStore when the store could not be written (the caller decides whether that refuses).
 func (c *Checker) Verify(ctx context.Context, challenge, nonce, scope, bind string) (string, error) {
-	if challenge == "" || nonce == "" {
-		return ResultMissing, nil
+	result, rec := c.Check(challenge, nonce, scope, bind)
+	if result != ResultSuccess || c.store == nil {
+		return result, nil
 	}
-	if len(challenge) != challengeLen || len(nonce) > maxNonceLen || strings.Trim(nonce, "0123456789") != "" {
-		return ResultInvalid, nil
-	}
-	payload, mac, ok := strings.Cut(challenge, ".")
-	if !ok || !hmac.Equal([]byte(mac), []byte(c.mac(payload, scope, bind))) {
-		return ResultInvalid, nil
-	}
-	p, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil || len(p) != payloadLen || p[0] != version {
-		return ResultInvalid, nil
-	}
-	exp := time.UnixMilli(int64(binary.BigEndian.Uint64(p[1:9])))
-	now := c.now()
-	if !now.Before(exp) {
-		return ResultExpired, nil
-	}
-	if LeadingZeroBits(Hash(challenge, nonce)) < int(p[9]) {
-		return ResultInsufficient, nil
-	}
-	if c.store == nil {
-		return ResultSuccess, nil
-	}
-	// Kept a second past the expiry: past it the MAC check refuses the challenge anyway.
-	fresh, err := c.store.Client.SetNX(ctx, usedKey(c.store.Keys, p[10:]), 1, exp.Sub(now)+time.Second).Result()
+	id, expires := rec.Series+":"+strconv.FormatInt(rec.Bit, 10), rec.Expires
+	// Kept a second past the expiry: past it the MAC check refuses the challenge anyway. The write
+	// does not end with the visitor's connection: it may carry other visitors' writes.
+	fresh, err := c.spends.Do(context.WithoutCancel(ctx), struct{}{}, spend{key: UsedKey(c.store.Keys, id), ttl: time.Until(expires) + time.Second})
 	switch {
-	case errors.Is(err, redis.Nil):
-		return ResultReplayed, nil
 	case err != nil:
 		return ResultStoreError, errors.Join(ErrStore, err)
 	case !fresh:
@@ -143,10 +203,38 @@ func (c *Checker) Verify(ctx context.Context, challenge, nonce, scope, bind stri
 	return ResultSuccess, nil
 }
 
-// usedKey marks one challenge spent; each under a hash tag of its own, so spent challenges spread over
-// a Cluster's slots.
-func usedKey(k store.Keys, id []byte) string {
-	return k.Global("pow:"+hex.EncodeToString(id), "used")
+// Check is Verify without the single-use write, for a caller that writes it itself, atomically
+// with what it grants: ResultSuccess means issued for scope and bind, unexpired and solved, and rec
+// is where its use is to be recorded. No store call.
+func (c *Checker) Check(challenge, nonce, scope, bind string) (result string, rec Record) {
+	if challenge == "" || nonce == "" {
+		return ResultMissing, Record{}
+	}
+	if len(challenge) != challengeLen || len(nonce) > maxNonceLen || strings.Trim(nonce, "0123456789") != "" {
+		return ResultInvalid, Record{}
+	}
+	payload, mac, ok := strings.Cut(challenge, ".")
+	if !ok || !hmac.Equal([]byte(mac), []byte(c.mac(payload, scope, bind))) {
+		return ResultInvalid, Record{}
+	}
+	p, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || len(p) != payloadLen || p[0] != version {
+		return ResultInvalid, Record{}
+	}
+	exp := time.UnixMilli(int64(binary.BigEndian.Uint64(p[1:9])))
+	if !c.now().Before(exp) {
+		return ResultExpired, Record{}
+	}
+	if LeadingZeroBits(Hash(challenge, nonce)) < int(p[9]) {
+		return ResultInsufficient, Record{}
+	}
+	return ResultSuccess, recordOf(p[10:], exp)
+}
+
+// UsedKey marks one challenge spent (id as Check gives it); each under a hash tag of its own, so
+// spent challenges spread over a Cluster's slots.
+func UsedKey(k store.Keys, id string) string {
+	return k.Global("pow:"+id, "used")
 }
 
 // Hash is SHA-256 of the challenge's bytes followed by the nonce's.

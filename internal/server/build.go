@@ -43,6 +43,7 @@ type parts struct {
 	responder *web.Responder
 	proxy     *proxy.Proxy
 	room      *waitroom.Room
+	check     *botcheck.Check // nil without a configured bot check
 	admission *admission.Service
 	inflight  *inflight.Limiter
 	ledger    *ledger.Ledger   // nil when the ledger is off
@@ -220,7 +221,7 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 	}
 	adm.UseOrphans(cfg.Routes)
 	adm.UseAuctionsSource(cfg.AuctionsSource)
-	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, admission: adm, inflight: limiter, ledger: led, tracing: tr}, nil
+	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, check: check, admission: adm, inflight: limiter, ledger: led, tracing: tr}, nil
 }
 
 // startTracing starts the tracer provider of tracing: (nil when it is off) and traces the store's

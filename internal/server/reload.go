@@ -136,6 +136,7 @@ func (g *gateway) reload(trigger string, force bool) {
 	// Queue settings go to the store (capacity changes take effect at once); the file was valid, so a
 	// store error here is not a refused reload: the room's tick keeps retrying missing queues.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	g.room.KeepCheckTimes(routesCheck(next.Routes))
 	if err := g.room.Apply(ctx, next.Queues, running.Queues); err != nil {
 		g.logger.Warn("queue settings not written to the store", "error", err.Error())
 	}
@@ -180,4 +181,14 @@ func parseLevel(level string) slog.Level {
 // newLogger is slog's JSON or text handler, with the access-log line's fast path (package accesslog).
 func newLogger(w io.Writer, format string, level *slog.LevelVar) *slog.Logger {
 	return slog.New(accesslog.NewHandler(w, format, level))
+}
+
+// routesCheck reports whether some route asks for a bot check (routes[].turnstile).
+func routesCheck(routes []config.Route) bool {
+	for _, r := range routes {
+		if r.Turnstile {
+			return true
+		}
+	}
+	return false
 }

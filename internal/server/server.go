@@ -252,6 +252,7 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 				"the last snapshot (minutes) when Redis crashes; turn on appendonly yes with appendfsync everysec")
 		}
 	}
+	built.room.KeepCheckTimes(routesCheck(cfg.Routes))
 	if err := built.room.Apply(applyCtx, cfg.Queues, nil); err != nil {
 		logger.Warn("queues not written to the store yet; retrying in the background", "error", err.Error())
 	}
@@ -266,6 +267,9 @@ func startBackground(cfg *config.Config, built *parts, g *gateway, reload <-chan
 	cancelApply()
 	var background sync.WaitGroup
 	background.Go(func() { built.room.Run(runCtx) })
+	if built.check != nil {
+		background.Go(func() { built.check.Run(runCtx) })
+	}
 	background.Go(func() { built.admission.Run(runCtx) })
 	background.Go(func() { built.health.Run(runCtx) })
 	background.Go(func() { built.store.WatchReplicas(runCtx, cfg.StoreHealth.Interval) })

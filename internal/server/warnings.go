@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/botcheck"
+	"github.com/edgeq/edgeq/internal/config"
 )
 
 // warnings are what a configuration allows but an operator should hear about before a sale: logged
@@ -17,10 +17,21 @@ func warnings(cfg *config.Config) []string {
 		out = append(out, "turnstile.secret_key is one of Cloudflare's dummy testing secrets: fine for tests, "+
 			"never for a real sale")
 	}
-	if users := turnstileUsers(cfg); len(cfg.Turnstile.Hostnames) == 0 && len(users) > 0 {
+	if users := turnstileUsers(cfg); cfg.Challenge.Provider == "turnstile" && len(cfg.Turnstile.Hostnames) == 0 && len(users) > 0 {
 		out = append(out, "turnstile.hostnames is empty: a Turnstile response is accepted for whatever host the "+
 			"request names in its Host header, so a response solved on another site passes with that site's "+
 			"Host; list the shop's host names (used by "+strings.Join(users, ", ")+")")
+	}
+	if h, ok := cfg.Challenge.Settings["hcaptcha"].(*botcheck.HCaptchaSettings); ok && cfg.Challenge.Provider == "hcaptcha" {
+		if h.Secret == botcheck.HCaptchaTestSecret {
+			out = append(out, "challenge.hcaptcha.secret is hCaptcha's test secret: every visitor who sends the test "+
+				"response passes, on any site; fine for tests, never for a real sale")
+		}
+		if users := turnstileUsers(cfg); len(h.Hostnames) == 0 && len(users) > 0 {
+			out = append(out, "challenge.hcaptcha.hostnames is empty: an hCaptcha response is accepted for whatever "+
+				"host the request names in its Host header, so a response solved on another site with the same "+
+				"site key passes with that site's Host; list the shop's host names (used by "+strings.Join(users, ", ")+")")
+		}
 	}
 	if len(cfg.Redis.Addrs) > 0 && cfg.Redis.WaitReplicas == 0 {
 		out = append(out, "redis.wait_replicas is 0 with "+storeKind(cfg.Redis)+": replication is asynchronous, so a "+
@@ -70,6 +81,10 @@ func warnings(cfg *config.Config) []string {
 // `edgeq check` and logged at start, informational. Each is one line naming its key.
 func notes(cfg *config.Config) []string {
 	var out []string
+	if users := turnstileUsers(cfg); len(users) > 0 {
+		out = append(out, "challenge.provider is "+cfg.Challenge.Provider+" (built in: "+strings.Join(botcheck.Names(), ", ")+
+			"): the bot check of "+strings.Join(users, ", "))
+	}
 	if t := cfg.Server.TLS; t.Listen != "" && t.ACME.Enabled() {
 		_, plain, _ := net.SplitHostPort(cfg.Server.Listen)
 		_, secure, _ := net.SplitHostPort(t.Listen)
@@ -116,7 +131,8 @@ func lotteryOf(q config.Queue) string {
 	return "method random"
 }
 
-// turnstileUsers names the queues and routes of the file that ask for Turnstile.
+// turnstileUsers names the queues and routes of the file that ask for a bot check (turnstile: true),
+// whichever provider makes it.
 func turnstileUsers(cfg *config.Config) []string {
 	var users []string
 	for _, q := range cfg.Queues {

@@ -4,18 +4,21 @@
 -- KEYS: see lib.lua; then KEYS[13..]: the places of the client addresses joining in this call (one key
 --   per address, waitroom/places.go), a zset each of "<epoch>:<position>" scored by position: the places
 --   the address took by joining while the queue had places_per_ip (never an invitation's), until they
---   are found to wait no more
+--   are found to wait no more; and the single-use records of the bot checks the joins passed (bitmaps,
+--   a bit per solution, waitroom/keys.go)
 -- ARGV[1] "<epoch>:<floor>": the highest position the replica knows was handed out (raise_counter)
 -- ARGV[2] TTL in ms of an address's places key, renewed by each place it takes
 -- then per visitor: claim ("1" to issue the token at once if the new position is served by this very
 --   call: the gate's "served at once" path, else "0"), tsv (unix time of the Turnstile check passed
 --   to join, "0" if none), address (the index in KEYS of its address's places, "0" when it has none:
---   not counted)
+--   not counted), record (the index in KEYS of the bitmap of its check's single-use record, "0" for
+--   none), the record's bit, and the bitmap's expiry (unix ms)
 -- returns {code, serving, epoch, then per visitor: position, state, iat, exp}
 --   code 0 ok; 1 queue not found; 2 not open yet (joins start at join_from); 3 closed (closes_at has
 --   passed, or the method is reject); 4 sold out. Only code 0 takes places (and lists them). state is
 --   the new position's ST_ value; iat/exp are set when a token was issued (state 2). Position 0: that
---   visitor took nothing, its address holds places_per_ip unserved places already.
+--   visitor took nothing, its address holds places_per_ip unserved places already. Position -1: that
+--   visitor took nothing, its check's record was there already (a replayed solution).
 if redis.call('EXISTS', K_META) == 0 then return {1, 0, ''} end
 local now = now_ms()
 local m = gate()
@@ -53,10 +56,15 @@ local function waiting_places(key)
 end
 
 local positions = {}
-for i = 3, #ARGV, 3 do
-  local tsv, k = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+-- The bot checks' single-use records: a join sets its solution's bit before it takes a place; a bit
+-- set already (by an earlier join, or by one before it in this call) is a replay, which takes none.
+local stamped = {}
+for i = 3, #ARGV, 6 do
+  local tsv, k, rec = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local pos = 0
-  if limit > 0 and k > 0 then
+  if rec > 0 and redis.call('SETBIT', KEYS[rec], ARGV[i + 4], 1) == 1 then
+    pos = -1
+  elseif limit > 0 and k > 0 then
     local key = KEYS[k]
     held[k] = held[k] or waiting_places(key)
     if held[k] < limit then
@@ -68,6 +76,10 @@ for i = 3, #ARGV, 3 do
   else
     pos = take_place(now, m, tsv)
   end
+  if rec > 0 and not stamped[rec] then
+    redis.call('PEXPIREAT', KEYS[rec], ARGV[i + 5])
+    stamped[rec] = true
+  end
   positions[#positions + 1] = pos
 end
 inlet(now, m)
@@ -76,7 +88,7 @@ for j, pos in ipairs(positions) do
   local st, iat, exp = 0, 0, 0
   if pos > 0 then
     st = get_state(pos)
-    if ARGV[3 * j] == '1' and st == ST_SERVED then
+    if ARGV[6 * j - 3] == '1' and st == ST_SERVED then
       iat, exp = issue(pos, now)
       st = ST_TOKEN
     end
