@@ -26,7 +26,7 @@ func init() {
 
 // DefaultPowDifficulty is the difficulty of challenge.pow.difficulty: 0 (docs/security.md "Proof of
 // work: the cost of a place" has the measurements it is chosen from).
-const DefaultPowDifficulty = 16
+const DefaultPowDifficulty = 18
 
 // PowSettings is challenge.pow.
 type PowSettings struct {
