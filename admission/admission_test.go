@@ -23,7 +23,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Acceptance 1: 2,000 concurrent buyers for 50 units through edgeq: exactly 50 reach the origin,
+// 2,000 concurrent buyers for 50 units through edgeq: exactly 50 reach the origin,
 // 1,950 are refused with INSUFFICIENT_STOCK, nothing is left, and the admin views agree.
 func TestStock_FlashSaleNeverOversells(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
@@ -80,7 +80,7 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 	})
 }
 
-// Acceptance 2: one user sending 20 concurrent checkouts gets exactly one.
+// One user sending 20 concurrent checkouts gets exactly one.
 func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("sneaker", 100, 1))
@@ -325,7 +325,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 	})
 }
 
-// Acceptance 5: bad input gets a clear error, changes nothing and never reaches the origin.
+// Bad input gets a clear error, changes nothing and never reaches the origin.
 func TestStock_BadInput(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 1))
@@ -442,7 +442,7 @@ func TestStock_SoldOutPageForBrowsers(t *testing.T) {
 	}
 }
 
-// Acceptance 4: a worker that dies after reading entries loses none of them and counts none twice.
+// A worker that dies after reading entries loses none of them and counts none twice.
 func TestWorker_TakeOverAfterCrash(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 300, 1))
@@ -555,7 +555,7 @@ func TestWorker_DeadLetters(t *testing.T) {
 			t.Fatalf("unknown dead letter: %d", a.status)
 		}
 
-		// One that can never succeed is dismissed (issue 22): gone from the list and the gauge, once.
+		// One that can never succeed is dismissed: gone from the list and the gauge, once.
 		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: []any{"type", "admitted", "admission", "8", "user", "y", "qty", "none", "at", "1"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -579,7 +579,7 @@ func TestWorker_DeadLetters(t *testing.T) {
 	})
 }
 
-// Acceptance 6: admin pages are newest first and stable; deleting an admission removes it from every
+// Admin pages are newest first and stable; deleting an admission removes it from every
 // index in one transaction.
 func TestAdmin_PaginationAndDelete(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
@@ -729,7 +729,7 @@ func TestAdmin_Products(t *testing.T) {
 		if a := do(t, req); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
 			t.Fatalf("public unknown: %d %s", a.status, a.body)
 		}
-		// The public list for the shop's pages (issue 22): every product, sorted by id, public fields
+		// The public list for the shop's pages: every product, sorted by id, public fields
 		// only, paged; bad paging is 400.
 		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products", nil)
 		if a := do(t, req); a.status != 200 || num(a.json["total_count"]) != 2 ||
@@ -892,7 +892,7 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 	})
 }
 
-// Issue 22, acceptance 1: an operator cancels an admission; its unit is bought by the next buyer,
+// An operator cancels an admission; its unit is bought by the next buyer,
 // the buyer may buy again, the admin record says cancelled and the leaderboard counts it out. A
 // second cancel, an unknown id, a malformed one and a call without the key change nothing.
 func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
@@ -958,7 +958,7 @@ func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
 	})
 }
 
-// Issue 19: a read of grouped entries can name thousands of admissions (100 entries of up to 128
+// A read of grouped entries can name thousands of admissions (100 entries of up to 128
 // each). The worker applies them in apply.lua calls of at most applyMax records: a script holds Redis
 // while it runs, and every reservation would wait behind one long call.
 func TestWorker_AppliesALargeReadInBoundedCalls(t *testing.T) {

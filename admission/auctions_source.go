@@ -223,7 +223,7 @@ func (s *auctionSource) fetch(ctx context.Context, id string) (a config.Auction,
 // problem); 408 and 429 (the shop is overloaded or limits edgeq); and anything outside 4xx (another
 // 2xx such as 204, a redirect the client did not follow): not the documented answer. Every other 4xx
 // (400, 404, 410, 414, 422, ...) is about the id asked for, and a bidder picks the id: counting those
-// would let anyone open the breaker (issue 33).
+// would let anyone open the breaker.
 func unwell(status int) bool {
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden, http.StatusProxyAuthRequired, http.StatusRequestTimeout,

@@ -441,7 +441,7 @@ func TestAuctionsSource_AnswersAreCheckedLikeTheConfigurationFile(t *testing.T) 
 	}
 }
 
-// Issue 33, item 7: answers about the id asked for (400, 404) are facts about that id, from any
+// Answers about the id asked for (400, 404) are facts about that id, from any
 // client's bid: before, five bids on ids the shop answers 400 to opened the breaker, and a legitimate
 // first bid on another auction got 503 for the cool-down. They are cached as unknown for cache_ttl and
 // never count as failures; bids on them are refused as on any unknown auction.

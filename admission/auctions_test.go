@@ -173,7 +173,7 @@ func randomBid(st *stack, auction string, i int) int64 {
 	return 10000 + int64(i)*50 + rand.Int64N(5000)
 }
 
-// Acceptance 1: 1,000 concurrent bids with random amounts on one auction.
+// 1,000 concurrent bids with random amounts on one auction.
 func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
@@ -210,7 +210,7 @@ func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
 	})
 }
 
-// Acceptance 2: 10 auctions x 100 concurrent bids each, all at once.
+// 10 auctions x 100 concurrent bids each, all at once.
 func TestBid_TenAuctionsConcurrently(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
@@ -241,7 +241,7 @@ func TestBid_TenAuctionsConcurrently(t *testing.T) {
 	})
 }
 
-// Acceptance 3: 5,000 concurrent highest-bid reads all succeed and cost a handful of store loads;
+// 5,000 concurrent highest-bid reads all succeed and cost a handful of store loads;
 // then 500 bids and 2,000 reads at once stay correct.
 func TestBid_ReadsUnderLoad(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -344,7 +344,7 @@ func auctionState(t *testing.T, st *stack, id string) string {
 	return fmt.Sprint(info, highest, bids, bidders, events)
 }
 
-// Acceptance 4: bad input gets its code and changes nothing.
+// Bad input gets its code and changes nothing.
 func TestBid_BadInput(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
@@ -415,7 +415,7 @@ func TestBid_BadInput(t *testing.T) {
 	})
 }
 
-// Acceptance 5: an origin failure withdraws the bid and restores the previous highest.
+// An origin failure withdraws the bid and restores the previous highest.
 func TestBid_OriginFailureWithdraws(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)

@@ -124,8 +124,8 @@ func BenchmarkIdleWorkerPass(b *testing.B) {
 // BenchmarkBidPlace is the store's side of accepted bids as a replica sends them under load: one
 // pipeline of bid.lua calls, each on an auction of its own (64 auctions in turn, each bid a cent
 // above its auction's last, a new bidder per bid), and a pass of the event worker every perPass bids. It reports
-// Redis's CPU per accepted bid (redis-µs/bid) and the scripts' own time (script-µs/bid): issue 35
-// holds a bid to the same budget as a stock admission.
+// Redis's CPU per accepted bid (redis-µs/bid) and the scripts' own time (script-µs/bid):
+// docs/benchmarks.md "A hot product at the limit" holds a bid to the same budget as a stock admission.
 func BenchmarkBidPlace(b *testing.B) {
 	// perPass: the bids between two passes of the event worker, about what 25 ms (its rest after a
 	// pass that found work) hold at 10,000 bids a second.

@@ -6,7 +6,7 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// MyAdmission is one of a buyer's own admissions (GET {prefix}/admissions/mine; issue 22): what the
+// MyAdmission is one of a buyer's own admissions (GET {prefix}/admissions/mine): what the
 // buyer bought and where it stands, without the buyer's pseudonym.
 type MyAdmission struct {
 	ID          string `json:"id"` // the shop received it as Edgeq-Admission-Id

@@ -22,7 +22,7 @@ func (st *stack) myAdmissions(user, query string) answer {
 	return do(st.t, req)
 }
 
-// Issue 22: a buyer lists their own admissions, identified like the first
+// A buyer lists their own admissions, identified like the first
 // stock route's user, and sees nobody else's; a cancelled one shows as cancelled; paging; without an
 // identity 400; without a stock route 404. With the ledger on, the same list comes from it.
 func TestMyAdmissions_EachBuyerSeesTheirOwn(t *testing.T) {

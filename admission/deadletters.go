@@ -131,7 +131,7 @@ func (s *Service) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
 }
 
-// adminDismiss removes a dead letter that can never succeed (issue 22): an operator who decided it, from
+// adminDismiss removes a dead letter that can never succeed: an operator who decided it, from
 // the shop's own records, takes it out of the set (and out of EdgeqDeadLetters). What it was is logged,
 // with the operator's request's correlation id, so the decision stays on record.
 func (s *Service) adminDismiss(w http.ResponseWriter, r *http.Request) {

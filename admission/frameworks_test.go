@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// Issue 14, item 3: a field the usual origin frameworks could read from another place or spelling
+// A field the usual origin frameworks could read from another place or spelling
 // than edgeq is refused as ambiguous (400, nothing reserved, the origin not contacted). Each case
 // was admitted before, with edgeq and the named framework reading different values.
 func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.T) {
@@ -108,7 +108,7 @@ func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.
 	})
 }
 
-// Issue 14, item 4: one shopper's identity in another spelling (percent-escapes that PHP, Rack,
+// One shopper's identity in another spelling (percent-escapes that PHP, Rack,
 // Express and ASP.NET decode in cookie values, letter case, white space) is the same user: before,
 // shop_session=dave, %64ave and d%61ve bought three units under a limit of one, and
 // seller%2Dsession bid on the seller's own auction.
@@ -174,7 +174,7 @@ func TestIdentities_AreNormalisedBeforePseudonyms(t *testing.T) {
 	})
 }
 
-// Issue 16, acceptance 2: a shop's one add-to-cart URL serves every product. With unknown_product:
+// A shop's one add-to-cart URL serves every product. With unknown_product:
 // pass, 50 buyers adding the flash SKU get exactly its stock admitted, and every other SKU is added
 // normally (forwarded without admission, counted as unknown_passed). The buyer is a guest's e-mail in
 // the body, normalised (Alice@Example.com is alice@example.com).
@@ -254,7 +254,7 @@ func TestUnknownProducts_PassWhileTheGuardedOneSellsItsStock(t *testing.T) {
 	})
 }
 
-// Issue 16: a route's refusal.json gives edgeq's refusals the shape the shop's own script reads
+// A route's refusal.json gives edgeq's refusals the shape the shop's own script reads
 // (error.message), while browsers navigating still get edgeq's page and other routes the standard
 // body.
 func TestRefusalJSON_InTheShopsShape(t *testing.T) {
@@ -291,8 +291,8 @@ func TestRefusalJSON_InTheShopsShape(t *testing.T) {
 	})
 }
 
-// A browser whose bid is too low sees the highest bid and a way back to the auction it came from
-// (issue 16, newcomer item); another site's Referer leads home.
+// A browser whose bid is too low sees the highest bid and a way back to the auction it came from;
+// another site's Referer leads home.
 func TestBidTooLow_PageShowsTheHighestBidAndLeadsBack(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)

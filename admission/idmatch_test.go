@@ -32,7 +32,7 @@ func (st *stack) addToCart(sku, email string) answer {
 	return do(st.t, req)
 }
 
-// Issue 33, item 1: products and auctions created through the admin API are guarded in every
+// Products and auctions created through the admin API are guarded in every
 // spelling from their creation on, on every replica, and no longer once deleted; an unrelated id
 // still passes. The origin never sees a refused spelling.
 func TestIDMatch_AdminCreatedIDsAreGuardedInEverySpellingUntilDeleted(t *testing.T) {

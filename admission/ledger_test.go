@@ -59,7 +59,7 @@ func sqlExec(t *testing.T, url, statement string) {
 	}
 }
 
-// Issue 20, acceptance 4: a ledger worker killed after writing a batch and before acknowledging it
+// A ledger worker killed after writing a batch and before acknowledging it
 // leaves its entries pending; the worker that takes them over writes them again, which adds no row
 // and loses none. Every admission and bid is in the ledger exactly once, with its settlement.
 func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
@@ -131,7 +131,7 @@ func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
 	})
 }
 
-// Issue 19: reserve.lua writes one entry per call to the product's admits stream. During a rolling
+// reserve.lua writes one entry per call to the product's admits stream. During a rolling
 // update a replica of an older build still writes one "admitted" entry per purchase to the events
 // stream; the workers turn both into admissions, in the admin indexes and in the ledger, once each.
 func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
@@ -222,7 +222,7 @@ func TestLedger_RefusedEventsAreDeadLetteredAndRetried(t *testing.T) {
 	}
 }
 
-// Issue 22, acceptance 1 (the ledger part): an order the shop cancelled shows in the ledger as
+// An order the shop cancelled shows in the ledger as
 // cancelled, with when it was committed and when it was cancelled, and its unit sells again.
 func TestLedger_ACancelledAdmissionShowsInTheLedger(t *testing.T) {
 	s := storetest.Redis(t)

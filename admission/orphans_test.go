@@ -12,7 +12,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Issue 31, item 5: the unsettled admissions of a replica whose liveness lease ran out follow their
+// The unsettled admissions of a replica whose liveness lease ran out follow their
 // route's orphans setting once older than origin.timeout; those of a live replica, of a replica that
 // never held a lease, or younger ones, are left alone. Each is counted once however many sweeps and
 // replicas see it.

@@ -186,7 +186,7 @@ type productList struct {
 	at    time.Time
 }
 
-// handleProducts lists every product edgeq guards, sorted by id, for the shop's own pages (issue 22):
+// handleProducts lists every product edgeq guards, sorted by id, for the shop's own pages:
 // `{"items","total_count","page","page_size"}`, 100 a page.
 func (k *stockKind) handleProducts(w http.ResponseWriter, r *http.Request) {
 	s := k.s

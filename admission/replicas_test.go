@@ -19,7 +19,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Issue 7: two edgeq replicas (each its own node id, service, proxy and worker) share one store and one
+// Two edgeq replicas (each its own node id, service, proxy and worker) share one store and one
 // origin, and take a flash sale and an auction's bids at the same time, requests alternating between
 // them. The stock and bid invariants must hold across replicas exactly as within one:
 // stock never below zero, sold + remaining = initial, no buyer above per_user_limit, every admission

@@ -42,7 +42,7 @@ func storeWaits(t *testing.T, s *store.Store, result string) float64 {
 	return 0
 }
 
-// Issue 31, item 1: with redis.wait_replicas, an admission reaches the shop only once WAIT says the
+// With redis.wait_replicas, an admission reaches the shop only once WAIT says the
 // replicas hold it. The replica here lags 150 ms behind its master (another zone).
 //   - wait_replicas 2 with one replica: the replicas never confirm: 503 STORE_UNAVAILABLE (though the
 //     route is on_store_error: open), counted as replica_timeout, the unit and the bid given back, the

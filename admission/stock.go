@@ -286,7 +286,7 @@ func (k *stockKind) registerAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("GET /api/leaderboard", s.adminLeaderboard)
 }
 
-// adminCancel cancels an admission (issue 22): the shop cancelled the order, or the operator decided
+// adminCancel cancels an admission: the shop cancelled the order, or the operator decided
 // an unsettled one. Its units go back to stock and the buyer may buy again; the cancelled event
 // reaches the admin indexes (and the ledger) through the worker. 409 ALREADY_GIVEN_BACK when it was
 // released or cancelled already; 404 until the worker has recorded the admission (a moment after it).
@@ -325,7 +325,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		"quantity": rec.Quantity, "remaining_stock": res[1]})
 }
 
-// adminCommit settles an unsettled admission as sold (issue 22): the operator found the shop's order
+// adminCommit settles an unsettled admission as sold: the operator found the shop's order
 // of an admission whose replica died before its settlement. The units stay sold; the buyer's
 // in-flight claim ends. 409 ALREADY_GIVEN_BACK when it was released or cancelled.
 func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {

@@ -14,7 +14,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Issue 31, item 4: the event streams are trimmed only below what every consumer group that is read
+// The event streams are trimmed only below what every consumer group that is read
 // has acknowledged, and past redis.stream_max_entries the unread entries go too, counted. A ledger
 // that stopped (its group marked read, nobody reading it) while 200 events are written against a
 // bound of 100: the first 80 stay whole although the admin-index worker read them all, the bound then
@@ -170,7 +170,7 @@ func TestNextID(t *testing.T) {
 	}
 }
 
-// Issue 31, item 4: what the bound trimmed before every group read it is a line of `edgeq reconcile`.
+// What the bound trimmed before every group read it is a line of `edgeq reconcile`.
 func TestReconcile_ListsStreamsTrimmedUnread(t *testing.T) {
 	s := storetest.Redis(t)
 	ctx := context.Background()

@@ -1,6 +1,6 @@
 package admission
 
-// Unsettled admissions (issue 22): those neither committed nor given back, indexed per product by
+// Unsettled admissions: those neither committed nor given back, indexed per product by
 // the time they were admitted. The admin API lists those older than older_than (GET
 // /api/admissions?state=admitted); the worker's gauge edgeq_admissions_unsettled counts those older
 // than UnsettledAfter; orphans.go decides what becomes of those a dead replica left.
@@ -19,7 +19,7 @@ import (
 )
 
 // adminUnsettled lists the admissions neither committed nor given back that are older than
-// older_than seconds (default 0), oldest first (issue 22): normally none lasts longer than the origin
+// older_than seconds (default 0), oldest first: normally none lasts longer than the origin
 // takes to answer; one that does was admitted by a replica that died before its settlement. The
 // operator checks the shop's order and commits or cancels it.
 func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {

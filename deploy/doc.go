@@ -4,5 +4,6 @@
 // manifests, and the chart as helm renders it, have the shape docs/deploy.md promises and carry a
 // configuration the real loader accepts, and every metric the dashboard and the alerts use is one a
 // running edgeq exports. One more keeps docs/architecture.md's package map whole: every package
-// directory has its row (docs_test.go).
+// directory has its row (docs_test.go); another keeps the repository citing only what it holds: no
+// issue numbers or sections of documents kept elsewhere (citations_test.go).
 package deploy

@@ -15,7 +15,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 )
 
-// Issue 14: requests as real clients send them, which net/http's client would normalise (lower-case
+// Requests as real clients send them, which net/http's client would normalise (lower-case
 // methods, odd Host headers, HTTP/1.0 without Host, underscore header names), sent raw.
 
 // rawAnswer is edgeq's answer to one raw request.
@@ -68,7 +68,7 @@ func (rg *rig) wantForwarded(t *testing.T, before int64, want bool) {
 func echoMethod(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "origin saw "+r.Method) }
 
 // A method of letters in any case is the upper-case method: matched by the routes of that method and
-// forwarded upper-cased, as Flask, Django, Symfony and Laravel read it. Before issue 14, "post" matched
+// forwarded upper-cased, as Flask, Django, Symfony and Laravel read it. Before, "post" matched
 // no "POST /checkout/{product}" route and reached the shop ungated.
 func TestMethods_LettersInAnyCaseAreGatedAndForwardedUpperCased(t *testing.T) {
 	gate := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {
@@ -253,7 +253,7 @@ func TestForwardedNode(t *testing.T) {
 
 // A host-scoped route cannot be stepped around with a Host that only an origin's leniency makes the
 // same site: a Host that is not a host name or an IP literal with an optional port is 400, and so is
-// a request without a Host while a route is scoped to a host. Before issue 14, "shop.example..",
+// a request without a Host while a route is scoped to a host. Before, "shop.example..",
 // "[shop.example]" and an HTTP/1.0 request without Host matched no host and passed through ungated.
 func TestHost_HostRoutesCannotBeSteppedAround(t *testing.T) {
 	gated := stepFunc{wrap: func(route config.Route, next http.Handler) http.Handler {

@@ -13,7 +13,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Acceptance 6: the status codes of docs/reference.md "Waiting room" for every endpoint, including
+// The status codes of docs/reference.md "Waiting room" for every endpoint, including
 // malformed ids, unknown and expired requests. Each case runs against a fresh state built by setup.
 func TestEndpoints_StatusCodes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {

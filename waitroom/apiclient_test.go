@@ -58,7 +58,7 @@ func (h *harness) waitingNum(rp *replica, queue string) int64 {
 	return num(a.json["waiting_num"])
 }
 
-// Acceptance (docs/reference.md "The queue gate"): a request that names a live place never takes
+// As docs/reference.md "The queue gate" says, a request that names a live place never takes
 // another. Six visitors join a queue that lets two in, and the two served take their tokens. Each of
 // the four waiting then calls a gated API route, all at once and within the tick in which they took
 // their places (the replica's snapshot still says the queue has room: the defect showed only then, when

@@ -143,8 +143,9 @@ func BenchmarkGate(b *testing.B) {
 	}
 }
 
-// BenchmarkInvites creates 10,000 invitations in one admin API call (issue 18: under a second) on a
-// real redis-server: codes drawn, hashed, stored by one invites.lua call, and answered as JSON.
+// BenchmarkInvites creates 10,000 invitations in one admin API call (under a second:
+// docs/benchmarks.md "Per request, without sockets") on a real redis-server: codes drawn, hashed,
+// stored by one invites.lua call, and answered as JSON.
 func BenchmarkInvites(b *testing.B) {
 	s := storetest.Redis(b)
 	room := benchRoom(s)

@@ -162,7 +162,7 @@ func (h *harness) serveRounds(queue string, places []*place, capacity int) int {
 	return round
 }
 
-// Acceptance 17.1: 1,000 visitors join the pre-queue in a known order on two replicas; at the opening
+// 1,000 visitors join the pre-queue in a known order on two replicas; at the opening
 // the order is drawn by lot, once: the served order is a permutation of them, uncorrelated with
 // arrival, different from another drop's, and those who join after the opening come after the whole
 // pre-queue. Nobody is served before the opening, even asking generate_token directly.
@@ -230,7 +230,7 @@ func TestLottery_PrequeueOrderIsDrawnByLotAtTheOpening(t *testing.T) {
 	})
 }
 
-// Acceptance 17.2: before opens_at nobody is served, whatever they ask; before the pre-queue nobody
+// Before opens_at nobody is served, whatever they ask; before the pre-queue nobody
 // takes a place (the not-open page); after closes_at nobody new joins and those in line keep theirs.
 func TestScheduled_NobodyIsServedBeforeOpensAtAndNobodyJoinsAfterClosesAt(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -334,7 +334,7 @@ func TestScheduled_NobodyIsServedBeforeOpensAtAndNobodyJoinsAfterClosesAt(t *tes
 	})
 }
 
-// Acceptance 17.3: method random serves each newly served visitor drawn from those waiting: over 2,000
+// Method random serves each newly served visitor drawn from those waiting: over 2,000
 // visitors the served order is uncorrelated with arrival and capacity is never exceeded; switching the
 // method live keeps every place (fifo -> random -> fifo serves everyone exactly once); reject takes
 // nobody new; passthrough serves everyone at once.
@@ -528,7 +528,7 @@ func TestAhead_PassesOverThoseServedOutOfTurn(t *testing.T) {
 	})
 }
 
-// Issue 33 item 9: after a shuffled opening, queue_pos answers the place in serving order, as status's
+// After a shuffled opening, queue_pos answers the place in serving order, as status's
 // queue_position does. A client comparing it with serving_pos (as a shop's own waiting page may) is
 // told it is served exactly when generate_token serves it, and generate_token's 202 names the same
 // place.

@@ -20,7 +20,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Issue 31, item 2: a counter that goes back (the store lost its last writes) must not hand a place out
+// A counter that goes back (the store lost its last writes) must not hand a place out
 // twice. The replica that handed the lost places out raises the counter above them with its next call;
 // another replica learns of them from the request ids their visitors show it (a poll, a token) and
 // raises it with its next tick.
@@ -113,7 +113,7 @@ func TestFailover_PositionsResumeAboveTheHighestSeen(t *testing.T) {
 	})
 }
 
-// Issue 31, item 2, with a real failover: two replicas, each with its own client of a Sentinel-managed
+// The same with a real failover: two replicas, each with its own client of a Sentinel-managed
 // master whose replica lags 150 ms behind it (another zone); visitors join on both all along; the master
 // is lost mid-stream (its machine and what it had on the wire: LoseMaster) and the lagging replica
 // promoted. No request id (no place) is handed out twice, though the promoted replica lost the last
@@ -192,7 +192,7 @@ func TestFailover_TwoVisitorsNeverHoldOnePlace(t *testing.T) {
 		before.Load(), after.Load(), restored)
 }
 
-// Issue 31, item 2: with redis.wait_replicas, a lottery's draw, an invitation's use and a revocation
+// With redis.wait_replicas, a lottery's draw, an invitation's use and a revocation
 // count only once the replicas hold them. Here the store has one replica: wait_replicas 2 is never
 // confirmed, wait_replicas 1 is.
 func TestReplicaWait_DrawInvitationAndRevocationWaitForTheReplicas(t *testing.T) {

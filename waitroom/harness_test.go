@@ -292,7 +292,7 @@ func (v *visitor) generate(queue, requestID string) answer {
 	return v.do("POST", "/_edgeq/generate_token", url.Values{"queue_id": {queue}, "request_id": {requestID}}, nil)
 }
 
-// adminForm posts a seed-004 form to the admin API of rp.
+// adminForm posts a form (application/x-www-form-urlencoded) to the admin API of rp.
 func (h *harness) adminForm(rp *replica, path string, form url.Values) answer {
 	h.t.Helper()
 	req, _ := http.NewRequest("POST", rp.admin.URL+path, strings.NewReader(form.Encode()))

@@ -19,7 +19,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Acceptance 1: concurrent joins get exactly positions 1..n, no gaps, no duplicates.
+// Concurrent joins get exactly positions 1..n, no gaps, no duplicates.
 func TestAssign_ConcurrentJoinsGetGapFreePositions(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s, []config.Queue{testQueue("drop", 0)}, nil)
@@ -94,7 +94,7 @@ func cookieOf(h http.Header, name string) *http.Cookie {
 	return nil
 }
 
-// Acceptance 2: capacity 3 and 10 visitors; completing one serves the fourth; the completed token is
+// Capacity 3 and 10 visitors; completing one serves the fourth; the completed token is
 // refused on a second replica.
 func TestCapacity_CompletingOneServesTheNextAndRevokesEverywhere(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
@@ -191,7 +191,7 @@ func TestOriginCommandCompletesTheSession(t *testing.T) {
 	})
 }
 
-// Acceptance 3a: a served visitor who does not claim a token within position_expiry gets 410, and the
+// A served visitor who does not claim a token within position_expiry gets 410, and the
 // slot goes to the next.
 func TestPositionExpiryFreesTheSlot(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -219,7 +219,7 @@ func TestPositionExpiryFreesTheSlot(t *testing.T) {
 	})
 }
 
-// Acceptance 3b: a waiter who stopped polling for abandon_after is skipped when reached, and takes no
+// A waiter who stopped polling for abandon_after is skipped when reached, and takes no
 // capacity; one who kept polling is served.
 func TestAbandonedWaiterIsSkipped(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -567,7 +567,7 @@ func FuzzRequestID(f *testing.F) {
 	})
 }
 
-// Issue 16, acceptance 4: complete_on: ["2xx"] on a checkout route frees the visitor's capacity as
+// complete_on: ["2xx"] on a checkout route frees the visitor's capacity as
 // soon as the shop answers, for a shop that never sends Edgeq-Command. A refused checkout (the shop's
 // 4xx) does not; Edgeq-Command still wins where the shop sends one.
 func TestCompleteOn_TheShopsAnswerFreesCapacity(t *testing.T) {

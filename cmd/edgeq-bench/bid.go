@@ -100,7 +100,7 @@ func bidBench(args []string, w io.Writer) error {
 		return load.Request{Method: "GET", URL: fmt.Sprintf("%s/_edgeq/auctions/bench/bids?page=%d&page_size=20", edge, 1+i%5)}
 	}
 
-	// The seed's load: bidders and readers together.
+	// The target load: bidders and readers together.
 	var steadyBids, steadyHighest, steadyHistory load.Sample
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -136,7 +136,7 @@ func bidBench(args []string, w io.Writer) error {
 		fmt.Fprintln(w, s)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintf(w, "| measurement | answers | per second | p50 | p95 | p99 | seed target (p95) |\n")
+	fmt.Fprintf(w, "| measurement | answers | per second | p50 | p95 | p99 | target (p95) |\n")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
 	targets := []string{"< 100 ms", "< 50 ms", "< 200 ms", "", "", "", "", ""}
 	for i, s := range samples {

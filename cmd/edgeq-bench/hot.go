@@ -1,6 +1,6 @@
 package main
 
-// A hot product at the limit of one Redis core (edgeq-bench hot, issue 35): in a drop every buyer of
+// A hot product at the limit of one Redis core (edgeq-bench hot): in a drop every buyer of
 // the one hot product lands on the Redis shard that holds it, so that shard's CPU per admission is
 // the ceiling of the whole deployment, however many replicas run. The figures are ratios measured
 // together on one machine: Redis CPU per admission against the least a reservation can cost the same
@@ -364,7 +364,7 @@ func writeHot(w io.Writer, f hotFigures) {
 	}
 	fmt.Fprintf(w, "\nper stock admission, by command: its calls and their µs, per admission (median round; a script's time includes the commands it calls):\n%s", perOpBreakdown(stock))
 	fmt.Fprintf(w, "\nper accepted bid, by command: its calls and their µs, per accepted bid (median round):\n%s", perOpBreakdown(bid))
-	fmt.Fprintln(w, "\nissue 35's targets:")
+	fmt.Fprintln(w, "\nthe hot-product targets:")
 	check := func(ok bool) string {
 		if ok {
 			return "met"

@@ -21,7 +21,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/redisserver"
 )
 
-// ledgerBench measures the ledger (issue 20): stock admissions through an edgeq with the ledger on
+// ledgerBench measures the ledger: stock admissions through an edgeq with the ledger on
 // beside one with it off (same redis-server, alternating rounds), how far the ledger lags during the
 // load and how soon it has caught up after it, and how fast it catches up after PostgreSQL was
 // stopped for -outage while admissions went on.

@@ -1,8 +1,8 @@
 package main
 
-// The side-by-side table of issue 19 (edgeq-bench table): the fixtures it loads (an origin, the
-// join floor, a bare ReverseProxy, edgeq), wrk runs in alternating rounds, and the table of the
-// medians. The rows over TLS are in tlsbench.go.
+// The side-by-side table (edgeq-bench table; docs/benchmarks.md "Side by side"): the fixtures it
+// loads (an origin, the join floor, a bare ReverseProxy, edgeq), wrk runs in alternating rounds, and
+// the table of the medians. The rows over TLS are in tlsbench.go.
 
 import (
 	"errors"
@@ -30,7 +30,7 @@ import (
 	"github.com/edgeq/edgeq/proxy"
 )
 
-// tableBench is the side-by-side table of issue 19: every path a request can take through edgeq,
+// tableBench is the side-by-side table: every path a request can take through edgeq,
 // beside the origin alone, a bare httputil.ReverseProxy, and nginx and Caddy when they are installed,
 // all loaded by wrk (a separate process) in alternating rounds on the same machine; then a gated GET
 // over TLS through edgeq's own TLS listener beside nginx and Caddy terminating TLS. Ratios are the
@@ -180,7 +180,7 @@ func tableOrigin(w http.ResponseWriter, r *http.Request) {
 	w.Write(originBody)
 }
 
-// joinFloor is the least a join can cost (issue 19): parse the form, one INCR, a JSON answer with a
+// joinFloor is the least a join can cost: parse the form, one INCR, a JSON answer with a
 // cookie.
 func joinFloor(client *redis.Client) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -14,7 +14,7 @@ import (
 	"github.com/edgeq/edgeq/internal/inflight"
 )
 
-// Issue 16, acceptance 1: a replica killed with SIGKILL while one of its requests holds the route's
+// A replica killed with SIGKILL while one of its requests holds the route's
 // only slot (max_in_flight: 1) cannot give it back; the slot is free again within the lease time, and
 // a request waiting on a second replica gets it then. Both replicas are real edgeq processes on one
 // Redis.

@@ -187,7 +187,7 @@ func parallel(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// Issue 20, acceptance 1: a flash sale of 2,000 buyers for 50 units and 1,000 bids, with the ledger
+// A flash sale of 2,000 buyers for 50 units and 1,000 bids, with the ledger
 // on. PostgreSQL holds exactly the admitted units and the accepted bids, written by the replica's own
 // worker, and `edgeq reconcile` finds nothing to report.
 func TestLedger_AFlashSaleIsInTheLedgerExactly(t *testing.T) {
@@ -260,7 +260,7 @@ func TestLedger_AFlashSaleIsInTheLedgerExactly(t *testing.T) {
 	}
 }
 
-// Issue 20, acceptance 2: PostgreSQL stopped for 30 seconds in the middle of a sale. Purchases go on
+// PostgreSQL stopped for 30 seconds in the middle of a sale. Purchases go on
 // at the same pace (the fast path never waits for the ledger), the lag shows in the metric, and once
 // PostgreSQL is back the ledger catches up by itself: reconcile exits 0, no dead letter.
 func TestLedger_PostgreSQLDownForThirtySecondsMidSale(t *testing.T) {
@@ -313,7 +313,7 @@ func TestLedger_PostgreSQLDownForThirtySecondsMidSale(t *testing.T) {
 	}
 }
 
-// Issue 20, acceptance 3: Redis (AOF everysec) SIGKILLed and brought back with less than the ledger
+// Redis (AOF everysec) SIGKILLed and brought back with less than the ledger
 // has. The test makes the loss certain: it keeps a copy of the append-only files after a first part
 // of the sale, runs a second part, kills Redis and starts it on the copy — what a crash that lost its
 // last writes leaves. reconcile exits 1 and reports exactly the second part: the units, the highest

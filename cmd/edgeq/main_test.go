@@ -150,7 +150,7 @@ products:
 	}
 }
 
-// Issue 31: with Sentinel or Cluster and no redis.wait_replicas, a failover can sell units twice:
+// With Sentinel or Cluster and no redis.wait_replicas, a failover can sell units twice:
 // check says so; with wait_replicas set it is quiet; wait_replicas with the embedded store is refused.
 func TestCheck_WarnsThatAFailoverCanSellTwiceWithoutWaitReplicas(t *testing.T) {
 	dir := t.TempDir()

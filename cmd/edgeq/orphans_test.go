@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Issue 31, item 5 and acceptance 2: two replicas of one Redis; a slow shop (an order is placed when
+// Two replicas of one Redis; a slow shop (an order is placed when
 // its checkout completes: a checkout whose connection drops first places none); the first replica is
 // SIGKILLed with purchases admitted and still at the shop. They stay unsettled, their units taken for
 // orders that never came.

@@ -19,7 +19,7 @@ import (
 	"time"
 )
 
-// Issue 33, item 3: 20 clients that read nothing of a 4 MiB answer (receive buffers as small as the
+// 20 clients that read nothing of a 4 MiB answer (receive buffers as small as the
 // kernel allows) on a max_in_flight: 1 route. edgeq holds each answer in memory and gives the slot
 // back, so each of them reaches the shop in turn and another client is still served within 5 s;
 // edgeq's resident memory (a process of its own, /proc/PID/status) grows by about what it holds for

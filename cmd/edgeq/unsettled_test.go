@@ -17,7 +17,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store/storetest"
 )
 
-// Issue 22, acceptance 2: a replica SIGKILLed while two admitted purchases are at the shop never
+// A replica SIGKILLed while two admitted purchases are at the shop never
 // settles them. Another replica lists them as unsettled; the operator commits one (the shop has the
 // order) and cancels the other (it has not: its unit goes back), and the list is empty.
 func TestUnsettled_AKilledReplicasAdmissionsAreListedAndResolved(t *testing.T) {

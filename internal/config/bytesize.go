@@ -9,7 +9,7 @@ import (
 )
 
 // ByteSize is an amount of memory in bytes (server.spool_bytes). The file takes a whole number of
-// bytes or one with a unit: KiB, MiB, GiB (1024-based, as the contract writes "8MiB") or kB, MB, GB
+// bytes or one with a unit: KiB, MiB, GiB (1024-based, as config.example.yaml writes "8MiB") or kB, MB, GB
 // (1000-based), in any letter case, with or without a space before the unit.
 type ByteSize int64
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Issue 33, item 8: a refusal template is rendered with hostile field values (quotes, braces,
+// A refusal template is rendered with hostile field values (quotes, braces,
 // U+2028, 10 KB strings) for every code edgeq refuses with, so one that breaks JSON for some visitor's
 // value or some code is refused when the configuration is loaded, not at a visitor.
 func TestCompileRefusal_HostileValuesForEveryCode(t *testing.T) {
@@ -21,7 +21,7 @@ func TestCompileRefusal_HostileValuesForEveryCode(t *testing.T) {
 		}
 	}
 	bad := []string{
-		// The issue's: a visitor's key "}" in field.
+		// A visitor's key "}" in field.
 		`{"f": {{or .Fields.field 0}}}`,
 		// A number edgeq sends, written without quotes: the values are escaped for use inside a JSON
 		// string, and a refusal may carry a visitor's text under any name.

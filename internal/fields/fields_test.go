@@ -203,7 +203,7 @@ func TestBody_FormOrJSON(t *testing.T) {
 	}
 }
 
-// Issue 33, item 5: PHP's $_REQUEST (with request_order unset, variables_order "GPCS": a cookie
+// PHP's $_REQUEST (with request_order unset, variables_order "GPCS": a cookie
 // overrides the query and the body) and classic ASP.NET's Request[name] (query, form, then cookies)
 // merge cookies with form and query fields. A form: or query: field whose name a cookie also carries,
 // in any spelling those read alike, is refused as ambiguous; a JSON body is not merged with cookies.

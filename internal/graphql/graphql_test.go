@@ -79,8 +79,8 @@ func run(t *testing.T, rt *Route, r *http.Request, seen *Seen) outcome {
 	return outcome{result: "match", product: p, quantity: q}
 }
 
-// Every spelling of the guarded mutation that the issue's shop executed is read as the shop reads it,
-// or refused; other operations pass.
+// Every spelling of the guarded mutation that a Vendure-style shop executes is read as the shop
+// reads it, or refused; other operations pass.
 func TestMatch_ReadsTheOperationAsTheServerExecutesIt(t *testing.T) {
 	const add = `mutation Add($id: ID!, $q: Int!) { addItemToOrder(productVariantId: $id, quantity: $q) { __typename } }`
 	cases := []struct {

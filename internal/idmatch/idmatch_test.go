@@ -20,7 +20,7 @@ import (
 )
 
 // What a request's id becomes under each rule, with products 42 and sneaker-a guarded (and others
-// where a case needs them): the issue's spellings, and each reading docs/reference.md
+// where a case needs them): the spellings seen at real shops, and each reading docs/reference.md
 // "Other spellings of a guarded id" lists.
 func TestRule_AnotherSpellingIsAdmittedAsTheGuardedIDOrRefused(t *testing.T) {
 	const refused, passed = "refused", "passed"
@@ -104,7 +104,7 @@ func TestRule_Form(t *testing.T) {
 	}
 }
 
-// FuzzIDMatch (issue 33, acceptance 3): an id the rule lets pass as unknown is not equal to any
+// FuzzIDMatch: an id the rule lets pass as unknown is not equal to any
 // guarded id under any reading docs/reference.md "Other spellings of a guarded id" lists, written below
 // as reference readings of their own: PHP's intval, Ruby's to_i, JavaScript's parseInt and Number,
 // MySQL's comparison of a string with a number column, and MySQL's case- and accent-insensitive PAD

@@ -10,7 +10,7 @@ import (
 	"github.com/edgeq/edgeq/internal/buildinfo"
 )
 
-func TestNew_RegistersContractNamesOnTheInjectedRegistry(t *testing.T) {
+func TestNew_RegistersDocumentedNamesOnTheInjectedRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg)
 	m.HTTPRequests.WithLabelValues("checkout", StatusLabel(200)).Inc()

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 33, item 6: the admin listener answered any Host, so a DNS rebinding page (evil.example
+// The admin listener answered any Host, so a DNS rebinding page (evil.example
 // resolving to the admin address after it loaded) could read /metrics and try the dashboard. Other
 // names are refused with 421 MISDIRECTED_REQUEST on every path; IP literals (what Prometheus and
 // Kubernetes probes send), localhost, a request without Host and admin.allowed_hosts are answered.

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 22, acceptance 3: an app calling a gated API with plain HTTP (no Accept: text/html, no cookie
+// An app calling a gated API with plain HTTP (no Accept: text/html, no cookie
 // jar) is served at once while the queue has room, its token in Edgeq-Token; when the queue is full
 // the 403 says where to join and, once it names its place (Edgeq-Request-Id), where it stands.
 // Over each protocol (tls_test.go).

@@ -190,7 +190,7 @@ func bidAs(t *testing.T, in *instance, bidder, auction, amount string) reply {
 	return reply{resp.StatusCode, resp.Header, string(b)}
 }
 
-// Issue 33, item 7, over HTTP: five bids from anyone on ids the shop answers 400 (or 404) to do not
+// Over HTTP: five bids from anyone on ids the shop answers 400 (or 404) to do not
 // open auctions_source's breaker; a legitimate first bid on another auction goes through.
 func TestAuctionsSource_BidsOnIdsTheShopRefusesCannotOpenTheBreaker(t *testing.T) {
 	shop, asked := sourceShop(t)

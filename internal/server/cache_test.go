@@ -38,7 +38,7 @@ func cacheableOrigin(t *testing.T) *httptest.Server {
 // sharedCacheHeaders are the headers that let a cache in front of edgeq keep an answer for others.
 var sharedCacheHeaders = []string{"CDN-Cache-Control", "Cloudflare-CDN-Cache-Control", "Surrogate-Control", "Expires"}
 
-// Issue 33, item 4: an answer to which edgeq adds a credential (the token cookie, the request cookie,
+// An answer to which edgeq adds a credential (the token cookie, the request cookie,
 // Edgeq-Token) is never storable by a cache in front, whatever the shop said about its page: a CDN
 // would hand one visitor's token to the next. Answers without one keep the shop's caching headers.
 func TestCache_AnswersCarryingACredentialAreNeverStorable(t *testing.T) {

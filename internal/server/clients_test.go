@@ -14,7 +14,7 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// Issue 14: real clients in front of real shops, end to end through a running edgeq.
+// Real clients in front of real shops, end to end through a running edgeq.
 
 // A visitor cannot turn a request into a log line as large as the request: every value it controls
 // is clipped in the access log, in the cause of a refusal and on the admin listener.
@@ -92,7 +92,7 @@ func TestMethods_LowerCaseCheckoutIsAdmittedLikePOST(t *testing.T) {
 // request arrived. A body over 4 KiB streams to the shop, and the request it held there ends with
 // it: the origin's handler, reading the body, returns. A smaller one is read whole before the shop
 // is contacted (the proxy's short path), so the shop never sees it; an admission route, which reads
-// the body itself, refuses it before the shop is contacted too. Before issue 14, twenty such
+// the body itself, refuses it before the shop is contacted too. Before edgeq cut them off, twenty such
 // connections were still open after 40 s.
 func TestSlowBodies_AreCutOff(t *testing.T) {
 	origin := newRecordingOrigin(t)

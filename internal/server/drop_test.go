@@ -67,7 +67,7 @@ func statusOf(t *testing.T, in *instance, id string) map[string]any {
 	return body
 }
 
-// Acceptance 17.4: stock 20 and 500 visitors waiting; the 20th purchase turns every waiting visitor's
+// Stock 20 and 500 visitors waiting; the 20th purchase turns every waiting visitor's
 // status to sold_out within a second, newcomers get 410 SOLD_OUT (API) or the sold-out page (browser),
 // the metric says so, and a restock reopens the queue with every place kept.
 func TestSoldOut_TheLastUnitEndsEveryWaitAndARestockReopens(t *testing.T) {

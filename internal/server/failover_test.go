@@ -109,7 +109,7 @@ func buyers(base string, n, concurrency int, stop <-chan struct{}) {
 	wg.Wait()
 }
 
-// Issue 31, acceptance 1: a sale of 600 units to 1,200 buyers who retry on 503, on a Sentinel-managed
+// A sale of 600 units to 1,200 buyers who retry on 503, on a Sentinel-managed
 // master whose replica lags 150 ms behind it (another zone). When a third of the stock is sold, the
 // master is lost with what it had on the wire, and Sentinel promotes the lagging replica; the old master
 // comes back later as a replica of the new one, and the sale goes on to the end.
@@ -231,7 +231,7 @@ routes:
 	}
 }
 
-// Issue 31, item 3 and acceptance 2: two replicas sell one product; one replica's link to Redis is
+// Two replicas sell one product; one replica's link to Redis is
 // black-holed for 10 s mid-sale (nothing passes, nothing is reset: a network partition) while the other
 // keeps selling. The cut replica refuses (on_store_error: closed) and sends the shop nothing it has not
 // reserved; when the link is back it serves again by itself, and in the end every order at the shop is
@@ -381,7 +381,7 @@ routes:
 	}
 }
 
-// Issue 31, item 1: edgeq says at start (and in a metric) when fewer replicas are online than
+// edgeq says at start (and in a metric) when fewer replicas are online than
 // redis.wait_replicas, and every admission is then refused 503 STORE_UNAVAILABLE (replica_timeout),
 // whatever on_store_error says.
 func TestWaitReplicas_FewerReplicasThanAskedIsSaidAndRefusesAdmissions(t *testing.T) {

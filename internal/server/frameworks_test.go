@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// Issue 33, item 5: PHP's $_REQUEST (request_order unset: cookies override the query and the body)
+// PHP's $_REQUEST (request_order unset: cookies override the query and the body)
 // and classic ASP.NET's Request[name] merge cookies with form fields. With a cookie sku=42 beside
 // the form's sku=unguarded-x, edgeq read an unknown product and passed it (unknown_product: pass)
 // while the shop sold product 42 without admission. Such a request is now 400, the shop untouched;

@@ -372,7 +372,7 @@ func clip(s string) string {
 	return s
 }
 
-// Issue 32, acceptance 2: release_on answer:data.$field.errorCode gives back a unit the shop refused
+// release_on answer:data.$field.errorCode gives back a unit the shop refused
 // inside a 200 (the demo shop's ORDER_LIMIT_ERROR and INSUFFICIENT_STOCK_ERROR results), also under an
 // alias; complete_on: answer:data.$field.code on the order-placing mutation frees the visitor's place.
 func TestGraphQL_AnswersReadAsTheShopMeansThem(t *testing.T) {

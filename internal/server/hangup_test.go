@@ -76,7 +76,7 @@ func (s *shopLedger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, "order placed")
 }
 
-// Issue 14, item 1: a client that hangs up after sending an admitted request no longer gets its unit
+// A client that hangs up after sending an admitted request no longer gets its unit
 // or bid back while the shop completes the order. Before, edgeq cancelled the request to the shop,
 // counted the outcome as "error" and released it (5 hang-ups + 2 purchases = 7 orders at the shop
 // against per_user_limit 2, edgeq's stock unchanged; the shop held bids edgeq had withdrawn). Now an

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Issue 33, item 1: with unknown_product: pass and products 42 and sneaker-a, the bodies "042",
+// With unknown_product: pass and products 42 and sneaker-a, the bodies "042",
 // "0042", "SNEAKER-A", "Sneaker-A" and "42abc" reached the shop without admission: no stock taken, no
 // per-user limit, while the shop read them (case-insensitive collation, intval, to_i, parseInt) as the
 // guarded products. Each such spelling is now admitted as the guarded product (the route's id_match
@@ -140,7 +140,7 @@ routes:
 	}
 }
 
-// Issue 33, item 1, bids: with auctions_source and a shop that answers for any spelling of its
+// The same for bids: with auctions_source and a shop that answers for any spelling of its
 // auction without an "id" field, a 150.00 bid on LOT-A reached the shop while lot-a stood at 500.00
 // (edgeq created LOT-A from the shop's answer). Such a bid is now refused (exact) or admitted as lot-a
 // (case_insensitive), where it is too low; the shop is not asked about the other spelling.

@@ -120,7 +120,7 @@ func anyCarts(n int) []string {
 	return carts
 }
 
-// Issue 16, acceptance 1: 12 simultaneous checkouts at a shop whose checkout fails when two overlap.
+// 12 simultaneous checkouts at a shop whose checkout fails when two overlap.
 // Without max_in_flight some fail with 500 (through edgeq as directly); with max_in_flight: 1 and a
 // hold long enough for the line, none does, on Redis and on the embedded store.
 func TestMaxInFlight_TwelveSimultaneousCheckoutsNoLongerCollide(t *testing.T) {
@@ -180,7 +180,7 @@ func demoCart(t *testing.T, shopURL string) string {
 	return created.Cart.ID
 }
 
-// Issue 16, acceptance 1, against the demo shop (package demoshop: its checkout reads the next order
+// With the demo shop (package demoshop: its checkout reads the next order
 // number, waits for its database, inserts, and fails with 500 when two overlap): 12 simultaneous
 // checkouts through edgeq fail without max_in_flight; with max_in_flight: 1 on two replicas sharing
 // one Redis none fails, and the shop, counting, saw no overlap.
@@ -219,7 +219,7 @@ func TestMaxInFlight_TheDemoShopsCheckoutsNoLongerCollide(t *testing.T) {
 	}
 }
 
-// Issue 16, acceptance 1: two replicas on one store never have more than max_in_flight checkouts at
+// Two replicas on one store never have more than max_in_flight checkouts at
 // the shop together (the shop counts them).
 func TestMaxInFlight_TwoReplicasNeverExceedTheLimitTogether(t *testing.T) {
 	redisAddr := privateRedisWith(t).Addr()
@@ -237,7 +237,7 @@ func TestMaxInFlight_TwoReplicasNeverExceedTheLimitTogether(t *testing.T) {
 	}
 }
 
-// Issue 16, acceptance 4: the line is first come, first served across replicas: with the one slot
+// The line is first come, first served across replicas: with the one slot
 // taken, checkouts arriving one after another on alternating replicas reach the shop in that order.
 func TestMaxInFlight_WaitersGoFirstComeFirstServed(t *testing.T) {
 	redisAddr := privateRedisWith(t).Addr()
@@ -289,7 +289,7 @@ func TestMaxInFlight_WaitersGoFirstComeFirstServed(t *testing.T) {
 	}
 }
 
-// Issue 16, acceptance 4: when hold runs out the request gets 503 BUSY with Retry-After and never
+// When hold runs out the request gets 503 BUSY with Retry-After and never
 // reaches the shop: API clients the JSON error, a browser the busy page, which reloads itself.
 func TestMaxInFlight_HoldRunsOutWithBusy(t *testing.T) {
 	shop := newCollidingShop()

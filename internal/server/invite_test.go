@@ -122,7 +122,7 @@ func storeText(t *testing.T, addr string) string {
 	return b.String()
 }
 
-// Issue 18, acceptance 3: 10,000 invitations in one call; none is in the store in clear; each works
+// 10,000 invitations in one call; none is in the store in clear; each works
 // once (the second use elsewhere shows the used page, the same browser goes on); opening the link
 // without the page's script uses nothing; expired ones are refused; a front invitation serves at once
 // with 500 waiting; an invite-only queue refuses everyone else; the list shows which were used.
@@ -376,7 +376,7 @@ routes:
 `, trusted, originURL, redisAddr)
 }
 
-// Issue 18, acceptance 4: bypass_cidrs are honoured for the client address found through
+// bypass_cidrs are honoured for the client address found through
 // trusted_proxies: behind a trusted proxy, a client of the range is served at once, counted, and holds
 // no capacity; the same X-Forwarded-For from an untrusted peer bypasses nothing.
 func TestBypass_OnlyThroughTrustedProxies(t *testing.T) {

@@ -29,7 +29,7 @@ func (in *instance) page(t *testing.T, path, acceptLanguage string) (int, string
 	return r.status, r.body
 }
 
-// Issue 21, acceptance 2: a real page through the real server speaks the visitor's language, and a
+// A real page through the real server speaks the visitor's language, and a
 // right-to-left one (Arabic, Hebrew) says so in <html dir>.
 func TestPages_LanguageAndDirectionFromAcceptLanguage(t *testing.T) {
 	origin := newOrigin(t)

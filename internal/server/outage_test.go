@@ -127,7 +127,7 @@ func sendVia(client *http.Client, method, target string, header http.Header) (re
 	return reply{resp.StatusCode, resp.Header, string(b)}, nil
 }
 
-// Issue 7, acceptance 1: Redis is killed in the middle of a flash sale (100 units, 1,000 buyers who
+// Redis is killed in the middle of a flash sale (100 units, 1,000 buyers who
 // retry until they get a definite answer) and restarted. While it is down the closed checkout answers
 // 503 with Retry-After, joins are refused, gated pages keep working for visitors with a token, and the
 // open route passes. Afterwards: no oversell, no lost unit, nobody above the limit, nothing pending.
@@ -295,7 +295,7 @@ func TestStoreOutage_FlashSaleLosesNothing(t *testing.T) {
 	}
 }
 
-// Issue 7, acceptance 3: Redis with an append-only file (appendfsync everysec) is killed mid-sale and
+// Redis with an append-only file (appendfsync everysec) is killed mid-sale and
 // restarted. Queue positions, the serving position, a completed visitor's revocation, tokens, stock
 // and buyers all survive: visitors and buyers carry on as if nothing happened. (A killed process
 // loses nothing it had written to its AOF; everysec only bounds the loss to a second if the whole
@@ -413,7 +413,7 @@ func adminForm(t *testing.T, in *instance, path string, form url.Values) {
 }
 
 // edgeq warns at start when the Redis it is given keeps nothing on disk, and when it keeps RDB
-// snapshots only (issue 22: a crash loses minutes of sales); not with an append-only file.
+// snapshots only (a crash loses minutes of sales); not with an append-only file.
 func TestStart_WarnsWhenRedisPersistenceIsOff(t *testing.T) {
 	for _, c := range []struct {
 		name  string

@@ -92,7 +92,7 @@ func reloadTo(t *testing.T, in *instance, text string, n float64) {
 	eventually(t, "the reload", func() bool { return in.metric(t, `edgeq_config_reload_total{result="ok"}`) == n })
 }
 
-// Issue 33 item 2: 25 cookie-less joins from one address during a lottery's pre-queue took 25 places,
+// 25 cookie-less joins from one address during a lottery's pre-queue took 25 places,
 // all of them in the draw. With places_per_ip 2 the address gets 2 places and 23 answers 429
 // TOO_MANY_PLACES that take nothing, while 25 addresses behind a trusted proxy take a place each (an
 // IPv6 /64 counts as one address); the store holds no client address, only keyed hashes of them; and a

@@ -238,7 +238,7 @@ func readReport(t *testing.T, in *instance, query string) (*report.Report, []byt
 	return &rep, raw
 }
 
-// Issue 36, acceptance 1: a scripted drop, and the report tells what the test did: joins, served, gave
+// A scripted drop, and the report tells what the test did: joins, served, gave
 // up, sold, refused by code, when it sold out, and the wait percentiles within a tick (plus the
 // histogram's resolution) of the waits the test measured.
 func TestReport_ADropTellsWhatHappened(t *testing.T) {

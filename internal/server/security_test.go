@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Issue 7, acceptance 5: hostile HTTP on the public listener, end to end through a running edgeq.
+// Hostile HTTP on the public listener, end to end through a running edgeq.
 
 // recordingOrigin remembers every request that reached the shop.
 type recordingOrigin struct {

@@ -402,7 +402,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// Acceptance 5 of the waiting room: raising capacity in the file serves more visitors, no restart.
+// Raising capacity in the file serves more visitors, no restart.
 func TestReload_RaisingCapacityServesMoreVisitors(t *testing.T) {
 	origin := newOrigin(t)
 	withQueue := func(capacity int) string {

@@ -141,7 +141,7 @@ func adminJSON(t *testing.T, in *instance, method, path, body string, out any) i
 	return resp.StatusCode
 }
 
-// Issue 18, acceptance 1, at a tenth of the issue's times (token_ttl 6 s for 60 s, a request every 2 s
+// Sliding sessions at a tenth of a real drop's times (token_ttl 6 s for 60 s, a request every 2 s
 // for every 20 s, 30 s for 5 minutes, max_session 24 s for 4 minutes), over two replicas on one
 // redis-server: shoppers active on alternating replicas stay inside for five token lifetimes, by
 // cookie and by bearer token; the one with max_session 24s is sent to the waiting page once it is

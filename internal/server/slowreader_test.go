@@ -158,7 +158,7 @@ func getWhole(t *testing.T, target string, header http.Header) (int, int) {
 	return resp.StatusCode, len(b)
 }
 
-// Issue 33, item 3: a client that reads nothing of a 4 MB answer (a tiny receive buffer) no longer
+// A client that reads nothing of a 4 MB answer (a tiny receive buffer) no longer
 // keeps the route's only slot: edgeq holds the answer (spool_bytes, 8 MiB by default), gives the slot
 // back, and the next client is served within seconds instead of getting 503 BUSY after its hold.
 func TestSlowReader_AReaderThatTakesNothingDoesNotKeepTheSlot(t *testing.T) {
@@ -284,7 +284,7 @@ func streamGivesTheSlotBack(t *testing.T, e *tlsEdge, proto string) {
 	})
 }
 
-// Issue 33, item 3 (related): one client (here one address; a token's request id where there is one)
+// One client (here one address; a token's request id where there is one)
 // that sends 20 requests into a max_in_flight hold line keeps hold_per_client of them (2 by default)
 // in line and gets 503 BUSY at once for the rest, so another client's request behind them is served
 // within its hold instead of being pushed past it.

@@ -18,7 +18,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 )
 
-// Issue 33, item 8: a route's refusal.json that renders invalid JSON at run time (a template edgeq
+// A route's refusal.json that renders invalid JSON at run time (a template edgeq
 // check could not catch: a value only a visitor sends) gives way to edgeq's standard body, and is
 // logged once per template, not per request.
 func TestRefusal_InvalidJSONFallsBackToTheStandardBodyLoggedOnce(t *testing.T) {
