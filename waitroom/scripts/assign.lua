@@ -58,11 +58,13 @@ end
 local positions = {}
 -- The bot checks' single-use records: a join sets its solution's bit before it takes a place; a bit
 -- set already (by an earlier join, or by one before it in this call) is a replay, which takes none.
+-- So is a solution whose challenge has expired by the store's clock (a replica that was paused
+-- after checking it): its bitmap may be gone, and with it the record of an earlier use.
 local stamped = {}
 for i = 3, #ARGV, 6 do
   local tsv, k, rec = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local pos = 0
-  if rec > 0 and redis.call('SETBIT', KEYS[rec], ARGV[i + 4], 1) == 1 then
+  if rec > 0 and (now >= tonumber(ARGV[i + 5]) - 1000 or redis.call('SETBIT', KEYS[rec], ARGV[i + 4], 1) == 1) then
     pos = -1
   elseif limit > 0 and k > 0 then
     local key = KEYS[k]
