@@ -130,7 +130,7 @@ bench:
 	$(GO) run ./cmd/edgeq-bench bytes
 	$(GO) test -run '^$$' -bench . -benchmem ./proxy/ ./waitroom/
 	$(GO) test -run '^$$' -bench 'StockReserveAndCommit|BidPlace|IdleWorkerPass' ./admission/
-	$(GO) test -run '^$$' -bench 'Report_' -benchtime 10x ./internal/report/
+	$(GO) test -run '^$$' -bench 'Report_' -benchtime 10x ./report/
 	$(GO) run ./cmd/edgeq-bench overhead
 	$(GO) run ./cmd/edgeq-bench waitroom -waiters 1000000
 	$(GO) run ./cmd/edgeq-bench admission

@@ -18,12 +18,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeq/edgeq/internal/admin"
+	"github.com/edgeq/edgeq/admin"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/wait"
 	"github.com/edgeq/edgeq/internal/visitor"
 	"github.com/edgeq/edgeq/internal/web"

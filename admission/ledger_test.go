@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/ledger"
-	"github.com/edgeq/edgeq/internal/ledger/ledgertest"
+	"github.com/edgeq/edgeq/internal/testutil/ledgertest"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // withLedger gives st's service a ledger on a database of its own and returns the database's URL.

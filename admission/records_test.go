@@ -13,7 +13,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // The admin records of builds before the tables (a key per record, a sorted set per user) are read

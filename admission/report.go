@@ -1,6 +1,6 @@
 package admission
 
-// Admission's part of the report (internal/report, docs/reference.md "The report"): each replica
+// Admission's part of the report (report, docs/reference.md "The report"): each replica
 // counts the admissions, settlements and refusals it decides, per product and auction, and writes them
 // once per tick with the product's stock (no Redis call per admission).
 
@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/report"
+	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )

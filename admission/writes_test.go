@@ -16,8 +16,8 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/ledger"
-	"github.com/edgeq/edgeq/internal/ledger/ledgertest"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/ledgertest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // writeCalls counts the write commands a redis-server has run so far, by name (INFO commandstats,

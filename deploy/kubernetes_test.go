@@ -22,7 +22,7 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/token"
 )
 

@@ -23,7 +23,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/testutil/testcert"
 )
 

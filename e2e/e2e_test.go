@@ -32,9 +32,9 @@ import (
 
 	"github.com/edgeq/edgeq/demoshop"
 	"github.com/edgeq/edgeq/internal/ids"
-	"github.com/edgeq/edgeq/internal/server"
-	"github.com/edgeq/edgeq/internal/store/storetest"
-	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+	"github.com/edgeq/edgeq/server"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/turnstiletest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/edgeq/edgeq/internal/botcheck/hcaptchatest"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/hcaptchatest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // TestBrowserHCaptcha is TestBrowser's Turnstile scenario with challenge.provider hcaptcha: the queue

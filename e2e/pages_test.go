@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/brand"
-	"github.com/edgeq/edgeq/internal/store/storetest"
-	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/turnstiletest"
 	"github.com/edgeq/edgeq/templates"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/inflight"
+	"github.com/edgeq/edgeq/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/web"
 )
 

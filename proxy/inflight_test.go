@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/inflight"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/inflight"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/web"
 )
 

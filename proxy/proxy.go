@@ -22,7 +22,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/graphql"
-	"github.com/edgeq/edgeq/internal/inflight"
+	"github.com/edgeq/edgeq/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
 )

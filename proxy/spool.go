@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeq/edgeq/internal/inflight"
+	"github.com/edgeq/edgeq/inflight"
 )
 
 // A max_in_flight slot bounds what the shop works on at once, not how fast visitors read

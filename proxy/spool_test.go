@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/inflight"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/inflight"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // answerBytes is a deterministic answer of n bytes, different at every offset of a chunk.

@@ -17,7 +17,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 
 	// The bot-check providers register their sections (challenge.<name>) as edgeq's binary does.
-	_ "github.com/edgeq/edgeq/internal/botcheck"
+	_ "github.com/edgeq/edgeq/botcheck"
 )
 
 // instruction is one Dockerfile instruction: its keyword (upper case), its arguments as written,

@@ -1,6 +1,6 @@
 /* edgeq proof-of-work check: the page side of challenge.provider pow.
  *
- * Every .pow box (internal/botcheck/pow.go draws it inside a form) asks edgeq for a challenge
+ * Every .pow box (botcheck/pow.go draws it inside a form) asks edgeq for a challenge
  * (data-pow-url), hands it to a Web Worker (data-pow-worker, static/pow-worker.js) and, once the
  * worker has found a nonce, puts the challenge and the nonce in the form's two hidden fields.
  *

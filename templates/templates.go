@@ -120,7 +120,7 @@ func (s *Set) Render(w io.Writer, page string, data any) error {
 	return err
 }
 
-// reportPage is the report after a drop (internal/report): a page of its own, self-contained.
+// reportPage is the report after a drop (report): a page of its own, self-contained.
 const reportPage = "report.html"
 
 // Report parses the report page.

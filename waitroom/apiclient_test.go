@@ -9,7 +9,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // apiHeader is what an app or a page's script sends to a gated API route.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // Requests as browsers send them from a page of https://evil.example to https://shop.example: the

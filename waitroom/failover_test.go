@@ -16,8 +16,8 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // A counter that goes back (the store lost its last writes) must not hand a place out

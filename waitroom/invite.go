@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/fields"
-	"github.com/edgeq/edgeq/internal/report"
+	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/web"
 )
 

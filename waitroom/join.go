@@ -10,9 +10,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/botcheck"
+	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/internal/ratelimit"
-	"github.com/edgeq/edgeq/internal/report"
+	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/web"
 )
 

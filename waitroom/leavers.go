@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/report"
+	"github.com/edgeq/edgeq/report"
 )
 
 // waitFrom is when a visitor's wait starts: when it took its place, or the opening when it joined the

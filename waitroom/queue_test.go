@@ -9,7 +9,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // A snapshot the store answered earlier never replaces one it answered later (a tick and a refresh

@@ -1,6 +1,6 @@
 package waitroom
 
-// The waiting room's part of the report (internal/report, docs/reference.md "The report"): what this
+// The waiting room's part of the report (report, docs/reference.md "The report"): what this
 // replica sees is counted in its tally (joins, tokens issued with each visitor's waiting time, refused
 // joins, Turnstile checks, sessions finished), what the scripts decide by themselves in the queue's
 // meta (count_for_report in lib.lua); each tick writes both, with the queue's gauges, in one call per
@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/report"
+	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )

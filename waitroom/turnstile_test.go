@@ -16,8 +16,8 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
-	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/turnstiletest"
 )
 
 var shopHost = http.Header{"Host": {"shop.example"}}

@@ -18,7 +18,7 @@ import (
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 )
 
 // admissionBench measures stock admissions through edgeq (the real server wiring: a POST checkout

@@ -29,7 +29,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 )
 
 // bytesConfig is the edgeq of both: one product, its checkout, a queue that admits nobody (joins

@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/server"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/server"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 	"github.com/edgeq/edgeq/internal/testutil/proc"
 	"github.com/edgeq/edgeq/internal/testutil/tcpproxy"
 	"github.com/edgeq/edgeq/internal/token"

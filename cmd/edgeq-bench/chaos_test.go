@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // The chaos run catches what the fence prevents: built without it (the nofence tag), a replica stopped

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/demoshop"
-	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/server"
 )
 
 // `make demo`'s promise, run in-process with what the Makefile runs (its queue override and the

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 )
 
 // addItemDocument is a storefront's add-to-cart mutation as Vendure's starter sends it: variables, a

@@ -25,7 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 )
 
 // floorScript is the least a reservation can cost Redis: one script call that takes a unit and

@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
-	"github.com/edgeq/edgeq/internal/ledger/pgserver"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/pgserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 )
 
 // ledgerBench measures the ledger: stock admissions through an edgeq with the ledger on

@@ -18,7 +18,7 @@ import (
 
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/pow"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 )
 
 // powJoinBench compares a join that passes the proof-of-work check with a join that needs none, on

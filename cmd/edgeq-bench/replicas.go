@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 )
 
 // replicasBench measures what redis.wait_replicas costs (docs/reference.md

@@ -26,7 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 	"github.com/edgeq/edgeq/proxy"
 )
 

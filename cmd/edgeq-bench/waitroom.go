@@ -23,8 +23,8 @@ import (
 
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/server"
-	"github.com/edgeq/edgeq/internal/store/redisserver"
+	"github.com/edgeq/edgeq/server"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/proxy"
 )

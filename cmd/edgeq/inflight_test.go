@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/inflight"
+	"github.com/edgeq/edgeq/inflight"
 )
 
 // A replica killed with SIGKILL while one of its requests holds the route's

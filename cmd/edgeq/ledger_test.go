@@ -21,8 +21,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/edgeq/edgeq/internal/ledger/ledgertest"
-	"github.com/edgeq/edgeq/internal/ledger/pgserver"
+	"github.com/edgeq/edgeq/internal/testutil/ledgertest"
+	"github.com/edgeq/edgeq/internal/testutil/pgserver"
 	"github.com/edgeq/edgeq/internal/testutil/wait"
 )
 

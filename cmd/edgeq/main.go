@@ -26,7 +26,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/buildinfo"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/server"
+	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/report"
+	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/store/redisserver"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // A replica SIGKILLed while two admitted purchases are at the shop never

@@ -1,4 +1,4 @@
-// Command turnstile-dev runs a stand-in for Cloudflare Turnstile (internal/turnstile/turnstiletest): the
+// Command turnstile-dev runs a stand-in for Cloudflare Turnstile (internal/testutil/turnstiletest): the
 // siteverify endpoint and the widget script, for the demo and for tests with no internet. Point edgeq
 // at it with turnstile.verify_url and turnstile.script_url.
 package main
@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+	"github.com/edgeq/edgeq/internal/testutil/turnstiletest"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 
 	// The bot-check providers register their sections (challenge.<name>) as edgeq's binary does.
-	_ "github.com/edgeq/edgeq/internal/botcheck"
+	_ "github.com/edgeq/edgeq/botcheck"
 )
 
 func load(t *testing.T, text string) (*config.Config, error) {

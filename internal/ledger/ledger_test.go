@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/ledger"
-	"github.com/edgeq/edgeq/internal/ledger/ledgertest"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/ledgertest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // The page's solver (static/pow-worker.js, run by Node here) finds the same first nonce as Solve for

@@ -118,7 +118,7 @@ local function leave_active(pos, final)
   return st
 end
 
--- The report (internal/report) counts what the scripts decide by themselves in two meta fields, added
+-- The report (report) counts what the scripts decide by themselves in two meta fields, added
 -- to once per call; the report's tick moves them into its minute (flush.lua), zeroing them:
 --   r_gave  places reached and never claimed before position_expiry, places skipped by abandon_after
 --   r_exp   tokens that ran out

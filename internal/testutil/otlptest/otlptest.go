@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/proc"
 )
 

@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/botcheck"
+	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
-	"github.com/edgeq/edgeq/internal/turnstile/turnstiletest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/turnstiletest"
 	"github.com/edgeq/edgeq/internal/web"
 )
 

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/ledger/pgserver"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/pgserver"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 var shared struct {

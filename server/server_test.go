@@ -375,11 +375,11 @@ func TestStartupErrors(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	problems, _, err := Check("../../config.example.yaml")
+	problems, _, err := Check("../config.example.yaml")
 	if err != nil || len(problems) != 0 {
 		t.Fatalf("config.example.yaml: %v %v", problems, err)
 	}
-	problems, _, err = Check("../config/testdata/bad/everything.yaml")
+	problems, _, err = Check("../internal/config/testdata/bad/everything.yaml")
 	if err != nil || len(problems) != 6 {
 		t.Fatalf("everything.yaml: %v %v", problems, err)
 	}

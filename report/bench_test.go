@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // fullDay is the two hashes of a day every minute of which counted something: what a queue or a

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/admin"
+	"github.com/edgeq/edgeq/admin"
 	"github.com/edgeq/edgeq/internal/buildinfo"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"

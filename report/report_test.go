@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

@@ -35,7 +35,7 @@ type Options struct {
 	// Dashboard serves GET /dashboard and its assets below /dashboard/ (see NewDashboard); nil leaves it
 	// out. Like the API it needs the key, and is off without one.
 	Dashboard http.Handler
-	// Report serves GET /report (the report after a drop, internal/report); nil leaves it out. It signs
+	// Report serves GET /report (the report after a drop, report); nil leaves it out. It signs
 	// in like the dashboard.
 	Report http.Handler
 	// AllowedHosts are the Host names answered besides IP literals and localhost (admin.allowed_hosts);

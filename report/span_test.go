@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // dayWriter writes a queue's minute hashes directly, as many ticks would have: counts, and the

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // flushAndRead flushes a tally's queue and products and reads the last hour and the next minute.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/edgeq/edgeq/internal/botcheck"
+	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/internal/config"
 )
 
