@@ -21,9 +21,9 @@ import (
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/ledger"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // Options configures the admission service.

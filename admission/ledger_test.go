@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/ledger"
-	"github.com/edgeq/edgeq/internal/testutil/ledgertest"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/testutil/ledgertest"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/report"
 )
 
 // Orphans (docs/reference.md "Orphaned admissions"): a replica that dies between admitting a purchase

@@ -17,8 +17,8 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // Product is a product as the public and admin endpoints show it.

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // reportedKind is a kind whose owners have series in the report: the scope they are kept in, and the

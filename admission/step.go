@@ -14,9 +14,9 @@ import (
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/graphql"
 	"github.com/edgeq/edgeq/internal/idmatch"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // claim is what one admitted (or refused) request asks for.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // stockKind is stock admission (docs/reference.md "Stock admission"): one script reserves the

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/edgeq/edgeq/botcheck"
-	"github.com/edgeq/edgeq/internal/testutil/hcaptchatest"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/testutil/hcaptchatest"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/templates"

@@ -21,9 +21,9 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/server"
 )
 
 // The Helm chart in helm/edgeq is checked with helm itself, built from the Go module proxy at a pinned

@@ -22,8 +22,8 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/server"
 )
 
 // The subset of the Kubernetes object schema these tests read. Fields they do not read are ignored.

@@ -23,8 +23,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/testutil/testcert"
+	"github.com/edgeq/edgeq/server"
 )
 
 // exported is what a running edgeq's /metrics shows: the type of each family and, for each sample

@@ -32,9 +32,9 @@ import (
 
 	"github.com/edgeq/edgeq/demoshop"
 	"github.com/edgeq/edgeq/internal/ids"
-	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/turnstiletest"
+	"github.com/edgeq/edgeq/server"
 )
 
 func TestMain(m *testing.M) { storetest.Main(m) }

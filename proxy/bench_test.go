@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/edgeq/edgeq/inflight"
 	"github.com/edgeq/edgeq/internal/accesslog"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/inflight"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/web"

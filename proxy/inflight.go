@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/inflight"
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
 )

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/inflight"
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/web"
 )

@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/inflight"
+	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 

@@ -16,11 +16,11 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/botcheck"
+	"github.com/edgeq/edgeq/inflight"
 	"github.com/edgeq/edgeq/internal/brand"
 	"github.com/edgeq/edgeq/internal/compression"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
-	"github.com/edgeq/edgeq/inflight"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"

@@ -10,9 +10,9 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/waitroom"
 )
 

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/testutil/turnstiletest"
+	"github.com/edgeq/edgeq/report"
 )
 
 // reportConfig is a drop: a Turnstile queue that serves 20 at a time (tokens last 3 s, a reached place

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/fields"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // Invitations (docs/reference.md "Waiting room"). An operator creates single-use codes for a queue;

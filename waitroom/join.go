@@ -12,8 +12,8 @@ import (
 
 	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/internal/ratelimit"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // requestCookieLife is how long a request cookie lasts: long enough for any wait.

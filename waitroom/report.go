@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // queueReport is the report's scope of a queue.

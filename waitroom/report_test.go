@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/report"
 )
 
 // An idle queue costs the store a report call every reportIdleEvery per replica, not one every tick

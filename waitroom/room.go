@@ -31,10 +31,10 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ratelimit"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // Options configures a Room.

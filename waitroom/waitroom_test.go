@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/report"
 )
 
 // Concurrent joins get exactly positions 1..n, no gaps, no duplicates.

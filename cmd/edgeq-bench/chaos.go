@@ -20,11 +20,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/edgeq/edgeq/server"
-	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 	"github.com/edgeq/edgeq/internal/testutil/proc"
+	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 	"github.com/edgeq/edgeq/internal/testutil/tcpproxy"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/server"
 )
 
 // chaosBench is the standing chaos run (docs/reliability.md): N edgeq replicas (processes of this

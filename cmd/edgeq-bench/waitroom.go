@@ -23,10 +23,10 @@ import (
 
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/testutil/redisserver"
 	"github.com/edgeq/edgeq/internal/token"
 	"github.com/edgeq/edgeq/proxy"
+	"github.com/edgeq/edgeq/server"
 )
 
 // waitroomBench measures the waiting room on a real redis-server, through edgeq's real server (the

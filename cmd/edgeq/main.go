@@ -26,9 +26,9 @@ import (
 
 	"github.com/edgeq/edgeq/internal/buildinfo"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/server"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/server"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3" (make build, make release and the

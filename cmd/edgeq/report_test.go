@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/report"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/report"
 )
 
 // `edgeq report` writes a queue's report page as one file, and says in one line why it cannot.

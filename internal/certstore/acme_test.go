@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/pebbletest"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // replica is one edgeq replica's certmagic: its own cache and ACME issuer, on the shared store.

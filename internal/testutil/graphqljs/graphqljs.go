@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/proc"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // Readings are the ways the referee reads an HTTP request into GraphQL parameters (its Reading

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/proc"
+	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // Span is one span the receiver took (the receiver's JSON).
