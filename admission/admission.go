@@ -1,24 +1,20 @@
 // Package admission admits requests of protected routes with one atomic Lua call on Redis before the
-// origin sees them (docs/reference.md "Stock admission", "Bid admission"). Each admission kind is its
-// own files and scripts (kind.go says what a kind must do and what it may do): stock reserves units
-// of a product (no oversell, per-user limits, one purchase in flight per user: stock.go,
-// stock_ledger.go, products.go, orphans.go, buyers.go), bid accepts only bids above the highest
-// (bid.go, bid_ledger.go, auctions*.go, mine.go). They share one pipeline (step.go: read, reserve, origin, commit or
-// release), one retry loop for what the store could not confirm (compensate.go) and one worker that
-// turns every kind's event stream into its admin records (worker.go).
+// origin sees them (docs/reference.md, the admission kinds). Each admission kind is its own files,
+// named after it, and scripts, and registers itself (kind.go says what a kind must do and what it
+// may do). The kinds share one pipeline (step.go: read, reserve, origin, commit or release), one
+// retry loop for what the store could not confirm (compensate.go) and one worker that turns every
+// kind's event stream into its admin records (worker.go).
 package admission
 
 import (
 	"log/slog"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/store"
@@ -57,13 +53,13 @@ type Options struct {
 	// RecordsRetention is how long the admin records stay in the store, ledger or not (records.go);
 	// default DefaultRecordsRetention.
 	RecordsRetention time.Duration
-	// Visitor returns the queue request id of a request's valid access token for a queue: how GET
-	// {prefix}/auctions/mine identifies a bidder when the bid route's user is "token". Nil: such
-	// bidders cannot be identified there (400).
+	// Visitor returns the queue request id of a request's valid access token for a queue: how a
+	// kind's "mine" listing identifies its user when the kind's route's user is "token" (mine.go).
+	// Nil: such users cannot be identified there (400).
 	Visitor func(r *http.Request, queue string) (requestID string, ok bool)
-	// The circuit breaker of auctions_source when its settings leave it unset (0): open after
-	// SourceFailures failures in a row (5), for SourceCooldown (10 s). The configuration file's
-	// auctions_source.breaker_failures and breaker_open_for always set it.
+	// The circuit breaker of a kind's source of unknown owners (discoverer) when its settings leave
+	// it unset (0): open after SourceFailures failures in a row (5), for SourceCooldown (10 s). The
+	// configuration file always sets it.
 	SourceFailures int
 	SourceCooldown time.Duration
 	// ReportRetention is report.retention: how long the report's series are kept (report.go).
@@ -73,7 +69,7 @@ type Options struct {
 	Tracer trace.Tracer
 }
 
-// Service is admission: its kinds (stock, bid), their event worker and their admin views.
+// Service is admission: its kinds, their event worker and their admin views.
 type Service struct {
 	o          Options
 	client     redis.UniversalClient
@@ -85,28 +81,16 @@ type Service struct {
 	comp       compensations
 	commits    committer
 	replay     settlementLog // recent settlements, sent again after a master change (replay.go)
-	reserves   *group.Batcher[string, claim, reserved]
-	bids       *group.Batcher[struct{}, claim, placed]
 	// tally counts what the report keeps; report writes it each tick (report.go).
 	tally  *report.Tally
 	report report.Writer
 
-	// source asks the shop about unknown auctions (auctions_source; nil when off); bidders is how GET
-	// {prefix}/auctions/mine identifies a bidder (nil without a bid route). Both follow reloads.
-	auctionsSource atomic.Pointer[auctionSource]
-	sourceMetrics  *sourceMetrics
-	bidders        atomic.Pointer[mineIdentity]
-	buyers         atomic.Pointer[mineIdentity] // GET {prefix}/admissions/mine (buyers.go)
-	// orphanPolicies: stock route name -> admission.orphans (orphans.go); follows reloads.
-	orphanPolicies atomic.Pointer[map[string]string]
-	// lease: this replica's view of its liveness lease, which fences what it admitted (orphans.go).
+	// lease: this replica's view of its liveness lease, which fences what it admitted (lease.go).
 	lease lease
 	// traces are the recorded spans of admissions not yet applied by the event worker (tracing.go).
 	traces tracedAdmissions
 
-	stock *stockKind
-	bid   *bidKind
-	kinds []kind // every kind: routes name one by admission.type; the worker reads each one's streams
+	kinds []kind // every kind registered (kind.go): routes name one by admission.type; the worker reads each one's streams
 }
 
 // New builds the service; Run runs its event worker.
@@ -145,22 +129,17 @@ func New(o Options) *Service {
 		o: o, client: o.Store.Client, keys: o.Store.Keys, pseudonyms: newPseudonyms(o.IdentityKey),
 		logger: o.Logger, responder: o.Responder, comp: compensations{wake: make(chan struct{}, 1)},
 	}
-	s.metrics = newMetrics(o.Registry)
+	kinds := make([]kind, len(registered))
+	for i, r := range registered {
+		kinds[i] = r.newKind(s)
+	}
+	s.metrics = newMetrics(o.Registry, kinds)
 	s.tally = report.NewTally()
 	s.report = report.Writer{Client: o.Store.Client, Keys: o.Store.Keys, Retention: o.ReportRetention, Logger: o.Logger}
-	s.stock = &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys)}
-	s.bid = &bidKind{s: s, reads: newAuctionReads(), table: bidTable(s.keys)}
-	s.register(s.stock)
-	s.register(s.bid)
-	s.reserves = s.newReserver()
-	s.bids = s.newBidder()
-	s.replay.gen = o.Store.Generation()
-	none := map[string]string{}
-	s.orphanPolicies.Store(&none)
-	s.sourceMetrics = newSourceMetrics()
-	if o.Registry != nil {
-		o.Registry.MustRegister(s.sourceMetrics.requests, s.sourceMetrics.breakerOpen)
+	for _, k := range kinds {
+		s.register(k)
 	}
+	s.replay.gen = o.Store.Generation()
 	return s
 }
 

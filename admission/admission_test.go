@@ -255,7 +255,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 			t.Helper()
 			var batch []pendingCommit
 			for _, c := range ids {
-				batch = append(batch, pendingCommit{kind: st.svc.stock, c: c, st: &settling{done: make(chan struct{})}})
+				batch = append(batch, pendingCommit{kind: st.svc.stock(), c: c, st: &settling{done: make(chan struct{})}})
 			}
 			st.svc.applyCommits(ctx, batch)
 		}
@@ -481,7 +481,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		})
 		// Applying an event again (a redelivery) changes nothing.
 		msgs, _ := s.Client.XRange(ctx, admitsKey(s.Keys, "p"), "-", "+").Result()
-		apply, err := st.svc.applier(ownerStream{kind: st.svc.stock, owner: "p"}, msgs[0])
+		apply, err := st.svc.applier(ownerStream{kind: st.svc.stock(), owner: "p"}, msgs[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,11 +493,11 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		if err := apply(ctx); err != nil { // twice
 			t.Fatal(err)
 		}
-		if n := len(indexedIDs(t, st.svc, st.svc.stock.table, "p")); n != 120 {
+		if n := len(indexedIDs(t, st.svc, st.svc.stock().table, "p")); n != 120 {
 			t.Fatalf("a redelivered event was indexed twice: %d admissions", n)
 		}
 		indexed := 0
-		for _, list := range usersIndexed(t, st.svc, st.svc.stock.table, "p") {
+		for _, list := range usersIndexed(t, st.svc, st.svc.stock().table, "p") {
 			indexed += len(list)
 		}
 		if indexed != 120 {
@@ -651,7 +651,7 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 			t.Fatalf("delete: %d %s", a.status, a.body)
 		}
 		ctx := context.Background()
-		table := st.svc.stock.table
+		table := st.svc.stock().table
 		product := byRaw.json["items"].([]any)[0].(map[string]any)["product_id"].(string)
 		if n, _ := s.Client.HExists(ctx, recordsKey(s.Keys, product, victim), victim).Result(); n {
 			t.Fatal("the record survived")
@@ -784,7 +784,7 @@ func TestAdmin_Products(t *testing.T) {
 		if err := st.svc.Apply(context.Background(), &config.Config{Products: []config.Product{changed}}, &config.Config{Products: []config.Product{product("cfg", 5, 1)}}); err != nil {
 			t.Fatal(err)
 		}
-		p, _, _ := st.svc.stock.product(context.Background(), "cfg")
+		p, _, _ := st.svc.stock().product(context.Background(), "cfg")
 		if p.RemainingStock != 4 || p.Name != "Renamed" || p.PerUserLimit != 2 {
 			t.Fatalf("after a reseed: %+v", p)
 		}
@@ -831,8 +831,8 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 		st := newStack(t, s, product("p", 5, 1))
 		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
 		ctx := context.Background()
-		st.svc.compensateLater(st.svc.stock, claim{owner: "p", user: "u", id: "900"})
-		st.svc.compensateLater(st.svc.bid, claim{owner: "lot", id: "901"})
+		st.svc.compensateLater(st.svc.stock(), claim{owner: "p", user: "u", id: "900"})
+		st.svc.compensateLater(st.svc.bid(), claim{owner: "lot", id: "901"})
 		st.svc.compensateOnce(ctx)
 		if n := st.svc.PendingCompensations(); n != 0 {
 			t.Fatalf("%d compensations still pending", n)
@@ -875,7 +875,7 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 			if n := s.Client.HLen(context.Background(), buyersKey(s.Keys, "p")).Val(); n != int64(i) {
 				t.Fatalf("%s: %d buyers recorded, want the %d of the earlier retries", fault.name, n, i)
 			}
-			st.svc.bid.reads.forget("lot")
+			st.svc.bid().reads.forget("lot")
 			h := st.get("/_edgeq/auctions/lot/highest-bid")
 			if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "10.00" {
 				t.Fatalf("%s: highest bid %s, want the first bid back", fault.name, h.body)
@@ -1068,7 +1068,7 @@ func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
 		if code != 0 || claims() != 1 {
 			t.Fatalf("ann's purchase: code %d, %d claims", code, claims())
 		}
-		if err := st.svc.stock.commit(ctx, a); err != nil || claims() != 0 {
+		if err := st.svc.stock().commit(ctx, a); err != nil || claims() != 0 {
 			t.Fatalf("after the commit: %v, %d claims", err, claims())
 		}
 		if _, code := reserve("ann"); code != 4 || claims() != 0 {
@@ -1081,7 +1081,7 @@ func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
 		if _, code := reserve("cy"); code != 1 || claims() != 1 {
 			t.Fatalf("cy, sold out: code %d (want 1), %d claims (want ben's)", code, claims())
 		}
-		if code, err := st.svc.stock.release(ctx, b); err != nil || code != 0 || claims() != 0 {
+		if code, err := st.svc.stock().release(ctx, b); err != nil || code != 0 || claims() != 0 {
 			t.Fatalf("ben's release: %d %v, %d claims", code, err, claims())
 		}
 	})

@@ -1,7 +1,7 @@
 package admission
 
 // Applying stream events to the admin records (records.go): what one event writes (an application:
-// the record's index entries, and a bid's JSON, all idempotent) and the apply.lua calls that write a
+// the record's index entries, and the record itself when the worker writes it, all idempotent) and the apply.lua calls that write a
 // batch of them, one call per owner (one hash tag), which also remove the owner's records past the
 // retention.
 
@@ -33,7 +33,7 @@ type application struct {
 	table     *adminTable
 	owner     string
 	id, user  string
-	body      []byte // nil when the table's records are the scripts' own (stock)
+	body      []byte // nil when the table's records are the scripts' own (adminTable.scripted)
 	overwrite bool
 }
 
@@ -56,8 +56,8 @@ func (s *Service) applyAll(ctx context.Context, apps []application) error {
 }
 
 // applyBatch applies events with one apply.lua call per owner, all in one pipeline: per day of the ids, one HMGET and one
-// HSET of the users' lists, one RPUSH of the day's list (and for bids one HMGET and one HSET of the
-// records), whatever the number of events; then the owner's records past the retention leave (up to
+// HSET of the users' lists, one RPUSH of the day's list (and for records the worker writes one HMGET
+// and one HSET of them), whatever the number of events; then the owner's records past the retention leave (up to
 // twice the call's own number, and 16).
 func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 	if len(apps) == 0 {

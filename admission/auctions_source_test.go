@@ -117,7 +117,7 @@ func shopAuction(start, inc string, endsIn time.Duration, owner string) string {
 }
 
 func (st *stack) sourceCount(result string) float64 {
-	return testutil.ToFloat64(st.svc.sourceMetrics.requests.WithLabelValues(result))
+	return testutil.ToFloat64(st.svc.bid().sourceMetrics.requests.WithLabelValues(result))
 }
 
 // An auction the shop knows is bid on without anyone pushing it: fetched once, written to the store
@@ -270,8 +270,8 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 					t.Fatalf("the shop's answer reached the bidder: %s", a.body)
 				}
 			}
-			if st.sourceCount(c.result) != 5 || testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen) != 1 {
-				t.Fatalf("after 5 failures: %s %v, breaker gauge %v", c.result, st.sourceCount(c.result), testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen))
+			if st.sourceCount(c.result) != 5 || testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 1 {
+				t.Fatalf("after 5 failures: %s %v, breaker gauge %v", c.result, st.sourceCount(c.result), testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen))
 			}
 			asked := shop.requests.Load()
 			for _, id := range []string{"new-0", "new-9"} {
@@ -343,7 +343,7 @@ func TestAuctionsSource_BreakerClosesAfterTheCooldownWithAHealthyShop(t *testing
 	for i := range 5 {
 		st.bid(fmt.Sprintf("x%d", i), "alice", "5.00")
 	}
-	if shop.requests.Load() != 5 || testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen) != 1 {
+	if shop.requests.Load() != 5 || testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 1 {
 		t.Fatalf("breaker not open after 5 failures: %d requests", shop.requests.Load())
 	}
 	// The cool-down passes; the probe fails: open again, the next bid is not let through.
@@ -363,7 +363,7 @@ func TestAuctionsSource_BreakerClosesAfterTheCooldownWithAHealthyShop(t *testing
 	if a := st.bid("vase", "alice", "5.00"); a.status != 200 || shop.requests.Load() != 7 {
 		t.Fatalf("the probe to a healthy shop: %d %s, %d requests", a.status, a.body, shop.requests.Load())
 	}
-	if testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen) != 0 {
+	if testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 0 {
 		t.Fatalf("breaker gauge still 1 after a successful probe")
 	}
 	if a := st.bid("chair", "alice", "5.00"); a.status != 200 || shop.requests.Load() != 8 {
@@ -456,7 +456,7 @@ func TestAuctionsSource_AnswersAboutAnIdNeverOpenTheBreaker(t *testing.T) {
 			}
 		}
 	}
-	if open := testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen); open != 0 || st.sourceCount("not_found") != 20 ||
+	if open := testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen); open != 0 || st.sourceCount("not_found") != 20 ||
 		st.sourceCount("error") != 0 {
 		t.Fatalf("after 20 answers about ids: breaker gauge %v, not_found %v, error %v", open, st.sourceCount("not_found"), st.sourceCount("error"))
 	}
@@ -486,7 +486,7 @@ func TestAuctionsSource_AnswersThatSayTheShopIsUnwellOpenTheBreaker(t *testing.T
 					t.Fatalf("bid %d: %d %s", i, a.status, a.body)
 				}
 			}
-			if open := testutil.ToFloat64(st.svc.sourceMetrics.breakerOpen); open != 1 || st.sourceCount("error") != 5 {
+			if open := testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen); open != 1 || st.sourceCount("error") != 5 {
 				t.Fatalf("after five %d answers: breaker gauge %v, error %v", status, open, st.sourceCount("error"))
 			}
 			if a := st.bid("new-9", "alice", "5.00"); a.status != 503 || shop.requests.Load() != 5 {

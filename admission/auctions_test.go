@@ -120,7 +120,7 @@ func checkAuction(t *testing.T, st *stack, id string, o *bidOutcomes) {
 			t.Fatalf("auction %s: a bid of %d refused as too low against %d", id, r.amount, r.highest)
 		}
 	}
-	st.svc.bid.reads.forget(id)
+	st.svc.bid().reads.forget(id)
 	h := st.get("/_edgeq/auctions/" + id + "/highest-bid")
 	hb, _ := h.json["highest_bid"].(map[string]any)
 	if h.status != 200 || hb["bid_id"] != last.id || hb["amount"] != money.Format(last.amount) {
@@ -266,7 +266,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 			return body, nil
 		}
 
-		loadsBefore := st.svc.bid.reads.loads.Load()
+		loadsBefore := st.svc.bid().reads.loads.Load()
 		start := time.Now()
 		var failed atomic.Int64
 		var wg sync.WaitGroup
@@ -286,7 +286,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
-		loads := st.svc.bid.reads.loads.Load() - loadsBefore
+		loads := st.svc.bid().reads.loads.Load() - loadsBefore
 		if failed.Load() != 0 {
 			t.Fatalf("%d of 5000 reads failed", failed.Load())
 		}
@@ -738,14 +738,14 @@ func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
 		s.Client.HSet(ctx, recordsKey(s.Keys, "p", adm), adm, "released u 1 1000 - 2000")
 		s.Client.SAdd(ctx, auctionIndexKey(s.Keys), "lot") // as the auction's creation indexes it
 		stock := func(msg redis.XMessage) func() error {
-			apply, err := st.svc.applier(ownerStream{kind: st.svc.stock, owner: "p"}, msg)
+			apply, err := st.svc.applier(ownerStream{kind: st.svc.stock(), owner: "p"}, msg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return func() error { return apply(ctx) }
 		}
 		bid := func(msg redis.XMessage) func() error {
-			apply, err := st.svc.applier(ownerStream{kind: st.svc.bid, owner: "lot"}, msg)
+			apply, err := st.svc.applier(ownerStream{kind: st.svc.bid(), owner: "lot"}, msg)
 			if err != nil {
 				t.Fatal(err)
 			}

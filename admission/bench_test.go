@@ -157,7 +157,7 @@ func BenchmarkBidPlace(b *testing.B) {
 			amounts[a]++
 			cs[i] = claim{owner: as[a].ID, user: svc.pseudonyms.of("bidder-" + id), id: id, value: amounts[a]}
 		}
-		for _, p := range svc.bid.placeNow(ctx, cs) {
+		for _, p := range svc.bid().placeNow(ctx, cs) {
 			if p.err != nil || p.code != 0 {
 				b.Fatalf("bid: %+v", p)
 			}

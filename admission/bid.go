@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,6 +17,7 @@ import (
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // bidKind is bid admission (docs/reference.md "Bid admission"): one script accepts a bid only if it
@@ -23,9 +25,41 @@ import (
 // owner); a bid the origin refuses is withdrawn and the previous highest restored.
 type bidKind struct {
 	s     *Service
-	reads auctionReads // public auction reads (auctions.go)
+	reads auctionReads // public auction reads (bid_auctions.go)
 	table *adminTable  // the bids' admin records (records.go)
+	// bids groups every auction's bids into pipelines (package group, one key).
+	bids *group.Batcher[struct{}, claim, placed]
+	// source asks the shop about unknown auctions (auctions_source; nil when off); it follows
+	// reloads. sourceMetrics are its metrics, whichever source is in force.
+	source        atomic.Pointer[auctionSource]
+	sourceMetrics *sourceMetrics
+	// bidders is how GET {prefix}/auctions/mine identifies a bidder (mine.go); follows reloads.
+	bidders atomic.Pointer[mineIdentity]
 }
+
+func init() { register(20, newBidKind) }
+
+func newBidKind(s *Service) kind {
+	k := &bidKind{s: s, reads: newAuctionReads(), table: bidTable(s.keys), sourceMetrics: newSourceMetrics()}
+	k.bids = k.newBidder()
+	if s.o.Registry != nil {
+		s.o.Registry.MustRegister(k.sourceMetrics.requests, k.sourceMetrics.breakerOpen)
+	}
+	return k
+}
+
+func (k *bidKind) run(ctx context.Context)                     { k.bids.Run(ctx) }
+func (k *bidKind) mineIdentity() *atomic.Pointer[mineIdentity] { return &k.bidders }
+func (k *bidKind) adminTable() *adminTable                     { return k.table }
+
+// use puts auctions_source in force.
+func (k *bidKind) use(cfg *config.Config) error {
+	k.s.UseAuctionsSource(cfg.AuctionsSource)
+	return nil
+}
+
+// sourceDown: auctions_source could not be asked.
+func (*bidKind) sourceDown() *web.Error { return web.ErrAuctionsSourceUnavailable }
 
 // HeaderBidID carries an accepted bid's id to the origin.
 const HeaderBidID = "Edgeq-Bid-Id"
@@ -66,7 +100,7 @@ func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 // writing anything; the step first made sure it is no other spelling of a guarded auction, which the
 // shop may answer for: spellings.go). Known auctions never wait for the shop.
 func (k *bidKind) discover(ctx context.Context, auction string) (bool, *web.Error, error) {
-	src := k.s.auctionsSource.Load()
+	src := k.source.Load()
 	if src == nil {
 		return false, nil, nil
 	}
@@ -93,9 +127,9 @@ type placed struct {
 }
 
 // newBidder groups every auction's bids into pipelines (package group, one key).
-func (s *Service) newBidder() *group.Batcher[struct{}, claim, placed] {
+func (k *bidKind) newBidder() *group.Batcher[struct{}, claim, placed] {
 	return group.New(bidBatchMax, func(ctx context.Context, _ struct{}, cs []claim) ([]placed, error) {
-		return s.bid.placeNow(ctx, cs), nil
+		return k.placeNow(ctx, cs), nil
 	})
 }
 
@@ -103,7 +137,7 @@ func (s *Service) newBidder() *group.Batcher[struct{}, claim, placed] {
 // highest amount. With redis.wait_replicas the replicas are waited for: an accepted bid they did not
 // confirm in time comes with store.ErrNotAcked.
 func (k *bidKind) place(ctx context.Context, c claim) (code, highest int64, err error) {
-	p, err := k.s.bids.Do(ctx, struct{}{}, c)
+	p, err := k.bids.Do(ctx, struct{}{}, c)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -196,7 +230,7 @@ func (*bidKind) refusalPage(e *web.Error) string {
 // compares it with bids through edgeq. user is already a pseudonym; the answer is bid.lua's code (0
 // accepted, 1 too low, ...).
 func (s *Service) PlaceBid(ctx context.Context, auction, user, id string, cents int64) (code int64, err error) {
-	code, _, err = s.bid.place(ctx, claim{owner: auction, user: user, id: id, value: cents})
+	code, _, err = s.bid().place(ctx, claim{owner: auction, user: user, id: id, value: cents})
 	return code, err
 }
 
@@ -289,3 +323,12 @@ func (k *bidKind) registerAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("GET /api/auctions", k.adminListAuctions)
 	admin.HandleFunc("GET /api/users/{user}/bids", k.adminUserBids)
 }
+
+// bid is the service's bid kind.
+func (s *Service) bid() *bidKind { return s.kindOf(config.AdmissionBid).(*bidKind) }
+
+// The report: an auction's accepted bids; a settlement counts nothing.
+func (*bidKind) reportScope() report.Kind             { return report.Auction }
+func (*bidKind) reportAdmitted(claim) (string, int64) { return report.Accepted, 1 }
+func (*bidKind) reportSettled(claim) int64            { return 0 }
+func (*bidKind) reportExtra(string) report.Extra      { return report.Extra{Firsts: report.Accepted} }

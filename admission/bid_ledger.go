@@ -59,7 +59,7 @@ func (k *bidKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
-	return s.compareRecords(ctx, r, records{
+	return s.compareRecords(ctx, r, records{ownerNoun: "auction",
 		noun: "bid", open: ":{a:", middle: "}:bid:", user: "bidder",
 		read: func(owner, id string, h map[string]string) compared {
 			cents, _ := strconv.ParseInt(h["amount"], 10, 64)

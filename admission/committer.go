@@ -10,25 +10,24 @@ import (
 )
 
 // Commits off the request path. When the origin accepts an admission, the visitor's answer does not
-// wait for the store. A stock admission's commit rides the product's next reservation call (the
-// reserver sends one at once when none is on its way, so a commit alone is a call alone): no call or
-// round trip of its own. Other commits (a bid's, with the ledger on) go to the committer, which
-// sends at once whatever is queued, one commits.lua call per owner in one pipeline (a group commit:
-// under load the batches grow by themselves, and one round trip carries many commits, which is what
-// Redis CPU per admission is made of); so does a stock commit the reservation call could not apply,
-// and replay.go's. A stock admission's commit only takes it out of its product's unsettled set (its record,
-// "admitted" outside the set, is committed), which ends the user's in-flight claim (reserve.lua takes
-// over a claim whose admission is settled); a bid's marks its record committed, with the ledger on
-// only (bidKind.commits). The units were taken
-// at admission, so a batch lost with its replica loses no unit and sells none twice: the claim stops
-// counting after ClaimTTL and the admission stays unsettled. While the committer
-// is not running (tests, shutdown), commits run on the request path as before.
+// wait for the store. A grouped kind's commit rides the owner's next grouped call (its batcher sends
+// one at once when none is on its way, so a commit alone is a call alone): no call or round trip of
+// its own. Other commits go to the committer, which sends at once whatever is queued, one commits.lua
+// call per owner in one pipeline (a group commit: under load the batches grow by themselves, and one
+// round trip carries many commits, which is what Redis CPU per admission is made of); so does a
+// grouped commit the grouped call could not apply, and replay.go's. A grouped kind's commit only
+// takes the admission out of its owner's unsettled set (its record, "admitted" outside the set, is
+// committed), which ends the user's in-flight claim; another kind's marks its record committed (a
+// kind may commit for the ledger only: kind.commits). What the admission took was taken at
+// admission, so a batch lost with its replica loses nothing and sells nothing twice: the claim stops
+// counting after ClaimTTL and the admission stays unsettled. While the committer is not running
+// (tests, shutdown), commits run on the request path as before.
 //
-// The user's next purchase may arrive before the commit of the last one is applied: once the shop
+// The user's next admission may arrive before the commit of the last one is applied: once the shop
 // has answered the last one, while its answer is still being passed on or its commit is on its way.
 // On the same replica it waits for that settlement (waitCommit) and is admitted; on another replica,
-// inside that window of about one store round trip, it is refused 409 PURCHASE_IN_PROGRESS, as a
-// purchase still at the shop is.
+// inside that window of about one store round trip, it is refused with the kind's busy refusal
+// (busyKind), as an admission still at the shop is.
 
 // commitBatchMax bounds one batch.
 const commitBatchMax = 512
@@ -72,25 +71,20 @@ func (s *Service) endSettling(k kind, c claim, st *settling) {
 }
 
 // commitLater hands a commit over, to be applied off the request path, and ends st once applied;
-// false when nothing takes it (then the caller commits now). A stock admission's commit rides the
-// product's next reservation call (the reserver sends one at once when none is on its way): no call
-// or round trip of its own. Other commits, and one the reservation call could not apply, go to the
-// committer.
+// false when nothing takes it (then the caller commits now). A grouped kind's commit rides the
+// owner's next grouped call (groupedKind.rideCommit): no call or round trip of its own. Other
+// commits, and one the grouped call could not apply, go to the committer.
 func (s *Service) commitLater(k kind, c claim, st *settling) bool {
-	if _, grouped := k.(groupedKind); grouped {
-		rides := c
-		rides.commit = true
-		if s.reserves.Go(c.owner, rides, func(r reserved, err error) {
-			if err == nil && !r.notAcked {
-				s.endSettling(k, c, st)
-				return
-			}
-			if !s.queueCommit(k, c, st) {
-				go s.applyCommits(context.Background(), []pendingCommit{{kind: k, c: c, st: st}})
-			}
-		}) {
-			return true
+	if g, grouped := k.(groupedKind); grouped && g.rideCommit(c, func(applied bool) {
+		if applied {
+			s.endSettling(k, c, st)
+			return
 		}
+		if !s.queueCommit(k, c, st) {
+			go s.applyCommits(context.Background(), []pendingCommit{{kind: k, c: c, st: st}})
+		}
+	}) {
+		return true
 	}
 	return s.queueCommit(k, c, st)
 }
@@ -111,9 +105,9 @@ func (s *Service) queueCommit(k kind, c claim, st *settling) bool {
 	}
 }
 
-// waitCommit waits, briefly, for the settlement of this replica's last admission of the user's
-// purchases of an owner, when the shop has answered it; true when there was one to wait for (the
-// caller tries its reservation again). A purchase the shop has not answered yet is in progress.
+// waitCommit waits, briefly, for the settlement of this replica's last admission of the user for an
+// owner, when the shop has answered it; true when there was one to wait for (the caller tries its
+// reservation again). An admission the shop has not answered yet is in progress.
 func (s *Service) waitCommit(k kind, c claim) bool {
 	v, ok := s.commits.inFlight.Load(commitKey{k.name(), c.owner, c.user})
 	if !ok {
@@ -192,15 +186,15 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 	groups := map[[2]string]*group{}
 	for _, p := range batch {
 		if !p.kind.commits() {
-			continue // settled as it is (a bid with the ledger off)
+			continue // settled as it is (a kind that commits only for the ledger, with the ledger off)
 		}
 		key := [2]string{p.kind.name(), p.c.owner}
 		g := groups[key]
 		grouped, isGrouped := p.kind.(groupedKind)
 		if g == nil {
-			// A stock admission's commit is leaving its unsettled set (commits.lua), told to the
-			// ledger on the admissions stream; a bid's is its record's state, on its event stream.
-			// Its claims end with it (pairs of id and user).
+			// A grouped kind's commit is leaving its unsettled set (commits.lua), told to the ledger
+			// on the grouped stream, and its claims end with it (pairs of id and user); another
+			// kind's is its record's state, on its event stream.
 			keys := []string{p.kind.stream(p.c.owner), p.kind.stream(p.c.owner)}
 			if isGrouped {
 				keys = []string{grouped.admitsStream(p.c.owner), grouped.unsettledSet(p.c.owner), grouped.claims(p.c.owner)}

@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// A compensation is a release (stock) or withdrawal (bid) the store has not confirmed yet: the origin
-// failed an admission while the store was unreachable, or a reserve or bid call failed without an
-// answer, so the script may have run. Compensations are retried until the store answers; a unit or a
-// bid is never left behind because the store was briefly away.
+// A compensation is a release (kind.release) the store has not confirmed yet: the origin failed an
+// admission while the store was unreachable, or a reserve call failed without an answer, so the
+// script may have run. Compensations are retried until the store answers; nothing an admission took
+// is left behind because the store was briefly away.
 //
-// For an id the store never saw, the retried script leaves a tombstone (the record, marked released
-// or withdrawn, with the record TTL), and reserve.lua and bid.lua refuse an id that has a record: a
-// reserve or bid call still on its way when the compensation ran can no longer take anything.
+// For an id the store never saw, the retried script leaves a tombstone (the record, marked given
+// back, with the record TTL), and every kind's admit script refuses an id that has a record: a
+// reserve call still on its way when the compensation ran can no longer take anything.
 type compensation struct {
 	kind  kind
 	claim claim // its owner, user and id name every key the release touches

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ownerStream is one event stream of one owner: a product's events or admissions (admitsKey), or an auction's events.
+// ownerStream is one event stream of one owner: its events, or a grouped kind's admissions (admitsStream).
 type ownerStream struct {
 	kind   kind
 	owner  string
@@ -30,8 +30,8 @@ func (src ownerStream) stream() string {
 	return src.kind.stream(src.owner)
 }
 
-// deadID names a dead letter: "<product>.<entry>", "<product>.admits.<entry>" or
-// "auction.<auction>.<entry>" (ids hold no dots).
+// deadID names a dead letter: "<dead prefix><owner>.<entry>", or "<dead prefix><owner>.admits.<entry>"
+// for a grouped admissions stream (ids hold no dots).
 func (src ownerStream) deadID(entry string) string {
 	if src.admits {
 		return src.kind.deadPrefix() + src.owner + ".admits." + entry
@@ -107,8 +107,7 @@ func foundIn(reads []read, count int64) found {
 	return f
 }
 
-// ownerStreams lists every event stream, by owner: each product's two (events, admits) and each
-// auction's one. An owner's streams share its hash tag, so one command reads them all.
+// ownerStreams lists every event stream, by owner: its events, and a grouped kind's admissions. An owner's streams share its hash tag, so one command reads them all.
 func (s *Service) ownerStreams(ctx context.Context, kinds []kind) ([][]ownerStream, error) {
 	var streams [][]ownerStream
 	for _, k := range kinds {
@@ -141,8 +140,8 @@ type read struct {
 
 // readAll reads up to count new entries of each stream of every owner for a consumer of group: one
 // XREADGROUP per owner (an owner's streams share its hash tag), all of them in one pipeline, so an
-// idle pass over many products is one round trip (on a cluster, one per node) instead of one per
-// product; with claim, the take-overs of entries another consumer left pending for ClaimIdle go in
+// idle pass over many owners is one round trip (on a cluster, one per node) instead of one per
+// owner; with claim, the take-overs of entries another consumer left pending for ClaimIdle go in
 // the same pipeline. Streams without the group yet get it first (createGroups).
 func (s *Service) readAll(ctx context.Context, streams [][]ownerStream, group, consumer string, groups map[string]bool, claim bool, count int64) []read {
 	s.createGroups(ctx, streams, group, groups)
@@ -238,9 +237,9 @@ func (s *Service) ackAll(ctx context.Context, group string, handled []held) {
 
 // createGroups creates group, from the stream's first entry, on each stream that groups does not
 // know yet, with one pipeline, and notes which exist: the ledger's group on every stream at its
-// first pass (a product's and an auction's streams are made with the event worker's group). It
-// fails on a stream that does not exist (an auction's, a week after its end; a product's made by a
-// build before the streams were made with the product): groups notes false, tried again after the
+// first pass (the kinds make an owner's streams with the event worker's group). It fails on a
+// stream that does not exist (one that expired a while after its owner ended; one made by a build
+// before the streams were made with their owner): groups notes false, tried again after the
 // next listing.
 func (s *Service) createGroups(ctx context.Context, streams [][]ownerStream, group string, groups map[string]bool) {
 	var names []string
@@ -257,7 +256,7 @@ func (s *Service) createGroups(ctx context.Context, streams [][]ownerStream, gro
 	cmds := make([]*redis.StatusCmd, len(names))
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, name := range names {
-			// Without MKSTREAM: an auction's stream expires a week after its end and must not come back.
+			// Without MKSTREAM: a stream that expired after its owner ended must not come back.
 			cmds[i] = p.XGroupCreate(ctx, name, group, "0")
 		}
 		return nil

@@ -20,11 +20,11 @@ import (
 )
 
 // DeadLetter is an event that failed every retry. Its JSON names the owner by the kind's own field
-// ("product_id", "auction_id"), as the admin API has always listed them.
+// ("<owner>_id"), as the admin API has always listed them.
 type DeadLetter struct {
 	ID       string // "<dead prefix><owner>.<stream entry>"
-	Type     string // the admission kind: stock, bid
-	Owner    string // the product or auction whose stream held the event
+	Type     string // the admission kind
+	Owner    string // the owner whose stream held the event
 	StreamID string
 	Fields   map[string]string
 	Error    string
@@ -68,7 +68,7 @@ func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
 			return d, k, nil
 		}
 	}
-	return d, nil, fmt.Errorf("dead letter %s names no product or auction", m.ID)
+	return d, nil, fmt.Errorf("dead letter %s names no owner of any kind", m.ID)
 }
 
 // targetLedger marks the dead letters of the ledger worker (ledger.go); their ids start "ledger.".

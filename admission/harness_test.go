@@ -268,7 +268,7 @@ func (st *stack) buyTogether(product string, users []string, qtys []int64) []str
 	for i, u := range users {
 		ids[i] = st.svc.o.IDs.NextString()
 		claims[i] = claim{owner: product, user: st.svc.pseudonyms.of(u), id: ids[i], value: qtys[i]}
-		commits[i] = pendingCommit{kind: st.svc.stock, c: claims[i], st: &settling{done: make(chan struct{})}}
+		commits[i] = pendingCommit{kind: st.svc.stock(), c: claims[i], st: &settling{done: make(chan struct{})}}
 	}
 	res, err := st.svc.reserveNow(ctx, product, claims)
 	if err != nil {
@@ -453,7 +453,7 @@ func indexedCount(t testing.TB, svc *Service) int64 {
 	}
 	n := 0
 	for _, p := range products {
-		n += len(indexedIDs(t, svc, svc.stock.table, p))
+		n += len(indexedIDs(t, svc, svc.stock().table, p))
 	}
 	return int64(n)
 }

@@ -2,43 +2,10 @@ package admission
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 )
-
-// Product keys carry the product's hash tag ({p:<id>}), so one script sees them all on one Cluster slot.
-func infoKey(k store.Keys, product string) string   { return k.Product(product, "info") }
-func stockKey(k store.Keys, product string) string  { return k.Product(product, "stock") }
-func buyersKey(k store.Keys, product string) string { return k.Product(product, "buyers") }
-func eventsKey(k store.Keys, product string) string { return k.Product(product, "events") }
-
-// admitsKey: the product's admissions stream. reserve.lua adds one entry per call, naming every
-// purchase the call admitted; the other events (released, cancelled, committed) go to eventsKey. The
-// workers read both. It is a stream of its own so that a replica of an older build, whose workers
-// read only the events stream and would not understand a grouped entry, never sees one (docs/deploy.md).
-func admitsKey(k store.Keys, product string) string { return k.Product(product, "admits") }
-func unsettledKey(k store.Keys, product string) string {
-	return k.Product(product, "unsettled")
-}
-
-// claimsKey: the in-flight claims of a product's buyers (hash: user pseudonym -> admission id). A
-// claim counts only while its admission is unsettled and younger than the claim TTL (reserve.lua), so
-// nothing deletes one: a settled admission's claim is stale by itself.
-func claimsKey(k store.Keys, product string) string { return k.Product(product, "claims") }
-
-// recordsKey: the hash of a product's admission records for the day of the admission id's time (a
-// field per admission, scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an id that is
-// not a number (an operator's typo: it is never admitted) goes to day 0.
-func recordsKey(k store.Keys, product, admission string) string {
-	return dayRecordsKey(k, product, recordsDay(admission))
-}
-
-// dayRecordsKey is the hash of a product's admission records of a day.
-func dayRecordsKey(k store.Keys, product string, day int64) string {
-	return k.Product(product, "adm@"+strconv.FormatInt(day, 10))
-}
 
 // recordsDay is the day of an admission id's time, in days since 1970-01-01 UTC (0 for an id that
 // is not a number).
@@ -49,78 +16,13 @@ func recordsDay(admission string) int64 {
 	return 0
 }
 
-// recordsExpireAt is when the records hash of an admission's day expires (unix s): the records' keep
-// (recordKeep) after the day ends, or after now when that is later (lib.lua record_keep, for the other
-// scripts). One reserve.lua call sets it, from its latest purchase, on the hashes it wrote: a call that
-// spans midnight keeps the earlier day's a day longer.
-func (s *Service) recordsExpireAt(admission string, now time.Time) int64 {
-	end := (recordsDay(admission) + 1) * 86400
-	return max(end, now.Unix()) + s.recordKeep()
-}
-
-// recordKeep is how long (s) the stock scripts' records stay after their day: the retention, and at
-// least recordTTL, which an unsettled admission's release and commit need. The event worker removes
-// the settled ones once past the retention (records.go), so a short retention still bounds them.
-func (s *Service) recordKeep() int64 {
-	return int64(max(s.o.RecordsRetention, recordTTL) / time.Second)
-}
-
-// The admin indexes of a product's admissions (records.go), written by the event worker: the ids of
-// each day's admissions in the order they were applied (a list: a few bytes each), and each buyer's
-// ids (hash: user pseudonym -> ids, space-separated). The records themselves are the scripts' own.
-func idsKey(k store.Keys, product string, day int64) string {
-	return k.Product(product, "ids@"+strconv.FormatInt(day, 10))
-}
-func usersKey(k store.Keys, product string) string { return k.Product(product, "users") }
-
-// legacyRecordKey: the hash per admission of builds before recordsKey, read beside it (lib.lua)
-// until the last of them expired (a record TTL after a rolling update).
-func legacyRecordKey(k store.Keys, product, admission string) string {
-	return k.Product(product, "adm:"+admission)
-}
-
-// stockKeys are the KEYS of release.lua, commit.lua and cancel.lua.
-func stockKeys(k store.Keys, product, admission string) []string {
-	return []string{infoKey(k, product), stockKey(k, product), buyersKey(k, product), claimsKey(k, product),
-		recordsKey(k, product, admission), eventsKey(k, product), unsettledKey(k, product),
-		legacyRecordKey(k, product, admission)}
-}
-
-// The keys under the {adm} hash tag are small and bounded: the dead letters and the owners' indexes.
+// The keys under the {adm} hash tag are small and bounded: the dead letters and the owners' indexes
+// (each kind's, in its own keys file).
 // (Builds before the records moved under their owners' tags kept every admin record there too:
 // oldrecords.go reads them until they are past the retention.)
-func deadKey(k store.Keys) string         { return k.Global("adm", "dead") }
-func deadByTimeKey(k store.Keys) string   { return k.Global("adm", "dead_by_time") }
-func productIndexKey(k store.Keys) string { return k.Global("adm", "products") }
+func deadKey(k store.Keys) string       { return k.Global("adm", "dead") }
+func deadByTimeKey(k store.Keys) string { return k.Global("adm", "dead_by_time") }
 
-// The spellings indexes (spellings.go): key (idmatch.GuardedKeys) -> the guarded ids under it,
-// separated by spaces. In the {adm} slot with the ids' indexes: index.lua writes both at once.
-func productSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:products") }
-func auctionSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:auctions") }
-
-// Auction keys carry the auction's hash tag ({a:<id>}).
-func auctionInfoKey(k store.Keys, auction string) string    { return k.Auction(auction, "info") }
-func auctionHighestKey(k store.Keys, auction string) string { return k.Auction(auction, "highest") }
-func auctionBidsKey(k store.Keys, auction string) string    { return k.Auction(auction, "bids") }
-func auctionBiddersKey(k store.Keys, auction string) string { return k.Auction(auction, "bidders") }
-func auctionEventsKey(k store.Keys, auction string) string  { return k.Auction(auction, "events") }
-func bidRecordKey(k store.Keys, auction, bid string) string { return k.Auction(auction, "bid:"+bid) }
-
-// The admin records of an auction's bids (records.go), written by the event worker: each day's bids'
-// JSON (hash: id -> JSON), their ids in the order applied (list) and each bidder's ids (hash).
-func bidRecordsKey(k store.Keys, auction string, day int64) string {
-	return k.Auction(auction, "rec@"+strconv.FormatInt(day, 10))
-}
-func bidIDsKey(k store.Keys, auction string, day int64) string {
-	return k.Auction(auction, "ids@"+strconv.FormatInt(day, 10))
-}
-func biddersKey(k store.Keys, auction string) string { return k.Auction(auction, "users") }
-
-// bidKeys are the KEYS of bid.lua, withdraw.lua and bidcommit.lua.
-func bidKeys(k store.Keys, auction, bid string) []string {
-	return []string{auctionInfoKey(k, auction), auctionHighestKey(k, auction), auctionBidsKey(k, auction),
-		auctionBiddersKey(k, auction), bidRecordKey(k, auction, bid), auctionEventsKey(k, auction)}
-}
-
-// The index of auctions.
-func auctionIndexKey(k store.Keys) string { return k.Global("adm", "auctions") }
+// The spellings indexes (spellings.go), one per kind: key (idmatch.GuardedKeys) -> the guarded ids
+// under it, separated by spaces. In the {adm} slot with the ids' indexes: index.lua writes both at
+// once.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sort"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,8 +14,8 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// A kind is one admission behaviour (stock.go, bid.go; docs/architecture.md "Adding an admission
-// kind"). Every kind runs through the same pipeline (step.go, Wrap): read a claim from the request,
+// A kind is one admission behaviour (docs/architecture.md "Adding an admission kind"): its files are
+// the ones named after it, and one register call in their init adds it. Every kind runs through the same pipeline (step.go, Wrap): read a claim from the request,
 // one script that admits or refuses it atomically, the origin, then one script that commits or gives
 // it back on the origin's answer. The same worker (worker.go) turns every kind's event stream into
 // its admin records, and the same retry loop (compensate.go) gives back what the store could not
@@ -25,18 +27,18 @@ import (
 type kind interface {
 	// name is the route's admission.type and the metrics label "type".
 	name() string
-	// owner names what a claim is about ("product", "auction"): the refusal of a request that does
-	// not say which, and the dead letters' "<owner>_id" field.
+	// owner names what a claim is about: the refusal of a request that does not say which, and the
+	// dead letters' "<owner>_id" field.
 	owner() string
-	// value turns the value field (the quantity, the amount) into the claim's number; found is
+	// value turns the route's value field into the claim's number; found is
 	// false when the route or the request gives none.
 	value(text string, found bool) (int64, *web.Error)
 	// header carries the admission id to the origin.
 	header() string
 	// refusals are the kind's own refusals: the metrics label of each is its code in lower case.
 	refusals() []*web.Error
-	// notFound is the refusal of an owner the store does not know (404 PRODUCT_NOT_FOUND, ...); a
-	// route with unknown_product: pass forwards such a request without admission instead.
+	// notFound is the refusal of an owner the store does not know (a 404); a route whose
+	// unknown-owner setting is pass forwards such a request without admission instead.
 	notFound() *web.Error
 
 	// reserve runs the kind's admission script: nil when admitted, the refusal otherwise. An error
@@ -50,8 +52,8 @@ type kind interface {
 	commit(ctx context.Context, c claim) error
 	// record is the key of c's record: the one a batched commit marks committed (commits.lua).
 	record(c claim) string
-	// commits says whether the shop's acceptance writes anything to the store: false for a bid
-	// with the ledger off (bidKind.commits).
+	// commits says whether the shop's acceptance writes anything to the store (a kind may need a
+	// commit only for the ledger).
 	commits() bool
 
 	// ownersKey is the set of the kind's owner ids (each has an event stream); spellingsKey the hash
@@ -67,27 +69,69 @@ type kind interface {
 	parse(owner string, msg redis.XMessage) ([]application, error)
 }
 
-// holder is a kind whose admissions can be held unsettled for an operator, listed with why (stock: its
-// unsettled admissions; a bid that is neither withdrawn nor committed simply stands).
+// holder is a kind whose admissions can be held unsettled for an operator, listed with why (a kind
+// whose admissions simply stand until given back has no need of it).
 type holder interface {
 	// hold marks an admission held unsettled for an operator, and why (holdAmbiguous).
 	hold(ctx context.Context, c claim, why string) error
 }
 
-// discoverer is a kind that can ask elsewhere about an owner the store does not know, and writes it
-// to the store when found (bid: auctions_source). e is a refusal of its own (503
-// AUCTIONS_SOURCE_UNAVAILABLE); err a store error while writing.
+// discoverer is a kind that can ask elsewhere (the shop) about an owner the store does not know, and
+// writes it to the store when found. e is a refusal of its own (sourceDown: the source could not be
+// asked); err a store error while writing.
 type discoverer interface {
 	discover(ctx context.Context, owner string) (found bool, e *web.Error, err error)
+	// sourceDown is the refusal of a request whose owner could not be looked up: it says nothing
+	// about the owner (the report leaves it out).
+	sourceDown() *web.Error
 }
 
 // groupedKind is a kind whose admit script writes one entry per grouped call in a second stream of
-// the owner (stock: admitsKey), and whose admissions wait in an unsettled set until settled, each
-// with its user's in-flight claim, which its settlement ends.
+// the owner, and whose admissions wait in an unsettled set until settled, each with its user's
+// in-flight claim, which its settlement ends. The kind groups its calls per owner with a batcher of
+// its own (package group), which also carries commits.
 type groupedKind interface {
 	admitsStream(owner string) string
 	unsettledSet(owner string) string
 	claims(owner string) string
+	// rideCommit hands c's commit to the owner's next grouped call (one is sent at once when none is
+	// on its way), and calls done with whether that call applied it; false when no call takes it.
+	rideCommit(c claim, done func(applied bool)) bool
+}
+
+// busyKind is a kind with a refusal that means the user's previous admission is still being
+// settled: when this replica is about to commit that one, the pipeline waits for the commit and
+// tries once more (step.go).
+type busyKind interface {
+	busy() *web.Error
+}
+
+// runnerKind has work of its own that runs beside the event worker until ctx ends (its batchers).
+type runnerKind interface {
+	run(ctx context.Context)
+}
+
+// sweepingKind looks over its owners on the event worker's slow beat (every few seconds): gauges,
+// admissions a dead replica left.
+type sweepingKind interface {
+	sweep(ctx context.Context)
+}
+
+// configuredKind takes its part of the configuration (its routes' settings, sections of its own) at
+// start and on every reload (Service.Use).
+type configuredKind interface {
+	use(cfg *config.Config) error
+}
+
+// minedKind is a kind with a "mine" listing (mine.go): its users are identified like the user of the
+// kind's first route, kept in the pointer it returns.
+type minedKind interface {
+	mineIdentity() *atomic.Pointer[mineIdentity]
+}
+
+// tabledKind keeps admin records of its admissions (records.go).
+type tabledKind interface {
+	adminTable() *adminTable
 }
 
 // cachingKind keeps cached reads of its owners on each replica, dropped after an admission or a
@@ -108,8 +152,7 @@ type viewedKind interface {
 	registerAdmin(mux *http.ServeMux)
 }
 
-// seededKind writes the owners the configuration file lists (products, auctions) at start and on
-// each reload; previous is the running configuration (nil at start): only changed entries are
+// seededKind writes the owners the configuration file lists at start and on each reload; previous is the running configuration (nil at start): only changed entries are
 // written.
 type seededKind interface {
 	seed(ctx context.Context, next, previous *config.Config) error
@@ -163,4 +206,32 @@ func refusalPage(k kind, e *web.Error) string {
 func ledgered(k kind) (ledgeredKind, bool) {
 	l, ok := k.(ledgeredKind)
 	return l, ok
+}
+
+// registration is a kind as its files register it.
+type registration struct {
+	rank    int // the kinds' order in every list (routes, streams, reconciliation)
+	newKind func(s *Service) kind
+}
+
+// registered are the kinds linked in, sorted by rank.
+var registered []registration
+
+// register adds a kind: called once from the init of the kind's own file, with its place among the
+// kinds and its constructor (run by New for each Service).
+func register(rank int, newKind func(s *Service) kind) {
+	registered = append(registered, registration{rank, newKind})
+	sort.SliceStable(registered, func(i, j int) bool { return registered[i].rank < registered[j].rank })
+}
+
+// isBusy reports whether e is k's refusal of a user whose previous admission is being settled.
+func isBusy(k kind, e *web.Error) bool {
+	b, ok := k.(busyKind)
+	return ok && e != nil && e.Code == b.busy().Code
+}
+
+// sourceDown reports whether e is k's refusal of a request whose owner could not be looked up.
+func sourceDown(k kind, e *web.Error) bool {
+	d, ok := k.(discoverer)
+	return ok && e.Code == d.sourceDown().Code
 }

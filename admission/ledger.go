@@ -172,7 +172,7 @@ func (w *ledgerWorker) writeEach(ctx context.Context, msgs []entryOf, cause erro
 			continue
 		}
 		var refused error
-		for _, one := range rowsOf(rows) {
+		for _, one := range rows.Rows() {
 			err := s.retry(ctx, func() error { return s.o.Ledger.Write(ctx, one) })
 			if ctx.Err() != nil {
 				return
@@ -193,18 +193,6 @@ func (w *ledgerWorker) writeEach(ctx context.Context, msgs []entryOf, cause erro
 		s.metrics.ledgerWrites.WithLabelValues("dead_lettered").Inc()
 		s.logger.Warn("ledger: event dead-lettered after retries", "stream", m.src.String(), "entry", m.msg.ID, "error", refused.Error())
 	}
-}
-
-// rowsOf splits a batch into batches of one row.
-func rowsOf(b ledger.Batch) []ledger.Batch {
-	out := make([]ledger.Batch, 0, b.Len())
-	for _, a := range b.Admissions {
-		out = append(out, ledger.Batch{Admissions: []ledger.Admission{a}})
-	}
-	for _, bid := range b.Bids {
-		out = append(out, ledger.Batch{Bids: []ledger.Bid{bid}})
-	}
-	return out
 }
 
 // streamTime is the time in a stream entry's id (milliseconds before the dash).

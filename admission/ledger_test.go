@@ -165,11 +165,11 @@ func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
 			if id == "77" {
 				continue // its record was that build's, gone with it: the ledger has it
 			}
-			if rec, found, err := st.svc.record(ctx, id); err != nil || !found || rec.Quantity != qty {
+			if rec, found, err := st.svc.stock().adminRecord(ctx, id); err != nil || !found || rec.Quantity != qty {
 				t.Errorf("admission %s in the admin records: %+v %v %v", id, rec, found, err)
 			}
 		}
-		if ids := indexedIDs(t, st.svc, st.svc.stock.table, "p"); len(ids) != 2 {
+		if ids := indexedIDs(t, st.svc, st.svc.stock().table, "p"); len(ids) != 2 {
 			t.Fatalf("the admin lists hold %v, want the two admitted together", ids)
 		}
 		if n := sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE state = 'committed'"); n != 2 {

@@ -1,6 +1,10 @@
 package admission
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type serviceMetrics struct {
 	admissions  *prometheus.CounterVec
@@ -8,21 +12,23 @@ type serviceMetrics struct {
 	deadLetters prometheus.Gauge
 	// compensations: releases and withdrawals waiting for the store to answer.
 	compensations prometheus.Gauge
-	unsettled     prometheus.Gauge
 	// The ledger (ledger.go): events written, by result, and the age of the oldest one waiting.
 	ledgerWrites *prometheus.CounterVec
 	ledgerLag    prometheus.Gauge
 	// trimmedUnread: stream entries trimmed past redis.stream_max_entries before every group read them.
 	trimmedUnread prometheus.Counter
-	// orphans: unsettled admissions of dead replicas, by route and what became of them (orphans.go).
-	orphans *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *serviceMetrics {
+// newMetrics makes the metrics every kind shares; kinds names the kinds for their help.
+func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.name()
+	}
 	m := &serviceMetrics{
 		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "admissions_total",
-			Help: "Admission decisions by type (stock, bid) and result (admitted, released, and each refusal).",
+			Help: "Admission decisions by type (" + strings.Join(names, ", ") + ") and result (admitted, released, and each refusal).",
 		}, []string{"type", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "edgeq", Name: "admission_duration_seconds",
@@ -33,13 +39,9 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 			Namespace: "edgeq", Name: "dead_letters",
 			Help: "Admission events that failed every retry and wait in the dead-letter set.",
 		}),
-		unsettled: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "edgeq", Name: "admissions_unsettled",
-			Help: "Stock admissions neither committed nor given back for more than 5 minutes (their replica died before settling them), every product together.",
-		}),
 		compensations: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "edgeq", Name: "pending_compensations",
-			Help: "Releases and bid withdrawals this replica retries until the store answers.",
+			Help: "Releases and withdrawals this replica retries until the store answers.",
 		}),
 		ledgerWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "edgeq", Name: "ledger_writes_total",
@@ -54,16 +56,12 @@ func newMetrics(reg prometheus.Registerer) *serviceMetrics {
 		Namespace: "edgeq", Name: "stream_trimmed_unread_total",
 		Help: "Event stream entries trimmed past redis.stream_max_entries before every consumer group (the admin indexes, the ledger) had read them.",
 	})
-	m.orphans = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "edgeq", Name: "orphaned_admissions_total",
-		Help: "Unsettled stock admissions of replicas that died (their liveness lease ran out), by route and result: held (for an operator) or released (units back), per routes[].admission.orphans.",
-	}, []string{"route", "result"})
 	for _, r := range []string{"written", "retried", "dead_lettered", "malformed"} {
 		m.ledgerWrites.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.unsettled, m.ledgerWrites, m.ledgerLag,
-			m.trimmedUnread, m.orphans)
+		reg.MustRegister(m.admissions, m.duration, m.deadLetters, m.compensations, m.ledgerWrites, m.ledgerLag,
+			m.trimmedUnread)
 	}
 	return m
 }

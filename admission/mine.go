@@ -1,46 +1,53 @@
 package admission
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"strconv"
-	"sync/atomic"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
-	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// mineIdentity is how GET {prefix}/auctions/mine identifies a bidder: like the first bid route's
-// admission user (docs/reference.md "A bidder's own auctions"); and how GET {prefix}/admissions/mine
-// identifies a buyer: like the first stock route's.
+// A kind's "mine" listing (minedKind: a user's own admissions, GET {prefix}/<owners>/mine) identifies
+// its user like the kind's first route identifies the user of an admission (docs/reference.md).
+
+// mineIdentity is how a kind's "mine" listing identifies its user: like its first route's admission
+// user.
 type mineIdentity struct {
 	route string
 	user  config.UserSource
-	queue string // the route's queue: whose token identifies the bidder when user is "token"
+	queue string // the route's queue: whose token identifies the user when user is "token"
 }
 
-// UseIdentities takes the identities of GET {prefix}/auctions/mine and GET {prefix}/admissions/mine
-// from routes, at start and on every reload: the first route with bid admission, and the first with
-// stock admission. Without one, its endpoint answers 404.
+// Use puts the configuration in force for every kind, at start and on every reload: the identities
+// of their "mine" listings (the first route of each kind; without one, its listing answers 404) and
+// each kind's own part (configuredKind).
+// An error leaves the identities as they were; each kind's part is put in force all the same.
+func (s *Service) Use(cfg *config.Config) error {
+	errs := []error{s.UseIdentities(cfg.Routes)}
+	for _, k := range s.kinds {
+		if c, ok := k.(configuredKind); ok {
+			errs = append(errs, c.use(cfg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// UseIdentities takes the identities of the kinds' "mine" listings from routes: each kind's first
+// route.
 func (s *Service) UseIdentities(routes []config.Route) error {
-	for _, use := range []struct {
-		typ  string
-		into *atomic.Pointer[mineIdentity]
-	}{{config.AdmissionBid, &s.bidders}, {config.AdmissionStock, &s.buyers}} {
-		src, err := firstIdentity(routes, use.typ)
+	for _, k := range s.kinds {
+		m, ok := k.(minedKind)
+		if !ok {
+			continue
+		}
+		src, err := firstIdentity(routes, k.name())
 		if err != nil {
 			return err
 		}
-		use.into.Store(src)
+		m.mineIdentity().Store(src)
 	}
 	return nil
 }
@@ -63,9 +70,8 @@ func firstIdentity(routes []config.Route, typ string) (*mineIdentity, error) {
 	return nil, nil
 }
 
-// bidderOf is the pseudonym of the bidder of a GET {prefix}/auctions/mine (or the buyer of a GET
-// {prefix}/admissions/mine), identified as the route does.
-func (s *Service) bidderOf(r *http.Request, src *mineIdentity) (string, *web.Error) {
+// mineUser is the pseudonym of the user of a "mine" listing, identified as the route does.
+func (s *Service) mineUser(r *http.Request, src *mineIdentity) (string, *web.Error) {
 	if !src.user.FromToken {
 		return s.userOf(r, fields.New(r, s.o.MaxBodyBytes), src.user)
 	}
@@ -77,8 +83,7 @@ func (s *Service) bidderOf(r *http.Request, src *mineIdentity) (string, *web.Err
 	return "", errUserMissing.Because(fmt.Errorf("no valid queue token for %s", src.queue))
 }
 
-// whose identifies the user of a GET {prefix}/auctions/mine or /admissions/mine (its pseudonym) and
-// reads its paging; it answers and returns false when it cannot: 404 without a route to identify
+// whose identifies the user of a "mine" listing (its pseudonym) and reads its paging; it answers and returns false when it cannot: 404 without a route to identify
 // users by (src nil), then what check refuses, a bad page, or a user it cannot identify.
 func (s *Service) whose(w http.ResponseWriter, r *http.Request, src *mineIdentity, check func() *web.Error) (user string, page, size int64, ok bool) {
 	var e *web.Error
@@ -92,168 +97,11 @@ func (s *Service) whose(w http.ResponseWriter, r *http.Request, src *mineIdentit
 		page, size, e = paging(r)
 	}
 	if e == nil {
-		user, e = s.bidderOf(r, src)
+		user, e = s.mineUser(r, src)
 	}
 	if e != nil {
 		s.responder.Error(w, r, e)
 		return "", 0, 0, false
 	}
 	return user, page, size, true
-}
-
-// Statuses of the bidder's auctions.
-const (
-	mineActive = "active" // not ended
-	mineWon    = "won"    // ended, and the bidder's bid is the highest
-	mineLost   = "lost"   // ended, and it is not
-)
-
-// MyAuction is one auction in a bidder's own list: only the bidder's own bids and the auction's
-// public state, never another bidder's identity (nor the bidder's own pseudonym).
-type MyAuction struct {
-	AuctionID string `json:"auction_id"`
-	Status    string `json:"status"`
-	// IsHighest: the auction's highest bid is the bidder's (a withdrawn bid never is: its withdrawal
-	// restored the previous highest).
-	IsHighest bool   `json:"is_highest"`
-	Amount    string `json:"amount"` // the bidder's highest bid
-	BidAt     string `json:"bid_at"` // when it was placed
-	BidCount  int64  `json:"bid_count"`
-	// HighestAmount is the auction's highest bid, whoever placed it (as GET .../highest-bid shows).
-	HighestAmount *string `json:"highest_amount"`
-	EndsAt        string  `json:"ends_at"`
-
-	amountCents int64
-}
-
-// maxMineBids bounds the bids one listing reads: a bidder's most recent ones.
-const maxMineBids = 10_000
-
-// handleMine answers GET {prefix}/auctions/mine?status=active|won|lost&page=&page_size=
-// (docs/reference.md "A bidder's own auctions"): the auctions the bidder bid on, newest bid first, from
-// the bidder's own bid index that the event worker keeps (so a bid shows up once the worker has
-// recorded it, normally within a second).
-func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
-	s := k.s
-	status := r.URL.Query().Get("status")
-	user, page, size, ok := s.whose(w, r, s.bidders.Load(), func() *web.Error {
-		if status != "" && status != mineActive && status != mineWon && status != mineLost {
-			return web.ErrInvalidRequest.With("field", "status").With("problems", "status is active, won or lost")
-		}
-		return nil
-	})
-	if !ok {
-		return
-	}
-	all, err := k.mine(r.Context(), user)
-	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-		return
-	}
-	items := all
-	if status != "" {
-		items = slices.DeleteFunc(slices.Clone(all), func(a MyAuction) bool { return a.Status != status })
-	}
-	lo, hi, size := web.Window(int64(len(items)), page, size)
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items[lo:hi], "total_count": len(items), "page": page, "page_size": size})
-}
-
-// mine reads a bidder's auctions: the bidder's bids from the worker's records (records.go), grouped
-// by auction, then each auction's end and highest bid in one pipeline.
-// Withdrawn bids are left out: the shop refused them.
-func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
-	s := k.s
-	byAuction := map[string]*MyAuction{}
-	var order []*MyAuction
-	add := func(rec BidRecord) {
-		if rec.State == "withdrawn" {
-			return
-		}
-		cents, err := money.Parse(rec.Amount)
-		if err != nil {
-			return
-		}
-		a := byAuction[rec.AuctionID]
-		if a == nil {
-			a = &MyAuction{AuctionID: rec.AuctionID}
-			byAuction[rec.AuctionID] = a
-			order = append(order, a)
-		}
-		a.BidCount++
-		if cents > a.amountCents {
-			a.amountCents, a.Amount, a.BidAt = cents, rec.Amount, rec.BidAt
-		}
-	}
-	// With the ledger on, the bids come from it: the store keeps only records_retention of them.
-	var found []listed
-	read := false
-	if s.o.Ledger != nil {
-		if bids, _, err := s.o.Ledger.Bids(ctx, bidder, 1, maxMineBids); err == nil {
-			for _, b := range bids {
-				add(bidRecordOf(b))
-			}
-			read = true
-		} else {
-			s.logger.Warn("ledger: reading a bidder's bids failed; answering from the store", "error", err.Error())
-		}
-	}
-	if !read {
-		var err error
-		if found, _, err = s.page(ctx, s.bid.table, bidder, 1, maxMineBids); err != nil {
-			return nil, err
-		}
-	}
-	for _, l := range found {
-		var rec BidRecord
-		if json.Unmarshal([]byte(l.body), &rec) == nil {
-			add(rec)
-		}
-	}
-	if len(order) == 0 {
-		return []MyAuction{}, nil
-	}
-	// Each auction's keys share its own hash tag; a pipeline (not one multi-key command) reads them
-	// on Cluster too.
-	pipe := s.client.Pipeline()
-	ends := make([]*redis.SliceCmd, len(order))
-	highest := make([]*redis.SliceCmd, len(order))
-	for i, a := range order {
-		ends[i] = pipe.HMGet(ctx, auctionInfoKey(s.keys, a.AuctionID), "ends_at")
-		highest[i] = pipe.HMGet(ctx, auctionHighestKey(s.keys, a.AuctionID), "bidder", "amount")
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
-	now := time.Now()
-	out := make([]MyAuction, 0, len(order))
-	for i, a := range order {
-		endsMs, err := strconv.ParseInt(fmt.Sprint(ends[i].Val()[0]), 10, 64)
-		if err != nil {
-			continue // the auction is gone from the store: nothing to say about it
-		}
-		endsAt := time.UnixMilli(endsMs).UTC()
-		a.EndsAt = endsAt.Format(time.RFC3339)
-		h := highest[i].Val()
-		if bidderOfHighest, ok := h[0].(string); ok {
-			a.IsHighest = bidderOfHighest == bidder
-		}
-		if amount, ok := h[1].(string); ok {
-			if cents, err := strconv.ParseInt(amount, 10, 64); err == nil {
-				text := money.Format(cents)
-				a.HighestAmount = &text
-			}
-		}
-		switch {
-		case now.Before(endsAt):
-			a.Status = mineActive
-		case a.IsHighest:
-			a.Status = mineWon
-		default:
-			a.Status = mineLost
-		}
-		out = append(out, *a)
-	}
-	// In the order of the bidder's latest bid on each, newest first: the index's order (by time,
-	// then by bid id, which grows with time), so pages are stable.
-	return out, nil
 }

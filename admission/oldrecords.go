@@ -8,8 +8,8 @@ package admission
 // the list of all), and never written; the event worker removes those past the retention, a bounded
 // number at a time (drain), and Redis removes the keys with their last record.
 //
-// Builds before those tables wrote a key per record ({adm}:a:<id>, {adm}:b:<id>) and a sorted set
-// per user ({adm}:user:<user>, {adm}:ubids:<user>): read beside them too; they go with their TTLs.
+// Builds before those tables wrote a key per record and a sorted set per user (oldTable's
+// legacyRecord and legacyUser): read beside them too; they go with their TTLs.
 
 import (
 	"cmp"
@@ -23,7 +23,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -33,20 +32,6 @@ type oldTable struct {
 	userField               string // the JSON field of a record that names its user
 	// The keys of earlier builds: a record's, and a user's index.
 	legacyRecord, legacyUser func(string) string
-}
-
-func oldStockTable(k store.Keys) *oldTable {
-	return &oldTable{records: k.Global("adm", "admissions"), byTime: k.Global("adm", "by_time"), byUser: k.Global("adm", "by_user"),
-		userField:    "user",
-		legacyRecord: func(id string) string { return k.Global("adm", "a:"+id) },
-		legacyUser:   func(user string) string { return k.Global("adm", "user:"+user) }}
-}
-
-func oldBidTable(k store.Keys) *oldTable {
-	return &oldTable{records: k.Global("adm", "bids"), byTime: k.Global("adm", "bids_by_time"), byUser: k.Global("adm", "bids_by_user"),
-		userField:    "bidder",
-		legacyRecord: func(id string) string { return k.Global("adm", "b:"+id) },
-		legacyUser:   func(user string) string { return k.Global("adm", "ubids:"+user) }}
 }
 
 // bodies reads the JSON records of ids, in order, "" for one there is none of: one HMGET, and one
@@ -152,7 +137,12 @@ func (s *Service) oldDelete(ctx context.Context, t *oldTable, id string) (bool, 
 // than cutoff) with their index entries: one call per table, every TrimEvery, so a deployment that
 // kept years of records loses them at a bounded cost per pass, never with one long command.
 func (s *Service) drainOld(ctx context.Context, cutoff time.Time) {
-	for _, t := range []*oldTable{s.stock.table.old, s.bid.table.old} {
+	for _, k := range s.kinds {
+		tk, ok := k.(tabledKind)
+		if !ok || tk.adminTable().old == nil {
+			continue
+		}
+		t := tk.adminTable().old
 		n, err := drainScript.Run(ctx, s.client, []string{t.records, t.byTime, t.byUser}, t.userField,
 			cutoff.UnixMilli(), drainMax).Int64()
 		if err != nil {

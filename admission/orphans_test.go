@@ -62,15 +62,15 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 		alive.svc.o.OrphanAfter = 200 * time.Millisecond
 		alive.svc.sweepOrphans(ctx)
 
-		if got := testutil.ToFloat64(sweeper.svc.metrics.orphans.WithLabelValues("add", "released")) +
-			testutil.ToFloat64(alive.svc.metrics.orphans.WithLabelValues("add", "released")); got != 2 {
+		if got := testutil.ToFloat64(sweeper.svc.stock().metrics.orphans.WithLabelValues("add", "released")) +
+			testutil.ToFloat64(alive.svc.stock().metrics.orphans.WithLabelValues("add", "released")); got != 2 {
 			t.Fatalf("released %v, want 2", got)
 		}
-		if got := testutil.ToFloat64(sweeper.svc.metrics.orphans.WithLabelValues("keep", "held")) +
-			testutil.ToFloat64(alive.svc.metrics.orphans.WithLabelValues("keep", "held")); got != 1 {
+		if got := testutil.ToFloat64(sweeper.svc.stock().metrics.orphans.WithLabelValues("keep", "held")) +
+			testutil.ToFloat64(alive.svc.stock().metrics.orphans.WithLabelValues("keep", "held")); got != 1 {
 			t.Fatalf("held on route keep %v, want 1", got)
 		}
-		if got := testutil.ToFloat64(sweeper.svc.metrics.orphans.WithLabelValues("gone", "held")); got != 1 {
+		if got := testutil.ToFloat64(sweeper.svc.stock().metrics.orphans.WithLabelValues("gone", "held")); got != 1 {
 			t.Fatalf("held on a route no longer configured %v, want 1", got)
 		}
 		// p: 2 released back, 3 still taken (the live replica's, the lease-less replica's, the young one).

@@ -13,22 +13,24 @@ import (
 )
 
 // Reconciliation (`edgeq reconcile`; docs/reference.md "Ledger") compares the store with the ledger
-// after the ledger has caught up with the streams:
-//   - per product, the units held (admitted or committed, not given back): the store's buyer counts
-//     against the ledger's rows; per auction, the highest standing bid;
-//   - every admission and bid the store still has a record of (records live recordTTL, a day)
-//     against the ledger's rows of that period: ids in one and not the other, and states that differ.
+// after the ledger has caught up with the streams, for each ledgered kind (ledgeredKind.reconcile):
+//   - per owner, what the kind counts (what its admissions hold): the store's
+//     against the ledger's rows;
+//   - every admission the store still has a record of (records live recordTTL, a day) against the
+//     ledger's rows of that period: ids in one and not the other, and states that differ.
 // Store records are the scripts' own (written in the same call that took the units), not the admin
 // indexes, so a store that lost writes (a crash with AOF everysec) shows what it lost.
 
 // Difference is one thing the store and the ledger disagree on.
 type Difference struct {
-	Kind   string // "product", "auction", "admission", "bid", "backlog", "stream"
-	Owner  string // product or auction id
-	ID     string // admission or bid id ("" for a per-owner count)
-	What   string // "units held", "highest bid", "missing from the ledger", "missing from the store", "state", "not written"
+	Kind   string // a kind's owner noun or id noun (its records' noun), "backlog" or "stream"
+	Owner  string // the owner's id
+	ID     string // the admission's id ("" for a per-owner count)
+	What   string // the kind's per-owner count ("units held"), "missing from the ledger", "missing from the store", "state", "not written"
 	Store  string // the store's value ("" when it has none)
 	Ledger string // the ledger's value
+
+	ownerNoun string // what Owner is (kind.owner), for a difference of one id
 }
 
 func (d Difference) String() string {
@@ -41,37 +43,31 @@ func (d Difference) String() string {
 	case d.ID == "":
 		return fmt.Sprintf("%s %s: %s: store %s, ledger %s", d.Kind, d.Owner, d.What, d.Store, d.Ledger)
 	case d.What == "missing from the ledger":
-		return fmt.Sprintf("%s %s (%s %s): in the store (%s), missing from the ledger", d.Kind, d.ID, ownerWord(d.Kind), d.Owner, d.Store)
+		return fmt.Sprintf("%s %s (%s %s): in the store (%s), missing from the ledger", d.Kind, d.ID, d.ownerNoun, d.Owner, d.Store)
 	case d.What == "missing from the store":
-		return fmt.Sprintf("%s %s (%s %s): in the ledger (%s), missing from the store", d.Kind, d.ID, ownerWord(d.Kind), d.Owner, d.Ledger)
+		return fmt.Sprintf("%s %s (%s %s): in the ledger (%s), missing from the store", d.Kind, d.ID, d.ownerNoun, d.Owner, d.Ledger)
 	default:
-		return fmt.Sprintf("%s %s (%s %s): %s: store %s, ledger %s", d.Kind, d.ID, ownerWord(d.Kind), d.Owner, d.What, d.Store, d.Ledger)
+		return fmt.Sprintf("%s %s (%s %s): %s: store %s, ledger %s", d.Kind, d.ID, d.ownerNoun, d.Owner, d.What, d.Store, d.Ledger)
 	}
-}
-
-func ownerWord(kind string) string {
-	if kind == "bid" {
-		return "auction"
-	}
-	return "product"
 }
 
 // Reconciliation is what Reconcile found.
 type Reconciliation struct {
-	// Owners and IDs are what each ledgered kind compared, in the kinds' order: its owners (products,
-	// auctions) and its ids (admissions, bids: the store's and the ledger's of the period, together).
+	// Owners and IDs are what each ledgered kind compared, in the kinds' order: its owners and its
+	// ids (the store's and the ledger's of the period, together).
 	Owners, IDs []Tally
 	Since       time.Time
 	Differences []Difference
 }
 
-// A Tally is a number of things compared: 3 "products".
+// A Tally is a number of things compared: a number and a plural noun.
 type Tally struct {
 	N    int
 	Noun string // plural
 }
 
-// Compared says what was compared: "1 products, 1 auctions, 35 admissions and 8 bids".
+// Compared says what was compared, every kind's owners then every kind's ids: "2 <owners>, 35
+// <ids> and 8 <other ids>".
 func (r *Reconciliation) Compared() string {
 	var parts []string
 	for _, t := range slices.Concat(r.Owners, r.IDs) {
@@ -187,6 +183,7 @@ func (s *Service) ownersToCompare(ctx context.Context, k kind, inLedger []string
 // records says how a kind's store records are compared with its ledger rows.
 type records struct {
 	noun         string // "admission": the differences' Kind; its plural is the tally's
+	ownerNoun    string // what the records' owners are: the kind's owner()
 	open, middle string // the record keys: "<prefix>" open "<owner>" middle "<id>"
 	days         string // when set, the records are also fields of hashes "<prefix>" open "<owner>" days "<day>"
 	user         string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
@@ -223,7 +220,7 @@ func (s *Service) compareRecords(ctx context.Context, r *Reconciliation, c recor
 	if err != nil {
 		return err
 	}
-	n, err := r.compareIDs(c.noun, store, c.inLedger, c.lookup)
+	n, err := r.compareIDs(c.noun, c.ownerNoun, store, c.inLedger, c.lookup)
 	r.IDs = append(r.IDs, Tally{N: n, Noun: c.noun + "s"})
 	return err
 }
@@ -237,22 +234,22 @@ func mapped[T any](rows []T, f func(T) compared) []compared {
 	return out
 }
 
-// compared is an admission or a bid as reconcile compares it: its owner, state and the rest.
+// compared is an admission as reconcile compares it: its owner, state and the rest.
 type compared struct{ id, owner, state, detail string }
 
 // compareIDs adds a difference for every id in one of store and inLedger and not in the other
 // (lookup asks the ledger for one the period's rows lack), and for every id whose state or details
 // differ; it returns the number of ids compared.
-func (r *Reconciliation) compareIDs(kind string, store map[string]compared, inLedger []compared, lookup func(id string) (compared, bool, error)) (int, error) {
+func (r *Reconciliation) compareIDs(kind, ownerNoun string, store map[string]compared, inLedger []compared, lookup func(id string) (compared, bool, error)) (int, error) {
 	seen := map[string]bool{}
 	for _, l := range inLedger {
 		seen[l.id] = true
 		st, ok := store[l.id]
 		switch {
 		case !ok:
-			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "missing from the store", Ledger: l.state})
+			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "missing from the store", Ledger: l.state, ownerNoun: ownerNoun})
 		case st.detail != l.detail:
-			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "state", Store: st.detail, Ledger: l.detail})
+			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "state", Store: st.detail, Ledger: l.detail, ownerNoun: ownerNoun})
 		}
 	}
 	ids := make([]string, 0, len(store))
@@ -268,12 +265,13 @@ func (r *Reconciliation) compareIDs(kind string, store map[string]compared, inLe
 		} else if found && l.detail == store[id].detail {
 			continue
 		}
-		r.Differences = append(r.Differences, Difference{Kind: kind, Owner: store[id].owner, ID: id, What: "missing from the ledger", Store: store[id].state})
+		r.Differences = append(r.Differences, Difference{Kind: kind, Owner: store[id].owner, ID: id, What: "missing from the ledger", Store: store[id].state,
+			ownerNoun: ownerNoun})
 	}
 	return len(seen) + len(ids), nil
 }
 
-// ownerAndID splits "<prefix>:{p:<owner>}:adm:<id>" (or the auction form) into owner and id.
+// ownerAndID splits a record key "<prefix>" open "<owner>" middle "<id>" into owner and id.
 func ownerAndID(key, open, middle string) (owner, id string, ok bool) {
 	_, rest, ok1 := strings.Cut(key, open)
 	owner, id, ok2 := strings.Cut(rest, middle)
@@ -281,7 +279,7 @@ func ownerAndID(key, open, middle string) (owner, id string, ok bool) {
 }
 
 // scanDayRecords calls fn with every record of the day hashes (scripts/lib.lua) whose key matches
-// pattern, on every master of a Cluster, reading each hash in parts (HSCAN): a day of a product
+// pattern, on every master of a Cluster, reading each hash in parts (HSCAN): a day of an owner
 // that sold well is a large hash. The orphan marks ("<id>:orphan") are not records.
 func (s *Service) scanDayRecords(ctx context.Context, pattern string, fn func(key, id, value string)) error {
 	return s.eachMaster(ctx, func(ctx context.Context, c redis.Cmdable) error {

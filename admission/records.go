@@ -1,12 +1,12 @@
 package admission
 
-// The admin records: what the event workers keep of every admission and bid for the admin API and a
-// buyer's own lists, for the retention (admission.records_retention; the ledger keeps everything).
-// Each owner's (product's, auction's) records live under its own hash tag, so Redis Cluster spreads
-// them as it spreads the stock, and no key holds every owner's: per day of the ids' time, the records
+// The admin records: what the event workers keep of every admission for the admin API and a user's
+// own lists, for the retention (admission.records_retention; the ledger keeps everything). Each
+// owner's records live under its own hash tag, so Redis Cluster spreads them as it spreads the
+// owners, and no key holds every owner's: per day of the ids' time, the records
 // (hash: id -> record) and their ids in the order applied (list: a few bytes each), and per owner its
-// users' ids (hash: user -> ids). A stock admission's record is the scripts' own (scripts/lib.lua: a
-// line of a few fields, which also settles it): the worker only indexes it. A bid's is the JSON the
+// users' ids (hash: user -> ids). A kind's record is either the scripts' own (a line of a few
+// fields, which also settles it: adminTable.scripted), which the worker only indexes, or JSON the
 // worker writes. The worker (apply.lua) removes the records past the retention as it writes, a bounded
 // number per call, and the day's keys expire whole after it.
 //
@@ -27,7 +27,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/ids"
-	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -37,7 +36,7 @@ type adminTable struct {
 	records func(owner string, day int64) string
 	ids     func(owner string, day int64) string
 	users   func(owner string) string
-	// unsettled is the owner's unsettled set when the records are the scripts' own (stock): the worker
+	// unsettled is the owner's unsettled set when the records are the scripts' own: the worker
 	// only indexes them, and keeps those of unsettled admissions past the retention. nil: the worker
 	// writes the records (JSON).
 	unsettled func(owner string) string
@@ -50,29 +49,6 @@ type adminTable struct {
 }
 
 func (t *adminTable) scripted() bool { return t.unsettled != nil }
-
-func stockTable(k store.Keys) *adminTable {
-	return &adminTable{owners: productIndexKey(k),
-		records:     func(p string, day int64) string { return dayRecordsKey(k, p, day) },
-		ids:         func(p string, day int64) string { return idsKey(k, p, day) },
-		users:       func(p string) string { return usersKey(k, p) },
-		unsettled:   func(p string) string { return unsettledKey(k, p) },
-		userPattern: `^%S+ (%S+)`,
-		userOf:      func(body string) string { return parseStoreRecord(body).user },
-		timeOf:      stockTime,
-		old:         oldStockTable(k)}
-}
-
-func bidTable(k store.Keys) *adminTable {
-	return &adminTable{owners: auctionIndexKey(k),
-		records:     func(a string, day int64) string { return bidRecordsKey(k, a, day) },
-		ids:         func(a string, day int64) string { return bidIDsKey(k, a, day) },
-		users:       func(a string) string { return biddersKey(k, a) },
-		userPattern: `"bidder":"([^"]*)"`,
-		userOf:      jsonField("bidder"),
-		timeOf:      jsonTime("bid_at"),
-		old:         oldBidTable(k)}
-}
 
 // jsonField reads a string field of a JSON record.
 func jsonField(name string) func(string) string {
@@ -93,22 +69,13 @@ func jsonTime(name string) func(string) int64 {
 	}
 }
 
-// stockTime is a stock admission's time: its record's, or an earlier build's JSON's.
-func stockTime(body string) int64 {
-	if strings.HasPrefix(body, "{") {
-		return jsonTime("admitted_at")(body)
-	}
-	at, _ := strconv.ParseInt(parseStoreRecord(body).at, 10, 64)
-	return at
-}
-
 // ref names an admin record: its owner and id, or (old) a record of an earlier build's table.
 type ref struct {
 	owner, id string
 	old       bool
 }
 
-// stored is an admin record as read: its body (a stock record's line, or JSON), and a stock record's
+// stored is an admin record as read: its body (a scripts' record line, or JSON), and a scripts' record's
 // orphan mark.
 type stored struct{ body, mark string }
 
@@ -346,7 +313,7 @@ func (s *Service) bodies(ctx context.Context, t *adminTable, refs []ref) ([]stor
 }
 
 // locate finds a record by its id alone: under each owner, then in the earlier builds' table.
-// found is false when there is none (for stock, a tombstone is none).
+// found is false when there is none (for scripts' records, a tombstone is none).
 func (s *Service) locate(ctx context.Context, t *adminTable, id string) (ref, stored, bool, error) {
 	owners, err := s.client.SMembers(ctx, t.owners).Result()
 	if err != nil {
@@ -393,39 +360,6 @@ func (s *Service) deleteRecord(ctx context.Context, t *adminTable, id string) (b
 		return false, errUnsettled
 	}
 	return n > 0, err
-}
-
-// stockRecord reads a stock admission's admin record: the scripts' line (lib.lua: "<state> <user>
-// <qty> <at ms> <route> <given back at, ms>"), or an earlier build's JSON. false for a tombstone.
-func stockRecord(r ref, st stored) (Record, bool) {
-	if strings.HasPrefix(st.body, "{") {
-		var rec Record
-		return rec, json.Unmarshal([]byte(st.body), &rec) == nil
-	}
-	f := strings.Fields(st.body)
-	if len(f) < 4 {
-		return Record{}, false
-	}
-	qty, err1 := strconv.ParseInt(f[2], 10, 64)
-	at, err2 := strconv.ParseInt(f[3], 10, 64)
-	if errors.Join(err1, err2) != nil {
-		return Record{}, false
-	}
-	rec := Record{ID: r.id, ProductID: r.owner, User: f[1], Quantity: qty, State: f[0], AdmittedAt: msTime(at)}
-	if len(f) >= 6 {
-		if given, err := strconv.ParseInt(f[5], 10, 64); err == nil {
-			switch rec.State {
-			case "released":
-				rec.ReleasedAt = msTime(given)
-			case "cancelled":
-				rec.CancelledAt = msTime(given)
-			}
-		}
-	}
-	if st.mark == "released" {
-		rec.Reason = "orphaned" // given back by the orphan sweep (orphans.go)
-	}
-	return rec, true
 }
 
 // msTime formats a time in ms as records show it.

@@ -34,12 +34,12 @@ func TestAdminRecords_EarlierBuildsRecordsAreReadBeside(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Client.ZAdd(ctx, legacyUser, redis.Z{Score: float64(oldAt), Member: "1000"})
-		s.Client.ZAdd(ctx, st.svc.stock.table.old.byTime, redis.Z{Score: float64(oldAt), Member: "1000"})
+		s.Client.ZAdd(ctx, st.svc.stock().table.old.byTime, redis.Z{Score: float64(oldAt), Member: "1000"})
 
 		st.startWorker()
 		ids := st.buyTogether("p", []string{"ann"}, []int64{1})
 		eventually(t, 10*time.Second, "the new admission listed", func() bool {
-			return len(indexedIDs(t, st.svc, st.svc.stock.table, "p")) == 1
+			return len(indexedIDs(t, st.svc, st.svc.stock().table, "p")) == 1
 		})
 		if a := st.adminGet("/api/admissions/1000"); a.status != 200 || num(a.json["quantity"]) != 2 {
 			t.Fatalf("the earlier build's record: %d %s", a.status, a.body)
@@ -77,7 +77,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 			s := storetest.Redis(t)
 			st := newStack(t, s, product("p", 10, 5))
 			ctx := context.Background()
-			svc, table := st.svc, st.svc.stock.table
+			svc, table := st.svc, st.svc.stock().table
 			svc.o.RecordsRetention = time.Hour
 			// The old admissions: records as reserve.lua writes them, at a time past the retention and in
 			// the cutoff day (earlier days' keys expire whole).
@@ -158,7 +158,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 			if num(a.json["total_count"]) != int64(old-20+2) {
 				t.Fatalf("the admin list counts %v", a.json["total_count"])
 			}
-			if rec, found, err := svc.record(ctx, held); err != nil || !found || rec.State != "admitted" {
+			if rec, found, err := svc.stock().adminRecord(ctx, held); err != nil || !found || rec.State != "admitted" {
 				t.Fatalf("the unsettled admission's record: %+v %v %v", rec, found, err)
 			}
 			// Writes go on, and so does the trim, until every old record is gone.
@@ -190,7 +190,7 @@ func TestAdminRecords_KeysExpireAfterTheRetention(t *testing.T) {
 		st.startWorker()
 		ctx := context.Background()
 		id := st.buyTogether("p", []string{"ann"}, []int64{1})[0]
-		eventually(t, 10*time.Second, "indexed", func() bool { return len(indexedIDs(t, st.svc, st.svc.stock.table, "p")) == 1 })
+		eventually(t, 10*time.Second, "indexed", func() bool { return len(indexedIDs(t, st.svc, st.svc.stock().table, "p")) == 1 })
 		day := recordsDay(id)
 		end := time.Unix((day+1)*86400, 0)
 		retention := st.svc.o.RecordsRetention
@@ -283,7 +283,7 @@ func TestAdminRecords_PagesHoldEachRecordOnceWhenAppliedLate(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
 		ctx := context.Background()
-		svc, table := st.svc, st.svc.stock.table
+		svc, table := st.svc, st.svc.stock().table
 		now := time.Now().UnixMilli()
 		var want []string
 		add := func(product string, ms int64) {

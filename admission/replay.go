@@ -8,9 +8,9 @@ import (
 
 // Settlements after a failover (docs/reference.md "What a failover can still bring back"). With
 // redis.wait_replicas a reservation is on the replicas before the shop sees it, but what settles it
-// afterwards (a commit, a release, a bid's withdrawal) is not waited for: a failover can lose one. A
-// lost commit leaves the admission unsettled on the new master (listed, and its buyer's claim counts
-// until ClaimTTL: 409 PURCHASE_IN_PROGRESS); a lost release brings the unit back as taken, held for
+// afterwards (a commit, a release) is not waited for: a failover can lose one. A lost commit leaves
+// the admission unsettled on the new master (listed, and its user's claim counts until ClaimTTL:
+// the kind's busy refusal); a lost release brings the unit back as taken, held for
 // nobody. So each replica remembers what it settled in the last replayWindow and, once it sees the
 // store's master change (store.Generation), sends it all again: every settlement script is idempotent
 // per id, and on a master that has the settlement already it changes nothing. What a replica settled

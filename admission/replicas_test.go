@@ -264,7 +264,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			return true
 		})
 		for _, rp := range replicas {
-			rp.svc.bid.reads.forget(auctionID)
+			rp.svc.bid().reads.forget(auctionID)
 			h := rp.get("/_edgeq/auctions/" + auctionID + "/highest-bid")
 			hb, _ := h.json["highest_bid"].(map[string]any)
 			if h.status != 200 || hb["amount"] != money.Format(maxAccepted) {

@@ -1,8 +1,8 @@
 package admission
 
 // Admission's part of the report (report, docs/reference.md "The report"): each replica
-// counts the admissions, settlements and refusals it decides, per product and auction, and writes them
-// once per tick with the product's stock (no Redis call per admission).
+// counts the admissions, settlements and refusals it decides, per owner in its kind's scope, and writes
+// them once per tick (no Redis call per admission), with what each kind adds (reportedKind.reportExtra).
 
 import (
 	"context"
@@ -14,19 +14,14 @@ import (
 	"github.com/edgeq/edgeq/report"
 )
 
-// reportedKind is a kind whose owners have series in the report: the scope they are kept in, and the
-// series and amount an admission counts (a product's units, one bid).
+// reportedKind is a kind whose owners have series in the report: the scope they are kept in, the
+// series and amount an admission counts, the amount a settlement counts (0: settlements are not
+// counted), and what the report's writer adds for an owner each tick.
 type reportedKind interface {
 	reportScope() report.Kind
 	reportAdmitted(c claim) (series string, n int64)
-}
-
-func (*stockKind) reportScope() report.Kind               { return report.Product }
-func (*stockKind) reportAdmitted(c claim) (string, int64) { return report.Admitted, max(c.value, 1) }
-func (*bidKind) reportScope() report.Kind                 { return report.Auction }
-func (*bidKind) reportAdmitted(claim) (string, int64)     { return report.Accepted, 1 }
-func (s *Service) productReport(product string) *report.Scope {
-	return s.tally.Scope(report.Product, product)
+	reportSettled(c claim) int64
+	reportExtra(owner string) report.Extra
 }
 
 // countAdmitted counts an admission of c.
@@ -37,11 +32,13 @@ func (s *Service) countAdmitted(k kind, c claim) {
 	}
 }
 
-// countSettled counts a product's units committed or given back (series report.Committed,
-// report.Released, report.Cancelled).
+// countSettled counts what c's settlement gives or keeps (series report.Committed, report.Released,
+// report.Cancelled), for a kind that counts settlements.
 func (s *Service) countSettled(k kind, c claim, series string) {
-	if rk, ok := k.(reportedKind); ok && rk.reportScope() == report.Product {
-		s.productReport(c.owner).Add(series, max(c.value, 1))
+	if rk, ok := k.(reportedKind); ok {
+		if n := rk.reportSettled(c); n > 0 {
+			s.tally.Scope(rk.reportScope(), c.owner).Add(series, n)
+		}
 	}
 }
 
@@ -49,7 +46,7 @@ func (s *Service) countSettled(k kind, c claim, series string) {
 // knows (a made-up id makes no series: not found, or not found and the shop not asked).
 func (s *Service) countRefused(k kind, owner string, e *web.Error) {
 	rk, ok := k.(reportedKind)
-	if !ok || owner == "" || e.Code == k.notFound().Code || e.Code == web.ErrAuctionsSourceUnavailable.Code ||
+	if !ok || owner == "" || e.Code == k.notFound().Code || sourceDown(k, e) ||
 		!slices.ContainsFunc(k.refusals(), func(r *web.Error) bool { return r.Code == e.Code }) {
 		return
 	}
@@ -74,28 +71,29 @@ func (s *Service) runReport(ctx context.Context, every time.Duration) {
 }
 
 func (s *Service) flushReport(ctx context.Context) {
-	s.report.Flush(ctx, s.tally, report.Product, func(id string) report.Extra {
-		return report.Extra{Aux: stockKey(s.keys, id), AuxGauge: report.Stock, Firsts: report.Admitted, Zeros: report.Stock}
-	})
-	s.report.Flush(ctx, s.tally, report.Auction, func(string) report.Extra {
-		return report.Extra{Firsts: report.Accepted}
-	})
+	for _, k := range s.kinds {
+		if rk, ok := k.(reportedKind); ok {
+			s.report.Flush(ctx, s.tally, rk.reportScope(), rk.reportExtra)
+		}
+	}
 }
 
-// Owners are the products and auctions the store knows, for the report.
-func (s *Service) Owners(ctx context.Context) (products, auctions []string, err error) {
-	return ReadOwners(ctx, s.o.Store)
-}
-
-// ReadOwners reads the products and auctions the store knows (`edgeq report`).
-func ReadOwners(ctx context.Context, st *store.Store) (products, auctions []string, err error) {
-	if products, err = st.Client.SMembers(ctx, productIndexKey(st.Keys)).Result(); err != nil {
-		return nil, nil, err
+// ReadOwners reads the owners the store knows of every kind with series in the report, by the
+// report's scope (`edgeq report`, the admin listener's /report).
+func ReadOwners(ctx context.Context, st *store.Store) (map[report.Kind][]string, error) {
+	s := &Service{o: Options{Store: st}, client: st.Client, keys: st.Keys}
+	owners := map[report.Kind][]string{}
+	for _, r := range registered {
+		rk, ok := r.newKind(s).(reportedKind)
+		if !ok {
+			continue
+		}
+		ids, err := st.Client.SMembers(ctx, rk.(kind).ownersKey()).Result()
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(ids)
+		owners[rk.reportScope()] = ids
 	}
-	if auctions, err = st.Client.SMembers(ctx, auctionIndexKey(st.Keys)).Result(); err != nil {
-		return nil, nil, err
-	}
-	slices.Sort(products)
-	slices.Sort(auctions)
-	return products, auctions, nil
+	return owners, nil
 }

@@ -17,20 +17,8 @@ var scripts = luascript.From(scriptFiles, "scripts")
 // script is an admission operation's script.
 func script(name string) *redis.Script { return scripts.Script(name) }
 
-// Stock scripts (stock.go, products.go) and bid scripts (bid.go, auctions.go).
+// The pipeline's scripts; each kind's are in its own files.
 var (
-	reserveScript = script("reserve.lua")
-	releaseScript = script("release.lua")
-	commitScript  = script("commit.lua")
-	cancelScript  = script("cancel.lua")
-	productScript = script("product.lua")
-	restockScript = script("restock.lua")
-
-	bidScript       = script("bid.lua")
-	withdrawScript  = script("withdraw.lua")
-	bidCommitScript = script("bidcommit.lua")
-	auctionScript   = script("auction.lua")
-
 	applyScript  = scripts.Alone("apply.lua")  // the event worker's (apply.go)
 	deleteScript = scripts.Alone("delete.lua") // an admin record's deletion (records.go)
 
@@ -38,6 +26,6 @@ var (
 	drainScript     = scripts.Alone("drain.lua")     // earlier builds' admin records past the retention (oldrecords.go)
 	commitsScript   = script("commits.lua")          // batched commits (committer.go)
 	trimScript      = scripts.Alone("trim.lua")      // the event streams' trim (trim.go)
-	leaseScript     = script("lease.lua")            // a replica's liveness lease (orphans.go)
+	leaseScript     = script("lease.lua")            // a replica's liveness lease (lease.go)
 	indexScript     = scripts.Alone("index.lua")     // the ids' index and spellings (spellings.go)
 )

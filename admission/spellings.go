@@ -15,20 +15,20 @@ import (
 // Other spellings of guarded ids (admission.id_match; docs/reference.md
 // "Other spellings of a guarded id"). A shop reads the id a request names with its own comparison: a
 // case-insensitive collation finds sneaker-a for "SNEAKER-A", intval and to_i find 42 for "042" and
-// "42abc". When the store does not know a request's id as spelled, unknown_product: pass must not
+// "42abc". When the store does not know a request's id as spelled, an unknown-owner pass must not
 // forward it if a common reading makes it a guarded id: each kind's ids are indexed under their keys
 // (idmatch.GuardedKeys) in one hash beside the kind's index, written with the index in one script
-// (index.lua), and an unknown id is looked up there before it passes, before an auction is asked of
-// auctions_source, and before it is refused as unknown. A known id costs nothing more: the lookup runs
+// (index.lua), and an unknown id is looked up there before it passes, before a kind asks its source
+// (discoverer), and before it is refused as unknown. A known id costs nothing more: the lookup runs
 // only after the store answered "unknown".
 
-// indexOwner adds a product or auction id to its kind's index and spellings.
+// indexOwner adds an owner id to its kind's index and spellings.
 func (s *Service) indexOwner(ctx context.Context, k kind, id string) error {
 	keys, args := indexArgs(k, "add", id)
 	return indexScript.Run(ctx, s.client, keys, args...).Err()
 }
 
-// unindexOwner removes a deleted product from its kind's index and spellings.
+// unindexOwner removes a deleted owner from its kind's index and spellings.
 func (s *Service) unindexOwner(ctx context.Context, k kind, id string) error {
 	keys, args := indexArgs(k, "remove", id)
 	return indexScript.Run(ctx, s.client, keys, args...).Err()
@@ -51,9 +51,9 @@ var errNothingTaken = errors.New("nothing was reserved")
 
 // unknownOwner handles a request whose owner the store does not know as spelled (c.owner). A guarded
 // id that a common reading makes of it decides (idmatch): the request is reserved as that id when the
-// route's rule makes the two one id, refused 400 otherwise. With none, an auction is asked of
-// auctions_source (discover) and, when the shop knows it, reserved; else the answer stays unknown (the
-// route refuses it or, with unknown_product: pass, forwards it). The claim returned is what was
+// route's rule makes the two one id, refused 400 otherwise. With none, a discoverer kind asks its
+// source (discover) and, when the shop knows the owner, reserves; else the answer stays unknown (the
+// route refuses it or, with an unknown-owner pass, forwards it). The claim returned is what was
 // reserved; an error wrapping errNothingTaken means no script ran.
 func (s *Service) unknownOwner(ctx context.Context, k kind, rule idmatch.Rule, c claim) (claim, *web.Error, error) {
 	near, err := s.nearOwners(ctx, k, rule, c.owner)
@@ -104,7 +104,7 @@ func (s *Service) nearOwners(ctx context.Context, k kind, rule idmatch.Rule, id 
 	return near, nil
 }
 
-// indexSpellings indexes the spellings of every product and auction in the kinds' indexes: those an
+// indexSpellings indexes the spellings of every owner in the kinds' indexes: those an
 // earlier build created (without spellings) are guarded in every spelling from then on. index.lua is
 // idempotent; the calls go in pipelines of a thousand.
 func (s *Service) indexSpellings(ctx context.Context) error {
@@ -144,7 +144,7 @@ func (s *Service) runSpellingsIndex(ctx context.Context) {
 			return
 		}
 		if failures == 0 {
-			s.logger.Warn("indexing the spellings of products and auctions failed; retried every second", "error", err.Error())
+			s.logger.Warn("indexing the spellings of the admission owners failed; retried every second", "error", err.Error())
 		}
 		select {
 		case <-ctx.Done():

@@ -21,17 +21,17 @@ import (
 
 // claim is what one admitted (or refused) request asks for.
 type claim struct {
-	owner string // product or auction id: the hash tag of every key its scripts touch
+	owner string // the owner's id (kind.owner): the hash tag of every key its scripts touch
 	user  string // pseudonym
-	id    string // admission or bid id
-	value int64  // quantity (stock), amount in cents (bid)
-	route string // the route that admitted it (stock records keep it for the orphan sweep)
-	// commit: not a purchase but the commit of admission id, riding the product's next reservation
+	id    string // the admission's id
+	value int64  // the route's value field as the kind reads it (kind.value)
+	route string // the route that admitted it (scripts' records keep it for the orphan sweep)
+	// commit: not an admission but the commit of admission id, riding the owner's next grouped
 	// call (reserver.go)
 	commit bool
 }
 
-// recordTTL is how long an admission's or bid's record stays for release and commit to find.
+// recordTTL is how long an admission's record stays for release and commit to find.
 const recordTTL = 24 * time.Hour
 
 // kindOf returns the kind of an admission type, nil if there is none.
@@ -114,11 +114,11 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		e, err := s.reserveTraced(context.WithoutCancel(r.Context()), k, c)
 		if err == nil && e != nil && e.Code == k.notFound().Code {
 			// Not known as spelled: another spelling of a guarded id is reserved as that id or refused,
-			// never passed; an auction may be the shop's (auctions_source). spellings.go.
+			// never passed; a discoverer kind may ask its source. spellings.go.
 			c, e, err = s.unknownOwner(context.WithoutCancel(r.Context()), k, match, c)
 		}
-		if err == nil && e != nil && e.Code == web.ErrPurchaseInProgress.Code && s.waitCommit(k, c) {
-			// The user's last purchase was answered and its commit is on its way from this replica.
+		if err == nil && isBusy(k, e) && s.waitCommit(k, c) {
+			// The user's last admission was answered and its commit is on its way from this replica.
 			e, err = s.reserveTraced(context.WithoutCancel(r.Context()), k, c)
 		}
 		if errors.Is(err, store.ErrNotAcked) {
@@ -137,7 +137,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			return
 		}
 		if e != nil && passUnknown && e.Code == k.notFound().Code {
-			// unknown_product: pass — a shop's one add-to-cart URL serves every product; only the
+			// an unknown-owner pass — a shop's one add-to-cart URL serves every owner; only the
 			// ones edgeq knows are guarded. Nothing was taken (the script refused before any write).
 			s.metrics.admissions.WithLabelValues(k.name(), "unknown_passed").Inc()
 			s.observe(r, k, start)
@@ -155,7 +155,7 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		r.Header.Set(k.header(), c.id)
 		// From here the request is the shop's: it reaches the origin and is settled on the origin's
 		// own answer, whatever the visitor does (bounded by origin.timeout). A hang-up is never a
-		// release by itself: most shops complete an order whose buyer closed the tab. settle is
+		// release by itself: most shops complete an order whose visitor closed the tab. settle is
 		// deferred so that it also runs when the response copy aborts (http.ErrAbortHandler).
 		o := web.OutcomeFrom(r.Context())
 		if o != nil {
@@ -334,7 +334,7 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 	ctx, cancel := storeCtx()
 	defer cancel()
 	if err := k.commit(ctx, c); err != nil {
-		// A stock claim expires by itself (ClaimTTL); the units or the bid are kept either way.
+		// A claim expires by itself (ClaimTTL); what the admission took is kept either way.
 		logger().Warn("committing an admission failed", "type", k.name(), "id", c.id, "error", err.Error())
 	}
 }

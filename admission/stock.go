@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/report"
@@ -23,9 +25,57 @@ import (
 // buyer; the origin's answer commits or releases them.
 type stockKind struct {
 	s        *Service
-	products productCache // public product reads (products.go)
-	list     productList  // the public product list (products.go)
+	products productCache // public product reads (stock_products.go)
+	list     productList  // the public product list (stock_products.go)
 	table    *adminTable  // the admissions' admin records (records.go)
+	// reserves groups each product's purchases (and commits) into reserve.lua calls
+	// (stock_reserver.go).
+	reserves *group.Batcher[string, claim, reserved]
+	// buyers is how GET {prefix}/admissions/mine identifies a buyer (mine.go); follows reloads.
+	buyers atomic.Pointer[mineIdentity]
+	// orphanPolicies: stock route name -> admission.orphans (stock_orphans.go); follows reloads.
+	orphanPolicies atomic.Pointer[map[string]string]
+	metrics        stockMetrics
+}
+
+func init() { register(10, newStockKind) }
+
+func newStockKind(s *Service) kind {
+	k := &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys),
+		reserves: s.newReserver(), metrics: newStockMetrics(s.o.Registry)}
+	none := map[string]string{}
+	k.orphanPolicies.Store(&none)
+	return k
+}
+
+func (k *stockKind) run(ctx context.Context)                     { k.reserves.Run(ctx) }
+func (k *stockKind) mineIdentity() *atomic.Pointer[mineIdentity] { return &k.buyers }
+func (k *stockKind) adminTable() *adminTable                     { return k.table }
+
+// busy: the user's previous purchase of the product is still in flight.
+func (*stockKind) busy() *web.Error { return web.ErrPurchaseInProgress }
+
+// use takes the stock routes' orphans settings.
+func (k *stockKind) use(cfg *config.Config) error {
+	k.s.UseOrphans(cfg.Routes)
+	return nil
+}
+
+// rideCommit: a stock admission's commit rides the product's next reservation call (the reserver
+// sends one at once when none is on its way): no call or round trip of its own.
+func (k *stockKind) rideCommit(c claim, done func(applied bool)) bool {
+	rides := c
+	rides.commit = true
+	return k.reserves.Go(c.owner, rides, func(r reserved, err error) { done(err == nil && !r.notAcked) })
+}
+
+// sweep sets the unsettled gauge and applies the orphans settings (stock_orphans.go).
+func (k *stockKind) sweep(ctx context.Context) {
+	s := k.s
+	if n, err := s.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
+		k.metrics.unsettled.Set(float64(n))
+	}
+	s.sweepOrphans(ctx)
 }
 
 // HeaderAdmissionID carries a stock admission's id to the origin.
@@ -59,7 +109,7 @@ func (*stockKind) value(text string, found bool) (int64, *web.Error) {
 func (k *stockKind) keys(c claim) []string { return stockKeys(k.s.keys, c.owner, c.id) }
 
 func (k *stockKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
-	r, err := k.s.reserveOne(ctx, c)
+	r, err := k.reserveOne(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
@@ -271,19 +321,18 @@ func (k *stockKind) registerPublic(mux *http.ServeMux) {
 
 // registerAdmin adds the product and admission admin views.
 func (k *stockKind) registerAdmin(admin *http.ServeMux) {
-	s := k.s
 	admin.HandleFunc("POST /api/products", k.adminCreateProduct)
 	admin.HandleFunc("POST /api/products/{id}/restock", k.adminRestock)
 	admin.HandleFunc("DELETE /api/products/{id}", k.adminDeleteProduct)
 	admin.HandleFunc("GET /api/products", k.adminListProducts)
 	admin.HandleFunc("GET /api/products/{id}", k.adminGetProduct)
-	admin.HandleFunc("GET /api/admissions", s.adminAdmissions)
-	admin.HandleFunc("GET /api/admissions/{id}", s.adminAdmission)
-	admin.HandleFunc("DELETE /api/admissions/{id}", s.adminDeleteAdmission)
+	admin.HandleFunc("GET /api/admissions", k.adminAdmissions)
+	admin.HandleFunc("GET /api/admissions/{id}", k.adminAdmission)
+	admin.HandleFunc("DELETE /api/admissions/{id}", k.adminDeleteAdmission)
 	admin.HandleFunc("POST /api/admissions/{id}/cancel", k.adminCancel)
 	admin.HandleFunc("POST /api/admissions/{id}/commit", k.adminCommit)
-	admin.HandleFunc("GET /api/users/{user}/admissions", s.adminUserAdmissions)
-	admin.HandleFunc("GET /api/leaderboard", s.adminLeaderboard)
+	admin.HandleFunc("GET /api/users/{user}/admissions", k.adminUserAdmissions)
+	admin.HandleFunc("GET /api/leaderboard", k.adminLeaderboard)
 }
 
 // adminCancel cancels an admission: the shop cancelled the order, or the operator decided
@@ -359,7 +408,7 @@ func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string
 		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return Record{}, false
 	}
-	rec, found, err := s.record(r.Context(), id)
+	rec, found, err := k.adminRecord(r.Context(), id)
 	if err == nil && !found {
 		// Not in the admin indexes yet (the worker that read its event may have died with its replica:
 		// another takes it over after ClaimIdle): its record under its product tells.
@@ -421,4 +470,20 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 			AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}, true, nil
 	}
 	return Record{}, false, nil
+}
+
+// stock is the service's stock kind.
+func (s *Service) stock() *stockKind { return s.kindOf(config.AdmissionStock).(*stockKind) }
+
+// The report: a product's units admitted and settled, and its stock sampled each tick.
+func (*stockKind) reportScope() report.Kind               { return report.Product }
+func (*stockKind) reportAdmitted(c claim) (string, int64) { return report.Admitted, max(c.value, 1) }
+func (*stockKind) reportSettled(c claim) int64            { return max(c.value, 1) }
+func (k *stockKind) reportExtra(id string) report.Extra {
+	return report.Extra{Aux: stockKey(k.s.keys, id), AuxGauge: report.Stock, Firsts: report.Admitted, Zeros: report.Stock}
+}
+
+// productReport is a product's scope in the report.
+func (s *Service) productReport(product string) *report.Scope {
+	return s.tally.Scope(report.Product, product)
 }

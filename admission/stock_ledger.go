@@ -78,7 +78,7 @@ func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	for _, u := range open {
 		unsettled[u.id] = true
 	}
-	return s.compareRecords(ctx, r, records{
+	return s.compareRecords(ctx, r, records{ownerNoun: "product",
 		noun: "admission", open: ":{p:", middle: "}:adm:", days: "}:adm@", user: "user", // reserve.lua's, under the product's hash tag
 		read: func(owner, id string, h map[string]string) compared {
 			qty, _ := strconv.ParseInt(h["qty"], 10, 64)

@@ -65,7 +65,7 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 				t.Fatalf("the call sent again (%s): %v %v, remaining %d, bought %s", when, res, err, st.remaining("p"),
 					s.Client.HGet(ctx, buyersKey(s.Keys, "p"), ann).Val())
 			}
-			st.svc.applyCommits(ctx, []pendingCommit{{kind: st.svc.stock, c: again[0], st: &settling{done: make(chan struct{})}}})
+			st.svc.applyCommits(ctx, []pendingCommit{{kind: st.svc.stock(), c: again[0], st: &settling{done: make(chan struct{})}}})
 		}
 	})
 }

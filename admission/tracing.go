@@ -26,10 +26,10 @@ type admissionSpan struct{ result string }
 
 type admissionSpanKey struct{}
 
-// traceAdmission runs a route's admission step in a span named for its kind ("admission stock"):
+// traceAdmission runs a route's admission step in a span named for its kind ("admission <kind>"):
 // the reserve call, the shop call and the settlement are its children. Its result is the reserve
 // call's (admitted, or the refusal's code), else the code edgeq answered with (a request refused
-// before any reservation), else "passed" (unknown_product: pass, or the store down on a route that is
+// before any reservation), else "passed" (an unknown-owner pass, or the store down on a route that is
 // open).
 func (s *Service) traceAdmission(k kind, route string, h http.HandlerFunc) http.Handler {
 	tracer := s.o.Tracer
@@ -61,8 +61,8 @@ func (s *Service) traceAdmission(k kind, route string, h http.HandlerFunc) http.
 	})
 }
 
-// reserveTraced is k.reserve in a span of its own ("admission reserve": the kind, the product or
-// auction, the result). The store call itself may be a grouped one, sent for many requests at once
+// reserveTraced is k.reserve in a span of its own ("admission reserve": the kind, the owner, the
+// result). The store call itself may be a grouped one, sent for many requests at once
 // (reserver.go): its Redis span then belongs to none of them. An admission that is recorded is
 // remembered, for the event worker's pass that applies it to link to it.
 func (s *Service) reserveTraced(ctx context.Context, k kind, c claim) (*web.Error, error) {

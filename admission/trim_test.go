@@ -61,7 +61,7 @@ func TestStreams_TrimmedOnlyBelowWhatEveryGroupAcknowledged(t *testing.T) {
 		length := func() int64 { return s.Client.XLen(ctx, stream).Val() }
 		trimPass := func() {
 			// The worker trims every TrimEvery; a pass of the trim itself makes the test independent of when.
-			st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock, owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+			st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock(), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
 		}
 
 		st.startWorker()
@@ -149,7 +149,7 @@ func TestStreams_AGroupNotCreatedYetHoldsTheWholeStream(t *testing.T) {
 		for _, m := range msgs[0].Messages {
 			s.Client.XAck(ctx, stream, groupName, m.ID)
 		}
-		st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock, owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+		st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock(), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
 		if n := s.Client.XLen(ctx, stream).Val(); n != 700 {
 			t.Fatalf("%d entries left, want 700: the ledger has not read any", n)
 		}
@@ -185,7 +185,7 @@ func TestReconcile_ListsStreamsTrimmedUnread(t *testing.T) {
 			t.Fatalf("purchase %d: %v %v", i, res, err)
 		}
 	}
-	st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock, owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+	st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock(), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
 	r, err := st.svc.Reconcile(ctx)
 	if err != nil {
 		t.Fatal(err)

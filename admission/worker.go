@@ -1,6 +1,6 @@
 package admission
 
-// The event worker: every replica's consumer of every product's and auction's streams, all in one
+// The event worker: every replica's consumer of every owner's streams, of every kind, all in one
 // consumer group. Each pass reads what is new on every stream in one pipeline (consume.go), now and
 // then takes over the entries another consumer left pending, applies what it read (apply.go) and
 // acknowledges it; an entry that fails every retry is dead-lettered (deadletters.go).
@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Run is the event worker: a consumer of every product's and auction's stream in one consumer group (every replica
+// Run is the event worker: a consumer of every owner's streams in one consumer group (every replica
 // runs one). Entries are acknowledged once applied or dead-lettered; entries left pending by a consumer
 // that stopped are taken over after ClaimIdle. It returns when ctx ends.
 func (s *Service) Run(ctx context.Context) {
@@ -22,8 +22,11 @@ func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
-	wg.Go(func() { s.reserves.Run(ctx) })
-	wg.Go(func() { s.bids.Run(ctx) })
+	for _, k := range s.kinds {
+		if r, ok := k.(runnerKind); ok {
+			wg.Go(func() { r.run(ctx) })
+		}
+	}
 	wg.Go(func() { s.runLease(ctx) })
 	wg.Go(func() { s.runSpellingsIndex(ctx) })
 	wg.Go(func() { s.runReport(ctx, 250*time.Millisecond) })
@@ -60,10 +63,11 @@ func (w *worker) pass(ctx context.Context) (f found, stop bool) {
 		if n, err := s.client.HLen(ctx, deadKey(s.keys)).Result(); err == nil {
 			s.metrics.deadLetters.Set(float64(n))
 		}
-		if n, err := s.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
-			s.metrics.unsettled.Set(float64(n))
+		for _, k := range s.kinds {
+			if sw, ok := k.(sweepingKind); ok {
+				sw.sweep(ctx)
+			}
 		}
-		s.sweepOrphans(ctx)
 	}
 	if time.Since(w.trim.at) > s.o.TrimEvery {
 		w.trim.at = time.Now()
@@ -83,8 +87,8 @@ func (w *worker) pass(ctx context.Context) (f found, stop bool) {
 const workerRead = 100
 
 // handleReads applies what a pass read. The entries of many streams go together: their records in
-// apply.lua calls of up to applyMax (a pass over many auctions, each with a bid or two, is then a
-// call or two, not one per auction), and the streams' acknowledgements in one pipeline after the
+// apply.lua calls of up to applyMax (a pass over many owners, each with an event or two, is then a
+// call or two, not one per owner), and the streams' acknowledgements in one pipeline after the
 // records are written. An entry that does not parse, or the entries of a group whose records kept
 // failing through every retry, go through handle one at a time (its retries, then the dead
 // letters). false means ctx ended first, or stopAfterRead stopped the worker.

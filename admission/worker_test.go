@@ -138,7 +138,7 @@ func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
 			}
 		}
 		w.pass(ctx)
-		if got := testutil.ToFloat64(svc.metrics.unsettled); got != 6 {
+		if got := testutil.ToFloat64(svc.stock().metrics.unsettled); got != 6 {
 			t.Fatalf("edgeq_admissions_unsettled = %v, want 6", got)
 		}
 		if u, err := svc.unsettled(ctx, time.Now()); err != nil || len(u) != 5+6 {

@@ -214,13 +214,11 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 	}
 	warnMissing(logger, table)
 	p.Use(table)
-	if err := adm.UseIdentities(cfg.Routes); err != nil {
+	if err := adm.Use(cfg); err != nil {
 		tr.Shutdown(context.Background())
 		st.Close()
 		return nil, err
 	}
-	adm.UseOrphans(cfg.Routes)
-	adm.UseAuctionsSource(cfg.AuctionsSource)
 	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, check: check, admission: adm, inflight: limiter, ledger: led, tracing: tr}, nil
 }
 

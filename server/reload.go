@@ -125,12 +125,10 @@ func (g *gateway) reload(trigger string, force bool) {
 	}
 	g.proxy.Use(table)
 	warnMissing(g.logger, table)
-	if err := g.admission.UseIdentities(next.Routes); err != nil {
+	if err := g.admission.Use(next); err != nil {
 		// The routes compiled with the same parsing: only a bug gets here.
-		g.logger.Warn("GET /auctions/mine keeps the previous bidder identity", "error", err.Error())
+		g.logger.Warn("the admission listings of a user's own keep the previous identities", "error", err.Error())
 	}
-	g.admission.UseAuctionsSource(next.AuctionsSource)
-	g.admission.UseOrphans(next.Routes)
 	g.level.Set(parseLevel(next.Log.Level))
 	g.cfg.Store(config.WithHot(running, next))
 	// Queue settings go to the store (capacity changes take effect at once); the file was valid, so a

@@ -62,6 +62,18 @@ type Batch struct {
 // Len is the number of events in the batch.
 func (b Batch) Len() int { return len(b.Admissions) + len(b.Bids) }
 
+// Rows splits the batch into batches of one row each (to write them one by one).
+func (b Batch) Rows() []Batch {
+	out := make([]Batch, 0, b.Len())
+	for _, a := range b.Admissions {
+		out = append(out, Batch{Admissions: []Admission{a}})
+	}
+	for _, row := range b.Bids {
+		out = append(out, Batch{Bids: []Bid{row}})
+	}
+	return out
+}
+
 // Ledger is a connection pool to the ledger's database.
 type Ledger struct {
 	pool     *pgxpool.Pool

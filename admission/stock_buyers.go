@@ -29,7 +29,7 @@ func myAdmission(r Record) MyAdmission {
 // worker keeps (so a purchase shows once the worker has recorded it, normally within a second).
 func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	buyer, page, size, ok := s.whose(w, r, s.buyers.Load(), nil)
+	buyer, page, size, ok := s.whose(w, r, k.buyers.Load(), nil)
 	if !ok {
 		return
 	}
@@ -49,7 +49,7 @@ func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !read {
-		records, total, err = s.pageOf(r.Context(), buyer, page, size)
+		records, total, err = k.pageOf(r.Context(), buyer, page, size)
 		if err != nil {
 			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return

@@ -2,9 +2,12 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
+	"github.com/edgeq/edgeq/internal/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -88,4 +91,66 @@ func (k *stockKind) hold(ctx context.Context, c claim, why string) error {
 func str(v any) string {
 	s, _ := v.(string)
 	return s
+}
+
+// stockTable: the scripts write the admission records; the worker indexes them.
+func stockTable(k store.Keys) *adminTable {
+	return &adminTable{owners: productIndexKey(k),
+		records:     func(p string, day int64) string { return dayRecordsKey(k, p, day) },
+		ids:         func(p string, day int64) string { return idsKey(k, p, day) },
+		users:       func(p string) string { return usersKey(k, p) },
+		unsettled:   func(p string) string { return unsettledKey(k, p) },
+		userPattern: `^%S+ (%S+)`,
+		userOf:      func(body string) string { return parseStoreRecord(body).user },
+		timeOf:      stockTime,
+		old:         oldStockTable(k)}
+}
+
+func oldStockTable(k store.Keys) *oldTable {
+	return &oldTable{records: k.Global("adm", "admissions"), byTime: k.Global("adm", "by_time"), byUser: k.Global("adm", "by_user"),
+		userField:    "user",
+		legacyRecord: func(id string) string { return k.Global("adm", "a:"+id) },
+		legacyUser:   func(user string) string { return k.Global("adm", "user:"+user) }}
+}
+
+// stockTime is a stock admission's time: its record's, or an earlier build's JSON's.
+func stockTime(body string) int64 {
+	if strings.HasPrefix(body, "{") {
+		return jsonTime("admitted_at")(body)
+	}
+	at, _ := strconv.ParseInt(parseStoreRecord(body).at, 10, 64)
+	return at
+}
+
+// stockRecord reads a stock admission's admin record: the scripts' line (lib.lua: "<state> <user>
+// <qty> <at ms> <route> <given back at, ms>"), or an earlier build's JSON. false for a tombstone.
+func stockRecord(r ref, st stored) (Record, bool) {
+	if strings.HasPrefix(st.body, "{") {
+		var rec Record
+		return rec, json.Unmarshal([]byte(st.body), &rec) == nil
+	}
+	f := strings.Fields(st.body)
+	if len(f) < 4 {
+		return Record{}, false
+	}
+	qty, err1 := strconv.ParseInt(f[2], 10, 64)
+	at, err2 := strconv.ParseInt(f[3], 10, 64)
+	if errors.Join(err1, err2) != nil {
+		return Record{}, false
+	}
+	rec := Record{ID: r.id, ProductID: r.owner, User: f[1], Quantity: qty, State: f[0], AdmittedAt: msTime(at)}
+	if len(f) >= 6 {
+		if given, err := strconv.ParseInt(f[5], 10, 64); err == nil {
+			switch rec.State {
+			case "released":
+				rec.ReleasedAt = msTime(given)
+			case "cancelled":
+				rec.CancelledAt = msTime(given)
+			}
+		}
+	}
+	if st.mark == "released" {
+		rec.Reason = "orphaned" // given back by the orphan sweep (orphans.go)
+	}
+	return rec, true
 }

@@ -362,7 +362,8 @@ func (b *breaker) failure(now time.Time) bool {
 // UseAuctionsSource puts auctions_source in force, at start and on every reload; "" turns it off.
 // New settings start afresh: an empty cache and a closed breaker.
 func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
-	old := s.auctionsSource.Load()
+	k := s.bid()
+	old := k.source.Load()
 	if old != nil && old.settings == settings {
 		return
 	}
@@ -375,12 +376,12 @@ func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
 		if cooldown <= 0 {
 			cooldown = s.o.SourceCooldown
 		}
-		next = newAuctionSource(settings, failures, cooldown, s.sourceMetrics, s.logger,
-			func(ctx context.Context, a config.Auction) error { return s.bid.writeAuction(ctx, a, true) })
+		next = newAuctionSource(settings, failures, cooldown, k.sourceMetrics, s.logger,
+			func(ctx context.Context, a config.Auction) error { return k.writeAuction(ctx, a, true) })
 	} else {
-		s.sourceMetrics.breakerOpen.Set(0)
+		k.sourceMetrics.breakerOpen.Set(0)
 	}
-	s.auctionsSource.Store(next)
+	k.source.Store(next)
 	if old != nil {
 		old.client.CloseIdleConnections()
 	}

@@ -1,19 +1,5 @@
 package admission
 
-import (
-	"context"
-	"strconv"
-	"sync"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/ids"
-	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/report"
-)
-
 // Orphans (docs/reference.md "Orphaned admissions"): a replica that dies between admitting a purchase
 // and settling it leaves the units taken and the admission unsettled. edgeq can tell a dead replica
 // from a slow one: every replica renews a liveness lease (one field per replica, keyed by the node
@@ -28,109 +14,21 @@ import (
 // A node that never held a lease (a replica of an older build, or a lease lost in a failover) is
 // treated as alive: its admissions are held, whatever the route says.
 
-const (
-	// leaseTTL is how long a replica counts as alive after its last renewal; leaseEvery its renewal.
-	leaseTTL   = 15 * time.Second
-	leaseEvery = 5 * time.Second
-	// sweepBatch bounds the admissions one sweep looks at per product.
-	sweepBatch = 500
-	// The fence's margins (docs/reference.md "Failover"): a replica counts its own lease valid until
-	// leaseSelfMargin before the lease it wrote runs out, by its own clock from before the renewal was
-	// sent; a sweep takes a replica for dead only sweepMargin after its lease ran out, by the store's
-	// clock. Between the two, 3 s: far more than clocks drift over a lease (parts per million) and than
-	// the time between a fence's check and the write it guards (microseconds).
-	leaseSelfMargin = time.Second
-	sweepMargin     = 2 * time.Second
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/report"
+	"github.com/redis/go-redis/v9"
 )
-
-// lease is this replica's own view of its liveness lease, by its monotonic clock (which runs on while
-// the process is stopped): until when the lease it wrote surely holds, and an epoch that changes
-// whenever it may have run out between two renewals, so that an admission made before such a gap is
-// not sent after it (the sweep of another replica may have given its units back meanwhile).
-type lease struct {
-	mu     sync.Mutex
-	active bool // a renewal has succeeded: admissions are fenced
-	epoch  uint64
-	until  time.Time
-}
-
-// renewed records a renewal sent at sent and answered at answered.
-func (l *lease) renewed(sent, answered time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// Admissions are fenced from the first renewal on: before it no sweep can take this replica for
-	// dead (a node that never held a lease is taken for alive).
-	l.active = true
-	if !answered.Before(l.until) {
-		l.epoch++ // it ran out, or may have, before this renewal landed (or it never held)
-	}
-	if until := sent.Add(leaseTTL - leaseSelfMargin); until.After(l.until) {
-		l.until = until
-	}
-}
-
-// fence returns the fence of an admission made now: nil when renewals have not begun (admissions are
-// not fenced), and whether the lease holds now.
-func (l *lease) fence() (*leaseFence, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.active || fenceOff {
-		return nil, true
-	}
-	f := &leaseFence{l: l, epoch: l.epoch}
-	return f, time.Now().Before(l.until)
-}
-
-// leaseFence holds while the lease has held without a gap since the admission: same epoch, and not
-// run out now.
-type leaseFence struct {
-	l     *lease
-	epoch uint64
-}
-
-// Holds implements web.Fence.
-func (f *leaseFence) Holds() bool {
-	f.l.mu.Lock()
-	defer f.l.mu.Unlock()
-	return f.l.epoch == f.epoch && time.Now().Before(f.l.until)
-}
-
-// livenessKey: node number -> when its lease runs out (store clock, ms). One field per replica, not a
-// key per admission; the hash outlives the replicas by a day.
-func livenessKey(k store.Keys) string { return k.Global("edgeq", "live") }
 
 // orphanTallyKey: how many orphans were held and released, every route together (the admin API's
 // unsettled list and the dashboard show it; the metric counts per replica), kept a week after the last.
 func orphanTallyKey(k store.Keys) string { return k.Global("adm", "orphans") }
-
-// renewLease writes this replica's lease, on the store's clock, and from then on fences admissions
-// with it.
-func (s *Service) renewLease(ctx context.Context) error {
-	sent := time.Now()
-	if err := leaseScript.Run(ctx, s.client, []string{livenessKey(s.keys)}, s.o.IDs.Node(), leaseTTL.Milliseconds()).Err(); err != nil {
-		return err
-	}
-	s.lease.renewed(sent, time.Now())
-	return nil
-}
-
-// RenewLease renews the lease once, before the replica serves (a failure is retried by Run).
-func (s *Service) RenewLease(ctx context.Context) error { return s.renewLease(ctx) }
-
-// runLease renews this replica's lease until ctx ends. It is not taken back at shutdown: a replica that
-// stops cleanly has settled what it admitted.
-func (s *Service) runLease(ctx context.Context) {
-	for {
-		if err := s.renewLease(ctx); err != nil && ctx.Err() == nil {
-			s.logger.Warn("renewing the liveness lease failed: admitted requests are not sent once it runs out", "error", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(leaseEvery):
-		}
-	}
-}
 
 // UseOrphans takes each route's admission.orphans, at start and on every reload.
 func (s *Service) UseOrphans(routes []config.Route) {
@@ -139,11 +37,11 @@ func (s *Service) UseOrphans(routes []config.Route) {
 		if r.Admission.Type == config.AdmissionStock {
 			policies[r.Name] = r.Admission.Orphans
 			for _, result := range []string{"held", "released"} {
-				s.metrics.orphans.WithLabelValues(r.Name, result) // present at 0 for alerts and the dashboard
+				s.stock().metrics.orphans.WithLabelValues(r.Name, result) // present at 0 for alerts and the dashboard
 			}
 		}
 	}
-	s.orphanPolicies.Store(&policies)
+	s.stock().orphanPolicies.Store(&policies)
 }
 
 // orphan is an unsettled admission a sweep looks at.
@@ -208,7 +106,7 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	policies := *s.orphanPolicies.Load()
+	policies := *s.stock().orphanPolicies.Load()
 	for i, o := range found {
 		if o.record = recs[i]; o.record == nil || o.record.user == "" {
 			continue // its record is gone (a day or two old): only an operator can tell what it was
@@ -242,10 +140,10 @@ func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	if err != nil || len(code) != 2 || code[0] != 0 {
 		return // another replica's sweep released it first, or the store is away: the next sweep sees
 	}
-	s.stock.forget(o.product)
+	s.stock().forget(o.product)
 	qty, _ := strconv.ParseInt(o.record.qty, 10, 64)
-	s.countSettled(s.stock, claim{owner: o.product, value: qty}, report.Released)
-	s.metrics.orphans.WithLabelValues(route, "released").Inc()
+	s.countSettled(s.stock(), claim{owner: o.product, value: qty}, report.Released)
+	s.stock().metrics.orphans.WithLabelValues(route, "released").Inc()
 	s.tallyOrphan(ctx, "released")
 	s.logger.Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,
 		"product", o.product, "route", route, "node", o.node)
@@ -265,7 +163,7 @@ func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
 	if err != nil || !set {
 		return
 	}
-	s.metrics.orphans.WithLabelValues(route, "held").Inc()
+	s.stock().metrics.orphans.WithLabelValues(route, "held").Inc()
 	s.tallyOrphan(ctx, "held")
 	s.logger.Warn("an admission of a replica that died is held for an operator (orphans: hold): commit or cancel it",
 		"id", o.id, "product", o.product, "route", route, "node", o.node)

@@ -122,6 +122,6 @@ func splitReserved(res []int64, err error, n int) ([]reserved, error) {
 }
 
 // reserveOne reserves one purchase: grouped with others of its product when the reserver runs.
-func (s *Service) reserveOne(ctx context.Context, c claim) (reserved, error) {
-	return s.reserves.Do(ctx, c.owner, c)
+func (k *stockKind) reserveOne(ctx context.Context, c claim) (reserved, error) {
+	return k.reserves.Do(ctx, c.owner, c)
 }

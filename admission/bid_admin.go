@@ -170,7 +170,7 @@ func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	}) {
 		return
 	}
-	found, total, err := s.page(ctx, s.bid.table, user, page, size)
+	found, total, err := s.page(ctx, k.table, user, page, size)
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

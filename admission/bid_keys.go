@@ -1,0 +1,64 @@
+package admission
+
+import (
+	"strconv"
+
+	"github.com/edgeq/edgeq/internal/store"
+)
+
+// The bid scripts.
+var (
+	bidScript       = script("bid.lua")
+	withdrawScript  = script("withdraw.lua")
+	bidCommitScript = script("bidcommit.lua")
+	auctionScript   = script("auction.lua")
+)
+
+// Auction keys carry the auction's hash tag ({a:<id>}).
+func auctionInfoKey(k store.Keys, auction string) string    { return k.Auction(auction, "info") }
+func auctionHighestKey(k store.Keys, auction string) string { return k.Auction(auction, "highest") }
+func auctionBidsKey(k store.Keys, auction string) string    { return k.Auction(auction, "bids") }
+func auctionBiddersKey(k store.Keys, auction string) string { return k.Auction(auction, "bidders") }
+func auctionEventsKey(k store.Keys, auction string) string  { return k.Auction(auction, "events") }
+func bidRecordKey(k store.Keys, auction, bid string) string { return k.Auction(auction, "bid:"+bid) }
+
+// The admin records of an auction's bids (records.go), written by the event worker: each day's bids'
+// JSON (hash: id -> JSON), their ids in the order applied (list) and each bidder's ids (hash).
+func bidRecordsKey(k store.Keys, auction string, day int64) string {
+	return k.Auction(auction, "rec@"+strconv.FormatInt(day, 10))
+}
+func bidIDsKey(k store.Keys, auction string, day int64) string {
+	return k.Auction(auction, "ids@"+strconv.FormatInt(day, 10))
+}
+func biddersKey(k store.Keys, auction string) string { return k.Auction(auction, "users") }
+
+// bidKeys are the KEYS of bid.lua, withdraw.lua and bidcommit.lua.
+func bidKeys(k store.Keys, auction, bid string) []string {
+	return []string{auctionInfoKey(k, auction), auctionHighestKey(k, auction), auctionBidsKey(k, auction),
+		auctionBiddersKey(k, auction), bidRecordKey(k, auction, bid), auctionEventsKey(k, auction)}
+}
+
+// The index of auctions.
+func auctionIndexKey(k store.Keys) string { return k.Global("adm", "auctions") }
+
+// auctionSpellingsKey: the spellings index of auctions (spellings.go).
+func auctionSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:auctions") }
+
+// bidTable: the worker writes the bids' records (JSON).
+func bidTable(k store.Keys) *adminTable {
+	return &adminTable{owners: auctionIndexKey(k),
+		records:     func(a string, day int64) string { return bidRecordsKey(k, a, day) },
+		ids:         func(a string, day int64) string { return bidIDsKey(k, a, day) },
+		users:       func(a string) string { return biddersKey(k, a) },
+		userPattern: `"bidder":"([^"]*)"`,
+		userOf:      jsonField("bidder"),
+		timeOf:      jsonTime("bid_at"),
+		old:         oldBidTable(k)}
+}
+
+func oldBidTable(k store.Keys) *oldTable {
+	return &oldTable{records: k.Global("adm", "bids"), byTime: k.Global("adm", "bids_by_time"), byUser: k.Global("adm", "bids_by_user"),
+		userField:    "bidder",
+		legacyRecord: func(id string) string { return k.Global("adm", "b:"+id) },
+		legacyUser:   func(user string) string { return k.Global("adm", "ubids:"+user) }}
+}
