@@ -12,6 +12,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // A kind is one admission behaviour (docs/architecture.md "Adding an admission kind"): its files are
@@ -165,6 +166,16 @@ type ledgeredKind interface {
 	ledgerRow(owner string, msg redis.XMessage, b *ledger.Batch) error
 	// reconcile compares the kind's store records with its ledger rows, adding to r.
 	reconcile(ctx context.Context, r *Reconciliation) error
+}
+
+// reportedKind is a kind whose owners have series in the report: the scope they are kept in, the
+// series and amount an admission counts, the amount a settlement counts (0: settlements are not
+// counted), and what the report's writer adds for an owner each tick.
+type reportedKind interface {
+	reportScope() report.Kind
+	reportAdmitted(c claim) (series string, n int64)
+	reportSettled(c claim) int64
+	reportExtra(owner string) report.Extra
 }
 
 // Apply writes what the configuration file lists of every kind (seededKind) at start (previous nil)

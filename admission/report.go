@@ -14,16 +14,6 @@ import (
 	"github.com/edgeq/edgeq/report"
 )
 
-// reportedKind is a kind whose owners have series in the report: the scope they are kept in, the
-// series and amount an admission counts, the amount a settlement counts (0: settlements are not
-// counted), and what the report's writer adds for an owner each tick.
-type reportedKind interface {
-	reportScope() report.Kind
-	reportAdmitted(c claim) (series string, n int64)
-	reportSettled(c claim) int64
-	reportExtra(owner string) report.Extra
-}
-
 // countAdmitted counts an admission of c.
 func (s *Service) countAdmitted(k kind, c claim) {
 	if rk, ok := k.(reportedKind); ok {

@@ -1,0 +1,183 @@
+package deploy
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The admission kinds keep to their own files: a kind's Go files are named after it (stock.go,
+// stock_records.go), one of them registers it (register, in an init), and the pipeline's files, every
+// other file of admission/, name no kind. docs/architecture.md "Adding an admission kind" lists what a
+// kind implements: these tests keep both true.
+
+const admissionDir = "../admission"
+
+// admissionKinds reads the registered kinds of admission/: the file prefix of each file whose init
+// calls register, and the owner noun its owner() method returns.
+func admissionKinds(t *testing.T) (prefixes, nouns []string) {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(admissionDir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed := map[string]*ast.File{}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed[filepath.Base(path)] = f
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Name.Name != "init" || fn.Recv != nil || !calls(fn.Body, "register") {
+				continue
+			}
+			prefixes = append(prefixes, strings.TrimSuffix(filepath.Base(path), ".go"))
+		}
+	}
+	for name, f := range parsed {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		for _, d := range f.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "owner" {
+				if noun, ok := returnedString(fn); ok {
+					nouns = append(nouns, noun)
+				}
+			}
+		}
+	}
+	slices.Sort(prefixes)
+	slices.Sort(nouns)
+	return prefixes, nouns
+}
+
+// calls reports whether body calls the function name.
+func calls(body *ast.BlockStmt, name string) bool {
+	found := false
+	ast.Inspect(body, func(n ast.Node) bool {
+		if c, ok := n.(*ast.CallExpr); ok {
+			if id, ok := c.Fun.(*ast.Ident); ok && id.Name == name {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// returnedString is the string literal fn returns, when its body is that one return.
+func returnedString(fn *ast.FuncDecl) (string, bool) {
+	if fn.Body == nil || len(fn.Body.List) != 1 {
+		return "", false
+	}
+	ret, ok := fn.Body.List[0].(*ast.ReturnStmt)
+	if !ok || len(ret.Results) != 1 {
+		return "", false
+	}
+	lit, ok := ret.Results[0].(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return s, err == nil
+}
+
+func TestKinds_PipelineNamesNoKind(t *testing.T) {
+	prefixes, nouns := admissionKinds(t)
+	if len(prefixes) < 2 || len(nouns) < 2 {
+		t.Fatalf("found kinds %v with owners %v in admission/: expected at least stock and bid (is register still called from each kind's init?)",
+			prefixes, nouns)
+	}
+	words := regexp.MustCompile(`(?i)\b(` + strings.Join(slices.Concat(prefixes, nouns), "|") + `)`)
+	files, err := filepath.Glob(filepath.Join(admissionDir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipeline := 0
+	for _, path := range files {
+		name := filepath.Base(path)
+		if strings.HasSuffix(name, "_test.go") ||
+			slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			continue
+		}
+		pipeline++
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(raw), "\n") {
+			if m := words.FindString(line); m != "" {
+				t.Errorf("admission/%s:%d names the kind %q in the pipeline: move it into the kind's own files, or make it a capability the kind declares (admission/kind.go)",
+					name, i+1, m)
+			}
+		}
+	}
+	if pipeline < 10 {
+		t.Fatalf("only %d pipeline files in admission/: the test no longer finds them", pipeline)
+	}
+}
+
+func TestKinds_TheDocListsWhatAKindImplements(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, filepath.Join(admissionDir, "kind.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string // the kind interface's methods, and every capability interface
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.TYPE {
+			continue
+		}
+		for _, spec := range g.Specs {
+			ts := spec.(*ast.TypeSpec)
+			it, ok := ts.Type.(*ast.InterfaceType)
+			if !ok {
+				continue
+			}
+			if ts.Name.Name != "kind" {
+				names = append(names, ts.Name.Name)
+				continue
+			}
+			for _, m := range it.Methods.List {
+				for _, n := range m.Names {
+					names = append(names, n.Name)
+				}
+			}
+		}
+	}
+	if len(names) < 20 {
+		t.Fatalf("read only %v from admission/kind.go", names)
+	}
+	doc, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(doc)
+	start := strings.Index(section, "## Adding an admission kind")
+	if start < 0 {
+		t.Fatal(`docs/architecture.md has no section "## Adding an admission kind"`)
+	}
+	section = section[start+3:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	for _, n := range names {
+		if !strings.Contains(section, "`"+n+"`") {
+			t.Errorf("docs/architecture.md \"Adding an admission kind\" does not name `%s` (admission/kind.go): say what a kind does with it", n)
+		}
+	}
+}
