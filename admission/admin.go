@@ -132,3 +132,26 @@ func (s *Service) userParam(r *http.Request) (string, *web.Error) {
 	}
 	return user, nil
 }
+
+// writeFound answers v (200), or 404 notFound when it was not found, or 503 when the store could not
+// be read.
+func (s *Service) writeFound(w http.ResponseWriter, r *http.Request, v any, found bool, err error, notFound *web.Error) {
+	switch {
+	case err != nil:
+		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+	case !found:
+		s.responder.Error(w, r, notFound)
+	default:
+		web.WriteJSON(w, http.StatusOK, v)
+	}
+}
+
+// pathUser is userParam, a refusal answered.
+func (s *Service) pathUser(w http.ResponseWriter, r *http.Request) (string, bool) {
+	user, e := s.userParam(r)
+	if e != nil {
+		s.responder.Error(w, r, e)
+		return "", false
+	}
+	return user, true
+}

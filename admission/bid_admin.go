@@ -154,9 +154,8 @@ func auctionOf(id string, v *auctionView) Auction {
 // adminUserBids lists a user's bids (userParam; from the worker's index), newest first.
 func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	user, e := s.userParam(r)
-	if e != nil {
-		s.responder.Error(w, r, e)
+	user, ok := s.pathUser(w, r)
+	if !ok {
 		return
 	}
 	page, size, e := paging(r)

@@ -404,8 +404,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 // answer already written (a malformed id, none recorded yet, one given back already).
 func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string) (Record, bool) {
 	s := k.s
-	if !admissionIDSyntax.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+	if _, ok := k.admissionID(w, r); !ok {
 		return Record{}, false
 	}
 	rec, found, err := k.adminRecord(r.Context(), id)

@@ -76,6 +76,16 @@ func (k *stockKind) adminAdmissions(w http.ResponseWriter, r *http.Request) {
 
 var admissionIDSyntax = regexp.MustCompile(`^[0-9]{1,20}$`)
 
+// admissionID is the path's {id}, an admission id; a malformed one is answered 400.
+func (k *stockKind) admissionID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !admissionIDSyntax.MatchString(id) {
+		k.s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		return "", false
+	}
+	return id, true
+}
+
 // adminRecord is an admission's admin record.
 func (k *stockKind) adminRecord(ctx context.Context, id string) (Record, bool, error) {
 	s := k.s
@@ -89,9 +99,8 @@ func (k *stockKind) adminRecord(ctx context.Context, id string) (Record, bool, e
 
 func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id := r.PathValue("id")
-	if !admissionIDSyntax.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+	id, ok := k.admissionID(w, r)
+	if !ok {
 		return
 	}
 	if s.o.Ledger != nil {
@@ -107,14 +116,7 @@ func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 		// Not in the ledger (yet): the store may have it, the ledger a moment behind.
 	}
 	rec, found, err := k.adminRecord(r.Context(), id)
-	switch {
-	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-	case !found:
-		s.responder.Error(w, r, web.ErrAdmissionNotFound)
-	default:
-		web.WriteJSON(w, http.StatusOK, rec)
-	}
+	s.writeFound(w, r, rec, found, err, web.ErrAdmissionNotFound)
 }
 
 // adminDeleteAdmission removes an admission record and every index that names it in one transaction,
@@ -122,9 +124,8 @@ func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 // the record of a sale, it does not undo the sale.
 func (k *stockKind) adminDeleteAdmission(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id := r.PathValue("id")
-	if !admissionIDSyntax.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+	id, ok := k.admissionID(w, r)
+	if !ok {
 		return
 	}
 	deleted, err := s.deleteRecord(r.Context(), k.table, id)
@@ -143,9 +144,8 @@ func (k *stockKind) adminDeleteAdmission(w http.ResponseWriter, r *http.Request)
 // adminUserAdmissions lists a user's admissions (userParam), newest first.
 func (k *stockKind) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	user, e := s.userParam(r)
-	if e != nil {
-		s.responder.Error(w, r, e)
+	user, ok := s.pathUser(w, r)
+	if !ok {
 		return
 	}
 	k.writePage(w, r, user)

@@ -262,14 +262,7 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 func (k *stockKind) writeProductJSON(w http.ResponseWriter, r *http.Request, id string) {
 	s := k.s
 	p, found, err := k.product(r.Context(), id)
-	switch {
-	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
-	case !found:
-		s.responder.Error(w, r, web.ErrProductNotFound)
-	default:
-		web.WriteJSON(w, http.StatusOK, p)
-	}
+	s.writeFound(w, r, p, found, err, web.ErrProductNotFound)
 }
 
 func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
