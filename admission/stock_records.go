@@ -150,7 +150,7 @@ func stockRecord(r ref, st stored) (Record, bool) {
 		}
 	}
 	if st.mark == "released" {
-		rec.Reason = "orphaned" // given back by the orphan sweep (orphans.go)
+		rec.Reason = "orphaned" // given back by the orphan sweep (stock_orphans.go)
 	}
 	return rec, true
 }

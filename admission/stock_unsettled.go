@@ -3,7 +3,7 @@ package admission
 // Unsettled admissions: those neither committed nor given back, indexed per product by
 // the time they were admitted. The admin API lists those older than older_than (GET
 // /api/admissions?state=admitted); the worker's gauge edgeq_admissions_unsettled counts those older
-// than UnsettledAfter; orphans.go decides what becomes of those a dead replica left.
+// than UnsettledAfter; stock_orphans.go decides what becomes of those a dead replica left.
 
 import (
 	"cmp"

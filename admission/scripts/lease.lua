@@ -1,4 +1,4 @@
--- lease.lua: a replica's liveness lease (orphans.go), on the store's clock.
+-- lease.lua: a replica's liveness lease (lease.go), on the store's clock.
 -- KEYS[1] live  hash   node number -> when its lease runs out (ms)
 -- ARGV[1] node number   ARGV[2] lease length (ms)
 -- The hash outlives the last renewal by a day: a node that never held a lease is taken for alive.
