@@ -162,9 +162,9 @@ func (c *siteverify) call(ctx context.Context, chk check, idempotency string) (s
 	if err != nil {
 		return siteverifyAnswer{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return siteverifyAnswer{}, fmt.Errorf("siteverify answered %d", resp.StatusCode)
 	}
 	var answer siteverifyAnswer

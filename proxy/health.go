@@ -142,8 +142,8 @@ func (pl *pool) probe(ctx context.Context, client *http.Client, s *server, targe
 	status := 0
 	if err == nil {
 		status = resp.StatusCode
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
 	}
 	if ctx.Err() != nil {
 		return // stopped (a reload, shutdown): no result

@@ -32,7 +32,7 @@ func overhead(args []string, w io.Writer) error {
 	}
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
-		w.Write(originBody)
+		_, _ = w.Write(originBody)
 	}))
 	if err != nil {
 		return err
@@ -82,10 +82,10 @@ func overhead(args []string, w io.Writer) error {
 	}
 	samples := measure(f, targets, http.StatusOK)
 	printTable(w, f, samples)
-	fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w)
 	for _, base := range samples[1:3] {
 		for _, s := range samples[3:] {
-			fmt.Fprintf(w, "%-22s / %-18s %.2fx requests/s\n", s.Name, base.Name, s.RPS()/base.RPS())
+			_, _ = fmt.Fprintf(w, "%-22s / %-18s %.2fx requests/s\n", s.Name, base.Name, s.RPS()/base.RPS())
 		}
 	}
 	return nil
@@ -149,6 +149,6 @@ func serve(h http.Handler) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	go (&http.Server{Handler: h}).Serve(ln)
+	go func() { _ = (&http.Server{Handler: h}).Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil
 }

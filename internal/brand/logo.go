@@ -36,7 +36,7 @@ func ReadLogo(path string) (Logo, error) {
 	if err != nil {
 		return Logo{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if info, err := f.Stat(); err != nil {
 		return Logo{}, err
 	} else if info.IsDir() {

@@ -277,7 +277,7 @@ func Solve(ctx context.Context, challenge string, difficulty int) (uint64, bool)
 		if nonce&0xffff == 0 && ctx.Err() != nil {
 			return 0, false
 		}
-		restore.UnmarshalBinary(mid)
+		_ = restore.UnmarshalBinary(mid) // the state this hash marshalled: it restores
 		h.Write(strconv.AppendUint(buf[:0], nonce, 10))
 		h.Sum(sum[:0])
 		if LeadingZeroBits(sum) >= difficulty {
