@@ -286,7 +286,7 @@ func runEdgeq(parent context.Context, path string) (edgeqURLs, func(), error) {
 	}()
 	select {
 	case urls := <-started:
-		return urls, func() { cancel(); _ = <-done }, nil // the error of a cancelled run: it stopped
+		return urls, func() { cancel(); <-done }, nil //nolint:errcheck // the error of a run told to stop
 	case err := <-done:
 		cancel()
 		return edgeqURLs{}, nil, fmt.Errorf("edgeq did not start: %v", err)

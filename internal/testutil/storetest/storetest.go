@@ -380,6 +380,6 @@ func Replicated(t testing.TB, delay time.Duration) (*store.Store, *redis.Client)
 	top := Topology(t, redisserver.TopologyOptions{Replicas: []redisserver.ReplicaOptions{{Delay: delay}}})
 	master := redis.NewClient(&redis.Options{Addr: top.Master().Addr(), PoolSize: 128, PoolTimeout: starvedWait, ReadTimeout: starvedWait})
 	replica := redis.NewClient(&redis.Options{Addr: top.Replica(0).Addr()})
-	t.Cleanup(func() { _ = master.Close(); replica.Close() })
+	t.Cleanup(func() { _ = master.Close(); _ = replica.Close() })
 	return store.Wrap(master, store.Keys{Prefix: UniquePrefix()}), replica
 }
