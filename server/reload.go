@@ -158,7 +158,7 @@ func fileSum(path string) [sha256.Size]byte {
 	if path == "" {
 		return [sha256.Size]byte{}
 	}
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // the configuration file edgeq was started with
 	if err != nil {
 		return [sha256.Size]byte{}
 	}
