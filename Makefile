@@ -141,8 +141,8 @@ bench:
 	$(GO) run ./cmd/edgeq-bench ledger
 
 # gofmt, go mod tidy, go vet and golangci-lint with the linters of .golangci.yml (errcheck, govet,
-# ineffassign, staticcheck, unused, gosec, promlinter, sloglint, dupl; its exclusions say why each is
-# there). staticcheck runs inside golangci-lint, with the checks the staticcheck command enables by
+# ineffassign, nolintlint, staticcheck, unused, gosec, promlinter, sloglint, dupl; each exclusion
+# there says why). staticcheck runs inside golangci-lint, with the checks the staticcheck command enables by
 # default and the same staticcheck release (v0.8.2 in golangci-lint v2.15.0), so it is no longer
 # installed on its own. `make golangci-lint` installs the pinned version into bin/ when missing.
 GOLANGCI_LINT_VERSION := v2.15.0
