@@ -8,7 +8,7 @@ BIN     := bin
 VERSION ?= $(shell git describe --tags --exact-match --dirty 2>/dev/null || git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 
-.PHONY: help build demo test test-quick fuzz chaos bench lint staticcheck clean screenshots licenses release version
+.PHONY: help build demo test test-quick fuzz chaos bench lint golangci-lint clean screenshots licenses release version
 
 # help lists the targets (the default: `make` alone prints this).
 help:
@@ -19,7 +19,8 @@ help:
 	@echo "make test-quick   the edit-test loop: every package but the browser tests, without -race"
 	@echo "make fuzz         every fuzz target for FUZZTIME each (default 10s)"
 	@echo "make chaos        the chaos run for CHAOSTIME (default 5m): replicas, Redis and the shop broken at random"
-	@echo "make lint         gofmt, go vet and staticcheck (installed into bin/ at a pinned version)"
+	@echo "make lint         gofmt, go mod tidy -diff, go vet and golangci-lint (.golangci.yml; installed into bin/"
+	@echo "                  at a pinned version)"
 	@echo "make bench        the benchmarks (figures in docs/benchmarks.md)"
 	@echo "make screenshots  retake docs/screenshots in headless Chromium"
 	@echo "make licenses     THIRD_PARTY_LICENSES.md: the licences of every module the binaries link (after a go.mod change)"
@@ -139,21 +140,24 @@ bench:
 	$(GO) run ./cmd/edgeq-bench bid
 	$(GO) run ./cmd/edgeq-bench ledger
 
-# gofmt, go vet and staticcheck (its default checks: bugs, dead code, simplifications, the style
-# checks it enables by default). `make staticcheck` installs the pinned version into bin/ when missing.
-STATICCHECK_VERSION := v0.8.2
-STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
-lint: staticcheck
+# gofmt, go mod tidy, go vet and golangci-lint with the linters of .golangci.yml (errcheck, govet,
+# ineffassign, nolintlint, staticcheck, unused, gosec, promlinter, sloglint, dupl; each exclusion
+# there says why). staticcheck runs inside golangci-lint, with the checks the staticcheck command enables by
+# default and the same staticcheck release (v0.8.2 in golangci-lint v2.15.0), so it is no longer
+# installed on its own. `make golangci-lint` installs the pinned version into bin/ when missing.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+lint: golangci-lint
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) mod tidy -diff
 	$(GO) vet ./...
-	$(STATICCHECK) ./...
+	$(GOLANGCI_LINT) run ./...
 
-staticcheck: $(STATICCHECK)
-$(STATICCHECK):
+golangci-lint: $(GOLANGCI_LINT)
+$(GOLANGCI_LINT):
 	@mkdir -p $(BIN)
-	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-	@mv $(BIN)/staticcheck $(STATICCHECK)
+	GOBIN=$(abspath $(BIN)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@mv $(BIN)/golangci-lint $(GOLANGCI_LINT)
 
 # THIRD_PARTY_LICENSES.md: the Go standard library and every module linked into the commands under cmd/,
 # with the text of their licence files from the module cache (scripts/licenses). Commit it; its test

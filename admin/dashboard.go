@@ -38,7 +38,7 @@ func NewDashboard(brand string) (http.Handler, error) {
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
-		w.Write(body)
+		_, _ = w.Write(body)
 	})
 	return mux, nil
 }

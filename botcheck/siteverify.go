@@ -153,18 +153,20 @@ func (c *siteverify) call(ctx context.Context, chk check, idempotency string) (s
 	if chk.RemoteIP != "" {
 		form.Set("remoteip", chk.RemoteIP)
 	}
+	//nolint:gosec // the provider's siteverify URL from the configuration, never from the request
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.verifyURL, strings.NewReader(form.Encode()))
 	if err != nil {
 		return siteverifyAnswer{}, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	//nolint:gosec // the provider's siteverify URL from the configuration, never from the request
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return siteverifyAnswer{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		return siteverifyAnswer{}, fmt.Errorf("siteverify answered %d", resp.StatusCode)
 	}
 	var answer siteverifyAnswer

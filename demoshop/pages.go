@@ -198,5 +198,5 @@ var script []byte
 func serveScript(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
-	w.Write(script)
+	_, _ = w.Write(script)
 }

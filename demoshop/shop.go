@@ -128,7 +128,7 @@ func New(logger *slog.Logger, options ...Option) (*Shop, error) {
 	mux.HandleFunc("GET /static/shop.js", serveScript)
 	mux.HandleFunc("GET /slow", s.slow)
 	mux.HandleFunc("GET /stream", s.stream)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "NOT_FOUND", "There is no such API endpoint.")
 	})
@@ -149,6 +149,7 @@ const CartCookie = "cart"
 
 func (s *Shop) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, err := r.Cookie(SessionCookie); err != nil {
+		//nolint:gosec // the demo shop serves plain HTTP: a Secure cookie would never come back
 		http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: randomID(), Path: "/",
 			HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	}
@@ -293,7 +294,7 @@ func (s *Shop) slow(w http.ResponseWriter, r *http.Request) {
 	wait := time.Duration(min(max(ms, 0), 60_000)) * time.Millisecond
 	select {
 	case <-time.After(wait):
-		fmt.Fprintln(w, "done")
+		_, _ = fmt.Fprintln(w, "done")
 	case <-r.Context().Done():
 	}
 }
@@ -320,7 +321,7 @@ func (s *Shop) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		fmt.Fprintf(w, "tick %d\n", i)
+		_, _ = fmt.Fprintf(w, "tick %d\n", i)
 		if err := rc.Flush(); err != nil {
 			return
 		}
@@ -342,7 +343,7 @@ func (s *Shop) render(w http.ResponseWriter, status int, page string, data any) 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	_, _ = w.Write(buf.Bytes())
 }
 
 // wantsJSON: the client asked for JSON (the page script and API clients do; a form does not).
@@ -356,7 +357,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // apiError is the shop API's error shape, {"error": {"code": ..., "message": ...}}, which the page

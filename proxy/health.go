@@ -55,7 +55,7 @@ func (p *Proxy) serverFailed(r *http.Request, err, bodyErr error) {
 // passive.down_for after passive.fail_after of them in a row.
 func (pl *pool) failed(s *server) {
 	s.count(0)
-	after := int32(pl.passive.FailAfter)
+	after := int32(pl.passive.FailAfter) //nolint:gosec // passive.fail_after is validated to 0..1000
 	if after <= 0 || s.fails.Add(1) < after {
 		return
 	}
@@ -142,8 +142,8 @@ func (pl *pool) probe(ctx context.Context, client *http.Client, s *server, targe
 	status := 0
 	if err == nil {
 		status = resp.StatusCode
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		_ = resp.Body.Close()
 	}
 	if ctx.Err() != nil {
 		return // stopped (a reload, shutdown): no result

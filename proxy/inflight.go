@@ -154,7 +154,7 @@ func readBody(r *http.Request, limit int64) *web.Error {
 		return web.ErrMalformedBody.Because(err)
 	}
 	if int64(len(head)) <= limit {
-		r.Body.Close()
+		_ = r.Body.Close()
 		r.Body = io.NopCloser(bytes.NewReader(head))
 		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(head)), nil }
 		return nil

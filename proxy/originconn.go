@@ -57,7 +57,7 @@ func (t *Transport) get(ctx context.Context, addr string) (*originConn, bool, er
 		if c.probe.isQuiet() {
 			return c, true, nil
 		}
-		c.conn.Close()
+		_ = c.conn.Close()
 	}
 	trace := httptrace.ContextClientTrace(ctx)
 	if trace != nil && trace.ConnectStart != nil {
@@ -83,7 +83,7 @@ func (t *Transport) put(c *originConn) {
 	t.mu.Lock()
 	if len(t.idle[c.addr]) >= t.maxIdle {
 		t.mu.Unlock()
-		c.conn.Close()
+		_ = c.conn.Close()
 		return
 	}
 	t.idle[c.addr] = append(t.idle[c.addr], c)
@@ -105,7 +105,7 @@ func (t *Transport) expire(c *originConn) {
 	}
 	c.pooled = false
 	t.mu.Unlock()
-	c.conn.Close()
+	_ = c.conn.Close()
 }
 
 // headerLimit bounds what is read from the connection while an answer's header is read (net/http's
@@ -143,7 +143,7 @@ const maxInformational = 8
 // Transport tells a ClientTrace. early reports a failure before any byte of an answer arrived (a stale
 // pooled connection, when c was reused).
 func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome, trace *httptrace.ClientTrace) (resp *http.Response, early bool, err error) {
-	stop := context.AfterFunc(req.Context(), func() { c.conn.Close() })
+	stop := context.AfterFunc(req.Context(), func() { _ = c.conn.Close() })
 	defer func() {
 		if err != nil {
 			stop()
@@ -162,7 +162,7 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome, 
 		trace.WroteRequest(httptrace.WroteRequestInfo{})
 	}
 	if t.headerTimeout > 0 {
-		c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
+		_ = c.conn.SetReadDeadline(time.Now().Add(t.headerTimeout))
 	}
 	c.limit.n = maxResponseHeaderBytes
 	if _, err := c.br.Peek(1); err != nil {
@@ -175,7 +175,7 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome, 
 		// answer are ready at once, and the poller reports the timer: look at the socket once more
 		// before calling it a timeout, so an answer already there is read (docs/reference.md
 		// "Admission outcomes").
-		c.conn.SetReadDeadline(time.Now().Add(lateAnswerWait))
+		_ = c.conn.SetReadDeadline(time.Now().Add(lateAnswerWait))
 		if _, err := c.br.Peek(1); err != nil {
 			return nil, false, timeout
 		}
@@ -204,14 +204,14 @@ func (c *originConn) roundTrip(req *http.Request, t *Transport, o *web.Outcome, 
 	}
 	c.limit.n = -1
 	if t.headerTimeout > 0 {
-		c.conn.SetReadDeadline(time.Time{})
+		_ = c.conn.SetReadDeadline(time.Time{})
 	}
 	keep := !resp.Close && !req.Close
 	if resp.Body == http.NoBody {
 		if stop() && keep && c.br.Buffered() == 0 {
 			t.put(c)
 		} else {
-			c.conn.Close()
+			_ = c.conn.Close()
 		}
 		return resp, false, nil
 	}
@@ -285,5 +285,5 @@ func (b *originBody) finish(atEnd bool) {
 		b.t.put(b.c)
 		return
 	}
-	b.c.conn.Close()
+	_ = b.c.conn.Close()
 }

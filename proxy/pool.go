@@ -97,7 +97,7 @@ func (roundRobin) choose(pl *pool, tried uint64, now int64) int {
 	n := uint64(len(pl.servers))
 	start := pl.cursor.Add(1) - 1
 	for i := range n {
-		j := int((start + i) % n)
+		j := int((start + i) % n) //nolint:gosec // below n, the number of servers
 		if tried&(1<<j) == 0 && pl.usable(pl.servers[j], now) {
 			return j
 		}
@@ -114,7 +114,7 @@ func (leastConn) choose(pl *pool, tried uint64, now int64) int {
 	start := pl.cursor.Add(1) - 1
 	best, fewest := -1, int64(0)
 	for i := range n {
-		j := int((start + i) % n)
+		j := int((start + i) % n) //nolint:gosec // below n, the number of servers
 		s := pl.servers[j]
 		if tried&(1<<j) != 0 || !pl.usable(s, now) {
 			continue

@@ -225,7 +225,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case info.Store.Degraded && route.open:
 		// on_store_error: open — availability over the gate while the store is down: no step could
 		// use the store, so none runs.
-		info.StoreFailed("route", web.ErrDegraded)
+		_ = info.StoreFailed("route", web.ErrDegraded) // counts the bypass; the route is open, so no error
 		route.forward(rec, routed)
 	default:
 		// The route's mux sets r.Pattern and the path wildcards, then runs the gate chain.

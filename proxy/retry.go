@@ -120,6 +120,6 @@ func (b *heldBody) finish() {
 	b.closeWanted = false
 	b.mu.Unlock()
 	if wanted {
-		b.ReadCloser.Close()
+		_ = b.ReadCloser.Close()
 	}
 }

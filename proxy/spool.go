@@ -163,9 +163,9 @@ func (sp *spooler) hold(body io.ReadCloser, n int64) *spooled {
 		// Read to its end, so that the shop's connection goes back to the pool: a body of known length
 		// says io.EOF here without reading the connection.
 		var probe [1]byte
-		body.Read(probe[:])
+		_, _ = body.Read(probe[:])
 	}
-	body.Close()
+	_ = body.Close()
 	// The share of the budget of chunks an answer that broke off never filled.
 	sp.held.Add(-(reserve - int64(len(s.chunks))*copyBufferSize))
 	return s

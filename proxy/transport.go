@@ -107,7 +107,7 @@ func (t *Transport) CloseIdleConnections() {
 	for _, conns := range idle {
 		for _, c := range conns {
 			c.idle.Stop()
-			c.conn.Close()
+			_ = c.conn.Close()
 		}
 	}
 	t.std.CloseIdleConnections()
@@ -148,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				continue
 			}
 			if req.Body != nil {
-				req.Body.Close() // a RoundTripper closes the body, even on errors
+				_ = req.Body.Close() // a RoundTripper closes the body, even on errors
 			}
 			return nil, err
 		}
@@ -159,7 +159,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if fence != nil && !fence.Holds() {
 			t.put(c) // nothing was written on it
 			if req.Body != nil {
-				req.Body.Close()
+				_ = req.Body.Close()
 			}
 			return nil, web.ErrFenced
 		}
@@ -167,7 +167,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err == nil {
 			return resp, nil
 		}
-		c.conn.Close()
+		_ = c.conn.Close()
 		if ctx.Err() != nil {
 			// The visitor left: say so the way net/http does, for the error handler.
 			return nil, fmt.Errorf("origin request: %w", ctx.Err())
@@ -191,7 +191,7 @@ func (t *Transport) roundTripStd(req *http.Request) (*http.Response, error) {
 	}
 	if fence != nil && !fence.Holds() {
 		if req.Body != nil {
-			req.Body.Close()
+			_ = req.Body.Close()
 		}
 		return nil, web.ErrFenced
 	}
@@ -203,7 +203,7 @@ func (t *Transport) roundTripStd(req *http.Request) (*http.Response, error) {
 				// Closed before the writer has the request: nothing of it is sent. A pooled
 				// connection is retried on another by net/http, which comes back here.
 				fenced.Store(true)
-				info.Conn.Close()
+				_ = info.Conn.Close()
 			}
 		},
 		WroteRequest: func(info httptrace.WroteRequestInfo) {
@@ -257,7 +257,7 @@ var shortBodies = sync.Pool{New: func() any { return new([maxShortBody]byte) }}
 // sees anything; a body that breaks off fails the round trip as it would have while being copied.
 func readShortBody(req *http.Request, buf *[maxShortBody]byte) (*http.Request, error) {
 	n, err := io.ReadFull(req.Body, buf[:req.ContentLength])
-	req.Body.Close()
+	_ = req.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("reading the request body: %w", err)
 	}

@@ -71,7 +71,7 @@ func (r *recorder) Flush() {
 		r.final()
 	}
 	r.renewDeadline()
-	http.NewResponseController(r.ResponseWriter).Flush()
+	_ = http.NewResponseController(r.ResponseWriter).Flush()
 }
 
 // Hijack hands the connection over (Upgrade); the status is then 101 as far as edgeq is concerned.

@@ -78,6 +78,7 @@ type productRow struct {
 
 // Render writes the page of r; it is rendered whole before anything is written.
 func (p *Page) Render(w io.Writer, r *Report, o PageOptions) error {
+	//nolint:gosec // report.css embedded in the binary, not input
 	d := pageData{Brand: o.Brand, Queue: r.Queue, CSS: template.CSS(p.css), Offline: o.Offline, CSVURL: o.CSVURL,
 		Range:     r.From.Format("2 Jan 2006 15:04") + " – " + r.To.Format("2 Jan 2006 15:04") + " UTC",
 		FromInput: r.From.Format("2006-01-02T15:04"), ToInput: r.To.Format("2006-01-02T15:04"),

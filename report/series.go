@@ -136,12 +136,14 @@ func WaitBucket(d time.Duration) int {
 		return int(cs)
 	}
 	e := bits.Len64(cs) - 7 // cs >> e is in [64, 128)
+	//nolint:gosec // cs>>e is in [64, 128)
 	return waitSubBuckets + e*waitSubBuckets + int(cs>>e) - waitSubBuckets
 }
 
 // bucketBounds are the smallest and one past the largest centisecond count of a bucket.
 func bucketBounds(b int) (lo, hi uint64) {
 	if b < waitSubBuckets {
+		//nolint:gosec // b is in [0, waitSubBuckets)
 		return uint64(b), uint64(b) + 1
 	}
 	e := (b - waitSubBuckets) / waitSubBuckets
@@ -152,6 +154,7 @@ func bucketBounds(b int) (lo, hi uint64) {
 // BucketMid is the midpoint of a bucket, the wait the report shows for it.
 func BucketMid(b int) time.Duration {
 	lo, hi := bucketBounds(b)
+	//nolint:gosec // bucket bounds of waits that were durations
 	return time.Duration(lo+hi) * 5 * time.Millisecond
 }
 

@@ -100,19 +100,19 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 		Static: assets.URL, JoinRate: func(queue string) float64 { return room.JoinRate(queue) }, Responder: responder,
 	}, registry)
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return nil, err
 	}
 
 	led, err := openLedger(cfg.Ledger, logger)
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return nil, err
 	}
 
 	tr, err := startTracing(cfg.Tracing, version, st, logger)
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return nil, err
 	}
 	tracer := tr.Tracer() // nil: tracing off
@@ -208,15 +208,15 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 	registry.MustRegister(p.PoolCollector())
 	table, err := p.CompileWith(cfg.Routes, cfg.Origins)
 	if err != nil {
-		tr.Shutdown(context.Background()) // nothing was traced yet: nothing to wait for
-		st.Close()
+		_ = tr.Shutdown(context.Background()) // nothing was traced yet: nothing to wait for
+		_ = st.Close()
 		return nil, err
 	}
 	warnMissing(logger, table)
 	p.Use(table)
 	if err := adm.Use(cfg); err != nil {
-		tr.Shutdown(context.Background())
-		st.Close()
+		_ = tr.Shutdown(context.Background())
+		_ = st.Close()
 		return nil, err
 	}
 	return &parts{store: st, health: health, registry: registry, metrics: m, responder: responder, proxy: p, room: room, check: check, admission: adm, inflight: limiter, ledger: led, tracing: tr}, nil

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"html/template"
-	"io"
 	"log/slog"
 	"strings"
 
@@ -38,7 +37,7 @@ func Review(path string) (problems []config.Problem, advice Advice, err error) {
 		}
 		return problems, Advice{}, nil
 	}
-	if _, err := loadKeys(cfg, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+	if _, err := loadKeys(cfg, slog.New(slog.DiscardHandler)); err != nil {
 		problems = append(problems, problemAt("tokens", err))
 	}
 	if _, err := loadCertificates(cfg, slog.New(slog.DiscardHandler)); err != nil {

@@ -259,6 +259,7 @@ func (h *redirectHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			target += "?" + r.URL.RawQuery
 		}
 	}
+	//nolint:gosec // the same host (checked by web.ValidHost) and path, over HTTPS
 	http.Redirect(w, r, "https://"+name+h.port+target, http.StatusPermanentRedirect)
 }
 

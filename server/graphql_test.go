@@ -34,7 +34,7 @@ type gqlShop struct {
 func newGQLShop(t *testing.T) *gqlShop {
 	t.Helper()
 	s := &gqlShop{}
-	shop, err := demoshop.New(slog.New(slog.NewTextHandler(io.Discard, nil)), demoshop.OnAddItem(func(id string, q int32) {
+	shop, err := demoshop.New(slog.New(slog.DiscardHandler), demoshop.OnAddItem(func(id string, q int32) {
 		s.mu.Lock()
 		s.calls = append(s.calls, demoshop.AddItemCall{ProductVariantID: id, Quantity: q})
 		s.mu.Unlock()

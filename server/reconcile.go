@@ -28,7 +28,7 @@ func Reconcile(ctx context.Context, path string, wait time.Duration, logger *slo
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	led, err := ledger.Open(openCtx, cfg.Ledger.PostgresURL)
 	cancel()

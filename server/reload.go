@@ -54,7 +54,7 @@ func (g *gateway) watchFile() *fileWatch {
 	w, err := fsnotify.NewWatcher()
 	if err == nil {
 		if err = w.Add(filepath.Dir(g.path)); err != nil {
-			w.Close()
+			_ = w.Close()
 		}
 	}
 	if err != nil {
@@ -70,7 +70,7 @@ func (g *gateway) watch(ctx context.Context, fw *fileWatch, forced <-chan struct
 	var events <-chan fsnotify.Event
 	var errs <-chan error
 	if fw.watcher != nil {
-		defer fw.watcher.Close()
+		defer func() { _ = fw.watcher.Close() }()
 		events, errs = fw.watcher.Events, fw.watcher.Errors
 	}
 	base := filepath.Base(g.path)
@@ -156,13 +156,13 @@ func fileSum(path string) [sha256.Size]byte {
 	if path == "" {
 		return [sha256.Size]byte{}
 	}
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // the configuration file edgeq was started with
 	if err != nil {
 		return [sha256.Size]byte{}
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	h := sha256.New()
-	io.Copy(h, f)
+	_, _ = io.Copy(h, f) // a failed read sums less: reload then loads the file, which says what is wrong
 	var sum [sha256.Size]byte
 	copy(sum[:], h.Sum(nil))
 	return sum

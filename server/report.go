@@ -72,7 +72,7 @@ func WriteReport(ctx context.Context, o ReportOptions, out io.Writer, logger *sl
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() { _ = st.Close() }()
 	svc, err := newReport(cfg, st, nil)
 	if err != nil {
 		return err

@@ -72,7 +72,7 @@ func Run(ctx context.Context, opts Options) error {
 		return &StartupError{Err: err}
 	}
 	built.registry.MustRegister(metrics.NewBuildInfo(binary))
-	defer built.store.Close()
+	defer func() { _ = built.store.Close() }()
 	if built.ledger != nil {
 		defer built.ledger.Close()
 	}
@@ -91,7 +91,7 @@ func Run(ctx context.Context, opts Options) error {
 
 	l, err := listen(cfg, built, g, opts.acmeChallenges, logger)
 	if err != nil {
-		built.tracing.Shutdown(context.Background()) // nothing was traced: nothing to wait for
+		_ = built.tracing.Shutdown(context.Background()) // nothing was traced: nothing to wait for
 		return err
 	}
 	stopBackground := startBackground(cfg, built, g, opts.Reload, logger)
@@ -155,20 +155,20 @@ func listen(cfg *config.Config, built *parts, g *gateway, challenges []string, l
 	}
 	l.adminLn, err = net.Listen("tcp", cfg.Admin.Listen)
 	if err != nil {
-		l.publicLn.Close()
+		_ = l.publicLn.Close()
 		return nil, startupErr("admin.listen: %v", err)
 	}
 
 	dashboard, err := admin.NewDashboard(cfg.Pages.Brand)
 	if err != nil {
-		l.publicLn.Close()
-		l.adminLn.Close()
+		_ = l.publicLn.Close()
+		_ = l.adminLn.Close()
 		return nil, startupErr("dashboard: %v", err)
 	}
 	rep, err := newReport(cfg, built.store, built.responder)
 	if err != nil {
-		l.publicLn.Close()
-		l.adminLn.Close()
+		_ = l.publicLn.Close()
+		_ = l.adminLn.Close()
 		return nil, startupErr("%v", err)
 	}
 	adminHandler := admin.Handler(admin.Options{
@@ -210,8 +210,8 @@ func listen(cfg *config.Config, built *parts, g *gateway, challenges []string, l
 		ErrorLog:          errorLog,
 	}
 	if l.tls, err = listenTLS(cfg, built, built.proxy, l.public, l.publicLn.Addr(), challenges, logger); err != nil {
-		l.publicLn.Close()
-		l.adminLn.Close()
+		_ = l.publicLn.Close()
+		_ = l.adminLn.Close()
 		return nil, startupErr("%v", err)
 	}
 	if l.tls != nil && cfg.Server.TLS.RedirectHTTP {
@@ -319,7 +319,7 @@ func (l *listeners) drain(g *gateway, stopBackground func(), logger *slog.Logger
 	var shutdown sync.WaitGroup
 	var publicErr, tlsErr error
 	shutdown.Go(func() { publicErr = l.public.Shutdown(shutdownCtx) })
-	shutdown.Go(func() { l.admin.Shutdown(shutdownCtx) })
+	shutdown.Go(func() { _ = l.admin.Shutdown(shutdownCtx) })
 	if l.tls != nil {
 		shutdown.Go(func() { tlsErr = l.tls.server.Shutdown(shutdownCtx) })
 		l.stopWatch()
@@ -337,9 +337,9 @@ func (l *listeners) drain(g *gateway, stopBackground func(), logger *slog.Logger
 	}
 	if err := errors.Join(publicErr, tlsErr); err != nil {
 		logger.Warn("shutdown timeout reached: requests still in flight were cut off", "error", err.Error())
-		l.public.Close()
+		_ = l.public.Close()
 		if l.tls != nil {
-			l.tls.server.Close()
+			_ = l.tls.server.Close()
 		}
 	}
 }

@@ -104,7 +104,7 @@ func (a *Assets) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// The whole body: ranges are served from the plain one (Negotiated).
 			h.Set("Content-Encoding", "gzip")
 			h.Set("Content-Length", strconv.Itoa(len(f.gzipped)))
-			w.Write(f.gzipped)
+			_, _ = w.Write(f.gzipped)
 			return
 		}
 	}

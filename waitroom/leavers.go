@@ -69,8 +69,9 @@ func (r *Room) takeGone(ctx context.Context, q *queue, s *snapshot) {
 	sc := r.queueReport(q.id)
 	now := s.storeNow().UnixMilli()
 	for i := 0; i+9 <= len(notes); i += 9 {
+		//nolint:gosec // 5 bytes: below 2^40
 		pos := int64(be(notes[i : i+5]))
-		seen := int64(be(notes[i+5:i+9])) * 1000
+		seen := int64(be(notes[i+5:i+9])) * 1000 //nolint:gosec // 4 bytes: below 2^32
 		if from, ok := q.waitFrom(s, pos, now); ok {
 			sc.WaitUnserved(time.Duration(seen-from) * time.Millisecond)
 		}
@@ -113,6 +114,7 @@ func (r *Room) countLine(ctx context.Context, q *queue, s *snapshot, series stri
 			}
 			seen := int64(0)
 			if 4*i+4 <= int64(len(hbs)) {
+				//nolint:gosec // 4 bytes: below 2^32
 				seen = int64(be(hbs[4*i : 4*i+4]))
 			}
 			from, known := q.waitFrom(s, pos, nowMs)

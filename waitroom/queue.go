@@ -355,6 +355,7 @@ func (r *Room) advance(ctx context.Context, q *queue, soldOut string) *snapshot 
 	q.joins.observe(s.Epoch, s.StoreNow.UnixMilli(), s.Counter)
 	q.joinRate.observe(s.Epoch, s.StoreNow.UnixMilli(), s.Counter)
 	if previous == nil {
+		//nolint:gosec // a background read for the queue, not for the tick's caller
 		go r.seedJoins(q, s.Epoch, s.Counter)
 	}
 	// What this replica knows was handed out: at least the counter it just read, within one epoch.

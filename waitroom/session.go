@@ -91,9 +91,9 @@ func tokenID(queueID, epoch string, pos, iat, exp int64) string {
 	h := sha256.New()
 	h.Write([]byte(queueID + "\x00" + epoch + "\x00"))
 	var b [24]byte
-	binary.BigEndian.PutUint64(b[0:8], uint64(pos))
-	binary.BigEndian.PutUint64(b[8:16], uint64(iat))
-	binary.BigEndian.PutUint64(b[16:24], uint64(exp))
+	binary.BigEndian.PutUint64(b[0:8], uint64(pos))   //nolint:gosec // the bits of the int64, hashed
+	binary.BigEndian.PutUint64(b[8:16], uint64(iat))  //nolint:gosec // the bits of the int64, hashed
+	binary.BigEndian.PutUint64(b[16:24], uint64(exp)) //nolint:gosec // the bits of the int64, hashed
 	h.Write(b[:])
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }

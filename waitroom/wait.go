@@ -218,6 +218,7 @@ func (r *Room) sendOn(ctx context.Context, w http.ResponseWriter, req *http.Requ
 		return false
 	}
 	r.setTokenCookie(w, req, queueID, t)
+	//nolint:gosec // returnTo went through web.SafeReturn: a path on this site
 	http.Redirect(w, req, returnTo, http.StatusSeeOther)
 	return true
 }

@@ -48,7 +48,7 @@ func admissionBench(args []string, w io.Writer) error {
 			if err != nil {
 				return err
 			}
-			defer f.Close()
+			defer func() { _ = f.Close() }()
 			*p.f = f
 		}
 	}
@@ -66,8 +66,8 @@ func admissionBench(args []string, w io.Writer) error {
 		where = fmt.Sprintf("redis-server on loopback pinned to CPU %d, edgeq, the origin and the load to CPU %s", *pinCPU, keep)
 	}
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("order confirmed"))
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("order confirmed"))
 	}))
 	if err != nil {
 		return err
@@ -88,7 +88,7 @@ func admissionBench(args []string, w io.Writer) error {
 		}
 	}
 	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	client := load.NewClient(*concurrency)
 	load.Run(client, "warm-up", post("/checkout/bench"), 200, *concurrency, time.Second)
 	// Rounds alternate so that both targets see the same machine; the worker drains between them.
@@ -144,22 +144,22 @@ func admissionBench(args []string, w io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, %s, one product with ample stock, a new buyer per request\n\n",
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, %s, one product with ample stock, a new buyer per request\n\n",
 		*concurrency, *rounds, *duration, where)
-	fmt.Fprintln(w, plain)
-	fmt.Fprintln(w, through)
-	fmt.Fprintln(w, raw)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| measurement | admissions/s | vs pass-through | p50 | p99 |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w, plain)
+	_, _ = fmt.Fprintln(w, through)
+	_, _ = fmt.Fprintln(w, raw)
+	_, _ = fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w, "| measurement | admissions/s | vs pass-through | p50 | p99 |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
 	for _, s := range []load.Sample{plain, through, raw} {
-		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/plain.RPS(),
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/plain.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
-	fmt.Fprintf(w, "\nRedis CPU per stock admission (request path and event worker, INFO commandstats): %.1f µs\n", cpu.perOp())
-	fmt.Fprintf(w, "event worker: caught up at most %s after a round's last admission\n", worst.Round(10*time.Millisecond))
-	fmt.Fprintln(w, cpu.breakdown())
+	_, _ = fmt.Fprintf(w, "\nRedis CPU per stock admission (request path and event worker, INFO commandstats): %.1f µs\n", cpu.perOp())
+	_, _ = fmt.Fprintf(w, "event worker: caught up at most %s after a round's last admission\n", worst.Round(10*time.Millisecond))
+	_, _ = fmt.Fprintln(w, cpu.breakdown())
 
 	// The admin list's target (< 20 ms, docs/benchmarks.md "Admin list") with the admissions the
 	// rounds left (about 100,000): the newest page and a deep one, from 8 operators at once.
@@ -184,7 +184,7 @@ func admissionBench(args []string, w io.Writer) error {
 			}
 			return nil
 		})
-		fmt.Fprintf(w, "admin list at %d admissions, page %d (20 a page), 8 at once: p50 %s, p99 %s, %d errors (target: < 20 ms)\n",
+		_, _ = fmt.Fprintf(w, "admin list at %d admissions, page %d (20 a page), 8 at once: p50 %s, p99 %s, %d errors (target: < 20 ms)\n",
 			total.TotalCount, page, s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond), s.Errors)
 	}
 	return nil
@@ -198,7 +198,7 @@ func adminGetJSON(url string, v any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != 200 {
 		return fmt.Errorf("%s: %d", url, resp.StatusCode)
 	}
@@ -220,7 +220,7 @@ routes:
 // rawReserve calls reserve.lua directly from concurrency goroutines for duration.
 func rawReserve(addr string, concurrency int, duration time.Duration) (load.Sample, error) {
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency * 2})
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
 	ctx := context.Background()
 	var ids atomic.Int64

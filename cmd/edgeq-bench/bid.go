@@ -51,8 +51,8 @@ func bidBench(args []string, w io.Writer) error {
 	}
 	defer redisSrv.Stop()
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("bid received"))
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("bid received"))
 	}))
 	if err != nil {
 		return err
@@ -129,22 +129,22 @@ func bidBench(args []string, w io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "redis-server on loopback, one auction; the load generator, edgeq, the origin and Redis share the machine\n\n")
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "redis-server on loopback, one auction; the load generator, edgeq, the origin and Redis share the machine\n\n")
 	samples := []load.Sample{steadyBids, steadyHighest, steadyHistory, bids, highest, history, sustained, raw}
 	for _, s := range samples {
-		fmt.Fprintln(w, s)
+		_, _ = fmt.Fprintln(w, s)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "| measurement | answers | per second | p50 | p95 | p99 | target (p95) |\n")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
+	_, _ = fmt.Fprintln(w)
+	_, _ = fmt.Fprintf(w, "| measurement | answers | per second | p50 | p95 | p99 | target (p95) |\n")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---|")
 	targets := []string{"< 100 ms", "< 50 ms", "< 200 ms", "", "", "", "", ""}
 	for i, s := range samples {
-		fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s |\n", s.Name, len(s.Latencies), s.RPS(),
+		_, _ = fmt.Fprintf(w, "| %s | %d | %.0f | %s | %s | %s | %s |\n", s.Name, len(s.Latencies), s.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.95).Round(time.Microsecond),
 			s.Percentile(0.99).Round(time.Microsecond), targets[i])
 	}
-	fmt.Fprintf(w, "\nsteady: %s together; bursts: %d rounds of simultaneous requests; closed loop and bid.lua alone: %d clients for %s\n",
+	_, _ = fmt.Fprintf(w, "\nsteady: %s together; bursts: %d rounds of simultaneous requests; closed loop and bid.lua alone: %d clients for %s\n",
 		*steady, *rounds, *concurrency, *duration)
 	failed := 0
 	for _, s := range samples {
@@ -171,7 +171,7 @@ routes:
 // one before it.
 func rawBids(addr string, concurrency int, duration time.Duration) (load.Sample, error) {
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: concurrency * 2})
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
 	ctx := context.Background()
 	svc := admission.New(admission.Options{Store: st}) // bid.lua alone, with edgeq's defaults

@@ -75,7 +75,7 @@ func startBytesStack(retention time.Duration, perUser int) (*bytesStack, error) 
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	tr := &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}
 	return &bytesStack{edge: edge, rdb: rdb, client: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		stop: func() { stop(); rdb.Close(); srv.Stop() }}, nil
+		stop: func() { stop(); _ = rdb.Close(); srv.Stop() }}, nil
 }
 
 // buy sends one admission of a new buyer and returns how long it took.
@@ -99,8 +99,8 @@ func (b *bytesStack) send(req *http.Request) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("%s %s: status %d", req.Method, req.URL.Path, resp.StatusCode)
 	}
@@ -213,12 +213,12 @@ func bytesBench(args []string, w io.Writer) error {
 		return err
 	}
 	total := int64(*warm + *n)
-	fmt.Fprintf(w, "bytes of Redis per admission (per_user_limit 1, a new buyer each, ledger off; %d admissions after %d, %.0f/s)\n",
+	_, _ = fmt.Fprintf(w, "bytes of Redis per admission (per_user_limit 1, a new buyer each, ledger off; %d admissions after %d, %.0f/s)\n",
 		*n, *warm, float64(*n)/took.Seconds())
-	fmt.Fprintf(w, "  used_memory %d -> %d: %.0f B per admission\n", before, after, float64(after-before)/float64(*n))
-	fmt.Fprintf(w, "  keys %d; the largest, by MEMORY USAGE (bytes per admission of all %d):\n", len(sizes), total)
+	_, _ = fmt.Fprintf(w, "  used_memory %d -> %d: %.0f B per admission\n", before, after, float64(after-before)/float64(*n))
+	_, _ = fmt.Fprintf(w, "  keys %d; the largest, by MEMORY USAGE (bytes per admission of all %d):\n", len(sizes), total)
 	for _, k := range sizes[:min(len(sizes), 12)] {
-		fmt.Fprintf(w, "    %-48s %11d  %6.1f\n", k.key, k.bytes, float64(k.bytes)/float64(total))
+		_, _ = fmt.Fprintf(w, "    %-48s %11d  %6.1f\n", k.key, k.bytes, float64(k.bytes)/float64(total))
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ func chaosBench(args []string, w io.Writer) error {
 		return err
 	}
 	defer run.stop()
-	fmt.Fprintf(w, "chaos: %d replicas, Redis with a Sentinel and two replicas (one lagging 20ms), stock %d, %d buyers, nemesis %s for %s, seed %d\n",
+	_, _ = fmt.Fprintf(w, "chaos: %d replicas, Redis with a Sentinel and two replicas (one lagging 20ms), stock %d, %d buyers, nemesis %s for %s, seed %d\n",
 		*replicas, *stock, *buyers, *nemesis, *duration, *seed)
 	ctx, cancel := context.WithTimeout(context.Background(), *duration)
 	var wg sync.WaitGroup
@@ -65,7 +65,7 @@ func chaosBench(args []string, w io.Writer) error {
 	cancel()
 	n.heal()
 	wg.Wait()
-	fmt.Fprintf(w, "load: %d purchases answered, %d joins; settling (origin.timeout, a lease and a sweep)...\n",
+	_, _ = fmt.Fprintf(w, "load: %d purchases answered, %d joins; settling (origin.timeout, a lease and a sweep)...\n",
 		run.purchases.Load(), run.joins.Load())
 	report, err := run.settleAndCheck()
 	if err != nil {
@@ -75,7 +75,7 @@ func chaosBench(args []string, w io.Writer) error {
 	if report.violated() {
 		return fmt.Errorf("chaos: invariants violated (seed %d); replicas' logs in %s", *seed, run.dir)
 	}
-	os.RemoveAll(run.dir)
+	_ = os.RemoveAll(run.dir)
 	return nil
 }
 
@@ -195,7 +195,7 @@ func freeAddrs() (string, string, error) {
 			return "", "", err
 		}
 		addrs[i] = ln.Addr().String()
-		ln.Close()
+		_ = ln.Close()
 	}
 	return addrs[0], addrs[1], nil
 }
@@ -214,7 +214,7 @@ func (r *chaosReplica) start() error {
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != 200 {
 			return fmt.Errorf("readyz %d", resp.StatusCode)
 		}
@@ -249,7 +249,7 @@ func (r *chaosReplica) kill() bool {
 	}
 	r.down = true
 	r.mu.Unlock()
-	syscall.Kill(p.Pid(), syscall.SIGCONT) // a stopped process dies as well, but say so
+	_ = syscall.Kill(p.Pid(), syscall.SIGCONT) // a stopped process dies as well, but say so
 	p.Kill()
 	return true
 }
@@ -258,15 +258,15 @@ func (run *chaosRun) stop() {
 	for _, r := range run.replicas {
 		r.mu.Lock()
 		if r.proc != nil && !r.down {
-			syscall.Kill(r.proc.Pid(), syscall.SIGCONT)
+			_ = syscall.Kill(r.proc.Pid(), syscall.SIGCONT)
 			r.proc.Stop(syscall.SIGTERM, 3*time.Second)
 		}
 		r.mu.Unlock()
 		if r.link != nil {
-			r.link.Close()
+			_ = r.link.Close()
 		}
 		if r.log != nil {
-			r.log.Close()
+			_ = r.log.Close()
 		}
 	}
 	if run.shop != nil {
@@ -290,8 +290,8 @@ func (run *chaosRun) buy(ctx context.Context, buyer int) {
 			time.Sleep(50 * time.Millisecond) // a replica down or stopped
 			continue
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
 		run.purchases.Add(1)
 	}
 }

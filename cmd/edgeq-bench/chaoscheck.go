@@ -34,15 +34,15 @@ func startChaosShop(originTimeout time.Duration) (*chaosShop, error) {
 	}
 	s := &chaosShop{addr: ln.Addr().String(), arrivals: map[string]time.Time{}, orders: map[string]time.Time{}, timeout: originTimeout}
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve)}
-	go s.srv.Serve(ln)
+	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
 
 func (s *chaosShop) serve(w http.ResponseWriter, r *http.Request) {
-	io.Copy(io.Discard, r.Body)
+	_, _ = io.Copy(io.Discard, r.Body)
 	id := r.Header.Get("Edgeq-Admission-Id")
 	if id == "" {
-		w.Write([]byte("ok"))
+		_, _ = w.Write([]byte("ok"))
 		return
 	}
 	s.mu.Lock()
@@ -64,14 +64,14 @@ func (s *chaosShop) serve(w http.ResponseWriter, r *http.Request) {
 		s.orders[id] = time.Now()
 	}
 	s.mu.Unlock()
-	w.Write([]byte("order placed"))
+	_, _ = w.Write([]byte("order placed"))
 }
 
-func (s *chaosShop) close() { s.srv.Close() }
+func (s *chaosShop) close() { _ = s.srv.Close() }
 
 func decodeJSON(resp *http.Response, v any) {
-	defer resp.Body.Close()
-	json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v)
+	defer func() { _ = resp.Body.Close() }()
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(v)
 }
 
 // chaosRecord is an admission as the admin API lists it.
@@ -158,22 +158,22 @@ func (r *chaosReport) print(w io.Writer, history []nemesisEvent) {
 		}
 		return "**VIOLATED**"
 	}
-	fmt.Fprintf(w, "\n| invariant | figures | |\n|---|---|---|\n")
-	fmt.Fprintf(w, "| orders at the shop <= stock (less orders whose units the orphan sweep gave back after the shop took them: orphans: release) | %d orders, %d of them given back after, stock %d | %s |\n",
+	_, _ = fmt.Fprintf(w, "\n| invariant | figures | |\n|---|---|---|\n")
+	_, _ = fmt.Fprintf(w, "| orders at the shop <= stock (less orders whose units the orphan sweep gave back after the shop took them: orphans: release) | %d orders, %d of them given back after, stock %d | %s |\n",
 		r.orders, r.soldAfterOrphaned, r.stock, held(r.orders-r.soldAfterOrphaned <= r.stock))
-	fmt.Fprintf(w, "| units taken == admissions holding units (committed or unsettled) | %d taken, %d held (%d unsettled) | %s |\n",
+	_, _ = fmt.Fprintf(w, "| units taken == admissions holding units (committed or unsettled) | %d taken, %d held (%d unsettled) | %s |\n",
 		r.stock-r.remaining, r.held, r.unsettled, held(r.stock-r.remaining == r.held))
-	fmt.Fprintf(w, "| no admission reached the shop after its units were given back | %d did %s | %s |\n",
+	_, _ = fmt.Fprintf(w, "| no admission reached the shop after its units were given back | %d did %s | %s |\n",
 		len(r.resentAfterRelease), clipIDs(r.resentAfterRelease), held(len(r.resentAfterRelease) == 0))
-	fmt.Fprintf(w, "| no order's units given back on the shop's answer | %d %s | %s |\n",
+	_, _ = fmt.Fprintf(w, "| no order's units given back on the shop's answer | %d %s | %s |\n",
 		len(r.releasedWithOrder), clipIDs(r.releasedWithOrder), held(len(r.releasedWithOrder) == 0))
-	fmt.Fprintf(w, "| no admitted request lost: every purchase at the shop has its record | %d of %d without %s | %s |\n",
+	_, _ = fmt.Fprintf(w, "| no admitted request lost: every purchase at the shop has its record | %d of %d without %s | %s |\n",
 		len(r.lost), r.arrivals, clipIDs(r.lost), held(len(r.lost) == 0))
-	fmt.Fprintf(w, "| no queue place handed to two visitors | %d positions twice in %d joins | %s |\n",
+	_, _ = fmt.Fprintf(w, "| no queue place handed to two visitors | %d positions twice in %d joins | %s |\n",
 		r.duplicatePositions, r.joins, held(r.duplicatePositions == 0))
-	fmt.Fprintf(w, "\nnemesis (%d events):\n", len(history))
+	_, _ = fmt.Fprintf(w, "\nnemesis (%d events):\n", len(history))
 	for _, e := range history {
-		fmt.Fprintf(w, "  %8s  %s\n", e.at, e.action)
+		_, _ = fmt.Fprintf(w, "  %8s  %s\n", e.at, e.action)
 	}
 }
 
@@ -202,7 +202,7 @@ func (run *chaosRun) read(admin string) (*chaosRead, error) {
 			return err
 		}
 		if resp.StatusCode != 200 {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			return fmt.Errorf("%s: %d", path, resp.StatusCode)
 		}
 		decodeJSON(resp, v)

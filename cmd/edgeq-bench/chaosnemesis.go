@@ -95,7 +95,7 @@ func (n *nemesisRun) waitLineFull(ctx context.Context, r int, limit time.Duratio
 				continue
 			}
 			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			for line := range strings.SplitSeq(string(body), "\n") {
 				if v, ok := strings.CutPrefix(line, prefix); ok {
 					f, _ := strconv.ParseFloat(v, 64)

@@ -85,7 +85,7 @@ func (t *crowdTally) String() string {
 // runCrowd runs c.size shoppers until ctx ends, printing a summary line every 10 s.
 func runCrowd(ctx context.Context, c crowdConfig, w io.Writer, tally *crowdTally) error {
 	say := func(format string, args ...any) {
-		fmt.Fprintf(w, "crowd %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+		_, _ = fmt.Fprintf(w, "crowd %s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	sources, note := crowdSources(c)
 	say("%d shoppers in the %s queue at %s, buying %s (%s)", c.size, c.queue, c.base, c.sku, note)
@@ -126,7 +126,7 @@ func crowdSources(c crowdConfig) ([]net.Addr, string) {
 	if err != nil {
 		return addrs, "one client address: this system has no 127.0.0.2, so the shoppers share the join and poll limits"
 	}
-	ln.Close()
+	_ = ln.Close()
 	for i := range addrs {
 		addrs[i] = &net.TCPAddr{IP: net.IPv4(127, 0, byte((i+2)>>8), byte(i+2))}
 	}
@@ -260,7 +260,7 @@ func (s *shopper) send(ctx context.Context, method, path string, body any) (int,
 		resp, err := s.client.Do(req)
 		if err == nil {
 			data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode != http.StatusServiceUnavailable {
 				return resp.StatusCode, data, nil
 			}

@@ -38,9 +38,9 @@ func graphqlAdmissionBench(duration time.Duration, concurrency, rounds int, w io
 	}
 	defer redisSrv.Stop()
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(`{"data":{"addItemToOrder":{"__typename":"Order","id":"1"}}}`))
+		_, _ = w.Write([]byte(`{"data":{"addItemToOrder":{"__typename":"Order","id":"1"}}}`))
 	}))
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ routes:
 	jsonReq := post("/api/cart", []byte(`{"sku":"bench","quantity":1}`))
 	gqlReq := post("/shop-api", gqlBody)
 	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	client := load.NewClient(concurrency)
 	load.Run(client, "warm-up", gqlReq, 200, concurrency, time.Second)
 	streams := productStreams("edgeq", "bench")
@@ -97,13 +97,13 @@ routes:
 			m.s.Name = m.name
 		}
 	}
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, redis-server on loopback, one product, a new buyer per request; GraphQL body: %d bytes (a Vendure-style addItemToOrder with fragments)\n\n",
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, redis-server on loopback, one product, a new buyer per request; GraphQL body: %d bytes (a Vendure-style addItemToOrder with fragments)\n\n",
 		concurrency, rounds, duration, len(gqlBody))
-	fmt.Fprintln(w, "| measurement | admissions/s | vs JSON body | p50 | p99 |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w, "| measurement | admissions/s | vs JSON body | p50 | p99 |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
 	for _, s := range []load.Sample{plain, gql} {
-		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/plain.RPS(),
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/plain.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
 	return nil

@@ -62,14 +62,14 @@ func hotBench(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	redisSrv, err := redisserver.Start()
 	if err != nil {
 		return fmt.Errorf("the hot benchmark needs redis-server: %w", err)
 	}
 	defer redisSrv.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	origin, err := serve(http.HandlerFunc(tableOrigin))
 	if err != nil {
 		return err
@@ -188,12 +188,12 @@ func profileRound(path string, this bool) (func(), error) {
 		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	return func() {
 		pprof.StopCPUProfile()
-		f.Close()
+		_ = f.Close()
 	}, nil
 }
 
@@ -327,27 +327,27 @@ func (r wrkResult) perAccepted() float64 {
 
 func writeHot(w io.Writer, f hotFigures) {
 	floor := medianOf(f.floors)
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s, %d alternating rounds (medians), one product, a new buyer per request; bids on %d auctions (%d per wrk thread), each bid one cent above the last\n",
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s, %d alternating rounds (medians), one product, a new buyer per request; bids on %d auctions (%d per wrk thread), each bid one cent above the last\n",
 		f.wl.threads, f.wl.connections, f.wl.duration, f.wl.rounds, f.wl.threads*hotAuctionsPerThread, hotAuctionsPerThread)
 	rounds := make([]string, len(f.floors))
 	for i, x := range f.floors {
 		rounds[i] = fmt.Sprintf("%.1f", x)
 	}
-	fmt.Fprintf(w, "floor: one EVALSHA of DECRBY + HINCRBY, unpipelined, redis-benchmark -c %d: %.1f µs of Redis CPU per call (rounds: %s µs)\n\n",
+	_, _ = fmt.Fprintf(w, "floor: one EVALSHA of DECRBY + HINCRBY, unpipelined, redis-benchmark -c %d: %.1f µs of Redis CPU per call (rounds: %s µs)\n\n",
 		f.floorClients, floor, strings.Join(rounds, ", "))
 
 	post, stock, bid := median(f.shared["POST passed through"]), median(f.shared["stock admission"]), median(f.shared["bid admission"])
 	stockCPU := medianOf(mapped(f.shared["stock admission"], func(r wrkResult) float64 { return r.redisCPU }))
 	bidCPU := medianOf(mapped(f.shared["bid admission"], wrkResult.perAccepted))
-	fmt.Fprintln(w, "| measurement | requests/s | vs the POST | p50 | p99 | p99 vs the POST | Redis CPU per admission | vs floor | admissions/s per Redis core |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w, "| measurement | requests/s | vs the POST | p50 | p99 | p99 vs the POST | Redis CPU per admission | vs floor | admissions/s per Redis core |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	row := func(name string, r, ref wrkResult, cpu float64) {
 		cpuText, vsFloor, perCore := "—", "—", "—"
 		if cpu > 0 {
 			cpuText, vsFloor, perCore = fmt.Sprintf("%.1f µs", cpu), fmt.Sprintf("%.2fx", cpu/floor), fmt.Sprintf("%.0f", 1e6/cpu)
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s | %.2fx | %s | %s | %s |\n", name, r.rps, r.rps/ref.rps, r.p50, r.p99,
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s | %.2fx | %s | %s | %s |\n", name, r.rps, r.rps/ref.rps, r.p50, r.p99,
 			float64(r.p99d())/float64(ref.p99d()), cpuText, vsFloor, perCore)
 	}
 	row("POST passed through, sharing the CPUs", post, post, 0)
@@ -360,24 +360,24 @@ func writeHot(w io.Writer, f hotFigures) {
 		row("POST passed through, Redis on a CPU of its own", ppost, ppost, 0)
 		row("stock admission, Redis on a CPU of its own", pstock, ppost,
 			medianOf(mapped(f.pinned["stock admission"], func(r wrkResult) float64 { return r.redisCPU })))
-		fmt.Fprintf(w, "\npinned: %s\n", f.where)
+		_, _ = fmt.Fprintf(w, "\npinned: %s\n", f.where)
 	}
-	fmt.Fprintf(w, "\nper stock admission, by command: its calls and their µs, per admission (median round; a script's time includes the commands it calls):\n%s", perOpBreakdown(stock))
-	fmt.Fprintf(w, "\nper accepted bid, by command: its calls and their µs, per accepted bid (median round):\n%s", perOpBreakdown(bid))
-	fmt.Fprintln(w, "\nthe hot-product targets:")
+	_, _ = fmt.Fprintf(w, "\nper stock admission, by command: its calls and their µs, per admission (median round; a script's time includes the commands it calls):\n%s", perOpBreakdown(stock))
+	_, _ = fmt.Fprintf(w, "\nper accepted bid, by command: its calls and their µs, per accepted bid (median round):\n%s", perOpBreakdown(bid))
+	_, _ = fmt.Fprintln(w, "\nthe hot-product targets:")
 	check := func(ok bool) string {
 		if ok {
 			return "met"
 		}
 		return "not met"
 	}
-	fmt.Fprintf(w, "  Redis CPU per stock admission ≤ 2.0x the floor: %.2fx, %s\n", stockCPU/floor, check(stockCPU <= 2*floor))
+	_, _ = fmt.Fprintf(w, "  Redis CPU per stock admission ≤ 2.0x the floor: %.2fx, %s\n", stockCPU/floor, check(stockCPU <= 2*floor))
 	if pinnedRatio > 0 {
-		fmt.Fprintf(w, "  stock admission ≥ 0.8x the POST with Redis on a CPU of its own: %.2fx, %s\n", pinnedRatio, check(pinnedRatio >= 0.8))
+		_, _ = fmt.Fprintf(w, "  stock admission ≥ 0.8x the POST with Redis on a CPU of its own: %.2fx, %s\n", pinnedRatio, check(pinnedRatio >= 0.8))
 	}
 	p99 := float64(stock.p99d()) / float64(post.p99d())
-	fmt.Fprintf(w, "  p99 of stock admission ≤ 1.3x the POST's, sharing the CPUs: %.2fx, %s\n", p99, check(p99 <= 1.3))
-	fmt.Fprintf(w, "  Redis CPU per accepted bid ≤ 2.0x the floor: %.2fx, %s\n", bidCPU/floor, check(bidCPU <= 2*floor))
+	_, _ = fmt.Fprintf(w, "  p99 of stock admission ≤ 1.3x the POST's, sharing the CPUs: %.2fx, %s\n", p99, check(p99 <= 1.3))
+	_, _ = fmt.Fprintf(w, "  Redis CPU per accepted bid ≤ 2.0x the floor: %.2fx, %s\n", bidCPU/floor, check(bidCPU <= 2*floor))
 }
 
 func mapped[T, U any](xs []T, f func(T) U) []U {

@@ -51,8 +51,8 @@ func ledgerBench(args []string, w io.Writer) error {
 		return err
 	}
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("order confirmed"))
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("order confirmed"))
 	}))
 	if err != nil {
 		return err
@@ -92,7 +92,7 @@ func ledgerBench(args []string, w io.Writer) error {
 		}
 	}
 	rc := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	streams := func(prefix string, i int) []string { return productStreams(prefix, fmt.Sprintf("p%d", i)) }
 	client := load.NewClient(*concurrency)
 	load.Run(client, "warm-up", post(on, "p0"), 200, *concurrency, time.Second)
@@ -170,22 +170,22 @@ func ledgerBench(args []string, w io.Writer) error {
 		}
 		return lags[min(len(lags)-1, int(q*float64(len(lags))))]
 	}
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, redis-server and PostgreSQL (fsync off) on loopback, a new buyer per request\n\n",
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, redis-server and PostgreSQL (fsync off) on loopback, a new buyer per request\n\n",
 		*concurrency, *rounds, *duration)
-	fmt.Fprintln(w, "| measurement | admissions/s | vs ledger off | p50 | p99 |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w, "| measurement | admissions/s | vs ledger off | p50 | p99 |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
 	for _, s := range []load.Sample{without, with, during} {
-		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/without.RPS(),
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s |\n", s.Name, s.RPS(), s.RPS()/without.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
-	fmt.Fprintf(w, "\nRedis CPU per stock admission (request path and workers, until every group caught up): ledger off %.1f µs, ledger on %.1f µs\n",
+	_, _ = fmt.Fprintf(w, "\nRedis CPU per stock admission (request path and workers, until every group caught up): ledger off %.1f µs, ledger on %.1f µs\n",
 		cpuOff.perOp(), cpuOn.perOp())
-	fmt.Fprintf(w, "ledger lag during the load (edgeq_ledger_lag_seconds every 100 ms): p50 %.2f s, p99 %.2f s, max %.2f s\n", pct(0.5), pct(0.99), pct(1))
-	fmt.Fprintf(w, "ledger caught up at most %s after a round's last admission\n", worstCatchUp.Round(10*time.Millisecond))
-	fmt.Fprintf(w, "after %s without PostgreSQL: %d stream entries waiting, written in %s once it was back (%.0f entries/s; %s after the restart)\n",
+	_, _ = fmt.Fprintf(w, "ledger lag during the load (edgeq_ledger_lag_seconds every 100 ms): p50 %.2f s, p99 %.2f s, max %.2f s\n", pct(0.5), pct(0.99), pct(1))
+	_, _ = fmt.Fprintf(w, "ledger caught up at most %s after a round's last admission\n", worstCatchUp.Round(10*time.Millisecond))
+	_, _ = fmt.Fprintf(w, "after %s without PostgreSQL: %d stream entries waiting, written in %s once it was back (%.0f entries/s; %s after the restart)\n",
 		*outage, backlog, caughtUp.Round(10*time.Millisecond), float64(backlog)/caughtUp.Seconds(), time.Since(restarted).Round(10*time.Millisecond))
-	fmt.Fprintf(w, "ledger rows: %d admissions (each written twice: admitted, then committed)\n", rows)
+	_, _ = fmt.Fprintf(w, "ledger rows: %d admissions (each written twice: admitted, then committed)\n", rows)
 	return nil
 }
 
@@ -205,7 +205,7 @@ func sampleLag(admin string, lags *[]float64) (stop func()) {
 				continue
 			}
 			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			for line := range strings.SplitSeq(string(body), "\n") {
 				if v, ok := strings.CutPrefix(line, "edgeq_ledger_lag_seconds "); ok {
 					if f, err := strconv.ParseFloat(v, 64); err == nil {
@@ -246,7 +246,7 @@ func countRows(url string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	var n int64
 	err = conn.QueryRow(ctx, "SELECT count(*) FROM edgeq_admissions").Scan(&n)
 	return n, err

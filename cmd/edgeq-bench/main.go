@@ -175,17 +175,17 @@ func machine() string {
 }
 
 func printTable(w io.Writer, f loadFlags, samples []load.Sample) {
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: %d concurrent clients, %s per target in %d rounds, client and servers in one process on loopback\n\n",
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "load: %d concurrent clients, %s per target in %d rounds, client and servers in one process on loopback\n\n",
 		f.concurrency, f.duration, f.rounds)
 	for _, s := range samples {
-		fmt.Fprintln(w, s)
+		_, _ = fmt.Fprintln(w, s)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| target | requests/s | p50 | p99 |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w, "| target | requests/s | p50 | p99 |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|")
 	for _, s := range samples {
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(),
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(),
 			s.Percentile(0.50).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
 }

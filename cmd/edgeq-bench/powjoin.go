@@ -42,8 +42,8 @@ func powJoinBench(args []string, w io.Writer) error {
 	}
 	defer redisSrv.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
-	defer rdb.Close()
-	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(originBody) }))
+	defer func() { _ = rdb.Close() }()
+	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(originBody) }))
 	if err != nil {
 		return err
 	}
@@ -107,16 +107,16 @@ queues:
 			cpu[k].add(after.minus(before), int64(len(s.Latencies)))
 		}
 	}
-	fmt.Fprintf(w, "powjoin: %d rounds of %d joins each, alternating, %d clients; a checked route: %v\n\n", *rounds, *joins, *concurrency, *routeCheck)
-	fmt.Fprintln(w, "| join | joins/s | p50 | p99 | redis-server CPU per join | joins/s vs no check | Redis CPU vs no check |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	_, _ = fmt.Fprintf(w, "powjoin: %d rounds of %d joins each, alternating, %d clients; a checked route: %v\n\n", *rounds, *joins, *concurrency, *routeCheck)
+	_, _ = fmt.Fprintln(w, "| join | joins/s | p50 | p99 | redis-server CPU per join | joins/s vs no check | Redis CPU vs no check |")
+	_, _ = fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for k, s := range samples {
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %.1f µs | %.2fx | %.2fx |\n", s.Name, s.RPS(),
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %s | %s | %.1f µs | %.2fx | %.2fx |\n", s.Name, s.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond),
 			cpu[k].perOp(), s.RPS()/samples[0].RPS(), cpu[k].perOp()/cpu[0].perOp())
 	}
 	for k, kind := range kinds {
-		fmt.Fprintf(w, "\nRedis commands per %s:\n%s", kind.name, cpu[k].breakdown())
+		_, _ = fmt.Fprintf(w, "\nRedis commands per %s:\n%s", kind.name, cpu[k].breakdown())
 	}
 	return nil
 }
@@ -183,7 +183,7 @@ func fetchChallenge(client *http.Client, edge, queue string) (issuedChallenge, e
 	if err != nil {
 		return issuedChallenge{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var c issuedChallenge
 	if resp.StatusCode != http.StatusOK {
 		return c, fmt.Errorf("pow_challenge answered %d", resp.StatusCode)

@@ -36,7 +36,9 @@ func startNginx(dir, originHost string, cert *benchCert) (proxyURLs, func(), err
 		return proxyURLs{}, nil, err
 	}
 	root := filepath.Join(dir, "nginx")
-	os.MkdirAll(filepath.Join(root, "logs"), 0o755)
+	if err := os.MkdirAll(filepath.Join(root, "logs"), 0o755); err != nil {
+		return proxyURLs{}, nil, err
+	}
 	user := ""
 	if os.Getuid() == 0 {
 		user = "user root;"
@@ -94,7 +96,9 @@ func startCaddy(dir, originHost string, cert *benchCert) (proxyURLs, func(), err
 		return proxyURLs{}, nil, err
 	}
 	root := filepath.Join(dir, "caddy")
-	os.MkdirAll(root, 0o755)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return proxyURLs{}, nil, err
+	}
 	conf := fmt.Sprintf("{\n\tadmin off\n\tauto_https off\n}\nhttp://127.0.0.1:%d {\n\treverse_proxy %s\n}\n", ports[0], originHost)
 	if cert != nil {
 		conf += fmt.Sprintf("https://127.0.0.1:%d {\n\ttls %s %s\n\treverse_proxy %s\n}\n", ports[1], cert.certFile, cert.keyFile, originHost)
@@ -147,7 +151,7 @@ func startProcess(cmd *exec.Cmd, ports []int, cert *benchCert) (proxyURLs, func(
 			if err != nil {
 				return err
 			}
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				return fmt.Errorf("GET %s/page: %d", base, resp.StatusCode)
 			}

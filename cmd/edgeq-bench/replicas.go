@@ -39,8 +39,8 @@ func replicasBench(args []string, w io.Writer) error {
 	defer top.Stop()
 	master := top.Master().Addr()
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("order confirmed"))
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("order confirmed"))
 	}))
 	if err != nil {
 		return err
@@ -71,7 +71,7 @@ routes:
 		defer t.stop()
 	}
 	rc := redis.NewClient(&redis.Options{Addr: master})
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	var users atomic.Int64
 	post := func(edge string) func() (load.Request, bool) {
 		return func() (load.Request, bool) {
@@ -110,22 +110,22 @@ routes:
 			t.sample.Name = name
 		}
 	}
-	fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
 	link := "on loopback"
 	if *delay > 0 {
 		link = fmt.Sprintf("behind a proxy adding %s each way", *delay)
 	}
-	fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, one product, a new buyer per request; one master and one replica %s, one edgeq per setting\n\n",
+	_, _ = fmt.Fprintf(w, "load: %d concurrent clients, %d alternating rounds of %s, one product, a new buyer per request; one master and one replica %s, one edgeq per setting\n\n",
 		*concurrency, *rounds, *duration, link)
-	fmt.Fprintln(w, "| redis.wait_replicas | admissions/s | vs 0 | p50 | p99 | Redis CPU per admission (master) | WAITs per admission |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w, "| redis.wait_replicas | admissions/s | vs 0 | p50 | p99 | Redis CPU per admission (master) | WAITs per admission |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
 	for _, t := range targets {
 		s := t.sample
 		perWait := 0.0
 		if n := len(s.Latencies); n > 0 {
 			perWait = float64(t.waits) / float64(n)
 		}
-		fmt.Fprintf(w, "| %d | %.0f | %.2fx | %s | %s | %.1f µs | %.3f |\n", t.wait, s.RPS(), s.RPS()/targets[0].sample.RPS(),
+		_, _ = fmt.Fprintf(w, "| %d | %.0f | %.2fx | %s | %s | %.1f µs | %.3f |\n", t.wait, s.RPS(), s.RPS()/targets[0].sample.RPS(),
 			s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond), t.cpu.perOp(), perWait)
 	}
 	return nil
@@ -151,8 +151,8 @@ log: {level: warn}
 	}
 	public, admin, stop, err := runEdgeqFile(context.Background(), path)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return "", "", nil, err
 	}
-	return public, admin, func() { stop(); os.RemoveAll(dir) }, nil
+	return public, admin, func() { stop(); _ = os.RemoveAll(dir) }, nil
 }

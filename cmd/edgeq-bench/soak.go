@@ -145,23 +145,23 @@ func soakBench(args []string, w io.Writer) error {
 	if *buyers > 0 {
 		population = fmt.Sprintf("%d buyers buying again and again", *buyers)
 	}
-	fmt.Fprintf(w, "soak: %s, %d admissions/s (%s) and %d joins/s on one edgeq, records_retention %s\n", *duration, *rate, population, *joins, *retention)
-	fmt.Fprintf(w, "%6s %9s %8s %8s %6s %9s %9s %13s %7s\n", "minute", "redis MB", "RSS MB", "heap MB", "keys", "adm p99", "join p99", "redis µs/req", "errors")
+	_, _ = fmt.Fprintf(w, "soak: %s, %d admissions/s (%s) and %d joins/s on one edgeq, records_retention %s\n", *duration, *rate, population, *joins, *retention)
+	_, _ = fmt.Fprintf(w, "%6s %9s %8s %8s %6s %9s %9s %13s %7s\n", "minute", "redis MB", "RSS MB", "heap MB", "keys", "adm p99", "join p99", "redis µs/req", "errors")
 	var admP99, joinP99 []time.Duration
 	for i := range len(samples) - 1 {
 		m := minutes[i]
 		s := samples[i+1]
 		admP99, joinP99 = append(admP99, m.buys.p99()), append(joinP99, m.joins.p99())
 		perReq := (s.cpu - samples[i].cpu) * 1e6 / float64(max(m.buys.n+m.joins.n, 1))
-		fmt.Fprintf(w, "%6d %9.1f %8.1f %8.1f %6d %9s %9s %13.1f %7d\n", i+1, float64(s.redis)/1e6, float64(s.rss)/1e6, float64(s.heap)/1e6, s.keys,
+		_, _ = fmt.Fprintf(w, "%6d %9.1f %8.1f %8.1f %6d %9s %9s %13.1f %7d\n", i+1, float64(s.redis)/1e6, float64(s.rss)/1e6, float64(s.heap)/1e6, s.keys,
 			admP99[i].Round(100*time.Microsecond), joinP99[i].Round(100*time.Microsecond), perReq, m.errs)
 	}
 	if k := len(admP99); k >= 3 {
-		fmt.Fprintf(w, "p99 of the last minute over the second's: admissions %.2fx, joins %.2fx\n",
+		_, _ = fmt.Fprintf(w, "p99 of the last minute over the second's: admissions %.2fx, joins %.2fx\n",
 			float64(admP99[k-1])/float64(admP99[1]), float64(joinP99[k-1])/float64(max(joinP99[1], 1)))
 		settle := min(int((*retention+2*time.Minute)/time.Minute), len(samples)-2)
 		first, last := samples[settle], samples[len(samples)-1]
-		fmt.Fprintf(w, "from minute %d (the retention and two minutes) to the end: redis %+.1f MB, RSS %+.1f MB, live heap %+.1f MB\n",
+		_, _ = fmt.Fprintf(w, "from minute %d (the retention and two minutes) to the end: redis %+.1f MB, RSS %+.1f MB, live heap %+.1f MB\n",
 			settle, float64(last.redis-first.redis)/1e6, float64(last.rss-first.rss)/1e6, (float64(last.heap)-float64(first.heap))/1e6)
 	}
 	slow, err := b.rdb.SlowLogGet(ctx, 10000).Result()
@@ -191,14 +191,14 @@ func soakBench(args []string, w io.Writer) error {
 		t.firstMin = min(t.firstMin, int(e.Time.Sub(start)/time.Minute)+1)
 	}
 	if sizes, err := keySizes(b.rdb); err == nil {
-		fmt.Fprintf(w, "the largest keys at the end:\n")
+		_, _ = fmt.Fprintf(w, "the largest keys at the end:\n")
 		for _, k := range sizes[:min(len(sizes), 8)] {
-			fmt.Fprintf(w, "  %-48s %11d\n", k.key, k.bytes)
+			_, _ = fmt.Fprintf(w, "  %-48s %11d\n", k.key, k.bytes)
 		}
 	}
-	fmt.Fprintf(w, "Redis commands of 10 ms or more: %d\n", len(slow))
+	_, _ = fmt.Fprintf(w, "Redis commands of 10 ms or more: %d\n", len(slow))
 	for name, t := range by {
-		fmt.Fprintf(w, "  %-20s %5d  longest %s, mean %s, first in minute %d\n", name, t.n, t.longest, t.sum/time.Duration(t.n), t.firstMin)
+		_, _ = fmt.Fprintf(w, "  %-20s %5d  longest %s, mean %s, first in minute %d\n", name, t.n, t.longest, t.sum/time.Duration(t.n), t.firstMin)
 	}
 	return nil
 }

@@ -51,7 +51,7 @@ func tableBench(args []string, w io.Writer) error {
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
@@ -64,8 +64,10 @@ func tableBench(args []string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755) // nginx's workers read their temporary paths here
+	defer func() { _ = os.RemoveAll(dir) }()
+	if err := os.Chmod(dir, 0o755); err != nil { // nginx's workers read their temporary paths here
+		return err
+	}
 	cert, err := writeBenchCert(dir)
 	if err != nil {
 		return err
@@ -82,9 +84,9 @@ func tableBench(args []string, w io.Writer) error {
 	}
 	defer redisSrv.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 	floorClient := redis.NewClient(&redis.Options{Addr: redisSrv.Addr(), PoolSize: 128})
-	defer floorClient.Close()
+	defer func() { _ = floorClient.Close() }()
 	floor, err := serve(joinFloor(floorClient))
 	if err != nil {
 		return err
@@ -172,12 +174,12 @@ func tableBench(args []string, w io.Writer) error {
 // is read.
 func tableOrigin(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("order confirmed"))
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte("order confirmed"))
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain")
-	w.Write(originBody)
+	_, _ = w.Write(originBody)
 }
 
 // joinFloor is the least a join can cost: parse the form, one INCR, a JSON answer with a
@@ -196,7 +198,7 @@ func joinFloor(client *redis.Client) http.Handler {
 		id := strconv.FormatInt(n, 10)
 		http.SetCookie(w, &http.Cookie{Name: "rq", Value: id, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"request_id":%q}`, id)
+		_, _ = fmt.Fprintf(w, `{"request_id":%q}`, id)
 	})
 }
 
@@ -261,11 +263,11 @@ func runRounds(targets []wrkTarget, wl wrkLoad, rdb *redis.Client) ([]wrkResult,
 // writeWrkTable writes the table: the machine, the load, a row per target with its ratios to the
 // reference rows, then what could not be in it.
 func writeWrkTable(w io.Writer, wl wrkLoad, targets []wrkTarget, medians []wrkResult, ref map[string]float64, notes []string) {
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s, %d alternating rounds (medians), 1 KiB origin body; origin, proxies, redis-server and wrk on this machine\n\n",
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "load: wrk -t%d -c%d -d%s, %d alternating rounds (medians), 1 KiB origin body; origin, proxies, redis-server and wrk on this machine\n\n",
 		wl.threads, wl.connections, wl.duration, wl.rounds)
-	fmt.Fprintln(w, "| path | requests/s | vs bare ReverseProxy | vs nginx | p50 | p99 | non-2xx | Redis CPU per request |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w, "| path | requests/s | vs bare ReverseProxy | vs nginx | p50 | p99 | non-2xx | Redis CPU per request |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for i, m := range medians {
 		if targets[i].tls {
 			continue // their own table, below
@@ -278,14 +280,14 @@ func writeWrkTable(w io.Writer, wl wrkLoad, targets []wrkTarget, medians []wrkRe
 		if targets[i].store {
 			cpu = fmt.Sprintf("%.1f µs", m.redisCPU)
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s | %s | %.0f%% | %s |\n", targets[i].name, m.rps, m.rps/ref["bare"], vsNginx,
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %.2fx | %s | %s | %s | %.0f%% | %s |\n", targets[i].name, m.rps, m.rps/ref["bare"], vsNginx,
 			m.p50, m.p99, m.non2xx*100, cpu)
 	}
 	writeTLSTable(w, targets, medians, ref)
 	for _, n := range notes {
-		fmt.Fprintf(w, "\nnot in the table: %s", n)
+		_, _ = fmt.Fprintf(w, "\nnot in the table: %s", n)
 	}
-	fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w)
 }
 
 type wrkTarget struct {
@@ -397,6 +399,7 @@ func runWrk(t wrkTarget, threads, connections int, d time.Duration, rdb *redis.C
 func bodyScript(t wrkTarget) string {
 	path := strings.TrimSuffix(t.script, ".lua") + "-" + fmt.Sprintf("%x", []byte(t.body)) + ".lua"
 	src, _ := os.ReadFile(t.script)
-	os.WriteFile(path, append([]byte("wrk.body = "+strconv.Quote(t.body)+"\n"), src...), 0o644)
+	// A script that could not be written is named all the same: wrk says it cannot read it.
+	_ = os.WriteFile(path, append([]byte("wrk.body = "+strconv.Quote(t.body)+"\n"), src...), 0o644)
 	return path
 }

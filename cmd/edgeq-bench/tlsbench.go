@@ -111,16 +111,16 @@ func writeTLSTable(w io.Writer, targets []wrkTarget, medians []wrkResult, ref ma
 		}
 		return fmt.Sprintf("%.2fx", rps/of)
 	}
-	fmt.Fprintln(w, "\nover TLS (same rounds; wrk keeps its https:// connections alive; one self-signed ECDSA P-256 certificate for all):")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| path over TLS | requests/s | vs nginx TLS | vs Caddy TLS | vs the same path without TLS | p50 | p99 | non-2xx |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w, "\nover TLS (same rounds; wrk keeps its https:// connections alive; one self-signed ECDSA P-256 certificate for all):")
+	_, _ = fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w, "| path over TLS | requests/s | vs nginx TLS | vs Caddy TLS | vs the same path without TLS | p50 | p99 | non-2xx |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for i, m := range medians {
 		t := targets[i]
 		if !t.tls {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %.0f%% |\n", t.name, m.rps, ratio(m.rps, ref[nginxTLSRow]),
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %s | %s | %s | %s | %s | %.0f%% |\n", t.name, m.rps, ratio(m.rps, ref[nginxTLSRow]),
 			ratio(m.rps, ref[caddyTLSRow]), ratio(m.rps, byName[t.plain]), m.p50, m.p99, m.non2xx*100)
 	}
 }

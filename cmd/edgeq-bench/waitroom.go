@@ -48,11 +48,11 @@ func waitroomBench(args []string, w io.Writer) error {
 	}
 	defer redisSrv.Stop()
 	rdb := redis.NewClient(&redis.Options{Addr: redisSrv.Addr()})
-	defer rdb.Close()
+	defer func() { _ = rdb.Close() }()
 
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
-		w.Write(originBody)
+		_, _ = w.Write(originBody)
 	}))
 	if err != nil {
 		return err
@@ -164,21 +164,21 @@ func waitroomBench(args []string, w io.Writer) error {
 		fmt.Sprintf("gated GET with a valid token / bare ReverseProxy: %.2fx requests/s", gate[2].RPS()/gate[0].RPS()),
 		fmt.Sprintf("gated GET with a valid token / bare + buffer pool: %.2fx requests/s", gate[2].RPS()/gate[1].RPS()))
 
-	fmt.Fprintf(w, "machine: %s\n", machine())
-	fmt.Fprintf(w, "load: %d concurrent clients, %s per measurement, edgeq (real server wiring) and redis-server %s on loopback\n\n",
+	_, _ = fmt.Fprintf(w, "machine: %s\n", machine())
+	_, _ = fmt.Fprintf(w, "load: %d concurrent clients, %s per measurement, edgeq (real server wiring) and redis-server %s on loopback\n\n",
 		*concurrency, *duration, redisVersion(rdb))
 	for _, s := range samples {
-		fmt.Fprintln(w, s)
+		_, _ = fmt.Fprintln(w, s)
 	}
-	fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w)
 	for _, n := range notes {
-		fmt.Fprintln(w, n)
+		_, _ = fmt.Fprintln(w, n)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| measurement | requests/s | p50 | p99 |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	_, _ = fmt.Fprintln(w)
+	_, _ = fmt.Fprintln(w, "| measurement | requests/s | p50 | p99 |")
+	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|")
 	for _, s := range samples {
-		fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(), s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
+		_, _ = fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(), s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
 	return nil
 }
@@ -255,10 +255,10 @@ log: {level: info}
 	}
 	urls, stop, err := runEdgeq(context.Background(), path)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return edgeqURLs{}, nil, err
 	}
-	return urls, func() { stop(); os.RemoveAll(dir) }, nil
+	return urls, func() { stop(); _ = os.RemoveAll(dir) }, nil
 }
 
 // runEdgeqFile runs edgeq in this process with the configuration file at path, and returns its public
@@ -286,7 +286,7 @@ func runEdgeq(parent context.Context, path string) (edgeqURLs, func(), error) {
 	}()
 	select {
 	case urls := <-started:
-		return urls, func() { cancel(); <-done }, nil
+		return urls, func() { cancel(); <-done }, nil //nolint:errcheck // the error of a run told to stop
 	case err := <-done:
 		cancel()
 		return edgeqURLs{}, nil, fmt.Errorf("edgeq did not start: %v", err)
@@ -314,8 +314,8 @@ func joinMany(client *http.Client, edge, queue string, n, concurrency int) ([]st
 				var body struct {
 					RequestID string `json:"request_id"`
 				}
-				json.NewDecoder(resp.Body).Decode(&body)
-				resp.Body.Close()
+				_ = json.NewDecoder(resp.Body).Decode(&body)
+				_ = resp.Body.Close()
 				if resp.StatusCode != 200 || body.RequestID == "" {
 					firstErr.CompareAndSwap(nil, fmt.Errorf("assign to %s: status %d", queue, resp.StatusCode))
 					return
@@ -342,8 +342,8 @@ func waitServed(edge, queue string, n int64) error {
 		var body struct {
 			Position int64 `json:"position"`
 		}
-		json.NewDecoder(resp.Body).Decode(&body)
-		resp.Body.Close()
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		_ = resp.Body.Close()
 		if body.Position >= n {
 			return nil
 		}
@@ -365,11 +365,11 @@ func gateToken(client *http.Client, edge string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		AccessToken string `json:"access_token"`
 	}
-	json.NewDecoder(resp.Body).Decode(&body)
+	_ = json.NewDecoder(resp.Body).Decode(&body)
 	if body.AccessToken == "" {
 		return "", fmt.Errorf("generate_token for the gate: status %d", resp.StatusCode)
 	}

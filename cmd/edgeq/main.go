@@ -68,13 +68,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(stdout)
 		return 0
 	}
-	fmt.Fprintf(stderr, "edgeq: unknown command %q\n", command)
+	_, _ = fmt.Fprintf(stderr, "edgeq: unknown command %q\n", command)
 	usage(stderr)
 	return 2
 }
 
 func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
+	_, _ = fmt.Fprint(w, `usage:
   edgeq [serve] [-config FILE]             run the gateway (FILE also from EDGEQ_CONFIG)
   edgeq check -config FILE [-print]        validate a configuration file; -print shows the effective one
   edgeq keygen [-out FILE]                 write a new Ed25519 signing key (PKCS#8 PEM)
@@ -124,9 +124,9 @@ func serve(args []string, stderr io.Writer) int {
 	if err != nil {
 		var startup *server.StartupError
 		if errors.As(err, &startup) {
-			fmt.Fprintln(stderr, "edgeq:", startup.Error())
+			_, _ = fmt.Fprintln(stderr, "edgeq:", startup.Error())
 		} else {
-			fmt.Fprintln(stderr, "edgeq:", err)
+			_, _ = fmt.Fprintln(stderr, "edgeq:", err)
 		}
 		return 1
 	}
@@ -141,26 +141,26 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return parseExit(err)
 	}
 	if *configPath == "" {
-		fmt.Fprintln(stderr, "edgeq check: -config FILE is required")
+		_, _ = fmt.Fprintln(stderr, "edgeq check: -config FILE is required")
 		return 2
 	}
 	problems, advice, err := server.Review(*configPath)
 	if err != nil {
-		fmt.Fprintln(stderr, "edgeq:", err)
+		_, _ = fmt.Fprintln(stderr, "edgeq:", err)
 		return 1
 	}
 	// Warnings and notes do not fail the check: the file is valid, and start-up logs the same lines.
 	for _, w := range advice.Warnings {
-		fmt.Fprintln(stderr, "warning:", w)
+		_, _ = fmt.Fprintln(stderr, "warning:", w)
 	}
 	for _, n := range advice.Notes {
-		fmt.Fprintln(stderr, "note:", n)
+		_, _ = fmt.Fprintln(stderr, "note:", n)
 	}
 	if len(problems) > 0 {
 		for _, p := range problems {
-			fmt.Fprintln(stdout, p.Error())
+			_, _ = fmt.Fprintln(stdout, p.Error())
 		}
-		fmt.Fprintf(stderr, "%s: %d problem(s)\n", *configPath, len(problems))
+		_, _ = fmt.Fprintf(stderr, "%s: %d problem(s)\n", *configPath, len(problems))
 		return 1
 	}
 	if *print {
@@ -169,12 +169,12 @@ func check(args []string, stdout, stderr io.Writer) int {
 			err = config.Print(cfg, stdout)
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "edgeq:", err)
+			_, _ = fmt.Fprintln(stderr, "edgeq:", err)
 			return 1
 		}
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s: ok\n", *configPath)
+	_, _ = fmt.Fprintf(stdout, "%s: ok\n", *configPath)
 	return 0
 }
 
@@ -196,11 +196,11 @@ func keygen(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "edgeq keygen:", err)
+		_, _ = fmt.Fprintln(stderr, "edgeq keygen:", err)
 		return 1
 	}
 	if *out != "" {
-		fmt.Fprintf(stderr, "wrote %s (kid %s)\n", *out, token.KeyID(key.Public().(ed25519.PublicKey)))
+		_, _ = fmt.Fprintf(stderr, "wrote %s (kid %s)\n", *out, token.KeyID(key.Public().(ed25519.PublicKey)))
 	}
 	return 0
 }
@@ -208,12 +208,12 @@ func keygen(args []string, stdout, stderr io.Writer) int {
 // writeNew creates path with mode 0600 and fails if it exists: an existing key is never replaced by
 // accident.
 func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600) //nolint:gosec // the operator's own -out path
 	if err != nil {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	return f.Close()
@@ -227,11 +227,11 @@ func printVersion(args []string, stdout, stderr io.Writer) int {
 		return parseExit(err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "edgeq version: takes no arguments")
+		_, _ = fmt.Fprintln(stderr, "edgeq version: takes no arguments")
 		return 2
 	}
 	if err := buildinfo.Read(version).Write(stdout, "edgeq"); err != nil {
-		fmt.Fprintln(stderr, "edgeq version:", err)
+		_, _ = fmt.Fprintln(stderr, "edgeq version:", err)
 		return 1
 	}
 	return 0
@@ -247,7 +247,7 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 		return parseExit(err)
 	}
 	if *configPath == "" {
-		fmt.Fprintln(stderr, "edgeq reconcile: -config FILE is required")
+		_, _ = fmt.Fprintln(stderr, "edgeq reconcile: -config FILE is required")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -256,13 +256,13 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 	store.RouteClientLogs(logger) // go-redis's dial retries at debug: an unreachable Redis is one line
 	r, err := server.Reconcile(ctx, *configPath, *wait, logger)
 	if err != nil {
-		fmt.Fprintln(stderr, "edgeq reconcile:", err)
+		_, _ = fmt.Fprintln(stderr, "edgeq reconcile:", err)
 		return 3
 	}
 	for _, d := range r.Differences {
-		fmt.Fprintln(stdout, d.String())
+		_, _ = fmt.Fprintln(stdout, d.String())
 	}
-	fmt.Fprintf(stdout, "compared %s (records since %s): %d difference(s)\n",
+	_, _ = fmt.Fprintf(stdout, "compared %s (records since %s): %d difference(s)\n",
 		r.Compared(), r.Since.UTC().Format(time.RFC3339), len(r.Differences))
 	if len(r.Differences) > 0 {
 		return 1
@@ -283,7 +283,7 @@ func writeReport(args []string, stdout, stderr io.Writer) int {
 		return parseExit(err)
 	}
 	if *configPath == "" || *queue == "" || *out == "" {
-		fmt.Fprintln(stderr, "edgeq report: -config FILE, -queue ID and -out FILE are required")
+		_, _ = fmt.Fprintln(stderr, "edgeq report: -config FILE, -queue ID and -out FILE are required")
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -292,17 +292,18 @@ func writeReport(args []string, stdout, stderr io.Writer) int {
 	store.RouteClientLogs(logger)
 	var page bytes.Buffer
 	if err := server.WriteReport(ctx, server.ReportOptions{ConfigPath: *configPath, Queue: *queue, From: *from, To: *to}, &page, logger); err != nil {
-		fmt.Fprintln(stderr, "edgeq report:", err)
+		_, _ = fmt.Fprintln(stderr, "edgeq report:", err)
 		return 1
 	}
 	if *out == "-" {
-		stdout.Write(page.Bytes())
+		_, _ = stdout.Write(page.Bytes())
 		return 0
 	}
+	//nolint:gosec // a report page to share, not a secret
 	if err := os.WriteFile(*out, page.Bytes(), 0o644); err != nil {
-		fmt.Fprintln(stderr, "edgeq report:", err)
+		_, _ = fmt.Fprintln(stderr, "edgeq report:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "wrote %s (%d bytes)\n", *out, page.Len())
+	_, _ = fmt.Fprintf(stdout, "wrote %s (%d bytes)\n", *out, page.Len())
 	return 0
 }

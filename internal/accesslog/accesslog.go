@@ -94,7 +94,7 @@ func Log(ctx context.Context, logger *slog.Logger, l *Line) {
 	if fast, ok := h.(*Handler); ok && fast.Write(l) {
 		return
 	}
-	h.Handle(ctx, l.Record())
+	_ = h.Handle(ctx, l.Record()) // as slog.Logger does: a log line has no one to report to
 }
 
 // Message is the access line's message.
@@ -116,7 +116,7 @@ func (h *Handler) Write(l *Line) bool {
 	if !ok {
 		return false
 	}
-	h.out.Write(b)
+	_, _ = h.out.Write(b)
 	return true
 }
 

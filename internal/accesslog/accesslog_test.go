@@ -216,6 +216,7 @@ func BenchmarkAccessLine(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				// What the proxy did before package accesslog.
+				//nolint:sloglint // attributes, as it logged them then
 				logger.LogAttrs(context.Background(), slog.LevelInfo, Message,
 					slog.String("correlation_id", l.CorrelationID), slog.String("method", l.Method),
 					slog.String("path", l.Path), slog.String("route", l.Route), slog.Int("status", l.Status),

@@ -41,6 +41,7 @@ func Parse(s string) (RGB, error) {
 		digits = string([]byte{digits[0], digits[0], digits[1], digits[1], digits[2], digits[2]})
 	}
 	v, _ := strconv.ParseUint(digits, 16, 32) // the pattern admits only six hex digits
+	//nolint:gosec // each byte of a 24-bit colour, truncation intended
 	return RGB{uint8(v >> 16), uint8(v >> 8), uint8(v)}, nil
 }
 

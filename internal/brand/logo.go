@@ -32,11 +32,11 @@ var logoTypes = map[string]string{".png": "image/png", ".svg": "image/svg+xml", 
 // ReadLogo reads and checks a logo file: at most MaxLogoBytes, named .png, .svg or .webp, with content
 // of that type (sniffed from the bytes, not taken from the name).
 func ReadLogo(path string) (Logo, error) {
-	f, err := os.Open(path)
+	f, err := os.Open(path) //nolint:gosec // pages.logo_file, named by the operator
 	if err != nil {
 		return Logo{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if info, err := f.Stat(); err != nil {
 		return Logo{}, err
 	} else if info.IsDir() {

@@ -19,27 +19,27 @@ func WriteBody(w http.ResponseWriter, r *http.Request, status int, body []byte) 
 	if !worthIt(status, h, len(body), true) {
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(status)
-		w.Write(body)
+		_, _ = w.Write(body)
 		return
 	}
 	addVary(h)
 	if r.Method == http.MethodHead || !AcceptsGzip(r.Header["Accept-Encoding"]) {
 		h.Set("Content-Length", strconv.Itoa(len(body)))
 		w.WriteHeader(status)
-		w.Write(body)
+		_, _ = w.Write(body)
 		return
 	}
 	buf := buffers.Get().(*bytes.Buffer)
 	defer func() { buf.Reset(); buffers.Put(buf) }()
 	gz := gzipWriters.Get().(*gzip.Writer)
 	gz.Reset(buf)
-	gz.Write(body) // writes to a bytes.Buffer do not fail
-	gz.Close()
+	_, _ = gz.Write(body) // writes to a bytes.Buffer do not fail
+	_ = gz.Close()
 	gzipWriters.Put(gz)
 	h.Set("Content-Encoding", "gzip")
 	h.Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	_, _ = w.Write(buf.Bytes())
 }
 
 // Precompress returns body compressed at gzip.BestCompression, for a file served many times from
@@ -51,8 +51,8 @@ func Precompress(body []byte, contentType string) []byte {
 	}
 	var buf bytes.Buffer
 	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	gz.Write(body)
-	gz.Close()
+	_, _ = gz.Write(body)
+	_ = gz.Close()
 	if buf.Len() >= len(body) {
 		return nil
 	}

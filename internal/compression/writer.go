@@ -144,13 +144,13 @@ func (w *writer) Flush() {
 	}
 	if w.state == holding {
 		w.start()
-		w.gz.Write(w.buf) // a failure shows in the next write, as the client left
+		_, _ = w.gz.Write(w.buf) // a failure shows in the next write, as the client left
 		w.buf = w.buf[:0]
 	}
 	if w.state == compressed {
-		w.gz.Flush()
+		_ = w.gz.Flush()
 	}
-	http.NewResponseController(w.ResponseWriter).Flush()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 // Unwrap gives http.ResponseController the underlying writer (deadlines).
@@ -164,9 +164,9 @@ func (w *writer) finish() {
 		h := w.ResponseWriter.Header()
 		h.Set("Content-Length", strconv.Itoa(len(w.buf)))
 		w.ResponseWriter.WriteHeader(w.status)
-		w.ResponseWriter.Write(w.buf)
+		_, _ = w.ResponseWriter.Write(w.buf)
 	case compressed:
-		w.gz.Close()
+		_ = w.gz.Close()
 	}
 }
 

@@ -20,7 +20,7 @@ func Buffer(r *http.Request, limit int64) ([]byte, *web.Error) {
 		return nil, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	r.Body.Close()
+	_ = r.Body.Close()
 	if err != nil {
 		return nil, web.ErrInvalidBody.Because(err)
 	}

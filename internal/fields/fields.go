@@ -327,7 +327,7 @@ func (f *Reader) parseForm() *web.Error {
 	if err != nil {
 		return web.ErrInvalidRequest.Because(fmt.Errorf("malformed multipart form: %w", err))
 	}
-	defer form.RemoveAll()
+	defer func() { _ = form.RemoveAll() }()
 	f.form = form.Value
 	return nil
 }

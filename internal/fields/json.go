@@ -69,7 +69,7 @@ func duplicateKey(body []byte) (string, bool) {
 			if escaped || !utf8.ValidString(key) {
 				// encoding/json reads escapes, and each byte of broken UTF-8 as U+FFFD: so must we, or
 				// "\x9e" and "\xbf" would be two keys here and one to a Go origin.
-				json.Unmarshal(raw, &key)
+				_ = json.Unmarshal(raw, &key) // raw is a whole string token the scan checked: it decodes
 			}
 			fr := &stack[depth-1]
 			if fr.folded == nil {

@@ -97,17 +97,18 @@ func (m *Match) value(v *ast.Value, rest []string) (any, bool, error) {
 		var child *ast.Value
 		n := 0
 		for _, c := range v.Children {
-			if c.Name == rest[0] {
+			if c.Name == rest[0] { //nolint:gosec // rest is not empty: len(rest) == 0 returned above
 				child, n = c.Value, n+1
 			}
 		}
 		if n > 1 {
+			//nolint:gosec // rest is not empty: len(rest) == 0 returned above
 			return nil, false, fmt.Errorf("input field %s given %d times", fields.Clip(rest[0]), n)
 		}
 		if n == 0 {
 			return nil, false, nil
 		}
-		return m.value(child, rest[1:])
+		return m.value(child, rest[1:]) //nolint:gosec // rest is not empty: len(rest) == 0 returned above
 	case ast.ListValue:
 		if len(rest) == 0 {
 			return v, true, nil

@@ -3,7 +3,6 @@ package graphql
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -44,7 +43,7 @@ func FuzzGraphQLArguments(f *testing.F) {
 
 	var mu sync.Mutex
 	var calls []demoshop.AddItemCall
-	shop, err := demoshop.New(slog.New(slog.NewTextHandler(io.Discard, nil)), demoshop.OnAddItem(func(id string, q int32) {
+	shop, err := demoshop.New(slog.New(slog.DiscardHandler), demoshop.OnAddItem(func(id string, q int32) {
 		mu.Lock()
 		calls = append(calls, demoshop.AddItemCall{ProductVariantID: id, Quantity: q})
 		mu.Unlock()

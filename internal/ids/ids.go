@@ -60,6 +60,7 @@ func (g *Generator) Next() uint64 {
 		g.seq = 0
 	}
 	g.lastMs = ms
+	//nolint:gosec // ms counts from epoch (never negative), node and seq are masked to their bits
 	return uint64(ms)<<(nodeBits+seqBits) | uint64(g.node)<<seqBits | uint64(g.seq)
 }
 

@@ -15,7 +15,7 @@ import (
 // revocation set, a waiter polls), and Follow does nothing on a reconnect.
 func Follow(ctx context.Context, client redis.UniversalClient, channel string, deliver func(payload string)) {
 	sub := client.Subscribe(ctx, channel)
-	defer sub.Close()
+	defer func() { _ = sub.Close() }()
 	ch := sub.Channel()
 	for {
 		select {

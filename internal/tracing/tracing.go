@@ -135,7 +135,9 @@ type IDs struct{}
 func (IDs) NewIDs(context.Context) (trace.TraceID, trace.SpanID) {
 	var t trace.TraceID
 	for !t.IsValid() {
+		//nolint:gosec // trace ids must be unique, not unpredictable (as the SDK's own math/rand ids)
 		binary.NativeEndian.PutUint64(t[:8], rand.Uint64())
+		//nolint:gosec // trace ids must be unique, not unpredictable (as the SDK's own math/rand ids)
 		binary.NativeEndian.PutUint64(t[8:], rand.Uint64())
 	}
 	return t, newSpanID()
@@ -147,6 +149,7 @@ func (IDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSp
 func newSpanID() trace.SpanID {
 	var s trace.SpanID
 	for !s.IsValid() {
+		//nolint:gosec // span ids must be unique, not unpredictable (as the SDK's own math/rand ids)
 		binary.NativeEndian.PutUint64(s[:], rand.Uint64())
 	}
 	return s

@@ -27,6 +27,7 @@ func (p Cookies) Set(w http.ResponseWriter, r *http.Request, name, value string,
 func (p Cookies) Add(h http.Header, info *Request, name, value string, life time.Duration) {
 	info.CredentialAdded = true
 	secure := p.Secure == "always" || (p.Secure == "auto" && info.Secure)
+	//nolint:gosec // Secure is set by cookies.secure (always, or auto when the request came over TLS)
 	c := &http.Cookie{
 		Name: name, Value: value, Path: "/", MaxAge: max(1, int(life/time.Second)),
 		HttpOnly: true, Secure: secure, SameSite: http.SameSiteLaxMode,

@@ -60,7 +60,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(len(body)+1))
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // PageSecurityHeaders are set on every page edgeq renders: nothing is framed, nothing but edgeq's own
@@ -248,7 +248,7 @@ func (rs *Responder) refusal(w http.ResponseWriter, r *http.Request, info *Reque
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(e.Status)
-	w.Write(body)
+	_, _ = w.Write(body)
 	return true
 }
 

@@ -2,7 +2,6 @@ package web
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"testing"
@@ -30,7 +29,7 @@ func TestStoreDegraded_AnswersForThePolicyOnlyWhenDegraded(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			bypassed := &countInc{}
-			r := NewRequest(slog.New(slog.NewTextHandler(io.Discard, nil)), "test")
+			r := NewRequest(slog.New(slog.DiscardHandler), "test")
 			r.Store = StorePolicy{Degraded: c.degraded, Open: c.open, Bypassed: bypassed}
 			e, degraded := r.StoreDegraded("queue")
 			if degraded != c.wantDegraded {

@@ -130,7 +130,7 @@ func download(dir string, m module) (string, error) {
 	cmd.Dir = dir
 	out, err := cmd.Output()
 	var got struct{ Dir, Error string }
-	json.Unmarshal(out, &got)
+	_ = json.Unmarshal(out, &got) // not JSON when the command failed: err says so below
 	if err != nil || got.Dir == "" {
 		return "", fmt.Errorf("go mod download %s: %v %s", target, err, got.Error)
 	}

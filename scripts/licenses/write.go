@@ -28,24 +28,24 @@ fails when it is out of date with go.mod.
 // write renders the entries as Markdown: the header, a table of every module, then each module's
 // licence texts.
 func write(w io.Writer, entries []entry) {
-	fmt.Fprint(w, header)
-	fmt.Fprint(w, "\n| module | version | licence | files |\n|---|---|---|---|\n")
+	_, _ = fmt.Fprint(w, header)
+	_, _ = fmt.Fprint(w, "\n| module | version | licence | files |\n|---|---|---|---|\n")
 	for _, e := range entries {
 		var names []string
 		for _, f := range e.files {
 			names = append(names, f.name)
 		}
-		fmt.Fprintf(w, "| [%s](#%s) | %s | %s | %s |\n", e.Path, anchor(e.Path), e.Version, licenceKinds(e.files), strings.Join(names, ", "))
+		_, _ = fmt.Fprintf(w, "| [%s](#%s) | %s | %s | %s |\n", e.Path, anchor(e.Path), e.Version, licenceKinds(e.files), strings.Join(names, ", "))
 	}
 	for _, e := range entries {
-		fmt.Fprintf(w, "\n## %s\n\n%s", e.Path, e.Version)
+		_, _ = fmt.Fprintf(w, "\n## %s\n\n%s", e.Path, e.Version)
 		if e.Replace != nil {
-			fmt.Fprintf(w, " (go.mod replaces it with %s)", strings.TrimSpace(e.Replace.Path+" "+e.Replace.Version))
+			_, _ = fmt.Fprintf(w, " (go.mod replaces it with %s)", strings.TrimSpace(e.Replace.Path+" "+e.Replace.Version))
 		}
-		fmt.Fprint(w, "\n")
+		_, _ = fmt.Fprint(w, "\n")
 		for _, f := range e.files {
 			fence := strings.Repeat("`", max(3, longestRun(f.text, '`')+1))
-			fmt.Fprintf(w, "\n**%s**\n\n%stext\n%s\n%s\n", f.name, fence, f.text, fence)
+			_, _ = fmt.Fprintf(w, "\n**%s**\n\n%stext\n%s\n%s\n", f.name, fence, f.text, fence)
 		}
 	}
 }

@@ -112,7 +112,7 @@ func Start(t testing.TB) *Receiver {
 		if err != nil {
 			return err
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("ready: %s", resp.Status)
 		}
@@ -132,7 +132,7 @@ func (r *Receiver) Spans(t testing.TB) []Span {
 	if err != nil {
 		t.Fatalf("otlptest: reading spans: %v", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var spans []Span
 	if err := json.NewDecoder(resp.Body).Decode(&spans); err != nil {
 		t.Fatalf("otlptest: reading spans: %v", err)
@@ -176,6 +176,6 @@ func freePort(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }

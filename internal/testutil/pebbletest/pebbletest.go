@@ -102,7 +102,7 @@ func Start(t testing.TB) *Server {
 	for {
 		resp, err := client.Get(s.Directory)
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return s
 			}
@@ -138,7 +138,7 @@ func (s *Server) Roots(t testing.TB) *x509.CertPool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	pem, _ := io.ReadAll(resp.Body)
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pem) {
@@ -165,7 +165,7 @@ func run(t testing.TB, log io.Writer, env []string, bin string, args ...string) 
 	}
 	t.Cleanup(func() {
 		cancel()
-		cmd.Wait()
+		_ = cmd.Wait()
 	})
 }
 
@@ -177,7 +177,7 @@ func freePort(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
 

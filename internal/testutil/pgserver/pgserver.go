@@ -73,21 +73,21 @@ func Start() (*Server, error) {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("PostgreSQL refuses to run as root and there is no postgres user: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 		if err := os.Chown(dir, uid, gid); err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 	}
 	initdb := s.command("initdb", "-D", s.data(), "-U", "edgeq", "--auth=trust", "-E", "UTF8",
 		"--locale=C", "--no-sync", "--no-instructions")
 	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	var lastErr error
@@ -99,7 +99,7 @@ func Start() (*Server, error) {
 			return s, nil
 		}
 	}
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir)
 	return nil, fmt.Errorf("postgres did not start: %w", errors.Join(err, lastErr))
 }
 
@@ -143,7 +143,7 @@ func (s *Server) Stop() { s.proc.Stop(syscall.SIGINT, 10*time.Second) }
 // Close stops the server and removes its directory.
 func (s *Server) Close() {
 	s.Stop()
-	os.RemoveAll(s.dir)
+	_ = os.RemoveAll(s.dir)
 }
 
 // URL is the connection URL of a database on the server.
@@ -158,7 +158,7 @@ func (s *Server) NewDatabase(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return "", err
 	}

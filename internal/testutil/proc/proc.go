@@ -121,12 +121,12 @@ func (p *Process) wait() error {
 func (p *Process) Kill() {
 	if ended, _ := p.ended(); !ended {
 		if p.cmd.SysProcAttr.Setpgid {
-			syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		} else {
-			p.cmd.Process.Kill()
+			_ = p.cmd.Process.Kill()
 		}
 	}
-	p.wait()
+	_ = p.wait()
 }
 
 // Stop sends the process sig (a server's orderly shutdown) and waits until it has ended; after grace it
@@ -135,7 +135,7 @@ func (p *Process) Stop(sig syscall.Signal, grace time.Duration) {
 	if ended, _ := p.ended(); ended {
 		return
 	}
-	p.cmd.Process.Signal(sig)
+	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-time.After(grace):
 		p.Kill()
@@ -157,7 +157,7 @@ func FreePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

@@ -116,12 +116,12 @@ func (c *Cluster) waitOK(within time.Duration) error {
 				last = err.Error()
 			}
 			if time.Now().After(deadline) {
-				client.Close()
+				_ = client.Close()
 				return fmt.Errorf("redis cluster node %s not ready within %s: %s", addr, within, last)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		client.Close()
+		_ = client.Close()
 	}
 	return nil
 }
@@ -156,7 +156,7 @@ func freeClusterPort() (int, error) {
 		if err != nil {
 			continue
 		}
-		l.Close()
+		_ = l.Close()
 		return port, nil
 	}
 	return 0, errors.New("no free pair of ports P and P+10000 on loopback")

@@ -49,7 +49,7 @@ func (t *Topology) KillMaster() (string, error) {
 		for _, s := range t.sentinels {
 			sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 			err := sc.Set(ctx, t.name, "failover-timeout", ms).Err()
-			sc.Close()
+			_ = sc.Close()
 			if err != nil {
 				return "", fmt.Errorf("sentinel %s: set failover-timeout %sms: %w", s.Addr(), ms, err)
 			}
@@ -68,7 +68,7 @@ func (t *Topology) KillMaster() (string, error) {
 func (t *Topology) LoseMaster() (string, error) {
 	for _, p := range t.proxies {
 		if p != nil {
-			p.Close()
+			_ = p.Close()
 		}
 	}
 	return t.KillMaster()
@@ -112,7 +112,7 @@ func (t *Topology) failoverUnfinished(ctx context.Context, addr string) string {
 	for _, s := range t.sentinels {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 		m, err := sc.Master(ctx, t.name).Result()
-		sc.Close()
+		_ = sc.Close()
 		if err != nil {
 			return fmt.Sprintf("sentinel %s: master %s: %v", s.Addr(), t.name, err)
 		}
@@ -186,7 +186,7 @@ func (t *Topology) agreedMaster(ctx context.Context) (string, error) {
 // masterAddr asks the Sentinel at addr for the master of name.
 func masterAddr(ctx context.Context, addr, name string) (string, error) {
 	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer sc.Close()
+	defer func() { _ = sc.Close() }()
 	hp, err := sc.GetMasterAddrByName(ctx, name).Result()
 	if err != nil {
 		return "", fmt.Errorf("sentinel %s: get-master-addr-by-name %s: %w", addr, name, err)
@@ -200,7 +200,7 @@ func masterAddr(ctx context.Context, addr, name string) (string, error) {
 // role is the first element of ROLE from the server at addr: "master", "slave" or "sentinel".
 func role(ctx context.Context, addr string) (string, error) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	reply, err := c.Do(ctx, "ROLE").Slice()
 	if err != nil {
 		return "", fmt.Errorf("ROLE at %s: %w", addr, err)

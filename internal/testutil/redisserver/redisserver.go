@@ -64,12 +64,12 @@ func startWith(pickPort func() (int, error), argsFor func(dir string, port int) 
 	for range 5 {
 		port, err := pickPort()
 		if err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 		args, err := argsFor(dir, port)
 		if err != nil {
-			os.RemoveAll(dir)
+			_ = os.RemoveAll(dir)
 			return nil, err
 		}
 		s := &Server{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: dir, path: path, args: args}
@@ -77,14 +77,14 @@ func startWith(pickPort func() (int, error), argsFor func(dir string, port int) 
 			return s, nil
 		}
 	}
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir)
 	return nil, fmt.Errorf("redis-server did not start: %w", lastErr)
 }
 
 // launch starts the server and waits up to 10s until it answers PING; one that does not is killed.
 func (s *Server) launch() error {
 	client := redis.NewClient(&redis.Options{Addr: s.addr, MaxRetries: -1})
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	p, err := proc.StartReady(exec.Command(s.path, s.args...), 10*time.Second, 20*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
@@ -117,5 +117,5 @@ func (s *Server) Addr() string { return s.addr }
 // Stop kills the server and removes its directory. Later Stops return at once.
 func (s *Server) Stop() {
 	s.proc.Kill()
-	os.RemoveAll(s.dir)
+	_ = os.RemoveAll(s.dir)
 }

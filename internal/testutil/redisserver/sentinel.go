@@ -218,7 +218,7 @@ func (t *Topology) Stop() {
 	}
 	for _, p := range t.proxies {
 		if p != nil {
-			p.Close()
+			_ = p.Close()
 		}
 	}
 	if t.master != nil {
@@ -292,12 +292,12 @@ func (t *Topology) waitSentinels(within time.Duration) error {
 			}
 			select {
 			case <-ctx.Done():
-				sc.Close()
+				_ = sc.Close()
 				return fmt.Errorf("sentinel %s not ready within %s: %s\n%s", s.Addr(), within, last, t.sentinelLogs())
 			case <-time.After(50 * time.Millisecond):
 			}
 		}
-		sc.Close()
+		_ = sc.Close()
 	}
 	return nil
 }
@@ -369,7 +369,7 @@ func tuneSentinel(addr string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	sc := redis.NewSentinelClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer sc.Close()
+	defer func() { _ = sc.Close() }()
 	args := []any{"sentinel", "debug", "info-period", 1000, "publish-period", 500, "tilt-trigger", 3_600_000}
 	err := sc.Process(ctx, redis.NewStatusCmd(ctx, args...))
 	if err != nil && strings.Contains(strings.ToLower(err.Error()), "unknown") {
@@ -383,7 +383,7 @@ func tuneSentinel(addr string) error {
 
 func infoFields(ctx context.Context, addr, section string) (map[string]string, error) {
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	info, err := c.Info(ctx, section).Result()
 	if err != nil {
 		return nil, fmt.Errorf("INFO %s at %s: %w", section, addr, err)

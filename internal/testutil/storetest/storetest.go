@@ -86,7 +86,7 @@ func Redis(t testing.TB) *store.Store {
 		t.Log("storetest: redis-server is not installed: this store is the embedded one, not a real Redis")
 	}
 	client := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128, PoolTimeout: starvedWait, ReadTimeout: starvedWait})
-	t.Cleanup(func() { client.Close() })
+	t.Cleanup(func() { _ = client.Close() })
 	return store.Wrap(client, store.Keys{Prefix: UniquePrefix()})
 }
 
@@ -97,7 +97,7 @@ func Cluster(t testing.TB) *store.Store {
 	t.Helper()
 	addrs := ClusterAddrs(t)
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: 128, PoolTimeout: starvedWait, ReadTimeout: starvedWait})
-	t.Cleanup(func() { client.Close() })
+	t.Cleanup(func() { _ = client.Close() })
 	return store.Wrap(client, store.Keys{Prefix: UniquePrefix()})
 }
 
@@ -145,7 +145,7 @@ func Embedded(t testing.TB) *store.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 
@@ -214,7 +214,7 @@ func (s *redisServer) stop() {
 		s.server.Stop()
 	}
 	if s.fallback != nil {
-		s.fallback.Close()
+		_ = s.fallback.Close()
 	}
 }
 
@@ -380,6 +380,6 @@ func Replicated(t testing.TB, delay time.Duration) (*store.Store, *redis.Client)
 	top := Topology(t, redisserver.TopologyOptions{Replicas: []redisserver.ReplicaOptions{{Delay: delay}}})
 	master := redis.NewClient(&redis.Options{Addr: top.Master().Addr(), PoolSize: 128, PoolTimeout: starvedWait, ReadTimeout: starvedWait})
 	replica := redis.NewClient(&redis.Options{Addr: top.Replica(0).Addr()})
-	t.Cleanup(func() { master.Close(); replica.Close() })
+	t.Cleanup(func() { _ = master.Close(); _ = replica.Close() })
 	return store.Wrap(master, store.Keys{Prefix: UniquePrefix()}), replica
 }

@@ -144,7 +144,7 @@ func (p *Proxy) accept() {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			c.Close()
+			_ = c.Close()
 			return
 		}
 		p.links[l] = struct{}{}
@@ -248,7 +248,7 @@ func (l *link) run() {
 	p.mu.Lock()
 	if l.stopped {
 		p.mu.Unlock()
-		server.Close()
+		_ = server.Close()
 		return
 	}
 	l.server = server
@@ -276,13 +276,13 @@ func (l *link) run() {
 func (l *link) shutdown() {
 	l.shutOnce.Do(func() {
 		close(l.done)
-		l.client.Close()
+		_ = l.client.Close()
 		l.p.mu.Lock()
 		l.stopped = true
 		server := l.server
 		l.p.mu.Unlock()
 		if server != nil {
-			server.Close()
+			_ = server.Close()
 		}
 	})
 }
@@ -335,7 +335,7 @@ func (l *link) write(q *queue, dst net.Conn) bool {
 		}
 		if end {
 			if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-				cw.CloseWrite()
+				_ = cw.CloseWrite()
 			}
 			return true
 		}

@@ -72,7 +72,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/turnstile/v0/api.js":
 		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		w.Write(widgetJS)
+		_, _ = w.Write(widgetJS)
 	case r.Method == http.MethodPost && r.URL.Path == "/turnstile/v0/siteverify":
 		s.siteverify(w, r)
 	case r.URL.Path == "/turnstile/v0/token":
@@ -128,7 +128,7 @@ func (s *Server) siteverify(w http.ResponseWriter, r *http.Request) {
 		return answer
 	}()
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(reply)
+	_ = json.NewEncoder(w).Encode(reply)
 }
 
 // decide answers a verification; s.mu is held.
@@ -165,10 +165,10 @@ func (s *Server) decide(secret, response string) verifyReply {
 func (s *Server) params(r *http.Request) (secret, response, idempotency string) {
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 		var body map[string]string
-		json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10)).Decode(&body)
+		_ = json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10)).Decode(&body)
 		return body["secret"], body["response"], body["idempotency_key"]
 	}
-	r.ParseForm()
+	_ = r.ParseForm()
 	return r.PostForm.Get("secret"), r.PostForm.Get("response"), r.PostForm.Get("idempotency_key")
 }
 
@@ -221,7 +221,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "POST only", http.StatusMethodNotAllowed)
 		return
 	}
-	r.ParseForm()
+	_ = r.ParseForm()
 	sitekey := r.PostForm.Get("sitekey")
 	var token string
 	switch sitekey {
@@ -232,11 +232,11 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)
-		json.NewEncoder(w).Encode(map[string]string{"error": "blocked"})
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "blocked"})
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]string{"token": token})
+	_ = json.NewEncoder(w).Encode(map[string]string{"token": token})
 }
 
 // Reset forgets spent tokens and idempotency answers.

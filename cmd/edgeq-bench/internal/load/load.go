@@ -138,8 +138,8 @@ func RunOK(client *http.Client, name string, src Source, ok func(status int) boo
 					own.Errors++
 					continue
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
 				if !ok(resp.StatusCode) {
 					own.Errors++
 					continue
@@ -175,8 +175,8 @@ func Burst(client *http.Client, name string, reqs []Request, ok func(status int)
 				failed[i] = true
 				return
 			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
 			lat[i], failed[i] = time.Since(t0), !ok(resp.StatusCode)
 		})
 	}
@@ -217,8 +217,8 @@ func Poll(client *http.Client, name string, n int, interval, duration time.Durat
 				}
 				resp, err := client.Do(r)
 				if err == nil {
-					io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
+					_, _ = io.Copy(io.Discard, resp.Body)
+					_ = resp.Body.Close()
 				}
 				if err != nil || !ok(resp.StatusCode) {
 					own.Errors++
