@@ -193,16 +193,16 @@ func (s *auctionSource) fetch(ctx context.Context, id string) (a config.Auction,
 	if err != nil {
 		return a, false, 0, failure(ctx), err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // a read-only body: nothing to lose on close
 	switch code := resp.StatusCode; {
 	case code == http.StatusOK:
 	case unwell(code):
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxSourceBody)) // keep the connection
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSourceBody)) // keep the connection; a failed read only loses it
 		return a, false, code, failure(ctx), fmt.Errorf("the shop answered %d", code)
 	default:
 		// The shop's word on the id a bidder chose (400 for an id its validation refuses): an unknown
 		// auction, however many bidders make up such ids, never a reason to stop asking about others.
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxSourceBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxSourceBody))
 		return a, false, code, sourceNotFound, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxSourceBody+1))

@@ -200,7 +200,9 @@ func (s *Service) adminRetry(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrDeadLetterRetryFail.With("error", err.Error()).Because(err))
 		return
 	}
-	s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	// The event was retried: a dead letter left behind by a failed removal is retried again, which
+	// applies nothing twice (applying is idempotent).
+	_, _ = s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HDel(ctx, deadKey(s.keys), id)
 		p.ZRem(ctx, deadByTimeKey(s.keys), id)
 		return nil

@@ -87,7 +87,8 @@ func (s *Service) oldPageIDs(ctx context.Context, t *oldTable, user string, page
 	}
 	var list *redis.StringCmd
 	var old *redis.ZSliceCmd
-	s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// Each command's error is read below.
+	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		list = p.HGet(ctx, t.byUser, user)
 		old = p.ZRangeWithScores(ctx, t.legacyUser(user), 0, -1) // an earlier build's index of the user
 		return nil

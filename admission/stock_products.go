@@ -344,7 +344,10 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	s.unindexOwner(r.Context(), k, id)
+	if err := s.unindexOwner(r.Context(), k, id); err != nil {
+		// The product is gone; its index entry is dropped by the next spellings pass.
+		s.logger.Warn("removing a deleted product from the index failed", "product", id, "error", err.Error())
+	}
 	k.products.forget(id)
 	if n == 0 {
 		s.responder.Error(w, r, web.ErrProductNotFound)
