@@ -1,6 +1,7 @@
-// Helpers shared by the browser scenarios that Go tests run with `node <file>.mjs <scenario>` (pow.mjs):
-// headless Chromium started the way every e2e browser is, assertions and log lines in the format the
-// Go runner prints, axe-core's WCAG rules, screenshots, and the scenario dispatch.
+// Helpers shared by the browser scenarios that Go tests run with `node <file>.mjs <scenario>` (pow.mjs
+// and the modules of browser.mjs): headless Chromium started the way every e2e browser is, assertions
+// and log lines in the format the Go runner prints, axe-core's WCAG rules, screenshots, and the scenario
+// dispatch of pow.mjs.
 import { chromium } from 'playwright-core';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -13,7 +14,7 @@ export const base = env.EDGEQ_URL;
 
 const chromiumBinary = env.CHROMIUM || '/usr/bin/chromium';
 // Chromium with no network traffic of its own (updates, sync, QUIC probes) and no first-run pages.
-const chromiumSwitches = [
+export const chromiumSwitches = [
   '--headless',
   '--no-sandbox',
   '--disable-gpu',
