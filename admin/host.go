@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -51,19 +52,14 @@ func hostAllowed(host string, names map[string]bool) bool {
 	return err == nil
 }
 
-// hostKey is a Host header's name as the allowed names are compared: without the port (web.SplitHost)
-// and the trailing dot of a fully qualified name, in lower case (host names are case-insensitive). What
-// is in brackets is taken as it is (an IP literal, or nothing allowed), and an IPv6 literal without
-// brackets keeps its colons.
+// hostKey is a Host header's name as the allowed names are compared: vocab.HostName, the name as
+// sites are told apart (without the port and the trailing dot, in lower case, an IP literal without
+// its brackets). One difference: a Host with more than one colon and no brackets is taken as an IPv6
+// literal written without them (only a script sends one) and keeps its colons, rather than being cut
+// at the first ("admin.example:9090:80" is not admin.example); it is lower-cased and trimmed the same.
 func hostKey(host string) string {
-	name, _ := web.SplitHost(host)
-	switch {
-	case strings.HasPrefix(name, "[") && strings.HasSuffix(name, "]"):
-		return name[1 : len(name)-1]
-	case strings.HasPrefix(host, "["):
-		return host
-	case strings.Count(host, ":") > 1:
-		name = host
+	if !strings.HasPrefix(host, "[") && strings.Count(host, ":") > 1 {
+		return strings.ToLower(strings.TrimSuffix(host, "."))
 	}
-	return strings.ToLower(strings.TrimSuffix(name, "."))
+	return vocab.HostName(host)
 }

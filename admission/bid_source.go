@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -86,14 +87,10 @@ type sourceMetrics struct {
 
 func newSourceMetrics() *sourceMetrics {
 	m := &sourceMetrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "auctions_source_requests_total",
-			Help: "Questions to auctions_source about auctions the store does not know, by result (found, not_found, error, timeout, and breaker_open: not asked because the circuit breaker is open).",
-		}, []string{"result"}),
-		breakerOpen: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "edgeq", Name: "auctions_source_breaker_open",
-			Help: "1 while the circuit breaker of auctions_source is open (or letting one probe through), 0 when closed.",
-		}),
+		requests: metrics.NewCounterVec("auctions_source_requests_total",
+			"Questions to auctions_source about auctions the store does not know, by result (found, not_found, error, timeout, and breaker_open: not asked because the circuit breaker is open).", "result"),
+		breakerOpen: metrics.NewGauge("auctions_source_breaker_open",
+			"1 while the circuit breaker of auctions_source is open (or letting one probe through), 0 when closed."),
 	}
 	for _, r := range sourceResults {
 		m.requests.WithLabelValues(r)

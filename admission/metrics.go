@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/internal/metrics"
 )
 
 type serviceMetrics struct {
@@ -26,36 +28,22 @@ func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
 		names[i] = k.name()
 	}
 	m := &serviceMetrics{
-		admissions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "admissions_total",
-			Help: "Admission decisions by type (" + strings.Join(names, ", ") + ") and result (admitted, released, and each refusal).",
-		}, []string{"type", "result"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "edgeq", Name: "admission_duration_seconds",
-			Help:    "Time to decide an admission (field extraction and the Lua call), by type.",
-			Buckets: []float64{.0002, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
-		}, []string{"type"}),
-		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "edgeq", Name: "dead_letters",
-			Help: "Admission events that failed every retry and wait in the dead-letter set.",
-		}),
-		compensations: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "edgeq", Name: "pending_compensations",
-			Help: "Releases and withdrawals this replica retries until the store answers.",
-		}),
-		ledgerWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "ledger_writes_total",
-			Help: "Events the ledger worker handled, by result: written (to PostgreSQL), retried (a failed write, retried), dead_lettered (refused by PostgreSQL), malformed (skipped).",
-		}, []string{"result"}),
-		ledgerLag: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "edgeq", Name: "ledger_lag_seconds",
-			Help: "Age of the oldest event this replica read and has not yet written to the ledger (0 when it is caught up).",
-		}),
+		admissions: metrics.NewCounterVec("admissions_total",
+			"Admission decisions by type ("+strings.Join(names, ", ")+") and result (admitted, released, and each refusal).", "type", "result"),
+		duration: metrics.NewHistogramVec("admission_duration_seconds",
+			"Time to decide an admission (field extraction and the Lua call), by type.",
+			[]float64{.0002, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}, "type"),
+		deadLetters: metrics.NewGauge("dead_letters",
+			"Admission events that failed every retry and wait in the dead-letter set."),
+		compensations: metrics.NewGauge("pending_compensations",
+			"Releases and withdrawals this replica retries until the store answers."),
+		ledgerWrites: metrics.NewCounterVec("ledger_writes_total",
+			"Events the ledger worker handled, by result: written (to PostgreSQL), retried (a failed write, retried), dead_lettered (refused by PostgreSQL), malformed (skipped).", "result"),
+		ledgerLag: metrics.NewGauge("ledger_lag_seconds",
+			"Age of the oldest event this replica read and has not yet written to the ledger (0 when it is caught up)."),
 	}
-	m.trimmedUnread = prometheus.NewCounter(prometheus.CounterOpts{
-		Namespace: "edgeq", Name: "stream_trimmed_unread_total",
-		Help: "Event stream entries trimmed past redis.stream_max_entries before every consumer group (the admin indexes, the ledger) had read them.",
-	})
+	m.trimmedUnread = metrics.NewCounter("stream_trimmed_unread_total",
+		"Event stream entries trimmed past redis.stream_max_entries before every consumer group (the admin indexes, the ledger) had read them.")
 	for _, r := range []string{"written", "retried", "dead_lettered", "malformed"} {
 		m.ledgerWrites.WithLabelValues(r)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
+	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/templates"
@@ -236,10 +237,8 @@ func New(env Env, reg prometheus.Registerer) (*Check, error) {
 	if p == nil {
 		return nil, nil
 	}
-	c := &Check{name: name, p: p, fields: p.Fields(), verified: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "edgeq", Name: "challenge_verifications_total",
-		Help: "Bot checks (joins, the challenge page, checked routes) by provider and result.",
-	}, []string{"provider", "result"})}
+	c := &Check{name: name, p: p, fields: p.Fields(), verified: metrics.NewCounterVec("challenge_verifications_total",
+		"Bot checks (joins, the challenge page, checked routes) by provider and result.", "provider", "result")}
 	for _, result := range p.Results() {
 		c.verified.WithLabelValues(name, result)
 	}

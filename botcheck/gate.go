@@ -3,7 +3,6 @@ package botcheck
 import (
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"net/http"
@@ -18,6 +17,7 @@ import (
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -49,12 +49,13 @@ type GateOptions struct {
 // Gate is the bot-check step of the gate chain and the challenge page. It satisfies proxy.Step.
 type Gate struct {
 	o       GateOptions
+	mac     vocab.MAC        // keyed with o.Key: the clearance cookie's MAC
 	limiter *ratelimit.Redis // nil: no limit (no store, or PerIPPerMinute 0)
 }
 
 // NewGate builds the step.
 func NewGate(o GateOptions) *Gate {
-	g := &Gate{o: o}
+	g := &Gate{o: o, mac: vocab.NewMAC(o.Key)}
 	if o.PerIPPerMinute > 0 && o.Store != nil {
 		g.limiter = ratelimit.NewRedis(o.Store.Client)
 	}
@@ -157,7 +158,7 @@ func (g *Gate) fresh(at time.Time) bool {
 }
 
 // The clearance cookie is "<payload>.<mac>": payload = base64url(check time | random), mac =
-// base64url(first 16 bytes of HMAC-SHA256(key, payload | host | network)). The host (web.HostName of
+// base64url(first 16 bytes of HMAC-SHA256(key, payload | host | network)). The host (vocab.HostName of
 // the request's Host) and the visitor's network (clearanceNetwork) are bound inside the MAC and not
 // written in the cookie: a cookie copied to another host or used from another network fails the MAC,
 // and its bearer is simply challenged again. Checking it is a MAC, no store call.
@@ -170,11 +171,13 @@ func (g *Gate) clearanceValue(r *http.Request, at time.Time) string {
 }
 
 func (g *Gate) clearanceMAC(r *http.Request, payload string) string {
-	m := hmac.New(sha256.New, g.o.Key)
+	host, network := vocab.HostName(r.Host), clearanceNetwork(web.RequestFrom(r.Context()).ClientIP)
 	// v2 binds host and network; a v1 cookie (bound to nothing) no longer matches any request.
-	m.Write([]byte("edgeq clearance v2\x00" + payload + "\x00" + web.HostName(r.Host) + "\x00" +
-		clearanceNetwork(web.RequestFrom(r.Context()).ClientIP)))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
+	sum := g.mac.Sum(func(msg []byte) []byte {
+		msg = append(append(append(msg, "edgeq clearance v2\x00"...), payload...), 0)
+		return append(append(append(msg, host...), 0), network...)
+	})
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // clearanceNetwork is the network a clearance is bound to: the client address (after

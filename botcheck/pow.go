@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/pow"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -129,7 +130,7 @@ func (p *powProvider) Results() []string {
 // powBinding is what a challenge is bound to besides its scope: the host and the visitor's network
 // (as a clearance is: an address moves within its network during a visit).
 func powBinding(r *http.Request) string {
-	return web.HostName(r.Host) + "\x00" + clearanceNetwork(web.RequestFrom(r.Context()).ClientIP)
+	return vocab.HostName(r.Host) + "\x00" + clearanceNetwork(web.RequestFrom(r.Context()).ClientIP)
 }
 
 func (p *powProvider) Verify(ctx context.Context, s Submission) Verdict {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -181,7 +182,7 @@ func (c *siteverify) hostnameAllowed(got, requestHost string) bool {
 	if len(c.hostnames) > 0 {
 		return slices.ContainsFunc(c.hostnames, func(h string) bool { return strings.EqualFold(h, got) })
 	}
-	return got != "" && strings.EqualFold(web.HostName(requestHost), got)
+	return got != "" && strings.EqualFold(vocab.HostName(requestHost), got)
 }
 
 // markUsed records a response as spent; fresh is false if it was spent before.

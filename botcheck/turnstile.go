@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/internal/metrics"
 )
 
 // Cloudflare Turnstile: its settings are the top-level turnstile: section (config.Turnstile).
@@ -35,10 +37,8 @@ func newTurnstile(env Env) (Provider, error) {
 			http: &http.Client{Timeout: cfg.Timeout},
 		},
 		siteKey: cfg.SiteKey, script: cfg.ScriptURL,
-		counted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "turnstile_verifications_total",
-			Help: "Turnstile checks by result: success, missing, invalid, replayed, hostname, action, error_open, error_closed, store_unavailable.",
-		}, []string{"result"}),
+		counted: metrics.NewCounterVec("turnstile_verifications_total",
+			"Turnstile checks by result: success, missing, invalid, replayed, hostname, action, error_open, error_closed, store_unavailable.", "result"),
 	}
 	for _, r := range siteverifyResults {
 		p.counted.WithLabelValues(r)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/graphql"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -257,29 +258,30 @@ func (g *graphqlRead) restore(r *http.Request) {
 	}
 }
 
-// canonicalHost returns a Host header as route matching sees it (split by web.SplitHost): the name in
-// lower case and without the trailing dot of a fully qualified name, and the port kept when it is one
-// (digits after a single colon, or after "]" for IPv6). Host names are case-insensitive, and a host
-// pattern must not be skipped by spelling the same site differently; a malformed port
-// ("shop.example:80:", which nginx reads as shop.example but ServeMux could not split) is dropped. It
-// does not allocate when host is already canonical.
+// canonicalHost returns a Host header as route matching sees it: its name as sites are told apart
+// (vocab.HostName: lower case, without the trailing dot of a fully qualified name), in its brackets
+// again for an IP literal, and the port kept when it is one (digits after a single colon, or after
+// "]" for IPv6; vocab.SplitHost, vocab.ValidPort): ServeMux matches a pattern's host against the
+// whole Host. Host names are case-insensitive, and a host pattern must not be skipped by spelling the
+// same site differently; a malformed port ("shop.example:80:", which nginx reads as shop.example but
+// ServeMux could not split) is dropped. It does not allocate when host is already canonical.
 func canonicalHost(host string) string {
-	name, port := web.SplitHost(host)
-	if !web.ValidPort(port) {
+	name, port := vocab.SplitHost(host)
+	if !vocab.ValidPort(port) {
 		port = ""
 	}
-	trimmed := strings.TrimSuffix(name, ".")
-	upper := false
-	for i := 0; i < len(trimmed); i++ {
-		if c := trimmed[i]; 'A' <= c && c <= 'Z' {
-			upper = true
-			break
-		}
+	canonical, written := vocab.HostName(name), name
+	bracketed := len(name) >= 2 && name[0] == '[' && name[len(name)-1] == ']'
+	if bracketed {
+		written = name[1 : len(name)-1]
 	}
-	if !upper && len(trimmed) == len(name) && len(name)+len(port) == len(host) {
+	if canonical == written && len(name)+len(port) == len(host) {
 		return host
 	}
-	return strings.ToLower(trimmed) + port
+	if bracketed {
+		return "[" + canonical + "]" + port
+	}
+	return canonical + port
 }
 
 // canonicalPattern writes the method of a ServeMux pattern ("[METHOD ][HOST]/PATH") in upper case, as

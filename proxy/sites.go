@@ -13,6 +13,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -52,7 +53,7 @@ func (s site) matches(host string) bool {
 }
 
 func (s site) matchesName(host string) bool {
-	name, _ := web.SplitHost(host)
+	name, _ := vocab.SplitHost(host)
 	if s.name != "" {
 		return name == s.name
 	}
@@ -84,7 +85,7 @@ func namedSites(routes []config.Route) *siteSet {
 		case s.name != "":
 			set.names[s.name] = true
 		case config.PatternHost(pattern) != "":
-			name, _ := web.SplitHost(config.PatternHost(pattern)) // canonical: canonicalPattern
+			name, _ := vocab.SplitHost(config.PatternHost(pattern)) // canonical: canonicalPattern
 			set.names[name] = true
 		default:
 			return nil
@@ -100,7 +101,7 @@ func (t *Table) misdirected(host string) bool {
 		return false
 	}
 	host = canonicalHost(host)
-	if name, _ := web.SplitHost(host); t.sites.names[name] {
+	if name, _ := vocab.SplitHost(host); t.sites.names[name] {
 		return false
 	}
 	for _, s := range t.sites.wild {

@@ -6,7 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // WriteCSV writes the series, one row per point (docs/report.md names each column); unknown gauges
@@ -37,7 +38,7 @@ func WriteCSV(w io.Writer, r *Report) error {
 		}}
 	}
 	cols := []column{
-		{"minute", func(i int) string { return s.Minute[i].UTC().Format(time.RFC3339) }},
+		{"minute", func(i int) string { return vocab.FormatTime(s.Minute[i]) }},
 		ints(Joined, s.Joined), ints(Served, s.Served), ints(GaveUp, s.GaveUp),
 		ints("turned_away:sold_out", s.TurnedAway.SoldOut), ints("turned_away:closed", s.TurnedAway.Closed),
 		ints(Completed, s.Completed),

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/static"
 	"github.com/edgeq/edgeq/templates"
 )
@@ -82,7 +83,7 @@ func (p *Page) Render(w io.Writer, r *Report, o PageOptions) error {
 	d := pageData{Brand: o.Brand, Queue: r.Queue, CSS: template.CSS(p.css), Offline: o.Offline, CSVURL: o.CSVURL,
 		Range:     r.From.Format("2 Jan 2006 15:04") + " – " + r.To.Format("2 Jan 2006 15:04") + " UTC",
 		FromInput: r.From.Format("2006-01-02T15:04"), ToInput: r.To.Format("2006-01-02T15:04"),
-		Headline: Headline(r), Notes: heldNotes(r), Generated: time.Now().UTC().Format(time.RFC3339)}
+		Headline: Headline(r), Notes: heldNotes(r), Generated: vocab.FormatTime(time.Now())}
 	d.Figures = figures(r)
 	d.Charts = charts(r)
 	for _, ps := range r.Products {

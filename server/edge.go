@@ -17,6 +17,7 @@ import (
 	"github.com/edgeq/edgeq/internal/certfiles"
 	"github.com/edgeq/edgeq/internal/certstore"
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -249,7 +250,7 @@ func (h *redirectHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	name, _ := web.SplitHost(r.Host)
+	name, _ := vocab.SplitHost(r.Host)
 	// RequestURI is the path and query as the client sent them; an absolute-form target
 	// ("GET http://shop/x") is rebuilt from its URL.
 	target := r.RequestURI

@@ -13,6 +13,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ratelimit"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -88,6 +89,17 @@ func (r *Room) requestFor(queueID, requestID string, s *snapshot) (int64, *web.E
 	return pos, nil
 }
 
+// placeFor is the queue and the place in it that a request's path names (queue_id, request_id):
+// queueFor, then requestFor.
+func (r *Room) placeFor(req *http.Request) (queueID string, s *snapshot, pos int64, e *web.Error) {
+	queueID = req.PathValue("queue_id")
+	if s, e = r.queueFor(req.Context(), queueID); e != nil {
+		return queueID, nil, 0, e
+	}
+	pos, e = r.requestFor(queueID, req.PathValue("request_id"), s)
+	return queueID, s, pos, e
+}
+
 // allowPoll applies limits.status_per_ip_per_minute, in process: polls must never cost a Redis call.
 func (r *Room) allowPoll(req *http.Request) *web.Error {
 	limit := ratelimit.PerMinute(r.limits.StatusPerIPPerMinute)
@@ -150,13 +162,7 @@ func (r *Room) handleQueuePos(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, e)
 		return
 	}
-	queueID := req.PathValue("queue_id")
-	s, e := r.queueFor(req.Context(), queueID)
-	if e != nil {
-		r.responder.Error(w, req, e)
-		return
-	}
-	pos, e := r.requestFor(queueID, req.PathValue("request_id"), s)
+	queueID, s, pos, e := r.placeFor(req)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return
@@ -282,7 +288,7 @@ func (r *Room) status(ctx context.Context, queueID, requestID string, pos int64,
 	}
 	if !s.open() {
 		in := secondsUntil(s.storeNow(), s.OpensAt)
-		st.QueueStatus, st.OpensAt, st.OpensIn = "prequeue", s.OpensAt.UTC().Format(time.RFC3339), &in
+		st.QueueStatus, st.OpensAt, st.OpensIn = "prequeue", vocab.FormatTime(s.OpensAt), &in
 		st.EstimatedWaitTime = -1
 	}
 	if s.SoldOut {

@@ -161,13 +161,7 @@ func (r *Room) handleBeat(w http.ResponseWriter, req *http.Request) {
 		r.responder.Error(w, req, web.ErrInvalidRequest.With("field", "page"))
 		return
 	}
-	queueID := req.PathValue("queue_id")
-	s, e := r.queueFor(req.Context(), queueID)
-	if e != nil {
-		r.responder.Error(w, req, e)
-		return
-	}
-	pos, e := r.requestFor(queueID, req.PathValue("request_id"), s)
+	queueID, s, pos, e := r.placeFor(req)
 	if e != nil {
 		r.responder.Error(w, req, e)
 		return

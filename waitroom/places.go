@@ -1,12 +1,10 @@
 package waitroom
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/hex"
-	"hash"
 	"net/netip"
-	"sync"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // The places one client address may hold in a queue (queues[].places_per_ip; docs/reference.md
@@ -25,11 +23,9 @@ const placesTTL = requestCookieLife
 // addressHashes names client addresses by keyed hash (HMAC-SHA-256 over the queue and the address's
 // /32 or /64): what the store sees is unlinkable to the address without the key, and differs between
 // queues.
-type addressHashes struct{ macs *sync.Pool }
+type addressHashes struct{ mac vocab.MAC }
 
-func newAddressHashes(key []byte) addressHashes {
-	return addressHashes{macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
-}
+func newAddressHashes(key []byte) addressHashes { return addressHashes{mac: vocab.NewMAC(key)} }
 
 // of returns the hash of a client's address in a queue, 32 hex characters: IPv4 addresses (however
 // written) by their 32 bits, IPv6 addresses by their /64, as the join rate counts them
@@ -47,15 +43,11 @@ func (a addressHashes) of(queue string, client netip.Addr) string {
 		b := client.As16()
 		net = b[:8] // the /64: one subscriber's network (RFC 6177)
 	}
-	m := a.macs.Get().(hash.Hash)
-	defer a.macs.Put(m)
-	m.Reset()
-	m.Write([]byte("edgeq places per address v1\x00"))
-	m.Write([]byte(queue))
-	m.Write([]byte{0})
-	m.Write(net)
-	var sum [sha256.Size]byte
-	return hex.EncodeToString(m.Sum(sum[:0])[:16])
+	sum := a.mac.Sum(func(msg []byte) []byte {
+		msg = append(append(append(msg, "edgeq places per address v1\x00"...), queue...), 0)
+		return append(msg, net...)
+	})
+	return hex.EncodeToString(sum[:16])
 }
 
 // placesKey returns the key of the places a client address took in a queue (assign.lua), "" when the

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -171,8 +172,8 @@ func (s *snapshot) joinable() *web.Error {
 	now := s.storeNow()
 	switch {
 	case !s.Opened && !s.JoinFrom.IsZero() && now.Before(s.JoinFrom):
-		return web.ErrNotOpen.With("opens_at", s.OpensAt.UTC().Format(time.RFC3339)).
-			With("opens_in", secondsUntil(now, s.OpensAt)).With("joins_from", s.JoinFrom.UTC().Format(time.RFC3339))
+		return web.ErrNotOpen.With("opens_at", vocab.FormatTime(s.OpensAt)).
+			With("opens_in", secondsUntil(now, s.OpensAt)).With("joins_from", vocab.FormatTime(s.JoinFrom))
 	case s.SoldOut:
 		return web.ErrSoldOut
 	case s.Method == config.MethodReject || (!s.ClosesAt.IsZero() && !now.Before(s.ClosesAt)):

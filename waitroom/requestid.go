@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"hash"
-	"sync"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // requestIDs mints and checks request ids. A request id is formatted as a UUID (RFC 9562 version 8,
@@ -16,38 +16,19 @@ import (
 // and nobody can make up an id for a position they were not given. The epoch changes when a queue is
 // deleted and created again, which invalidates every id (and token) of the old queue.
 type requestIDs struct {
-	key []byte
-	// macs reuses keyed HMAC states and their buffers: hmac.New is most of the cost of checking an id,
-	// and the gate checks one on every request, without allocating.
-	macs *sync.Pool
+	// macs reuses keyed HMAC states and their buffers (vocab.MAC): the gate checks an id on every
+	// request, without allocating.
+	macs vocab.MAC
 }
 
-type macState struct {
-	h        hash.Hash
-	msg, sum []byte
-}
-
-func newRequestIDs(key []byte) requestIDs {
-	return requestIDs{key: key, macs: &sync.Pool{New: func() any {
-		return &macState{h: hmac.New(sha256.New, key), msg: make([]byte, 0, 128), sum: make([]byte, 0, sha256.Size)}
-	}}}
-}
+func newRequestIDs(key []byte) requestIDs { return requestIDs{macs: vocab.NewMAC(key)} }
 
 // mac is the HMAC of a position in a queue's incarnation.
-func (r requestIDs) mac(queue, epoch string, pos int64) (out [sha256.Size]byte) {
-	st := r.macs.Get().(*macState)
-	m := append(st.msg[:0], "edgeq request id v1\x00"...)
-	m = append(m, queue...)
-	m = append(m, 0)
-	m = append(m, epoch...)
-	m = binary.BigEndian.AppendUint64(m, uint64(pos))
-	st.h.Reset()
-	st.h.Write(m)
-	st.sum = st.h.Sum(st.sum[:0])
-	copy(out[:], st.sum)
-	st.msg = m[:0]
-	r.macs.Put(st)
-	return out
+func (r requestIDs) mac(queue, epoch string, pos int64) [sha256.Size]byte {
+	return r.macs.Sum(func(m []byte) []byte {
+		m = append(append(append(m, "edgeq request id v1\x00"...), queue...), 0)
+		return binary.BigEndian.AppendUint64(append(m, epoch...), uint64(pos))
+	})
 }
 
 // make returns the request id of a position.
@@ -104,30 +85,7 @@ func parseUUID(s string) ([16]byte, bool) {
 	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return b, false
 	}
-	n := 0
-	for i := 0; i < len(s); i += 2 {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			i-- // the dash: the next pair starts after it
-			continue
-		}
-		hi, ok1 := fromHex(s[i])
-		lo, ok2 := fromHex(s[i+1])
-		if !ok1 || !ok2 {
-			return b, false
-		}
-		b[n] = hi<<4 | lo
-		n++
-	}
-	return b, n == 16
-}
-
-// fromHex reads a lower-case hexadecimal digit.
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
+	ok := vocab.DecodeHex(b[0:4], s[0:8]) && vocab.DecodeHex(b[4:6], s[9:13]) && vocab.DecodeHex(b[6:8], s[14:18]) &&
+		vocab.DecodeHex(b[8:10], s[19:23]) && vocab.DecodeHex(b[10:16], s[24:36])
+	return b, ok
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/group"
+	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/ratelimit"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
@@ -147,21 +148,16 @@ func New(opts Options) *Room {
 		revoked: expirable.NewLRU[revocation, struct{}](200_000, nil, opts.MaxTokenTTL+time.Minute),
 		joins:   ratelimit.NewRedis(opts.Store.Client),
 		polls:   ratelimit.NewLocal(100_000),
-		tokensIssued: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "tokens_issued_total", Help: "Access tokens issued, by queue.",
-		}, []string{"queue"}),
-		sessionsRenewed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "sessions_renewed_total", Help: "Access tokens re-issued by session_renewal, by queue.",
-		}, []string{"queue"}),
-		bypassed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "queue_bypassed_total", Help: "Gated requests let through by bypass_cidrs, by queue.",
-		}, []string{"queue"}),
-		invites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "invites_total", Help: "Invitation visits, by queue and result (joined, served, used, expired, unknown, refused, unconfirmed: the store's replicas did not confirm the use in time).",
-		}, []string{"queue", "result"}),
-		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "rate_limited_total", Help: "Requests refused 429 by a per-IP limit, by limit (join, places, status, turnstile).",
-		}, []string{"limit"}),
+		tokensIssued: metrics.NewCounterVec("tokens_issued_total",
+			"Access tokens issued, by queue.", "queue"),
+		sessionsRenewed: metrics.NewCounterVec("sessions_renewed_total",
+			"Access tokens re-issued by session_renewal, by queue.", "queue"),
+		bypassed: metrics.NewCounterVec("queue_bypassed_total",
+			"Gated requests let through by bypass_cidrs, by queue.", "queue"),
+		invites: metrics.NewCounterVec("invites_total",
+			"Invitation visits, by queue and result (joined, served, used, expired, unknown, refused, unconfirmed: the store's replicas did not confirm the use in time).", "queue", "result"),
+		rateLimited: metrics.NewCounterVec("rate_limited_total",
+			"Requests refused 429 by a per-IP limit, by limit (join, places, status, turnstile).", "limit"),
 	}
 	for _, limit := range []string{"join", "places", "status", "turnstile"} {
 		r.rateLimited.WithLabelValues(limit) // present at 0, so rate() and alerts see the series

@@ -9,6 +9,7 @@ import (
 
 	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -92,7 +93,7 @@ func scheduleOf(queueID string, s *snapshot) Schedule {
 	if !s.OpensAt.IsZero() && !s.open() {
 		now := s.storeNow()
 		in := secondsUntil(now, s.OpensAt)
-		out.OpensAt, out.OpensIn = s.OpensAt.UTC().Format(time.RFC3339), &in
+		out.OpensAt, out.OpensIn = vocab.FormatTime(s.OpensAt), &in
 		if out.State == "not_open" {
 			joins := secondsUntil(now, s.JoinFrom)
 			out.JoinsIn = &joins
@@ -265,7 +266,7 @@ func (r *Room) scheduled(page *WaitPage, s *snapshot) {
 	if s.OpensAt.IsZero() {
 		return
 	}
-	page.OpensAt = s.OpensAt.UTC().Format(time.RFC3339)
+	page.OpensAt = vocab.FormatTime(s.OpensAt)
 	page.OpensClock = s.OpensAt.UTC().Format("2006-01-02 15:04 UTC")
 	page.OpensIn = secondsUntil(s.storeNow(), s.OpensAt)
 	page.Shuffle = s.Shuffle
@@ -291,7 +292,7 @@ func (r *Room) renderWait(w http.ResponseWriter, req *http.Request, s *snapshot,
 		r.scheduled(&page, s)
 		page.Phase, page.ETASeconds = PhasePrequeue, -1
 	}
-	page.UpdatedAt, page.UpdatedClock = now.Format(time.RFC3339), now.Format("15:04:05 UTC")
+	page.UpdatedAt, page.UpdatedClock = vocab.FormatTime(now), now.Format("15:04:05 UTC")
 	page.StatusURL = r.opts.Prefix + "/status/" + url.PathEscape(page.QueueID) + "/" + j.RequestID
 	page.BeatURL = r.opts.Prefix + "/beat/" + url.PathEscape(page.QueueID) + "/" + j.RequestID
 	page.PollMs, page.HiddenPollMs, page.MaxPollMs = poll.Milliseconds(), hidden.Milliseconds(), maxPoll.Milliseconds()

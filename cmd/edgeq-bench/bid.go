@@ -20,6 +20,7 @@ import (
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/redisserver"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // bidBench measures bid admission and the auction reads through edgeq at a busy auction's concurrency.
@@ -164,7 +165,7 @@ routes:
   - name: bid
     match: "POST /auctions/{id}/bid"
     admission: {type: bid, auction: "path:id", amount: "form:amount", user: "header:X-User"}
-`, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339)))
+`, vocab.FormatTime(time.Now().Add(24*time.Hour))))
 }
 
 // rawBids calls bid.lua directly from concurrency goroutines for duration, each bid a cent above the

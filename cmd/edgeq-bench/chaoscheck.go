@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // chaosShop is the chaos run's shop: it records every purchase that reaches it (by Edgeq-Admission-Id)
@@ -124,7 +126,7 @@ func (run *chaosRun) settleAndCheck() (*chaosReport, error) {
 		if rec.State != "released" {
 			continue
 		}
-		releasedAt, err := time.Parse("2006-01-02T15:04:05.000Z07:00", rec.ReleasedAt)
+		releasedAt, err := time.Parse(vocab.MilliTime, rec.ReleasedAt)
 		if err != nil {
 			return nil, fmt.Errorf("record %s: released_at %q", id, rec.ReleasedAt)
 		}

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/testutil/redisserver"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // floorScript is the least a reservation can cost Redis: one script call that takes a unit and
@@ -214,7 +215,7 @@ routes:
 func hotBidConfig(threads int) string {
 	var b strings.Builder
 	b.WriteString("limits: {join_per_ip_per_minute: 0, status_per_ip_per_minute: 0}\nauctions:\n")
-	ends := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	ends := vocab.FormatTime(time.Now().Add(24 * time.Hour))
 	for t := 1; t <= threads; t++ {
 		for n := range hotAuctionsPerThread {
 			fmt.Fprintf(&b, "  - {id: hot-%d-%d, starting_price: \"1.00\", min_increment: \"0.01\", ends_at: %q}\n", t, n, ends)

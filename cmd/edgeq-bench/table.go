@@ -27,6 +27,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/testutil/redisserver"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/proxy"
 )
 
@@ -100,7 +101,7 @@ func tableBench(args []string, w io.Writer) error {
 		return err
 	}
 	edgeURLs, stop, err := startEdgeqServer(origin, redisSrv.Addr(), "edgeq", tableServerYAML(cert),
-		fmt.Sprintf(tableConfig, time.Now().Add(24*time.Hour).UTC().Format(time.RFC3339)))
+		fmt.Sprintf(tableConfig, vocab.FormatTime(time.Now().Add(24*time.Hour))))
 	if err != nil {
 		return err
 	}

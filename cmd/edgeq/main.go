@@ -28,6 +28,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/token"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/server"
 )
 
@@ -263,7 +264,7 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintln(stdout, d.String())
 	}
 	_, _ = fmt.Fprintf(stdout, "compared %s (records since %s): %d difference(s)\n",
-		r.Compared(), r.Since.UTC().Format(time.RFC3339), len(r.Differences))
+		r.Compared(), vocab.FormatTime(r.Since), len(r.Differences))
 	if len(r.Differences) > 0 {
 		return 1
 	}

@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // Handler is slog's JSON or text handler writing to w, with Write for the access-log line.
@@ -203,5 +205,5 @@ func plain(s []byte) bool {
 
 // appendRFC3339Millis is the text handler's time: RFC 3339 with exactly three digits of fraction.
 func appendRFC3339Millis(b []byte, t time.Time) []byte {
-	return t.AppendFormat(b, "2006-01-02T15:04:05.000Z07:00")
+	return t.AppendFormat(b, vocab.MilliTime)
 }

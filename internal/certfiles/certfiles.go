@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // Pair is a certificate chain file (PEM, leaf first) and its private key file (PEM).
@@ -154,13 +156,13 @@ func (s *Store) Look() {
 			sv.failed, sv.tried = now, true
 			s.opts.Logger.Warn("TLS certificate files changed but do not load: the previous certificate is still served",
 				"cert_file", p.CertFile, "key_file", p.KeyFile, "error", err.Error(),
-				"serving_not_after", sv.cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+				"serving_not_after", vocab.FormatTime(sv.cert.Leaf.NotAfter))
 			continue
 		}
 		sv.cert, sv.loaded, sv.seen, sv.tried = cert, st, st, false
 		changed = true
 		s.opts.Logger.Info("TLS certificate reloaded", "cert_file", p.CertFile, "names", strings.Join(names(cert.Leaf), ","),
-			"not_after", cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
+			"not_after", vocab.FormatTime(cert.Leaf.NotAfter))
 		s.warnValidity(p, cert.Leaf)
 	}
 	if changed {
@@ -182,10 +184,10 @@ func (s *Store) warnValidity(p Pair, leaf *x509.Certificate) {
 	switch now := s.opts.Now(); {
 	case now.After(leaf.NotAfter):
 		s.opts.Logger.Warn("TLS certificate has expired: browsers refuse it", "cert_file", p.CertFile,
-			"not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+			"not_after", vocab.FormatTime(leaf.NotAfter))
 	case now.Before(leaf.NotBefore):
 		s.opts.Logger.Warn("TLS certificate is not valid yet: browsers refuse it", "cert_file", p.CertFile,
-			"not_before", leaf.NotBefore.UTC().Format(time.RFC3339))
+			"not_before", vocab.FormatTime(leaf.NotBefore))
 	}
 }
 

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/edgeq/edgeq/internal/metrics"
 )
 
-var expiryDesc = prometheus.NewDesc("edgeq_tls_certificate_expiry_seconds",
+var expiryDesc = metrics.NewDesc("tls_certificate_expiry_seconds",
 	"Seconds until the leaf of a TLS certificate in service expires (NotAfter), by the leaf's first name; "+
-		"of several certificates with one first name, the soonest. Negative once expired.",
-	[]string{"name"}, nil)
+		"of several certificates with one first name, the soonest. Negative once expired.", "name")
 
 // Collector reports edgeq_tls_certificate_expiry_seconds for the certificates in service at scrape
 // time, so a reloaded certificate replaces the old one's series and the clock never needs a ticker.

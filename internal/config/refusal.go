@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"text/template"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // RefusalData is what a route's refusal.json template sees: every value is already escaped for use
@@ -20,7 +21,7 @@ type RefusalData struct {
 }
 
 // CompileRefusal parses a refusal.json template and checks that it produces valid JSON for every
-// refusal edgeq can send through it (refusalSamples): every code, without fields and with every field
+// refusal edgeq can send through it (refusalSamples): every code (internal/vocab), without fields and with every field
 // a refusal can carry, the field values hostile (quotes, braces, U+2028, 10 KB), as a visitor's own
 // text can be (a JSON key, an id). A template that inserts a value outside a JSON string, or breaks
 // for one code only, is refused here rather than at a visitor. "" is no template (the standard body):
@@ -39,53 +40,11 @@ func CompileRefusal(text string) (*template.Template, error) {
 			return nil, fmt.Errorf("fails for a sample refusal %s: %w", sample.Code, err)
 		}
 		if !json.Valid(body) {
-			return nil, fmt.Errorf("does not produce valid JSON for a sample refusal %s %s: %s", sample.Code, describeFields(sample.Fields), clipSample(body))
+			return nil, fmt.Errorf("does not produce valid JSON for a sample refusal %s %s: %s", sample.Code, describeFields(sample.Fields), vocab.Clip(string(body), 120))
 		}
 	}
 	return t, nil
 }
-
-// refusalCodes is every code edgeq answers with and its status, as in internal/web/codes.go: config
-// cannot import web, which imports config. TestRefusalSamples_CoverEveryCodeAndField (internal/web)
-// keeps the two equal.
-var refusalCodes = []struct {
-	Status int
-	Code   string
-}{
-	{400, "INVALID_REQUEST"}, {415, "UNSUPPORTED_MEDIA_TYPE"}, {413, "PAYLOAD_TOO_LARGE"}, {404, "NOT_FOUND"},
-	{405, "METHOD_NOT_ALLOWED"}, {503, "STORE_UNAVAILABLE"}, {502, "ORIGIN_UNAVAILABLE"}, {504, "ORIGIN_TIMEOUT"},
-	{500, "INTERNAL"}, {503, "BUSY"}, {503, "GATE_UNAVAILABLE"}, {400, "QUEUE_NOT_FOUND"}, {404, "REQUEST_NOT_FOUND"},
-	{410, "EXPIRED"}, {202, "NOT_YET_SERVED"}, {429, "RATE_LIMITED"}, {429, "TOO_MANY_PLACES"}, {403, "QUEUE_REQUIRED"},
-	{403, "CROSS_SITE_REQUEST"}, {403, "QUEUE_NOT_OPEN"}, {410, "SOLD_OUT"}, {410, "QUEUE_CLOSED"},
-	{403, "INVITE_REQUIRED"}, {404, "INVITE_NOT_FOUND"}, {410, "INVITE_USED"}, {410, "INVITE_EXPIRED"},
-	{403, "TURNSTILE_REQUIRED"}, {403, "INVALID_TURNSTILE_TOKEN"}, {409, "INSUFFICIENT_STOCK"}, {404, "PRODUCT_NOT_FOUND"},
-	{409, "PURCHASE_IN_PROGRESS"}, {409, "ALREADY_PURCHASED"}, {404, "AUCTION_NOT_FOUND"}, {409, "AUCTION_ENDED"},
-	{403, "SELF_BID"}, {400, "INVALID_BID"}, {409, "BID_TOO_LOW"}, {503, "AUCTIONS_SOURCE_UNAVAILABLE"},
-	{403, "OPERATION_REFUSED"}, {200, "PERSISTED_QUERY_NOT_FOUND"}, {421, "MISDIRECTED_REQUEST"}, {401, "UNAUTHORIZED"},
-	{403, "FORBIDDEN"}, {409, "QUEUE_EXISTS"}, {409, "NOT_SERVED"}, {409, "ALREADY_FINISHED"}, {409, "PRODUCT_EXISTS"},
-	{404, "ADMISSION_NOT_FOUND"}, {409, "ALREADY_GIVEN_BACK"}, {409, "RETRY_FAILED"},
-}
-
-// refusalFields is every JSON field a refusal can carry (the keys of web.Error.With across edgeq),
-// kept complete by the same test.
-var refusalFields = []string{
-	"ahead", "error", "estimated_wait_time", "field", "highest_amount", "join_url", "joins_from", "opens_at",
-	"opens_in", "per_user_limit", "problems", "queue_id", "queue_position", "queue_status", "remaining_stock",
-	"request_id", "serving_pos", "serving_position", "starting_price", "state", "wait_url",
-}
-
-// RefusalSampleCodes returns the codes (with their statuses) and RefusalSampleFields the field names
-// CompileRefusal renders a template with: for the test that keeps them complete.
-func RefusalSampleCodes() map[string]int {
-	codes := make(map[string]int, len(refusalCodes))
-	for _, c := range refusalCodes {
-		codes[c.Code] = c.Status
-	}
-	return codes
-}
-
-// RefusalSampleFields: see RefusalSampleCodes.
-func RefusalSampleFields() []string { return slices.Clone(refusalFields) }
 
 // hostileValue is a field value that breaks a template which does not put it inside a JSON string:
 // a brace, a quote, a backslash, the line separators JavaScript once refused in strings, template and
@@ -101,25 +60,26 @@ var longValue = strings.Repeat(`"}]\`+"\u2028", 2048)
 func refusalSamples() []RefusalData {
 	message := "A \"quoted\"\n<message> \\ with \u2028 odd characters"
 	samples := []RefusalData{
-		{Status: 409, Code: "INSUFFICIENT_STOCK", Message: "Sorry, this item is sold out.", Fields: map[string]string{"remaining_stock": "0"}},
+		{Status: vocab.InsufficientStock.Status, Code: vocab.InsufficientStock.Name, Message: "Sorry, this item is sold out.", Fields: map[string]string{"remaining_stock": "0"}},
 	}
+	names := vocab.RefusalFields()
 	every := func(value string) map[string]string {
-		fields := make(map[string]string, len(refusalFields))
-		for _, name := range refusalFields {
+		fields := make(map[string]string, len(names))
+		for _, name := range names {
 			fields[name] = value
 		}
 		return fields
 	}
-	for i, c := range refusalCodes {
+	for i, c := range vocab.Codes() {
 		samples = append(samples,
-			RefusalData{Status: c.Status, Code: c.Code, Message: message, Fields: map[string]string{}},
-			RefusalData{Status: c.Status, Code: c.Code, Message: message, Fields: every(hostileValue)})
+			RefusalData{Status: c.Status, Code: c.Name, Message: message, Fields: map[string]string{}},
+			RefusalData{Status: c.Status, Code: c.Name, Message: message, Fields: every(hostileValue)})
 		if i%8 == 0 {
-			samples = append(samples, RefusalData{Status: c.Status, Code: c.Code, Message: message, Fields: every(longValue)})
+			samples = append(samples, RefusalData{Status: c.Status, Code: c.Name, Message: message, Fields: every(longValue)})
 		}
 	}
-	for _, name := range refusalFields {
-		samples = append(samples, RefusalData{Status: 400, Code: "INVALID_REQUEST", Message: message, Fields: map[string]string{name: `}`}})
+	for _, name := range names {
+		samples = append(samples, RefusalData{Status: vocab.InvalidRequest.Status, Code: vocab.InvalidRequest.Name, Message: message, Fields: map[string]string{name: `}`}})
 	}
 	return samples
 }
@@ -158,11 +118,4 @@ func RenderRefusal(t *template.Template, d RefusalData) ([]byte, error) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
-}
-
-func clipSample(b []byte) string {
-	if len(b) > 120 {
-		return string(b[:120]) + "..."
-	}
-	return string(b)
 }

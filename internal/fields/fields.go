@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -275,8 +276,8 @@ func isJSON(mediaType string) bool {
 // ValueMax bounds a visitor's text (a field's name or value) quoted in an answer or a log line, in bytes.
 const ValueMax = 64
 
-// Clip shortens a visitor's text to ValueMax bytes for an answer or a log line (web.Clip).
-func Clip(s string) string { return web.Clip(s, ValueMax) }
+// Clip shortens a visitor's text to ValueMax bytes for an answer or a log line (vocab.Clip).
+func Clip(s string) string { return vocab.Clip(s, ValueMax) }
 
 func ambiguous(src config.FieldSource, n int) *web.Error {
 	return web.ErrAmbiguousField.With("field", Clip(src.Name)).Because(fmt.Errorf("%s given %d times", src, n))

@@ -6,6 +6,7 @@ package ledger
 // cannot be reached.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,38 +39,28 @@ func first(a, b time.Time) time.Time {
 	return a
 }
 
-// merge folds b into a (same id), as the SQL upsert does.
+// higher is the state of higher Rank, a on a tie.
+func higher(a, b string) string {
+	if Rank(b) > Rank(a) {
+		return b
+	}
+	return a
+}
+
+// merge folds b into a (same id), as the SQL upsert does: a field once known is kept (cmp.Or, first),
+// the state of higher Rank wins.
 func (a Admission) merge(b Admission) Admission {
-	if a.ProductID == "" {
-		a.ProductID = b.ProductID
-	}
-	if a.Buyer == "" {
-		a.Buyer = b.Buyer
-	}
-	if a.Quantity == 0 {
-		a.Quantity = b.Quantity
-	}
-	if Rank(b.State) > Rank(a.State) {
-		a.State = b.State
-	}
+	a.ProductID, a.Buyer, a.Quantity = cmp.Or(a.ProductID, b.ProductID), cmp.Or(a.Buyer, b.Buyer), cmp.Or(a.Quantity, b.Quantity)
+	a.State = higher(a.State, b.State)
 	a.AdmittedAt, a.CommittedAt = first(a.AdmittedAt, b.AdmittedAt), first(a.CommittedAt, b.CommittedAt)
 	a.ReleasedAt, a.CancelledAt = first(a.ReleasedAt, b.ReleasedAt), first(a.CancelledAt, b.CancelledAt)
 	return a
 }
 
+// merge folds b into a (same id): see Admission.merge.
 func (a Bid) merge(b Bid) Bid {
-	if a.AuctionID == "" {
-		a.AuctionID = b.AuctionID
-	}
-	if a.Bidder == "" {
-		a.Bidder = b.Bidder
-	}
-	if a.AmountCents == 0 {
-		a.AmountCents = b.AmountCents
-	}
-	if Rank(b.State) > Rank(a.State) {
-		a.State = b.State
-	}
+	a.AuctionID, a.Bidder, a.AmountCents = cmp.Or(a.AuctionID, b.AuctionID), cmp.Or(a.Bidder, b.Bidder), cmp.Or(a.AmountCents, b.AmountCents)
+	a.State = higher(a.State, b.State)
 	a.BidAt, a.CommittedAt, a.WithdrawnAt = first(a.BidAt, b.BidAt), first(a.CommittedAt, b.CommittedAt), first(a.WithdrawnAt, b.WithdrawnAt)
 	return a
 }

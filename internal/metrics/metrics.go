@@ -11,9 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/edgeq/edgeq/internal/buildinfo"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
-
-const namespace = "edgeq"
 
 // Route labels for requests that match no configured route.
 const (
@@ -75,52 +74,27 @@ type Metrics struct {
 // New creates the collectors and registers them, with the Go runtime and process collectors, on reg.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "http_requests_total",
-			Help: "Requests on the public listener by route (configured name, _passthrough or _edgeq) and status code.",
-		}, []string{"route", "code"}),
-		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "http_request_duration_seconds",
-			Help:    "Time from request to the end of the response on the public listener, by route.",
-			Buckets: latencyBuckets,
-		}, []string{"route"}),
-		OriginDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "origin_duration_seconds",
-			Help:    "Time until the origin's response headers (or its failure).",
-			Buckets: latencyBuckets,
-		}),
-		OriginErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "origin_errors_total",
-			Help: "Proxied requests that got no origin response, by kind: timeout, unavailable, client_gone, fenced.",
-		}, []string{"kind"}),
-		StoreUp: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "store_up",
-			Help: "1 if the latest store PING succeeded, else 0.",
-		}),
-		StoreDegraded: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "store_degraded",
-			Help: "1 while the store counts as unavailable (hysteresis of store_health), else 0.",
-		}),
-		ConfigReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "config_reload_total",
-			Help: "Configuration reloads by result: ok or error (refused, old configuration kept).",
-		}, []string{"result"}),
-		StoreBypass: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "store_bypass_total",
-			Help: "Requests of on_store_error: open routes sent to the origin ungated while the store was unavailable, by route.",
-		}, []string{"route"}),
-		RouteInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "route_in_flight",
-			Help: "Requests of max_in_flight routes this replica has at the origin (holding a slot), by route.",
-		}, []string{"route"}),
-		RouteHeld: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "route_held_total",
-			Help: "Requests of max_in_flight routes by route and result: immediate, waited, busy, gone, store_error, client_busy.",
-		}, []string{"route", "result"}),
-		AdminMisdirected: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Name: "admin_misdirected_total",
-			Help: "Admin listener requests refused with 421 MISDIRECTED_REQUEST: a Host that is not an address, localhost or one of admin.allowed_hosts.",
-		}),
+		HTTPRequests: NewCounterVec("http_requests_total",
+			"Requests on the public listener by route (configured name, _passthrough or _edgeq) and status code.", "route", "code"),
+		HTTPDuration: NewHistogramVec("http_request_duration_seconds",
+			"Time from request to the end of the response on the public listener, by route.", latencyBuckets, "route"),
+		OriginDuration: NewHistogram("origin_duration_seconds",
+			"Time until the origin's response headers (or its failure).", latencyBuckets),
+		OriginErrors: NewCounterVec("origin_errors_total",
+			"Proxied requests that got no origin response, by kind: timeout, unavailable, client_gone, fenced.", "kind"),
+		StoreUp: NewGauge("store_up", "1 if the latest store PING succeeded, else 0."),
+		StoreDegraded: NewGauge("store_degraded",
+			"1 while the store counts as unavailable (hysteresis of store_health), else 0."),
+		ConfigReloads: NewCounterVec("config_reload_total",
+			"Configuration reloads by result: ok or error (refused, old configuration kept).", "result"),
+		StoreBypass: NewCounterVec("store_bypass_total",
+			"Requests of on_store_error: open routes sent to the origin ungated while the store was unavailable, by route.", "route"),
+		RouteInFlight: NewGaugeVec("route_in_flight",
+			"Requests of max_in_flight routes this replica has at the origin (holding a slot), by route.", "route"),
+		RouteHeld: NewCounterVec("route_held_total",
+			"Requests of max_in_flight routes by route and result: immediate, waited, busy, gone, store_error, client_busy.", "route", "result"),
+		AdminMisdirected: NewCounter("admin_misdirected_total",
+			"Admin listener requests refused with 421 MISDIRECTED_REQUEST: a Host that is not an address, localhost or one of admin.allowed_hosts."),
 	}
 	reg.MustRegister(m.HTTPRequests, m.HTTPDuration, m.OriginDuration, m.OriginErrors,
 		m.StoreUp, m.StoreDegraded, m.ConfigReloads, m.StoreBypass, m.RouteInFlight, m.RouteHeld, m.AdminMisdirected,
@@ -147,7 +121,7 @@ func (m *Metrics) ObserveStore(up, degraded bool) {
 // versions in service during a rolling update and an expression can join on it.
 func NewBuildInfo(info buildinfo.Info) prometheus.Collector {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "build_info",
+		Namespace: vocab.Namespace, Name: "build_info",
 		Help:        "Always 1; the labels say which build this replica runs: version, revision (the commit) and goversion.",
 		ConstLabels: prometheus.Labels{"version": info.Version, "revision": info.Revision, "goversion": info.GoVersion},
 	})

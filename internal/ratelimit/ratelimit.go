@@ -5,7 +5,7 @@ package ratelimit
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"net/netip"
 	"sync"
 	"time"
@@ -16,10 +16,11 @@ import (
 	"github.com/edgeq/edgeq/internal/store/luascript"
 )
 
-//go:embed gcra.lua
-var gcraSource string
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
 
-var gcra = luascript.Named("gcra.lua", redis.NewScript(gcraSource))
+// gcra takes one request from a budget (internal/store/luascript: the clock, lib.lua, gcra.lua).
+var gcra = luascript.From(scriptFiles, "scripts").Script("gcra.lua")
 
 // Limit is a rate: PerMinute requests a minute, with bursts of Burst at once. PerMinute 0 is no limit.
 type Limit struct {

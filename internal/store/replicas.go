@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/metrics"
 )
 
 // Replication: what a failover can take away, and what edgeq does about it (docs/reference.md
@@ -52,18 +54,12 @@ type waitSetting struct {
 func newReplication(waitReplicas int, waitTimeout time.Duration, cluster bool, logger *slog.Logger) *replication {
 	r := &replication{
 		logger: logger,
-		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "store_replica_waits_total",
-			Help: "WAITs after writes that must survive a failover (redis.wait_replicas), by result: acked, timeout (fewer replicas confirmed in time), error.",
-		}, []string{"result"}),
-		connected: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "edgeq", Name: "store_replicas_connected",
-			Help: "Replicas of the store's master that are online (on a Cluster: the fewest of any master); -1 until known.",
-		}),
-		changes: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: "edgeq", Name: "store_master_changes_total",
-			Help: "Times a new connection found another Redis master process than before (a failover or a restart).",
-		}),
+		waits: metrics.NewCounterVec("store_replica_waits_total",
+			"WAITs after writes that must survive a failover (redis.wait_replicas), by result: acked, timeout (fewer replicas confirmed in time), error.", "result"),
+		connected: metrics.NewGauge("store_replicas_connected",
+			"Replicas of the store's master that are online (on a Cluster: the fewest of any master); -1 until known."),
+		changes: metrics.NewCounter("store_master_changes_total",
+			"Times a new connection found another Redis master process than before (a failover or a restart)."),
 		masters: masters{cluster: cluster, seen: map[string]bool{}, opened: time.Now()},
 	}
 	for _, result := range []string{"acked", "timeout", "error"} {

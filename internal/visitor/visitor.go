@@ -7,11 +7,10 @@ package visitor
 import (
 	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"hash"
-	"sync"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 const (
@@ -34,14 +33,13 @@ const (
 
 // IDs mints and checks signed visitor ids. Its zero value is not usable: see New.
 type IDs struct {
-	// macs reuses keyed HMAC states: hmac.New is most of the cost of a check, and every request of a
-	// browser with a visitor id is checked.
-	macs *sync.Pool
+	// macs reuses keyed HMAC states (vocab.MAC): every request of a browser with a visitor id is checked.
+	macs vocab.MAC
 }
 
 // New returns the visitor ids signed with key (a key of their own, derived for this purpose).
 func New(key []byte) *IDs {
-	return &IDs{macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
+	return &IDs{macs: vocab.NewMAC(key)}
 }
 
 // Mint returns a new visitor id and its signed form, the value of the cookie and of the header. The id
@@ -66,7 +64,7 @@ func (v *IDs) Check(signed string) (id string, ok bool) {
 		return "", false
 	}
 	var got [macBytes]byte
-	if !decodeLowerHex(got[:], signed[2*idBytes+1:]) {
+	if !vocab.DecodeHex(got[:], signed[2*idBytes+1:]) {
 		return "", false
 	}
 	want := v.mac(id)
@@ -79,49 +77,14 @@ func (v *IDs) Check(signed string) (id string, ok bool) {
 // mac is the truncated HMAC of an id, under a label of its own so that no other MAC edgeq computes
 // under a related key can stand for it.
 func (v *IDs) mac(id string) (out [macBytes]byte) {
-	m := v.macs.Get().(hash.Hash)
-	defer v.macs.Put(m)
-	m.Reset()
-	m.Write([]byte("edgeq visitor id v1\x00"))
-	m.Write([]byte(id))
-	var sum [sha256.Size]byte
-	copy(out[:], m.Sum(sum[:0]))
+	sum := v.macs.Sum(func(msg []byte) []byte { return append(append(msg, "edgeq visitor id v1\x00"...), id...) })
+	copy(out[:], sum[:])
 	return out
 }
 
-// lowerHex reports whether s is made of lower-case hexadecimal digits only: the one spelling Mint
-// writes, so that a visitor id has one spelling and one pseudonym.
+// lowerHex reports whether s, an id (2*idBytes bytes), is made of lower-case hexadecimal digits only:
+// the one spelling Mint writes, so that a visitor id has one spelling and one pseudonym.
 func lowerHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if _, ok := fromHex(s[i]); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// decodeLowerHex decodes s, 2*len(dst) lower-case hexadecimal digits, into dst.
-func decodeLowerHex(dst []byte, s string) bool {
-	if len(s) != 2*len(dst) {
-		return false
-	}
-	for i := range dst {
-		hi, ok1 := fromHex(s[2*i])
-		lo, ok2 := fromHex(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
-		dst[i] = hi<<4 | lo
-	}
-	return true
-}
-
-func fromHex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
+	var raw [idBytes]byte
+	return vocab.DecodeHex(raw[:], s)
 }

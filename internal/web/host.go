@@ -3,40 +3,13 @@ package web
 import (
 	"net/netip"
 	"strings"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
-// SplitHost splits a Host header (or the host of a URL) into its name and its port as they are written:
-// the one reading of a Host that the proxy's route matching and Host check, the pages' site checks and
-// the admin listener share. An IP literal is the part in brackets, brackets kept ("[::1]:443" -> "[::1]",
-// ":443"); any other name ends at the first colon ("shop.example:80:90" -> "shop.example", ":80:90"), as
-// RFC 3986 reads a host (a name has no colon) and as nginx picks the site. The port keeps its colon and
-// is not checked: "" when there is none. A "[" without its "]" is all name. No allocation.
-func SplitHost(host string) (name, port string) {
-	if strings.HasPrefix(host, "[") {
-		if end := strings.IndexByte(host, ']'); end >= 0 {
-			return host[:end+1], host[end+1:]
-		}
-		return host, ""
-	}
-	if i := strings.IndexByte(host, ':'); i >= 0 {
-		return host[:i], host[i:]
-	}
-	return host, ""
-}
-
-// HostName is the name of a Host header as sites are told apart: lower case, without the trailing dot
-// of a fully qualified name, without the port and without the brackets of an IPv6 literal (SplitHost).
-func HostName(host string) string {
-	name, _ := SplitHost(host)
-	if len(name) >= 2 && name[0] == '[' && name[len(name)-1] == ']' {
-		name = name[1 : len(name)-1]
-	}
-	return strings.ToLower(strings.TrimSuffix(name, "."))
-}
-
-// hostPort is the port of a Host header without its colon, "" if none (SplitHost).
+// hostPort is the port of a Host header without its colon, "" if none (vocab.SplitHost).
 func hostPort(host string) string {
-	_, port := SplitHost(host)
+	_, port := vocab.SplitHost(host)
 	return strings.TrimPrefix(port, ":")
 }
 
@@ -50,7 +23,7 @@ var ErrInvalidHost = ErrInvalidRequest.With("field", "host").
 // most 253 bytes, with one trailing dot allowed (RFC 1123 section 2.1; an IPv4 address is such a
 // name); an IP literal is an IPv6 address without a zone in brackets (RFC 3986 section 3.2.2).
 func ValidHost(host string) bool {
-	name, port := SplitHost(host)
+	name, port := vocab.SplitHost(host)
 	if strings.HasPrefix(name, "[") {
 		if len(name) < 2 || name[len(name)-1] != ']' {
 			return false // no "]"
@@ -62,7 +35,7 @@ func ValidHost(host string) bool {
 }
 
 // validHostPort reports whether port is "" or ":" and at most five digits.
-func validHostPort(port string) bool { return len(port) <= len(":65535") && ValidPort(port) }
+func validHostPort(port string) bool { return len(port) <= len(":65535") && vocab.ValidPort(port) }
 
 // validHostName reports whether name is a host name: see validHost.
 func validHostName(name string) bool {
@@ -87,20 +60,4 @@ func validHostName(name string) bool {
 		}
 	}
 	return label > 0
-}
-
-// ValidPort reports whether p is "" or ":" followed by digits only.
-func ValidPort(p string) bool {
-	if p == "" {
-		return true
-	}
-	if p[0] != ':' {
-		return false
-	}
-	for i := 1; i < len(p); i++ {
-		if p[i] < '0' || p[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,8 @@ package web
 import (
 	"net/http"
 	"net/url"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // CrossSite reports whether a browser sent r for a page of another site: a no-cors fetch or an
@@ -41,8 +43,8 @@ func sameHost(origin, host string) bool {
 	if u.Scheme == "https" {
 		defaultPort = "443"
 	}
-	originName, originPort := HostName(u.Host), hostPort(u.Host)
-	requestName, requestPort := HostName(host), hostPort(host)
+	originName, originPort := vocab.HostName(u.Host), hostPort(u.Host)
+	requestName, requestPort := vocab.HostName(host), hostPort(host)
 	if originPort == "" {
 		originPort = defaultPort
 	}

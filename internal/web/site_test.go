@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 func TestCrossSite(t *testing.T) {
@@ -71,7 +73,7 @@ func FuzzCrossSite(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Origin %q does not parse, yet counts as Host %q's own site", origin, host)
 		}
-		if HostName(u.Host) != HostName(host) || HostName(host) == "" || strings.ContainsAny(HostName(host), "/@") {
+		if vocab.HostName(u.Host) != vocab.HostName(host) || vocab.HostName(host) == "" || strings.ContainsAny(vocab.HostName(host), "/@") {
 			t.Fatalf("Origin %q counts as Host %q's own site", origin, host)
 		}
 	})

@@ -9,7 +9,6 @@ package otlptest
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -105,7 +104,7 @@ func Start(t testing.TB) *Receiver {
 		}
 		t.Skipf("no OTLP receiver to test against: %v", err)
 	}
-	r := &Receiver{GRPC: freePort(t), HTTP: freePort(t), query: freePort(t)}
+	r := &Receiver{GRPC: proc.FreeAddr(t), HTTP: proc.FreeAddr(t), query: proc.FreeAddr(t)}
 	cmd := exec.Command(bin, "-grpc", r.GRPC, "-http", r.HTTP, "-query", r.query)
 	r.process, err = proc.StartReady(cmd, 30*time.Second, 50*time.Millisecond, func() error {
 		resp, err := http.Get("http://" + r.query + "/ready")
@@ -168,14 +167,4 @@ func Describe(spans []Span) string {
 			s.ParentID, s.Attributes)
 	}
 	return b.String()
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }

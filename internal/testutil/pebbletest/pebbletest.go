@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/testutil/proc"
 )
 
 const module = "github.com/letsencrypt/pebble/v2"
@@ -76,10 +78,10 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	dns, listen, management := freePort(t), freePort(t), freePort(t)
+	dns, listen, management := proc.FreeAddr(t), proc.FreeAddr(t), proc.FreeAddr(t)
 	s := &Server{
 		Directory: "https://" + listen + "/dir", CAFile: filepath.Join(src, "test/certs/pebble.minica.pem"),
-		HTTPPort: port(freePort(t)), TLSPort: port(freePort(t)), management: management, log: &lockedBuffer{},
+		HTTPPort: port(proc.FreeAddr(t)), TLSPort: port(proc.FreeAddr(t)), management: management, log: &lockedBuffer{},
 	}
 	config := map[string]any{"pebble": map[string]any{
 		"listenAddress": listen, "managementListenAddress": management,
@@ -93,7 +95,7 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	run(t, s.log, nil, filepath.Join(bin, "pebble-challtestsrv"), "-dnsserver", dns, "-defaultIPv4", "127.0.0.1",
-		"-defaultIPv6", "", "-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", "", "-management", freePort(t))
+		"-defaultIPv6", "", "-http01", "", "-https01", "", "-tlsalpn01", "", "-doh", "", "-management", proc.FreeAddr(t))
 	// No random sleeps before validation, no nonces refused at random: the tests time what edgeq does.
 	run(t, s.log, []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0"}, filepath.Join(bin, "pebble"),
 		"-config", path, "-dnsserver", dns)
@@ -167,18 +169,6 @@ func run(t testing.TB, log io.Writer, env []string, bin string, args ...string) 
 		cancel()
 		_ = cmd.Wait()
 	})
-}
-
-// freePort is a free 127.0.0.1 port as host:port (a moment of race with other processes is accepted
-// here, as in the other test servers).
-func freePort(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
 }
 
 func port(addr string) int {

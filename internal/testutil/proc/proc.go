@@ -161,6 +161,20 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// FreeAddr is FreePort as an address, 127.0.0.1:port, for a test's server to listen on; it fails t
+// (a testing.TB) when no port is free.
+func FreeAddr(t interface {
+	Helper()
+	Fatal(args ...any)
+}) string {
+	t.Helper()
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", port)
+}
+
 // tail keeps the last outputMax bytes written to it.
 type tail struct {
 	mu sync.Mutex

@@ -1,4 +1,4 @@
-package web
+package vocab
 
 import "testing"
 

@@ -1,9 +1,8 @@
--- ratelimit.lua: GCRA (generic cell rate algorithm) limiter, as in go-redis/redis_rate.
+-- gcra.lua: GCRA (generic cell rate algorithm) limiter, as in go-redis/redis_rate.
 -- KEYS[1] the theoretical arrival time (TAT) of the limited thing, in ms
 -- ARGV[1] emission interval in ms (60000 / per-minute limit)   ARGV[2] burst (requests allowed at once)
 -- returns {allowed, retry_after_ms}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local interval = tonumber(ARGV[1])
 local burst_offset = interval * tonumber(ARGV[2])
 local tat = tonumber(redis.call('GET', KEYS[1])) or now

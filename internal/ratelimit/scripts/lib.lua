@@ -1,0 +1,4 @@
+-- lib.lua: prepended to the rate limiter's scripts, after clock.lua (internal/store/luascript: now_ms).
+--
+-- A limited thing (a client's joins, its Turnstile responses) is one key: its theoretical arrival
+-- time (TAT) in ms of Redis TIME, kept as a string that expires once the burst has drained.
