@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -183,10 +183,10 @@ func healthURL(base *url.URL, path string) string {
 }
 
 var (
-	originUpDesc = metrics.NewDesc("origin_up",
-		"1 while a server of a pool takes requests (no health check has it out), else 0; origin:'s server is never checked.", "pool", "url")
-	originRequestsDesc = metrics.NewDesc("origin_requests_total",
-		"Requests sent to each server of each pool, by the class of its answer: 1xx to 5xx, or error (refused, reset, timed out).", "pool", "url", "class")
+	originUpDesc = prometheus.NewDesc(vocab.Namespace+"_origin_up",
+		"1 while a server of a pool takes requests (no health check has it out), else 0; origin:'s server is never checked.", []string{"pool", "url"}, nil)
+	originRequestsDesc = prometheus.NewDesc(vocab.Namespace+"_origin_requests_total",
+		"Requests sent to each server of each pool, by the class of its answer: 1xx to 5xx, or error (refused, reset, timed out).", []string{"pool", "url", "class"}, nil)
 )
 
 // poolCollector exports the servers of the installed pools, read at each scrape: a server a reload

@@ -3,24 +3,24 @@ package waitroom
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/edgeq/edgeq/internal/metrics"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // The queue metrics (docs/reference.md "Metrics in this build"). Gauges are read from the snapshots at
 // scrape time, so a deleted queue's series simply stop.
 var (
-	descWaiting  = metrics.NewDesc("queue_waiting", "Visitors waiting: behind the serving position, or reached without a token yet.", "queue")
-	descServing  = metrics.NewDesc("queue_serving_position", "The queue's serving position.", "queue")
-	descAssigned = metrics.NewDesc("queue_assigned_position", "The last position handed out.", "queue")
-	descActive   = metrics.NewDesc("queue_active_tokens", "Live access tokens (visitors inside).", "queue")
+	descWaiting  = prometheus.NewDesc(vocab.Namespace+"_queue_waiting", "Visitors waiting: behind the serving position, or reached without a token yet.", []string{"queue"}, nil)
+	descServing  = prometheus.NewDesc(vocab.Namespace+"_queue_serving_position", "The queue's serving position.", []string{"queue"}, nil)
+	descAssigned = prometheus.NewDesc(vocab.Namespace+"_queue_assigned_position", "The last position handed out.", []string{"queue"}, nil)
+	descActive   = prometheus.NewDesc(vocab.Namespace+"_queue_active_tokens", "Live access tokens (visitors inside).", []string{"queue"}, nil)
 
 	// Beyond the four above: the settings and the measured pace, so dashboards and alerts can put the
 	// line next to the room it waits for without asking the admin API.
-	descCapacity = metrics.NewDesc("queue_capacity", "The queue's capacity: visitors allowed inside at once.", "queue")
-	descPaused   = metrics.NewDesc("queue_paused", "1 while the queue is paused (nobody is let in), else 0.", "queue")
-	descRate     = metrics.NewDesc("queue_serving_rate", "Waiters decided (let in or skipped) per second, measured over the last minute (0 until known).", "queue")
-	descState    = metrics.NewDesc("queue_state", "1 for the queue's current state (not_open, prequeue, open, paused, sold_out, closed), 0 for the others.", "queue", "state")
-	descOpensIn  = metrics.NewDesc("queue_opens_in_seconds", "Seconds until a scheduled queue opens (0 once open or unscheduled).", "queue")
+	descCapacity = prometheus.NewDesc(vocab.Namespace+"_queue_capacity", "The queue's capacity: visitors allowed inside at once.", []string{"queue"}, nil)
+	descPaused   = prometheus.NewDesc(vocab.Namespace+"_queue_paused", "1 while the queue is paused (nobody is let in), else 0.", []string{"queue"}, nil)
+	descRate     = prometheus.NewDesc(vocab.Namespace+"_queue_serving_rate", "Waiters decided (let in or skipped) per second, measured over the last minute (0 until known).", []string{"queue"}, nil)
+	descState    = prometheus.NewDesc(vocab.Namespace+"_queue_state", "1 for the queue's current state (not_open, prequeue, open, paused, sold_out, closed), 0 for the others.", []string{"queue", "state"}, nil)
+	descOpensIn  = prometheus.NewDesc(vocab.Namespace+"_queue_opens_in_seconds", "Seconds until a scheduled queue opens (0 once open or unscheduled).", []string{"queue"}, nil)
 )
 
 // Collector returns the room's metrics: the queue gauges, edgeq_tokens_issued_total and

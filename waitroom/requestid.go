@@ -27,7 +27,7 @@ func newRequestIDs(key []byte) requestIDs { return requestIDs{macs: vocab.NewMAC
 func (r requestIDs) mac(queue, epoch string, pos int64) [sha256.Size]byte {
 	return r.macs.Sum(func(m []byte) []byte {
 		m = append(append(append(m, "edgeq request id v1\x00"...), queue...), 0)
-		return binary.BigEndian.AppendUint64(append(m, epoch...), uint64(pos))
+		return binary.BigEndian.AppendUint64(append(m, epoch...), uint64(pos)) //nolint:gosec // the bits of the int64, hashed
 	})
 }
 
@@ -35,7 +35,7 @@ func (r requestIDs) mac(queue, epoch string, pos int64) [sha256.Size]byte {
 func (r requestIDs) make(queue, epoch string, pos int64) string {
 	var b [16]byte
 	var p [8]byte
-	binary.BigEndian.PutUint64(p[:], uint64(pos))
+	binary.BigEndian.PutUint64(p[:], uint64(pos)) //nolint:gosec // positions are >= 1; their low 40 bits are kept
 	copy(b[0:5], p[3:8])
 	sum := r.mac(queue, epoch, pos)
 	copy(b[5:16], sum[:])
@@ -52,7 +52,7 @@ func (r requestIDs) position(queue, epoch, id string) (int64, bool) {
 	}
 	var p [8]byte
 	copy(p[3:8], b[0:5])
-	pos := int64(binary.BigEndian.Uint64(p[:]))
+	pos := int64(binary.BigEndian.Uint64(p[:])) //nolint:gosec // 40 bits read back: always fits
 	if pos < 1 {
 		return 0, false
 	}

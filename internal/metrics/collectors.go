@@ -38,8 +38,3 @@ func NewHistogram(name, help string, buckets []float64) prometheus.Histogram {
 func NewHistogramVec(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: vocab.Namespace, Name: name, Help: help, Buckets: buckets}, labels)
 }
-
-// NewDesc describes edgeq_<name> by labels, for a collector that reads its values at scrape time.
-func NewDesc(name, help string, labels ...string) *prometheus.Desc {
-	return prometheus.NewDesc(vocab.Namespace+"_"+name, help, labels, nil)
-}
