@@ -59,7 +59,7 @@ func (k *bidKind) use(cfg *config.Config) error {
 }
 
 // sourceDown: auctions_source could not be asked.
-func (*bidKind) sourceDown() *web.Error { return web.ErrAuctionsSourceUnavailable }
+func (*bidKind) sourceDown() *web.Error { return errAuctionsSourceUnavailable }
 
 // HeaderBidID carries an accepted bid's id to the origin.
 const HeaderBidID = "Edgeq-Bid-Id"
@@ -69,21 +69,21 @@ func (*bidKind) owner() string      { return "auction" }
 func (*bidKind) header() string     { return HeaderBidID }
 func (*bidKind) deadPrefix() string { return "auction." }
 
-func (*bidKind) notFound() *web.Error { return web.ErrAuctionNotFound }
+func (*bidKind) notFound() *web.Error { return errAuctionNotFound }
 
 func (*bidKind) refusals() []*web.Error {
-	return []*web.Error{web.ErrAuctionNotFound, web.ErrAuctionEnded, web.ErrSelfBid, web.ErrInvalidBid, web.ErrBidTooLow,
-		web.ErrAuctionsSourceUnavailable}
+	return []*web.Error{errAuctionNotFound, errAuctionEnded, errSelfBid, errInvalidBid, errBidTooLow,
+		errAuctionsSourceUnavailable}
 }
 
 // value is the amount: a decimal string, as integer cents.
 func (*bidKind) value(text string, found bool) (int64, *web.Error) {
 	if !found {
-		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("no amount"))
+		return 0, errInvalidBid.With("field", "amount").Because(fmt.Errorf("no amount"))
 	}
 	cents, err := money.Parse(text)
 	if err != nil || cents <= 0 {
-		return 0, web.ErrInvalidBid.With("field", "amount").Because(fmt.Errorf("amount %q", fields.Clip(text)))
+		return 0, errInvalidBid.With("field", "amount").Because(fmt.Errorf("amount %q", fields.Clip(text)))
 	}
 	return cents, nil
 }
@@ -183,15 +183,15 @@ func bidRefusal(code, highest int64) *web.Error {
 	case 0:
 		return nil
 	case 1:
-		return web.ErrBidTooLow.With("highest_amount", money.Format(highest))
+		return errBidTooLow.With("highest_amount", money.Format(highest))
 	case 2:
-		return web.ErrAuctionNotFound
+		return errAuctionNotFound
 	case 3:
-		return web.ErrAuctionEnded
+		return errAuctionEnded
 	case 4:
-		return web.ErrSelfBid
+		return errSelfBid
 	case 5:
-		return web.ErrInvalidBid.With("starting_price", money.Format(highest))
+		return errInvalidBid.With("starting_price", money.Format(highest))
 	}
 	return web.ErrStoreUnavailable.Because(fmt.Errorf("bid answered %d", code))
 }
@@ -220,7 +220,7 @@ func (k *bidKind) forget(auction string) { k.reads.forget(auction) }
 
 // refusalPage: a bidder whose bid is too low sees the highest bid and a way back to the auction.
 func (*bidKind) refusalPage(e *web.Error) string {
-	if e.Code == web.ErrBidTooLow.Code {
+	if e.Code == errBidTooLow.Code {
 		return "bidtoolow.html"
 	}
 	return ""

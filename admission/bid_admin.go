@@ -139,7 +139,7 @@ func (k *bidKind) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id st
 		return
 	}
 	if !v.found {
-		s.responder.Error(w, r, web.ErrAuctionNotFound)
+		s.responder.Error(w, r, errAuctionNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, auctionOf(id, v))

@@ -200,7 +200,7 @@ func (k *bidKind) auctionFor(w http.ResponseWriter, r *http.Request) (string, *a
 		return "", nil, false
 	}
 	if !v.found {
-		s.responder.Error(w, r, web.ErrAuctionNotFound)
+		s.responder.Error(w, r, errAuctionNotFound)
 		return "", nil, false
 	}
 	return id, v, true
@@ -287,7 +287,7 @@ func (k *bidKind) handleBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		item := highestBody(id, v)
 		if !v.found {
-			item["error"] = web.ErrAuctionNotFound.Code
+			item["error"] = errAuctionNotFound.Code
 		}
 		out = append(out, item)
 	}

@@ -151,7 +151,7 @@ func (s *auctionSource) ask(ctx context.Context, id string) sourceResult {
 	retry, ok := s.breaker.allow(time.Now())
 	if !ok {
 		s.metrics.requests.WithLabelValues(sourceBreakerOpen).Inc()
-		return sourceResult{e: web.AuctionsSourceUnavailable(retry).Because(errors.New("auctions_source: circuit breaker open"))}
+		return sourceResult{e: errAuctionsSourceUnavailable.WithRetryAfter(retry).Because(errors.New("auctions_source: circuit breaker open"))}
 	}
 	a, found, status, result, err := s.fetch(ctx, id)
 	s.metrics.requests.WithLabelValues(result).Inc()
@@ -160,7 +160,7 @@ func (s *auctionSource) ask(ctx context.Context, id string) sourceResult {
 		// The shop's answer is not logged: it may be large, or not meant for logs; the reason is.
 		web.RequestFrom(ctx).Logger().Warn("auctions_source failed", "auction", id, "result", result,
 			"status", status, "error", web.ClipErr(err), "breaker_open", opened)
-		return sourceResult{e: web.AuctionsSourceUnavailable(time.Second).Because(err)}
+		return sourceResult{e: errAuctionsSourceUnavailable.WithRetryAfter(time.Second).Because(err)}
 	}
 	s.breaker.success()
 	s.cache.Add(id, sourced{auction: a, found: found, at: time.Now()})

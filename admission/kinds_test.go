@@ -191,7 +191,7 @@ func kindCases() []kindCase {
 			}
 		},
 		form:    func(int) url.Values { return url.Values{"quantity": {"1"}} },
-		refused: url.Values{"quantity": {"1"}}, refusedUser: "u0", refusedCode: web.ErrAlreadyPurchased.Code, given: "released",
+		refused: url.Values{"quantity": {"1"}}, refusedUser: "u0", refusedCode: errAlreadyPurchased.Code, given: "released",
 		held: func(t *testing.T, svc *Service, owner string) int64 {
 			t.Helper()
 			left, err := svc.client.Get(context.Background(), stockKey(svc.keys, owner)).Int64()
@@ -211,7 +211,7 @@ func kindCases() []kindCase {
 			}
 		},
 		form:    func(i int) url.Values { return url.Values{"amount": {strconv.Itoa(10*(i+1)) + ".00"}} },
-		refused: url.Values{"amount": {"10.00"}}, refusedUser: "late", refusedCode: web.ErrBidTooLow.Code, given: "withdrawn",
+		refused: url.Values{"amount": {"10.00"}}, refusedUser: "late", refusedCode: errBidTooLow.Code, given: "withdrawn",
 		held: func(t *testing.T, svc *Service, owner string) int64 {
 			return hget(t, svc.client, auctionHighestKey(svc.keys, owner), "amount")
 		},

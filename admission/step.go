@@ -27,7 +27,7 @@ type claim struct {
 	value int64  // the route's value field as the kind reads it (kind.value)
 	route string // the route that admitted it (scripts' records keep it for the orphan sweep)
 	// commit: not an admission but the commit of admission id, riding the owner's next grouped
-	// call (stock_reserver.go)
+	// call (groupedKind.rideCommit)
 	commit bool
 }
 

@@ -53,7 +53,7 @@ func (k *stockKind) mineIdentity() *atomic.Pointer[mineIdentity] { return &k.buy
 func (k *stockKind) adminTable() *adminTable                     { return k.table }
 
 // busy: the user's previous purchase of the product is still in flight.
-func (*stockKind) busy() *web.Error { return web.ErrPurchaseInProgress }
+func (*stockKind) busy() *web.Error { return errPurchaseInProgress }
 
 // use takes the stock routes' orphans settings.
 func (k *stockKind) use(cfg *config.Config) error {
@@ -86,12 +86,12 @@ func (*stockKind) owner() string      { return "product" }
 func (*stockKind) header() string     { return HeaderAdmissionID }
 func (*stockKind) deadPrefix() string { return "" }
 
-func (*stockKind) notFound() *web.Error { return web.ErrProductNotFound }
+func (*stockKind) notFound() *web.Error { return errProductNotFound }
 
 // Stock is no discoverer: products come from the configuration file and the admin API only.
 
 func (*stockKind) refusals() []*web.Error {
-	return []*web.Error{web.ErrInsufficientStock, web.ErrProductNotFound, web.ErrPurchaseInProgress, web.ErrAlreadyPurchased}
+	return []*web.Error{errInsufficientStock, errProductNotFound, errPurchaseInProgress, errAlreadyPurchased}
 }
 
 // value is the quantity: 1 when the route or the request gives none.
@@ -125,13 +125,13 @@ func stockRefusal(code, remaining, limit int64) *web.Error {
 	case 0:
 		return nil
 	case 1:
-		return web.ErrInsufficientStock.With("remaining_stock", remaining)
+		return errInsufficientStock.With("remaining_stock", remaining)
 	case 2:
-		return web.ErrProductNotFound
+		return errProductNotFound
 	case 3:
-		return web.ErrPurchaseInProgress
+		return errPurchaseInProgress
 	case 4:
-		return web.ErrAlreadyPurchased.With("per_user_limit", limit)
+		return errAlreadyPurchased.With("per_user_limit", limit)
 	case 5:
 		return web.ErrInvalidRequest.With("field", "quantity").With("per_user_limit", limit)
 	}
@@ -163,7 +163,7 @@ func (k *stockKind) forget(product string) { k.products.forget(product) }
 
 // refusalPage: a shopper whose purchase meets an empty stock sees the sold-out page.
 func (*stockKind) refusalPage(e *web.Error) string {
-	if e.Code == web.ErrInsufficientStock.Code {
+	if e.Code == errInsufficientStock.Code {
 		return "soldout.html"
 	}
 	return ""
@@ -362,7 +362,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		if res[0] == 4 {
 			state = "cancelled"
 		}
-		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", state))
+		s.responder.Error(w, r, errAlreadyGivenBack.With("state", state))
 		return
 	}
 	forget(k, rec.ProductID)
@@ -390,7 +390,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if code == 2 {
-		s.responder.Error(w, r, web.ErrAlreadyGivenBack)
+		s.responder.Error(w, r, errAlreadyGivenBack)
 		return
 	}
 	if rec.State != "committed" {
@@ -417,9 +417,9 @@ func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string
 	case err != nil:
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !found:
-		s.responder.Error(w, r, web.ErrAdmissionNotFound)
+		s.responder.Error(w, r, errAdmissionNotFound)
 	case rec.State == "released" || rec.State == "cancelled":
-		s.responder.Error(w, r, web.ErrAlreadyGivenBack.With("state", rec.State))
+		s.responder.Error(w, r, errAlreadyGivenBack.With("state", rec.State))
 	default:
 		return rec, true
 	}

@@ -116,7 +116,7 @@ func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 		// Not in the ledger (yet): the store may have it, the ledger a moment behind.
 	}
 	rec, found, err := k.adminRecord(r.Context(), id)
-	s.writeFound(w, r, rec, found, err, web.ErrAdmissionNotFound)
+	s.writeFound(w, r, rec, found, err, errAdmissionNotFound)
 }
 
 // adminDeleteAdmission removes an admission record and every index that names it in one transaction,
@@ -135,7 +135,7 @@ func (k *stockKind) adminDeleteAdmission(w http.ResponseWriter, r *http.Request)
 	case err != nil:
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !deleted:
-		s.responder.Error(w, r, web.ErrAdmissionNotFound)
+		s.responder.Error(w, r, errAdmissionNotFound)
 	default:
 		web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 	}

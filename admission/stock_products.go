@@ -51,7 +51,7 @@ func (k *stockKind) seed(ctx context.Context, next, previous *config.Config) err
 	return errors.Join(errs...)
 }
 
-var errProductExists = errors.New("admission: product exists")
+var errExistingProduct = errors.New("admission: product exists")
 
 // writeProduct creates (mode "create") or seeds (mode "seed") a product, registers it in the product
 // index and gives its event stream the worker's consumer group.
@@ -66,7 +66,7 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 		return false, fmt.Errorf("product.lua answered %v", res)
 	}
 	if res[0] == 1 {
-		return false, errProductExists
+		return false, errExistingProduct
 	}
 	// Outside the product's hash tag, so not in the script: the index serves listings, the worker's
 	// discovery and other spellings of the id (spellings.go), and each checks the product still exists.
@@ -164,7 +164,7 @@ func (k *stockKind) handleProduct(w http.ResponseWriter, r *http.Request) {
 		k.products.put(id, e)
 	}
 	if !e.found {
-		s.responder.Error(w, r, web.ErrProductNotFound)
+		s.responder.Error(w, r, errProductNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, publicProduct(e.product))
@@ -249,8 +249,8 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := k.writeProduct(r.Context(), "create", p); err != nil {
-		if errors.Is(err, errProductExists) {
-			s.responder.Error(w, r, web.ErrProductExists)
+		if errors.Is(err, errExistingProduct) {
+			s.responder.Error(w, r, errProductExists)
 			return
 		}
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
@@ -262,7 +262,7 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 func (k *stockKind) writeProductJSON(w http.ResponseWriter, r *http.Request, id string) {
 	s := k.s
 	p, found, err := k.product(r.Context(), id)
-	s.writeFound(w, r, p, found, err, web.ErrProductNotFound)
+	s.writeFound(w, r, p, found, err, errProductNotFound)
 }
 
 func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
@@ -283,7 +283,7 @@ func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if res[0] == 1 {
-		s.responder.Error(w, r, web.ErrProductNotFound)
+		s.responder.Error(w, r, errProductNotFound)
 		return
 	}
 	k.products.forget(id)
@@ -350,7 +350,7 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	}
 	k.products.forget(id)
 	if n == 0 {
-		s.responder.Error(w, r, web.ErrProductNotFound)
+		s.responder.Error(w, r, errProductNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})

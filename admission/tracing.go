@@ -63,7 +63,7 @@ func (s *Service) traceAdmission(k kind, route string, h http.HandlerFunc) http.
 
 // reserveTraced is k.reserve in a span of its own ("admission reserve": the kind, the owner, the
 // result). The store call itself may be a grouped one, sent for many requests at once
-// (stock_reserver.go): its Redis span then belongs to none of them. An admission that is recorded is
+// (a grouped kind's batcher): its Redis span then belongs to none of them. An admission that is recorded is
 // remembered, for the event worker's pass that applies it to link to it.
 func (s *Service) reserveTraced(ctx context.Context, k kind, c claim) (*web.Error, error) {
 	step := trace.SpanFromContext(ctx) // the admission's span

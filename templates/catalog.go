@@ -33,7 +33,7 @@ var langFiles embed.FS
 // never changed after. catalogErr is what is wrong with those files (nil when nothing is); Parse
 // returns it, so a broken file stops start-up and `edgeq check` instead of showing a visitor a raw
 // key or a garbled "%!d(MISSING)".
-var catalog, catalogErr = loadCatalog(langFiles, Languages)
+var catalog, catalogErr = loadCatalog(langFiles, "lang", Languages)
 
 // CheckLanguages reports every problem of the built-in language files: a file that is not a flat JSON
 // object of strings, a language whose file is missing, a key missing from a language or unknown to
@@ -41,13 +41,13 @@ var catalog, catalogErr = loadCatalog(langFiles, Languages)
 // order. Each problem names the file and the key.
 func CheckLanguages() error { return catalogErr }
 
-// loadCatalog reads lang/<tag>.json of every language from fsys. It returns what it could read (a
+// loadCatalog reads dir/<tag>.json of every language from fsys. It returns what it could read (a
 // language with a broken file is absent, and falls back to English) and every problem found.
-func loadCatalog(fsys fs.FS, languages []string) (map[string]map[string]string, error) {
+func loadCatalog(fsys fs.FS, dir string, languages []string) (map[string]map[string]string, error) {
 	var problems []error
 	catalog := make(map[string]map[string]string, len(languages))
 	for _, lang := range languages {
-		name := path.Join("lang", lang+".json")
+		name := path.Join(dir, lang+".json")
 		b, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			problems = append(problems, err) // it names the file
@@ -61,7 +61,7 @@ func loadCatalog(fsys fs.FS, languages []string) (map[string]map[string]string, 
 		catalog[lang] = strs
 	}
 	// A file nobody lists would be silently ignored.
-	files, _ := fs.Glob(fsys, "lang/*.json")
+	files, _ := fs.Glob(fsys, path.Join(dir, "*.json"))
 	for _, f := range files {
 		if tag := strings.TrimSuffix(path.Base(f), ".json"); !slices.Contains(languages, tag) {
 			problems = append(problems, fmt.Errorf("%s: %q is not in templates.Languages", f, tag))
@@ -70,7 +70,7 @@ func loadCatalog(fsys fs.FS, languages []string) (map[string]map[string]string, 
 	if en, ok := catalog["en"]; ok {
 		for _, lang := range languages {
 			if strs, ok := catalog[lang]; ok {
-				problems = append(problems, compareWithEnglish(lang, strs, en)...)
+				problems = append(problems, compareWithEnglish(dir, lang, strs, en)...)
 			}
 		}
 	}
@@ -122,9 +122,9 @@ func orToken(err error, tok json.Token) any {
 }
 
 // compareWithEnglish lists what lang's strings lack, add or change compared with English.
-func compareWithEnglish(lang string, strs, en map[string]string) []error {
+func compareWithEnglish(dir, lang string, strs, en map[string]string) []error {
 	var problems []error
-	file := path.Join("lang", lang+".json")
+	file := path.Join(dir, lang+".json")
 	for _, key := range slices.Sorted(maps.Keys(en)) {
 		s, ok := strs[key]
 		switch {
@@ -138,7 +138,7 @@ func compareWithEnglish(lang string, strs, en map[string]string) []error {
 	}
 	for _, key := range slices.Sorted(maps.Keys(strs)) {
 		if _, ok := en[key]; !ok {
-			problems = append(problems, fmt.Errorf("%s: %s is not a key of lang/en.json", file, key))
+			problems = append(problems, fmt.Errorf("%s: %s is not a key of %s", file, key, path.Join(dir, "en.json")))
 		}
 	}
 	return problems

@@ -75,7 +75,7 @@ func TestLoadCatalog_ReportsBrokenFiles(t *testing.T) {
 			for tag, text := range c.files {
 				fsys["lang/"+tag+".json"] = &fstest.MapFile{Data: []byte(text)}
 			}
-			cat, err := loadCatalog(fsys, []string{"en", "xx"})
+			cat, err := loadCatalog(fsys, "lang", []string{"en", "xx"})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one naming %q", err, c.want)
 			}
@@ -89,7 +89,7 @@ func TestLoadCatalog_ReportsBrokenFiles(t *testing.T) {
 		"lang/en.json": {Data: []byte(`{"p": "100%% sure, %d"}`)},
 		"lang/xx.json": {Data: []byte(`{"p": "%d, sûr à 100%%"}`)},
 	}
-	if _, err := loadCatalog(fsys, []string{"en", "xx"}); err != nil {
+	if _, err := loadCatalog(fsys, "lang", []string{"en", "xx"}); err != nil {
 		t.Fatalf("a good pair of files: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"text/template"
 
@@ -60,7 +61,7 @@ var longValue = strings.Repeat(`"}]\`+"\u2028", 2048)
 func refusalSamples() []RefusalData {
 	message := "A \"quoted\"\n<message> \\ with \u2028 odd characters"
 	samples := []RefusalData{
-		{Status: vocab.InsufficientStock.Status, Code: vocab.InsufficientStock.Name, Message: "Sorry, this item is sold out.", Fields: map[string]string{"remaining_stock": "0"}},
+		{Status: http.StatusConflict, Code: "INSUFFICIENT_STOCK", Message: "Sorry, this item is sold out.", Fields: map[string]string{"remaining_stock": "0"}},
 	}
 	names := vocab.RefusalFields()
 	every := func(value string) map[string]string {

@@ -12,16 +12,24 @@ type Code struct {
 	Name   string
 }
 
-// codes is every Code, in the order they are declared below (code appends each as it is made).
+// codes is every Code, in the order they are made: those declared below, then those of the
+// admission kinds (NewCode, from their init).
 var codes []Code
 
-func code(status int, name string) Code {
+func code(status int, name string) Code { return NewCode(status, name) }
+
+// NewCode makes a code edgeq answers with: the ones below, and each admission kind's own, made once
+// from the kind's files. A name made twice panics: a code has one definition.
+func NewCode(status int, name string) Code {
+	if slices.ContainsFunc(codes, func(c Code) bool { return c.Name == name }) {
+		panic("vocab: the code " + name + " is made twice")
+	}
 	c := Code{Status: status, Name: name}
 	codes = append(codes, c)
 	return c
 }
 
-// Codes returns every code edgeq answers with, in their order of declaration.
+// Codes returns every code edgeq answers with, in the order they were made.
 func Codes() []Code { return slices.Clone(codes) }
 
 // Every code edgeq answers with and its status, in one list (docs/reference.md "Errors"). A code whose
@@ -64,35 +72,18 @@ var (
 	TurnstileRequired = code(http.StatusForbidden, "TURNSTILE_REQUIRED")
 	InvalidTurnstile  = code(http.StatusForbidden, "INVALID_TURNSTILE_TOKEN")
 
-	// Stock admission.
-	InsufficientStock  = code(http.StatusConflict, "INSUFFICIENT_STOCK")
-	ProductNotFound    = code(http.StatusNotFound, "PRODUCT_NOT_FOUND")
-	PurchaseInProgress = code(http.StatusConflict, "PURCHASE_IN_PROGRESS")
-	AlreadyPurchased   = code(http.StatusConflict, "ALREADY_PURCHASED")
-
-	// Bid admission.
-	AuctionNotFound           = code(http.StatusNotFound, "AUCTION_NOT_FOUND")
-	AuctionEnded              = code(http.StatusConflict, "AUCTION_ENDED")
-	SelfBid                   = code(http.StatusForbidden, "SELF_BID")
-	InvalidBid                = code(http.StatusBadRequest, "INVALID_BID")
-	BidTooLow                 = code(http.StatusConflict, "BID_TOO_LOW")
-	AuctionsSourceUnavailable = code(http.StatusServiceUnavailable, "AUCTIONS_SOURCE_UNAVAILABLE")
-
 	// GraphQL routes.
 	OperationRefused       = code(http.StatusForbidden, "OPERATION_REFUSED")
 	PersistedQueryNotFound = code(http.StatusOK, "PERSISTED_QUERY_NOT_FOUND")
 
 	// The admin API.
-	Misdirected       = code(http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST")
-	Unauthorized      = code(http.StatusUnauthorized, "UNAUTHORIZED")
-	Forbidden         = code(http.StatusForbidden, "FORBIDDEN")
-	QueueExists       = code(http.StatusConflict, "QUEUE_EXISTS")
-	NotServed         = code(http.StatusConflict, "NOT_SERVED")
-	AlreadyFinished   = code(http.StatusConflict, "ALREADY_FINISHED")
-	ProductExists     = code(http.StatusConflict, "PRODUCT_EXISTS")
-	AdmissionNotFound = code(http.StatusNotFound, "ADMISSION_NOT_FOUND")
-	AlreadyGivenBack  = code(http.StatusConflict, "ALREADY_GIVEN_BACK")
-	RetryFailed       = code(http.StatusConflict, "RETRY_FAILED")
+	Misdirected     = code(http.StatusMisdirectedRequest, "MISDIRECTED_REQUEST")
+	Unauthorized    = code(http.StatusUnauthorized, "UNAUTHORIZED")
+	Forbidden       = code(http.StatusForbidden, "FORBIDDEN")
+	QueueExists     = code(http.StatusConflict, "QUEUE_EXISTS")
+	NotServed       = code(http.StatusConflict, "NOT_SERVED")
+	AlreadyFinished = code(http.StatusConflict, "ALREADY_FINISHED")
+	RetryFailed     = code(http.StatusConflict, "RETRY_FAILED")
 )
 
 // RefusalFields returns every JSON field a refusal can carry: the keys internal/web's Error.With is

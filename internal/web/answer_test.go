@@ -9,6 +9,7 @@ import (
 	"text/template"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 func outcome(t *testing.T, answer string, encoding string, key string, batch int) *Outcome {
@@ -117,21 +118,24 @@ func TestError_GraphQLShapeAndRefusalStatus(t *testing.T) {
 		}
 		return rec.Code, body, rec.Header().Get("Retry-After")
 	}
-	status, body, _ := answer(&Request{GraphQL: true}, ErrInsufficientStock.With("remaining_stock", 0))
+	// Refusals as an admission kind defines them (NewError), with the codes of stock and bid.
+	insufficientStock := NewError(vocab.Code{Status: 409, Name: "INSUFFICIENT_STOCK"}, "Sorry, this item is sold out.")
+	bidTooLow := NewError(vocab.Code{Status: 409, Name: "BID_TOO_LOW"}, "Your bid must beat the highest bid.")
+	status, body, _ := answer(&Request{GraphQL: true}, insufficientStock.With("remaining_stock", 0))
 	errs, _ := body["errors"].([]any)
 	if status != 409 || body["data"] != nil || len(errs) != 1 {
 		t.Fatalf("GraphQL refusal: %d %v", status, body)
 	}
 	first := errs[0].(map[string]any)
 	ext := first["extensions"].(map[string]any)
-	if first["message"] != ErrInsufficientStock.Message || ext["code"] != "INSUFFICIENT_STOCK" || ext["remaining_stock"] != float64(0) {
+	if first["message"] != insufficientStock.Message || ext["code"] != "INSUFFICIENT_STOCK" || ext["remaining_stock"] != float64(0) {
 		t.Errorf("GraphQL refusal body: %v", body)
 	}
 	if _, has := body["data"]; !has {
 		t.Error("no data: null")
 	}
 
-	status, body, _ = answer(&Request{GraphQL: true, RefusalStatus: 200}, ErrInsufficientStock)
+	status, body, _ = answer(&Request{GraphQL: true, RefusalStatus: 200}, insufficientStock)
 	if status != 200 || body["errors"] == nil {
 		t.Errorf("refusal.status 200: %d %v", status, body)
 	}
@@ -144,7 +148,7 @@ func TestError_GraphQLShapeAndRefusalStatus(t *testing.T) {
 		t.Errorf("refusal.status on a standard body: %d %v", status, body)
 	}
 	tmpl := template.Must(template.New("r").Parse(`{"problem":"{{.Code}}"}`))
-	status, body, _ = answer(&Request{GraphQL: true, Refusal: tmpl, RefusalStatus: 200}, ErrBidTooLow)
+	status, body, _ = answer(&Request{GraphQL: true, Refusal: tmpl, RefusalStatus: 200}, bidTooLow)
 	if status != 200 || body["problem"] != "BID_TOO_LOW" {
 		t.Errorf("refusal.json on a graphql: route: %d %v", status, body)
 	}

@@ -99,23 +99,6 @@ var (
 	// ErrCrossSiteCheck: the challenge page's form was posted from another site.
 	ErrCrossSiteCheck = ErrCrossSite.saying("A Turnstile check is sent from the shop's own pages, not from another site.")
 
-	// Stock admission (docs/reference.md "Stock admission").
-	ErrInsufficientStock  = code(vocab.InsufficientStock, "Sorry, this item is sold out.")
-	ErrProductNotFound    = code(vocab.ProductNotFound, "There is no such product.")
-	ErrPurchaseInProgress = code(vocab.PurchaseInProgress, "Another purchase of yours is being processed. Please wait for it to finish.")
-	ErrAlreadyPurchased   = code(vocab.AlreadyPurchased, "You have already bought as many of this item as one person may.")
-
-	// Bid admission (docs/reference.md "Bid admission").
-	ErrAuctionNotFound = code(vocab.AuctionNotFound, "There is no such auction.")
-	ErrAuctionEnded    = code(vocab.AuctionEnded, "This auction has ended.")
-	ErrSelfBid         = code(vocab.SelfBid, "You cannot bid on your own auction.")
-	ErrInvalidBid      = code(vocab.InvalidBid, "A bid is a positive amount with at most two decimals, at least the starting price.")
-	ErrBidTooLow       = code(vocab.BidTooLow, "Your bid must beat the highest bid by at least the minimum increment.")
-	// ErrAuctionsSourceUnavailable: a bid names an auction edgeq does not know, and the shop could not
-	// be asked about it (auctions_source failing, or its circuit breaker open). Nothing
-	// was taken and the shop's bid endpoint was not called. AuctionsSourceUnavailable sets Retry-After.
-	ErrAuctionsSourceUnavailable = code(vocab.AuctionsSourceUnavailable, "This auction's details cannot be fetched from the shop right now. Please try again in a moment.").retryAfter(time.Second)
-
 	// GraphQL routes (docs/reference.md "GraphQL routes"). ErrOperationRefused: the operation selects a
 	// root field the route lists in refuse_fields (one that changes a guarded quantity without naming the
 	// product). ErrPersistedQueryNotFound: a request names a persisted query by hash that edgeq has not
@@ -139,9 +122,6 @@ var (
 	ErrNotOpenAdmin        = ErrNotOpen.status(http.StatusConflict).saying("The queue has not opened: nobody is served before opens_at. Move opens_at to open it now.")
 	ErrNotServed           = code(vocab.NotServed, "A waiting visitor cannot complete: it has not been served.")
 	ErrAlreadyFinished     = code(vocab.AlreadyFinished, "This visitor's session is already over.")
-	ErrProductExists       = code(vocab.ProductExists, "A product with this id exists.")
-	ErrAdmissionNotFound   = code(vocab.AdmissionNotFound, "There is no such admission.")
-	ErrAlreadyGivenBack    = code(vocab.AlreadyGivenBack, "This admission's units were given back already: it was released or cancelled.")
 	ErrDeadLetterNotFound  = ErrNotFound.saying("There is no such dead letter.")
 	ErrDeadLetterRetryFail = code(vocab.RetryFailed, "The event failed again; it stays in the dead-letter set.")
 )
@@ -151,9 +131,16 @@ var (
 var ErrDegraded = errors.New("store degraded (store_health)")
 
 // code is the Error of c (its name and status: internal/vocab) with the message API clients read.
-func code(c vocab.Code, message string) *Error {
+func code(c vocab.Code, message string) *Error { return NewError(c, message) }
+
+// NewError is the Error of c with the message API clients read: how an admission kind defines its
+// own refusals (with vocab.NewCode), beside the ones above.
+func NewError(c vocab.Code, message string) *Error {
 	return &Error{Status: c.Status, Code: c.Name, Message: message}
 }
+
+// WithRetryAfter is e telling the client to come back after d (Retry-After; at least a second).
+func (e *Error) WithRetryAfter(d time.Duration) *Error { return e.retryAfter(max(d, time.Second)) }
 
 // saying is e with a more precise message for one situation.
 func (e *Error) saying(message string) *Error {
@@ -170,12 +157,6 @@ func (e *Error) status(status int) *Error {
 
 // RateLimited is 429 RATE_LIMITED telling the client to come back after retry (Retry-After).
 func RateLimited(retry time.Duration) *Error { return ErrRateLimited.retryAfter(retry) }
-
-// AuctionsSourceUnavailable is 503 AUCTIONS_SOURCE_UNAVAILABLE telling the client to come back after
-// retry (Retry-After; at least a second).
-func AuctionsSourceUnavailable(retry time.Duration) *Error {
-	return ErrAuctionsSourceUnavailable.retryAfter(max(retry, time.Second))
-}
 
 func (e *Error) retryAfter(d time.Duration) *Error {
 	c := *e

@@ -9,16 +9,15 @@ import (
 	"github.com/edgeq/edgeq/templates"
 )
 
-// shopperErrors are the errors a shopper's browser can get as a page (the admin API's own codes and
-// the refusals with a page of their own, such as INSUFFICIENT_STOCK, are left out).
+// shopperErrors are the errors a shopper's browser can get as a page (the admin API's own codes are
+// left out, and so are the admission kinds' refusals: admission's TestKindCodes_EveryRefusalInEveryLanguage
+// checks those).
 var shopperErrors = []*Error{
 	ErrInvalidRequest, ErrUnsupportedMedia, ErrPayloadTooLarge, ErrNotFound, ErrMethodNotAllowed,
 	ErrStoreUnavailable, ErrOriginUnavailable, ErrOriginTimeout, ErrInternal, ErrBusy, ErrGateUnavailable,
 	ErrQueueNotFound, ErrWaitingRoomNotFound, ErrRequestNotFound, ErrExpired, ErrRateLimited, ErrQueueRequired, ErrCrossSite,
 	ErrNotOpen, ErrSoldOut, ErrQueueClosed, ErrInviteRequired, ErrInviteNotFound, ErrInviteUsed, ErrInviteExpired,
-	ErrTurnstileRequired, ErrInvalidTurnstile, ErrProductNotFound, ErrPurchaseInProgress, ErrAlreadyPurchased,
-	ErrAuctionNotFound, ErrAuctionEnded, ErrSelfBid, ErrInvalidBid, ErrBidTooLow, ErrOperationRefused,
-	ErrTooManyPlaces, ErrMisdirected,
+	ErrTurnstileRequired, ErrInvalidTurnstile, ErrOperationRefused, ErrTooManyPlaces, ErrMisdirected,
 }
 
 // Every error a shopper can meet reads in the shopper's language: its heading and message come from

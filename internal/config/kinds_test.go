@@ -1,0 +1,5 @@
+package config_test
+
+// config's tests run with the admission kinds linked, as edgeq does: their codes (vocab.NewCode, from
+// the kinds' files) are among those `edgeq check` renders a route's refusal template with.
+import _ "github.com/edgeq/edgeq/admission"
