@@ -7,20 +7,18 @@
 package hcaptchatest
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/base64"
 	"encoding/json"
 	"mime"
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/testutil/widgettoken"
 )
 
 // hCaptcha's test keys (docs.hcaptcha.com, "Integration Testing: Test Keys"): the test secret accepts
@@ -233,23 +231,9 @@ type claims struct {
 	Nonce    string `json:"n"`
 }
 
-func (s *Server) mac(payload string) string {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(payload))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
 func (s *Server) open(token string) (claims, bool) {
-	payload, sig, ok := strings.Cut(token, ".")
-	if !ok || !hmac.Equal([]byte(sig), []byte(s.mac(payload))) {
-		return claims{}, false
-	}
 	var c claims
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
-	if err != nil || json.Unmarshal(raw, &c) != nil {
-		return claims{}, false
-	}
-	return c, true
+	return c, widgettoken.Open(s.key, token, &c)
 }
 
 // Mint returns a response as the widget of SiteKey hands out on a page of hostname.
@@ -257,12 +241,7 @@ func (s *Server) Mint(hostname string) string { return s.MintAt(hostname, time.N
 
 // MintAt is Mint for a widget solved at time at (an earlier one has expired after TokenLifetime).
 func (s *Server) MintAt(hostname string, at time.Time) string {
-	nonce := make([]byte, 12)
-	rand.Read(nonce)
-	raw, _ := json.Marshal(claims{Hostname: hostname, SiteKey: SiteKey, Time: at.Unix(),
-		Nonce: base64.RawURLEncoding.EncodeToString(nonce)})
-	payload := base64.RawURLEncoding.EncodeToString(raw)
-	return payload + "." + s.mac(payload)
+	return widgettoken.Seal(s.key, claims{Hostname: hostname, SiteKey: SiteKey, Time: at.Unix(), Nonce: widgettoken.Nonce()})
 }
 
 // token answers the widget when the visitor ticks the box: a form POST of sitekey and hostname, from

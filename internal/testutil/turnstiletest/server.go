@@ -6,17 +6,16 @@ package turnstiletest
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/testutil/widgettoken"
 )
 
 // Cloudflare's dummy keys (developers.cloudflare.com/turnstile/troubleshooting/testing/).
@@ -179,33 +178,14 @@ type tokenClaims struct {
 	Nonce    string `json:"n"`
 }
 
-func (s *Server) mac(payload string) string {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(payload))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
-
 func (s *Server) open(token string) (tokenClaims, bool) {
-	payload, sig, ok := strings.Cut(token, ".")
-	if !ok || !hmac.Equal([]byte(sig), []byte(s.mac(payload))) {
-		return tokenClaims{}, false
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(payload)
 	var c tokenClaims
-	if err != nil || json.Unmarshal(raw, &c) != nil {
-		return tokenClaims{}, false
-	}
-	return c, true
+	return c, widgettoken.Open(s.key, token, &c)
 }
 
 // Mint returns a token as the widget of SiteKey would hand out on hostname for action.
 func (s *Server) Mint(hostname, action string) string {
-	nonce := make([]byte, 12)
-	rand.Read(nonce)
-	raw, _ := json.Marshal(tokenClaims{Hostname: hostname, Action: action, Time: s.now().Unix(),
-		Nonce: base64.RawURLEncoding.EncodeToString(nonce)})
-	payload := base64.RawURLEncoding.EncodeToString(raw)
-	return payload + "." + s.mac(payload)
+	return widgettoken.Seal(s.key, tokenClaims{Hostname: hostname, Action: action, Time: s.now().Unix(), Nonce: widgettoken.Nonce()})
 }
 
 // token is what the widget asks for when the visitor ticks the box: form sitekey, action, hostname.
