@@ -7,25 +7,20 @@ import (
 	"testing"
 )
 
-// A pooled MAC is HMAC-SHA-256 of the message as written, call after call, and costs no allocation.
-func TestMAC_IsHMACOfTheMessageWithoutAllocating(t *testing.T) {
+// A pooled MAC is HMAC-SHA-256 of the message as written, call after call (the pooled state is reset
+// each time). What it saves, allocations included, is BenchmarkMAC's to show: under the race
+// detector sync.Pool drops some of what it is given on purpose, so a count here would not hold.
+func TestMAC_IsHMACOfTheMessage(t *testing.T) {
 	key := []byte("a key of some length")
 	m := NewMAC(key)
-	for _, msg := range []string{"", "edgeq user\x00alice", string(make([]byte, 300)), "short"} {
-		want := hmac.New(sha256.New, key)
-		want.Write([]byte(msg))
-		if got := m.Sum(func(b []byte) []byte { return append(b, msg...) }); !hmac.Equal(got[:], want.Sum(nil)) {
-			t.Errorf("Sum(%.20q) = %x, want %x", msg, got, want.Sum(nil))
+	for range 2 {
+		for _, msg := range []string{"", "edgeq user\x00alice", string(make([]byte, 300)), "short"} {
+			want := hmac.New(sha256.New, key)
+			want.Write([]byte(msg))
+			if got := m.Sum(func(b []byte) []byte { return append(b, msg...) }); !hmac.Equal(got[:], want.Sum(nil)) {
+				t.Errorf("Sum(%.20q) = %x, want %x", msg, got, want.Sum(nil))
+			}
 		}
-	}
-	queue, epoch := "drop", "7"
-	if n := testing.AllocsPerRun(100, func() {
-		m.Sum(func(b []byte) []byte {
-			b = append(append(append(b, "edgeq request id v1\x00"...), queue...), 0)
-			return binary.BigEndian.AppendUint64(append(b, epoch...), 42)
-		})
-	}); n != 0 {
-		t.Errorf("a MAC costs %v allocations", n)
 	}
 }
 
