@@ -270,7 +270,10 @@ func canonicalHost(host string) string {
 	if !vocab.ValidPort(port) {
 		port = ""
 	}
-	canonical, written := vocab.HostName(name), name
+	if len(name)+len(port) == len(host) && plainName(name) {
+		return host // the usual Host, already canonical: no second look
+	}
+	canonical, written := vocab.CanonicalName(name), name
 	bracketed := len(name) >= 2 && name[0] == '[' && name[len(name)-1] == ']'
 	if bracketed {
 		written = name[1 : len(name)-1]
@@ -282,6 +285,20 @@ func canonicalHost(host string) string {
 		return "[" + canonical + "]" + port
 	}
 	return canonical + port
+}
+
+// plainName reports whether name is already vocab.CanonicalName's: no upper case, no trailing dot,
+// no brackets.
+func plainName(name string) bool {
+	if name == "" || name[0] == '[' || name[len(name)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; 'A' <= c && c <= 'Z' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // canonicalPattern writes the method of a ServeMux pattern ("[METHOD ][HOST]/PATH") in upper case, as

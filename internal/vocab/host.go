@@ -27,6 +27,12 @@ func SplitHost(host string) (name, port string) {
 // when the name is already canonical.
 func HostName(host string) string {
 	name, _ := SplitHost(host)
+	return CanonicalName(name)
+}
+
+// CanonicalName is HostName of a name SplitHost has already split off its port: for a caller that
+// needs the port too, and so splits once.
+func CanonicalName(name string) string {
 	if len(name) >= 2 && name[0] == '[' && name[len(name)-1] == ']' {
 		name = name[1 : len(name)-1]
 	}
