@@ -13,10 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // recordTime formats the times of records: RFC 3339 with milliseconds, fixed width.
-const recordTime = "2006-01-02T15:04:05.000Z07:00"
+const recordTime = vocab.MilliTime
 
 // entry reads the fields of a stream entry.
 type entry redis.XMessage

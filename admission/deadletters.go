@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -88,7 +89,7 @@ func (s *Service) deadLetterTo(ctx context.Context, target string, src ownerStre
 		id = target + "." + id
 	}
 	d := DeadLetter{ID: id, Type: src.kind.name(), Owner: src.owner, StreamID: msg.ID, Fields: fields,
-		Error: cause.Error(), FailedAt: time.Now().UTC().Format(time.RFC3339), Target: target, ownerName: src.kind.owner()}
+		Error: cause.Error(), FailedAt: vocab.FormatTime(time.Now()), Target: target, ownerName: src.kind.owner()}
 	body, _ := json.Marshal(d)
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, deadKey(s.keys), d.ID, body)

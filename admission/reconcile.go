@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -155,7 +156,7 @@ func (s *Service) reconcileStreams(ctx context.Context, r *Reconciliation) error
 	for _, stream := range streams {
 		at := "an unknown time"
 		if ms, err := strconv.ParseInt(lost["at:"+stream], 10, 64); err == nil {
-			at = time.UnixMilli(ms).UTC().Format(time.RFC3339)
+			at = vocab.FormatTime(time.UnixMilli(ms))
 		}
 		r.Differences = append(r.Differences, Difference{Kind: "stream", Owner: stream, What: "trimmed unread",
 			Store: lost[stream], Ledger: at})
