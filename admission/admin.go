@@ -1,6 +1,6 @@
 package admission
 
-// The admission admin API (docs/reference.md): its routes (each kind adds its own views: viewedKind),
+// The admission admin API (docs/reference.md): its routes (each kind adds its own views: ViewedKind),
 // and what every kind's views share: paging, listOwners, the Edgeq-Source header of an answer read
 // from the ledger, the user of a path. Dead letters are in deadletters.go.
 
@@ -20,8 +20,8 @@ const maxAdminBody = 64 << 10
 // views and the dead letters they share.
 func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 	for _, k := range s.kinds {
-		if v, ok := k.(viewedKind); ok {
-			v.registerAdmin(mux)
+		if v, ok := k.(ViewedKind); ok {
+			v.RegisterAdmin(mux)
 		}
 	}
 	mux.HandleFunc("GET /api/dead-letters", s.adminDeadLetters)
@@ -32,8 +32,8 @@ func (s *Service) RegisterAdmin(mux *http.ServeMux) {
 // Register adds every kind's public reads under the prefix.
 func (s *Service) Register(mux *http.ServeMux) {
 	for _, k := range s.kinds {
-		if v, ok := k.(viewedKind); ok {
-			v.registerPublic(mux)
+		if v, ok := k.(ViewedKind); ok {
+			v.RegisterPublic(mux)
 		}
 	}
 }
@@ -45,13 +45,13 @@ func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
 
 // listOwners answers an admin list of a kind's owners sorted by id: every one,
 // or a page of them with page and page_size (then only that page's owners are read with load).
-func listOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k kind, load func(ctx context.Context, id string) (T, bool, error)) {
+func listOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k Kind, load func(ctx context.Context, id string) (T, bool, error)) {
 	page, size, e := web.Paging(r, 0)
 	if e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
-	ids, err := s.client.SMembers(r.Context(), k.ownersKey()).Result()
+	ids, err := s.client.SMembers(r.Context(), k.OwnersKey()).Result()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

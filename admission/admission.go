@@ -57,7 +57,7 @@ type Options struct {
 	// kind's "mine" listing identifies its user when the kind's route's user is "token" (mine.go).
 	// Nil: such users cannot be identified there (400).
 	Visitor func(r *http.Request, queue string) (requestID string, ok bool)
-	// The circuit breaker of a kind's source of unknown owners (discoverer) when its settings leave
+	// The circuit breaker of a kind's source of unknown owners (Discoverer) when its settings leave
 	// it unset (0): open after SourceFailures failures in a row (5), for SourceCooldown (10 s). The
 	// configuration file always sets it.
 	SourceFailures int
@@ -90,7 +90,7 @@ type Service struct {
 	// traces are the recorded spans of admissions not yet applied by the event worker (tracing.go).
 	traces tracedAdmissions
 
-	kinds []kind // every kind registered (kind.go): routes name one by admission.type; the worker reads each one's streams
+	kinds []Kind // every kind registered (kind.go): routes name one by admission.type; the worker reads each one's streams
 }
 
 // New builds the service; Run runs its event worker.
@@ -129,7 +129,7 @@ func New(o Options) *Service {
 		o: o, client: o.Store.Client, keys: o.Store.Keys, pseudonyms: newPseudonyms(o.IdentityKey),
 		logger: o.Logger, responder: o.Responder, comp: compensations{wake: make(chan struct{}, 1)},
 	}
-	kinds := make([]kind, len(registered))
+	kinds := make([]Kind, len(registered))
 	for i, r := range registered {
 		kinds[i] = r.newKind(s)
 	}
@@ -145,9 +145,9 @@ func New(o Options) *Service {
 
 // register adds a kind: routes name it by admission.type (its entry in config.AdmissionKinds), the
 // worker reads its streams, its metrics start at 0. Before the routes are compiled and Run.
-func (s *Service) register(k kind) {
+func (s *Service) register(k Kind) {
 	s.kinds = append(s.kinds, k)
 	for _, r := range resultLabels(k) {
-		s.metrics.admissions.WithLabelValues(k.name(), r)
+		s.metrics.admissions.WithLabelValues(k.Name(), r)
 	}
 }

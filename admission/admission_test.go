@@ -207,7 +207,7 @@ func TestStock_ReleaseIsIdempotent(t *testing.T) {
 		ctx := context.Background()
 		user := st.svc.pseudonyms.of("u")
 		keys := stockKeys(s.Keys, "p", "42")
-		res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: user, id: "42", value: 2}})
+		res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: user, ID: "42", Value: 2}})
 		if err != nil || res[0].code != 0 || res[0].remaining != 3 {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
@@ -239,7 +239,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		st := newStack(t, s, product("p", 10, 3))
 		ctx := context.Background()
 		u, v := st.svc.pseudonyms.of("u"), st.svc.pseudonyms.of("v")
-		reserve := func(cs ...claim) []int64 {
+		reserve := func(cs ...Claim) []int64 {
 			t.Helper()
 			res, err := st.svc.reserveNow(ctx, "p", cs)
 			if err != nil {
@@ -251,7 +251,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 			}
 			return codes
 		}
-		commit := func(ids ...claim) {
+		commit := func(ids ...Claim) {
 			t.Helper()
 			var batch []pendingCommit
 			for _, c := range ids {
@@ -266,7 +266,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 			t.Helper()
 			return admissionState(storedRecord(t, s, "p", id).state, unsettled(id))
 		}
-		c1, c2, c3 := claim{owner: "p", user: u, id: "1", value: 1}, claim{owner: "p", user: u, id: "2", value: 1}, claim{owner: "p", user: u, id: "3", value: 1}
+		c1, c2, c3 := Claim{Owner: "p", User: u, ID: "1", Value: 1}, Claim{Owner: "p", User: u, ID: "2", Value: 1}, Claim{Owner: "p", User: u, ID: "3", Value: 1}
 		if got := reserve(c1); got[0] != 0 {
 			t.Fatalf("first purchase: code %d", got[0])
 		}
@@ -301,7 +301,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		}
 		// Two purchases of one user in one call: the second sees the first's claim, whose admission
 		// is not in the unsettled set yet (that ZADD comes at the end of the call).
-		if got := reserve(claim{owner: "p", user: v, id: "4", value: 1}, claim{owner: "p", user: v, id: "5", value: 1}); got[0] != 0 || got[1] != 3 {
+		if got := reserve(Claim{Owner: "p", User: v, ID: "4", Value: 1}, Claim{Owner: "p", User: v, ID: "5", Value: 1}); got[0] != 0 || got[1] != 3 {
 			t.Fatalf("one user twice in one call: codes %v, want [0 3]", got)
 		}
 		// A released admission is not committed by a commit that comes after.
@@ -315,7 +315,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		// A commit that comes after the record expired (a day late) leaves no record behind: HSET
 		// would bring it back without a TTL.
 		s.Client.HDel(ctx, recordsKey(s.Keys, "p", "4"), "4")
-		commit(claim{owner: "p", user: v, id: "4", value: 1})
+		commit(Claim{Owner: "p", User: v, ID: "4", Value: 1})
 		if n := s.Client.HExists(ctx, recordsKey(s.Keys, "p", "4"), "4").Val(); n || unsettled("4") {
 			t.Fatalf("a commit after the record expired: record exists %v, unsettled %v", n, unsettled("4"))
 		}
@@ -831,13 +831,13 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 		st := newStack(t, s, product("p", 5, 1))
 		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
 		ctx := context.Background()
-		st.svc.compensateLater(st.svc.stock(), claim{owner: "p", user: "u", id: "900"})
-		st.svc.compensateLater(st.svc.bid(), claim{owner: "lot", id: "901"})
+		st.svc.compensateLater(st.svc.stock(), Claim{Owner: "p", User: "u", ID: "900"})
+		st.svc.compensateLater(st.svc.bid(), Claim{Owner: "lot", ID: "901"})
 		st.svc.compensateOnce(ctx)
 		if n := st.svc.PendingCompensations(); n != 0 {
 			t.Fatalf("%d compensations still pending", n)
 		}
-		res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: "u", id: "900", value: 1}})
+		res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: "u", ID: "900", Value: 1}})
 		if err != nil || res[0].code != 6 || st.remaining("p") != 5 {
 			t.Fatalf("a late reserve after its compensation: %v %v, stock %d", res, err, st.remaining("p"))
 		}
@@ -1054,10 +1054,10 @@ func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 2, 1))
 		ctx := context.Background()
-		reserve := func(user string) (claim, int64) {
+		reserve := func(user string) (Claim, int64) {
 			t.Helper()
-			c := claim{owner: "p", user: st.svc.pseudonyms.of(user), id: st.svc.o.IDs.NextString(), value: 1}
-			res, err := st.svc.reserveNow(ctx, "p", []claim{c})
+			c := Claim{Owner: "p", User: st.svc.pseudonyms.of(user), ID: st.svc.o.IDs.NextString(), Value: 1}
+			res, err := st.svc.reserveNow(ctx, "p", []Claim{c})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1068,7 +1068,7 @@ func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
 		if code != 0 || claims() != 1 {
 			t.Fatalf("ann's purchase: code %d, %d claims", code, claims())
 		}
-		if err := st.svc.stock().commit(ctx, a); err != nil || claims() != 0 {
+		if err := st.svc.stock().Commit(ctx, a); err != nil || claims() != 0 {
 			t.Fatalf("after the commit: %v, %d claims", err, claims())
 		}
 		if _, code := reserve("ann"); code != 4 || claims() != 0 {
@@ -1081,7 +1081,7 @@ func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
 		if _, code := reserve("cy"); code != 1 || claims() != 1 {
 			t.Fatalf("cy, sold out: code %d (want 1), %d claims (want ben's)", code, claims())
 		}
-		if code, err := st.svc.stock().release(ctx, b); err != nil || code != 0 || claims() != 0 {
+		if code, err := st.svc.stock().Release(ctx, b); err != nil || code != 0 || claims() != 0 {
 			t.Fatalf("ben's release: %d %v, %d claims", code, err, claims())
 		}
 	})

@@ -26,16 +26,16 @@ func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
 
 func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
 
-// application is what applying one event writes to its kind's admin table (records.go): the id's
+// Application is what applying one event writes to its kind's admin table (records.go): the id's
 // entries in the day's list and its user's list, and, for a table the worker writes, the record's
 // JSON under its id (kept when the record exists, unless overwrite). All idempotent, so an event
 // applied twice changes nothing.
-type application struct {
-	table     *adminTable
-	owner     string
-	id, user  string
-	body      []byte // nil when the table's records are the scripts' own (adminTable.scripted)
-	overwrite bool
+type Application struct {
+	Table     *AdminTable
+	Owner     string
+	ID, User  string
+	Body      []byte // nil when the table's records are the scripts' own (AdminTable.scripted)
+	Overwrite bool
 }
 
 // applyMax bounds the records of one apply.lua call. A script blocks Redis while it runs, and a read
@@ -45,7 +45,7 @@ const applyMax = 100
 
 // applyAll applies apps in apply.lua calls of at most applyMax records. A failure part way leaves
 // the calls before it applied, which a retry applies again without change (applying is idempotent).
-func (s *Service) applyAll(ctx context.Context, apps []application) error {
+func (s *Service) applyAll(ctx context.Context, apps []Application) error {
 	for len(apps) > 0 {
 		n := min(len(apps), applyMax)
 		if err := s.applyBatch(ctx, apps[:n]); err != nil {
@@ -60,12 +60,12 @@ func (s *Service) applyAll(ctx context.Context, apps []application) error {
 // HSET of the users' lists, one RPUSH of the day's list (and for records the worker writes one HMGET
 // and one HSET of them), whatever the number of events; then the owner's records past the retention leave (up to
 // twice the call's own number, and 16).
-func (s *Service) applyBatch(ctx context.Context, apps []application) error {
+func (s *Service) applyBatch(ctx context.Context, apps []Application) error {
 	if len(apps) == 0 {
 		return nil
 	}
 	type owner struct {
-		table *adminTable
+		table *AdminTable
 		name  string
 	}
 	type day struct {
@@ -74,10 +74,10 @@ func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 	}
 	var owners []owner // in order of first record
 	days := map[owner][]day{}
-	byDay := map[day][]application{}
+	byDay := map[day][]Application{}
 	for _, a := range apps {
-		o := owner{a.table, a.owner}
-		d := day{o, recordsDay(a.id)}
+		o := owner{a.Table, a.Owner}
+		d := day{o, recordsDay(a.ID)}
 		if _, ok := days[o]; !ok {
 			owners = append(owners, o)
 		}
@@ -97,18 +97,18 @@ func (s *Service) applyBatch(ctx context.Context, apps []application) error {
 		args := make([]any, 0, 8+3*len(days[o])+4*len(apps))
 		args = append(args, len(days[o]), 1, cutoff, 2*len(apps)+16, usersAt)
 		for _, d := range days[o] {
-			keys = append(keys, t.records(o.name, d.day), t.ids(o.name, d.day), t.users(o.name))
+			keys = append(keys, t.Records(o.name, d.day), t.IDs(o.name, d.day), t.Users(o.name))
 			args = append(args, (d.day+1)*86400+retention, flag(t.scripted()), len(byDay[d]))
 			for _, a := range byDay[d] {
-				args = append(args, flag(a.overwrite), a.id, a.user, a.body)
+				args = append(args, flag(a.Overwrite), a.ID, a.User, a.Body)
 			}
 		}
 		// The trim: the cutoff day's records (earlier days' keys have expired whole).
-		keys = append(keys, t.records(o.name, cutoffDay), t.ids(o.name, cutoffDay), t.users(o.name), t.users(o.name))
+		keys = append(keys, t.Records(o.name, cutoffDay), t.IDs(o.name, cutoffDay), t.Users(o.name), t.Users(o.name))
 		if t.scripted() {
-			keys[len(keys)-1] = t.unsettled(o.name)
+			keys[len(keys)-1] = t.Unsettled(o.name)
 		}
-		args = append(args, t.userPattern, flag(t.scripted()))
+		args = append(args, t.UserPattern, flag(t.scripted()))
 		calls = append(calls, store.Call{Keys: keys, Args: args})
 	}
 	return s.pipelineScript(ctx, applyScript, calls)
@@ -136,7 +136,7 @@ func (s *Service) pipelineScript(ctx context.Context, script *redis.Script, call
 
 // applier parses an entry of a stream and returns what applies it alone.
 func (s *Service) applier(src ownerStream, msg redis.XMessage) (func(context.Context) error, error) {
-	apps, err := src.kind.parse(src.owner, msg)
+	apps, err := src.kind.Parse(src.owner, msg)
 	if err != nil {
 		return nil, err
 	}

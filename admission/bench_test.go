@@ -33,7 +33,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 			}
 			w := &worker{s: svc, consumer: "bench", groups: map[string]bool{}}
 			// Each reserve call carries the commits of the call before (committer.go).
-			calls := make([]claim, 2*group)
+			calls := make([]Claim, 2*group)
 			commits, claims := calls[:group], calls[group:]
 			var n int64
 			p0, s0 := storetest.RedisCPU(b, s.Client)
@@ -41,7 +41,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 				for i := range claims {
 					n++
 					id := strconv.FormatInt(n, 10)
-					claims[i] = claim{owner: "p", user: svc.pseudonyms.of("buyer-" + id), id: id, value: 1}
+					claims[i] = Claim{Owner: "p", User: svc.pseudonyms.of("buyer-" + id), ID: id, Value: 1}
 				}
 				send := calls
 				if n == int64(group) {
@@ -52,7 +52,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 					b.Fatalf("reserve: %v %v", res, err)
 				}
 				for i, c := range claims {
-					c.commit = true
+					c.Commit = true
 					commits[i] = c
 				}
 				if f, _ := w.pass(ctx); f == foundNothing {
@@ -96,8 +96,8 @@ func BenchmarkIdleWorkerPass(b *testing.B) {
 			}
 			// One admission each, applied, so that every stream and group exists.
 			for i := range ps {
-				c := claim{owner: ps[i].ID, user: svc.pseudonyms.of("u"), id: strconv.Itoa(i + 1), value: 1}
-				if res, err := svc.reserveNow(ctx, ps[i].ID, []claim{c}); err != nil || res[0].code != 0 {
+				c := Claim{Owner: ps[i].ID, User: svc.pseudonyms.of("u"), ID: strconv.Itoa(i + 1), Value: 1}
+				if res, err := svc.reserveNow(ctx, ps[i].ID, []Claim{c}); err != nil || res[0].code != 0 {
 					b.Fatalf("reserve: %v %v", res, err)
 				}
 			}
@@ -146,7 +146,7 @@ func BenchmarkBidPlace(b *testing.B) {
 	for i := range amounts {
 		amounts[i] = 100
 	}
-	cs := make([]claim, pipeline)
+	cs := make([]Claim, pipeline)
 	var n int64
 	p0, s0 := storetest.RedisCPU(b, s.Client)
 	for b.Loop() {
@@ -155,7 +155,7 @@ func BenchmarkBidPlace(b *testing.B) {
 			n++
 			id := strconv.FormatInt(n, 10)
 			amounts[a]++
-			cs[i] = claim{owner: as[a].ID, user: svc.pseudonyms.of("bidder-" + id), id: id, value: amounts[a]}
+			cs[i] = Claim{Owner: as[a].ID, User: svc.pseudonyms.of("bidder-" + id), ID: id, Value: amounts[a]}
 		}
 		for _, p := range svc.bid().placeNow(ctx, cs) {
 			if p.err != nil || p.code != 0 {

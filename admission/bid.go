@@ -26,20 +26,35 @@ import (
 type bidKind struct {
 	s     *Service
 	reads auctionReads // public auction reads (bid_auctions.go)
-	table *adminTable  // the bids' admin records (records.go)
+	table *AdminTable  // the bids' admin records (records.go)
 	// bids groups every auction's bids into pipelines (package group, one key).
-	bids *group.Batcher[struct{}, claim, placed]
+	bids *group.Batcher[struct{}, Claim, placed]
 	// source asks the shop about unknown auctions (auctions_source; nil when off); it follows
 	// reloads. sourceMetrics are its metrics, whichever source is in force.
 	source        atomic.Pointer[auctionSource]
 	sourceMetrics *sourceMetrics
 	// bidders is how GET {prefix}/auctions/mine identifies a bidder (mine.go); follows reloads.
-	bidders atomic.Pointer[mineIdentity]
+	bidders atomic.Pointer[MineIdentity]
 }
 
-func init() { register(20, newBidKind) }
+func init() { Register(20, newBidKind) }
 
-func newBidKind(s *Service) kind {
+// The capabilities bid has, checked when it compiles (see stock.go).
+var (
+	_ Discoverer     = (*bidKind)(nil)
+	_ RunnerKind     = (*bidKind)(nil)
+	_ ConfiguredKind = (*bidKind)(nil)
+	_ MinedKind      = (*bidKind)(nil)
+	_ TabledKind     = (*bidKind)(nil)
+	_ CachingKind    = (*bidKind)(nil)
+	_ PagedKind      = (*bidKind)(nil)
+	_ ViewedKind     = (*bidKind)(nil)
+	_ SeededKind     = (*bidKind)(nil)
+	_ LedgeredKind   = (*bidKind)(nil)
+	_ ReportedKind   = (*bidKind)(nil)
+)
+
+func newBidKind(s *Service) Kind {
 	k := &bidKind{s: s, reads: newAuctionReads(), table: bidTable(s.keys), sourceMetrics: newSourceMetrics()}
 	k.bids = k.newBidder()
 	if s.o.Registry != nil {
@@ -48,36 +63,36 @@ func newBidKind(s *Service) kind {
 	return k
 }
 
-func (k *bidKind) run(ctx context.Context)                     { k.bids.Run(ctx) }
-func (k *bidKind) mineIdentity() *atomic.Pointer[mineIdentity] { return &k.bidders }
-func (k *bidKind) adminTable() *adminTable                     { return k.table }
+func (k *bidKind) Run(ctx context.Context)                     { k.bids.Run(ctx) }
+func (k *bidKind) MineIdentity() *atomic.Pointer[MineIdentity] { return &k.bidders }
+func (k *bidKind) AdminTable() *AdminTable                     { return k.table }
 
-// use puts auctions_source in force.
-func (k *bidKind) use(cfg *config.Config) error {
+// Use puts auctions_source in force.
+func (k *bidKind) Use(cfg *config.Config) error {
 	k.s.UseAuctionsSource(cfg.AuctionsSource)
 	return nil
 }
 
-// sourceDown: auctions_source could not be asked.
-func (*bidKind) sourceDown() *web.Error { return errAuctionsSourceUnavailable }
+// SourceDown: auctions_source could not be asked.
+func (*bidKind) SourceDown() *web.Error { return errAuctionsSourceUnavailable }
 
 // HeaderBidID carries an accepted bid's id to the origin.
 const HeaderBidID = "Edgeq-Bid-Id"
 
-func (*bidKind) name() string       { return config.AdmissionBid }
-func (*bidKind) owner() string      { return "auction" }
-func (*bidKind) header() string     { return HeaderBidID }
-func (*bidKind) deadPrefix() string { return "auction." }
+func (*bidKind) Name() string       { return config.AdmissionBid }
+func (*bidKind) Owner() string      { return "auction" }
+func (*bidKind) Header() string     { return HeaderBidID }
+func (*bidKind) DeadPrefix() string { return "auction." }
 
-func (*bidKind) notFound() *web.Error { return errAuctionNotFound }
+func (*bidKind) NotFound() *web.Error { return errAuctionNotFound }
 
-func (*bidKind) refusals() []*web.Error {
+func (*bidKind) Refusals() []*web.Error {
 	return []*web.Error{errAuctionNotFound, errAuctionEnded, errSelfBid, errInvalidBid, errBidTooLow,
 		errAuctionsSourceUnavailable}
 }
 
-// value is the amount: a decimal string, as integer cents.
-func (*bidKind) value(text string, found bool) (int64, *web.Error) {
+// Value is the amount: a decimal string, as integer cents.
+func (*bidKind) Value(text string, found bool) (int64, *web.Error) {
 	if !found {
 		return 0, errInvalidBid.With("field", "amount").Because(fmt.Errorf("no amount"))
 	}
@@ -88,7 +103,7 @@ func (*bidKind) value(text string, found bool) (int64, *web.Error) {
 	return cents, nil
 }
 
-func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
+func (k *bidKind) Reserve(ctx context.Context, c Claim) (*web.Error, error) {
 	code, highest, err := k.place(ctx, c)
 	if err != nil {
 		return nil, err // store.ErrNotAcked among them: the step withdraws the bid
@@ -96,10 +111,10 @@ func (k *bidKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 	return bidRefusal(code, highest), nil
 }
 
-// discover asks auctions_source about an auction the store does not know (bid.lua refused before
+// Discover asks auctions_source about an auction the store does not know (bid.lua refused before
 // writing anything; the step first made sure it is no other spelling of a guarded auction, which the
 // shop may answer for: spellings.go). Known auctions never wait for the shop.
-func (k *bidKind) discover(ctx context.Context, auction string) (bool, *web.Error, error) {
+func (k *bidKind) Discover(ctx context.Context, auction string) (bool, *web.Error, error) {
 	src := k.source.Load()
 	if src == nil {
 		return false, nil, nil
@@ -127,8 +142,8 @@ type placed struct {
 }
 
 // newBidder groups every auction's bids into pipelines (package group, one key).
-func (k *bidKind) newBidder() *group.Batcher[struct{}, claim, placed] {
-	return group.New(bidBatchMax, func(ctx context.Context, _ struct{}, cs []claim) ([]placed, error) {
+func (k *bidKind) newBidder() *group.Batcher[struct{}, Claim, placed] {
+	return group.New(bidBatchMax, func(ctx context.Context, _ struct{}, cs []Claim) ([]placed, error) {
 		return k.placeNow(ctx, cs), nil
 	})
 }
@@ -136,7 +151,7 @@ func (k *bidKind) newBidder() *group.Batcher[struct{}, claim, placed] {
 // place runs bid.lua for one bid (in a pipeline with others while the bidder runs): its code and the
 // highest amount. With redis.wait_replicas the replicas are waited for: an accepted bid they did not
 // confirm in time comes with store.ErrNotAcked.
-func (k *bidKind) place(ctx context.Context, c claim) (code, highest int64, err error) {
+func (k *bidKind) place(ctx context.Context, c Claim) (code, highest int64, err error) {
 	p, err := k.bids.Do(ctx, struct{}{}, c)
 	if err != nil {
 		return 0, 0, err
@@ -145,10 +160,10 @@ func (k *bidKind) place(ctx context.Context, c claim) (code, highest int64, err 
 }
 
 // placeNow sends bids now, in one pipeline per master (store.RunAckedAll).
-func (k *bidKind) placeNow(ctx context.Context, cs []claim) []placed {
+func (k *bidKind) placeNow(ctx context.Context, cs []Claim) []placed {
 	calls := make([]store.Call, len(cs))
 	for i, c := range cs {
-		calls[i] = store.Call{Keys: bidKeys(k.s.keys, c.owner, c.id), Args: []any{c.id, c.user, c.value, int64(recordTTL / time.Second)}}
+		calls[i] = store.Call{Keys: bidKeys(k.s.keys, c.Owner, c.ID), Args: []any{c.ID, c.User, c.Value, int64(recordTTL / time.Second)}}
 	}
 	cmds, errs := k.s.o.Store.RunAckedAll(ctx, bidScript, calls)
 	out := make([]placed, len(cs))
@@ -196,30 +211,30 @@ func bidRefusal(code, highest int64) *web.Error {
 	return web.ErrStoreUnavailable.Because(fmt.Errorf("bid answered %d", code))
 }
 
-func (k *bidKind) release(ctx context.Context, c claim) (int64, error) {
-	return withdrawScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id,
+func (k *bidKind) Release(ctx context.Context, c Claim) (int64, error) {
+	return withdrawScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.Owner, c.ID), c.ID,
 		int64(recordTTL/time.Second)).Int64()
 }
 
-// commits: a bid the shop accepted is committed only for the ledger. Nothing withdraws a bid after
+// Commits: a bid the shop accepted is committed only for the ledger. Nothing withdraws a bid after
 // the shop accepted it (a withdrawal follows the shop's refusal, or a store call whose answer was
 // lost before the bid reached the shop), so with the ledger off a commit would write a state that
 // nobody reads: one script call per bid saved on the auction's shard.
-func (k *bidKind) commits() bool { return k.s.o.Ledger != nil }
+func (k *bidKind) Commits() bool { return k.s.o.Ledger != nil }
 
-func (k *bidKind) commit(ctx context.Context, c claim) error {
-	if !k.commits() {
+func (k *bidKind) Commit(ctx context.Context, c Claim) error {
+	if !k.Commits() {
 		return nil
 	}
-	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.owner, c.id), c.id, flag(k.s.o.Ledger != nil)).Err()
+	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.Owner, c.ID), c.ID, flag(k.s.o.Ledger != nil)).Err()
 }
 
-func (k *bidKind) record(c claim) string { return bidRecordKey(k.s.keys, c.owner, c.id) }
+func (k *bidKind) Record(c Claim) string { return bidRecordKey(k.s.keys, c.Owner, c.ID) }
 
-func (k *bidKind) forget(auction string) { k.reads.forget(auction) }
+func (k *bidKind) Forget(auction string) { k.reads.forget(auction) }
 
-// refusalPage: a bidder whose bid is too low sees the highest bid and a way back to the auction.
-func (*bidKind) refusalPage(e *web.Error) string {
+// RefusalPage: a bidder whose bid is too low sees the highest bid and a way back to the auction.
+func (*bidKind) RefusalPage(e *web.Error) string {
 	if e.Code == errBidTooLow.Code {
 		return "bidtoolow.html"
 	}
@@ -230,7 +245,7 @@ func (*bidKind) refusalPage(e *web.Error) string {
 // compares it with bids through edgeq. user is already a pseudonym; the answer is bid.lua's code (0
 // accepted, 1 too low, ...).
 func (s *Service) PlaceBid(ctx context.Context, auction, user, id string, cents int64) (code int64, err error) {
-	code, _, err = s.bid().place(ctx, claim{owner: auction, user: user, id: id, value: cents})
+	code, _, err = s.bid().place(ctx, Claim{Owner: auction, User: user, ID: id, Value: cents})
 	return code, err
 }
 
@@ -248,13 +263,13 @@ type BidRecord struct {
 	cents int64 // Amount in cents
 }
 
-func (k *bidKind) ownersKey() string            { return auctionIndexKey(k.s.keys) }
-func (k *bidKind) spellingsKey() string         { return auctionSpellingsKey(k.s.keys) }
-func (k *bidKind) stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
+func (k *bidKind) OwnersKey() string            { return auctionIndexKey(k.s.keys) }
+func (k *bidKind) SpellingsKey() string         { return auctionSpellingsKey(k.s.keys) }
+func (k *bidKind) Stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
 
-// parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
+// Parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
 // on, the commit scripts; a "committed" entry is for the ledger alone).
-func (k *bidKind) parse(auction string, msg redis.XMessage) ([]application, error) {
+func (k *bidKind) Parse(auction string, msg redis.XMessage) ([]Application, error) {
 	rec, _, err := parseBid(auction, msg)
 	if err != nil || rec.State == "committed" {
 		return nil, err
@@ -263,7 +278,7 @@ func (k *bidKind) parse(auction string, msg redis.XMessage) ([]application, erro
 	if err != nil {
 		return nil, err
 	}
-	return []application{app}, nil
+	return []Application{app}, nil
 }
 
 // parseBid reads an entry of an auction's stream into the bid it records (for a "committed" entry
@@ -298,16 +313,16 @@ func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
 // application is what a bid event writes, exactly once: the bid's JSON and its index entries. A
 // "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
 // the bid stays withdrawn.
-func (k *bidKind) application(rec BidRecord) (application, error) {
+func (k *bidKind) application(rec BidRecord) (Application, error) {
 	body, err := json.Marshal(rec)
 	if err != nil {
-		return application{}, err
+		return Application{}, err
 	}
-	return application{table: k.table, owner: rec.AuctionID, id: rec.ID, user: rec.Bidder, body: body, overwrite: rec.State == "withdrawn"}, nil
+	return Application{Table: k.table, Owner: rec.AuctionID, ID: rec.ID, User: rec.Bidder, Body: body, Overwrite: rec.State == "withdrawn"}, nil
 }
 
-// registerPublic adds the public auction reads.
-func (k *bidKind) registerPublic(mux *http.ServeMux) {
+// RegisterPublic adds the public auction reads.
+func (k *bidKind) RegisterPublic(mux *http.ServeMux) {
 	p := k.s.o.Prefix
 	mux.HandleFunc("GET "+p+"/auctions/{id}/highest-bid", k.handleHighest)
 	mux.HandleFunc("GET "+p+"/auctions/{id}/bids", k.handleHistory)
@@ -316,8 +331,8 @@ func (k *bidKind) registerPublic(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+p+"/auctions/mine", k.handleMine)
 }
 
-// registerAdmin adds the auction admin views.
-func (k *bidKind) registerAdmin(admin *http.ServeMux) {
+// RegisterAdmin adds the auction admin views.
+func (k *bidKind) RegisterAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("PUT /api/auctions/{id}", k.adminPutAuction)
 	admin.HandleFunc("GET /api/auctions/{id}", k.adminGetAuction)
 	admin.HandleFunc("GET /api/auctions", k.adminListAuctions)
@@ -328,7 +343,7 @@ func (k *bidKind) registerAdmin(admin *http.ServeMux) {
 func (s *Service) bid() *bidKind { return s.kindOf(config.AdmissionBid).(*bidKind) }
 
 // The report: an auction's accepted bids; a settlement counts nothing.
-func (*bidKind) reportScope() report.Kind             { return report.Auction }
-func (*bidKind) reportAdmitted(claim) (string, int64) { return report.Accepted, 1 }
-func (*bidKind) reportSettled(claim) int64            { return 0 }
-func (*bidKind) reportExtra(string) report.Extra      { return report.Extra{Firsts: report.Accepted} }
+func (*bidKind) ReportScope() report.Kind             { return report.Auction }
+func (*bidKind) ReportAdmitted(Claim) (string, int64) { return report.Accepted, 1 }
+func (*bidKind) ReportSettled(Claim) int64            { return 0 }
+func (*bidKind) ReportExtra(string) report.Extra      { return report.Extra{Firsts: report.Accepted} }

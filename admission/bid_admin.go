@@ -15,9 +15,9 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// seed writes the configuration file's auctions: created when absent, updated otherwise (on a
+// Seed writes the configuration file's auctions: created when absent, updated otherwise (on a
 // reload only those whose entry changed). The owner is stored as a pseudonym, like bidders.
-func (k *bidKind) seed(ctx context.Context, next, previous *config.Config) error {
+func (k *bidKind) Seed(ctx context.Context, next, previous *config.Config) error {
 	var errs []error
 	for _, a := range next.Auctions {
 		if previous != nil && slices.Contains(previous.Auctions, a) {
@@ -49,7 +49,7 @@ func (k *bidKind) writeAuction(ctx context.Context, a config.Auction, createOnly
 		return err
 	}
 	k.reads.forget(a.ID)
-	if err := s.indexOwner(ctx, k, a.ID); err != nil {
+	if err := s.IndexOwner(ctx, k, a.ID); err != nil {
 		return err
 	}
 	return s.ensureStreamGroup(ctx, auctionEventsKey(s.keys, a.ID))

@@ -45,20 +45,20 @@ func auctionIndexKey(k store.Keys) string { return k.Global("adm", "auctions") }
 func auctionSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:auctions") }
 
 // bidTable: the worker writes the bids' records (JSON).
-func bidTable(k store.Keys) *adminTable {
-	return &adminTable{owners: auctionIndexKey(k),
-		records:     func(a string, day int64) string { return bidRecordsKey(k, a, day) },
-		ids:         func(a string, day int64) string { return bidIDsKey(k, a, day) },
-		users:       func(a string) string { return biddersKey(k, a) },
-		userPattern: `"bidder":"([^"]*)"`,
-		userOf:      jsonField("bidder"),
-		timeOf:      jsonTime("bid_at"),
-		old:         oldBidTable(k)}
+func bidTable(k store.Keys) *AdminTable {
+	return &AdminTable{Owners: auctionIndexKey(k),
+		Records:     func(a string, day int64) string { return bidRecordsKey(k, a, day) },
+		IDs:         func(a string, day int64) string { return bidIDsKey(k, a, day) },
+		Users:       func(a string) string { return biddersKey(k, a) },
+		UserPattern: `"bidder":"([^"]*)"`,
+		UserOf:      JSONField("bidder"),
+		TimeOf:      JSONTime("bid_at"),
+		Old:         oldBidTable(k)}
 }
 
-func oldBidTable(k store.Keys) *oldTable {
-	return &oldTable{records: k.Global("adm", "bids"), byTime: k.Global("adm", "bids_by_time"), byUser: k.Global("adm", "bids_by_user"),
-		userField:    "bidder",
-		legacyRecord: func(id string) string { return k.Global("adm", "b:"+id) },
-		legacyUser:   func(user string) string { return k.Global("adm", "ubids:"+user) }}
+func oldBidTable(k store.Keys) *OldTable {
+	return &OldTable{Records: k.Global("adm", "bids"), ByTime: k.Global("adm", "bids_by_time"), ByUser: k.Global("adm", "bids_by_user"),
+		UserField:    "bidder",
+		LegacyRecord: func(id string) string { return k.Global("adm", "b:"+id) },
+		LegacyUser:   func(user string) string { return k.Global("adm", "ubids:"+user) }}
 }

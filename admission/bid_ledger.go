@@ -15,7 +15,7 @@ import (
 
 // Bids in the ledger: the row each event writes, and what reconcile compares.
 
-func (k *bidKind) ledgerRow(auction string, msg redis.XMessage, b *ledger.Batch) error {
+func (k *bidKind) LedgerRow(auction string, msg redis.XMessage, b *ledger.Batch) error {
 	rec, _, err := parseBid(auction, msg)
 	if err != nil {
 		return err
@@ -32,14 +32,14 @@ func bidRecordOf(b ledger.Bid) BidRecord {
 		cents: b.AmountCents}
 }
 
-// reconcile compares the highest bid per auction and every bid record.
-func (k *bidKind) reconcile(ctx context.Context, r *Reconciliation) error {
+// Reconcile compares the highest bid per auction and every bid record.
+func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	s := k.s
 	standing, err := s.o.Ledger.BidsStanding(ctx)
 	if err != nil {
 		return err
 	}
-	auctions, err := s.ownersToCompare(ctx, k, slices.Collect(maps.Keys(standing)))
+	auctions, err := s.OwnersToCompare(ctx, k, slices.Collect(maps.Keys(standing)))
 	if err != nil {
 		return err
 	}
@@ -59,17 +59,17 @@ func (k *bidKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
-	return s.compareRecords(ctx, r, records{ownerNoun: "auction",
-		noun: "bid", open: ":{a:", middle: "}:bid:", user: "bidder",
-		read: func(owner, id string, h map[string]string) compared {
+	return s.CompareRecords(ctx, r, StoreRecords{OwnerNoun: "auction",
+		Noun: "bid", Open: ":{a:", Middle: "}:bid:", User: "bidder",
+		Read: func(owner, id string, h map[string]string) Compared {
 			cents, _ := strconv.ParseInt(h["amount"], 10, 64)
 			return bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
 		},
-		inLedger: mapped(rows, bidCompared),
-		lookup:   func(string) (compared, bool, error) { return compared{}, false, nil },
+		InLedger: Mapped(rows, bidCompared),
+		Lookup:   func(string) (Compared, bool, error) { return Compared{}, false, nil },
 	})
 }
 
-func bidCompared(b ledger.Bid) compared {
-	return compared{b.ID, b.AuctionID, b.State, fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
+func bidCompared(b ledger.Bid) Compared {
+	return Compared{b.ID, b.AuctionID, b.State, fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
 }

@@ -53,7 +53,7 @@ const maxMineBids = 10_000
 func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	status := r.URL.Query().Get("status")
-	user, page, size, ok := s.whose(w, r, k.bidders.Load(), func() *web.Error {
+	user, page, size, ok := s.Whose(w, r, k.bidders.Load(), func() *web.Error {
 		if status != "" && status != mineActive && status != mineWon && status != mineLost {
 			return web.ErrInvalidRequest.With("field", "status").With("problems", "status is active, won or lost")
 		}

@@ -27,7 +27,7 @@ func TestKindCodes_EveryRefusalInEveryLanguage(t *testing.T) {
 	checked := 0
 	for _, r := range registered {
 		k := r.newKind(s)
-		for _, e := range k.refusals() {
+		for _, e := range k.Refusals() {
 			if refusalPage(k, e) != "" {
 				continue
 			}
@@ -35,7 +35,7 @@ func TestKindCodes_EveryRefusalInEveryLanguage(t *testing.T) {
 			for _, lang := range templates.Languages {
 				text := templates.For(lang)
 				if !text.Has("msg." + e.Code) {
-					t.Errorf("%s: no msg.%s in %s: its page would show the English %q", k.name(), e.Code, lang, e.Message)
+					t.Errorf("%s: no msg.%s in %s: its page would show the English %q", k.Name(), e.Code, lang, e.Message)
 					continue
 				}
 				req := httptest.NewRequest("GET", "/", nil)
@@ -50,7 +50,7 @@ func TestKindCodes_EveryRefusalInEveryLanguage(t *testing.T) {
 				}
 				for _, w := range want {
 					if !strings.Contains(page, w) {
-						t.Errorf("%s %s %s: the page lacks %q", k.name(), lang, e.Code, w)
+						t.Errorf("%s %s %s: the page lacks %q", k.Name(), lang, e.Code, w)
 					}
 				}
 			}

@@ -18,7 +18,7 @@ import (
 // grouped commit the grouped call could not apply, and replay.go's. A grouped kind's commit only
 // takes the admission out of its owner's unsettled set (its record, "admitted" outside the set, is
 // committed), which ends the user's in-flight claim; another kind's marks its record committed (a
-// kind may commit for the ledger only: kind.commits). What the admission took was taken at
+// kind may commit for the ledger only: Kind.Commits). What the admission took was taken at
 // admission, so a batch lost with its replica loses nothing and sells nothing twice: the claim stops
 // counting after ClaimTTL and the admission stays unsettled. While the committer is not running
 // (tests, shutdown), commits run on the request path as before.
@@ -27,14 +27,14 @@ import (
 // has answered the last one, while its answer is still being passed on or its commit is on its way.
 // On the same replica it waits for that settlement (waitCommit) and is admitted; on another replica,
 // inside that window of about one store round trip, it is refused with the kind's busy refusal
-// (busyKind), as an admission still at the shop is.
+// (BusyKind), as an admission still at the shop is.
 
 // commitBatchMax bounds one batch.
 const commitBatchMax = 512
 
 type pendingCommit struct {
-	kind kind
-	c    claim
+	kind Kind
+	c    Claim
 	st   *settling // ended once the commit's batch was sent and answered (or failed)
 }
 
@@ -55,27 +55,27 @@ type committer struct {
 }
 
 // startSettling registers an admission about to be forwarded; endSettling must follow.
-func (s *Service) startSettling(k kind, c claim, o *web.Outcome) *settling {
+func (s *Service) startSettling(k Kind, c Claim, o *web.Outcome) *settling {
 	st := &settling{done: make(chan struct{})}
 	if o != nil {
 		st.answered = o.WatchAnswer()
 	}
-	s.commits.inFlight.Store(commitKey{k.name(), c.owner, c.user}, st)
+	s.commits.inFlight.Store(commitKey{k.Name(), c.Owner, c.User}, st)
 	return st
 }
 
 // endSettling says an admission is settled.
-func (s *Service) endSettling(k kind, c claim, st *settling) {
-	s.commits.inFlight.CompareAndDelete(commitKey{k.name(), c.owner, c.user}, st)
+func (s *Service) endSettling(k Kind, c Claim, st *settling) {
+	s.commits.inFlight.CompareAndDelete(commitKey{k.Name(), c.Owner, c.User}, st)
 	close(st.done)
 }
 
 // commitLater hands a commit over, to be applied off the request path, and ends st once applied;
 // false when nothing takes it (then the caller commits now). A grouped kind's commit rides the
-// owner's next grouped call (groupedKind.rideCommit): no call or round trip of its own. Other
+// owner's next grouped call (GroupedKind.RideCommit): no call or round trip of its own. Other
 // commits, and one the grouped call could not apply, go to the committer.
-func (s *Service) commitLater(k kind, c claim, st *settling) bool {
-	if g, grouped := k.(groupedKind); grouped && g.rideCommit(c, func(applied bool) {
+func (s *Service) commitLater(k Kind, c Claim, st *settling) bool {
+	if g, grouped := k.(GroupedKind); grouped && g.RideCommit(c, func(applied bool) {
 		if applied {
 			s.endSettling(k, c, st)
 			return
@@ -91,7 +91,7 @@ func (s *Service) commitLater(k kind, c claim, st *settling) bool {
 
 // queueCommit hands a commit to the committer, which ends st once applied; false when it is not
 // running or is full.
-func (s *Service) queueCommit(k kind, c claim, st *settling) bool {
+func (s *Service) queueCommit(k Kind, c Claim, st *settling) bool {
 	s.commits.mu.RLock()
 	defer s.commits.mu.RUnlock()
 	if !s.commits.running {
@@ -108,8 +108,8 @@ func (s *Service) queueCommit(k kind, c claim, st *settling) bool {
 // waitCommit waits, briefly, for the settlement of this replica's last admission of the user for an
 // owner, when the shop has answered it; true when there was one to wait for (the caller tries its
 // reservation again). An admission the shop has not answered yet is in progress.
-func (s *Service) waitCommit(k kind, c claim) bool {
-	v, ok := s.commits.inFlight.Load(commitKey{k.name(), c.owner, c.user})
+func (s *Service) waitCommit(k Kind, c Claim) bool {
+	v, ok := s.commits.inFlight.Load(commitKey{k.Name(), c.Owner, c.User})
 	if !ok {
 		return false
 	}
@@ -185,28 +185,28 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 	}
 	groups := map[[2]string]*group{}
 	for _, p := range batch {
-		if !p.kind.commits() {
+		if !p.kind.Commits() {
 			continue // settled as it is (a kind that commits only for the ledger, with the ledger off)
 		}
-		key := [2]string{p.kind.name(), p.c.owner}
+		key := [2]string{p.kind.Name(), p.c.Owner}
 		g := groups[key]
-		grouped, isGrouped := p.kind.(groupedKind)
+		grouped, isGrouped := p.kind.(GroupedKind)
 		if g == nil {
 			// A grouped kind's commit is leaving its unsettled set (commits.lua), told to the ledger
 			// on the grouped stream, and its claims end with it (pairs of id and user); another
 			// kind's is its record's state, on its event stream.
-			keys := []string{p.kind.stream(p.c.owner), p.kind.stream(p.c.owner)}
+			keys := []string{p.kind.Stream(p.c.Owner), p.kind.Stream(p.c.Owner)}
 			if isGrouped {
-				keys = []string{grouped.admitsStream(p.c.owner), grouped.unsettledSet(p.c.owner), grouped.claims(p.c.owner)}
+				keys = []string{grouped.AdmitsStream(p.c.Owner), grouped.UnsettledSet(p.c.Owner), grouped.Claims(p.c.Owner)}
 			}
 			g = &group{keys: keys, args: []any{flag(s.o.Ledger != nil), flag(isGrouped)}}
 			groups[key] = g
 		}
 		if !isGrouped {
-			g.keys = append(g.keys, p.kind.record(p.c))
-			g.args = append(g.args, p.c.id)
+			g.keys = append(g.keys, p.kind.Record(p.c))
+			g.args = append(g.args, p.c.ID)
 		} else {
-			g.args = append(g.args, p.c.id, p.c.user)
+			g.args = append(g.args, p.c.ID, p.c.User)
 		}
 	}
 	if len(groups) == 0 {

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// A compensation is a release (kind.release) the store has not confirmed yet: the origin failed an
+// A compensation is a release (Kind.Release) the store has not confirmed yet: the origin failed an
 // admission while the store was unreachable, or a reserve call failed without an answer, so the
 // script may have run. Compensations are retried until the store answers; nothing an admission took
 // is left behind because the store was briefly away.
@@ -15,8 +15,8 @@ import (
 // back, with the record TTL), and every kind's admit script refuses an id that has a record: a
 // reserve call still on its way when the compensation ran can no longer take anything.
 type compensation struct {
-	kind  kind
-	claim claim // its owner, user and id name every key the release touches
+	kind  Kind
+	claim Claim // its owner, user and id name every key the release touches
 	since time.Time
 }
 
@@ -31,7 +31,7 @@ type compensations struct {
 }
 
 // compensateLater queues the release of an admission of kind k for the retry loop.
-func (s *Service) compensateLater(k kind, c claim) {
+func (s *Service) compensateLater(k Kind, c Claim) {
 	s.queueCompensation(compensation{kind: k, claim: c, since: time.Now()})
 }
 
@@ -131,16 +131,16 @@ func (s *Service) finishCompensations(limit time.Duration) {
 
 // compensate runs the release of c, leaving a tombstone for an id the store never saw.
 func (s *Service) compensate(ctx context.Context, c compensation) error {
-	if _, err := c.kind.release(ctx, c.claim); err != nil {
+	if _, err := c.kind.Release(ctx, c.claim); err != nil {
 		return err
 	}
-	forget(c.kind, c.claim.owner)
+	forget(c.kind, c.claim.Owner)
 	return nil
 }
 
 // attrs name a compensation in the log: what an operator needs to give it back by hand.
 func (c compensation) attrs() []any {
-	return []any{"id", c.claim.id, "type", c.kind.name(), c.kind.owner(), c.claim.owner}
+	return []any{"id", c.claim.ID, "type", c.kind.Name(), c.kind.Owner(), c.claim.Owner}
 }
 
 // PendingCompensations reports how many releases and withdrawals wait for the store (for tests and

@@ -18,7 +18,7 @@ import (
 
 // ownerStream is one event stream of one owner: its events, or a grouped kind's admissions (admitsStream).
 type ownerStream struct {
-	kind   kind
+	kind   Kind
 	owner  string
 	admits bool // the owner's admissions stream
 }
@@ -27,23 +27,23 @@ func (src ownerStream) stream() string {
 	if src.admits {
 		return admitsStream(src.kind, src.owner)
 	}
-	return src.kind.stream(src.owner)
+	return src.kind.Stream(src.owner)
 }
 
 // deadID names a dead letter: "<dead prefix><owner>.<entry>", or "<dead prefix><owner>.admits.<entry>"
 // for a grouped admissions stream (ids hold no dots).
 func (src ownerStream) deadID(entry string) string {
 	if src.admits {
-		return src.kind.deadPrefix() + src.owner + ".admits." + entry
+		return src.kind.DeadPrefix() + src.owner + ".admits." + entry
 	}
-	return src.kind.deadPrefix() + src.owner + "." + entry
+	return src.kind.DeadPrefix() + src.owner + "." + entry
 }
 
 func (src ownerStream) String() string {
 	if src.admits {
-		return src.kind.owner() + " " + src.owner + " admissions"
+		return src.kind.Owner() + " " + src.owner + " admissions"
 	}
-	return src.kind.owner() + " " + src.owner
+	return src.kind.Owner() + " " + src.owner
 }
 
 func consumerName() string {
@@ -108,10 +108,10 @@ func foundIn(reads []read, count int64) found {
 }
 
 // ownerStreams lists every event stream, by owner: its events, and a grouped kind's admissions. An owner's streams share its hash tag, so one command reads them all.
-func (s *Service) ownerStreams(ctx context.Context, kinds []kind) ([][]ownerStream, error) {
+func (s *Service) ownerStreams(ctx context.Context, kinds []Kind) ([][]ownerStream, error) {
 	var streams [][]ownerStream
 	for _, k := range kinds {
-		owners, err := s.client.SMembers(ctx, k.ownersKey()).Result()
+		owners, err := s.client.SMembers(ctx, k.OwnersKey()).Result()
 		if err != nil {
 			return nil, err
 		}

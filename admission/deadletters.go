@@ -49,7 +49,7 @@ func (d DeadLetter) MarshalJSON() ([]byte, error) {
 }
 
 // decodeDeadLetter reads a stored dead letter; the kind is the one whose owner field it carries.
-func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
+func (s *Service) decodeDeadLetter(raw string) (DeadLetter, Kind, error) {
 	var m struct {
 		ID       string            `json:"id"`
 		StreamID string            `json:"stream_id"`
@@ -64,8 +64,8 @@ func (s *Service) decodeDeadLetter(raw string) (DeadLetter, kind, error) {
 	}
 	d := DeadLetter{ID: m.ID, StreamID: m.StreamID, Fields: m.Fields, Error: m.Error, FailedAt: m.FailedAt, Target: m.Target}
 	for _, k := range s.kinds {
-		if owner, ok := owners[k.owner()+"_id"].(string); ok && owner != "" {
-			d.Type, d.Owner, d.ownerName = k.name(), owner, k.owner()
+		if owner, ok := owners[k.Owner()+"_id"].(string); ok && owner != "" {
+			d.Type, d.Owner, d.ownerName = k.Name(), owner, k.Owner()
 			return d, k, nil
 		}
 	}
@@ -88,8 +88,8 @@ func (s *Service) deadLetterTo(ctx context.Context, target string, src ownerStre
 	if target != "" {
 		id = target + "." + id
 	}
-	d := DeadLetter{ID: id, Type: src.kind.name(), Owner: src.owner, StreamID: msg.ID, Fields: fields,
-		Error: cause.Error(), FailedAt: vocab.FormatTime(time.Now()), Target: target, ownerName: src.kind.owner()}
+	d := DeadLetter{ID: id, Type: src.kind.Name(), Owner: src.owner, StreamID: msg.ID, Fields: fields,
+		Error: cause.Error(), FailedAt: vocab.FormatTime(time.Now()), Target: target, ownerName: src.kind.Owner()}
 	body, _ := json.Marshal(d)
 	_, err := s.client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.HSet(ctx, deadKey(s.keys), d.ID, body)

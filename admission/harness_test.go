@@ -262,12 +262,12 @@ func (st *stack) startWorker() {
 func (st *stack) buyTogether(product string, users []string, qtys []int64) []string {
 	st.t.Helper()
 	ctx := context.Background()
-	claims := make([]claim, len(users))
+	claims := make([]Claim, len(users))
 	commits := make([]pendingCommit, len(users))
 	ids := make([]string, len(users))
 	for i, u := range users {
 		ids[i] = st.svc.o.IDs.NextString()
-		claims[i] = claim{owner: product, user: st.svc.pseudonyms.of(u), id: ids[i], value: qtys[i]}
+		claims[i] = Claim{Owner: product, User: st.svc.pseudonyms.of(u), ID: ids[i], Value: qtys[i]}
 		commits[i] = pendingCommit{kind: st.svc.stock(), c: claims[i], st: &settling{done: make(chan struct{})}}
 	}
 	res, err := st.svc.reserveNow(ctx, product, claims)
@@ -417,11 +417,11 @@ func orphanMark(s *store.Store, product, id string) string {
 }
 
 // indexedIDs is every id an owner's admin lists (records.go) hold, of the days within the retention.
-func indexedIDs(t testing.TB, svc *Service, table *adminTable, owner string) []string {
+func indexedIDs(t testing.TB, svc *Service, table *AdminTable, owner string) []string {
 	t.Helper()
 	var out []string
 	for _, day := range svc.recordDays(time.Now()) {
-		ids, err := svc.client.LRange(context.Background(), table.ids(owner, day), 0, -1).Result()
+		ids, err := svc.client.LRange(context.Background(), table.IDs(owner, day), 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -431,9 +431,9 @@ func indexedIDs(t testing.TB, svc *Service, table *adminTable, owner string) []s
 }
 
 // usersIndexed is the ids an owner's users hash holds, all users together.
-func usersIndexed(t testing.TB, svc *Service, table *adminTable, owner string) map[string][]string {
+func usersIndexed(t testing.TB, svc *Service, table *AdminTable, owner string) map[string][]string {
 	t.Helper()
-	lists, err := svc.client.HGetAll(context.Background(), table.users(owner)).Result()
+	lists, err := svc.client.HGetAll(context.Background(), table.Users(owner)).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,9 +3,9 @@ package admission
 // One pipeline for every kind: the shared behaviour (refuse an unknown owner, admit, refuse by the
 // kind's own rule without reaching the origin, commit on the shop's acceptance, give back on its
 // refusal, the worker consuming every event, metrics, the ledger and reconcile) run against stock,
-// bid and a test-only kind added the way docs/architecture.md "Adding an admission kind" says: its
-// own file (this one) and script (testdata/entry.lua), an entry in config.AdmissionKinds, and
-// s.register.
+// bid and a small test-only kind defined in this file, which runs the script of the raffle, the
+// test-only kind of its own package (raffle/raffle.lua; raffle_test.go there runs that kind through a
+// whole edgeq).
 
 import (
 	"context"
@@ -49,21 +49,21 @@ import (
 // must do.
 type entryKind struct {
 	s     *Service
-	table *adminTable // its admin records (records.go), under each drawing's tag as every kind's
+	table *AdminTable // its admin records (records.go), under each drawing's tag as every kind's
 }
 
 func newEntryKind(s *Service) *entryKind {
 	k := &entryKind{s: s}
 	day := func(d int64) string { return strconv.FormatInt(d, 10) }
 	g := s.keys.Global
-	k.table = &adminTable{owners: k.ownersKey(),
-		records:     func(o string, d int64) string { return k.key(o, "rec@"+day(d)) },
-		ids:         func(o string, d int64) string { return k.key(o, "ids@"+day(d)) },
-		users:       func(o string) string { return k.key(o, "users") },
-		userPattern: `"user":"([^"]*)"`, userOf: jsonField("user"), timeOf: func(string) int64 { return 0 },
-		old: &oldTable{records: g("adm", "entries"), byTime: g("adm", "entries_by_time"), byUser: g("adm", "entries_by_user"),
-			userField:    "user",
-			legacyRecord: func(id string) string { return g("adm", "e:"+id) }, legacyUser: func(u string) string { return g("adm", "eu:"+u) }}}
+	k.table = &AdminTable{Owners: k.OwnersKey(),
+		Records:     func(o string, d int64) string { return k.key(o, "rec@"+day(d)) },
+		IDs:         func(o string, d int64) string { return k.key(o, "ids@"+day(d)) },
+		Users:       func(o string) string { return k.key(o, "users") },
+		UserPattern: `"user":"([^"]*)"`, UserOf: JSONField("user"), TimeOf: func(string) int64 { return 0 },
+		Old: &OldTable{Records: g("adm", "entries"), ByTime: g("adm", "entries_by_time"), ByUser: g("adm", "entries_by_user"),
+			UserField:    "user",
+			LegacyRecord: func(id string) string { return g("adm", "e:"+id) }, LegacyUser: func(u string) string { return g("adm", "eu:"+u) }}}
 	return k
 }
 
@@ -73,31 +73,31 @@ func init() {
 	config.AdmissionKinds = append(config.AdmissionKinds, config.AdmissionKind{Type: "entry", Owner: "product"})
 }
 
-// entryScript is built as the package's own scripts are (the clock and lib.lua, then the operation);
-// a kind of the product would sit in scripts/ and be script("entry.lua").
-var entryScript = redis.NewScript(scripts.Lib() + "\n" + luascript.From(os.DirFS("."), "testdata").Read("entry.lua"))
+// entryScript is the raffle's, built as a kind's package builds its scripts (Script: the clock and
+// lib.lua, then the operation).
+var entryScript = Script("raffle.lua", luascript.From(os.DirFS("."), "raffle").Read("raffle.lua"))
 
 var (
 	errAlreadyEntered  = &web.Error{Status: http.StatusConflict, Code: "ALREADY_ENTERED", Message: "You have entered this drawing already."}
 	errDrawingNotFound = &web.Error{Status: http.StatusNotFound, Code: "DRAWING_NOT_FOUND", Message: "There is no such drawing."}
 )
 
-func (*entryKind) name() string                           { return "entry" }
-func (*entryKind) owner() string                          { return "drawing" }
-func (*entryKind) value(string, bool) (int64, *web.Error) { return 1, nil }
-func (*entryKind) header() string                         { return "Edgeq-Entry-Id" }
-func (*entryKind) refusals() []*web.Error                 { return []*web.Error{errAlreadyEntered, errDrawingNotFound} }
-func (*entryKind) notFound() *web.Error                   { return errDrawingNotFound }
-func (*entryKind) deadPrefix() string                     { return "drawing." }
+func (*entryKind) Name() string                           { return "entry" }
+func (*entryKind) Owner() string                          { return "drawing" }
+func (*entryKind) Value(string, bool) (int64, *web.Error) { return 1, nil }
+func (*entryKind) Header() string                         { return "Edgeq-Entry-Id" }
+func (*entryKind) Refusals() []*web.Error                 { return []*web.Error{errAlreadyEntered, errDrawingNotFound} }
+func (*entryKind) NotFound() *web.Error                   { return errDrawingNotFound }
+func (*entryKind) DeadPrefix() string                     { return "drawing." }
 
 func (k *entryKind) key(drawing, part string) string { return k.s.keys.Global("e:"+drawing, part) }
 
-func (k *entryKind) keys(c claim) []string {
-	return []string{k.key(c.owner, "drawing"), k.key(c.owner, "entrants"), k.record(c), k.stream(c.owner)}
+func (k *entryKind) keys(c Claim) []string {
+	return []string{k.key(c.Owner, "drawing"), k.key(c.Owner, "entrants"), k.Record(c), k.Stream(c.Owner)}
 }
 
-func (k *entryKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
-	code, err := entryScript.Run(ctx, k.s.client, k.keys(c), "enter", c.id, c.user).Int64()
+func (k *entryKind) Reserve(ctx context.Context, c Claim) (*web.Error, error) {
+	code, err := entryScript.Run(ctx, k.s.client, k.keys(c), "enter", c.ID, c.User).Int64()
 	switch {
 	case err != nil:
 		return nil, err
@@ -111,23 +111,23 @@ func (k *entryKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
 	return web.ErrStoreUnavailable.Because(fmt.Errorf("entry answered %d", code)), nil
 }
 
-func (k *entryKind) release(ctx context.Context, c claim) (int64, error) {
-	return entryScript.Run(ctx, k.s.client, k.keys(c), "release", c.id).Int64()
+func (k *entryKind) Release(ctx context.Context, c Claim) (int64, error) {
+	return entryScript.Run(ctx, k.s.client, k.keys(c), "release", c.ID).Int64()
 }
 
-func (k *entryKind) commit(ctx context.Context, c claim) error {
-	return entryScript.Run(ctx, k.s.client, k.keys(c), "commit", c.id).Err()
+func (k *entryKind) Commit(ctx context.Context, c Claim) error {
+	return entryScript.Run(ctx, k.s.client, k.keys(c), "commit", c.ID).Err()
 }
 
-func (k *entryKind) record(c claim) string        { return k.key(c.owner, "entry:"+c.id) }
-func (*entryKind) commits() bool                  { return true }
-func (k *entryKind) ownersKey() string            { return k.s.keys.Global("entry", "drawings") }
-func (k *entryKind) spellingsKey() string         { return k.s.keys.Global("entry", "spellings") }
-func (k *entryKind) stream(drawing string) string { return k.key(drawing, "events") }
+func (k *entryKind) Record(c Claim) string        { return k.key(c.Owner, "entry:"+c.ID) }
+func (*entryKind) Commits() bool                  { return true }
+func (k *entryKind) OwnersKey() string            { return k.s.keys.Global("entry", "drawings") }
+func (k *entryKind) SpellingsKey() string         { return k.s.keys.Global("entry", "spellings") }
+func (k *entryKind) Stream(drawing string) string { return k.key(drawing, "events") }
 
-// parse makes the admin record of an entry (admitted, then released); a committed event (commits.lua,
+// Parse makes the admin record of an entry (admitted, then released); a committed event (commits.lua,
 // with the ledger on) is for a ledger this kind does not have.
-func (k *entryKind) parse(drawing string, msg redis.XMessage) ([]application, error) {
+func (k *entryKind) Parse(drawing string, msg redis.XMessage) ([]Application, error) {
 	e := entry(msg)
 	typ, id := e.str("type"), e.str("entry")
 	if typ == "committed" {
@@ -140,7 +140,7 @@ func (k *entryKind) parse(drawing string, msg redis.XMessage) ([]application, er
 	if err != nil {
 		return nil, err
 	}
-	return []application{{table: k.table, owner: drawing, id: id, user: e.str("user"), body: body, overwrite: typ == "released"}}, nil
+	return []Application{{Table: k.table, Owner: drawing, ID: id, User: e.str("user"), Body: body, Overwrite: typ == "released"}}, nil
 }
 
 // openDrawing makes a drawing exist and indexes it, as a kind's admin API or seeding would.
@@ -150,7 +150,7 @@ func (k *entryKind) openDrawing(t *testing.T, drawing string) {
 	if err := k.s.client.HSet(ctx, k.key(drawing, "drawing"), "entries", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := k.s.indexOwner(ctx, k, drawing); err != nil {
+	if err := k.s.IndexOwner(ctx, k, drawing); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -259,8 +259,8 @@ func newKindStack(t *testing.T, s *store.Store, l *ledger.Ledger) *kindStack {
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ks.hits.Add(1)
 		for _, k := range ks.svc.kinds {
-			if id := r.Header.Get(k.header()); id != "" {
-				ks.seen.Store(k.name()+":"+id, true)
+			if id := r.Header.Get(k.Header()); id != "" {
+				ks.seen.Store(k.Name()+":"+id, true)
 				w.Header().Set("X-Id", id)
 			}
 		}
@@ -324,8 +324,8 @@ func TestKinds_EveryKindRunsTheOnePipeline(t *testing.T) {
 				k := ks.svc.kindOf(c.typ)
 				hits := ks.hits.Load()
 				// An owner the store does not know: the kind's not-found refusal, nothing reaches the shop.
-				if status, code, _ := ks.post(t, c.typ, "nowhere", "u0", c.form(0)); status != k.notFound().Status || code != k.notFound().Code {
-					t.Fatalf("unknown owner: %d %s, want %d %s", status, code, k.notFound().Status, k.notFound().Code)
+				if status, code, _ := ks.post(t, c.typ, "nowhere", "u0", c.form(0)); status != k.NotFound().Status || code != k.NotFound().Code {
+					t.Fatalf("unknown owner: %d %s, want %d %s", status, code, k.NotFound().Status, k.NotFound().Code)
 				}
 				owner := "o-" + c.typ
 				c.open(t, ks.svc, owner)
@@ -337,24 +337,24 @@ func TestKinds_EveryKindRunsTheOnePipeline(t *testing.T) {
 					t.Fatalf("request 0: %d %s, id %q", status, code, id)
 				}
 				if _, ok := ks.seen.Load(c.typ + ":" + id); !ok {
-					t.Fatalf("the origin did not get id %s in %s", id, k.header())
+					t.Fatalf("the origin did not get id %s in %s", id, k.Header())
 				}
 				held := c.held(t, ks.svc, owner)
 				if held <= 0 {
 					t.Fatalf("after an admission the owner holds %d", held)
 				}
 				state := func(id string) string {
-					if g, ok := k.(groupedKind); ok { // a stock admission is committed by leaving its unsettled set
-						unsettled := s.Client.ZScore(context.Background(), g.unsettledSet(owner), id).Err() == nil
+					if g, ok := k.(GroupedKind); ok { // a stock admission is committed by leaving its unsettled set
+						unsettled := s.Client.ZScore(context.Background(), g.UnsettledSet(owner), id).Err() == nil
 						return admissionState(storedRecord(t, s, owner, id).state, unsettled)
 					}
-					v, err := s.Client.HGet(context.Background(), k.record(claim{owner: owner, id: id}), "state").Result()
+					v, err := s.Client.HGet(context.Background(), k.Record(Claim{Owner: owner, ID: id}), "state").Result()
 					if err != nil && err != redis.Nil {
 						t.Fatal(err)
 					}
 					return v
 				}
-				if k.commits() {
+				if k.Commits() {
 					wait.Until(t, 10*time.Second, "admission "+id+" committed", func() bool { return state(id) == "committed" })
 				} else if got := state(id); got != "accepted" { // a bid with the ledger off: nothing to commit
 					t.Fatalf("admission %s is %q, want accepted", id, got)
@@ -385,7 +385,7 @@ func TestKinds_EveryKindRunsTheOnePipeline(t *testing.T) {
 				}
 				// Metrics: one of each outcome under the kind's type.
 				for result, want := range map[string]float64{"admitted": 2, "released": 1, strings.ToLower(c.refusedCode): 1,
-					strings.ToLower(k.notFound().Code): 1} {
+					strings.ToLower(k.NotFound().Code): 1} {
 					if got := testutil.ToFloat64(ks.svc.metrics.admissions.WithLabelValues(c.typ, result)); got != want {
 						t.Errorf("edgeq_admissions_total{type=%s,result=%s} = %v, want %v", c.typ, result, got, want)
 					}
@@ -394,11 +394,11 @@ func TestKinds_EveryKindRunsTheOnePipeline(t *testing.T) {
 				// dead-lettered.
 				wait.Until(t, 10*time.Second, "the worker read every event of "+owner, func() bool {
 					ctx := context.Background()
-					last, err := s.Client.XRevRangeN(ctx, k.stream(owner), "+", "-", 1).Result()
+					last, err := s.Client.XRevRangeN(ctx, k.Stream(owner), "+", "-", 1).Result()
 					if err != nil || len(last) == 0 {
 						return false
 					}
-					groups, err := s.Client.XInfoGroups(ctx, k.stream(owner)).Result()
+					groups, err := s.Client.XInfoGroups(ctx, k.Stream(owner)).Result()
 					if err != nil {
 						return false
 					}
@@ -449,7 +449,7 @@ func TestKinds_TheLedgerAndReconcileLoopOverTheKinds(t *testing.T) {
 			n, err := ks.svc.LedgerBacklog(context.Background())
 			return err == nil && n == 0
 		})
-		entries := ks.svc.kindOf("entry").stream("o-entry")
+		entries := ks.svc.kindOf("entry").Stream("o-entry")
 		groups, err := s.Client.XInfoGroups(context.Background(), entries).Result()
 		if err != nil {
 			t.Fatal(err)

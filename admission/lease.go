@@ -12,7 +12,7 @@ import (
 // replica, keyed by the node number its admission ids carry, holding the store-clock time the lease
 // runs out). What a replica admitted is sent to the shop only while its lease holds (the fence), so
 // that another replica's sweep can tell a dead replica from a slow one and settle what it left
-// (sweepingKind) without a unit sold twice.
+// (SweepingKind) without a unit sold twice.
 
 const (
 	// leaseTTL is how long a replica counts as alive after its last renewal; leaseEvery its renewal.

@@ -225,8 +225,8 @@ func formatRecordTime(t time.Time) string {
 }
 
 // ledgeredKinds are the kinds whose events go to the ledger: only their streams have its group.
-func (s *Service) ledgeredKinds() []kind {
-	var kinds []kind
+func (s *Service) ledgeredKinds() []Kind {
+	var kinds []Kind
 	for _, k := range s.kinds {
 		if _, ok := ledgered(k); ok {
 			kinds = append(kinds, k)
@@ -239,9 +239,9 @@ func (s *Service) ledgeredKinds() []kind {
 func ledgerRow(src ownerStream, msg redis.XMessage, b *ledger.Batch) error {
 	l, ok := ledgered(src.kind)
 	if !ok {
-		return fmt.Errorf("%s admissions are not kept in the ledger", src.kind.name())
+		return fmt.Errorf("%s admissions are not kept in the ledger", src.kind.Name())
 	}
-	return l.ledgerRow(src.owner, msg, b)
+	return l.LedgerRow(src.owner, msg, b)
 }
 
 // LedgerBacklog is, for tests and `edgeq reconcile`, every stream's entries the ledger group has not

@@ -22,10 +22,10 @@ type serviceMetrics struct {
 }
 
 // newMetrics makes the metrics every kind shares; kinds names the kinds for their help.
-func newMetrics(reg prometheus.Registerer, kinds []kind) *serviceMetrics {
+func newMetrics(reg prometheus.Registerer, kinds []Kind) *serviceMetrics {
 	names := make([]string, len(kinds))
 	for i, k := range kinds {
-		names[i] = k.name()
+		names[i] = k.Name()
 	}
 	m := &serviceMetrics{
 		admissions: metrics.NewCounterVec("admissions_total",

@@ -10,12 +10,12 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// A kind's "mine" listing (minedKind: a user's own admissions, GET {prefix}/<owners>/mine) identifies
+// A kind's "mine" listing (MinedKind: a user's own admissions, GET {prefix}/<owners>/mine) identifies
 // its user like the kind's first route identifies the user of an admission (docs/reference.md).
 
-// mineIdentity is how a kind's "mine" listing identifies its user: like its first route's admission
+// MineIdentity is how a kind's "mine" listing identifies its user: like its first route's admission
 // user.
-type mineIdentity struct {
+type MineIdentity struct {
 	route string
 	user  config.UserSource
 	queue string // the route's queue: whose token identifies the user when user is "token"
@@ -23,13 +23,13 @@ type mineIdentity struct {
 
 // Use puts the configuration in force for every kind, at start and on every reload: the identities
 // of their "mine" listings (the first route of each kind; without one, its listing answers 404) and
-// each kind's own part (configuredKind).
+// each kind's own part (ConfiguredKind).
 // An error leaves the identities as they were; each kind's part is put in force all the same.
 func (s *Service) Use(cfg *config.Config) error {
 	errs := []error{s.UseIdentities(cfg.Routes)}
 	for _, k := range s.kinds {
-		if c, ok := k.(configuredKind); ok {
-			errs = append(errs, c.use(cfg))
+		if c, ok := k.(ConfiguredKind); ok {
+			errs = append(errs, c.Use(cfg))
 		}
 	}
 	return errors.Join(errs...)
@@ -39,20 +39,20 @@ func (s *Service) Use(cfg *config.Config) error {
 // route.
 func (s *Service) UseIdentities(routes []config.Route) error {
 	for _, k := range s.kinds {
-		m, ok := k.(minedKind)
+		m, ok := k.(MinedKind)
 		if !ok {
 			continue
 		}
-		src, err := firstIdentity(routes, k.name())
+		src, err := firstIdentity(routes, k.Name())
 		if err != nil {
 			return err
 		}
-		m.mineIdentity().Store(src)
+		m.MineIdentity().Store(src)
 	}
 	return nil
 }
 
-func firstIdentity(routes []config.Route, typ string) (*mineIdentity, error) {
+func firstIdentity(routes []config.Route, typ string) (*MineIdentity, error) {
 	for _, r := range routes {
 		if r.Admission.Type != typ {
 			continue
@@ -65,13 +65,13 @@ func firstIdentity(routes []config.Route, typ string) (*mineIdentity, error) {
 			// A GET has no body: the visitor names itself in the query, under the field's name.
 			user.Field = config.FieldSource{Kind: "query", Name: user.Field.Name}
 		}
-		return &mineIdentity{route: r.Name, user: user, queue: r.Queue}, nil
+		return &MineIdentity{route: r.Name, user: user, queue: r.Queue}, nil
 	}
 	return nil, nil
 }
 
 // mineUser is the pseudonym of the user of a "mine" listing, identified as the route does.
-func (s *Service) mineUser(r *http.Request, src *mineIdentity) (string, *web.Error) {
+func (s *Service) mineUser(r *http.Request, src *MineIdentity) (string, *web.Error) {
 	if !src.user.FromToken {
 		return s.userOf(r, fields.New(r, s.o.MaxBodyBytes), src.user)
 	}
@@ -83,9 +83,9 @@ func (s *Service) mineUser(r *http.Request, src *mineIdentity) (string, *web.Err
 	return "", errUserMissing.Because(fmt.Errorf("no valid queue token for %s", src.queue))
 }
 
-// whose identifies the user of a "mine" listing (its pseudonym) and reads its paging; it answers and returns false when it cannot: 404 without a route to identify
+// Whose identifies the user of a "mine" listing (its pseudonym) and reads its paging; it answers and returns false when it cannot: 404 without a route to identify
 // users by (src nil), then what check refuses, a bad page, or a user it cannot identify.
-func (s *Service) whose(w http.ResponseWriter, r *http.Request, src *mineIdentity, check func() *web.Error) (user string, page, size int64, ok bool) {
+func (s *Service) Whose(w http.ResponseWriter, r *http.Request, src *MineIdentity, check func() *web.Error) (user string, page, size int64, ok bool) {
 	var e *web.Error
 	switch {
 	case src == nil:

@@ -8,7 +8,7 @@ package admission
 // the list of all), and never written; the event worker removes those past the retention, a bounded
 // number at a time (drain), and Redis removes the keys with their last record.
 //
-// Builds before those tables wrote a key per record and a sorted set per user (oldTable's
+// Builds before those tables wrote a key per record and a sorted set per user (OldTable's
 // legacyRecord and legacyUser): read beside them too; they go with their TTLs.
 
 import (
@@ -26,21 +26,21 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// oldTable is where a kind's admin records lived.
-type oldTable struct {
-	records, byTime, byUser string
-	userField               string // the JSON field of a record that names its user
+// OldTable is where a kind's admin records lived.
+type OldTable struct {
+	Records, ByTime, ByUser string
+	UserField               string // the JSON field of a record that names its user
 	// The keys of earlier builds: a record's, and a user's index.
-	legacyRecord, legacyUser func(string) string
+	LegacyRecord, LegacyUser func(string) string
 }
 
 // bodies reads the JSON records of ids, in order, "" for one there is none of: one HMGET, and one
 // MGET of the earlier builds' keys for those it did not find.
-func (s *Service) oldBodies(ctx context.Context, t *oldTable, ids []string) ([]string, error) {
-	if len(ids) == 0 {
+func (s *Service) oldBodies(ctx context.Context, t *OldTable, ids []string) ([]string, error) {
+	if len(ids) == 0 || t == nil {
 		return nil, nil
 	}
-	values, err := s.client.HMGet(ctx, t.records, ids...).Result()
+	values, err := s.client.HMGet(ctx, t.Records, ids...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (s *Service) oldBodies(ctx context.Context, t *oldTable, ids []string) ([]s
 	}
 	keys := make([]string, len(missing))
 	for j, i := range missing {
-		keys[j] = t.legacyRecord(ids[i])
+		keys[j] = t.LegacyRecord(ids[i])
 	}
 	// Every {adm} key is in one Cluster slot, so one MGET reads them all.
 	old, err := s.client.MGet(ctx, keys...).Result()
@@ -75,22 +75,25 @@ func (s *Service) oldBodies(ctx context.Context, t *oldTable, ids []string) ([]s
 
 // pageIDs is a page of a table's ids, newest first (equal times by id, from the highest), and how
 // many there are: every record's (user "") or one user's.
-func (s *Service) oldPageIDs(ctx context.Context, t *oldTable, user string, page, size int64) ([]string, int64, error) {
+func (s *Service) oldPageIDs(ctx context.Context, t *OldTable, user string, page, size int64) ([]string, int64, error) {
+	if t == nil {
+		return nil, 0, nil // a kind with no earlier build's table
+	}
 	start := (page - 1) * size
 	if user == "" {
-		total, err := s.client.ZCard(ctx, t.byTime).Result()
+		total, err := s.client.ZCard(ctx, t.ByTime).Result()
 		if err != nil {
 			return nil, 0, err
 		}
-		ids, err := s.client.ZRevRange(ctx, t.byTime, start, start+size-1).Result()
+		ids, err := s.client.ZRevRange(ctx, t.ByTime, start, start+size-1).Result()
 		return ids, total, err
 	}
 	var list *redis.StringCmd
 	var old *redis.ZSliceCmd
 	// Each command's error is read below.
 	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		list = p.HGet(ctx, t.byUser, user)
-		old = p.ZRangeWithScores(ctx, t.legacyUser(user), 0, -1) // an earlier build's index of the user
+		list = p.HGet(ctx, t.ByUser, user)
+		old = p.ZRangeWithScores(ctx, t.LegacyUser(user), 0, -1) // an earlier build's index of the user
 		return nil
 	})
 	for _, err := range []error{list.Err(), old.Err()} {
@@ -120,7 +123,7 @@ func (s *Service) oldPageIDs(ctx context.Context, t *oldTable, user string, page
 
 // oldDelete removes a record and its index entries, whichever earlier build wrote them, in one
 // script, so no index is left pointing at nothing; false when there was no record.
-func (s *Service) oldDelete(ctx context.Context, t *oldTable, id string) (bool, error) {
+func (s *Service) oldDelete(ctx context.Context, t *OldTable, id string) (bool, error) {
 	bodies, err := s.oldBodies(ctx, t, []string{id})
 	if err != nil || bodies[0] == "" {
 		return false, err
@@ -129,8 +132,8 @@ func (s *Service) oldDelete(ctx context.Context, t *oldTable, id string) (bool, 
 	if err := json.Unmarshal([]byte(bodies[0]), &fields); err != nil {
 		return false, err
 	}
-	user, _ := fields[t.userField].(string)
-	n, err := oldDeleteScript.Run(ctx, s.client, []string{t.records, t.byTime, t.byUser, t.legacyRecord(id), t.legacyUser(user)}, id, user).Int64()
+	user, _ := fields[t.UserField].(string)
+	n, err := oldDeleteScript.Run(ctx, s.client, []string{t.Records, t.ByTime, t.ByUser, t.LegacyRecord(id), t.LegacyUser(user)}, id, user).Int64()
 	return n > 0, err
 }
 
@@ -139,12 +142,12 @@ func (s *Service) oldDelete(ctx context.Context, t *oldTable, id string) (bool, 
 // kept years of records loses them at a bounded cost per pass, never with one long command.
 func (s *Service) drainOld(ctx context.Context, cutoff time.Time) {
 	for _, k := range s.kinds {
-		tk, ok := k.(tabledKind)
-		if !ok || tk.adminTable().old == nil {
+		tk, ok := k.(TabledKind)
+		if !ok || tk.AdminTable().Old == nil {
 			continue
 		}
-		t := tk.adminTable().old
-		n, err := drainScript.Run(ctx, s.client, []string{t.records, t.byTime, t.byUser}, t.userField,
+		t := tk.AdminTable().Old
+		n, err := drainScript.Run(ctx, s.client, []string{t.Records, t.ByTime, t.ByUser}, t.UserField,
 			cutoff.UnixMilli(), drainMax).Int64()
 		if err != nil {
 			s.logger.Warn("removing the earlier builds' admin records past the retention failed", "error", err.Error())

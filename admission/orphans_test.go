@@ -42,12 +42,12 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 
 		admit := func(st *stack, product, user, route string) string {
 			t.Helper()
-			c := claim{owner: product, user: st.svc.pseudonyms.of(user), id: st.svc.o.IDs.NextString(), value: 1, route: route}
-			res, err := st.svc.reserveNow(ctx, product, []claim{c})
+			c := Claim{Owner: product, User: st.svc.pseudonyms.of(user), ID: st.svc.o.IDs.NextString(), Value: 1, Route: route}
+			res, err := st.svc.reserveNow(ctx, product, []Claim{c})
 			if err != nil || res[0].code != 0 {
 				t.Fatalf("admit %s: %v %v", user, res, err)
 			}
-			return c.id
+			return c.ID
 		}
 		released := []string{admit(dead, "p", "a", "add"), admit(dead, "p", "b", "add")}
 		held := admit(dead, "q", "c", "keep")

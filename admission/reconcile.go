@@ -14,7 +14,7 @@ import (
 )
 
 // Reconciliation (`edgeq reconcile`; docs/reference.md "Ledger") compares the store with the ledger
-// after the ledger has caught up with the streams, for each ledgered kind (ledgeredKind.reconcile):
+// after the ledger has caught up with the streams, for each ledgered kind (LedgeredKind.reconcile):
 //   - per owner, what the kind counts (what its admissions hold): the store's
 //     against the ledger's rows;
 //   - every admission the store still has a record of (records live recordTTL, a day) against the
@@ -31,7 +31,7 @@ type Difference struct {
 	Store  string // the store's value ("" when it has none)
 	Ledger string // the ledger's value
 
-	ownerNoun string // what Owner is (kind.owner), for a difference of one id
+	ownerNoun string // what Owner is (Kind.Owner), for a difference of one id
 }
 
 func (d Difference) String() string {
@@ -131,7 +131,7 @@ func (s *Service) Reconcile(ctx context.Context) (*Reconciliation, error) {
 	}
 	for _, k := range s.kinds {
 		if l, ok := ledgered(k); ok {
-			if err := l.reconcile(ctx, r); err != nil {
+			if err := l.Reconcile(ctx, r); err != nil {
 				return nil, err
 			}
 		}
@@ -164,10 +164,10 @@ func (s *Service) reconcileStreams(ctx context.Context, r *Reconciliation) error
 	return nil
 }
 
-// ownersToCompare are a kind's owners: those the store indexes, sorted, then those only the ledger
+// OwnersToCompare are a kind's owners: those the store indexes, sorted, then those only the ledger
 // knows (inLedger).
-func (s *Service) ownersToCompare(ctx context.Context, k kind, inLedger []string) ([]string, error) {
-	owners, err := s.client.SMembers(ctx, k.ownersKey()).Result()
+func (s *Service) OwnersToCompare(ctx context.Context, k Kind, inLedger []string) ([]string, error) {
+	owners, err := s.client.SMembers(ctx, k.OwnersKey()).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -181,38 +181,38 @@ func (s *Service) ownersToCompare(ctx context.Context, k kind, inLedger []string
 	return owners, nil
 }
 
-// records says how a kind's store records are compared with its ledger rows.
-type records struct {
-	noun         string // "admission": the differences' Kind; its plural is the tally's
-	ownerNoun    string // what the records' owners are: the kind's owner()
-	open, middle string // the record keys: "<prefix>" open "<owner>" middle "<id>"
-	days         string // when set, the records are also fields of hashes "<prefix>" open "<owner>" days "<day>"
-	user         string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
-	read         func(owner, id string, h map[string]string) compared
-	inLedger     []compared // the ledger's rows of the period (r.Since)
-	lookup       func(id string) (compared, bool, error)
+// StoreRecords says how a kind's store StoreRecords are compared with its ledger rows.
+type StoreRecords struct {
+	Noun         string // "admission": the differences' Kind; its plural is the tally's
+	OwnerNoun    string // what the records' owners are: the kind's owner()
+	Open, Middle string // the record keys: "<prefix>" open "<owner>" middle "<id>"
+	Days         string // when set, the records are also fields of hashes "<prefix>" open "<owner>" days "<day>"
+	User         string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
+	Read         func(owner, id string, h map[string]string) Compared
+	InLedger     []Compared // the ledger's rows of the period (r.Since)
+	Lookup       func(id string) (Compared, bool, error)
 }
 
-// compareRecords compares every record of a kind the store has (the scripts' own, not the admin
+// CompareRecords compares every record of a kind the store has (the scripts' own, not the admin
 // indexes) with the ledger's rows, and tallies the ids compared.
-func (s *Service) compareRecords(ctx context.Context, r *Reconciliation, c records) error {
-	store := map[string]compared{}
+func (s *Service) CompareRecords(ctx context.Context, r *Reconciliation, c StoreRecords) error {
+	store := map[string]Compared{}
 	// A record made before the period compared has no row among inLedger: it is left out rather
 	// than looked up alone (records outlive the period by up to a day).
 	since := r.Since.UnixMilli()
 	add := func(owner, id string, h map[string]string) {
-		if at, err := strconv.ParseInt(h["at"], 10, 64); h[c.user] != "" && (err != nil || at >= since) {
-			store[id] = c.read(owner, id, h)
+		if at, err := strconv.ParseInt(h["at"], 10, 64); h[c.User] != "" && (err != nil || at >= since) {
+			store[id] = c.Read(owner, id, h)
 		}
 	}
-	err := s.scanRecords(ctx, s.keys.Prefix+c.open+"*"+c.middle+"*", func(key string, h map[string]string) {
-		if owner, id, ok := ownerAndID(key, c.open, c.middle); ok {
+	err := s.scanRecords(ctx, s.keys.Prefix+c.Open+"*"+c.Middle+"*", func(key string, h map[string]string) {
+		if owner, id, ok := ownerAndID(key, c.Open, c.Middle); ok {
 			add(owner, id, h)
 		}
 	})
-	if err == nil && c.days != "" {
-		err = s.scanDayRecords(ctx, s.keys.Prefix+c.open+"*"+c.days+"*", func(key, id, value string) {
-			if owner, _, ok := ownerAndID(key, c.open, c.days); ok {
+	if err == nil && c.Days != "" {
+		err = s.scanDayRecords(ctx, s.keys.Prefix+c.Open+"*"+c.Days+"*", func(key, id, value string) {
+			if owner, _, ok := ownerAndID(key, c.Open, c.Days); ok {
 				rec := parseStoreRecord(value)
 				add(owner, id, map[string]string{"state": rec.state, "user": rec.user, "qty": rec.qty, "at": rec.at})
 			}
@@ -221,36 +221,36 @@ func (s *Service) compareRecords(ctx context.Context, r *Reconciliation, c recor
 	if err != nil {
 		return err
 	}
-	n, err := r.compareIDs(c.noun, c.ownerNoun, store, c.inLedger, c.lookup)
-	r.IDs = append(r.IDs, Tally{N: n, Noun: c.noun + "s"})
+	n, err := r.compareIDs(c.Noun, c.OwnerNoun, store, c.InLedger, c.Lookup)
+	r.IDs = append(r.IDs, Tally{N: n, Noun: c.Noun + "s"})
 	return err
 }
 
-// mapped is f of every row.
-func mapped[T any](rows []T, f func(T) compared) []compared {
-	out := make([]compared, len(rows))
+// Mapped is f of every row.
+func Mapped[T any](rows []T, f func(T) Compared) []Compared {
+	out := make([]Compared, len(rows))
 	for i, row := range rows {
 		out[i] = f(row)
 	}
 	return out
 }
 
-// compared is an admission as reconcile compares it: its owner, state and the rest.
-type compared struct{ id, owner, state, detail string }
+// Compared is an admission as reconcile compares it: its owner, state and the rest.
+type Compared struct{ ID, Owner, State, Detail string }
 
 // compareIDs adds a difference for every id in one of store and inLedger and not in the other
 // (lookup asks the ledger for one the period's rows lack), and for every id whose state or details
 // differ; it returns the number of ids compared.
-func (r *Reconciliation) compareIDs(kind, ownerNoun string, store map[string]compared, inLedger []compared, lookup func(id string) (compared, bool, error)) (int, error) {
+func (r *Reconciliation) compareIDs(kind, ownerNoun string, store map[string]Compared, inLedger []Compared, lookup func(id string) (Compared, bool, error)) (int, error) {
 	seen := map[string]bool{}
 	for _, l := range inLedger {
-		seen[l.id] = true
-		st, ok := store[l.id]
+		seen[l.ID] = true
+		st, ok := store[l.ID]
 		switch {
 		case !ok:
-			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "missing from the store", Ledger: l.state, ownerNoun: ownerNoun})
-		case st.detail != l.detail:
-			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.owner, ID: l.id, What: "state", Store: st.detail, Ledger: l.detail, ownerNoun: ownerNoun})
+			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.Owner, ID: l.ID, What: "missing from the store", Ledger: l.State, ownerNoun: ownerNoun})
+		case st.Detail != l.Detail:
+			r.Differences = append(r.Differences, Difference{Kind: kind, Owner: l.Owner, ID: l.ID, What: "state", Store: st.Detail, Ledger: l.Detail, ownerNoun: ownerNoun})
 		}
 	}
 	ids := make([]string, 0, len(store))
@@ -263,10 +263,10 @@ func (r *Reconciliation) compareIDs(kind, ownerNoun string, store map[string]com
 	for _, id := range ids {
 		if l, found, err := lookup(id); err != nil {
 			return 0, err
-		} else if found && l.detail == store[id].detail {
+		} else if found && l.Detail == store[id].Detail {
 			continue
 		}
-		r.Differences = append(r.Differences, Difference{Kind: kind, Owner: store[id].owner, ID: id, What: "missing from the ledger", Store: store[id].state,
+		r.Differences = append(r.Differences, Difference{Kind: kind, Owner: store[id].Owner, ID: id, What: "missing from the ledger", Store: store[id].State,
 			ownerNoun: ownerNoun})
 	}
 	return len(seen) + len(ids), nil

@@ -6,7 +6,7 @@ package admission
 // owners, and no key holds every owner's: per day of the ids' time, the records
 // (hash: id -> record) and their ids in the order applied (list: a few bytes each), and per owner its
 // users' ids (hash: user -> ids). A kind's record is either the scripts' own (a line of a few
-// fields, which also settles it: adminTable.scripted), which the worker only indexes, or JSON the
+// fields, which also settles it: AdminTable.scripted), which the worker only indexes, or JSON the
 // worker writes. The worker (apply.lua) removes the records past the retention as it writes, a bounded
 // number per call, and the day's keys expire whole after it.
 //
@@ -30,28 +30,28 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-// adminTable is where a kind's admin records live, per owner.
-type adminTable struct {
-	owners  string // the set of the kind's owner ids
-	records func(owner string, day int64) string
-	ids     func(owner string, day int64) string
-	users   func(owner string) string
-	// unsettled is the owner's unsettled set when the records are the scripts' own: the worker
-	// only indexes them, and keeps those of unsettled admissions past the retention. nil: the worker
+// AdminTable is where a kind's admin records live, per owner.
+type AdminTable struct {
+	Owners  string // the set of the kind's owner ids
+	Records func(owner string, day int64) string
+	IDs     func(owner string, day int64) string
+	Users   func(owner string) string
+	// Unsettled is the owner's Unsettled set when the records are the scripts' own: the worker
+	// only indexes them, and keeps those of Unsettled admissions past the retention. nil: the worker
 	// writes the records (JSON).
-	unsettled func(owner string) string
-	// userPattern captures a record's user (Lua, for apply.lua); userOf is the same in Go; timeOf
+	Unsettled func(owner string) string
+	// UserPattern captures a record's user (Lua, for apply.lua); userOf is the same in Go; timeOf
 	// reads a record's time (ms).
-	userPattern string
-	userOf      func(body string) string
-	timeOf      func(body string) int64
-	old         *oldTable // the earlier builds' table
+	UserPattern string
+	UserOf      func(body string) string
+	TimeOf      func(body string) int64
+	Old         *OldTable // the earlier builds' table; nil for a kind that never had one
 }
 
-func (t *adminTable) scripted() bool { return t.unsettled != nil }
+func (t *AdminTable) scripted() bool { return t.Unsettled != nil }
 
-// jsonField reads a string field of a JSON record.
-func jsonField(name string) func(string) string {
+// JSONField reads a string field of a JSON record.
+func JSONField(name string) func(string) string {
 	return func(body string) string {
 		var fields map[string]any
 		_ = json.Unmarshal([]byte(body), &fields)
@@ -60,9 +60,9 @@ func jsonField(name string) func(string) string {
 	}
 }
 
-// jsonTime reads a time field (recordTime) of a JSON record, in ms.
-func jsonTime(name string) func(string) int64 {
-	field := jsonField(name)
+// JSONTime reads a time field (recordTime) of a JSON record, in ms.
+func JSONTime(name string) func(string) int64 {
+	field := JSONField(name)
 	return func(body string) int64 {
 		t, _ := time.Parse(recordTime, field(body))
 		return t.UnixMilli()
@@ -115,8 +115,8 @@ func newestFirst(a, b listed) int {
 // order of their times, but for an event applied late, after a take-over): the merge takes, at each
 // step, the list whose next record is the newest, so it is one sequence whatever the page, and its
 // first page*size are among the last page*size of each list. Pages of it hold each record once.
-func (s *Service) page(ctx context.Context, t *adminTable, user string, page, size int64) ([]listed, int64, error) {
-	owners, err := s.client.SMembers(ctx, t.owners).Result()
+func (s *Service) page(ctx context.Context, t *AdminTable, user string, page, size int64) ([]listed, int64, error) {
+	owners, err := s.client.SMembers(ctx, t.Owners).Result()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -145,7 +145,7 @@ func (s *Service) page(ctx context.Context, t *adminTable, user string, page, si
 	for k, seq := range seqs {
 		for range seq {
 			if b := bodies[i]; b.body != "" {
-				found[k] = append(found[k], listed{refs[i], b, t.timeOf(b.body)})
+				found[k] = append(found[k], listed{refs[i], b, t.TimeOf(b.body)})
 			}
 			i++
 		}
@@ -185,7 +185,7 @@ func mergeNewest(seqs [][]listed, limit int64) []listed {
 
 // newestOfAll reads the newest n records of every owner's lists of the days within the retention and
 // of the earlier builds' table, each a sequence newest first, and how many records all of them hold.
-func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []string, n int64) ([][]ref, int64, error) {
+func (s *Service) newestOfAll(ctx context.Context, t *AdminTable, owners []string, n int64) ([][]ref, int64, error) {
 	type list struct {
 		owner string
 		size  *redis.IntCmd
@@ -197,11 +197,13 @@ func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []strin
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, o := range owners {
 			for _, day := range s.recordDays(time.Now()) {
-				key := t.ids(o, day)
+				key := t.IDs(o, day)
 				lists = append(lists, list{o, p.LLen(ctx, key), p.LRange(ctx, key, -n, -1)})
 			}
 		}
-		oldSize, oldIDs = p.ZCard(ctx, t.old.byTime), p.ZRevRange(ctx, t.old.byTime, 0, n-1)
+		if t.Old != nil {
+			oldSize, oldIDs = p.ZCard(ctx, t.Old.ByTime), p.ZRevRange(ctx, t.Old.ByTime, 0, n-1)
+		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -209,7 +211,10 @@ func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []strin
 	}
 	seen := map[string]bool{}
 	var seqs [][]ref
-	total := oldSize.Val()
+	var total int64
+	if t.Old != nil {
+		total = oldSize.Val()
+	}
 	for _, l := range lists {
 		total += l.size.Val()
 		var seq []ref
@@ -223,6 +228,9 @@ func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []strin
 		seqs = append(seqs, seq)
 	}
 	var old []ref
+	if t.Old == nil {
+		return append(seqs, old), total, nil
+	}
 	for _, id := range oldIDs.Val() {
 		if !seen[id] {
 			seen[id] = true
@@ -234,11 +242,11 @@ func (s *Service) newestOfAll(ctx context.Context, t *adminTable, owners []strin
 
 // allOfUser reads every record of a user within the retention: each owner's users hash, and the
 // earlier builds' indexes.
-func (s *Service) allOfUser(ctx context.Context, t *adminTable, owners []string, user string) ([]ref, error) {
+func (s *Service) allOfUser(ctx context.Context, t *AdminTable, owners []string, user string) ([]ref, error) {
 	lists := make([]*redis.StringCmd, len(owners))
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, o := range owners {
-			lists[i] = p.HGet(ctx, t.users(o), user)
+			lists[i] = p.HGet(ctx, t.Users(o), user)
 		}
 		return nil
 	})
@@ -257,7 +265,7 @@ func (s *Service) allOfUser(ctx context.Context, t *adminTable, owners []string,
 			}
 		}
 	}
-	old, _, err := s.oldPageIDs(ctx, t.old, user, 1, 1<<40)
+	old, _, err := s.oldPageIDs(ctx, t.Old, user, 1, 1<<40)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +279,7 @@ func (s *Service) allOfUser(ctx context.Context, t *adminTable, owners []string,
 }
 
 // bodies reads the records of refs, in order; a zero stored for one there is none of.
-func (s *Service) bodies(ctx context.Context, t *adminTable, refs []ref) ([]stored, error) {
+func (s *Service) bodies(ctx context.Context, t *AdminTable, refs []ref) ([]stored, error) {
 	out := make([]stored, len(refs))
 	cmds := make([]*redis.SliceCmd, len(refs))
 	var oldIDs []string
@@ -282,9 +290,9 @@ func (s *Service) bodies(ctx context.Context, t *adminTable, refs []ref) ([]stor
 			case r.old:
 				oldIDs, oldAt = append(oldIDs, r.id), append(oldAt, i)
 			case t.scripted():
-				cmds[i] = p.HMGet(ctx, t.records(r.owner, recordsDay(r.id)), r.id, r.id+":orphan")
+				cmds[i] = p.HMGet(ctx, t.Records(r.owner, recordsDay(r.id)), r.id, r.id+":orphan")
 			default:
-				cmds[i] = p.HMGet(ctx, t.records(r.owner, recordsDay(r.id)), r.id)
+				cmds[i] = p.HMGet(ctx, t.Records(r.owner, recordsDay(r.id)), r.id)
 			}
 		}
 		return nil
@@ -302,7 +310,7 @@ func (s *Service) bodies(ctx context.Context, t *adminTable, refs []ref) ([]stor
 			out[i].mark = str(v[1])
 		}
 	}
-	old, err := s.oldBodies(ctx, t.old, oldIDs)
+	old, err := s.oldBodies(ctx, t.Old, oldIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -314,8 +322,8 @@ func (s *Service) bodies(ctx context.Context, t *adminTable, refs []ref) ([]stor
 
 // locate finds a record by its id alone: under each owner, then in the earlier builds' table.
 // found is false when there is none (for scripts' records, a tombstone is none).
-func (s *Service) locate(ctx context.Context, t *adminTable, id string) (ref, stored, bool, error) {
-	owners, err := s.client.SMembers(ctx, t.owners).Result()
+func (s *Service) locate(ctx context.Context, t *AdminTable, id string) (ref, stored, bool, error) {
+	owners, err := s.client.SMembers(ctx, t.Owners).Result()
 	if err != nil {
 		return ref{}, stored{}, false, err
 	}
@@ -329,7 +337,7 @@ func (s *Service) locate(ctx context.Context, t *adminTable, id string) (ref, st
 		return ref{}, stored{}, false, err
 	}
 	for i, st := range got {
-		if r := refs[i]; st.body != "" && (r.old || t.userOf(st.body) != "") {
+		if r := refs[i]; st.body != "" && (r.old || t.UserOf(st.body) != "") {
 			return refs[i], st, true, nil
 		}
 	}
@@ -342,20 +350,20 @@ var errUnsettled = errors.New("the admission is unsettled: cancel or commit it f
 
 // deleteRecord removes a record and its index entries in one script, so no index is left pointing at
 // nothing; false when there was no record.
-func (s *Service) deleteRecord(ctx context.Context, t *adminTable, id string) (bool, error) {
+func (s *Service) deleteRecord(ctx context.Context, t *AdminTable, id string) (bool, error) {
 	r, st, found, err := s.locate(ctx, t, id)
 	if err != nil || !found {
 		return false, err
 	}
 	if r.old {
-		return s.oldDelete(ctx, t.old, id)
+		return s.oldDelete(ctx, t.Old, id)
 	}
 	day := recordsDay(id)
-	keys := []string{t.records(r.owner, day), t.ids(r.owner, day), t.users(r.owner), t.users(r.owner)}
+	keys := []string{t.Records(r.owner, day), t.IDs(r.owner, day), t.Users(r.owner), t.Users(r.owner)}
 	if t.scripted() {
-		keys[3] = t.unsettled(r.owner)
+		keys[3] = t.Unsettled(r.owner)
 	}
-	n, err := deleteScript.Run(ctx, s.client, keys, id, t.userOf(st.body), flag(t.scripted())).Int64()
+	n, err := deleteScript.Run(ctx, s.client, keys, id, t.UserOf(st.body), flag(t.scripted())).Int64()
 	if n < 0 {
 		return false, errUnsettled
 	}

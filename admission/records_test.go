@@ -34,7 +34,7 @@ func TestAdminRecords_EarlierBuildsRecordsAreReadBeside(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Client.ZAdd(ctx, legacyUser, redis.Z{Score: float64(oldAt), Member: "1000"})
-		s.Client.ZAdd(ctx, st.svc.stock().table.old.byTime, redis.Z{Score: float64(oldAt), Member: "1000"})
+		s.Client.ZAdd(ctx, st.svc.stock().table.Old.ByTime, redis.Z{Score: float64(oldAt), Member: "1000"})
 
 		st.startWorker()
 		ids := st.buyTogether("p", []string{"ann"}, []int64{1})
@@ -87,14 +87,14 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 				at = start
 			}
 			base := ids.AtTime(at)
-			var apps []application
+			var apps []Application
 			for i := range old {
 				id := strconv.FormatUint(base+uint64(i), 10)
 				user := fmt.Sprintf("u%d", i%7)
 				s.Client.HSet(ctx, recordsKey(s.Keys, "p", id), id, fmt.Sprintf("admitted %s 1 %d checkout", user, at.UnixMilli()))
-				apps = append(apps, application{table: table, owner: "p", id: id, user: user})
+				apps = append(apps, Application{Table: table, Owner: "p", ID: id, User: user})
 			}
-			held := apps[0].id // unsettled: its replica died and the route holds it
+			held := apps[0].ID // unsettled: its replica died and the route holds it
 			s.Client.ZAdd(ctx, unsettledKey(s.Keys, "p"), redis.Z{Score: float64(at.UnixMilli()), Member: held})
 			svc.o.RecordsRetention = 48 * time.Hour // applied back then, within the retention
 			for from := 0; from < old; from += applyMax {
@@ -106,12 +106,12 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 				t.Fatalf("%d indexed, want %d", n, old)
 			}
 			svc.o.RecordsRetention = time.Hour
-			fresh := func(n int) []application {
-				var out []application
+			fresh := func(n int) []Application {
+				var out []Application
 				for range n {
 					id := svc.o.IDs.NextString()
 					s.Client.HSet(ctx, recordsKey(s.Keys, "p", id), id, "admitted new 1 "+strconv.FormatInt(time.Now().UnixMilli(), 10))
-					out = append(out, application{table: table, owner: "p", id: id, user: "new"})
+					out = append(out, Application{Table: table, Owner: "p", ID: id, User: "new"})
 				}
 				return out
 			}
@@ -132,7 +132,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 			}
 			left := 0
 			for _, a := range apps {
-				if s.Client.HExists(ctx, recordsKey(s.Keys, "p", a.id), a.id).Val() {
+				if s.Client.HExists(ctx, recordsKey(s.Keys, "p", a.ID), a.ID).Val() {
 					left++
 				}
 			}
@@ -143,7 +143,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 			for _, id := range indexedIDs(t, svc, table, "p") {
 				listed[id] = true
 			}
-			if len(listed) != old-20+2 || listed[held] || listed[apps[19].id] || !listed[apps[20].id] {
+			if len(listed) != old-20+2 || listed[held] || listed[apps[19].ID] || !listed[apps[20].ID] {
 				t.Fatalf("the lists hold %d ids, want the %d old ones not removed and the 2 new ones", len(listed), old-20)
 			}
 			for user, list := range usersIndexed(t, svc, table, "p") {
@@ -290,7 +290,7 @@ func TestAdminRecords_PagesHoldEachRecordOnceWhenAppliedLate(t *testing.T) {
 			id := svc.o.IDs.NextString()
 			user := fmt.Sprintf("u%d", len(want))
 			s.Client.HSet(ctx, recordsKey(s.Keys, product, id), id, fmt.Sprintf("admitted %s 1 %d", user, now+ms))
-			if err := svc.applyBatch(ctx, []application{{table: table, owner: product, id: id, user: user}}); err != nil {
+			if err := svc.applyBatch(ctx, []Application{{Table: table, Owner: product, ID: id, User: user}}); err != nil {
 				t.Fatal(err)
 			}
 			want = append(want, id)

@@ -21,8 +21,8 @@ import (
 const replayWindow = 10 * time.Second
 
 type settled struct {
-	kind    kind
-	c       claim
+	kind    Kind
+	c       Claim
 	release bool
 	at      time.Time
 }
@@ -41,7 +41,7 @@ type settlementLog struct {
 const settledChunk = 1024
 
 // remember notes a settlement this replica made (or handed to the committer).
-func (s *Service) remember(k kind, c claim, release bool) {
+func (s *Service) remember(k Kind, c Claim, release bool) {
 	now := time.Now()
 	l := &s.replay
 	l.mu.Lock()
@@ -94,7 +94,7 @@ func (s *Service) replayAfterFailover(ctx context.Context) {
 	for _, e := range recent {
 		if e.release {
 			// A release the store never saw (or saw and lost) gives the units back now; one it has is a no-op.
-			if _, err := e.kind.release(ctx, e.c); err != nil {
+			if _, err := e.kind.Release(ctx, e.c); err != nil {
 				s.compensateLater(e.kind, e.c)
 			}
 			released++

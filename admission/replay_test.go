@@ -12,7 +12,7 @@ import (
 func TestSettlementLog_KeepsTheWindowInChunks(t *testing.T) {
 	s := &Service{}
 	for i := range 3 * settledChunk {
-		s.remember(nil, claim{id: strconv.Itoa(i)}, false)
+		s.remember(nil, Claim{ID: strconv.Itoa(i)}, false)
 	}
 	l := &s.replay
 	if len(l.chunks) != 3 || len(l.chunks[2]) != settledChunk {
@@ -30,14 +30,14 @@ func TestSettlementLog_KeepsTheWindowInChunks(t *testing.T) {
 		third[i].at = old
 	}
 	reused := &l.chunks[1][:1][0] // the spare is the last chunk that went
-	s.remember(nil, claim{id: "new"}, true)
+	s.remember(nil, Claim{ID: "new"}, true)
 	if len(l.chunks) != 2 {
 		t.Fatalf("%d chunks after two went out of the window, want 2", len(l.chunks))
 	}
-	if last := l.chunks[0][settledChunk-1]; last.c.id != strconv.Itoa(3*settledChunk-1) {
-		t.Fatalf("the chunk whose newest entry is in the window went (its last entry %q)", last.c.id)
+	if last := l.chunks[0][settledChunk-1]; last.c.ID != strconv.Itoa(3*settledChunk-1) {
+		t.Fatalf("the chunk whose newest entry is in the window went (its last entry %q)", last.c.ID)
 	}
-	if got := l.chunks[1]; len(got) != 1 || got[0].c.id != "new" || !got[0].release {
+	if got := l.chunks[1]; len(got) != 1 || got[0].c.ID != "new" || !got[0].release {
 		t.Fatalf("the new settlement: %+v", got)
 	}
 	if &l.chunks[1][:1][0] != reused {
@@ -45,7 +45,7 @@ func TestSettlementLog_KeepsTheWindowInChunks(t *testing.T) {
 	}
 	// A chunk holds settledChunk entries: the next ones fill it, then a new one starts.
 	for i := range settledChunk {
-		s.remember(nil, claim{id: "more-" + strconv.Itoa(i)}, false)
+		s.remember(nil, Claim{ID: "more-" + strconv.Itoa(i)}, false)
 	}
 	if len(l.chunks) != 3 || len(l.chunks[1]) != settledChunk || len(l.chunks[2]) != 1 {
 		t.Fatalf("chunks of %d, %d, %d entries", len(l.chunks[0]), len(l.chunks[1]), len(l.chunks[len(l.chunks)-1]))
@@ -56,7 +56,7 @@ func TestSettlementLog_KeepsTheWindowInChunks(t *testing.T) {
 // (85,000 a second for 10 s would be a hot product's whole sale on one replica).
 func BenchmarkRemember(b *testing.B) {
 	s := &Service{}
-	c := claim{owner: "p", user: "u", id: "id", value: 1, route: "r"}
+	c := Claim{Owner: "p", User: "u", ID: "id", Value: 1, Route: "r"}
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.RunParallel(func(pb *testing.PB) {

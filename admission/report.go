@@ -2,7 +2,7 @@ package admission
 
 // Admission's part of the report (report, docs/reference.md "The report"): each replica
 // counts the admissions, settlements and refusals it decides, per owner in its kind's scope, and writes
-// them once per tick (no Redis call per admission), with what each kind adds (reportedKind.reportExtra).
+// them once per tick (no Redis call per admission), with what each kind adds (ReportedKind.reportExtra).
 
 import (
 	"context"
@@ -15,32 +15,32 @@ import (
 )
 
 // countAdmitted counts an admission of c.
-func (s *Service) countAdmitted(k kind, c claim) {
-	if rk, ok := k.(reportedKind); ok {
-		series, n := rk.reportAdmitted(c)
-		s.tally.Scope(rk.reportScope(), c.owner).Add(series, n)
+func (s *Service) countAdmitted(k Kind, c Claim) {
+	if rk, ok := k.(ReportedKind); ok {
+		series, n := rk.ReportAdmitted(c)
+		s.tally.Scope(rk.ReportScope(), c.Owner).Add(series, n)
 	}
 }
 
 // countSettled counts what c's settlement gives or keeps (series report.Committed, report.Released,
 // report.Cancelled), for a kind that counts settlements.
-func (s *Service) countSettled(k kind, c claim, series string) {
-	if rk, ok := k.(reportedKind); ok {
-		if n := rk.reportSettled(c); n > 0 {
-			s.tally.Scope(rk.reportScope(), c.owner).Add(series, n)
+func (s *Service) countSettled(k Kind, c Claim, series string) {
+	if rk, ok := k.(ReportedKind); ok {
+		if n := rk.ReportSettled(c); n > 0 {
+			s.tally.Scope(rk.ReportScope(), c.Owner).Add(series, n)
 		}
 	}
 }
 
 // countRefused counts a refusal of owner's claim: only the kind's own refusals of an owner the store
 // knows (a made-up id makes no series: not found, or not found and the shop not asked).
-func (s *Service) countRefused(k kind, owner string, e *web.Error) {
-	rk, ok := k.(reportedKind)
-	if !ok || owner == "" || e.Code == k.notFound().Code || sourceDown(k, e) ||
-		!slices.ContainsFunc(k.refusals(), func(r *web.Error) bool { return r.Code == e.Code }) {
+func (s *Service) countRefused(k Kind, owner string, e *web.Error) {
+	rk, ok := k.(ReportedKind)
+	if !ok || owner == "" || e.Code == k.NotFound().Code || sourceDown(k, e) ||
+		!slices.ContainsFunc(k.Refusals(), func(r *web.Error) bool { return r.Code == e.Code }) {
 		return
 	}
-	s.tally.Scope(rk.reportScope(), owner).Refuse(e.Code)
+	s.tally.Scope(rk.ReportScope(), owner).Refuse(e.Code)
 }
 
 // runReport writes the tally every tick, and once more when ctx ends.
@@ -62,8 +62,8 @@ func (s *Service) runReport(ctx context.Context, every time.Duration) {
 
 func (s *Service) flushReport(ctx context.Context) {
 	for _, k := range s.kinds {
-		if rk, ok := k.(reportedKind); ok {
-			s.report.Flush(ctx, s.tally, rk.reportScope(), rk.reportExtra)
+		if rk, ok := k.(ReportedKind); ok {
+			s.report.Flush(ctx, s.tally, rk.ReportScope(), rk.ReportExtra)
 		}
 	}
 }
@@ -74,16 +74,16 @@ func ReadOwners(ctx context.Context, st *store.Store) (map[report.Kind][]string,
 	s := &Service{o: Options{Store: st}, client: st.Client, keys: st.Keys}
 	owners := map[report.Kind][]string{}
 	for _, r := range registered {
-		rk, ok := r.newKind(s).(reportedKind)
+		rk, ok := r.newKind(s).(ReportedKind)
 		if !ok {
 			continue
 		}
-		ids, err := st.Client.SMembers(ctx, rk.(kind).ownersKey()).Result()
+		ids, err := st.Client.SMembers(ctx, rk.(Kind).OwnersKey()).Result()
 		if err != nil {
 			return nil, err
 		}
 		slices.Sort(ids)
-		owners[rk.reportScope()] = ids
+		owners[rk.ReportScope()] = ids
 	}
 	return owners, nil
 }

@@ -28,11 +28,11 @@ func TestReserve_RefusalsLeaveTheBuyersCountsAsTheyWere(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 0
-		buyer := func(name string, qty int64) claim {
+		buyer := func(name string, qty int64) Claim {
 			n++
-			return claim{owner: "p", user: svc.pseudonyms.of(name), id: strconv.Itoa(n), value: qty}
+			return Claim{Owner: "p", User: svc.pseudonyms.of(name), ID: strconv.Itoa(n), Value: qty}
 		}
-		reserve := func(cs ...claim) []int64 {
+		reserve := func(cs ...Claim) []int64 {
 			t.Helper()
 			res, err := svc.reserveNow(ctx, "p", cs)
 			if err != nil {

@@ -40,13 +40,13 @@ func TestCompensation_ShutdownGivesBackWhatItCan(t *testing.T) {
 		logs := &syncBuffer{}
 		st.svc.logger = slog.New(slog.NewTextHandler(logs, nil))
 		ctx := context.Background()
-		if res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: "u", id: "800", value: 1}}); err != nil || res[0].code != 0 {
+		if res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: "u", ID: "800", Value: 1}}); err != nil || res[0].code != 0 {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
 		if n := st.remaining("p"); n != 4 {
 			t.Fatalf("stock after the reserve: %d", n)
 		}
-		st.svc.compensateLater(st.svc.stock(), claim{owner: "p", user: "u", id: "800"})
+		st.svc.compensateLater(st.svc.stock(), Claim{Owner: "p", User: "u", ID: "800"})
 		stopped, stop := context.WithCancel(ctx)
 		stop() // the replica is already shutting down when the loop looks
 		st.svc.runCompensations(stopped, time.Hour)
@@ -70,8 +70,8 @@ func TestCompensation_ShutdownLogsWhatIsLost(t *testing.T) {
 	st := newStack(t, dead)
 	logs := &syncBuffer{}
 	st.svc.logger = slog.New(slog.NewTextHandler(logs, nil))
-	st.svc.compensateLater(st.svc.stock(), claim{owner: "sneaker", user: "u", id: "801"})
-	st.svc.compensateLater(st.svc.bid(), claim{owner: "lot", id: "802"})
+	st.svc.compensateLater(st.svc.stock(), Claim{Owner: "sneaker", User: "u", ID: "801"})
+	st.svc.compensateLater(st.svc.bid(), Claim{Owner: "lot", ID: "802"})
 	st.svc.finishCompensations(500 * time.Millisecond)
 	out := logs.String()
 	for _, want := range []string{"id=801 type=stock product=sneaker", "id=802 type=bid auction=lot"} {

@@ -19,30 +19,30 @@ import (
 // forward it if a common reading makes it a guarded id: each kind's ids are indexed under their keys
 // (idmatch.GuardedKeys) in one hash beside the kind's index, written with the index in one script
 // (index.lua), and an unknown id is looked up there before it passes, before a kind asks its source
-// (discoverer), and before it is refused as unknown. A known id costs nothing more: the lookup runs
+// (Discoverer), and before it is refused as unknown. A known id costs nothing more: the lookup runs
 // only after the store answered "unknown".
 
-// indexOwner adds an owner id to its kind's index and spellings.
-func (s *Service) indexOwner(ctx context.Context, k kind, id string) error {
+// IndexOwner adds an owner id to its kind's index and spellings.
+func (s *Service) IndexOwner(ctx context.Context, k Kind, id string) error {
 	keys, args := indexArgs(k, "add", id)
 	return indexScript.Run(ctx, s.client, keys, args...).Err()
 }
 
-// unindexOwner removes a deleted owner from its kind's index and spellings.
-func (s *Service) unindexOwner(ctx context.Context, k kind, id string) error {
+// UnindexOwner removes a deleted owner from its kind's index and spellings.
+func (s *Service) UnindexOwner(ctx context.Context, k Kind, id string) error {
 	keys, args := indexArgs(k, "remove", id)
 	return indexScript.Run(ctx, s.client, keys, args...).Err()
 }
 
 // indexArgs are index.lua's KEYS and ARGV.
-func indexArgs(k kind, mode, id string) ([]string, []any) {
+func indexArgs(k Kind, mode, id string) ([]string, []any) {
 	spellings := idmatch.GuardedKeys(id)
 	args := make([]any, 0, 2+len(spellings))
 	args = append(args, mode, id)
 	for _, key := range spellings {
 		args = append(args, key)
 	}
-	return []string{k.ownersKey(), k.spellingsKey()}, args
+	return []string{k.OwnersKey(), k.SpellingsKey()}, args
 }
 
 // errNothingTaken marks a store failure before any script of the request ran: there is nothing to
@@ -51,35 +51,35 @@ var errNothingTaken = errors.New("nothing was reserved")
 
 // unknownOwner handles a request whose owner the store does not know as spelled (c.owner). A guarded
 // id that a common reading makes of it decides (idmatch): the request is reserved as that id when the
-// route's rule makes the two one id, refused 400 otherwise. With none, a discoverer kind asks its
+// route's rule makes the two one id, refused 400 otherwise. With none, a Discoverer kind asks its
 // source (discover) and, when the shop knows the owner, reserves; else the answer stays unknown (the
 // route refuses it or, with an unknown-owner pass, forwards it). The claim returned is what was
 // reserved; an error wrapping errNothingTaken means no script ran.
-func (s *Service) unknownOwner(ctx context.Context, k kind, rule idmatch.Rule, c claim) (claim, *web.Error, error) {
-	near, err := s.nearOwners(ctx, k, rule, c.owner)
+func (s *Service) unknownOwner(ctx context.Context, k Kind, rule idmatch.Rule, c Claim) (Claim, *web.Error, error) {
+	near, err := s.nearOwners(ctx, k, rule, c.Owner)
 	if err != nil {
-		return c, nil, fmt.Errorf("looking up other spellings of %s %s: %w (%w)", k.owner(), c.owner, err, errNothingTaken)
+		return c, nil, fmt.Errorf("looking up other spellings of %s %s: %w (%w)", k.Owner(), c.Owner, err, errNothingTaken)
 	}
 	if len(near) > 0 {
-		as, ok := rule.Resolve(c.owner, near)
+		as, ok := rule.Resolve(c.Owner, near)
 		if !ok {
-			return c, web.ErrAmbiguousID.With("field", k.owner()).Because(fmt.Errorf("%s %q may be read by the shop as guarded %s (id_match %s)",
-				k.owner(), c.owner, strings.Join(near, ", "), rule)), nil
+			return c, web.ErrAmbiguousID.With("field", k.Owner()).Because(fmt.Errorf("%s %q may be read by the shop as guarded %s (id_match %s)",
+				k.Owner(), c.Owner, strings.Join(near, ", "), rule)), nil
 		}
-		c.owner = as
+		c.Owner = as
 		e, err := s.reserveTraced(ctx, k, c)
 		return c, e, err
 	}
-	d, ok := k.(discoverer)
+	d, ok := k.(Discoverer)
 	if !ok {
-		return c, k.notFound(), nil
+		return c, k.NotFound(), nil
 	}
-	found, e, err := d.discover(ctx, c.owner)
+	found, e, err := d.Discover(ctx, c.Owner)
 	if err != nil || e != nil {
 		return c, e, err
 	}
 	if !found {
-		return c, k.notFound(), nil
+		return c, k.NotFound(), nil
 	}
 	e, err = s.reserveTraced(ctx, k, c)
 	return c, e, err
@@ -87,8 +87,8 @@ func (s *Service) unknownOwner(ctx context.Context, k kind, rule idmatch.Rule, c
 
 // nearOwners returns the guarded ids of k, other than id itself, that a common reading or the rule
 // makes id: one HMGET of the spellings index.
-func (s *Service) nearOwners(ctx context.Context, k kind, rule idmatch.Rule, id string) ([]string, error) {
-	values, err := s.client.HMGet(ctx, k.spellingsKey(), rule.Keys(id)...).Result()
+func (s *Service) nearOwners(ctx context.Context, k Kind, rule idmatch.Rule, id string) ([]string, error) {
+	values, err := s.client.HMGet(ctx, k.SpellingsKey(), rule.Keys(id)...).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (s *Service) nearOwners(ctx context.Context, k kind, rule idmatch.Rule, id 
 // idempotent; the calls go in pipelines of a thousand.
 func (s *Service) indexSpellings(ctx context.Context) error {
 	for _, k := range s.kinds {
-		ids, err := s.client.SMembers(ctx, k.ownersKey()).Result()
+		ids, err := s.client.SMembers(ctx, k.OwnersKey()).Result()
 		if err != nil {
 			return err
 		}

@@ -19,25 +19,25 @@ import (
 	"github.com/edgeq/edgeq/report"
 )
 
-// claim is what one admitted (or refused) request asks for.
-type claim struct {
-	owner string // the owner's id (kind.owner): the hash tag of every key its scripts touch
-	user  string // pseudonym
-	id    string // the admission's id
-	value int64  // the route's value field as the kind reads it (kind.value)
-	route string // the route that admitted it (scripts' records keep it for the orphan sweep)
-	// commit: not an admission but the commit of admission id, riding the owner's next grouped
-	// call (groupedKind.rideCommit)
-	commit bool
+// Claim is what one admitted (or refused) request asks for.
+type Claim struct {
+	Owner string // the owner's id (Kind.Owner): the hash tag of every key its scripts touch
+	User  string // pseudonym
+	ID    string // the admission's id
+	Value int64  // the route's value field as the kind reads it (Kind.Value)
+	Route string // the route that admitted it (scripts' records keep it for the orphan sweep)
+	// Commit: not an admission but the Commit of admission id, riding the owner's next grouped
+	// call (GroupedKind.RideCommit)
+	Commit bool
 }
 
 // recordTTL is how long an admission's record stays for release and commit to find.
 const recordTTL = 24 * time.Hour
 
 // kindOf returns the kind of an admission type, nil if there is none.
-func (s *Service) kindOf(typ string) kind {
+func (s *Service) kindOf(typ string) Kind {
 	for _, k := range s.kinds {
-		if k.name() == typ {
+		if k.Name() == typ {
 			return k
 		}
 	}
@@ -108,13 +108,13 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 		if r.Context().Err() != nil {
 			return // the visitor left before anything was taken (logged as 499)
 		}
-		c.id, c.route = s.o.IDs.NextString(), route.Name
+		c.ID, c.Route = s.o.IDs.NextString(), route.Name
 		// The store call does not end with the visitor's connection: a hang-up must not pass for a
 		// store that did not answer. The store bounds each call (store.CallTimeout).
 		e, err := s.reserveTraced(context.WithoutCancel(r.Context()), k, c)
-		if err == nil && e != nil && e.Code == k.notFound().Code {
+		if err == nil && e != nil && e.Code == k.NotFound().Code {
 			// Not known as spelled: another spelling of a guarded id is reserved as that id or refused,
-			// never passed; a discoverer kind may ask its source. spellings.go.
+			// never passed; a Discoverer kind may ask its source. spellings.go.
 			c, e, err = s.unknownOwner(context.WithoutCancel(r.Context()), k, match, c)
 		}
 		if err == nil && isBusy(k, e) && s.waitCommit(k, c) {
@@ -136,23 +136,23 @@ func (s *Service) Wrap(route config.Route, next http.Handler) (http.Handler, err
 			s.storeFailed(w, r, k, next, web.RequestFrom(r.Context()).StoreFailed(config.RequireAdmission, err), start)
 			return
 		}
-		if e != nil && passUnknown && e.Code == k.notFound().Code {
+		if e != nil && passUnknown && e.Code == k.NotFound().Code {
 			// an unknown-owner pass — a shop's one add-to-cart URL serves every owner; only the
 			// ones edgeq knows are guarded. Nothing was taken (the script refused before any write).
-			s.metrics.admissions.WithLabelValues(k.name(), "unknown_passed").Inc()
+			s.metrics.admissions.WithLabelValues(k.Name(), "unknown_passed").Inc()
 			s.observe(r, k, start)
 			next.ServeHTTP(w, r)
 			return
 		}
 		if e != nil {
-			s.refuse(w, r, k, c.owner, e, start)
+			s.refuse(w, r, k, c.Owner, e, start)
 			return
 		}
-		s.metrics.admissions.WithLabelValues(k.name(), "admitted").Inc()
+		s.metrics.admissions.WithLabelValues(k.Name(), "admitted").Inc()
 		s.countAdmitted(k, c)
 		s.observe(r, k, start)
-		forget(k, c.owner)
-		r.Header.Set(k.header(), c.id)
+		forget(k, c.Owner)
+		r.Header.Set(k.Header(), c.ID)
 		// From here the request is the shop's: it reaches the origin and is settled on the origin's
 		// own answer, whatever the visitor does (bounded by origin.timeout). A hang-up is never a
 		// release by itself: most shops complete an order whose visitor closed the tab. settle is
@@ -193,27 +193,27 @@ type fieldSources struct {
 }
 
 // read extracts and checks a claim's owner, value and user. Nothing is stored for a bad request.
-func (s *Service) read(r *http.Request, f *fields.Reader, k kind, src fieldSources) (claim, *web.Error) {
+func (s *Service) read(r *http.Request, f *fields.Reader, k Kind, src fieldSources) (Claim, *web.Error) {
 	owner, found, e := get(r, f, src.owner)
 	if e != nil {
-		return claim{}, e
+		return Claim{}, e
 	}
 	if !found || !config.ID.MatchString(owner) {
-		return claim{}, web.ErrInvalidRequest.With("field", k.owner()).Because(fmt.Errorf("%s %q from %s", k.owner(), fields.Clip(owner), src.owner))
+		return Claim{}, web.ErrInvalidRequest.With("field", k.Owner()).Because(fmt.Errorf("%s %q from %s", k.Owner(), fields.Clip(owner), src.owner))
 	}
-	c := claim{owner: owner}
+	c := Claim{Owner: owner}
 	var text string
 	found = false
 	if src.value != nil {
 		if text, found, e = get(r, f, *src.value); e != nil {
-			return claim{}, e
+			return Claim{}, e
 		}
 	}
-	if c.value, e = k.value(text, found); e != nil {
-		return claim{}, e
+	if c.Value, e = k.Value(text, found); e != nil {
+		return Claim{}, e
 	}
-	if c.user, e = s.userOf(r, f, src.user); e != nil {
-		return claim{}, e
+	if c.User, e = s.userOf(r, f, src.user); e != nil {
+		return Claim{}, e
 	}
 	return c, nil
 }
@@ -268,7 +268,7 @@ func (s *Service) userOf(r *http.Request, f *fields.Reader, src config.UserSourc
 // settle gives the admission back when the origin's outcome is in release_on, and commits it
 // otherwise. It outlives the visitor's connection: nothing must stay reserved because the visitor
 // left.
-func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.ReleaseOutcome, st *settling) {
+func (s *Service) settle(r *http.Request, k Kind, c Claim, releaseOn []config.ReleaseOutcome, st *settling) {
 	handed := false // to the committer, which ends st
 	defer func() {
 		if !handed {
@@ -287,24 +287,24 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 	if releases(o, releaseOn) {
 		ctx, cancel := storeCtx()
 		defer cancel()
-		code, err := k.release(ctx, c)
+		code, err := k.Release(ctx, c)
 		if err != nil {
 			logger().Warn("giving an admission back failed: retried until the store answers",
-				"type", k.name(), "id", c.id, k.owner(), c.owner, "error", err.Error())
+				"type", k.Name(), "id", c.ID, k.Owner(), c.Owner, "error", err.Error())
 			s.compensateLater(k, c)
 			return
 		}
 		s.remember(k, c, true)
-		forget(k, c.owner)
+		forget(k, c.Owner)
 		if code != 0 {
 			// Given back already: by another replica's orphan sweep while this one was paused (a
 			// fenced request), counted there.
-			logger().Info("admission given back already", "type", k.name(), "id", c.id, k.owner(), c.owner, "result", code)
+			logger().Info("admission given back already", "type", k.Name(), "id", c.ID, k.Owner(), c.Owner, "result", code)
 			return
 		}
-		s.metrics.admissions.WithLabelValues(k.name(), "released").Inc()
+		s.metrics.admissions.WithLabelValues(k.Name(), "released").Inc()
 		s.countSettled(k, c, report.Released)
-		logger().Info("admission given back", "type", k.name(), "id", c.id, k.owner(), c.owner,
+		logger().Info("admission given back", "type", k.Name(), "id", c.ID, k.Owner(), c.Owner,
 			"origin_status", statusOf(o), "result", code)
 		return
 	}
@@ -312,17 +312,17 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 		// The whole request reached the shop and no answer came: it may have sold the unit. Neither
 		// given back nor committed: held as unsettled, "ambiguous", until the shop's answer is known
 		// (docs/operations.md "Ambiguous admissions").
-		s.metrics.admissions.WithLabelValues(k.name(), resultAmbiguous).Inc()
-		if h, ok := k.(holder); ok {
+		s.metrics.admissions.WithLabelValues(k.Name(), resultAmbiguous).Inc()
+		if h, ok := k.(Holder); ok {
 			ctx, cancel := storeCtx()
 			defer cancel()
-			if err := h.hold(ctx, c, holdAmbiguous); err != nil {
-				logger().Warn("marking an ambiguous admission failed", "type", k.name(), "id", c.id, "error", err.Error())
+			if err := h.Hold(ctx, c, holdAmbiguous); err != nil {
+				logger().Warn("marking an ambiguous admission failed", "type", k.Name(), "id", c.ID, "error", err.Error())
 			}
 		}
 		logger().Warn("no answer from the shop after the whole request was sent: the admission is held as ambiguous "+
-			"(release_on does not name timeout); settle it once the shop's order is known", "type", k.name(), "id", c.id,
-			k.owner(), c.owner)
+			"(release_on does not name timeout); settle it once the shop's order is known", "type", k.Name(), "id", c.ID,
+			k.Owner(), c.Owner)
 		return
 	}
 	s.remember(k, c, false)
@@ -333,9 +333,9 @@ func (s *Service) settle(r *http.Request, k kind, c claim, releaseOn []config.Re
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()
-	if err := k.commit(ctx, c); err != nil {
+	if err := k.Commit(ctx, c); err != nil {
 		// A claim expires by itself (ClaimTTL); what the admission took is kept either way.
-		logger().Warn("committing an admission failed", "type", k.name(), "id", c.id, "error", err.Error())
+		logger().Warn("committing an admission failed", "type", k.Name(), "id", c.ID, "error", err.Error())
 	}
 }
 
@@ -373,16 +373,16 @@ func statusOf(o *web.Outcome) int {
 // giveBackUnacked gives back an admission the replicas did not confirm (redis.wait_replicas) and answers
 // 503 STORE_UNAVAILABLE, counted as replica_timeout. The give-back itself is not waited for: if a
 // failover loses it, the unit is held again, listed as unsettled (docs/reference.md, "Failover").
-func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k kind, c claim, cause error, start time.Time) {
+func (s *Service) giveBackUnacked(w http.ResponseWriter, r *http.Request, k Kind, c Claim, cause error, start time.Time) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if _, err := k.release(ctx, c); err != nil {
+	if _, err := k.Release(ctx, c); err != nil {
 		s.compensateLater(k, c)
 	} else {
 		s.remember(k, c, true)
-		forget(k, c.owner)
+		forget(k, c.Owner)
 	}
-	s.metrics.admissions.WithLabelValues(k.name(), resultReplicaTimeout).Inc()
+	s.metrics.admissions.WithLabelValues(k.Name(), resultReplicaTimeout).Inc()
 	s.observe(r, k, start)
 	s.responder.Error(w, r, web.ErrStoreUnavailable.Because(cause))
 }
@@ -397,12 +397,12 @@ const (
 // storeFailed handles an admission that cannot use the store as the route's on_store_error decided
 // (web.Request.StoreFailed: e). Open (e nil), the request goes to the origin without admission
 // (counted as "bypassed"); closed, it is answered e (503).
-func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, next http.Handler, e *web.Error, start time.Time) {
+func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k Kind, next http.Handler, e *web.Error, start time.Time) {
 	if e != nil {
 		s.refuse(w, r, k, "", e, start)
 		return
 	}
-	s.metrics.admissions.WithLabelValues(k.name(), "bypassed").Inc()
+	s.metrics.admissions.WithLabelValues(k.Name(), "bypassed").Inc()
 	s.observe(r, k, start)
 	next.ServeHTTP(w, r)
 }
@@ -410,8 +410,8 @@ func (s *Service) storeFailed(w http.ResponseWriter, r *http.Request, k kind, ne
 // refuse answers a refused admission without contacting the origin: JSON for API clients, a page for
 // browsers (the kind's own page where it has one, such as the sold-out page). owner is the claim's, ""
 // before one was read.
-func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, owner string, e *web.Error, start time.Time) {
-	s.metrics.admissions.WithLabelValues(k.name(), resultLabel(k, e)).Inc()
+func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k Kind, owner string, e *web.Error, start time.Time) {
+	s.metrics.admissions.WithLabelValues(k.Name(), resultLabel(k, e)).Inc()
 	s.countRefused(k, owner, e)
 	s.observe(r, k, start)
 	if page := refusalPage(k, e); page != "" && web.IsNavigation(r) {
@@ -425,17 +425,17 @@ func (s *Service) refuse(w http.ResponseWriter, r *http.Request, k kind, owner s
 
 // resultLabel is the metrics result of a refusal: the code in lower case for the kind's own refusals
 // and STORE_UNAVAILABLE, "invalid_request" for anything wrong with the request.
-func resultLabel(k kind, e *web.Error) string {
-	if e.Code == web.ErrStoreUnavailable.Code || slices.ContainsFunc(k.refusals(), func(r *web.Error) bool { return r.Code == e.Code }) {
+func resultLabel(k Kind, e *web.Error) string {
+	if e.Code == web.ErrStoreUnavailable.Code || slices.ContainsFunc(k.Refusals(), func(r *web.Error) bool { return r.Code == e.Code }) {
 		return strings.ToLower(e.Code)
 	}
 	return "invalid_request"
 }
 
 // resultLabels are every result of a kind, for the metrics to start at 0.
-func resultLabels(k kind) []string {
+func resultLabels(k Kind) []string {
 	labels := []string{"admitted", "released", "bypassed", "unknown_passed", "invalid_request", "store_unavailable", resultReplicaTimeout, resultAmbiguous}
-	for _, e := range k.refusals() {
+	for _, e := range k.Refusals() {
 		labels = append(labels, strings.ToLower(e.Code))
 	}
 	return labels

@@ -27,20 +27,39 @@ type stockKind struct {
 	s        *Service
 	products productCache // public product reads (stock_products.go)
 	list     productList  // the public product list (stock_products.go)
-	table    *adminTable  // the admissions' admin records (records.go)
+	table    *AdminTable  // the admissions' admin records (records.go)
 	// reserves groups each product's purchases (and commits) into reserve.lua calls
 	// (stock_reserver.go).
-	reserves *group.Batcher[string, claim, reserved]
+	reserves *group.Batcher[string, Claim, reserved]
 	// buyers is how GET {prefix}/admissions/mine identifies a buyer (mine.go); follows reloads.
-	buyers atomic.Pointer[mineIdentity]
+	buyers atomic.Pointer[MineIdentity]
 	// orphanPolicies: stock route name -> admission.orphans (stock_orphans.go); follows reloads.
 	orphanPolicies atomic.Pointer[map[string]string]
 	metrics        stockMetrics
 }
 
-func init() { register(10, newStockKind) }
+func init() { Register(10, newStockKind) }
 
-func newStockKind(s *Service) kind {
+// The capabilities stock has, checked when it compiles: the pipeline finds them by type assertion,
+// so a method that drifted from its interface would otherwise be skipped without a word.
+var (
+	_ Holder         = (*stockKind)(nil)
+	_ GroupedKind    = (*stockKind)(nil)
+	_ BusyKind       = (*stockKind)(nil)
+	_ RunnerKind     = (*stockKind)(nil)
+	_ SweepingKind   = (*stockKind)(nil)
+	_ ConfiguredKind = (*stockKind)(nil)
+	_ MinedKind      = (*stockKind)(nil)
+	_ TabledKind     = (*stockKind)(nil)
+	_ CachingKind    = (*stockKind)(nil)
+	_ PagedKind      = (*stockKind)(nil)
+	_ ViewedKind     = (*stockKind)(nil)
+	_ SeededKind     = (*stockKind)(nil)
+	_ LedgeredKind   = (*stockKind)(nil)
+	_ ReportedKind   = (*stockKind)(nil)
+)
+
+func newStockKind(s *Service) Kind {
 	k := &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys),
 		reserves: s.newReserver(), metrics: newStockMetrics(s.o.Registry)}
 	none := map[string]string{}
@@ -48,29 +67,29 @@ func newStockKind(s *Service) kind {
 	return k
 }
 
-func (k *stockKind) run(ctx context.Context)                     { k.reserves.Run(ctx) }
-func (k *stockKind) mineIdentity() *atomic.Pointer[mineIdentity] { return &k.buyers }
-func (k *stockKind) adminTable() *adminTable                     { return k.table }
+func (k *stockKind) Run(ctx context.Context)                     { k.reserves.Run(ctx) }
+func (k *stockKind) MineIdentity() *atomic.Pointer[MineIdentity] { return &k.buyers }
+func (k *stockKind) AdminTable() *AdminTable                     { return k.table }
 
-// busy: the user's previous purchase of the product is still in flight.
-func (*stockKind) busy() *web.Error { return errPurchaseInProgress }
+// Busy: the user's previous purchase of the product is still in flight.
+func (*stockKind) Busy() *web.Error { return errPurchaseInProgress }
 
-// use takes the stock routes' orphans settings.
-func (k *stockKind) use(cfg *config.Config) error {
+// Use takes the stock routes' orphans settings.
+func (k *stockKind) Use(cfg *config.Config) error {
 	k.s.UseOrphans(cfg.Routes)
 	return nil
 }
 
-// rideCommit: a stock admission's commit rides the product's next reservation call (the reserver
+// RideCommit: a stock admission's commit rides the product's next reservation call (the reserver
 // sends one at once when none is on its way): no call or round trip of its own.
-func (k *stockKind) rideCommit(c claim, done func(applied bool)) bool {
+func (k *stockKind) RideCommit(c Claim, done func(applied bool)) bool {
 	rides := c
-	rides.commit = true
-	return k.reserves.Go(c.owner, rides, func(r reserved, err error) { done(err == nil && !r.notAcked) })
+	rides.Commit = true
+	return k.reserves.Go(c.Owner, rides, func(r reserved, err error) { done(err == nil && !r.notAcked) })
 }
 
-// sweep sets the unsettled gauge and applies the orphans settings (stock_orphans.go).
-func (k *stockKind) sweep(ctx context.Context) {
+// Sweep sets the unsettled gauge and applies the orphans settings (stock_orphans.go).
+func (k *stockKind) Sweep(ctx context.Context) {
 	s := k.s
 	if n, err := s.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
 		k.metrics.unsettled.Set(float64(n))
@@ -81,21 +100,21 @@ func (k *stockKind) sweep(ctx context.Context) {
 // HeaderAdmissionID carries a stock admission's id to the origin.
 const HeaderAdmissionID = "Edgeq-Admission-Id"
 
-func (*stockKind) name() string       { return config.AdmissionStock }
-func (*stockKind) owner() string      { return "product" }
-func (*stockKind) header() string     { return HeaderAdmissionID }
-func (*stockKind) deadPrefix() string { return "" }
+func (*stockKind) Name() string       { return config.AdmissionStock }
+func (*stockKind) Owner() string      { return "product" }
+func (*stockKind) Header() string     { return HeaderAdmissionID }
+func (*stockKind) DeadPrefix() string { return "" }
 
-func (*stockKind) notFound() *web.Error { return errProductNotFound }
+func (*stockKind) NotFound() *web.Error { return errProductNotFound }
 
-// Stock is no discoverer: products come from the configuration file and the admin API only.
+// Stock is no Discoverer: products come from the configuration file and the admin API only.
 
-func (*stockKind) refusals() []*web.Error {
+func (*stockKind) Refusals() []*web.Error {
 	return []*web.Error{errInsufficientStock, errProductNotFound, errPurchaseInProgress, errAlreadyPurchased}
 }
 
-// value is the quantity: 1 when the route or the request gives none.
-func (*stockKind) value(text string, found bool) (int64, *web.Error) {
+// Value is the quantity: 1 when the route or the request gives none.
+func (*stockKind) Value(text string, found bool) (int64, *web.Error) {
 	if !found {
 		return 1, nil
 	}
@@ -106,9 +125,9 @@ func (*stockKind) value(text string, found bool) (int64, *web.Error) {
 	return q, nil
 }
 
-func (k *stockKind) keys(c claim) []string { return stockKeys(k.s.keys, c.owner, c.id) }
+func (k *stockKind) keys(c Claim) []string { return stockKeys(k.s.keys, c.Owner, c.ID) }
 
-func (k *stockKind) reserve(ctx context.Context, c claim) (*web.Error, error) {
+func (k *stockKind) Reserve(ctx context.Context, c Claim) (*web.Error, error) {
 	r, err := k.reserveOne(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
@@ -138,31 +157,31 @@ func stockRefusal(code, remaining, limit int64) *web.Error {
 	return web.ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
 }
 
-func (k *stockKind) release(ctx context.Context, c claim) (int64, error) {
-	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.id, k.s.recordKeep()).Int64Slice()
+func (k *stockKind) Release(ctx context.Context, c Claim) (int64, error) {
+	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.ID, k.s.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		return 0, fmt.Errorf("release: %v %v", res, err)
 	}
 	return res[0], nil
 }
 
-func (k *stockKind) commit(ctx context.Context, c claim) error {
-	return commitScript.Run(ctx, k.s.client, k.keys(c), c.id, flag(k.s.o.Ledger != nil), c.user).Err()
+func (k *stockKind) Commit(ctx context.Context, c Claim) error {
+	return commitScript.Run(ctx, k.s.client, k.keys(c), c.ID, flag(k.s.o.Ledger != nil), c.User).Err()
 }
 
-// commits: a stock admission's commit ends it (it leaves the unsettled set).
-func (*stockKind) commits() bool { return true }
+// Commits: a stock admission's commit ends it (it leaves the unsettled set).
+func (*stockKind) Commits() bool { return true }
 
-func (k *stockKind) record(c claim) string { return recordsKey(k.s.keys, c.owner, c.id) }
+func (k *stockKind) Record(c Claim) string { return recordsKey(k.s.keys, c.Owner, c.ID) }
 
-func (k *stockKind) unsettledSet(product string) string { return unsettledKey(k.s.keys, product) }
+func (k *stockKind) UnsettledSet(product string) string { return unsettledKey(k.s.keys, product) }
 
-func (k *stockKind) claims(product string) string { return claimsKey(k.s.keys, product) }
+func (k *stockKind) Claims(product string) string { return claimsKey(k.s.keys, product) }
 
-func (k *stockKind) forget(product string) { k.products.forget(product) }
+func (k *stockKind) Forget(product string) { k.products.forget(product) }
 
-// refusalPage: a shopper whose purchase meets an empty stock sees the sold-out page.
-func (*stockKind) refusalPage(e *web.Error) string {
+// RefusalPage: a shopper whose purchase meets an empty stock sees the sold-out page.
+func (*stockKind) RefusalPage(e *web.Error) string {
 	if e.Code == errInsufficientStock.Code {
 		return "soldout.html"
 	}
@@ -173,7 +192,7 @@ func (*stockKind) refusalPage(e *web.Error) string {
 // admission id: what every stock admission costs the store, for the benchmark that compares it with
 // admissions through edgeq. The answer is reserve.lua's code (0 admitted, 1 insufficient stock, ...).
 func (s *Service) Reserve(ctx context.Context, product, user, id string) (code int64, err error) {
-	res, err := s.reserveNow(ctx, product, []claim{{owner: product, user: user, id: id, value: 1}})
+	res, err := s.reserveNow(ctx, product, []Claim{{Owner: product, User: user, ID: id, Value: 1}})
 	if err != nil {
 		return 0, fmt.Errorf("reserve: %w", err)
 	}
@@ -203,25 +222,25 @@ type Record struct {
 	Orphan string `json:"orphan,omitempty"`
 }
 
-func (k *stockKind) ownersKey() string            { return productIndexKey(k.s.keys) }
-func (k *stockKind) spellingsKey() string         { return productSpellingsKey(k.s.keys) }
-func (k *stockKind) stream(product string) string { return eventsKey(k.s.keys, product) }
+func (k *stockKind) OwnersKey() string            { return productIndexKey(k.s.keys) }
+func (k *stockKind) SpellingsKey() string         { return productSpellingsKey(k.s.keys) }
+func (k *stockKind) Stream(product string) string { return eventsKey(k.s.keys, product) }
 
-func (k *stockKind) admitsStream(product string) string { return admitsKey(k.s.keys, product) }
+func (k *stockKind) AdmitsStream(product string) string { return admitsKey(k.s.keys, product) }
 
-// parse reads an entry of a product's streams (written by reserve.lua, release.lua, cancel.lua and,
+// Parse reads an entry of a product's streams (written by reserve.lua, release.lua, cancel.lua and,
 // with the ledger on, the commit scripts). The admin records are the scripts' own, so only an
 // admission is indexed: what gave its units back changed its record already, and a "committed" entry
 // is for the ledger alone.
-func (k *stockKind) parse(product string, msg redis.XMessage) ([]application, error) {
+func (k *stockKind) Parse(product string, msg redis.XMessage) ([]Application, error) {
 	recs, _, err := parseAdmissions(product, msg)
 	if err != nil {
 		return nil, err
 	}
-	apps := make([]application, 0, len(recs))
+	apps := make([]Application, 0, len(recs))
 	for _, rec := range recs {
 		if rec.State == "admitted" {
-			apps = append(apps, application{table: k.table, owner: product, id: rec.ID, user: rec.User})
+			apps = append(apps, Application{Table: k.table, Owner: product, ID: rec.ID, User: rec.User})
 		}
 	}
 	return apps, nil
@@ -313,14 +332,14 @@ func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
 	return rec, at, nil
 }
 
-func (k *stockKind) registerPublic(mux *http.ServeMux) {
+func (k *stockKind) RegisterPublic(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/products/{id}", k.handleProduct)
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/products", k.handleProducts)
 	mux.HandleFunc("GET "+k.s.o.Prefix+"/admissions/mine", k.handleMyAdmissions)
 }
 
-// registerAdmin adds the product and admission admin views.
-func (k *stockKind) registerAdmin(admin *http.ServeMux) {
+// RegisterAdmin adds the product and admission admin views.
+func (k *stockKind) RegisterAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("POST /api/products", k.adminCreateProduct)
 	admin.HandleFunc("POST /api/products/{id}/restock", k.adminRestock)
 	admin.HandleFunc("DELETE /api/products/{id}", k.adminDeleteProduct)
@@ -384,10 +403,10 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 func (s *Service) stock() *stockKind { return s.kindOf(config.AdmissionStock).(*stockKind) }
 
 // The report: a product's units admitted and settled, and its stock sampled each tick.
-func (*stockKind) reportScope() report.Kind               { return report.Product }
-func (*stockKind) reportAdmitted(c claim) (string, int64) { return report.Admitted, max(c.value, 1) }
-func (*stockKind) reportSettled(c claim) int64            { return max(c.value, 1) }
-func (k *stockKind) reportExtra(id string) report.Extra {
+func (*stockKind) ReportScope() report.Kind               { return report.Product }
+func (*stockKind) ReportAdmitted(c Claim) (string, int64) { return report.Admitted, max(c.Value, 1) }
+func (*stockKind) ReportSettled(c Claim) int64            { return max(c.Value, 1) }
+func (k *stockKind) ReportExtra(id string) report.Extra {
 	return report.Extra{Aux: stockKey(k.s.keys, id), AuxGauge: report.Stock, Firsts: report.Admitted, Zeros: report.Stock}
 }
 

@@ -29,7 +29,7 @@ func myAdmission(r Record) MyAdmission {
 // worker keeps (so a purchase shows once the worker has recorded it, normally within a second).
 func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	buyer, page, size, ok := s.whose(w, r, k.buyers.Load(), nil)
+	buyer, page, size, ok := s.Whose(w, r, k.buyers.Load(), nil)
 	if !ok {
 		return
 	}

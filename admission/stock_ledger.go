@@ -15,7 +15,7 @@ import (
 
 // Stock admissions in the ledger: the row each event writes, and what reconcile compares.
 
-func (k *stockKind) ledgerRow(product string, msg redis.XMessage, b *ledger.Batch) error {
+func (k *stockKind) LedgerRow(product string, msg redis.XMessage, b *ledger.Batch) error {
 	recs, _, err := parseAdmissions(product, msg)
 	if err != nil {
 		return err
@@ -39,14 +39,14 @@ func recordOf(a ledger.Admission) Record {
 		CancelledAt: formatRecordTime(a.CancelledAt), CommittedAt: formatRecordTime(a.CommittedAt)}
 }
 
-// reconcile compares units held per product and every admission record.
-func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
+// Reconcile compares units held per product and every admission record.
+func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	s := k.s
 	held, err := s.o.Ledger.UnitsHeld(ctx)
 	if err != nil {
 		return err
 	}
-	products, err := s.ownersToCompare(ctx, k, slices.Collect(maps.Keys(held)))
+	products, err := s.OwnersToCompare(ctx, k, slices.Collect(maps.Keys(held)))
 	if err != nil {
 		return err
 	}
@@ -78,14 +78,14 @@ func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	for _, u := range open {
 		unsettled[u.id] = true
 	}
-	return s.compareRecords(ctx, r, records{ownerNoun: "product",
-		noun: "admission", open: ":{p:", middle: "}:adm:", days: "}:adm@", user: "user", // reserve.lua's, under the product's hash tag
-		read: func(owner, id string, h map[string]string) compared {
+	return s.CompareRecords(ctx, r, StoreRecords{OwnerNoun: "product",
+		Noun: "admission", Open: ":{p:", Middle: "}:adm:", Days: "}:adm@", User: "user", // reserve.lua's, under the product's hash tag
+		Read: func(owner, id string, h map[string]string) Compared {
 			qty, _ := strconv.ParseInt(h["qty"], 10, 64)
 			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: admissionState(h["state"], unsettled[id])})
 		},
-		inLedger: mapped(rows, admissionCompared),
-		lookup: func(id string) (compared, bool, error) {
+		InLedger: Mapped(rows, admissionCompared),
+		Lookup: func(id string) (Compared, bool, error) {
 			// A record older than the ledger rows compared (about to expire from the store): alone.
 			a, found, err := s.o.Ledger.Admission(ctx, id)
 			return admissionCompared(a), found, err
@@ -93,6 +93,6 @@ func (k *stockKind) reconcile(ctx context.Context, r *Reconciliation) error {
 	})
 }
 
-func admissionCompared(a ledger.Admission) compared {
-	return compared{a.ID, a.ProductID, a.State, fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
+func admissionCompared(a ledger.Admission) Compared {
+	return Compared{a.ID, a.ProductID, a.State, fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
 }

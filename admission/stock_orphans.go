@@ -140,9 +140,9 @@ func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	if err != nil || len(code) != 2 || code[0] != 0 {
 		return // another replica's sweep released it first, or the store is away: the next sweep sees
 	}
-	s.stock().forget(o.product)
+	s.stock().Forget(o.product)
 	qty, _ := strconv.ParseInt(o.record.qty, 10, 64)
-	s.countSettled(s.stock(), claim{owner: o.product, value: qty}, report.Released)
+	s.countSettled(s.stock(), Claim{Owner: o.product, Value: qty}, report.Released)
 	s.stock().metrics.orphans.WithLabelValues(route, "released").Inc()
 	s.tallyOrphan(ctx, "released")
 	s.logger.Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,

@@ -35,10 +35,10 @@ type Product struct {
 // groupName is the consumer group of the admission worker on every product stream.
 const groupName = "edgeq-workers"
 
-// seed writes the configuration file's products: a product absent from the store is created with
+// Seed writes the configuration file's products: a product absent from the store is created with
 // its stock; one present gets its metadata (name, price, image, per-user limit) updated and keeps its
 // live stock. On a reload only products whose entry changed are written.
-func (k *stockKind) seed(ctx context.Context, next, previous *config.Config) error {
+func (k *stockKind) Seed(ctx context.Context, next, previous *config.Config) error {
 	var errs []error
 	for _, p := range next.Products {
 		if previous != nil && slices.Contains(previous.Products, p) {
@@ -70,7 +70,7 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 	}
 	// Outside the product's hash tag, so not in the script: the index serves listings, the worker's
 	// discovery and other spellings of the id (spellings.go), and each checks the product still exists.
-	if err := s.indexOwner(ctx, k, p.ID); err != nil {
+	if err := s.IndexOwner(ctx, k, p.ID); err != nil {
 		return res[1] == 1, err
 	}
 	k.products.forget(p.ID)
@@ -198,7 +198,7 @@ func (k *stockKind) handleProducts(w http.ResponseWriter, r *http.Request) {
 	k.list.mu.Lock()
 	defer k.list.mu.Unlock()
 	if k.list.items == nil || time.Since(k.list.at) > productCacheTTL {
-		ids, err := s.client.SMembers(r.Context(), k.ownersKey()).Result()
+		ids, err := s.client.SMembers(r.Context(), k.OwnersKey()).Result()
 		if err != nil {
 			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
@@ -344,7 +344,7 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	if err := s.unindexOwner(r.Context(), k, id); err != nil {
+	if err := s.UnindexOwner(r.Context(), k, id); err != nil {
 		// The product is gone; its index entry is dropped by the next spellings pass.
 		s.logger.Warn("removing a deleted product from the index failed", "product", id, "error", err.Error())
 	}

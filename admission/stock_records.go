@@ -82,9 +82,9 @@ func (s *Service) markHold(ctx context.Context, product, id string, rec *storeRe
 	return s.client.HSetNX(ctx, recordsKey(s.keys, product, id), id+":orphan", why).Result()
 }
 
-// hold marks a stock admission of this replica's (its record is of the current form) held, and why.
-func (k *stockKind) hold(ctx context.Context, c claim, why string) error {
-	_, err := k.s.markHold(ctx, c.owner, c.id, &storeRecord{}, why)
+// Hold marks a stock admission of this replica's (its record is of the current form) held, and why.
+func (k *stockKind) Hold(ctx context.Context, c Claim, why string) error {
+	_, err := k.s.markHold(ctx, c.Owner, c.ID, &storeRecord{}, why)
 	return err
 }
 
@@ -94,29 +94,29 @@ func str(v any) string {
 }
 
 // stockTable: the scripts write the admission records; the worker indexes them.
-func stockTable(k store.Keys) *adminTable {
-	return &adminTable{owners: productIndexKey(k),
-		records:     func(p string, day int64) string { return dayRecordsKey(k, p, day) },
-		ids:         func(p string, day int64) string { return idsKey(k, p, day) },
-		users:       func(p string) string { return usersKey(k, p) },
-		unsettled:   func(p string) string { return unsettledKey(k, p) },
-		userPattern: `^%S+ (%S+)`,
-		userOf:      func(body string) string { return parseStoreRecord(body).user },
-		timeOf:      stockTime,
-		old:         oldStockTable(k)}
+func stockTable(k store.Keys) *AdminTable {
+	return &AdminTable{Owners: productIndexKey(k),
+		Records:     func(p string, day int64) string { return dayRecordsKey(k, p, day) },
+		IDs:         func(p string, day int64) string { return idsKey(k, p, day) },
+		Users:       func(p string) string { return usersKey(k, p) },
+		Unsettled:   func(p string) string { return unsettledKey(k, p) },
+		UserPattern: `^%S+ (%S+)`,
+		UserOf:      func(body string) string { return parseStoreRecord(body).user },
+		TimeOf:      stockTime,
+		Old:         oldStockTable(k)}
 }
 
-func oldStockTable(k store.Keys) *oldTable {
-	return &oldTable{records: k.Global("adm", "admissions"), byTime: k.Global("adm", "by_time"), byUser: k.Global("adm", "by_user"),
-		userField:    "user",
-		legacyRecord: func(id string) string { return k.Global("adm", "a:"+id) },
-		legacyUser:   func(user string) string { return k.Global("adm", "user:"+user) }}
+func oldStockTable(k store.Keys) *OldTable {
+	return &OldTable{Records: k.Global("adm", "admissions"), ByTime: k.Global("adm", "by_time"), ByUser: k.Global("adm", "by_user"),
+		UserField:    "user",
+		LegacyRecord: func(id string) string { return k.Global("adm", "a:"+id) },
+		LegacyUser:   func(user string) string { return k.Global("adm", "user:"+user) }}
 }
 
 // stockTime is a stock admission's time: its record's, or an earlier build's JSON's.
 func stockTime(body string) int64 {
 	if strings.HasPrefix(body, "{") {
-		return jsonTime("admitted_at")(body)
+		return JSONTime("admitted_at")(body)
 	}
 	at, _ := strconv.ParseInt(parseStoreRecord(body).at, 10, 64)
 	return at

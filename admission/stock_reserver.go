@@ -26,35 +26,35 @@ type reserved struct {
 }
 
 // newReserver groups the purchases of each product into reserve.lua calls (package group).
-func (s *Service) newReserver() *group.Batcher[string, claim, reserved] {
+func (s *Service) newReserver() *group.Batcher[string, Claim, reserved] {
 	return group.New(reserveBatchMax, s.reserveNow)
 }
 
 // reserveArgs are reserve.lua's KEYS and ARGV for purchases of one product, and the commits among
 // cs (claims with commit set: they go first, in one list).
-func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
+func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 	keys := make([]string, 0, 6+len(cs))
 	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), admitsKey(s.keys, product),
 		unsettledKey(s.keys, product), claimsKey(s.keys, product))
 	commits, latest := 0, ""
 	for _, c := range cs {
-		if c.commit {
+		if c.Commit {
 			commits++
 		} else {
-			latest = c.id // the records' expiry follows the latest purchase, not a commit's older id
+			latest = c.ID // the records' expiry follows the latest purchase, not a commit's older id
 		}
 	}
 	args := make([]any, 0, 4+2*commits+4*(len(cs)-commits))
 	args = append(args, s.o.ClaimTTL.Milliseconds(), s.recordsExpireAt(latest, time.Now()), flag(s.o.Ledger != nil), commits)
 	for _, c := range cs {
-		if c.commit {
-			args = append(args, c.id, c.user)
+		if c.Commit {
+			args = append(args, c.ID, c.User)
 		}
 	}
 	for _, c := range cs {
-		if !c.commit {
-			keys = append(keys, recordsKey(s.keys, product, c.id))
-			args = append(args, c.id, c.user, c.value, c.route)
+		if !c.Commit {
+			keys = append(keys, recordsKey(s.keys, product, c.ID))
+			args = append(args, c.ID, c.User, c.Value, c.Route)
 		}
 	}
 	return keys, args
@@ -65,7 +65,7 @@ func (s *Service) reserveArgs(product string, cs []claim) ([]string, []any) {
 // (store.RunAcked): when they do not confirm it in time, every purchase it admitted is answered
 // notAcked (the caller gives it back). A commit is answered code 0; notAcked when the master refused
 // to write (nothing was committed: the caller commits it another way).
-func (s *Service) reserveNow(ctx context.Context, product string, cs []claim) ([]reserved, error) {
+func (s *Service) reserveNow(ctx context.Context, product string, cs []Claim) ([]reserved, error) {
 	keys, args := s.reserveArgs(product, cs)
 	cmd, err := s.o.Store.RunAcked(ctx, reserveScript, keys, args...)
 	if errors.Is(err, store.ErrNotAcked) && cmd.Err() != nil {
@@ -87,7 +87,7 @@ func (s *Service) reserveNow(ctx context.Context, product string, cs []claim) ([
 	}
 	purchases := 0
 	for _, c := range cs {
-		if !c.commit {
+		if !c.Commit {
 			purchases++
 		}
 	}
@@ -97,7 +97,7 @@ func (s *Service) reserveNow(ctx context.Context, product string, cs []claim) ([
 	}
 	out := make([]reserved, len(cs))
 	for i, j := 0, 0; i < len(cs); i++ {
-		if cs[i].commit {
+		if cs[i].Commit {
 			continue // committed (a commit the replicas did not confirm in time is sent again after a failover: replay.go)
 		}
 		out[i] = got[j]
@@ -122,6 +122,6 @@ func splitReserved(res []int64, err error, n int) ([]reserved, error) {
 }
 
 // reserveOne reserves one purchase: grouped with others of its product when the reserver runs.
-func (k *stockKind) reserveOne(ctx context.Context, c claim) (reserved, error) {
-	return k.reserves.Do(ctx, c.owner, c)
+func (k *stockKind) reserveOne(ctx context.Context, c Claim) (reserved, error) {
+	return k.reserves.Do(ctx, c.Owner, c)
 }

@@ -26,7 +26,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		s.responder.Error(w, r, web.ErrInternal.Because(fmt.Errorf("admission %s: admitted_at %q", id, rec.AdmittedAt)))
 		return
 	}
-	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
+	c := Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
 	res, err := cancelScript.Run(ctx, s.client, k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(),
 		s.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
@@ -42,7 +42,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	forget(k, rec.ProductID)
-	s.metrics.admissions.WithLabelValues(k.name(), "cancelled").Inc()
+	s.metrics.admissions.WithLabelValues(k.Name(), "cancelled").Inc()
 	s.countSettled(k, c, report.Cancelled)
 	web.RequestFrom(ctx).Logger().Info("admission cancelled by an operator", "id", id, "product", rec.ProductID,
 		"quantity", rec.Quantity, "remaining_stock", res[1])
@@ -59,7 +59,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := claim{owner: rec.ProductID, user: rec.User, id: id, value: rec.Quantity}
+	c := Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
 	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, flag(s.o.Ledger != nil), rec.User).Int64()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))

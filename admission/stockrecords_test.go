@@ -21,7 +21,7 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 		ctx := context.Background()
 		ann := st.svc.pseudonyms.of("ann")
 		id := st.svc.o.IDs.NextString()
-		res, err := st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: ann, id: id, value: 2, route: "checkout"}})
+		res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: ann, ID: id, Value: 2, Route: "checkout"}})
 		if err != nil || res[0].code != 0 {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
@@ -49,7 +49,7 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 			t.Fatalf("the tombstone reads %+v", got)
 		}
 		bob := st.svc.pseudonyms.of("bob")
-		res, err = st.svc.reserveNow(ctx, "p", []claim{{owner: "p", user: bob, id: late, value: 1}})
+		res, err = st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: bob, ID: late, Value: 1}})
 		if err != nil || res[0].code != 6 || st.remaining("p") != 8 {
 			t.Fatalf("the late admission: %v %v, remaining %d (want code 6, 8 left)", res, err, st.remaining("p"))
 		}
@@ -58,7 +58,7 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 		}
 		// The same call sent again (a client library resent it): admitted again, nothing more taken,
 		// before and after its commit.
-		again := []claim{{owner: "p", user: ann, id: id, value: 2, route: "checkout"}}
+		again := []Claim{{Owner: "p", User: ann, ID: id, Value: 2, Route: "checkout"}}
 		for _, when := range []string{"unsettled", "committed"} {
 			res, err = st.svc.reserveNow(ctx, "p", again)
 			if err != nil || res[0].code != 0 || st.remaining("p") != 8 || s.Client.HGet(ctx, buyersKey(s.Keys, "p"), ann).Val() != "2" {

@@ -31,12 +31,12 @@ type admissionSpanKey struct{}
 // call's (admitted, or the refusal's code), else the code edgeq answered with (a request refused
 // before any reservation), else "passed" (an unknown-owner pass, or the store down on a route that is
 // open).
-func (s *Service) traceAdmission(k kind, route string, h http.HandlerFunc) http.Handler {
+func (s *Service) traceAdmission(k Kind, route string, h http.HandlerFunc) http.Handler {
 	tracer := s.o.Tracer
 	if tracer == nil {
 		return h
 	}
-	name := "admission " + k.name()
+	name := "admission " + k.Name()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !trace.SpanFromContext(r.Context()).IsRecording() {
 			h(w, r) // a trace not recorded: no span
@@ -44,7 +44,7 @@ func (s *Service) traceAdmission(k kind, route string, h http.HandlerFunc) http.
 		}
 		st := &admissionSpan{}
 		ctx, span := tracer.Start(r.Context(), name,
-			trace.WithAttributes(tracing.Kind.String(k.name()), tracing.Route.String(route)))
+			trace.WithAttributes(tracing.Kind.String(k.Name()), tracing.Route.String(route)))
 		defer span.End()
 		h(w, r.WithContext(context.WithValue(ctx, admissionSpanKey{}, st)))
 		result := st.result
@@ -65,24 +65,24 @@ func (s *Service) traceAdmission(k kind, route string, h http.HandlerFunc) http.
 // result). The store call itself may be a grouped one, sent for many requests at once
 // (a grouped kind's batcher): its Redis span then belongs to none of them. An admission that is recorded is
 // remembered, for the event worker's pass that applies it to link to it.
-func (s *Service) reserveTraced(ctx context.Context, k kind, c claim) (*web.Error, error) {
+func (s *Service) reserveTraced(ctx context.Context, k Kind, c Claim) (*web.Error, error) {
 	step := trace.SpanFromContext(ctx) // the admission's span
 	if s.o.Tracer == nil || !step.IsRecording() {
-		return k.reserve(ctx, c)
+		return k.Reserve(ctx, c)
 	}
-	owner := tracing.Owner(k.owner()).String(c.owner)
+	owner := tracing.Owner(k.Owner()).String(c.Owner)
 	ctx, span := s.o.Tracer.Start(ctx, "admission reserve", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(tracing.Kind.String(k.name()), owner))
+		trace.WithAttributes(tracing.Kind.String(k.Name()), owner))
 	defer span.End()
 	// Remembered before the call: the event worker may read the admission's entry before the call's
 	// answer is back here.
 	sc := span.SpanContext()
 	if sc.IsSampled() {
-		s.traces.add(c.id, sc)
+		s.traces.add(c.ID, sc)
 	}
-	e, err := k.reserve(ctx, c)
+	e, err := k.Reserve(ctx, c)
 	if sc.IsSampled() && (err != nil || e != nil) {
-		s.traces.forget(c.id) // nothing admitted (or not known to be): no pass will apply it
+		s.traces.forget(c.ID) // nothing admitted (or not known to be): no pass will apply it
 	}
 	result := "admitted"
 	switch {
@@ -103,7 +103,7 @@ func (s *Service) reserveTraced(ctx context.Context, k kind, c claim) (*web.Erro
 
 // settleTraced is settle in a span ("admission settle": released, committed or ambiguous, as the
 // shop's answer decides).
-func (s *Service) settleTraced(r *http.Request, k kind, c claim, releaseOn []config.ReleaseOutcome, st *settling) {
+func (s *Service) settleTraced(r *http.Request, k Kind, c Claim, releaseOn []config.ReleaseOutcome, st *settling) {
 	if s.o.Tracer == nil || !trace.SpanFromContext(r.Context()).IsRecording() {
 		s.settle(r, k, c, releaseOn, st)
 		return
@@ -117,19 +117,19 @@ func (s *Service) settleTraced(r *http.Request, k kind, c claim, releaseOn []con
 		result = resultAmbiguous
 	}
 	ctx, span := s.o.Tracer.Start(r.Context(), "admission settle", trace.WithAttributes(
-		tracing.Kind.String(k.name()), tracing.Owner(k.owner()).String(c.owner), tracing.Result.String(result)))
+		tracing.Kind.String(k.Name()), tracing.Owner(k.Owner()).String(c.Owner), tracing.Result.String(result)))
 	defer span.End()
 	s.settle(r.WithContext(ctx), k, c, releaseOn, st)
 }
 
 // observe records an admission's duration, with the request's trace id as an exemplar when it has
 // one.
-func (s *Service) observe(r *http.Request, k kind, start time.Time) {
+func (s *Service) observe(r *http.Request, k Kind, start time.Time) {
 	traceID := ""
 	if s.o.Tracer != nil {
 		traceID = web.RequestFrom(r.Context()).TraceID
 	}
-	metrics.Observe(s.metrics.duration.WithLabelValues(k.name()), time.Since(start).Seconds(), traceID)
+	metrics.Observe(s.metrics.duration.WithLabelValues(k.Name()), time.Since(start).Seconds(), traceID)
 }
 
 // handleTraced is handleReads in a span of the pass, the root of a trace of its own, linked to the
@@ -214,15 +214,15 @@ func (t *tracedAdmissions) linksOf(reads []read) []trace.Link {
 	var links []trace.Link
 	for _, r := range reads {
 		for _, msg := range r.msgs {
-			apps, err := r.src.kind.parse(r.src.owner, msg)
+			apps, err := r.src.kind.Parse(r.src.owner, msg)
 			if err != nil {
 				continue
 			}
 			for _, app := range apps {
-				if a, ok := t.byID[app.id]; ok {
-					delete(t.byID, app.id)
+				if a, ok := t.byID[app.ID]; ok {
+					delete(t.byID, app.ID)
 					links = append(links, trace.Link{SpanContext: a.span,
-						Attributes: []attribute.KeyValue{tracing.Owner(r.src.kind.owner()).String(app.owner)}})
+						Attributes: []attribute.KeyValue{tracing.Owner(r.src.kind.Owner()).String(app.Owner)}})
 				}
 			}
 		}

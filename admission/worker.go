@@ -23,8 +23,8 @@ func (s *Service) Run(ctx context.Context) {
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
 	for _, k := range s.kinds {
-		if r, ok := k.(runnerKind); ok {
-			wg.Go(func() { r.run(ctx) })
+		if r, ok := k.(RunnerKind); ok {
+			wg.Go(func() { r.Run(ctx) })
 		}
 	}
 	wg.Go(func() { s.runLease(ctx) })
@@ -64,8 +64,8 @@ func (w *worker) pass(ctx context.Context) (f found, stop bool) {
 			s.metrics.deadLetters.Set(float64(n))
 		}
 		for _, k := range s.kinds {
-			if sw, ok := k.(sweepingKind); ok {
-				sw.sweep(ctx)
+			if sw, ok := k.(SweepingKind); ok {
+				sw.Sweep(ctx)
 			}
 		}
 	}
@@ -121,14 +121,14 @@ func (w *worker) handleReads(ctx context.Context, reads []read) bool {
 // applyGroup is what one or more streams' reads apply together.
 type applyGroup struct {
 	reads  []read        // the entries that parsed, by stream
-	apps   []application // what they write
+	apps   []Application // what they write
 	single []entryOf     // the entries that did not parse
 }
 
 func (g *applyGroup) add(r read) {
 	ok := make([]redis.XMessage, 0, len(r.msgs))
 	for _, msg := range r.msgs {
-		app, err := r.src.kind.parse(r.src.owner, msg)
+		app, err := r.src.kind.Parse(r.src.owner, msg)
 		if err != nil {
 			g.single = append(g.single, entryOf{r.src, msg})
 			continue

@@ -35,8 +35,8 @@ func workerOver(t *testing.T, s *store.Store, sold, unsold int) (*Service, *work
 		t.Fatal(err)
 	}
 	for _, p := range ps[:sold] {
-		c := claim{owner: p.ID, user: svc.pseudonyms.of("u"), id: svc.o.IDs.NextString(), value: 1}
-		if res, err := svc.reserveNow(ctx, p.ID, []claim{c}); err != nil || res[0].code != 0 {
+		c := Claim{Owner: p.ID, User: svc.pseudonyms.of("u"), ID: svc.o.IDs.NextString(), Value: 1}
+		if res, err := svc.reserveNow(ctx, p.ID, []Claim{c}); err != nil || res[0].code != 0 {
 			t.Fatalf("reserve %s: %v %v", p.ID, res, err)
 		}
 	}
@@ -172,8 +172,8 @@ func TestWorker_ReadsWhatGatheredUnderLoadInFewerPasses(t *testing.T) {
 		for b := range 4 {
 			wg.Go(func() {
 				for i := 0; time.Since(start) < 600*time.Millisecond; i++ {
-					c := claim{owner: "p", user: svc.pseudonyms.of(fmt.Sprintf("u%d-%d", b, i)), id: svc.o.IDs.NextString(), value: 1}
-					if res, err := svc.reserveNow(ctx, "p", []claim{c}); err != nil || res[0].code != 0 {
+					c := Claim{Owner: "p", User: svc.pseudonyms.of(fmt.Sprintf("u%d-%d", b, i)), ID: svc.o.IDs.NextString(), Value: 1}
+					if res, err := svc.reserveNow(ctx, "p", []Claim{c}); err != nil || res[0].code != 0 {
 						t.Errorf("reserve: %v %v", res, err)
 						return
 					}

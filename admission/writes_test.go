@@ -96,13 +96,13 @@ func TestStockAdmission_AtMostFiveRedisWritesEachAmortizedOverABatch(t *testing.
 			// the commits of the call before (committer.go: a commit rides the product's next
 			// reservation call), the last commits in a call of their own.
 			batch := func(from, n int) {
-				var commits []claim
+				var commits []Claim
 				for g := 0; g <= n/10; g++ {
-					var claims []claim
+					var claims []Claim
 					if g < n/10 {
 						for i := range 10 {
 							n := strconv.Itoa(from + g*10 + i)
-							claims = append(claims, claim{owner: "p", user: svc.pseudonyms.of("buyer-" + n), id: svc.o.IDs.NextString(), value: 1})
+							claims = append(claims, Claim{Owner: "p", User: svc.pseudonyms.of("buyer-" + n), ID: svc.o.IDs.NextString(), Value: 1})
 						}
 					}
 					res, err := svc.reserveNow(ctx, "p", append(commits, claims...))
@@ -112,10 +112,10 @@ func TestStockAdmission_AtMostFiveRedisWritesEachAmortizedOverABatch(t *testing.
 					commits = commits[:0]
 					for i, r := range res[len(res)-len(claims):] {
 						if r.code != 0 {
-							t.Fatalf("admission %s refused: %d", claims[i].id, r.code)
+							t.Fatalf("admission %s refused: %d", claims[i].ID, r.code)
 						}
 						c := claims[i]
-						c.commit = true
+						c.Commit = true
 						commits = append(commits, c)
 					}
 				}

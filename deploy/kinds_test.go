@@ -14,14 +14,14 @@ import (
 )
 
 // The admission kinds keep to their own files: a kind's Go files are named after it (stock.go,
-// stock_records.go), one of them registers it (register, in an init), and the pipeline's files, every
+// stock_records.go), one of them registers it (Register, in an init), and the pipeline's files, every
 // other file of admission/, name no kind. docs/architecture.md "Adding an admission kind" lists what a
 // kind implements: these tests keep both true.
 
 const admissionDir = "../admission"
 
 // admissionKinds reads the registered kinds of admission/: the file prefix of each file whose init
-// calls register, and the owner noun its owner() method returns.
+// calls Register, and the owner noun its Owner() method returns.
 func admissionKinds(t *testing.T) (prefixes, nouns []string) {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -41,7 +41,7 @@ func admissionKinds(t *testing.T) (prefixes, nouns []string) {
 		parsed[filepath.Base(path)] = f
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Name.Name != "init" || fn.Recv != nil || !calls(fn.Body, "register") {
+			if !ok || fn.Name.Name != "init" || fn.Recv != nil || !calls(fn.Body, "Register") {
 				continue
 			}
 			prefixes = append(prefixes, strings.TrimSuffix(filepath.Base(path), ".go"))
@@ -52,7 +52,7 @@ func admissionKinds(t *testing.T) (prefixes, nouns []string) {
 			continue
 		}
 		for _, d := range f.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "owner" {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "Owner" {
 				if noun, ok := returnedString(fn); ok {
 					nouns = append(nouns, noun)
 				}
@@ -69,8 +69,11 @@ func calls(body *ast.BlockStmt, name string) bool {
 	found := false
 	ast.Inspect(body, func(n ast.Node) bool {
 		if c, ok := n.(*ast.CallExpr); ok {
-			if id, ok := c.Fun.(*ast.Ident); ok && id.Name == name {
-				found = true
+			switch f := c.Fun.(type) {
+			case *ast.Ident:
+				found = f.Name == name
+			case *ast.SelectorExpr:
+				found = f.Sel.Name == name
 			}
 		}
 		return !found
@@ -98,7 +101,7 @@ func returnedString(fn *ast.FuncDecl) (string, bool) {
 func TestKinds_PipelineNamesNoKind(t *testing.T) {
 	prefixes, nouns := admissionKinds(t)
 	if len(prefixes) < 2 || len(nouns) < 2 {
-		t.Fatalf("found kinds %v with owners %v in admission/: expected at least stock and bid (is register still called from each kind's init?)",
+		t.Fatalf("found kinds %v with owners %v in admission/: expected at least stock and bid (is Register still called from each kind's init?)",
 			prefixes, nouns)
 	}
 	words := regexp.MustCompile(`(?i)\b(` + strings.Join(slices.Concat(prefixes, nouns), "|") + `)`)
@@ -148,7 +151,7 @@ func TestKinds_TheDocListsWhatAKindImplements(t *testing.T) {
 			if !ok {
 				continue
 			}
-			if ts.Name.Name != "kind" {
+			if ts.Name.Name != "Kind" {
 				names = append(names, ts.Name.Name)
 				continue
 			}

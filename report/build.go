@@ -26,7 +26,10 @@ type Query struct {
 	Step     time.Duration // a multiple of a minute; 0 one minute
 	// Products and Auctions are the ids to look at; those without data in the range are left out.
 	Products, Auctions []string
-	Lottery            Lottery
+	// Owners are the ids to look at of the registered scopes (RegisterScope), by kind; likewise. Kinds
+	// no scope is registered for are not read.
+	Owners  map[Kind][]string
+	Lottery Lottery
 
 	// ownSpan: neither from nor to was given, so the report covers the drop's own span (DropSpan),
 	// From and To holding the fallback until it is known. stepGiven: the step was asked for, and is
@@ -94,6 +97,9 @@ func (r Reader) Read(ctx context.Context, q Query) (*Report, error) {
 			rep.Series.Auctions[id] = AuctionSeries{Accepted: ad.points(Accepted, w), Refused: ad.refusedPoints(w),
 				RefusedByCode: ad.byCode(w)}
 		}
+	}
+	if err := rd.readRegistered(ctx, rep, q.Owners, w); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }

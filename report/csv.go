@@ -65,6 +65,21 @@ func WriteCSV(w io.Writer, r *Report) error {
 			cols = append(cols, ints(pre+"refused:"+code, a.RefusedByCode[code]))
 		}
 	}
+	// The registered scopes' owners, scope by scope in the order of their names: each series, then the
+	// refusals as an auction's.
+	for _, name := range r.scopeNames() {
+		info := scopeByName(name, r)
+		for _, ss := range r.Scopes[name] {
+			o, pre := s.Scopes[name][ss.ID], name+":"+ss.ID+":"
+			for _, series := range info.Series {
+				cols = append(cols, ints(pre+series, orZeros(o.Counts[series], len(s.Minute))))
+			}
+			cols = append(cols, ints(pre+"refused", orZeros(o.Refused, len(s.Minute))))
+			for _, code := range slices.Sorted(maps.Keys(o.RefusedByCode)) {
+				cols = append(cols, ints(pre+"refused:"+code, orZeros(o.RefusedByCode[code], len(s.Minute))))
+			}
+		}
+	}
 	cw := csv.NewWriter(w)
 	row := make([]string, len(cols))
 	for j, c := range cols {
@@ -83,4 +98,12 @@ func WriteCSV(w io.Writer, r *Report) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// orZeros is v, or n zeros when it is missing (a report built elsewhere).
+func orZeros(v []int64, n int) []int64 {
+	if len(v) < n {
+		return append(slices.Clone(v), make([]int64, n-len(v))...)
+	}
+	return v
 }

@@ -21,8 +21,9 @@ type Service struct {
 	Responder *web.Responder
 	// Lottery is a queue's lottery, and whether the queue exists.
 	Lottery func(ctx context.Context, queue string) (Lottery, bool)
-	// Owners are the products and auctions to look at.
-	Owners func(ctx context.Context) (products, auctions []string, err error)
+	// Owners are the owners to look at, by kind: the products (Product), the auctions (Auction) and
+	// the owners of each registered scope.
+	Owners func(ctx context.Context) (map[Kind][]string, error)
 	// Opening is a scheduled queue's joins_from (opens_at minus prequeue) and opens_at, zero for a
 	// queue with no schedule; nil: none. A drop's own span starts there when its pre-queue began before
 	// the first join.
@@ -84,9 +85,9 @@ func (s *Service) build(r *http.Request) (*Report, *web.Error) {
 	return s.Read(r.Context(), q)
 }
 
-// Read completes q (the drop's own span when no range was given, the lottery, the products and
-// auctions) and reads its report; 404 QUEUE_NOT_FOUND for a queue that does not exist and has nothing
-// in the range.
+// Read completes q (the drop's own span when no range was given, the lottery, the products, auctions
+// and registered scopes' owners) and reads its report; 404 QUEUE_NOT_FOUND for a queue that does not
+// exist and has nothing in the range.
 func (s *Service) Read(ctx context.Context, q Query) (*Report, *web.Error) {
 	if q.ownSpan {
 		if e := s.dropSpan(ctx, &q); e != nil {
@@ -95,9 +96,18 @@ func (s *Service) Read(ctx context.Context, q Query) (*Report, *web.Error) {
 	}
 	lottery, exists := s.Lottery(ctx, q.Queue)
 	q.Lottery = lottery
-	var err error
-	if q.Products, q.Auctions, err = s.Owners(ctx); err != nil {
+	owners, err := s.Owners(ctx)
+	if err != nil {
 		return nil, web.ErrStoreUnavailable.Because(err)
+	}
+	q.Products, q.Auctions, q.Owners = owners[Product], owners[Auction], nil
+	for _, sc := range registeredScopes() {
+		if ids := owners[sc.kind]; len(ids) > 0 {
+			if q.Owners == nil {
+				q.Owners = map[Kind][]string{}
+			}
+			q.Owners[sc.kind] = ids
+		}
 	}
 	rep, err := s.Reader.Read(ctx, q)
 	if err != nil {

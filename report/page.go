@@ -63,6 +63,7 @@ type pageData struct {
 	Figures   []figure
 	Charts    []chart
 	Products  []productRow
+	Scopes    []scopeTable // the registered scopes' tables (page_scopes.go)
 	Generated string
 }
 
@@ -86,6 +87,7 @@ func (p *Page) Render(w io.Writer, r *Report, o PageOptions) error {
 		Headline: Headline(r), Notes: heldNotes(r), Generated: vocab.FormatTime(time.Now())}
 	d.Figures = figures(r)
 	d.Charts = charts(r)
+	d.Scopes = tablesOf(r)
 	for _, ps := range r.Products {
 		row := productRow{ID: ps.ID, Admitted: thousands(ps.Admitted), Sold: thousands(ps.Sold), Held: thousands(ps.Held),
 			Released: thousands(ps.Released), Cancelled: thousands(ps.Cancelled), Restocked: thousands(ps.Restocked),
@@ -250,6 +252,7 @@ func charts(r *Report) []chart {
 			fmt.Sprintf("%s bids accepted, %s refused.", thousands(as.Accepted), thousands(sum(as.Refused))),
 			se.Minute, step, []line{{"accepted", "c1", a.Accepted, false}, {"refused", "c3", a.Refused, false}}, false)})
 	}
+	out = append(out, scopeCharts(r, step, unit)...)
 	if r.Summary.Turnstile.Passed+r.Summary.Turnstile.Failed == 0 {
 		return out
 	}

@@ -21,7 +21,11 @@ type Report struct {
 	Summary     Summary          `json:"summary"`
 	Products    []ProductSummary `json:"products"`
 	Auctions    []AuctionSummary `json:"auctions"`
-	Series      Series           `json:"series"`
+	// Scopes are the owners of the registered scopes (RegisterScope) that counted something in the
+	// range, by the scope's name, in id order; a scope without such owners is left out, and so is the
+	// key when none has any.
+	Scopes map[string][]ScopeSummary `json:"scopes,omitempty"`
+	Series Series                    `json:"series"`
 
 	// waits is the range's histogram of the served visitors' waits, for the page's distribution
 	// chart; unserved that of the visitors never served.
@@ -152,6 +156,8 @@ type Series struct {
 	Refused         map[string][]int64       `json:"refused"`
 	Products        map[string]ProductSeries `json:"products"`
 	Auctions        map[string]AuctionSeries `json:"auctions"`
+	// Scopes are the points of Report.Scopes' owners: by the scope's name, then the owner's id.
+	Scopes map[string]map[string]ScopeSeries `json:"scopes,omitempty"`
 }
 
 // TurnedAwaySeries is the visitors turned away per point, at sell-out and at close.

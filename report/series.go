@@ -1,8 +1,8 @@
 // Package report keeps what happened during a drop for the operator after it (docs/reference.md "The
-// report"): per queue, product and auction, one-minute buckets of counts (joins, tokens issued,
-// refusals by code, ...), sampled gauges (waiting, stock, ...) and a histogram of waiting times, in the
-// store for report.retention; and it reads them back into the report (JSON, CSV, an HTML page with
-// charts drawn as inline SVG).
+// report"): per queue, product and auction, and per owner of the scopes other packages register
+// (RegisterScope), one-minute buckets of counts (joins, tokens issued, refusals by code, ...), sampled
+// gauges (waiting, stock, ...) and a histogram of waiting times, in the store for report.retention;
+// and it reads them back into the report (JSON, CSV, an HTML page with charts drawn as inline SVG).
 //
 // Facts are counted in memory by the replica that saw them (Tally) and written once per tick, one
 // script call per scope with something to write (flush.lua); never a Redis call per request. A crash
@@ -17,7 +17,8 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 )
 
-// Kind is what a scope's series are about.
+// Kind is what a scope's series are about: the report's own (Queue, Product, Auction), or a letter a
+// package registered (RegisterScope).
 type Kind byte
 
 const (
@@ -71,7 +72,7 @@ func Refused(code string) string { return refusedPrefix + code }
 const RetentionDefault = 336 * time.Hour
 
 // Storage. Each scope keeps two hashes per UTC day, under its entity's hash tag ({q:<id>}, {p:<id>},
-// {a:<id>}; day as 2006-01-02):
+// {a:<id>}, and {<kind>:<id>} for a registered scope; day as 2006-01-02):
 //
 // rep@<day>, the minutes:
 //   - a series field holds 1,440 four-byte big-endian numbers, one per minute of the day (shorter
@@ -108,14 +109,19 @@ func quarterKey(k store.Keys, kind Kind, id string, day time.Time) string {
 	return entityKey(k, kind, id, "repq@"+day.UTC().Format(dayFormat))
 }
 
+// entityKey is a key of one scope: under its queue's, product's or auction's hash tag, or for a
+// registered scope under the tag of its kind's letter and the owner's id ("{t:<id>}"), as a product's
+// is "{p:<id>}".
 func entityKey(k store.Keys, kind Kind, id, part string) string {
 	switch kind {
+	case Queue:
+		return k.Queue(id, part)
 	case Product:
 		return k.Product(id, part)
 	case Auction:
 		return k.Auction(id, part)
 	}
-	return k.Queue(id, part)
+	return k.Global(string(rune(kind))+":"+id, part)
 }
 
 // dayStart is the UTC midnight that starts t's day.

@@ -57,7 +57,7 @@ func reportService(s *store.Store, retention time.Duration, opening func() (time
 	svc := &Service{
 		Reader:  Reader{Client: s.Client, Keys: s.Keys, Retention: retention},
 		Lottery: func(context.Context, string) (Lottery, bool) { return Lottery{}, true },
-		Owners:  func(context.Context) ([]string, []string, error) { return nil, nil, nil },
+		Owners:  func(context.Context) (map[Kind][]string, error) { return nil, nil },
 	}
 	if opening != nil {
 		svc.Opening = func(context.Context, string) (time.Time, time.Time) { return opening() }

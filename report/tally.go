@@ -35,8 +35,8 @@ var countedIndex = func() map[string]int {
 }()
 
 // Tally is one replica's counts since its last flush, by scope. Its memory is bounded by the scopes
-// the replica knows (queues, products, auctions that exist) and, per scope, the refusal codes and the
-// waiting-time buckets seen within one tick.
+// the replica knows (queues, products, auctions and registered scopes' owners that exist) and, per
+// scope, the refusal codes and the waiting-time buckets seen within one tick.
 type Tally struct {
 	mu     sync.RWMutex
 	scopes map[scopeKey]*Scope
@@ -50,7 +50,7 @@ type scopeKey struct {
 // NewTally returns an empty tally.
 func NewTally() *Tally { return &Tally{scopes: map[scopeKey]*Scope{}} }
 
-// Scope is the counts of one queue, product or auction.
+// Scope is the counts of one queue, product, auction or owner of a registered scope (RegisterScope).
 type Scope struct {
 	n       [len(counted)]atomic.Int64
 	mu      sync.Mutex

@@ -29,10 +29,7 @@ func newReport(cfg *config.Config, st *store.Store, responder *web.Responder) (*
 			l, ok, err := waitroom.ReadLottery(ctx, st, queue)
 			return l, ok && err == nil
 		},
-		Owners: func(ctx context.Context) ([]string, []string, error) {
-			owners, err := admission.ReadOwners(ctx, st)
-			return owners[report.Product], owners[report.Auction], err
-		},
+		Owners:  func(ctx context.Context) (map[report.Kind][]string, error) { return admission.ReadOwners(ctx, st) },
 		Opening: func(ctx context.Context, queue string) (time.Time, time.Time) { return readOpening(ctx, st, queue) },
 	}, nil
 }

@@ -528,3 +528,53 @@ func TestRestartKeys_PoolsAreHot(t *testing.T) {
 		t.Fatalf("WithHot: %+v %+v", got.Origins, got.Routes)
 	}
 }
+
+// TestRegisterAdmissionKind_OwnFields: a kind that names a route field of its own (a raffle's drawing)
+// has it decoded into Admission.Own and checked like the shared fields; other kinds' routes may not
+// set it, and a key no kind reads stays unknown.
+func TestRegisterAdmissionKind_OwnFields(t *testing.T) {
+	saved := AdmissionKinds
+	t.Cleanup(func() { AdmissionKinds = saved })
+	AdmissionKinds = slices.Clip(AdmissionKinds)
+	RegisterAdmissionKind(AdmissionKind{Type: "draw", Owner: "drawing", Fields: []string{"drawing"}})
+	file := filepath.Join(t.TempDir(), "draw.yaml")
+	load := func(admission string) (*Config, error) {
+		t.Helper()
+		yaml := "origin:\n  url: http://127.0.0.1:9\nroutes:\n  - name: enter\n    match: POST /draw/{id}\n    admission:\n" + admission
+		if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return Load(file)
+	}
+	cfg, err := load("      type: draw\n      drawing: path:id\n      user: header:X-User\n")
+	if err != nil {
+		t.Fatalf("a route of the registered kind with its own field: %v", err)
+	}
+	if got := cfg.Routes[0].Admission.Own["drawing"]; got != "path:id" {
+		t.Fatalf("admission.drawing decoded as %q, want path:id", got)
+	}
+	if owner, value := cfg.Routes[0].Admission.Sources(); owner != "path:id" || value != "" {
+		t.Fatalf("sources %q, %q", owner, value)
+	}
+	for admission, want := range map[string]string{
+		"      type: draw\n      user: header:X-User\n":                                                  `routes[0].admission.drawing: required for draw admission`,
+		"      type: draw\n      drawing: path:nope\n      user: header:X-User\n":                        `routes[0].admission.drawing: "path:nope": the pattern "POST /draw/{id}" has no wildcard {nope}`,
+		"      type: stock\n      product: path:id\n      drawing: path:id\n      user: header:X-User\n": `routes[0].admission.drawing: not used by "stock" admission`,
+		"      type: draw\n      drawing: path:id\n      raffle: path:id\n      user: header:X-User\n":   `routes[0].admission.raffle: unknown key`,
+	} {
+		_, err := load(admission)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %s", admission, err, want)
+		}
+	}
+	for _, k := range []AdmissionKind{{Type: "draw", Owner: "x"}, {Type: "other", Owner: "product", Fields: []string{"product"}}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RegisterAdmissionKind(%+v) did not panic", k)
+				}
+			}()
+			RegisterAdmissionKind(k)
+		}()
+	}
+}

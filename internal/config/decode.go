@@ -123,12 +123,26 @@ func (d *decoder) decodeStruct(path string, in any, out reflect.Value) {
 	fields := fieldsByKey(out.Type())
 	for key, value := range m {
 		index, known := fields[strings.ToLower(key)]
+		if !known && out.Type() == admissionType && ownField(strings.ToLower(key)) {
+			d.decodeOwn(join(path, key), strings.ToLower(key), value, out.Addr().Interface().(*Admission))
+			continue
+		}
 		if !known {
 			d.fail(join(path, key), "unknown key")
 			continue
 		}
 		d.decode(join(path, key), value, out.Field(index))
 	}
+}
+
+// decodeOwn decodes a route field a registered kind reads (AdmissionKind.Fields) into a.Own.
+func (d *decoder) decodeOwn(path, key string, in any, a *Admission) {
+	var value string
+	d.decode(path, in, reflect.ValueOf(&value).Elem())
+	if a.Own == nil {
+		a.Own = map[string]string{}
+	}
+	a.Own[key] = value
 }
 
 func (d *decoder) decodeSlice(path string, in any, out reflect.Value) {

@@ -3,6 +3,10 @@ package config
 // A route's configuration: the path it protects and what it asks of the gate chain.
 
 import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/edgeq/edgeq/internal/idmatch"
@@ -116,6 +120,9 @@ type Admission struct {
 	// liveness lease, once older than origin.timeout: hold (listed for an operator) or release (the
 	// units go back).
 	Orphans string `yaml:"orphans"`
+	// Own holds the route fields of kinds that name fields of their own (AdmissionKind.Fields), by
+	// name: a raffle's `drawing: path:id`.
+	Own map[string]string `yaml:",inline"`
 }
 
 // Admission.Orphans values.
@@ -137,8 +144,9 @@ const (
 )
 
 // An AdmissionKind is what the configuration knows of one admission.type: the fields its routes
-// fill. The admission package implements the kind; route validation reads only this entry, so a new
-// kind is one entry here (docs/architecture.md "Adding an admission kind").
+// fill. The admission package implements the kind; route validation reads only this entry, so a kind
+// of its own package adds itself with RegisterAdmissionKind (docs/architecture.md "Adding an
+// admission kind").
 type AdmissionKind struct {
 	Type string
 	// Owner and Value name the route fields (admission.<field>) that say what a claim is about and
@@ -148,6 +156,9 @@ type AdmissionKind struct {
 	ValueRequired bool
 	// Orphans is true for a kind whose units a dead replica can hold (admission.orphans: release).
 	Orphans bool
+	// Fields are the route fields of the kind's own, beyond product, auction, quantity and amount:
+	// admission.<field> keys decoded into Admission.Own. Owner and Value may name them.
+	Fields []string
 }
 
 // AdmissionKinds are the admission types, in the order errors list them.
@@ -155,6 +166,33 @@ var AdmissionKinds = []AdmissionKind{
 	{Type: AdmissionStock, Owner: "product", Value: "quantity", Orphans: true},
 	{Type: AdmissionBid, Owner: "auction", Value: "amount", ValueRequired: true},
 }
+
+// RegisterAdmissionKind adds a kind's entry to AdmissionKinds: called from the init of the kind's
+// package. A type registered twice, or an own field that is already a key of admission:, panics.
+func RegisterAdmissionKind(k AdmissionKind) {
+	keys := fieldsByKey(admissionType)
+	for _, f := range k.Fields {
+		if _, taken := keys[f]; taken || f == "" || f != strings.ToLower(f) {
+			panic(fmt.Sprintf("config: admission kind %q: field %q is taken or not a lower-case key", k.Type, f))
+		}
+	}
+	if _, dup := AdmissionKindOf(k.Type); dup || k.Type == "" {
+		panic(fmt.Sprintf("config: admission kind %q registered twice or empty", k.Type))
+	}
+	AdmissionKinds = append(AdmissionKinds, k)
+}
+
+// ownField reports whether some registered kind reads the route field name of its own.
+func ownField(name string) bool {
+	for _, k := range AdmissionKinds {
+		if slices.Contains(k.Fields, name) {
+			return true
+		}
+	}
+	return false
+}
+
+var admissionType = reflect.TypeFor[Admission]()
 
 // AdmissionKindOf returns the kind of an admission type.
 func AdmissionKindOf(typ string) (AdmissionKind, bool) {
@@ -166,9 +204,14 @@ func AdmissionKindOf(typ string) (AdmissionKind, bool) {
 	return AdmissionKind{}, false
 }
 
-// Fields are the route's admission field settings by name (product, auction, quantity, amount).
+// Fields are the route's admission field settings by name (product, auction, quantity, amount, and
+// the kinds' own).
 func (a Admission) Fields() map[string]string {
-	return map[string]string{"product": a.Product, "auction": a.Auction, "quantity": a.Quantity, "amount": a.Amount}
+	fields := map[string]string{"product": a.Product, "auction": a.Auction, "quantity": a.Quantity, "amount": a.Amount}
+	for name, value := range a.Own {
+		fields[name] = value
+	}
+	return fields
 }
 
 // Sources are the route's field sources of its kind's owner and value ("" when it has none).

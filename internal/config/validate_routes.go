@@ -189,7 +189,13 @@ func (cfg *Config) checkAdmission(c *check, p string, r Route, wildcards []strin
 		c.add(p+".type", "%q is not one of %s", a.Type, strings.Join(admissionTypes(), ", "))
 		return
 	}
-	for field, value := range a.Fields() {
+	fields := a.Fields()
+	for _, name := range []string{kind.Owner, kind.Value} {
+		if _, listed := fields[name]; !listed && name != "" {
+			fields[name] = "" // a field of the kind's own that the route leaves out
+		}
+	}
+	for field, value := range fields {
 		switch field {
 		case kind.Owner:
 			source(field, value, true)

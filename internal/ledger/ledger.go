@@ -4,11 +4,13 @@
 //
 // edgeq owns its tables (edgeq_*): they are created and migrated at start from the SQL files embedded
 // in migrations/, each applied once, in order, under an advisory lock so that replicas starting
-// together do not race.
+// together do not race. Other packages (an admission kind of their own) add tables of theirs with
+// RegisterTable: their migrations run after edgeq's, under the same lock, and their rows ride in a
+// Batch's Others, written in the same transaction as the built-in rows (tables.go).
 package ledger
 
 // The ledger's rows (Admission, Bid, Batch), its connection pool and its migrations. Writes are in
-// write.go, reads in read.go.
+// write.go, reads in read.go, registered tables in tables.go.
 
 import (
 	"context"
@@ -57,10 +59,13 @@ type Bid struct {
 type Batch struct {
 	Admissions []Admission
 	Bids       []Bid
+	// Others are rows of registered tables (RegisterTable), of any tables, in any order, repeats
+	// allowed: each table's Write gets its own.
+	Others []Row
 }
 
 // Len is the number of events in the batch.
-func (b Batch) Len() int { return len(b.Admissions) + len(b.Bids) }
+func (b Batch) Len() int { return len(b.Admissions) + len(b.Bids) + len(b.Others) }
 
 // Rows splits the batch into batches of one row each (to write them one by one).
 func (b Batch) Rows() []Batch {
@@ -70,6 +75,9 @@ func (b Batch) Rows() []Batch {
 	}
 	for _, row := range b.Bids {
 		out = append(out, Batch{Bids: []Bid{row}})
+	}
+	for _, row := range b.Others {
+		out = append(out, Batch{Others: []Row{row}})
 	}
 	return out
 }
@@ -123,7 +131,8 @@ func (l *Ledger) Migrate(ctx context.Context) error {
 // Close closes the pool.
 func (l *Ledger) Close() { l.pool.Close() }
 
-// Version is the number of the newest migration the database has.
+// Version is the number of the newest of edgeq's own migrations the database has (a registered
+// table's: TableVersion).
 func (l *Ledger) Version(ctx context.Context) (int, error) {
 	var v int
 	err := l.pool.QueryRow(ctx, "SELECT COALESCE(max(version), 0) FROM edgeq_schema_migrations").Scan(&v)
@@ -136,6 +145,12 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		return err
 	}
 	slices.Sort(names)
+	// A registered table's misnamed migration is found before connecting: it is a start-up error
+	// even when PostgreSQL cannot be reached.
+	plans, err := tablePlans()
+	if err != nil {
+		return err
+	}
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("ledger: connect: %w", err)
@@ -155,24 +170,30 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ledger: migration %s has no version number", base)
 		}
-		var done bool
-		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM edgeq_schema_migrations WHERE version = $1)", version).Scan(&done); err != nil {
-			return err
-		}
-		if done {
-			continue
-		}
 		sql, _ := migrations.ReadFile(name)
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, string(sql)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO edgeq_schema_migrations (version, name) VALUES ($1, $2)", version, base)
-			return err
-		})
+		err = applyOnce(ctx, conn, string(sql),
+			"SELECT EXISTS (SELECT 1 FROM edgeq_schema_migrations WHERE version = $1)",
+			"INSERT INTO edgeq_schema_migrations (version, name) VALUES ($1, $2)", version, base)
 		if err != nil {
 			return fmt.Errorf("ledger: migration %s: %w", base, err)
 		}
 	}
-	return nil
+	return migrateTables(ctx, conn, plans)
+}
+
+// applyOnce runs a migration's SQL and inserts its bookkeeping row in one transaction, unless the
+// query done says it ran already. row is the bookkeeping row's values, the file's name last; done
+// takes the others (the migration's key). The caller holds the migration lock.
+func applyOnce(ctx context.Context, conn *pgxpool.Conn, sql, done, insert string, row ...any) error {
+	var ran bool
+	if err := conn.QueryRow(ctx, done, row[:len(row)-1]...).Scan(&ran); err != nil || ran {
+		return err
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, insert, row...)
+		return err
+	})
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-func timeOf(t pgtype.Timestamptz) time.Time {
+// TimeOf is a timestamptz column read in UTC: the zero time for NULL (unknown).
+func TimeOf(t pgtype.Timestamptz) time.Time {
 	if !t.Valid {
 		return time.Time{}
 	}
@@ -26,7 +27,7 @@ func scanAdmissions(rows pgx.Rows) ([]Admission, error) {
 		var a Admission
 		var at, committed, released, cancelled pgtype.Timestamptz
 		err := row.Scan(&a.ID, &a.ProductID, &a.Buyer, &a.Quantity, &a.State, &at, &committed, &released, &cancelled)
-		a.AdmittedAt, a.CommittedAt, a.ReleasedAt, a.CancelledAt = timeOf(at), timeOf(committed), timeOf(released), timeOf(cancelled)
+		a.AdmittedAt, a.CommittedAt, a.ReleasedAt, a.CancelledAt = TimeOf(at), TimeOf(committed), TimeOf(released), TimeOf(cancelled)
 		return a, err
 	})
 }
@@ -38,7 +39,7 @@ func scanBids(rows pgx.Rows) ([]Bid, error) {
 		var b Bid
 		var at, committed, withdrawn pgtype.Timestamptz
 		err := row.Scan(&b.ID, &b.AuctionID, &b.Bidder, &b.AmountCents, &b.State, &at, &committed, &withdrawn)
-		b.BidAt, b.CommittedAt, b.WithdrawnAt = timeOf(at), timeOf(committed), timeOf(withdrawn)
+		b.BidAt, b.CommittedAt, b.WithdrawnAt = TimeOf(at), TimeOf(committed), TimeOf(withdrawn)
 		return b, err
 	})
 }

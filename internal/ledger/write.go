@@ -2,8 +2,9 @@ package ledger
 
 // Writing to the ledger: a batch's events folded into one row per id (merge, as the SQL upserts do:
 // a field once known is kept, a state only moves to a higher Rank), then upserted in one
-// transaction, in id order; and Refused, which tells a write PostgreSQL refuses from a server that
-// cannot be reached.
+// transaction, in id order, with the rows of registered tables written by their tables in the same
+// transaction; and Refused, which tells a write that would fail again from a server that cannot be
+// reached.
 
 import (
 	"cmp"
@@ -65,9 +66,9 @@ func (a Bid) merge(b Bid) Bid {
 	return a
 }
 
-// mergeByID folds events of the same id into one row: one INSERT ... ON CONFLICT may not touch a
-// row twice.
-func mergeByID[T any](rows []T, id func(T) string, merge func(T, T) T) []T {
+// MergeByID folds rows of the same id into one (merge(earlier, later)), keeping the order of each
+// id's first row: one INSERT ... ON CONFLICT may not touch a row twice.
+func MergeByID[T any](rows []T, id func(T) string, merge func(T, T) T) []T {
 	at := make(map[string]int, len(rows))
 	out := make([]T, 0, len(rows))
 	for _, r := range rows {
@@ -81,7 +82,8 @@ func mergeByID[T any](rows []T, id func(T) string, merge func(T, T) T) []T {
 	return out
 }
 
-func ts(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
+// TS is t as a timestamptz parameter: NULL for the zero time (unknown).
+func TS(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
 
 const upsertAdmissions = `
 INSERT INTO edgeq_admissions AS a (id, product_id, buyer, quantity, state, admitted_at, committed_at, released_at, cancelled_at)
@@ -115,14 +117,21 @@ ON CONFLICT (id) DO UPDATE SET
 // Write puts a batch in the ledger in one transaction: all of it or nothing. Idempotent: writing
 // the same events again, or older events after newer ones, changes nothing. Rows are written in id
 // order, so writers that race on the same ids (a worker taken over mid-batch) wait for each other
-// instead of deadlocking.
+// instead of deadlocking. The built-in rows go first, then each registered table's Write with its
+// rows of b.Others, the tables in name order. A row of a table no package registered fails the
+// whole batch with ErrUnregisteredTable, a refusal (Refused), before anything is written.
 func (l *Ledger) Write(ctx context.Context, b Batch) error {
+	tables, others, err := othersByTable(b.Others)
+	if err != nil {
+		return err
+	}
 	if err := l.Migrate(ctx); err != nil {
-		// Not a refusal of the batch (%v: no PgError inside): the writer waits and tries again.
+		// Not a refusal of the batch (%v: no PgError nor ErrRefused inside): the writer waits and
+		// tries again.
 		return fmt.Errorf("ledger: migrating the schema: %v", err)
 	}
-	adms := mergeByID(b.Admissions, func(a Admission) string { return a.ID }, Admission.merge)
-	bids := mergeByID(b.Bids, func(b Bid) string { return b.ID }, Bid.merge)
+	adms := MergeByID(b.Admissions, func(a Admission) string { return a.ID }, Admission.merge)
+	bids := MergeByID(b.Bids, func(b Bid) string { return b.ID }, Bid.merge)
 	return pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		if len(adms) > 0 {
 			n := len(adms)
@@ -131,7 +140,7 @@ func (l *Ledger) Write(ctx context.Context, b Batch) error {
 			at, committed, released, cancelled := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 			for i, a := range adms {
 				id[i], product[i], buyer[i], qty[i], state[i] = a.ID, a.ProductID, a.Buyer, a.Quantity, a.State
-				at[i], committed[i], released[i], cancelled[i] = ts(a.AdmittedAt), ts(a.CommittedAt), ts(a.ReleasedAt), ts(a.CancelledAt)
+				at[i], committed[i], released[i], cancelled[i] = TS(a.AdmittedAt), TS(a.CommittedAt), TS(a.ReleasedAt), TS(a.CancelledAt)
 			}
 			if _, err := tx.Exec(ctx, upsertAdmissions, id, product, buyer, qty, state, at, committed, released, cancelled); err != nil {
 				return err
@@ -144,20 +153,29 @@ func (l *Ledger) Write(ctx context.Context, b Batch) error {
 			at, committed, withdrawn := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 			for i, b := range bids {
 				id[i], auction[i], bidder[i], amount[i], state[i] = b.ID, b.AuctionID, b.Bidder, b.AmountCents, b.State
-				at[i], committed[i], withdrawn[i] = ts(b.BidAt), ts(b.CommittedAt), ts(b.WithdrawnAt)
+				at[i], committed[i], withdrawn[i] = TS(b.BidAt), TS(b.CommittedAt), TS(b.WithdrawnAt)
 			}
 			if _, err := tx.Exec(ctx, upsertBids, id, auction, bidder, amount, state, at, committed, withdrawn); err != nil {
 				return err
+			}
+		}
+		for i, t := range tables {
+			if err := t.Write(ctx, tx, others[i]); err != nil {
+				return fmt.Errorf("ledger: table %s: %w", t.Name, err)
 			}
 		}
 		return nil
 	})
 }
 
-// Refused reports whether err is PostgreSQL refusing the data (a server error about the statement),
-// as opposed to the server being unreachable or going away: a refused write fails again however
-// often it is retried, an unreachable server is waited for.
+// Refused reports whether err is PostgreSQL refusing the data (a server error about the statement)
+// or an error wrapping ErrRefused (a row of an unregistered table, a row a registered table's Write
+// refuses, a misnamed table migration), as opposed to the server being unreachable or going away: a
+// refused write fails again however often it is retried, an unreachable server is waited for.
 func Refused(err error) bool {
+	if errors.Is(err, ErrRefused) {
+		return true
+	}
 	var pg *pgconn.PgError
 	if !errors.As(err, &pg) {
 		return false

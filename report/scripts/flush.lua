@@ -1,7 +1,8 @@
--- flush.lua: one tick's counts and gauges of one scope (a queue, a product, an auction), written into
--- the minute of the store's clock in the scope's day hashes (series.go describes their fields): the
--- minute hash, and the quarter-hour hash that long ranges read instead.
--- KEYS[1] the scope's minute hash of the day ({q:<id>}:rep@<day>, ...)
+-- flush.lua: one tick's counts and gauges of one scope (a queue, a product, an auction, an owner of a
+-- registered scope: the same script for every kind), written into the minute of the store's clock in
+-- the scope's day hashes (series.go describes their fields): the minute hash, and the quarter-hour
+-- hash that long ranges read instead.
+-- KEYS[1] the scope's minute hash of the day ({q:<id>}:rep@<day>, {p:<id>}, {a:<id>}, {<kind>:<id>})
 -- KEYS[2] its quarter-hour hash of the day ({q:<id>}:repq@<day>, ...)
 -- KEYS[3] optional, under the same hash tag: a hash whose counters ARGV[4] moves here (a queue's meta,
 --         where its scripts count what they decide themselves), or a key whose number is the gauge

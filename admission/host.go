@@ -1,0 +1,84 @@
+package admission
+
+// What a kind of its own package reaches of the pipeline (docs/architecture.md "Adding an admission
+// kind"): the store, its keys, the ledger, the answers, the admission library of Lua, a user's
+// "mine" identity, and the admin records the event worker keeps. A kind in this package uses the
+// same things through the Service's fields.
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/luascript"
+	"github.com/edgeq/edgeq/internal/web"
+)
+
+// Client is the store every kind's scripts run on.
+func (s *Service) Client() redis.UniversalClient { return s.client }
+
+// Keys name the store's keys: a kind keeps its keys under its owner's hash tag (Keys.Global).
+func (s *Service) Keys() store.Keys { return s.keys }
+
+// Ledger is the durable record, nil without one (ledger.postgres_url unset).
+func (s *Service) Ledger() *ledger.Ledger { return s.o.Ledger }
+
+// Responder answers a kind's views as every answer of edgeq is written.
+func (s *Service) Responder() *web.Responder { return s.responder }
+
+// Logger is the service's logger.
+func (s *Service) Logger() *slog.Logger { return s.logger }
+
+// Registry takes a kind's own metrics (nil: none are registered).
+func (s *Service) Registry() prometheus.Registerer { return s.o.Registry }
+
+// Script is a kind's operation src (its own Lua) after the clock and the admission library
+// (scripts/lib.lua), named for traces, as every admission script is built.
+func Script(name, src string) *redis.Script {
+	return luascript.Named(name, redis.NewScript(scripts.Lib()+"\n"+src))
+}
+
+// ReadRecords reads a page of t's admin records, newest first, and how many there are: every
+// record's (user "") or one user's (its pseudonym, as Whose gives it).
+func (s *Service) ReadRecords(ctx context.Context, t *AdminTable, user string, page, size int64) ([]json.RawMessage, int64, error) {
+	found, total, err := s.page(ctx, t, user, page, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]json.RawMessage, len(found))
+	for i, l := range found {
+		out[i] = json.RawMessage(l.body)
+	}
+	return out, total, nil
+}
+
+// FindRecord reads t's admin record of admission id.
+func (s *Service) FindRecord(ctx context.Context, t *AdminTable, id string) (json.RawMessage, bool, error) {
+	_, st, found, err := s.locate(ctx, t, id)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return json.RawMessage(st.body), true, nil
+}
+
+// WritePage answers a page of items as every list does: items, total_count, page, page_size; with
+// the Edgeq-Source header "ledger" when they were read from the ledger.
+func WritePage[T any](w http.ResponseWriter, items []T, total, page, size int64, fromLedger bool) {
+	if fromLedger {
+		writeLedgerPage(w, items, total, page, size)
+		return
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
+}
+
+// Paging reads a list's page (from 1) and page_size (1..100, 20 by default).
+func Paging(r *http.Request) (page, size int64, e *web.Error) { return paging(r) }
+
+// Prefix starts the paths of every kind's public reads (admission.prefix).
+func (s *Service) Prefix() string { return s.o.Prefix }
