@@ -24,6 +24,7 @@ import (
 // beats the highest by the minimum increment (the auction exists and runs, the bidder is not the
 // owner); a bid the origin refuses is withdrawn and the previous highest restored.
 type bidKind struct {
+	About
 	s     *Service
 	reads auctionReads // public auction reads (bid_auctions.go)
 	table *AdminTable  // the bids' admin records (records.go)
@@ -39,23 +40,11 @@ type bidKind struct {
 
 func init() { Register(20, newBidKind) }
 
-// The capabilities bid has, checked when it compiles (see stock.go).
-var (
-	_ Discoverer     = (*bidKind)(nil)
-	_ RunnerKind     = (*bidKind)(nil)
-	_ ConfiguredKind = (*bidKind)(nil)
-	_ MinedKind      = (*bidKind)(nil)
-	_ TabledKind     = (*bidKind)(nil)
-	_ CachingKind    = (*bidKind)(nil)
-	_ PagedKind      = (*bidKind)(nil)
-	_ ViewedKind     = (*bidKind)(nil)
-	_ SeededKind     = (*bidKind)(nil)
-	_ LedgeredKind   = (*bidKind)(nil)
-	_ ReportedKind   = (*bidKind)(nil)
-)
-
 func newBidKind(s *Service) Kind {
-	k := &bidKind{s: s, reads: newAuctionReads(), table: bidTable(s.keys), sourceMetrics: newSourceMetrics()}
+	k := &bidKind{About: About{Type: config.AdmissionBid, OwnerNoun: "auction", IDHeader: HeaderBidID, Dead: "auction.",
+		Unknown: errAuctionNotFound, Codes: []*web.Error{errAuctionNotFound, errAuctionEnded, errSelfBid, errInvalidBid, errBidTooLow,
+			errAuctionsSourceUnavailable}},
+		s: s, reads: newAuctionReads(), table: bidTable(s.keys), sourceMetrics: newSourceMetrics()}
 	k.bids = k.newBidder()
 	if s.o.Registry != nil {
 		s.o.Registry.MustRegister(k.sourceMetrics.requests, k.sourceMetrics.breakerOpen)
@@ -78,18 +67,6 @@ func (*bidKind) SourceDown() *web.Error { return errAuctionsSourceUnavailable }
 
 // HeaderBidID carries an accepted bid's id to the origin.
 const HeaderBidID = "Edgeq-Bid-Id"
-
-func (*bidKind) Name() string       { return config.AdmissionBid }
-func (*bidKind) Owner() string      { return "auction" }
-func (*bidKind) Header() string     { return HeaderBidID }
-func (*bidKind) DeadPrefix() string { return "auction." }
-
-func (*bidKind) NotFound() *web.Error { return errAuctionNotFound }
-
-func (*bidKind) Refusals() []*web.Error {
-	return []*web.Error{errAuctionNotFound, errAuctionEnded, errSelfBid, errInvalidBid, errBidTooLow,
-		errAuctionsSourceUnavailable}
-}
 
 // Value is the amount: a decimal string, as integer cents.
 func (*bidKind) Value(text string, found bool) (int64, *web.Error) {

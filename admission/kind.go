@@ -246,3 +246,21 @@ func sourceDown(k Kind, e *web.Error) bool {
 	d, ok := k.(Discoverer)
 	return ok && e.Code == d.SourceDown().Code
 }
+
+// About is what a kind says of itself, fixed when it is built: embedded in the kind's type, it
+// answers the Kind methods Name, Owner, Header, DeadPrefix, NotFound and Refusals.
+type About struct {
+	Type      string       // the routes' admission.type and the metrics label "type" (Name)
+	OwnerNoun string       // what a claim is about (Owner)
+	IDHeader  string       // the header that carries an admission's id to the origin (Header)
+	Dead      string       // the start of its dead letters' ids (DeadPrefix)
+	Unknown   *web.Error   // the refusal of an owner the store does not know (NotFound)
+	Codes     []*web.Error // every refusal of its own (Refusals)
+}
+
+func (a About) Name() string           { return a.Type }
+func (a About) Owner() string          { return a.OwnerNoun }
+func (a About) Header() string         { return a.IDHeader }
+func (a About) DeadPrefix() string     { return a.Dead }
+func (a About) NotFound() *web.Error   { return a.Unknown }
+func (a About) Refusals() []*web.Error { return a.Codes }

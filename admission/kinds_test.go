@@ -48,12 +48,14 @@ import (
 // cached reads, has no pages, no views, nothing to discover and no ledger table: only what every kind
 // must do.
 type entryKind struct {
+	About
 	s     *Service
 	table *AdminTable // its admin records (records.go), under each drawing's tag as every kind's
 }
 
 func newEntryKind(s *Service) *entryKind {
-	k := &entryKind{s: s}
+	k := &entryKind{s: s, About: About{Type: "entry", OwnerNoun: "drawing", IDHeader: "Edgeq-Entry-Id", Dead: "drawing.",
+		Unknown: errDrawingNotFound, Codes: []*web.Error{errAlreadyEntered, errDrawingNotFound}}}
 	day := func(d int64) string { return strconv.FormatInt(d, 10) }
 	g := s.keys.Global
 	k.table = &AdminTable{Owners: k.OwnersKey(),
@@ -82,13 +84,7 @@ var (
 	errDrawingNotFound = &web.Error{Status: http.StatusNotFound, Code: "DRAWING_NOT_FOUND", Message: "There is no such drawing."}
 )
 
-func (*entryKind) Name() string                           { return "entry" }
-func (*entryKind) Owner() string                          { return "drawing" }
 func (*entryKind) Value(string, bool) (int64, *web.Error) { return 1, nil }
-func (*entryKind) Header() string                         { return "Edgeq-Entry-Id" }
-func (*entryKind) Refusals() []*web.Error                 { return []*web.Error{errAlreadyEntered, errDrawingNotFound} }
-func (*entryKind) NotFound() *web.Error                   { return errDrawingNotFound }
-func (*entryKind) DeadPrefix() string                     { return "drawing." }
 
 func (k *entryKind) key(drawing, part string) string { return k.s.keys.Global("e:"+drawing, part) }
 

@@ -19,13 +19,13 @@ func script(name string) *redis.Script { return scripts.Script(name) }
 
 // The pipeline's scripts; each kind's are in its own files.
 var (
-	applyScript  = scripts.Alone("apply.lua")  // the event worker's (apply.go)
-	deleteScript = scripts.Alone("delete.lua") // an admin record's deletion (records.go)
+	applyScript  = scripts.Alone("apply.lua") // the event worker's (apply.go)
+	deleteScript = script("delete.lua")       // an admin record's deletion (records.go)
 
-	oldDeleteScript = scripts.Alone("olddelete.lua") // an earlier build's admin record's deletion (oldrecords.go)
-	drainScript     = scripts.Alone("drain.lua")     // earlier builds' admin records past the retention (oldrecords.go)
-	commitsScript   = script("commits.lua")          // batched commits (committer.go)
-	trimScript      = scripts.Alone("trim.lua")      // the event streams' trim (trim.go)
-	leaseScript     = script("lease.lua")            // a replica's liveness lease (lease.go)
-	indexScript     = scripts.Alone("index.lua")     // the ids' index and spellings (spellings.go)
+	oldDeleteScript = script("olddelete.lua")    // an earlier build's admin record's deletion (oldrecords.go)
+	drainScript     = scripts.Alone("drain.lua") // earlier builds' admin records past the retention (oldrecords.go)
+	commitsScript   = script("commits.lua")      // batched commits (committer.go)
+	trimScript      = scripts.Alone("trim.lua")  // the event streams' trim (trim.go)
+	leaseScript     = script("lease.lua")        // a replica's liveness lease (lease.go)
+	indexScript     = scripts.Alone("index.lua") // the ids' index and spellings (spellings.go)
 )

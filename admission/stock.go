@@ -24,6 +24,7 @@ import (
 // units of a product (a per-user in-flight claim, the per-user limit, no oversell) and records the
 // buyer; the origin's answer commits or releases them.
 type stockKind struct {
+	About
 	s        *Service
 	products productCache // public product reads (stock_products.go)
 	list     productList  // the public product list (stock_products.go)
@@ -40,27 +41,10 @@ type stockKind struct {
 
 func init() { Register(10, newStockKind) }
 
-// The capabilities stock has, checked when it compiles: the pipeline finds them by type assertion,
-// so a method that drifted from its interface would otherwise be skipped without a word.
-var (
-	_ Holder         = (*stockKind)(nil)
-	_ GroupedKind    = (*stockKind)(nil)
-	_ BusyKind       = (*stockKind)(nil)
-	_ RunnerKind     = (*stockKind)(nil)
-	_ SweepingKind   = (*stockKind)(nil)
-	_ ConfiguredKind = (*stockKind)(nil)
-	_ MinedKind      = (*stockKind)(nil)
-	_ TabledKind     = (*stockKind)(nil)
-	_ CachingKind    = (*stockKind)(nil)
-	_ PagedKind      = (*stockKind)(nil)
-	_ ViewedKind     = (*stockKind)(nil)
-	_ SeededKind     = (*stockKind)(nil)
-	_ LedgeredKind   = (*stockKind)(nil)
-	_ ReportedKind   = (*stockKind)(nil)
-)
-
 func newStockKind(s *Service) Kind {
-	k := &stockKind{s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys),
+	k := &stockKind{About: About{Type: config.AdmissionStock, OwnerNoun: "product", IDHeader: HeaderAdmissionID,
+		Unknown: errProductNotFound, Codes: []*web.Error{errInsufficientStock, errProductNotFound, errPurchaseInProgress, errAlreadyPurchased}},
+		s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys),
 		reserves: s.newReserver(), metrics: newStockMetrics(s.o.Registry)}
 	none := map[string]string{}
 	k.orphanPolicies.Store(&none)
@@ -100,18 +84,7 @@ func (k *stockKind) Sweep(ctx context.Context) {
 // HeaderAdmissionID carries a stock admission's id to the origin.
 const HeaderAdmissionID = "Edgeq-Admission-Id"
 
-func (*stockKind) Name() string       { return config.AdmissionStock }
-func (*stockKind) Owner() string      { return "product" }
-func (*stockKind) Header() string     { return HeaderAdmissionID }
-func (*stockKind) DeadPrefix() string { return "" }
-
-func (*stockKind) NotFound() *web.Error { return errProductNotFound }
-
 // Stock is no Discoverer: products come from the configuration file and the admin API only.
-
-func (*stockKind) Refusals() []*web.Error {
-	return []*web.Error{errInsufficientStock, errProductNotFound, errPurchaseInProgress, errAlreadyPurchased}
-}
 
 // Value is the quantity: 1 when the route or the request gives none.
 func (*stockKind) Value(text string, found bool) (int64, *web.Error) {

@@ -21,7 +21,7 @@ import (
 const admissionDir = "../admission"
 
 // admissionKinds reads the registered kinds of admission/: the file prefix of each file whose init
-// calls Register, and the owner noun its Owner() method returns.
+// calls Register, and the owner noun its Owner() method returns or its About literal names.
 func admissionKinds(t *testing.T) (prefixes, nouns []string) {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -58,6 +58,21 @@ func admissionKinds(t *testing.T) (prefixes, nouns []string) {
 				}
 			}
 		}
+		// A kind that embeds About names its owner in the literal: About{..., OwnerNoun: "product"}.
+		ast.Inspect(f, func(n ast.Node) bool {
+			kv, ok := n.(*ast.KeyValueExpr)
+			if !ok {
+				return true
+			}
+			if key, isIdent := kv.Key.(*ast.Ident); isIdent && key.Name == "OwnerNoun" {
+				if lit, ok := kv.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if noun, err := strconv.Unquote(lit.Value); err == nil {
+						nouns = append(nouns, noun)
+					}
+				}
+			}
+			return true
+		})
 	}
 	slices.Sort(prefixes)
 	slices.Sort(nouns)

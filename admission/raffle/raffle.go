@@ -65,6 +65,7 @@ func init() {
 
 // kind is the raffle: its admin table and the identity of its users' own listing.
 type kind struct {
+	admission.About
 	s      *admission.Service
 	table  *admission.AdminTable
 	people atomic.Pointer[admission.MineIdentity]
@@ -80,7 +81,8 @@ var (
 )
 
 func newKind(s *admission.Service) admission.Kind {
-	k := &kind{s: s}
+	k := &kind{s: s, About: admission.About{Type: Type, OwnerNoun: Field, IDHeader: Header, Dead: "drawing.",
+		Unknown: ErrDrawingNotFound, Codes: []*web.Error{ErrAlreadyEntered, ErrDrawingNotFound}}}
 	day := func(d int64) string { return strconv.FormatInt(d, 10) }
 	k.table = &admission.AdminTable{Owners: k.OwnersKey(),
 		Records:     func(o string, d int64) string { return k.key(o, "rec@"+day(d)) },
@@ -98,13 +100,7 @@ func recordTime(body string) int64 {
 // key is one of a drawing's keys, under its hash tag.
 func (k *kind) key(drawing, part string) string { return k.s.Keys().Global("r:"+drawing, part) }
 
-func (*kind) Name() string                           { return Type }
-func (*kind) Owner() string                          { return Field }
 func (*kind) Value(string, bool) (int64, *web.Error) { return 1, nil }
-func (*kind) Header() string                         { return Header }
-func (*kind) Refusals() []*web.Error                 { return []*web.Error{ErrAlreadyEntered, ErrDrawingNotFound} }
-func (*kind) NotFound() *web.Error                   { return ErrDrawingNotFound }
-func (*kind) DeadPrefix() string                     { return "drawing." }
 func (*kind) Commits() bool                          { return true }
 func (k *kind) Record(c admission.Claim) string      { return k.key(c.Owner, "entry:"+c.ID) }
 func (k *kind) OwnersKey() string                    { return k.s.Keys().Global("raffle", "drawings") }

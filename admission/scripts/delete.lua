@@ -10,13 +10,5 @@ if ARGV[3] == '1' and redis.call('ZSCORE', KEYS[4], id) then return -1 end
 local n = redis.call('HDEL', KEYS[1], id)
 if ARGV[3] == '1' then redis.call('HDEL', KEYS[1], id .. ':orphan') end
 redis.call('LREM', KEYS[2], -1, id)
-local kept = {}
-for other in string.gmatch(redis.call('HGET', KEYS[3], user) or '', '%S+') do
-  if other ~= id then kept[#kept + 1] = other end
-end
-if #kept > 0 then
-  redis.call('HSET', KEYS[3], user, table.concat(kept, ' '))
-else
-  redis.call('HDEL', KEYS[3], user)
-end
+user_index_drop(KEYS[3], user, id)
 return n

@@ -101,3 +101,17 @@ local function settle_committed(unsettled, admits, claims, ledger, args, from, t
   end
   return n
 end
+
+-- user_index_drop: takes id out of user's entry of a users index (a hash: user -> space-separated
+-- ids), deleting the entry once it holds none (the admin records' deletions).
+local function user_index_drop(index, user, id)
+  local kept = {}
+  for other in string.gmatch(redis.call('HGET', index, user) or '', '%S+') do
+    if other ~= id then kept[#kept + 1] = other end
+  end
+  if #kept > 0 then
+    redis.call('HSET', index, user, table.concat(kept, ' '))
+  else
+    redis.call('HDEL', index, user)
+  end
+end

@@ -8,13 +8,5 @@ local id, user = ARGV[1], ARGV[2]
 local n = redis.call('HDEL', KEYS[1], id) + redis.call('DEL', KEYS[4])
 redis.call('ZREM', KEYS[2], id)
 redis.call('ZREM', KEYS[5], id)
-local kept = {}
-for other in string.gmatch(redis.call('HGET', KEYS[3], user) or '', '%S+') do
-  if other ~= id then kept[#kept + 1] = other end
-end
-if #kept > 0 then
-  redis.call('HSET', KEYS[3], user, table.concat(kept, ' '))
-else
-  redis.call('HDEL', KEYS[3], user)
-end
+user_index_drop(KEYS[3], user, id)
 return n
