@@ -277,8 +277,9 @@ routes:
 		return d.ID == "d1" && d.Counts["admitted"] == 3 && d.Counts["committed"] == 2 && d.Counts["released"] == 1 &&
 			d.Refused["ALREADY_ENTERED"] == int64(1+len(texts))
 	})
-	if status, page := admin(t, e, "GET", "/report?queue=drop"); status != http.StatusOK || !strings.Contains(page, "d1") {
-		t.Fatalf("the report page: %d", status)
+	if status, page := admin(t, e, "GET", "/report?queue=drop"); status != http.StatusOK ||
+		!strings.Contains(page, `<h2 id="scope-drawings-h">Drawings</h2>`) || !strings.Contains(page, `<th scope="row">d1</th>`) {
+		t.Fatalf("the report page (%d) has no table of the drawings with d1:\n%s", status, page)
 	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: storetest.RedisAddr(t)})
