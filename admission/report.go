@@ -50,9 +50,7 @@ func (s *Service) runReport(ctx context.Context, every time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
-			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			s.flushReport(flushCtx)
-			cancel()
+			report.FlushLast(ctx, s.flushReport)
 			return
 		case <-t.C:
 			s.flushReport(ctx)

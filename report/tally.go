@@ -155,6 +155,14 @@ type Writer struct {
 	Logger    *slog.Logger
 }
 
+// FlushLast runs flush once more when a replica stops: with a second's grace detached from the ended
+// ctx, so what it counted since its last tick is written while the store may still answer.
+func FlushLast(ctx context.Context, flush func(context.Context)) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	flush(ctx)
+}
+
 // Flush writes every scope of kind with something to write, one script call each. extra gives a
 // scope's gauges and the like (nil: none). A scope whose call fails keeps its counts for the next tick.
 func (w Writer) Flush(ctx context.Context, t *Tally, kind Kind, extra func(id string) Extra) {

@@ -197,10 +197,7 @@ func (r *Room) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			wg.Wait()
-			// What this replica counted since the last tick, while the store may still answer.
-			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-			r.flushReport(flushCtx)
-			cancel()
+			report.FlushLast(ctx, r.flushReport)
 			return
 		case <-tick.C:
 			r.flushRenewals(ctx)

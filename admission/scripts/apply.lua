@@ -42,6 +42,13 @@ local function without(list, gone)
   return table.concat(kept, ' ')
 end
 
+-- send: cmd on key with the first n values of args, and the key's expiry at at; nothing when n is 0.
+local function send(cmd, key, args, n, at)
+  if n == 0 then return end
+  redis.call(cmd, key, unpack(args, 1, n))
+  redis.call('EXPIREAT', key, at)
+end
+
 for _ = 1, groups do
   local records, ids, users = KEYS[k], KEYS[k + 1], KEYS[k + 2]
   local expire_at, scripted, n = ARGV[a], ARGV[a + 1] == '1', tonumber(ARGV[a + 2])
@@ -71,10 +78,7 @@ for _ = 1, groups do
         applied = applied + 1
       end
     end
-    if nw > 0 then
-      redis.call('HSET', records, unpack(writes, 1, nw))
-      redis.call('EXPIREAT', records, expire_at)
-    end
+    send('HSET', records, writes, nw, expire_at)
   end
   -- who: the batch's users, in order of first record.
   local seen, who, nu = {}, {}, 0
@@ -109,14 +113,8 @@ for _ = 1, groups do
         set[ns + 1], set[ns + 2], ns = user, string.sub(padded[user], 2, -2), ns + 2
       end
     end
-    if ns > 0 then
-      redis.call('HSET', users, unpack(set, 1, ns))
-      redis.call('EXPIREAT', users, users_at)
-    end
-    if np > 0 then
-      redis.call('RPUSH', ids, unpack(push, 1, np))
-      redis.call('EXPIREAT', ids, expire_at)
-    end
+    send('HSET', users, set, ns, users_at)
+    send('RPUSH', ids, push, np, expire_at)
   end
   a = a + 4 * n
 end
