@@ -57,13 +57,10 @@ func admissionBench(args []string, w io.Writer) error {
 		return fmt.Errorf("the admission benchmark needs redis-server: %w", err)
 	}
 	defer redisSrv.Stop()
-	where := "redis-server on loopback"
-	if *pinCPU >= 0 {
-		keep, err := pinRedis(redisSrv.Pid(), *pinCPU)
-		if err != nil {
-			return err
-		}
-		where = fmt.Sprintf("redis-server on loopback pinned to CPU %d, edgeq, the origin and the load to CPU %s", *pinCPU, keep)
+	where, err := pinnedWhere(redisSrv.Pid(), *pinCPU, "redis-server on loopback",
+		"redis-server on loopback pinned to CPU %d, edgeq, the origin and the load to CPU %s")
+	if err != nil {
+		return err
 	}
 	origin, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

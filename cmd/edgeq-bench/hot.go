@@ -40,10 +40,7 @@ const hotAuctionsPerThread = 32
 
 func hotBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("hot", flag.ContinueOnError)
-	duration := fs.Duration("duration", 4*time.Second, "wrk duration of each round")
-	rounds := fs.Int("rounds", 3, "alternating rounds; the figures are each measurement's median")
-	connections := fs.Int("connections", 64, "wrk connections")
-	threads := fs.Int("threads", 2, "wrk threads")
+	wl := wrkLoadFlags(fs, "alternating rounds; the figures are each measurement's median")
 	floorClients := fs.Int("floor-clients", 32, "redis-benchmark clients of the floor")
 	floorRequests := fs.Int("floor-requests", 200000, "redis-benchmark requests of each floor round")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of edgeq (this process, with the origin) during the first pinned stock round (the first shared one with -redis-cpu -1) to this file, and of the POST passed through in the round before it to this file + \".passthrough\"")
@@ -51,7 +48,7 @@ func hotBench(args []string, w io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rounds < 1 || *threads < 1 || *connections < *threads || *floorClients < 1 || *floorRequests < 1 {
+	if wl.rounds < 1 || wl.threads < 1 || wl.connections < wl.threads || *floorClients < 1 || *floorRequests < 1 {
 		return errors.New("rounds, threads, floor-clients and floor-requests must be positive, connections at least threads")
 	}
 	for _, tool := range []string{"wrk", "redis-benchmark"} {
@@ -83,7 +80,7 @@ func hotBench(args []string, w io.Writer) error {
 		return err
 	}
 	defer stop()
-	bidEdge, _, stopBids, err := startEdgeqPrefixed(origin, redisSrv.Addr(), "edgeqbid", hotBidConfig(*threads))
+	bidEdge, _, stopBids, err := startEdgeqPrefixed(origin, redisSrv.Addr(), "edgeqbid", hotBidConfig(wl.threads))
 	if err != nil {
 		return err
 	}
@@ -97,7 +94,7 @@ func hotBench(args []string, w io.Writer) error {
 		}
 	}
 	var bidStreams []string
-	for t := 1; t <= *threads; t++ {
+	for t := 1; t <= wl.threads; t++ {
 		for n := range hotAuctionsPerThread {
 			bidStreams = append(bidStreams, fmt.Sprintf("edgeqbid:{a:hot-%d-%d}:events", t, n))
 		}
@@ -107,7 +104,6 @@ func hotBench(args []string, w io.Writer) error {
 		drain: productStreams("edgeq", "hot")}
 	bid := wrkTarget{name: "bid admission", url: bidEdge + "/", script: bidScript, store: true, drain: bidStreams}
 
-	wl := wrkLoad{threads: *threads, connections: *connections, duration: *duration, rounds: *rounds}
 	// Warm-up: connections, scripts loaded, the streams' groups made.
 	for _, t := range []wrkTarget{post, stock, bid} {
 		if _, err := runWrk(t, wl.threads, wl.connections, time.Second, rdb, 0); err != nil {
@@ -116,7 +112,7 @@ func hotBench(args []string, w io.Writer) error {
 	}
 	var floors []float64
 	shared := map[string][]wrkResult{}
-	for round := 1; round <= *rounds; round++ {
+	for round := 1; round <= wl.rounds; round++ {
 		f, err := redisFloor(rdb, redisSrv.Addr(), *floorClients, *floorRequests)
 		if err != nil {
 			return err
@@ -137,21 +133,19 @@ func hotBench(args []string, w io.Writer) error {
 		}
 	}
 	pinned := map[string][]wrkResult{}
-	where := ""
+	where, err := pinnedWhere(redisSrv.Pid(), *pinCPU, "", "redis-server on CPU %d, edgeq, the origin and wrk on CPU %s")
+	if err != nil {
+		return err
+	}
 	if *pinCPU >= 0 {
-		keep, err := pinRedis(redisSrv.Pid(), *pinCPU)
-		if err != nil {
-			return err
-		}
-		where = fmt.Sprintf("redis-server on CPU %d, edgeq, the origin and wrk on CPU %s", *pinCPU, keep)
-		for round := 1; round <= *rounds; round++ {
+		for round := 1; round <= wl.rounds; round++ {
 			for _, t := range []wrkTarget{post, stock} {
 				fmt.Fprintf(os.Stderr, "pinned round %d: %s\n", round, t.name)
 				stopProfile, err := profileRound(hotProfile(*cpuProfile, t, stock, post, round == 1))
 				if err != nil {
 					return err
 				}
-				r, err := runWrk(t, wl.threads, wl.connections, wl.duration, rdb, *rounds+round)
+				r, err := runWrk(t, wl.threads, wl.connections, wl.duration, rdb, wl.rounds+round)
 				stopProfile()
 				if err != nil {
 					return fmt.Errorf("%s (pinned): %w", t.name, err)
@@ -160,7 +154,7 @@ func hotBench(args []string, w io.Writer) error {
 			}
 		}
 	}
-	writeHot(w, hotFigures{wl: wl, floors: floors, floorClients: *floorClients, shared: shared, pinned: pinned, where: where})
+	writeHot(w, hotFigures{wl: *wl, floors: floors, floorClients: *floorClients, shared: shared, pinned: pinned, where: where})
 	return nil
 }
 
@@ -232,13 +226,7 @@ func hotBidConfig(threads int) string {
 // wrkHotBidScript bids on the auctions hot-<thread>-<n % 32> in turn, each bid one cent above the
 // thread's last on that auction (rounds start higher: the round is the script's argument), by a new
 // bidder each time.
-const wrkHotBidScript = `
-local threads = 0
-function setup(thread)
-  threads = threads + 1
-  thread:set("tid", threads)
-end
-local n, round = 0, 0
+const wrkHotBidScript = wrkThreadIDs + `local n, round = 0, 0
 function init(args)
   round = tonumber(string.match(args[1] or "", "%d+") or "0")
 end

@@ -38,3 +38,16 @@ func pinRedis(pid, cpu int) (string, error) {
 	runtime.GOMAXPROCS(len(rest))
 	return keep, nil
 }
+
+// pinnedWhere pins redis-server as pinRedis does unless cpu is -1, and says where everything runs:
+// format given cpu and the CPUs this process keeps, or unpinned when nothing was pinned.
+func pinnedWhere(pid, cpu int, unpinned, format string) (string, error) {
+	if cpu < 0 {
+		return unpinned, nil
+	}
+	keep, err := pinRedis(pid, cpu)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(format, cpu, keep), nil
+}

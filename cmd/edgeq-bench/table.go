@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,26 +37,17 @@ import (
 // point: absolute numbers depend on the machine and on what else it is doing.
 func tableBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("table", flag.ContinueOnError)
-	duration := fs.Duration("duration", 4*time.Second, "wrk duration of each round")
-	connections := fs.Int("connections", 64, "wrk connections")
-	threads := fs.Int("threads", 2, "wrk threads")
-	rounds := fs.Int("rounds", 3, "alternating rounds; the table shows each target's median")
+	wl := wrkLoadFlags(fs, "alternating rounds; the table shows each target's median")
 	only := fs.String("only", "", "a regular expression: only the paths whose name matches (bare ReverseProxy and nginx always run, as references, and nginx and Caddy over TLS with any edgeq row over TLS)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process (origin, edgeq, bare proxy) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = f.Close() }()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := profileRound(*cpuProfile, true)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	if _, err := exec.LookPath("wrk"); err != nil {
 		return errors.New("the table needs wrk (Debian: apt-get install wrk; nginx and caddy are added to the table when installed)")
 	}
@@ -162,12 +152,11 @@ func tableBench(args []string, w io.Writer) error {
 		}
 		targets = keepTLSReferences(slices.DeleteFunc(targets, func(t wrkTarget) bool { return t.ref == "" && !re.MatchString(t.name) }))
 	}
-	wl := wrkLoad{threads: *threads, connections: *connections, duration: *duration, rounds: *rounds}
-	medians, ref, err := runRounds(targets, wl, rdb)
+	medians, ref, err := runRounds(targets, *wl, rdb)
 	if err != nil {
 		return err
 	}
-	writeWrkTable(w, wl, targets, medians, ref, notes)
+	writeWrkTable(w, *wl, targets, medians, ref, notes)
 	return nil
 }
 
@@ -233,6 +222,17 @@ type wrkLoad struct {
 	duration                     time.Duration
 }
 
+// wrkLoadFlags defines the flags of a wrk load on fs, roundsUsage saying what the rounds' medians
+// are of; the load holds their values once fs is parsed.
+func wrkLoadFlags(fs *flag.FlagSet, roundsUsage string) *wrkLoad {
+	wl := &wrkLoad{}
+	fs.DurationVar(&wl.duration, "duration", 4*time.Second, "wrk duration of each round")
+	fs.IntVar(&wl.connections, "connections", 64, "wrk connections")
+	fs.IntVar(&wl.threads, "threads", 2, "wrk threads")
+	fs.IntVar(&wl.rounds, "rounds", 3, roundsUsage)
+	return wl
+}
+
 // runRounds loads every target once per round, in the same order each round, and returns each
 // target's median round (by requests/s) and the requests/s of the reference rows by ref.
 func runRounds(targets []wrkTarget, wl wrkLoad, rdb *redis.Client) ([]wrkResult, map[string]float64, error) {
@@ -252,8 +252,7 @@ func runRounds(targets []wrkTarget, wl wrkLoad, rdb *redis.Client) ([]wrkResult,
 	medians := make([]wrkResult, len(targets))
 	ref := map[string]float64{}
 	for i, rs := range results {
-		slices.SortFunc(rs, func(a, b wrkResult) int { return int(a.rps - b.rps) })
-		medians[i] = rs[len(rs)/2]
+		medians[i] = median(rs)
 		if targets[i].ref != "" {
 			ref[targets[i].ref] = medians[i].rps
 		}
@@ -309,15 +308,18 @@ type wrkResult struct {
 	cpu         redisCPU // what Redis spent over the round, by command
 }
 
-// wrkPostScript sends form POSTs with a new X-User each time (thread, round and a counter), so every
-// admission is a new buyer.
-const wrkPostScript = `
+// wrkThreadIDs begins a wrk script whose threads know their number: tid, from 1.
+const wrkThreadIDs = `
 local threads = 0
 function setup(thread)
   threads = threads + 1
   thread:set("tid", threads)
 end
-local n = 0
+`
+
+// wrkPostScript sends form POSTs with a new X-User each time (thread, round and a counter), so every
+// admission is a new buyer.
+const wrkPostScript = wrkThreadIDs + `local n = 0
 local prefix
 function init(args)
   prefix = (args[1] or "r") .. "-" .. tostring(tid) .. "-"

@@ -7,7 +7,6 @@
 package hcaptchatest
 
 import (
-	"crypto/rand"
 	_ "embed"
 	"encoding/json"
 	"mime"
@@ -68,9 +67,7 @@ type Server struct {
 
 // New returns a stand-in with a fresh signing key.
 func New() *Server {
-	key := make([]byte, 32)
-	rand.Read(key)
-	return &Server{key: key, spent: map[string]time.Time{}}
+	return &Server{key: widgettoken.NewKey(), spent: map[string]time.Time{}}
 }
 
 // ServeHTTP serves /1/api.js (the widget) with its /1/widget.css, /siteverify, and /1/token (what the
@@ -119,12 +116,8 @@ func passed(hostname string, at time.Time) answer {
 
 func (s *Server) siteverify(w http.ResponseWriter, r *http.Request) {
 	s.Calls.Add(1)
-	if d := time.Duration(s.Delay.Load()); d > 0 {
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			return
-		}
+	if !widgettoken.Hold(r, &s.Delay) {
+		return
 	}
 	if n := s.Failures.Load(); n > 0 && s.Failures.CompareAndSwap(n, n-1) {
 		http.Error(w, "internal server error", http.StatusInternalServerError)
@@ -190,7 +183,7 @@ func (s *Server) decide(form url.Values) answer {
 		}
 		return passed(TestHostname, now)
 	}
-	c, ok := s.open(response)
+	c, ok := widgettoken.Open(s.key, response)
 	if !ok || c.SiteKey != own {
 		return refuse("invalid-input-response")
 	}
@@ -223,34 +216,18 @@ func (s *Server) LastForm() url.Values {
 	return out
 }
 
-// claims are what a token carries: "<base64url(JSON claims)>.<base64url(HMAC-SHA256)>".
-type claims struct {
-	Hostname string `json:"h"`
-	SiteKey  string `json:"k"`
-	Time     int64  `json:"t"`
-	Nonce    string `json:"n"`
-}
-
-func (s *Server) open(token string) (claims, bool) {
-	var c claims
-	return c, widgettoken.Open(s.key, token, &c)
-}
-
 // Mint returns a response as the widget of SiteKey hands out on a page of hostname.
 func (s *Server) Mint(hostname string) string { return s.MintAt(hostname, time.Now()) }
 
 // MintAt is Mint for a widget solved at time at (an earlier one has expired after TokenLifetime).
 func (s *Server) MintAt(hostname string, at time.Time) string {
-	return widgettoken.Seal(s.key, claims{Hostname: hostname, SiteKey: SiteKey, Time: at.Unix(), Nonce: widgettoken.Nonce()})
+	return widgettoken.Seal(s.key, widgettoken.Claims{Hostname: hostname, SiteKey: SiteKey, Time: at.Unix()})
 }
 
 // token answers the widget when the visitor ticks the box: a form POST of sitekey and hostname, from
 // the protected site's pages (another origin).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Access-Control-Allow-Origin", "*")
-	if r.Method == http.MethodOptions {
-		w.Header().Set("Access-Control-Allow-Methods", "POST")
-		w.Header().Set("Access-Control-Allow-Headers", "Content-Type")
+	if widgettoken.Preflight(w, r) {
 		return
 	}
 	form, ok := readForm(r)

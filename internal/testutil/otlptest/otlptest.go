@@ -24,7 +24,8 @@ import (
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
-// Span is one span the receiver took (the receiver's JSON).
+// Span is one span the receiver took (the receiver's JSON: Span, Event and Link are the receiver's
+// own, copied, since it is a module of its own).
 type Span struct {
 	Service    string            `json:"service"`
 	TraceID    string            `json:"trace_id"`

@@ -6,7 +6,6 @@ package turnstiletest
 
 import (
 	"context"
-	"crypto/rand"
 	_ "embed"
 	"encoding/json"
 	"net/http"
@@ -60,9 +59,7 @@ type Server struct {
 
 // New returns a stand-in with a fresh signing key.
 func New() *Server {
-	key := make([]byte, 32)
-	rand.Read(key)
-	return &Server{key: key, spent: map[string]bool{}, answers: map[string]verifyReply{}, now: time.Now}
+	return &Server{key: widgettoken.NewKey(), spent: map[string]bool{}, answers: map[string]verifyReply{}, now: time.Now}
 }
 
 // ServeHTTP serves /turnstile/v0/api.js, /turnstile/v0/siteverify and /turnstile/v0/token.
@@ -95,12 +92,8 @@ func fail(codes ...string) verifyReply { return verifyReply{ErrorCodes: codes} }
 
 func (s *Server) siteverify(w http.ResponseWriter, r *http.Request) {
 	s.Calls.Add(1)
-	if d := time.Duration(s.Delay.Load()); d > 0 {
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			return
-		}
+	if !widgettoken.Hold(r, &s.Delay) {
+		return
 	}
 	secret, response, idempotency := s.params(r)
 	reply := func() verifyReply {
@@ -149,7 +142,7 @@ func (s *Server) decide(secret, response string) verifyReply {
 	default:
 		return fail("invalid-input-secret")
 	}
-	claims, ok := s.open(response)
+	claims, ok := widgettoken.Open(s.key, response)
 	if !ok {
 		return fail("invalid-input-response")
 	}
@@ -171,30 +164,14 @@ func (s *Server) params(r *http.Request) (secret, response, idempotency string) 
 	return r.PostForm.Get("secret"), r.PostForm.Get("response"), r.PostForm.Get("idempotency_key")
 }
 
-type tokenClaims struct {
-	Hostname string `json:"h"`
-	Action   string `json:"a"`
-	Time     int64  `json:"t"`
-	Nonce    string `json:"n"`
-}
-
-func (s *Server) open(token string) (tokenClaims, bool) {
-	var c tokenClaims
-	return c, widgettoken.Open(s.key, token, &c)
-}
-
 // Mint returns a token as the widget of SiteKey would hand out on hostname for action.
 func (s *Server) Mint(hostname, action string) string {
-	return widgettoken.Seal(s.key, tokenClaims{Hostname: hostname, Action: action, Time: s.now().Unix(), Nonce: widgettoken.Nonce()})
+	return widgettoken.Seal(s.key, widgettoken.Claims{Hostname: hostname, Action: action, Time: s.now().Unix()})
 }
 
 // token is what the widget asks for when the visitor ticks the box: form sitekey, action, hostname.
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
-	// The widget runs on the protected site's pages, another origin.
-	w.Header().Set("Access-Control-Allow-Origin", "*")
-	if r.Method == http.MethodOptions {
-		w.Header().Set("Access-Control-Allow-Methods", "POST")
-		w.Header().Set("Access-Control-Allow-Headers", "Content-Type")
+	if widgettoken.Preflight(w, r) {
 		return
 	}
 	if r.Method != http.MethodPost {

@@ -72,6 +72,18 @@ func merged(name string, start time.Time, clients []Sample) Sample {
 	return total
 }
 
+// eachClient runs client from n goroutines, each with a Sample of its own (its index and that Sample),
+// and returns their merged Sample, the run timed from start.
+func eachClient(name string, n int, start time.Time, client func(i int, own *Sample)) Sample {
+	perClient := make([]Sample, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { client(i, &perClient[i]) })
+	}
+	wg.Wait()
+	return merged(name, start, perClient)
+}
+
 // RPS is the rate of successful requests.
 func (s Sample) RPS() float64 {
 	if s.Elapsed <= 0 {
@@ -115,41 +127,33 @@ func Run(client *http.Client, name string, src Source, want, concurrency int, du
 func RunOK(client *http.Client, name string, src Source, ok func(status int) bool, concurrency int, duration time.Duration) Sample {
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
-	perClient := make([]Sample, concurrency)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for i := range concurrency {
-		wg.Go(func() {
-			own := &perClient[i]
-			own.Latencies = make([]time.Duration, 0, 4096)
-			for ctx.Err() == nil {
-				req, more := src()
-				if !more {
-					return
-				}
-				r, err := req.httpRequest()
-				if err != nil {
-					own.Errors++
-					return
-				}
-				t0 := time.Now()
-				resp, err := client.Do(r)
-				if err != nil {
-					own.Errors++
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				_ = resp.Body.Close()
-				if !ok(resp.StatusCode) {
-					own.Errors++
-					continue
-				}
-				own.Latencies = append(own.Latencies, time.Since(t0))
+	return eachClient(name, concurrency, time.Now(), func(_ int, own *Sample) {
+		own.Latencies = make([]time.Duration, 0, 4096)
+		for ctx.Err() == nil {
+			req, more := src()
+			if !more {
+				return
 			}
-		})
-	}
-	wg.Wait()
-	return merged(name, start, perClient)
+			r, err := req.httpRequest()
+			if err != nil {
+				own.Errors++
+				return
+			}
+			t0 := time.Now()
+			resp, err := client.Do(r)
+			if err != nil {
+				own.Errors++
+				continue
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if !ok(resp.StatusCode) {
+				own.Errors++
+				continue
+			}
+			own.Latencies = append(own.Latencies, time.Since(t0))
+		}
+	})
 }
 
 // Burst sends every request at once, one client each, released together (n visitors acting in the same
@@ -200,62 +204,48 @@ func Burst(client *http.Client, name string, reqs []Request, ok func(status int)
 // few seconds do. A latency runs from the moment the request was due, not from when it was sent, so
 // a slow answer that delays a user's next request is not hidden (no coordinated omission).
 func Poll(client *http.Client, name string, n int, interval, duration time.Duration, next func(user int) Request, ok func(status int) bool) Sample {
-	perUser := make([]Sample, n)
 	start := time.Now()
 	end := start.Add(duration)
-	var wg sync.WaitGroup
-	for u := range n {
-		wg.Go(func() {
-			own := &perUser[u]
-			due := start.Add(time.Duration(rand.Int64N(int64(interval))))
-			for due.Before(end) {
-				time.Sleep(time.Until(due))
-				r, err := next(u).httpRequest()
-				if err != nil {
-					own.Errors++
-					return
-				}
-				resp, err := client.Do(r)
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					_ = resp.Body.Close()
-				}
-				if err != nil || !ok(resp.StatusCode) {
-					own.Errors++
-				} else {
-					own.Latencies = append(own.Latencies, time.Since(due))
-				}
-				due = due.Add(interval)
+	return eachClient(name, n, start, func(u int, own *Sample) {
+		due := start.Add(time.Duration(rand.Int64N(int64(interval))))
+		for due.Before(end) {
+			time.Sleep(time.Until(due))
+			r, err := next(u).httpRequest()
+			if err != nil {
+				own.Errors++
+				return
 			}
-		})
-	}
-	wg.Wait()
-	return merged(name, start, perUser)
+			resp, err := client.Do(r)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			if err != nil || !ok(resp.StatusCode) {
+				own.Errors++
+			} else {
+				own.Latencies = append(own.Latencies, time.Since(due))
+			}
+			due = due.Add(interval)
+		}
+	})
 }
 
 // Loop runs op from concurrency goroutines for duration, each calling it again as soon as it
 // returns (a closed loop without HTTP: a script called directly on Redis, say), and measures it as a
 // Sample. An error from op counts as a failure.
 func Loop(name string, concurrency int, duration time.Duration, op func(client int) error) Sample {
-	perClient := make([]Sample, concurrency)
 	start := time.Now()
 	deadline := start.Add(duration)
-	var wg sync.WaitGroup
-	for i := range concurrency {
-		wg.Go(func() {
-			own := &perClient[i]
-			for time.Now().Before(deadline) {
-				t0 := time.Now()
-				if err := op(i); err != nil {
-					own.Errors++
-					continue
-				}
-				own.Latencies = append(own.Latencies, time.Since(t0))
+	total := eachClient(name, concurrency, start, func(i int, own *Sample) {
+		for time.Now().Before(deadline) {
+			t0 := time.Now()
+			if err := op(i); err != nil {
+				own.Errors++
+				continue
 			}
-		})
-	}
-	wg.Wait()
-	total := merged(name, start, perClient)
+			own.Latencies = append(own.Latencies, time.Since(t0))
+		}
+	})
 	slices.Sort(total.Latencies)
 	return total
 }

@@ -32,7 +32,8 @@ import (
 )
 
 // Span is one received span, flattened: attribute values as text, events and links by what tests ask
-// about.
+// about. otlptest reads the JSON back into a copy of Span, Event and Link: this module and edgeq's
+// share no package, so that neither module's dependencies reach the other's go.mod.
 type Span struct {
 	Service    string            `json:"service"`
 	TraceID    string            `json:"trace_id"`
