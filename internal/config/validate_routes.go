@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/edgeq/edgeq/internal/idmatch"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 var wildcardInPath = regexp.MustCompile(`\{([^{}]*)\}`)
@@ -75,7 +76,7 @@ func (cfg *Config) checkRoutes(c *check) {
 // apply; and a route names its host in one place, since two could only disagree.
 func checkRouteHost(c *check, p string, r Route) {
 	inMatch := PatternHost(r.Match)
-	if _, port := splitPort(inMatch); port != "" {
+	if _, port := vocab.SplitHost(inMatch); port != "" {
 		c.add(p+".match", "%q names the host with a port: hosts are matched without their port, so the route would never apply", r.Match)
 	}
 	if r.Host == "" {
@@ -87,16 +88,6 @@ func checkRouteHost(c *check, p string, r Route) {
 	if inMatch != "" {
 		c.add(p+".host", "%q, and match %q names a host too: name the route's host in one place", r.Host, r.Match)
 	}
-}
-
-// splitPort splits "name:port" at its last colon outside an IPv6 literal's brackets: port is "" when
-// there is none.
-func splitPort(host string) (name, port string) {
-	i := strings.LastIndexByte(host, ':')
-	if i < 0 || strings.LastIndexByte(host, ']') > i {
-		return host, ""
-	}
-	return host[:i], host[i+1:]
 }
 
 // outcome checks one release_on or complete_on entry: answer:PATH naming $field needs a graphql: route.
