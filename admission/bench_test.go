@@ -40,7 +40,8 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 			for b.Loop() {
 				for i := range claims {
 					n++
-					id := strconv.FormatInt(n, 10)
+					// A real id: the records are kept per day of their id's time (records.go).
+					id := svc.o.IDs.NextString()
 					claims[i] = Claim{Owner: "p", User: svc.pseudonyms.of("buyer-" + id), ID: id, Value: 1}
 				}
 				send := calls
