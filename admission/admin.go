@@ -14,7 +14,8 @@ import (
 	"github.com/edgeq/edgeq/internal/web"
 )
 
-const maxAdminBody = 64 << 10
+// MaxAdminBody bounds the JSON body of a kind's admin write (an owner created or changed).
+const MaxAdminBody = 64 << 10
 
 // RegisterAdmin adds the admission admin API to the admin mux: every kind's
 // views and the dead letters they share.
@@ -38,14 +39,9 @@ func (s *Service) Register(mux *http.ServeMux) {
 	}
 }
 
-// rawJSON passes a stored JSON record through unchanged.
-type rawJSON string
-
-func (r rawJSON) MarshalJSON() ([]byte, error) { return []byte(r), nil }
-
-// listOwners answers an admin list of a kind's owners sorted by id: every one,
+// ListOwners answers an admin list of a kind's owners sorted by id: every one,
 // or a page of them with page and page_size (then only that page's owners are read with load).
-func listOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k Kind, load func(ctx context.Context, id string) (T, bool, error)) {
+func ListOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k Kind, load func(ctx context.Context, id string) (T, bool, error)) {
 	page, size, e := web.Paging(r, 0)
 	if e != nil {
 		s.responder.Error(w, r, e)
@@ -81,9 +77,9 @@ func writeLedgerPage[T any](w http.ResponseWriter, items []T, total, page, size 
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
 }
 
-// fromLedger answers a page of history from the ledger (read), each row as of makes it; false when
+// FromLedger answers a page of history from the ledger (read), each row as of makes it; false when
 // the ledger could not be read (logged), and the store answers instead.
-func fromLedger[R, T any](s *Service, w http.ResponseWriter, r *http.Request, page, size int64, of func(R) T, read func() ([]R, int64, error)) bool {
+func FromLedger[R, T any](s *Service, w http.ResponseWriter, r *http.Request, page, size int64, of func(R) T, read func() ([]R, int64, error)) bool {
 	rows, total, err := read()
 	if err != nil {
 		s.ledgerReadFailed(r, err)
@@ -103,8 +99,8 @@ func (s *Service) ledgerReadFailed(r *http.Request, err error) {
 	web.RequestFrom(r.Context()).Logger().Warn("ledger: reading the history failed; answering from the store", "error", err.Error())
 }
 
-// pathID is the path's {id} of an owner; a malformed one is answered 400.
-func (s *Service) pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
+// PathID is the path's {id} of an owner; a malformed one is answered 400.
+func (s *Service) PathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	if !config.ID.MatchString(id) {
 		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
@@ -113,8 +109,8 @@ func (s *Service) pathID(w http.ResponseWriter, r *http.Request) (string, bool) 
 	return id, true
 }
 
-// paging reads page (from 1) and page_size (1..100, default 20).
-func paging(r *http.Request) (page, size int64, e *web.Error) {
+// Paging reads page (from 1) and page_size (1..100, default 20).
+func Paging(r *http.Request) (page, size int64, e *web.Error) {
 	return web.Paging(r, 20)
 }
 
@@ -146,8 +142,8 @@ func (s *Service) writeFound(w http.ResponseWriter, r *http.Request, v any, foun
 	}
 }
 
-// pathUser is userParam, a refusal answered.
-func (s *Service) pathUser(w http.ResponseWriter, r *http.Request) (string, bool) {
+// PathUser is the pseudonym of the path's {user} (userParam), a malformed one answered 400.
+func (s *Service) PathUser(w http.ResponseWriter, r *http.Request) (string, bool) {
 	user, e := s.userParam(r)
 	if e != nil {
 		s.responder.Error(w, r, e)

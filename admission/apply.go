@@ -13,18 +13,16 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/vocab"
 )
 
-// recordTime formats the times of records: RFC 3339 with milliseconds, fixed width.
-const recordTime = vocab.MilliTime
+// Entry reads the fields of a stream entry, as the scripts write them: text.
+type Entry redis.XMessage
 
-// entry reads the fields of a stream entry.
-type entry redis.XMessage
+// Str is field k ("" when the entry has none).
+func (e Entry) Str(k string) string { v, _ := e.Values[k].(string); return v }
 
-func (e entry) str(k string) string { v, _ := e.Values[k].(string); return v }
-
-func (e entry) num(k string) (int64, error) { return strconv.ParseInt(e.str(k), 10, 64) }
+// Num is field k as a decimal integer.
+func (e Entry) Num(k string) (int64, error) { return strconv.ParseInt(e.Str(k), 10, 64) }
 
 // Application is what applying one event writes to its kind's admin table (records.go): the id's
 // entries in the day's list and its user's list, and, for a table the worker writes, the record's
@@ -98,9 +96,9 @@ func (s *Service) applyBatch(ctx context.Context, apps []Application) error {
 		args = append(args, len(days[o]), 1, cutoff, 2*len(apps)+16, usersAt)
 		for _, d := range days[o] {
 			keys = append(keys, t.Records(o.name, d.day), t.IDs(o.name, d.day), t.Users(o.name))
-			args = append(args, (d.day+1)*86400+retention, flag(t.scripted()), len(byDay[d]))
+			args = append(args, (d.day+1)*86400+retention, Flag(t.scripted()), len(byDay[d]))
 			for _, a := range byDay[d] {
-				args = append(args, flag(a.Overwrite), a.ID, a.User, a.Body)
+				args = append(args, Flag(a.Overwrite), a.ID, a.User, a.Body)
 			}
 		}
 		// The trim: the cutoff day's records (earlier days' keys have expired whole).
@@ -108,7 +106,7 @@ func (s *Service) applyBatch(ctx context.Context, apps []Application) error {
 		if t.scripted() {
 			keys[len(keys)-1] = t.Unsettled(o.name)
 		}
-		args = append(args, t.UserPattern, flag(t.scripted()))
+		args = append(args, t.UserPattern, Flag(t.scripted()))
 		calls = append(calls, store.Call{Keys: keys, Args: args})
 	}
 	return s.pipelineScript(ctx, applyScript, calls)

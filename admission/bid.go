@@ -16,6 +16,7 @@ import (
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/report"
 )
@@ -44,10 +45,10 @@ func newBidKind(s *Service) Kind {
 	k := &bidKind{About: About{Type: config.AdmissionBid, OwnerNoun: "auction", IDHeader: HeaderBidID, Dead: "auction.",
 		Unknown: errAuctionNotFound, Codes: []*web.Error{errAuctionNotFound, errAuctionEnded, errSelfBid, errInvalidBid, errBidTooLow,
 			errAuctionsSourceUnavailable}},
-		s: s, reads: newAuctionReads(), table: bidTable(s.keys), sourceMetrics: newSourceMetrics()}
+		s: s, reads: newAuctionReads(), table: bidTable(s.Keys()), sourceMetrics: newSourceMetrics()}
 	k.bids = k.newBidder()
-	if s.o.Registry != nil {
-		s.o.Registry.MustRegister(k.sourceMetrics.requests, k.sourceMetrics.breakerOpen)
+	if s.Registry() != nil {
+		s.Registry().MustRegister(k.sourceMetrics.requests, k.sourceMetrics.breakerOpen)
 	}
 	return k
 }
@@ -140,9 +141,9 @@ func (k *bidKind) place(ctx context.Context, c Claim) (code, highest int64, err 
 func (k *bidKind) placeNow(ctx context.Context, cs []Claim) []placed {
 	calls := make([]store.Call, len(cs))
 	for i, c := range cs {
-		calls[i] = store.Call{Keys: bidKeys(k.s.keys, c.Owner, c.ID), Args: []any{c.ID, c.User, c.Value, int64(recordTTL / time.Second)}}
+		calls[i] = store.Call{Keys: bidKeys(k.s.Keys(), c.Owner, c.ID), Args: []any{c.ID, c.User, c.Value, int64(RecordTTL / time.Second)}}
 	}
-	cmds, errs := k.s.o.Store.RunAckedAll(ctx, bidScript, calls)
+	cmds, errs := k.s.Store().RunAckedAll(ctx, bidScript, calls)
 	out := make([]placed, len(cs))
 	for i := range cs {
 		out[i] = placedOf(cmds[i], errs[i])
@@ -189,24 +190,24 @@ func bidRefusal(code, highest int64) *web.Error {
 }
 
 func (k *bidKind) Release(ctx context.Context, c Claim) (int64, error) {
-	return withdrawScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.Owner, c.ID), c.ID,
-		int64(recordTTL/time.Second)).Int64()
+	return withdrawScript.Run(ctx, k.s.Client(), bidKeys(k.s.Keys(), c.Owner, c.ID), c.ID,
+		int64(RecordTTL/time.Second)).Int64()
 }
 
 // Commits: a bid the shop accepted is committed only for the ledger. Nothing withdraws a bid after
 // the shop accepted it (a withdrawal follows the shop's refusal, or a store call whose answer was
 // lost before the bid reached the shop), so with the ledger off a commit would write a state that
 // nobody reads: one script call per bid saved on the auction's shard.
-func (k *bidKind) Commits() bool { return k.s.o.Ledger != nil }
+func (k *bidKind) Commits() bool { return k.s.Ledger() != nil }
 
 func (k *bidKind) Commit(ctx context.Context, c Claim) error {
 	if !k.Commits() {
 		return nil
 	}
-	return bidCommitScript.Run(ctx, k.s.client, bidKeys(k.s.keys, c.Owner, c.ID), c.ID, flag(k.s.o.Ledger != nil)).Err()
+	return bidCommitScript.Run(ctx, k.s.Client(), bidKeys(k.s.Keys(), c.Owner, c.ID), c.ID, Flag(k.s.Ledger() != nil)).Err()
 }
 
-func (k *bidKind) Record(c Claim) string { return bidRecordKey(k.s.keys, c.Owner, c.ID) }
+func (k *bidKind) Record(c Claim) string { return bidRecordKey(k.s.Keys(), c.Owner, c.ID) }
 
 func (k *bidKind) Forget(auction string) { k.reads.forget(auction) }
 
@@ -240,9 +241,9 @@ type BidRecord struct {
 	cents int64 // Amount in cents
 }
 
-func (k *bidKind) OwnersKey() string            { return auctionIndexKey(k.s.keys) }
-func (k *bidKind) SpellingsKey() string         { return auctionSpellingsKey(k.s.keys) }
-func (k *bidKind) Stream(auction string) string { return auctionEventsKey(k.s.keys, auction) }
+func (k *bidKind) OwnersKey() string            { return auctionIndexKey(k.s.Keys()) }
+func (k *bidKind) SpellingsKey() string         { return auctionSpellingsKey(k.s.Keys()) }
+func (k *bidKind) Stream(auction string) string { return auctionEventsKey(k.s.Keys(), auction) }
 
 // Parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
 // on, the commit scripts; a "committed" entry is for the ledger alone).
@@ -261,28 +262,28 @@ func (k *bidKind) Parse(auction string, msg redis.XMessage) ([]Application, erro
 // parseBid reads an entry of an auction's stream into the bid it records (for a "committed" entry
 // only its id and state) and the bid's time in milliseconds.
 func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
-	e := entry(msg)
-	typ := e.str("type")
+	e := Entry(msg)
+	typ := e.Str("type")
 	if typ == "committed" {
-		c, err := e.num("committed_at")
-		if e.str("bid") == "" || err != nil {
+		c, err := e.Num("committed_at")
+		if e.Str("bid") == "" || err != nil {
 			return BidRecord{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 		}
-		return BidRecord{ID: e.str("bid"), AuctionID: auction, State: typ, CommittedAt: time.UnixMilli(c).UTC().Format(recordTime)}, 0, nil
+		return BidRecord{ID: e.Str("bid"), AuctionID: auction, State: typ, CommittedAt: vocab.FormatUnixMilli(c)}, 0, nil
 	}
-	amount, err1 := e.num("amount")
-	at, err2 := e.num("at")
-	if typ != "bid" && typ != "withdrawn" || e.str("bid") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
+	amount, err1 := e.Num("amount")
+	at, err2 := e.Num("at")
+	if typ != "bid" && typ != "withdrawn" || e.Str("bid") == "" || e.Str("user") == "" || errors.Join(err1, err2) != nil {
 		return BidRecord{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
-	rec := BidRecord{ID: e.str("bid"), AuctionID: auction, Bidder: e.str("user"), Amount: money.Format(amount),
-		State: "accepted", BidAt: time.UnixMilli(at).UTC().Format(recordTime), cents: amount}
+	rec := BidRecord{ID: e.Str("bid"), AuctionID: auction, Bidder: e.Str("user"), Amount: money.Format(amount),
+		State: "accepted", BidAt: vocab.FormatUnixMilli(at), cents: amount}
 	if typ == "withdrawn" {
-		w, err := e.num("withdrawn_at")
+		w, err := e.Num("withdrawn_at")
 		if err != nil {
 			return BidRecord{}, 0, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
 		}
-		rec.State, rec.WithdrawnAt = "withdrawn", time.UnixMilli(w).UTC().Format(recordTime)
+		rec.State, rec.WithdrawnAt = "withdrawn", vocab.FormatUnixMilli(w)
 	}
 	return rec, at, nil
 }
@@ -300,7 +301,7 @@ func (k *bidKind) application(rec BidRecord) (Application, error) {
 
 // RegisterPublic adds the public auction reads.
 func (k *bidKind) RegisterPublic(mux *http.ServeMux) {
-	p := k.s.o.Prefix
+	p := k.s.Prefix()
 	mux.HandleFunc("GET "+p+"/auctions/{id}/highest-bid", k.handleHighest)
 	mux.HandleFunc("GET "+p+"/auctions/{id}/bids", k.handleHistory)
 	mux.HandleFunc("GET "+p+"/auctions/{id}/stats", k.handleStats)

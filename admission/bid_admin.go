@@ -40,19 +40,19 @@ func (k *bidKind) writeAuction(ctx context.Context, a config.Auction, createOnly
 	if err := errors.Join(err1, err2); err != nil {
 		return err
 	}
-	owner, _ := s.pseudonyms.identity(a.Owner, "") // normalised like a bidder's identity; "" when it has none
+	owner, _ := s.Pseudonym(a.Owner, "") // normalised like a bidder's identity; "" when it has none
 	mode := "0"
 	if createOnly {
 		mode = "1"
 	}
-	if err := auctionScript.Run(ctx, s.client, []string{auctionInfoKey(s.keys, a.ID)}, start, inc, a.EndsAt.UnixMilli(), owner, mode).Err(); err != nil {
+	if err := auctionScript.Run(ctx, s.Client(), []string{auctionInfoKey(s.Keys(), a.ID)}, start, inc, a.EndsAt.UnixMilli(), owner, mode).Err(); err != nil {
 		return err
 	}
 	k.reads.forget(a.ID)
 	if err := s.IndexOwner(ctx, k, a.ID); err != nil {
 		return err
 	}
-	return s.ensureStreamGroup(ctx, auctionEventsKey(s.keys, a.ID))
+	return s.EnsureStreamGroup(ctx, auctionEventsKey(s.Keys(), a.ID))
 }
 
 // Auction is an auction as the admin API shows it.
@@ -76,8 +76,8 @@ func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 		EndsAt        *string `json:"ends_at"`
 		Owner         *string `json:"owner"`
 	}
-	if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
-		s.responder.Error(w, r, e)
+	if e := fields.DecodeJSON(w, r, MaxAdminBody, &body); e != nil {
+		s.Responder().Error(w, r, e)
 		return
 	}
 	a := config.Auction{ID: id, MinIncrement: "1.00"}
@@ -93,17 +93,17 @@ func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 	if body.EndsAt != nil {
 		t, err := time.Parse(time.RFC3339, *body.EndsAt)
 		if err != nil {
-			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "ends_at"))
+			s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "ends_at"))
 			return
 		}
 		a.EndsAt = t
 	}
 	if err := config.ValidateAuction(a); err != nil {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
 		return
 	}
 	if err := k.writeAuction(r.Context(), a, false); err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	k.writeAuctionJSON(w, r, id)
@@ -112,7 +112,7 @@ func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 func (k *bidKind) adminGetAuction(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	if !config.ID.MatchString(r.PathValue("id")) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
 	k.writeAuctionJSON(w, r, r.PathValue("id"))
@@ -121,7 +121,7 @@ func (k *bidKind) adminGetAuction(w http.ResponseWriter, r *http.Request) {
 // adminListAuctions lists the auctions (configured or created through the API) sorted by id
 // (listOwners), from the same short-lived per-replica views as the public reads.
 func (k *bidKind) adminListAuctions(w http.ResponseWriter, r *http.Request) {
-	listOwners(k.s, w, r, k, func(ctx context.Context, id string) (Auction, bool, error) {
+	ListOwners(k.s, w, r, k, func(ctx context.Context, id string) (Auction, bool, error) {
 		v, err := k.view(ctx, id)
 		if err != nil || !v.found {
 			return Auction{}, false, err
@@ -135,11 +135,11 @@ func (k *bidKind) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id st
 	k.reads.forget(id)
 	v, err := k.view(r.Context(), id)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	if !v.found {
-		s.responder.Error(w, r, errAuctionNotFound)
+		s.Responder().Error(w, r, errAuctionNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, auctionOf(id, v))
@@ -154,29 +154,25 @@ func auctionOf(id string, v *auctionView) Auction {
 // adminUserBids lists a user's bids (userParam; from the worker's index), newest first.
 func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	user, ok := s.pathUser(w, r)
+	user, ok := s.PathUser(w, r)
 	if !ok {
 		return
 	}
-	page, size, e := paging(r)
+	page, size, e := Paging(r)
 	if e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
 	ctx := r.Context()
-	if s.o.Ledger != nil && fromLedger(s, w, r, page, size, bidRecordOf, func() ([]ledger.Bid, int64, error) {
-		return s.o.Ledger.Bids(ctx, user, page, size)
+	if s.Ledger() != nil && FromLedger(s, w, r, page, size, bidRecordOf, func() ([]ledger.Bid, int64, error) {
+		return s.Ledger().Bids(ctx, user, page, size)
 	}) {
 		return
 	}
-	found, total, err := s.page(ctx, k.table, user, page, size)
+	items, total, err := s.ReadRecords(ctx, k.table, user, page, size)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	items := make([]any, len(found))
-	for i, l := range found {
-		items[i] = rawJSON(l.body)
-	}
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
+	WritePage(w, items, total, page, size, false)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -34,7 +35,7 @@ func bidFromMember(member string, cents int64) (Bid, bool) {
 	if !ok1 || !ok2 || err != nil {
 		return Bid{}, false
 	}
-	return Bid{BidID: id, Bidder: bidder, Amount: money.Format(cents), BidAt: time.UnixMilli(ms).UTC().Format(recordTime)}, true
+	return Bid{BidID: id, Bidder: bidder, Amount: money.Format(cents), BidAt: vocab.FormatUnixMilli(ms)}, true
 }
 
 // auctionReads are the snapshots the public reads answer from, per auction, refreshed from the store at
@@ -110,7 +111,7 @@ func (k *bidKind) view(ctx context.Context, id string) (*auctionView, error) {
 
 	// The load serves every waiter: it does not end with the request that started it, only with the
 	// store's bound on a call (none on the embedded store, which queues a burst of reads instead).
-	loadCtx, cancel := k.s.o.Store.Bound(context.WithoutCancel(ctx))
+	loadCtx, cancel := k.s.Store().Bound(context.WithoutCancel(ctx))
 	l.v, l.err = k.loadView(loadCtx, id)
 	cancel()
 	c.loads.Add(1)
@@ -133,11 +134,11 @@ func (k *bidKind) view(ctx context.Context, id string) (*auctionView, error) {
 // loadView reads an auction's info, highest bid and counts in one round trip.
 func (k *bidKind) loadView(ctx context.Context, id string) (*auctionView, error) {
 	s := k.s
-	pipe := s.client.Pipeline()
-	info := pipe.HGetAll(ctx, auctionInfoKey(s.keys, id))
-	highest := pipe.HGetAll(ctx, auctionHighestKey(s.keys, id))
-	total := pipe.ZCard(ctx, auctionBidsKey(s.keys, id))
-	bidders := pipe.HLen(ctx, auctionBiddersKey(s.keys, id))
+	pipe := s.Client().Pipeline()
+	info := pipe.HGetAll(ctx, auctionInfoKey(s.Keys(), id))
+	highest := pipe.HGetAll(ctx, auctionHighestKey(s.Keys(), id))
+	total := pipe.ZCard(ctx, auctionBidsKey(s.Keys(), id))
+	bidders := pipe.HLen(ctx, auctionBiddersKey(s.Keys(), id))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
@@ -157,7 +158,7 @@ func (k *bidKind) loadView(ctx context.Context, id string) (*auctionView, error)
 		at, _ := strconv.ParseInt(h["at"], 10, 64)
 		v.highestCents = cents
 		v.highest = &Bid{BidID: h["bid_id"], Bidder: h["bidder"], Amount: money.Format(cents),
-			BidAt: time.UnixMilli(at).UTC().Format(recordTime)}
+			BidAt: vocab.FormatUnixMilli(at)}
 	}
 	return v, nil
 }
@@ -172,7 +173,7 @@ func (k *bidKind) page(ctx context.Context, id string, v *auctionView, page, siz
 		return items, nil
 	}
 	start := (page - 1) * size
-	rows, err := s.client.ZRevRangeWithScores(ctx, auctionBidsKey(s.keys, id), start, start+size-1).Result()
+	rows, err := s.Client().ZRevRangeWithScores(ctx, auctionBidsKey(s.Keys(), id), start, start+size-1).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -190,17 +191,17 @@ func (k *bidKind) page(ctx context.Context, id string, v *auctionView, page, siz
 
 func (k *bidKind) auctionFor(w http.ResponseWriter, r *http.Request) (string, *auctionView, bool) {
 	s := k.s
-	id, ok := s.pathID(w, r)
+	id, ok := s.PathID(w, r)
 	if !ok {
 		return "", nil, false
 	}
 	v, err := k.view(r.Context(), id)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return "", nil, false
 	}
 	if !v.found {
-		s.responder.Error(w, r, errAuctionNotFound)
+		s.Responder().Error(w, r, errAuctionNotFound)
 		return "", nil, false
 	}
 	return id, v, true
@@ -222,9 +223,9 @@ func (k *bidKind) handleHighest(w http.ResponseWriter, r *http.Request) {
 
 func (k *bidKind) handleHistory(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	page, size, e := paging(r)
+	page, size, e := Paging(r)
 	if e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
 	id, v, ok := k.auctionFor(w, r)
@@ -233,7 +234,7 @@ func (k *bidKind) handleHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	items, err := k.page(r.Context(), id, v, page, size)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": v.totalBids, "page": page, "page_size": size})
@@ -265,24 +266,24 @@ func (k *bidKind) handleBatch(w http.ResponseWriter, r *http.Request) {
 		AuctionIDs []string `json:"auction_ids"`
 	}
 	if e := fields.DecodeJSON(w, r, 16<<10, &body); e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
 	if len(body.AuctionIDs) == 0 || len(body.AuctionIDs) > 100 {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "auction_ids").With("problems", "1 to 100 auction ids"))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "auction_ids").With("problems", "1 to 100 auction ids"))
 		return
 	}
 	out := make([]map[string]any, 0, len(body.AuctionIDs))
 	for _, id := range body.AuctionIDs {
 		if !config.ID.MatchString(id) {
-			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "auction_ids").With("problems", fmt.Sprintf("%q is not an id", id)))
+			s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "auction_ids").With("problems", fmt.Sprintf("%q is not an id", id)))
 			return
 		}
 	}
 	for _, id := range body.AuctionIDs {
 		v, err := k.view(r.Context(), id)
 		if err != nil {
-			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+			s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		item := highestBody(id, v)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // Bids in the ledger: the row each event writes, and what reconcile compares.
@@ -21,21 +22,21 @@ func (k *bidKind) LedgerRow(auction string, msg redis.XMessage, b *ledger.Batch)
 		return err
 	}
 	b.Bids = append(b.Bids, ledger.Bid{ID: rec.ID, AuctionID: rec.AuctionID, Bidder: rec.Bidder, AmountCents: rec.cents,
-		State: rec.State, BidAt: parseRecordTime(rec.BidAt), CommittedAt: parseRecordTime(rec.CommittedAt),
-		WithdrawnAt: parseRecordTime(rec.WithdrawnAt)})
+		State: rec.State, BidAt: vocab.ParseMilli(rec.BidAt), CommittedAt: vocab.ParseMilli(rec.CommittedAt),
+		WithdrawnAt: vocab.ParseMilli(rec.WithdrawnAt)})
 	return nil
 }
 
 func bidRecordOf(b ledger.Bid) BidRecord {
 	return BidRecord{ID: b.ID, AuctionID: b.AuctionID, Bidder: b.Bidder, Amount: money.Format(b.AmountCents), State: b.State,
-		BidAt: formatRecordTime(b.BidAt), WithdrawnAt: formatRecordTime(b.WithdrawnAt), CommittedAt: formatRecordTime(b.CommittedAt),
+		BidAt: vocab.FormatMilli(b.BidAt), WithdrawnAt: vocab.FormatMilli(b.WithdrawnAt), CommittedAt: vocab.FormatMilli(b.CommittedAt),
 		cents: b.AmountCents}
 }
 
 // Reconcile compares the highest bid per auction and every bid record.
 func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	s := k.s
-	standing, err := s.o.Ledger.BidsStanding(ctx)
+	standing, err := s.Ledger().BidsStanding(ctx)
 	if err != nil {
 		return err
 	}
@@ -45,7 +46,7 @@ func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	}
 	r.Owners = append(r.Owners, Tally{N: len(auctions), Noun: "auctions"})
 	for _, a := range auctions {
-		amount, err := s.client.HGet(ctx, auctionHighestKey(s.keys, a), "amount").Result()
+		amount, err := s.Client().HGet(ctx, auctionHighestKey(s.Keys(), a), "amount").Result()
 		if err != nil && err != redis.Nil {
 			return err
 		}
@@ -55,7 +56,7 @@ func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
 		}
 	}
-	rows, err := s.o.Ledger.AllBids(ctx, r.Since)
+	rows, err := s.Ledger().AllBids(ctx, r.Since)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 	}
 	all, err := k.mine(r.Context(), user)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	items := all
@@ -102,27 +102,27 @@ func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) 
 		}
 	}
 	// With the ledger on, the bids come from it: the store keeps only records_retention of them.
-	var found []listed
+	var found []json.RawMessage
 	read := false
-	if s.o.Ledger != nil {
-		if bids, _, err := s.o.Ledger.Bids(ctx, bidder, 1, maxMineBids); err == nil {
+	if s.Ledger() != nil {
+		if bids, _, err := s.Ledger().Bids(ctx, bidder, 1, maxMineBids); err == nil {
 			for _, b := range bids {
 				add(bidRecordOf(b))
 			}
 			read = true
 		} else {
-			s.logger.Warn("ledger: reading a bidder's bids failed; answering from the store", "error", err.Error())
+			s.Logger().Warn("ledger: reading a bidder's bids failed; answering from the store", "error", err.Error())
 		}
 	}
 	if !read {
 		var err error
-		if found, _, err = s.page(ctx, k.table, bidder, 1, maxMineBids); err != nil {
+		if found, _, err = s.ReadRecords(ctx, k.table, bidder, 1, maxMineBids); err != nil {
 			return nil, err
 		}
 	}
-	for _, l := range found {
+	for _, body := range found {
 		var rec BidRecord
-		if json.Unmarshal([]byte(l.body), &rec) == nil {
+		if json.Unmarshal(body, &rec) == nil {
 			add(rec)
 		}
 	}
@@ -131,12 +131,12 @@ func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) 
 	}
 	// Each auction's keys share its own hash tag; a pipeline (not one multi-key command) reads them
 	// on Cluster too.
-	pipe := s.client.Pipeline()
+	pipe := s.Client().Pipeline()
 	ends := make([]*redis.SliceCmd, len(order))
 	highest := make([]*redis.SliceCmd, len(order))
 	for i, a := range order {
-		ends[i] = pipe.HMGet(ctx, auctionInfoKey(s.keys, a.AuctionID), "ends_at")
-		highest[i] = pipe.HMGet(ctx, auctionHighestKey(s.keys, a.AuctionID), "bidder", "amount")
+		ends[i] = pipe.HMGet(ctx, auctionInfoKey(s.Keys(), a.AuctionID), "ends_at")
+		highest[i] = pipe.HMGet(ctx, auctionHighestKey(s.Keys(), a.AuctionID), "bidder", "amount")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err

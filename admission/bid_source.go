@@ -373,7 +373,7 @@ func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
 		if cooldown <= 0 {
 			cooldown = s.o.SourceCooldown
 		}
-		next = newAuctionSource(settings, failures, cooldown, k.sourceMetrics, s.logger,
+		next = newAuctionSource(settings, failures, cooldown, k.sourceMetrics, s.Logger(),
 			func(ctx context.Context, a config.Auction) error { return k.writeAuction(ctx, a, true) })
 	} else {
 		k.sourceMetrics.breakerOpen.Set(0)

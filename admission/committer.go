@@ -199,7 +199,7 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 			if isGrouped {
 				keys = []string{grouped.AdmitsStream(p.c.Owner), grouped.UnsettledSet(p.c.Owner), grouped.Claims(p.c.Owner)}
 			}
-			g = &group{keys: keys, args: []any{flag(s.o.Ledger != nil), flag(isGrouped)}}
+			g = &group{keys: keys, args: []any{Flag(s.o.Ledger != nil), Flag(isGrouped)}}
 			groups[key] = g
 		}
 		if !isGrouped {
@@ -239,7 +239,8 @@ func (s *Service) applyCommits(ctx context.Context, batch []pendingCommit) {
 	}
 }
 
-func flag(b bool) string {
+// Flag is a script's boolean argument: "1" or "0".
+func Flag(b bool) string {
 	if b {
 		return "1"
 	}

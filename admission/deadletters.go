@@ -103,7 +103,7 @@ func (s *Service) deadLetterTo(ctx context.Context, target string, src ownerStre
 }
 
 func (s *Service) adminDeadLetters(w http.ResponseWriter, r *http.Request) {
-	page, size, e := paging(r)
+	page, size, e := Paging(r)
 	if e != nil {
 		s.responder.Error(w, r, e)
 		return

@@ -32,6 +32,15 @@ func (s *Service) Ledger() *ledger.Ledger { return s.o.Ledger }
 // Responder answers a kind's views as every answer of edgeq is written.
 func (s *Service) Responder() *web.Responder { return s.responder }
 
+// Store is the store with its bounded calls (Store.Bound, Store.RunAckedAll).
+func (s *Service) Store() *store.Store { return s.o.Store }
+
+// Pseudonym is what a kind stores of a user id written as a field of fieldKind reads it ("path",
+// "json", ...; "" as written): its HMAC pseudonym, never the id itself.
+func (s *Service) Pseudonym(value, fieldKind string) (string, *web.Error) {
+	return s.pseudonyms.identity(value, fieldKind)
+}
+
 // Logger is the service's logger.
 func (s *Service) Logger() *slog.Logger { return s.logger }
 
@@ -76,9 +85,6 @@ func WritePage[T any](w http.ResponseWriter, items []T, total, page, size int64,
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
 }
-
-// Paging reads a list's page (from 1) and page_size (1..100, 20 by default).
-func Paging(r *http.Request) (page, size int64, e *web.Error) { return paging(r) }
 
 // Prefix starts the paths of every kind's public reads (admission.prefix).
 func (s *Service) Prefix() string { return s.o.Prefix }

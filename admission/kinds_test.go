@@ -124,19 +124,19 @@ func (k *entryKind) Stream(drawing string) string { return k.key(drawing, "event
 // Parse makes the admin record of an entry (admitted, then released); a committed event (commits.lua,
 // with the ledger on) is for a ledger this kind does not have.
 func (k *entryKind) Parse(drawing string, msg redis.XMessage) ([]Application, error) {
-	e := entry(msg)
-	typ, id := e.str("type"), e.str("entry")
+	e := Entry(msg)
+	typ, id := e.Str("type"), e.Str("entry")
 	if typ == "committed" {
 		return nil, nil
 	}
 	if (typ != "admitted" && typ != "released") || id == "" {
 		return nil, fmt.Errorf("malformed entry event %s", msg.ID)
 	}
-	body, err := json.Marshal(map[string]string{"id": id, "drawing": drawing, "user": e.str("user"), "state": typ})
+	body, err := json.Marshal(map[string]string{"id": id, "drawing": drawing, "user": e.Str("user"), "state": typ})
 	if err != nil {
 		return nil, err
 	}
-	return []Application{{Table: k.table, Owner: drawing, ID: id, User: e.str("user"), Body: body, Overwrite: typ == "released"}}, nil
+	return []Application{{Table: k.table, Owner: drawing, ID: id, User: e.Str("user"), Body: body, Overwrite: typ == "released"}}, nil
 }
 
 // openDrawing makes a drawing exist and indexes it, as a kind's admin API or seeding would.

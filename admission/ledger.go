@@ -205,25 +205,6 @@ func streamTime(id string) time.Time {
 	return time.UnixMilli(n)
 }
 
-// parseRecordTime reads a record's time ("" is unknown: the zero time).
-func parseRecordTime(s string) time.Time {
-	if s == "" {
-		return time.Time{}
-	}
-	t, err := time.Parse(recordTime, s)
-	if err != nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
-
-func formatRecordTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format(recordTime)
-}
-
 // ledgeredKinds are the kinds whose events go to the ledger: only their streams have its group.
 func (s *Service) ledgeredKinds() []Kind {
 	var kinds []Kind

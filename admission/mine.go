@@ -94,7 +94,7 @@ func (s *Service) Whose(w http.ResponseWriter, r *http.Request, src *MineIdentit
 		e = check()
 	}
 	if e == nil {
-		page, size, e = paging(r)
+		page, size, e = Paging(r)
 	}
 	if e == nil {
 		user, e = s.mineUser(r, src)

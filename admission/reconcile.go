@@ -116,7 +116,7 @@ func (s *Service) Reconcile(ctx context.Context) (*Reconciliation, error) {
 	// Ledger rows are compared by id from this time on: the store keeps every record at least
 	// recordTTL, or the retention when that is shorter (settled records past it leave, records.go),
 	// less a margin for records about to leave while the comparison runs.
-	window := min(recordTTL, s.o.RecordsRetention)
+	window := min(RecordTTL, s.o.RecordsRetention)
 	since := time.Now().Add(-window + min(10*time.Minute, window/6))
 	r := &Reconciliation{Since: since}
 	backlog, err := s.LedgerBacklog(ctx)

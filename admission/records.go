@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/ids"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -60,11 +61,11 @@ func JSONField(name string) func(string) string {
 	}
 }
 
-// JSONTime reads a time field (recordTime) of a JSON record, in ms.
+// JSONTime reads a time field (vocab.MilliTime) of a JSON record, in ms.
 func JSONTime(name string) func(string) int64 {
 	field := JSONField(name)
 	return func(body string) int64 {
-		t, _ := time.Parse(recordTime, field(body))
+		t, _ := time.Parse(vocab.MilliTime, field(body))
 		return t.UnixMilli()
 	}
 }
@@ -363,12 +364,9 @@ func (s *Service) deleteRecord(ctx context.Context, t *AdminTable, id string) (b
 	if t.scripted() {
 		keys[3] = t.Unsettled(r.owner)
 	}
-	n, err := deleteScript.Run(ctx, s.client, keys, id, t.UserOf(st.body), flag(t.scripted())).Int64()
+	n, err := deleteScript.Run(ctx, s.client, keys, id, t.UserOf(st.body), Flag(t.scripted())).Int64()
 	if n < 0 {
 		return false, errUnsettled
 	}
 	return n > 0, err
 }
-
-// msTime formats a time in ms as records show it.
-func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(recordTime) }

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // The admin records of builds before the tables (a key per record, a sorted set per user) are read
@@ -27,7 +28,7 @@ func TestAdminRecords_EarlierBuildsRecordsAreReadBeside(t *testing.T) {
 		// As a build before the tables left them: the record's key, the user's sorted set, the time index.
 		oldAt := time.Now().Add(-time.Hour).UnixMilli()
 		old := Record{ID: "1000", ProductID: "p", User: ann, Quantity: 2, State: "admitted",
-			AdmittedAt: time.UnixMilli(oldAt).UTC().Format(recordTime)}
+			AdmittedAt: vocab.FormatUnixMilli(oldAt)}
 		body, _ := json.Marshal(old)
 		legacyKey, legacyUser := s.Keys.Global("adm", "a:1000"), s.Keys.Global("adm", "user:"+ann)
 		if err := s.Client.Set(ctx, legacyKey, body, 0).Err(); err != nil {
@@ -197,7 +198,7 @@ func TestAdminRecords_KeysExpireAfterTheRetention(t *testing.T) {
 		for key, want := range map[string]time.Time{
 			idsKey(s.Keys, "p", day):    end.Add(retention),
 			usersKey(s.Keys, "p"):       end.Add(retention),
-			recordsKey(s.Keys, "p", id): end.Add(max(retention, recordTTL)),
+			recordsKey(s.Keys, "p", id): end.Add(max(retention, RecordTTL)),
 			claimsKey(s.Keys, "p"):      time.Time{}, // the claim ended with the commit: nothing left
 		} {
 			if want.IsZero() {

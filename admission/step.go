@@ -31,8 +31,8 @@ type Claim struct {
 	Commit bool
 }
 
-// recordTTL is how long an admission's record stays for release and commit to find.
-const recordTTL = 24 * time.Hour
+// RecordTTL is how long an admission's record stays for release and commit to find.
+const RecordTTL = 24 * time.Hour
 
 // kindOf returns the kind of an admission type, nil if there is none.
 func (s *Service) kindOf(typ string) Kind {

@@ -16,6 +16,7 @@ import (
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/report"
 )
@@ -139,7 +140,7 @@ func (k *stockKind) Release(ctx context.Context, c Claim) (int64, error) {
 }
 
 func (k *stockKind) Commit(ctx context.Context, c Claim) error {
-	return commitScript.Run(ctx, k.s.client, k.keys(c), c.ID, flag(k.s.o.Ledger != nil), c.User).Err()
+	return commitScript.Run(ctx, k.s.client, k.keys(c), c.ID, Flag(k.s.o.Ledger != nil), c.User).Err()
 }
 
 // Commits: a stock admission's commit ends it (it leaves the unsettled set).
@@ -238,25 +239,25 @@ func parseAdmissions(product string, msg redis.XMessage) ([]Record, int64, error
 // call's time and the space-separated lists admissions, users and qtys, one item per purchase
 // admitted) or commits.lua's (type "committed", committed_at and the admissions committed).
 func parseAdmitted(product string, msg redis.XMessage) ([]Record, int64, error) {
-	e := entry(msg)
-	ids, users, qtys := strings.Fields(e.str("admissions")), strings.Fields(e.str("users")), strings.Fields(e.str("qtys"))
-	if e.str("type") == "committed" {
-		c, err := e.num("committed_at")
+	e := Entry(msg)
+	ids, users, qtys := strings.Fields(e.Str("admissions")), strings.Fields(e.Str("users")), strings.Fields(e.Str("qtys"))
+	if e.Str("type") == "committed" {
+		c, err := e.Num("committed_at")
 		if err != nil || len(ids) == 0 {
 			return nil, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 		}
-		committedAt := time.UnixMilli(c).UTC().Format(recordTime)
+		committedAt := vocab.FormatUnixMilli(c)
 		recs := make([]Record, len(ids))
 		for i, id := range ids {
 			recs[i] = Record{ID: id, ProductID: product, State: "committed", CommittedAt: committedAt}
 		}
 		return recs, 0, nil
 	}
-	at, err := e.num("at")
-	if e.str("type") != "admitted" || err != nil || len(ids) == 0 || len(users) != len(ids) || len(qtys) != len(ids) {
+	at, err := e.Num("at")
+	if e.Str("type") != "admitted" || err != nil || len(ids) == 0 || len(users) != len(ids) || len(qtys) != len(ids) {
 		return nil, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
-	admittedAt := time.UnixMilli(at).UTC().Format(recordTime)
+	admittedAt := vocab.FormatUnixMilli(at)
 	recs := make([]Record, len(ids))
 	for i, id := range ids {
 		qty, err := strconv.ParseInt(qtys[i], 10, 64)
@@ -271,36 +272,36 @@ func parseAdmitted(product string, msg redis.XMessage) ([]Record, int64, error) 
 // parseAdmission reads an entry of a product's stream into the admission it records (for a
 // "committed" entry only its id and state) and the admission's time in milliseconds.
 func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
-	e := entry(msg)
-	typ := e.str("type")
+	e := Entry(msg)
+	typ := e.Str("type")
 	if typ == "committed" {
-		c, err := e.num("committed_at")
-		if e.str("admission") == "" || err != nil {
+		c, err := e.Num("committed_at")
+		if e.Str("admission") == "" || err != nil {
 			return Record{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 		}
-		return Record{ID: e.str("admission"), ProductID: product, State: typ,
-			CommittedAt: time.UnixMilli(c).UTC().Format(recordTime)}, 0, nil
+		return Record{ID: e.Str("admission"), ProductID: product, State: typ,
+			CommittedAt: vocab.FormatUnixMilli(c)}, 0, nil
 	}
-	qty, err1 := e.num("qty")
-	at, err2 := e.num("at")
-	if typ != "admitted" && typ != "released" && typ != "cancelled" || e.str("admission") == "" || e.str("user") == "" || errors.Join(err1, err2) != nil {
+	qty, err1 := e.Num("qty")
+	at, err2 := e.Num("at")
+	if typ != "admitted" && typ != "released" && typ != "cancelled" || e.Str("admission") == "" || e.Str("user") == "" || errors.Join(err1, err2) != nil {
 		return Record{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
-	rec := Record{ID: e.str("admission"), ProductID: product, User: e.str("user"), Quantity: qty,
-		State: typ, AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}
+	rec := Record{ID: e.Str("admission"), ProductID: product, User: e.Str("user"), Quantity: qty,
+		State: typ, AdmittedAt: vocab.FormatUnixMilli(at)}
 	if typ == "released" {
-		rel, err := e.num("released_at")
+		rel, err := e.Num("released_at")
 		if err != nil {
 			return Record{}, 0, fmt.Errorf("malformed event %s: released_at", msg.ID)
 		}
-		rec.ReleasedAt, rec.Reason = time.UnixMilli(rel).UTC().Format(recordTime), e.str("reason")
+		rec.ReleasedAt, rec.Reason = vocab.FormatUnixMilli(rel), e.Str("reason")
 	}
 	if typ == "cancelled" {
-		c, err := e.num("cancelled_at")
+		c, err := e.Num("cancelled_at")
 		if err != nil {
 			return Record{}, 0, fmt.Errorf("malformed event %s: cancelled_at", msg.ID)
 		}
-		rec.CancelledAt = time.UnixMilli(c).UTC().Format(recordTime)
+		rec.CancelledAt = vocab.FormatUnixMilli(c)
 	}
 	return rec, at, nil
 }
@@ -367,7 +368,7 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 			return Record{}, false, err
 		}
 		return Record{ID: id, ProductID: p, User: h.user, Quantity: qty, State: admissionState(h.state, err == nil),
-			AdmittedAt: time.UnixMilli(at).UTC().Format(recordTime)}, true, nil
+			AdmittedAt: vocab.FormatUnixMilli(at)}, true, nil
 	}
 	return Record{}, false, nil
 }

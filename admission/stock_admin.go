@@ -39,12 +39,12 @@ func (k *stockKind) pageOf(ctx context.Context, buyer string, page, size int64) 
 // buyer's), from the store's admin records otherwise or when the ledger cannot be read.
 func (k *stockKind) writePage(w http.ResponseWriter, r *http.Request, buyer string) {
 	s := k.s
-	page, size, e := paging(r)
+	page, size, e := Paging(r)
 	if e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
-	if s.o.Ledger != nil && fromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
+	if s.o.Ledger != nil && FromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
 		return s.o.Ledger.Admissions(r.Context(), buyer, page, size)
 	}) {
 		return
@@ -144,7 +144,7 @@ func (k *stockKind) adminDeleteAdmission(w http.ResponseWriter, r *http.Request)
 // adminUserAdmissions lists a user's admissions (userParam), newest first.
 func (k *stockKind) adminUserAdmissions(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	user, ok := s.pathUser(w, r)
+	user, ok := s.PathUser(w, r)
 	if !ok {
 		return
 	}

@@ -62,7 +62,7 @@ func (s *Service) recordsExpireAt(admission string, now time.Time) int64 {
 // least recordTTL, which an unsettled admission's release and commit need. The event worker removes
 // the settled ones once past the retention (records.go), so a short retention still bounds them.
 func (s *Service) recordKeep() int64 {
-	return int64(max(s.o.RecordsRetention, recordTTL) / time.Second)
+	return int64(max(s.o.RecordsRetention, RecordTTL) / time.Second)
 }
 
 // The admin indexes of a product's admissions (records.go), written by the event worker: the ids of

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/ledger"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // Stock admissions in the ledger: the row each event writes, and what reconcile compares.
@@ -28,15 +29,15 @@ func (k *stockKind) LedgerRow(product string, msg redis.XMessage, b *ledger.Batc
 
 func ledgerAdmission(rec Record) ledger.Admission {
 	return ledger.Admission{ID: rec.ID, ProductID: rec.ProductID, Buyer: rec.User, Quantity: rec.Quantity, State: rec.State,
-		AdmittedAt: parseRecordTime(rec.AdmittedAt), CommittedAt: parseRecordTime(rec.CommittedAt),
-		ReleasedAt: parseRecordTime(rec.ReleasedAt), CancelledAt: parseRecordTime(rec.CancelledAt)}
+		AdmittedAt: vocab.ParseMilli(rec.AdmittedAt), CommittedAt: vocab.ParseMilli(rec.CommittedAt),
+		ReleasedAt: vocab.ParseMilli(rec.ReleasedAt), CancelledAt: vocab.ParseMilli(rec.CancelledAt)}
 }
 
 // recordOf is the admin API's view of a ledger row.
 func recordOf(a ledger.Admission) Record {
 	return Record{ID: a.ID, ProductID: a.ProductID, User: a.Buyer, Quantity: a.Quantity, State: a.State,
-		AdmittedAt: formatRecordTime(a.AdmittedAt), ReleasedAt: formatRecordTime(a.ReleasedAt),
-		CancelledAt: formatRecordTime(a.CancelledAt), CommittedAt: formatRecordTime(a.CommittedAt)}
+		AdmittedAt: vocab.FormatMilli(a.AdmittedAt), ReleasedAt: vocab.FormatMilli(a.ReleasedAt),
+		CancelledAt: vocab.FormatMilli(a.CancelledAt), CommittedAt: vocab.FormatMilli(a.CommittedAt)}
 }
 
 // Reconcile compares units held per product and every admission record.

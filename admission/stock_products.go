@@ -75,11 +75,11 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 	}
 	k.products.forget(p.ID)
 	s.productReport(p.ID).Touch() // the report samples its stock from now on
-	return res[1] == 1, errors.Join(s.ensureStreamGroup(ctx, eventsKey(s.keys, p.ID)), s.ensureStreamGroup(ctx, admitsKey(s.keys, p.ID)))
+	return res[1] == 1, errors.Join(s.EnsureStreamGroup(ctx, eventsKey(s.keys, p.ID)), s.EnsureStreamGroup(ctx, admitsKey(s.keys, p.ID)))
 }
 
-// ensureStreamGroup creates the worker's consumer group on an event stream, from its first event.
-func (s *Service) ensureStreamGroup(ctx context.Context, stream string) error {
+// EnsureStreamGroup creates the worker's consumer group on an event stream, from its first event.
+func (s *Service) EnsureStreamGroup(ctx context.Context, stream string) error {
 	err := s.client.XGroupCreateMkStream(ctx, stream, groupName, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return err
@@ -149,7 +149,7 @@ func (c *productCache) forget(id string) {
 
 func (k *stockKind) handleProduct(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id, ok := s.pathID(w, r)
+	id, ok := s.PathID(w, r)
 	if !ok {
 		return
 	}
@@ -232,7 +232,7 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		Price        int64   `json:"price"`
 		ImageURL     string  `json:"image_url"`
 	}
-	if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+	if e := fields.DecodeJSON(w, r, MaxAdminBody, &body); e != nil {
 		s.responder.Error(w, r, e)
 		return
 	}
@@ -296,7 +296,7 @@ func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
 // the admin API's JSON-only endpoints read theirs.
 func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Error) {
 	var amount int64
-	body, e := fields.Buffer(r, maxAdminBody)
+	body, e := fields.Buffer(r, MaxAdminBody)
 	if e != nil {
 		return 0, e
 	}
@@ -305,7 +305,7 @@ func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.
 		var body struct {
 			Amount *int64 `json:"amount"`
 		}
-		if e := fields.DecodeJSON(w, r, maxAdminBody, &body); e != nil {
+		if e := fields.DecodeJSON(w, r, MaxAdminBody, &body); e != nil {
 			return 0, e
 		}
 		if body.Amount == nil {
@@ -313,7 +313,7 @@ func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.
 		}
 		amount = *body.Amount
 	} else {
-		text, _, e := fields.New(r, maxAdminBody).Body("amount")
+		text, _, e := fields.New(r, MaxAdminBody).Body("amount")
 		if e != nil {
 			return 0, e
 		}
@@ -331,7 +331,7 @@ func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.
 
 func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id, ok := s.pathID(w, r)
+	id, ok := s.PathID(w, r)
 	if !ok {
 		return
 	}
@@ -358,14 +358,14 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 
 // adminListProducts lists the products sorted by id (listOwners).
 func (k *stockKind) adminListProducts(w http.ResponseWriter, r *http.Request) {
-	listOwners(k.s, w, r, k, k.product)
+	ListOwners(k.s, w, r, k, k.product)
 }
 
 // adminGetProduct is one product as the list shows it, read from the store (not the public read's
 // cache).
 func (k *stockKind) adminGetProduct(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	id, ok := s.pathID(w, r)
+	id, ok := s.PathID(w, r)
 	if !ok {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -138,14 +139,14 @@ func stockRecord(r ref, st stored) (Record, bool) {
 	if errors.Join(err1, err2) != nil {
 		return Record{}, false
 	}
-	rec := Record{ID: r.id, ProductID: r.owner, User: f[1], Quantity: qty, State: f[0], AdmittedAt: msTime(at)}
+	rec := Record{ID: r.id, ProductID: r.owner, User: f[1], Quantity: qty, State: f[0], AdmittedAt: vocab.FormatUnixMilli(at)}
 	if len(f) >= 6 {
 		if given, err := strconv.ParseInt(f[5], 10, 64); err == nil {
 			switch rec.State {
 			case "released":
-				rec.ReleasedAt = msTime(given)
+				rec.ReleasedAt = vocab.FormatUnixMilli(given)
 			case "cancelled":
-				rec.CancelledAt = msTime(given)
+				rec.CancelledAt = vocab.FormatUnixMilli(given)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/report"
 )
@@ -21,7 +22,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	at, err := time.Parse(recordTime, rec.AdmittedAt)
+	at, err := time.Parse(vocab.MilliTime, rec.AdmittedAt)
 	if err != nil {
 		s.responder.Error(w, r, web.ErrInternal.Because(fmt.Errorf("admission %s: admitted_at %q", id, rec.AdmittedAt)))
 		return
@@ -60,7 +61,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
-	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, flag(s.o.Ledger != nil), rec.User).Int64()
+	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, Flag(s.o.Ledger != nil), rec.User).Int64()
 	if err != nil {
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return

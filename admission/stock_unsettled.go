@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -55,7 +56,7 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]Record, 0, hi-lo)
 	for i, u := range items[lo:hi] {
-		rec := Record{ID: u.id, ProductID: u.product, State: "admitted", AdmittedAt: msTime(u.at)}
+		rec := Record{ID: u.id, ProductID: u.product, State: "admitted", AdmittedAt: vocab.FormatUnixMilli(u.at)}
 		if h := stored[i]; h != nil {
 			rec.User = h.user
 			rec.Quantity, _ = strconv.ParseInt(h.qty, 10, 64)

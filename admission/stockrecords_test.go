@@ -81,7 +81,7 @@ func TestStockRecords_AnEarlierBuildsRecordIsKeptWhereItIs(t *testing.T) {
 		old := func(id string) string {
 			key := legacyRecordKey(s.Keys, "p", id)
 			s.Client.HSet(ctx, key, "state", "admitted", "user", ann, "qty", "2", "at", at, "route", "checkout")
-			s.Client.Expire(ctx, key, recordTTL)
+			s.Client.Expire(ctx, key, RecordTTL)
 			s.Client.ZAdd(ctx, unsettledKey(s.Keys, "p"), redis.Z{Score: float64(at), Member: id})
 			s.Client.HIncrBy(ctx, buyersKey(s.Keys, "p"), ann, 2)
 			s.Client.DecrBy(ctx, stockKey(s.Keys, "p"), 2)

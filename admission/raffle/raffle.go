@@ -160,13 +160,13 @@ type Entry struct {
 // event reads one stream entry: its type, the entry and the time (ms). A batched commit
 // (commits.lua) names the id in its "bid" field and the time in "committed_at".
 func event(msg redis.XMessage) (typ, id, user string, at time.Time, err error) {
-	str := func(name string) string { s, _ := msg.Values[name].(string); return s }
-	typ, id, user = str("type"), str("entry"), str("user")
-	stamp := str("at")
+	e := admission.Entry(msg)
+	typ, id, user = e.Str("type"), e.Str("entry"), e.Str("user")
+	stamp := "at"
 	if typ == "committed" {
-		id, stamp = cmp.Or(id, str("bid")), str("committed_at")
+		id, stamp = cmp.Or(id, e.Str("bid")), "committed_at"
 	}
-	ms, perr := strconv.ParseInt(stamp, 10, 64)
+	ms, perr := e.Num(stamp)
 	if id == "" || perr != nil || (typ != "admitted" && typ != "released" && typ != "committed") {
 		return "", "", "", time.Time{}, fmt.Errorf("malformed raffle event %s: %v", msg.ID, msg.Values)
 	}
