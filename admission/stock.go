@@ -45,8 +45,8 @@ func init() { Register(10, newStockKind) }
 func newStockKind(s *Service) Kind {
 	k := &stockKind{About: About{Type: config.AdmissionStock, OwnerNoun: "product", IDHeader: HeaderAdmissionID,
 		Unknown: errProductNotFound, Codes: []*web.Error{errInsufficientStock, errProductNotFound, errPurchaseInProgress, errAlreadyPurchased}},
-		s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.keys),
-		reserves: s.newReserver(), metrics: newStockMetrics(s.o.Registry)}
+		s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.Keys()),
+		reserves: s.newReserver(), metrics: newStockMetrics(s.Registry())}
 	none := map[string]string{}
 	k.orphanPolicies.Store(&none)
 	return k
@@ -99,7 +99,7 @@ func (*stockKind) Value(text string, found bool) (int64, *web.Error) {
 	return q, nil
 }
 
-func (k *stockKind) keys(c Claim) []string { return stockKeys(k.s.keys, c.Owner, c.ID) }
+func (k *stockKind) keys(c Claim) []string { return stockKeys(k.s.Keys(), c.Owner, c.ID) }
 
 func (k *stockKind) Reserve(ctx context.Context, c Claim) (*web.Error, error) {
 	r, err := k.reserveOne(ctx, c)
@@ -132,7 +132,7 @@ func stockRefusal(code, remaining, limit int64) *web.Error {
 }
 
 func (k *stockKind) Release(ctx context.Context, c Claim) (int64, error) {
-	res, err := releaseScript.Run(ctx, k.s.client, k.keys(c), c.ID, k.s.recordKeep()).Int64Slice()
+	res, err := releaseScript.Run(ctx, k.s.Client(), k.keys(c), c.ID, k.s.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		return 0, fmt.Errorf("release: %v %v", res, err)
 	}
@@ -140,17 +140,17 @@ func (k *stockKind) Release(ctx context.Context, c Claim) (int64, error) {
 }
 
 func (k *stockKind) Commit(ctx context.Context, c Claim) error {
-	return commitScript.Run(ctx, k.s.client, k.keys(c), c.ID, Flag(k.s.o.Ledger != nil), c.User).Err()
+	return commitScript.Run(ctx, k.s.Client(), k.keys(c), c.ID, Flag(k.s.Ledger() != nil), c.User).Err()
 }
 
 // Commits: a stock admission's commit ends it (it leaves the unsettled set).
 func (*stockKind) Commits() bool { return true }
 
-func (k *stockKind) Record(c Claim) string { return recordsKey(k.s.keys, c.Owner, c.ID) }
+func (k *stockKind) Record(c Claim) string { return recordsKey(k.s.Keys(), c.Owner, c.ID) }
 
-func (k *stockKind) UnsettledSet(product string) string { return unsettledKey(k.s.keys, product) }
+func (k *stockKind) UnsettledSet(product string) string { return unsettledKey(k.s.Keys(), product) }
 
-func (k *stockKind) Claims(product string) string { return claimsKey(k.s.keys, product) }
+func (k *stockKind) Claims(product string) string { return claimsKey(k.s.Keys(), product) }
 
 func (k *stockKind) Forget(product string) { k.products.forget(product) }
 
@@ -196,11 +196,11 @@ type Record struct {
 	Orphan string `json:"orphan,omitempty"`
 }
 
-func (k *stockKind) OwnersKey() string            { return productIndexKey(k.s.keys) }
-func (k *stockKind) SpellingsKey() string         { return productSpellingsKey(k.s.keys) }
-func (k *stockKind) Stream(product string) string { return eventsKey(k.s.keys, product) }
+func (k *stockKind) OwnersKey() string            { return productIndexKey(k.s.Keys()) }
+func (k *stockKind) SpellingsKey() string         { return productSpellingsKey(k.s.Keys()) }
+func (k *stockKind) Stream(product string) string { return eventsKey(k.s.Keys(), product) }
 
-func (k *stockKind) AdmitsStream(product string) string { return admitsKey(k.s.keys, product) }
+func (k *stockKind) AdmitsStream(product string) string { return admitsKey(k.s.Keys(), product) }
 
 // Parse reads an entry of a product's streams (written by reserve.lua, release.lua, cancel.lua and,
 // with the ledger on, the commit scripts). The admin records are the scripts' own, so only an
@@ -307,9 +307,9 @@ func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
 }
 
 func (k *stockKind) RegisterPublic(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+k.s.o.Prefix+"/products/{id}", k.handleProduct)
-	mux.HandleFunc("GET "+k.s.o.Prefix+"/products", k.handleProducts)
-	mux.HandleFunc("GET "+k.s.o.Prefix+"/admissions/mine", k.handleMyAdmissions)
+	mux.HandleFunc("GET "+k.s.Prefix()+"/products/{id}", k.handleProduct)
+	mux.HandleFunc("GET "+k.s.Prefix()+"/products", k.handleProducts)
+	mux.HandleFunc("GET "+k.s.Prefix()+"/admissions/mine", k.handleMyAdmissions)
 }
 
 // RegisterAdmin adds the product and admission admin views.
@@ -341,7 +341,7 @@ func admissionState(stored string, unsettled bool) string {
 // productRecord finds an admission by its record under its product (kept a day or two), for when the admin
 // indexes do not have it yet.
 func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, error) {
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -363,7 +363,7 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 		if h.user == "" || errors.Join(err1, err2) != nil {
 			continue // not this product's (or a tombstone)
 		}
-		_, err = s.client.ZScore(ctx, unsettledKey(s.keys, p), id).Result()
+		_, err = s.Client().ZScore(ctx, unsettledKey(s.Keys(), p), id).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return Record{}, false, err
 		}
@@ -381,7 +381,7 @@ func (*stockKind) ReportScope() report.Kind               { return report.Produc
 func (*stockKind) ReportAdmitted(c Claim) (string, int64) { return report.Admitted, max(c.Value, 1) }
 func (*stockKind) ReportSettled(c Claim) int64            { return max(c.Value, 1) }
 func (k *stockKind) ReportExtra(id string) report.Extra {
-	return report.Extra{Aux: stockKey(k.s.keys, id), AuxGauge: report.Stock, Firsts: report.Admitted, Zeros: report.Stock}
+	return report.Extra{Aux: stockKey(k.s.Keys(), id), AuxGauge: report.Stock, Firsts: report.Admitted, Zeros: report.Stock}
 }
 
 // productReport is a product's scope in the report.

@@ -41,17 +41,17 @@ func (k *stockKind) writePage(w http.ResponseWriter, r *http.Request, buyer stri
 	s := k.s
 	page, size, e := Paging(r)
 	if e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
-	if s.o.Ledger != nil && FromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
-		return s.o.Ledger.Admissions(r.Context(), buyer, page, size)
+	if s.Ledger() != nil && FromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
+		return s.Ledger().Admissions(r.Context(), buyer, page, size)
 	}) {
 		return
 	}
 	items, total, err := k.pageOf(r.Context(), buyer, page, size)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
@@ -63,14 +63,14 @@ func (k *stockKind) adminAdmissions(w http.ResponseWriter, r *http.Request) {
 	switch state := q.Get("state"); state {
 	case "":
 		if q.Has("older_than") {
-			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than").With("problems", "older_than goes with state=admitted"))
+			s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "older_than").With("problems", "older_than goes with state=admitted"))
 			return
 		}
 		k.writePage(w, r, "")
 	case "admitted":
 		s.adminUnsettled(w, r)
 	default:
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "state").With("problems", "state lists unsettled admissions: admitted"))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "state").With("problems", "state lists unsettled admissions: admitted"))
 	}
 }
 
@@ -80,7 +80,7 @@ var admissionIDSyntax = regexp.MustCompile(`^[0-9]{1,20}$`)
 func (k *stockKind) admissionID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	if !admissionIDSyntax.MatchString(id) {
-		k.s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		k.s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return "", false
 	}
 	return id, true
@@ -103,8 +103,8 @@ func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if s.o.Ledger != nil {
-		a, found, err := s.o.Ledger.Admission(r.Context(), id)
+	if s.Ledger() != nil {
+		a, found, err := s.Ledger().Admission(r.Context(), id)
 		if err == nil && found {
 			w.Header().Set(headerSource, "ledger")
 			web.WriteJSON(w, http.StatusOK, recordOf(a))
@@ -131,11 +131,11 @@ func (k *stockKind) adminDeleteAdmission(w http.ResponseWriter, r *http.Request)
 	deleted, err := s.deleteRecord(r.Context(), k.table, id)
 	switch {
 	case errors.Is(err, errUnsettled):
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id").With("problems", err.Error()))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "id").With("problems", err.Error()))
 	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !deleted:
-		s.responder.Error(w, r, errAdmissionNotFound)
+		s.Responder().Error(w, r, errAdmissionNotFound)
 	default:
 		web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
 	}
@@ -159,14 +159,14 @@ func (k *stockKind) adminLeaderboard(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 100 {
-			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "limit"))
+			s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "limit"))
 			return
 		}
 		limit = n
 	}
 	sales, err := k.sales(r.Context())
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	items := make([]map[string]any, 0, min(int64(len(sales)), limit))
@@ -184,16 +184,16 @@ type productSales struct {
 // sales is every product with sales above 0, highest first.
 func (k *stockKind) sales(ctx context.Context) ([]productSales, error) {
 	s := k.s
-	ids, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	ids, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil {
 		return nil, err
 	}
-	pipe := s.client.Pipeline()
+	pipe := s.Client().Pipeline()
 	totals := make([]*redis.StringCmd, len(ids))
 	stocks := make([]*redis.StringCmd, len(ids))
 	for i, id := range ids {
-		totals[i] = pipe.HGet(ctx, infoKey(s.keys, id), "total_stock")
-		stocks[i] = pipe.Get(ctx, stockKey(s.keys, id))
+		totals[i] = pipe.HGet(ctx, infoKey(s.Keys(), id), "total_stock")
+		stocks[i] = pipe.Get(ctx, stockKey(s.Keys(), id))
 	}
 	if len(ids) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -37,8 +37,8 @@ func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 	var total int64
 	var err error
 	read := false
-	if s.o.Ledger != nil {
-		rows, n, lerr := s.o.Ledger.Admissions(r.Context(), buyer, page, size)
+	if s.Ledger() != nil {
+		rows, n, lerr := s.Ledger().Admissions(r.Context(), buyer, page, size)
 		if lerr == nil {
 			for _, a := range rows {
 				records = append(records, recordOf(a))
@@ -51,7 +51,7 @@ func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 	if !read {
 		records, total, err = k.pageOf(r.Context(), buyer, page, size)
 		if err != nil {
-			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+			s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 	}

@@ -43,7 +43,7 @@ func recordOf(a ledger.Admission) Record {
 // Reconcile compares units held per product and every admission record.
 func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	s := k.s
-	held, err := s.o.Ledger.UnitsHeld(ctx)
+	held, err := s.Ledger().UnitsHeld(ctx)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	}
 	r.Owners = append(r.Owners, Tally{N: len(products), Noun: "products"})
 	for _, p := range products {
-		counts, err := s.client.HVals(ctx, buyersKey(s.keys, p)).Result()
+		counts, err := s.Client().HVals(ctx, buyersKey(s.Keys(), p)).Result()
 		if err != nil {
 			return err
 		}
@@ -67,7 +67,7 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 				Store: strconv.FormatInt(units, 10), Ledger: strconv.FormatInt(held[p], 10)})
 		}
 	}
-	rows, err := s.o.Ledger.AllAdmissions(ctx, r.Since)
+	rows, err := s.Ledger().AllAdmissions(ctx, r.Since)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 		InLedger: Mapped(rows, admissionCompared),
 		Lookup: func(id string) (Compared, bool, error) {
 			// A record older than the ledger rows compared (about to expire from the store): alone.
-			a, found, err := s.o.Ledger.Admission(ctx, id)
+			a, found, err := s.Ledger().Admission(ctx, id)
 			return admissionCompared(a), found, err
 		},
 	})

@@ -55,15 +55,15 @@ type orphan struct {
 // setting. Several replicas may sweep at once: the release is idempotent and the hold mark is set once,
 // so each is counted once.
 func (s *Service) sweepOrphans(ctx context.Context) {
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil || len(products) == 0 {
 		return
 	}
-	now, err := s.client.Time(ctx).Result()
+	now, err := s.Client().Time(ctx).Result()
 	if err != nil {
 		return
 	}
-	leases, err := s.client.HGetAll(ctx, livenessKey(s.keys)).Result()
+	leases, err := s.Client().HGetAll(ctx, livenessKey(s.Keys())).Result()
 	if err != nil {
 		return
 	}
@@ -72,9 +72,9 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	// A lease counts as run out sweepMargin after it did (its replica stops sending before that).
 	now = now.Add(-sweepMargin)
 	ranges := make([]*redis.StringSliceCmd, len(products))
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, _ = s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range products {
-			ranges[i] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: unsettledKey(s.keys, id), Start: "-inf", Stop: upTo,
+			ranges[i] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: unsettledKey(s.Keys(), id), Start: "-inf", Stop: upTo,
 				ByScore: true, Count: sweepBatch})
 		}
 		return nil
@@ -135,7 +135,7 @@ func leaseRanOut(leases map[string]string, node int64, now time.Time) bool {
 }
 
 func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
-	code, err := releaseScript.Run(ctx, s.client, stockKeys(s.keys, o.product, o.id), o.id,
+	code, err := releaseScript.Run(ctx, s.Client(), stockKeys(s.Keys(), o.product, o.id), o.id,
 		s.recordKeep(), "orphaned").Int64Slice()
 	if err != nil || len(code) != 2 || code[0] != 0 {
 		return // another replica's sweep released it first, or the store is away: the next sweep sees
@@ -145,13 +145,13 @@ func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	s.countSettled(s.stock(), Claim{Owner: o.product, Value: qty}, report.Released)
 	s.stock().metrics.orphans.WithLabelValues(route, "released").Inc()
 	s.tallyOrphan(ctx, "released")
-	s.logger.Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,
+	s.Logger().Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,
 		"product", o.product, "route", route, "node", o.node)
 }
 
 func (s *Service) tallyOrphan(ctx context.Context, result string) {
-	key := orphanTallyKey(s.keys)
-	_, _ = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	key := orphanTallyKey(s.Keys())
+	_, _ = s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HIncrBy(ctx, key, result, 1)
 		p.Expire(ctx, key, 7*24*time.Hour)
 		return nil
@@ -165,6 +165,6 @@ func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
 	}
 	s.stock().metrics.orphans.WithLabelValues(route, "held").Inc()
 	s.tallyOrphan(ctx, "held")
-	s.logger.Warn("an admission of a replica that died is held for an operator (orphans: hold): commit or cancel it",
+	s.Logger().Warn("an admission of a replica that died is held for an operator (orphans: hold): commit or cancel it",
 		"id", o.id, "product", o.product, "route", route, "node", o.node)
 }

@@ -57,7 +57,7 @@ var errExistingProduct = errors.New("admission: product exists")
 // index and gives its event stream the worker's consumer group.
 func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Product) (created bool, err error) {
 	s := k.s
-	res, err := productScript.Run(ctx, s.client, []string{infoKey(s.keys, p.ID), stockKey(s.keys, p.ID)},
+	res, err := productScript.Run(ctx, s.Client(), []string{infoKey(s.Keys(), p.ID), stockKey(s.Keys(), p.ID)},
 		mode, p.Name, p.Price, p.ImageURL, p.PerUserLimit, p.Stock).Int64Slice()
 	if err != nil {
 		return false, err
@@ -75,12 +75,12 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 	}
 	k.products.forget(p.ID)
 	s.productReport(p.ID).Touch() // the report samples its stock from now on
-	return res[1] == 1, errors.Join(s.EnsureStreamGroup(ctx, eventsKey(s.keys, p.ID)), s.EnsureStreamGroup(ctx, admitsKey(s.keys, p.ID)))
+	return res[1] == 1, errors.Join(s.EnsureStreamGroup(ctx, eventsKey(s.Keys(), p.ID)), s.EnsureStreamGroup(ctx, admitsKey(s.Keys(), p.ID)))
 }
 
 // EnsureStreamGroup creates the worker's consumer group on an event stream, from its first event.
 func (s *Service) EnsureStreamGroup(ctx context.Context, stream string) error {
-	err := s.client.XGroupCreateMkStream(ctx, stream, groupName, "0").Err()
+	err := s.Client().XGroupCreateMkStream(ctx, stream, groupName, "0").Err()
 	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return err
 	}
@@ -90,9 +90,9 @@ func (s *Service) EnsureStreamGroup(ctx context.Context, stream string) error {
 // product reads a product from the store; ok is false if there is none.
 func (k *stockKind) product(ctx context.Context, id string) (Product, bool, error) {
 	s := k.s
-	pipe := s.client.Pipeline()
-	info := pipe.HGetAll(ctx, infoKey(s.keys, id))
-	stock := pipe.Get(ctx, stockKey(s.keys, id))
+	pipe := s.Client().Pipeline()
+	info := pipe.HGetAll(ctx, infoKey(s.Keys(), id))
+	stock := pipe.Get(ctx, stockKey(s.Keys(), id))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Product{}, false, err
 	}
@@ -157,14 +157,14 @@ func (k *stockKind) handleProduct(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		p, found, err := k.product(r.Context(), id)
 		if err != nil {
-			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+			s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		e = cachedProduct{product: p, found: found, at: time.Now()}
 		k.products.put(id, e)
 	}
 	if !e.found {
-		s.responder.Error(w, r, errProductNotFound)
+		s.Responder().Error(w, r, errProductNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, publicProduct(e.product))
@@ -192,15 +192,15 @@ func (k *stockKind) handleProducts(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	page, size, e := web.Paging(r, web.MaxPageSize)
 	if e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
 	k.list.mu.Lock()
 	defer k.list.mu.Unlock()
 	if k.list.items == nil || time.Since(k.list.at) > productCacheTTL {
-		ids, err := s.client.SMembers(r.Context(), k.OwnersKey()).Result()
+		ids, err := s.Client().SMembers(r.Context(), k.OwnersKey()).Result()
 		if err != nil {
-			s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+			s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 			return
 		}
 		slices.Sort(ids)
@@ -208,7 +208,7 @@ func (k *stockKind) handleProducts(w http.ResponseWriter, r *http.Request) {
 		for _, id := range ids {
 			p, found, err := k.product(r.Context(), id)
 			if err != nil {
-				s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+				s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 				return
 			}
 			if found {
@@ -233,11 +233,11 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		ImageURL     string  `json:"image_url"`
 	}
 	if e := fields.DecodeJSON(w, r, MaxAdminBody, &body); e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
 	if body.ID == nil || body.Stock == nil {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", "id and stock are required"))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("problems", "id and stock are required"))
 		return
 	}
 	p := config.Product{ID: *body.ID, Stock: *body.Stock, PerUserLimit: 1, Name: body.Name, Price: body.Price, ImageURL: body.ImageURL}
@@ -245,15 +245,15 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		p.PerUserLimit = *body.PerUserLimit
 	}
 	if err := config.ValidateProduct(p); err != nil {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
 		return
 	}
 	if _, err := k.writeProduct(r.Context(), "create", p); err != nil {
 		if errors.Is(err, errExistingProduct) {
-			s.responder.Error(w, r, errProductExists)
+			s.Responder().Error(w, r, errProductExists)
 			return
 		}
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	k.writeProductJSON(w, r, p.ID)
@@ -270,20 +270,20 @@ func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	amount, e := k.amount(w, r)
 	if e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
 	if !config.ID.MatchString(id) {
-		s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "id"))
+		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "id"))
 		return
 	}
-	res, err := restockScript.Run(r.Context(), s.client, []string{infoKey(s.keys, id), stockKey(s.keys, id)}, amount).Int64Slice()
+	res, err := restockScript.Run(r.Context(), s.Client(), []string{infoKey(s.Keys(), id), stockKey(s.Keys(), id)}, amount).Int64Slice()
 	if err != nil || len(res) != 2 {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("restock: %v %v", res, err)))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("restock: %v %v", res, err)))
 		return
 	}
 	if res[0] == 1 {
-		s.responder.Error(w, r, errProductNotFound)
+		s.Responder().Error(w, r, errProductNotFound)
 		return
 	}
 	k.products.forget(id)
@@ -338,19 +338,19 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 	// One slot, one command: the product, its stock, its buyers and its events go together. UNLINK:
 	// a sold-out drop's buyers and streams can be large, and Redis frees them in the background. The
 	// admin records stay until the retention, but leave the admin lists with the product.
-	n, err := s.client.Unlink(r.Context(), infoKey(s.keys, id), stockKey(s.keys, id), buyersKey(s.keys, id), eventsKey(s.keys, id),
-		admitsKey(s.keys, id), claimsKey(s.keys, id)).Result()
+	n, err := s.Client().Unlink(r.Context(), infoKey(s.Keys(), id), stockKey(s.Keys(), id), buyersKey(s.Keys(), id), eventsKey(s.Keys(), id),
+		admitsKey(s.Keys(), id), claimsKey(s.Keys(), id)).Result()
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	if err := s.UnindexOwner(r.Context(), k, id); err != nil {
 		// The product is gone; its index entry is dropped by the next spellings pass.
-		s.logger.Warn("removing a deleted product from the index failed", "product", id, "error", err.Error())
+		s.Logger().Warn("removing a deleted product from the index failed", "product", id, "error", err.Error())
 	}
 	k.products.forget(id)
 	if n == 0 {
-		s.responder.Error(w, r, errProductNotFound)
+		s.Responder().Error(w, r, errProductNotFound)
 		return
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
@@ -376,10 +376,10 @@ func (k *stockKind) adminGetProduct(w http.ResponseWriter, r *http.Request) {
 // (docs/operations.md "Running a drop"), read by the waiting room's tick. A product that does not exist
 // counts as not sold out, so a mistyped id never ends anyone's wait.
 func (s *Service) SoldOut(ctx context.Context, products []string) (bool, error) {
-	pipe := s.client.Pipeline()
+	pipe := s.Client().Pipeline()
 	stocks := make([]*redis.StringCmd, len(products))
 	for i, id := range products {
-		stocks[i] = pipe.Get(ctx, stockKey(s.keys, id))
+		stocks[i] = pipe.Get(ctx, stockKey(s.Keys(), id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return false, err

@@ -43,10 +43,10 @@ func parseStoreRecord(v string) storeRecord {
 func (s *Service) storeRecords(ctx context.Context, refs []recordRef) ([]*storeRecord, error) {
 	current := make([]*redis.SliceCmd, len(refs))
 	legacy := make([]*redis.SliceCmd, len(refs))
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, r := range refs {
-			current[i] = p.HMGet(ctx, recordsKey(s.keys, r.product, r.id), r.id, r.id+":orphan")
-			legacy[i] = p.HMGet(ctx, legacyRecordKey(s.keys, r.product, r.id), "state", "user", "qty", "at", "route", "orphan")
+			current[i] = p.HMGet(ctx, recordsKey(s.Keys(), r.product, r.id), r.id, r.id+":orphan")
+			legacy[i] = p.HMGet(ctx, legacyRecordKey(s.Keys(), r.product, r.id), "state", "user", "qty", "at", "route", "orphan")
 		}
 		return nil
 	})
@@ -78,9 +78,9 @@ const (
 // already.
 func (s *Service) markHold(ctx context.Context, product, id string, rec *storeRecord, why string) (bool, error) {
 	if rec.legacy {
-		return s.client.HSetNX(ctx, legacyRecordKey(s.keys, product, id), "orphan", why).Result()
+		return s.Client().HSetNX(ctx, legacyRecordKey(s.Keys(), product, id), "orphan", why).Result()
 	}
-	return s.client.HSetNX(ctx, recordsKey(s.keys, product, id), id+":orphan", why).Result()
+	return s.Client().HSetNX(ctx, recordsKey(s.Keys(), product, id), id+":orphan", why).Result()
 }
 
 // Hold marks a stock admission of this replica's (its record is of the current form) held, and why.

@@ -34,8 +34,8 @@ func (s *Service) newReserver() *group.Batcher[string, Claim, reserved] {
 // cs (claims with commit set: they go first, in one list).
 func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 	keys := make([]string, 0, 6+len(cs))
-	keys = append(keys, infoKey(s.keys, product), stockKey(s.keys, product), buyersKey(s.keys, product), admitsKey(s.keys, product),
-		unsettledKey(s.keys, product), claimsKey(s.keys, product))
+	keys = append(keys, infoKey(s.Keys(), product), stockKey(s.Keys(), product), buyersKey(s.Keys(), product), admitsKey(s.Keys(), product),
+		unsettledKey(s.Keys(), product), claimsKey(s.Keys(), product))
 	commits, latest := 0, ""
 	for _, c := range cs {
 		if c.Commit {
@@ -45,7 +45,7 @@ func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 		}
 	}
 	args := make([]any, 0, 4+2*commits+4*(len(cs)-commits))
-	args = append(args, s.o.ClaimTTL.Milliseconds(), s.recordsExpireAt(latest, time.Now()), Flag(s.o.Ledger != nil), commits)
+	args = append(args, s.o.ClaimTTL.Milliseconds(), s.recordsExpireAt(latest, time.Now()), Flag(s.Ledger() != nil), commits)
 	for _, c := range cs {
 		if c.Commit {
 			args = append(args, c.ID, c.User)
@@ -53,7 +53,7 @@ func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 	}
 	for _, c := range cs {
 		if !c.Commit {
-			keys = append(keys, recordsKey(s.keys, product, c.ID))
+			keys = append(keys, recordsKey(s.Keys(), product, c.ID))
 			args = append(args, c.ID, c.User, c.Value, c.Route)
 		}
 	}
@@ -67,7 +67,7 @@ func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 // to write (nothing was committed: the caller commits it another way).
 func (s *Service) reserveNow(ctx context.Context, product string, cs []Claim) ([]reserved, error) {
 	keys, args := s.reserveArgs(product, cs)
-	cmd, err := s.o.Store.RunAcked(ctx, reserveScript, keys, args...)
+	cmd, err := s.Store().RunAcked(ctx, reserveScript, keys, args...)
 	if errors.Is(err, store.ErrNotAcked) && cmd.Err() != nil {
 		// The master refused to write (NOREPLICAS): nothing was taken; each purchase is answered as
 		// unconfirmed, and its give-back leaves a tombstone.

@@ -24,14 +24,14 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 	}
 	at, err := time.Parse(vocab.MilliTime, rec.AdmittedAt)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrInternal.Because(fmt.Errorf("admission %s: admitted_at %q", id, rec.AdmittedAt)))
+		s.Responder().Error(w, r, web.ErrInternal.Because(fmt.Errorf("admission %s: admitted_at %q", id, rec.AdmittedAt)))
 		return
 	}
 	c := Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
-	res, err := cancelScript.Run(ctx, s.client, k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(),
+	res, err := cancelScript.Run(ctx, s.Client(), k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(),
 		s.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("cancel: %v %v", res, err)))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("cancel: %v %v", res, err)))
 		return
 	}
 	if res[0] != 0 {
@@ -39,7 +39,7 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		if res[0] == 4 {
 			state = "cancelled"
 		}
-		s.responder.Error(w, r, errAlreadyGivenBack.With("state", state))
+		s.Responder().Error(w, r, errAlreadyGivenBack.With("state", state))
 		return
 	}
 	forget(k, rec.ProductID)
@@ -61,13 +61,13 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
-	code, err := commitScript.Run(ctx, s.client, k.keys(c), id, Flag(s.o.Ledger != nil), rec.User).Int64()
+	code, err := commitScript.Run(ctx, s.Client(), k.keys(c), id, Flag(s.Ledger() != nil), rec.User).Int64()
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	if code == 2 {
-		s.responder.Error(w, r, errAlreadyGivenBack)
+		s.Responder().Error(w, r, errAlreadyGivenBack)
 		return
 	}
 	if rec.State != "committed" {
@@ -92,11 +92,11 @@ func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string
 	}
 	switch {
 	case err != nil:
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 	case !found:
-		s.responder.Error(w, r, errAdmissionNotFound)
+		s.Responder().Error(w, r, errAdmissionNotFound)
 	case rec.State == "released" || rec.State == "cancelled":
-		s.responder.Error(w, r, errAlreadyGivenBack.With("state", rec.State))
+		s.Responder().Error(w, r, errAlreadyGivenBack.With("state", rec.State))
 	default:
 		return rec, true
 	}

@@ -26,14 +26,14 @@ import (
 func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 	page, size, e := web.Paging(r, web.MaxPageSize)
 	if e != nil {
-		s.responder.Error(w, r, e)
+		s.Responder().Error(w, r, e)
 		return
 	}
 	older := int64(0)
 	if v := r.URL.Query().Get("older_than"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 || n > 365*24*3600 {
-			s.responder.Error(w, r, web.ErrInvalidRequest.With("field", "older_than"))
+			s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "older_than"))
 			return
 		}
 		older = n
@@ -41,7 +41,7 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	items, err := s.unsettled(ctx, time.Now().Add(-time.Duration(older)*time.Second))
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	lo, hi, size := web.Window(int64(len(items)), page, size)
@@ -51,7 +51,7 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 	}
 	stored, err := s.storeRecords(ctx, refs)
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	out := make([]Record, 0, hi-lo)
@@ -70,9 +70,9 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, rec)
 	}
-	tally, err := s.client.HGetAll(ctx, orphanTallyKey(s.keys)).Result()
+	tally, err := s.Client().HGetAll(ctx, orphanTallyKey(s.Keys())).Result()
 	if err != nil {
-		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))
+		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
 	orphans := map[string]int64{"held": 0, "released": 0}
@@ -91,15 +91,15 @@ type unsettledAdmission struct {
 // unsettled reads every product's admissions not settled since before, oldest first: one
 // ZRANGEBYSCORE per product, all in one pipeline.
 func (s *Service) unsettled(ctx context.Context, before time.Time) ([]unsettledAdmission, error) {
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil || len(products) == 0 {
 		return nil, err
 	}
 	by := &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(before.UnixMilli(), 10)}
 	cmds := make([]*redis.ZSliceCmd, len(products))
-	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	if _, err := s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range products {
-			cmds[i] = p.ZRangeByScoreWithScores(ctx, unsettledKey(s.keys, id), by)
+			cmds[i] = p.ZRangeByScoreWithScores(ctx, unsettledKey(s.Keys(), id), by)
 		}
 		return nil
 	}); err != nil {
@@ -120,15 +120,15 @@ func (s *Service) unsettled(ctx context.Context, before time.Time) ([]unsettledA
 // unsettledCount counts what unsettled lists, without reading it: one ZCOUNT per product, all in
 // one pipeline (the worker's gauge, every 5 s on every replica).
 func (s *Service) unsettledCount(ctx context.Context, before time.Time) (int64, error) {
-	products, err := s.client.SMembers(ctx, productIndexKey(s.keys)).Result()
+	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil || len(products) == 0 {
 		return 0, err
 	}
 	upTo := strconv.FormatInt(before.UnixMilli(), 10)
 	cmds := make([]*redis.IntCmd, len(products))
-	if _, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	if _, err := s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range products {
-			cmds[i] = p.ZCount(ctx, unsettledKey(s.keys, id), "-inf", upTo)
+			cmds[i] = p.ZCount(ctx, unsettledKey(s.Keys(), id), "-inf", upTo)
 		}
 		return nil
 	}); err != nil {
