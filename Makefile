@@ -54,12 +54,14 @@ CROWD_ON      := $(filter-out 0,$(CROWD))
 DEMO_QUEUES    = [{id: drop, title: "Sneaker drop", capacity: $(DEMO_CAPACITY), token_ttl: 2m}]
 DEMO_ENV       = EDGEQ_SERVER_LISTEN=$(EDGEQ_LISTEN) EDGEQ_ADMIN_LISTEN=$(ADMIN_LISTEN) EDGEQ_ORIGIN_URL=http://$(SHOP_LISTEN) \
 	$(if $(CROWD_ON),EDGEQ_QUEUES='$(DEMO_QUEUES)')
+# The dashboard and the report need an admin key: without one the admin API is off (404).
+DEMO_DASHBOARD = $(if $(EDGEQ_ADMIN_API_KEY),http://$(ADMIN_LISTEN)/dashboard (the password is the value of EDGEQ_ADMIN_API_KEY),off without an admin key: EDGEQ_ADMIN_API_KEY=demo-key make demo turns them on)
 demo: build
 	@$(DEMO_ENV) $(BIN)/edgeq check -config config.example.yaml
 	@echo
 	@echo "  shop through edgeq:  http://$(EDGEQ_LISTEN)/"
 	@echo "  admin (metrics):     http://$(ADMIN_LISTEN)/metrics"
-	@echo "  dashboard, report:   http://$(ADMIN_LISTEN)/dashboard (with EDGEQ_ADMIN_API_KEY set; its value is the password)"
+	@echo "  dashboard, report:   $(DEMO_DASHBOARD)"
 	@echo "  (use 127.0.0.1 throughout: cookies are kept per host name, and localhost is another one)"
 ifneq ($(CROWD_ON),)
 	@echo "  in line:             $(CROWD) simulated shoppers (edgeq-bench crowd), room for $(DEMO_CAPACITY) inside:"

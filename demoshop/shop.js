@@ -95,7 +95,12 @@
       answer = await call('POST', '/api/carts/' + encodeURIComponent(id) + '/items', item, fallback);
     }
     showCount(answer.cart.count);
-    notice('Added to your cart (' + answer.cart.count + ' items).', true);
+    notice(added(answer.cart.count), true);
+  }
+
+  // added is the notice once the cart holds n items.
+  function added(n) {
+    return 'Added to your cart (' + n + (n === 1 ? ' item).' : ' items).');
   }
 
   const addItemToOrder = 'mutation AddItem($productVariantId: ID!, $quantity: Int!) {' +
@@ -112,7 +117,7 @@
     const result = data.addItemToOrder;
     if (!result || result.__typename !== 'Order') throw new Error((result && result.message) || fallback);
     showCount(result.count);
-    notice('Added to your cart (' + result.count + ' items).', true);
+    notice(added(result.count), true);
   }
 
   async function checkout(form) {
