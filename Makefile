@@ -55,7 +55,7 @@ DEMO_QUEUES    = [{id: drop, title: "Sneaker drop", capacity: $(DEMO_CAPACITY), 
 DEMO_ENV       = EDGEQ_SERVER_LISTEN=$(EDGEQ_LISTEN) EDGEQ_ADMIN_LISTEN=$(ADMIN_LISTEN) EDGEQ_ORIGIN_URL=http://$(SHOP_LISTEN) \
 	$(if $(CROWD_ON),EDGEQ_QUEUES='$(DEMO_QUEUES)')
 # The dashboard and the report need an admin key: without one the admin API is off (404).
-DEMO_DASHBOARD = $(if $(EDGEQ_ADMIN_API_KEY),http://$(ADMIN_LISTEN)/dashboard (the password is the value of EDGEQ_ADMIN_API_KEY),off without an admin key: EDGEQ_ADMIN_API_KEY=demo-key make demo turns them on)
+DEMO_DASHBOARD = http://$(ADMIN_LISTEN)/dashboard $(if $(EDGEQ_ADMIN_API_KEY),(the password is the value of EDGEQ_ADMIN_API_KEY),(off until EDGEQ_ADMIN_API_KEY is set: EDGEQ_ADMIN_API_KEY=demo-key make demo))
 demo: build
 	@$(DEMO_ENV) $(BIN)/edgeq check -config config.example.yaml
 	@echo

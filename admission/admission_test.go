@@ -25,16 +25,33 @@ import (
 
 // 2,000 concurrent buyers for 50 units through edgeq: exactly 50 reach the origin,
 // 1,950 are refused with INSUFFICIENT_STOCK, nothing is left, and the admin views agree.
+// A buyer answered 503 STORE_UNAVAILABLE tries again, as the answer asks: on 2 CPUs under the race
+// detector a grouped reserve call can outlast the store's call timeout (store.CallTimeout), and edgeq
+// fails closed, giving back what the call may have taken. Until that is given back the same buyer may
+// be told its purchase is in progress or done; it waits and tries again. Every buyer ends admitted or
+// sold out all the same, and no unit is sold twice.
 func TestStock_FlashSaleNeverOversells(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		const buyers, units = 2000, 50
 		st := newStack(t, s, product("sneaker", units, 1))
 		st.startWorker()
-		var admitted, soldOut, other atomic.Int64
+		var admitted, soldOut, other, retried atomic.Int64
 		var wg sync.WaitGroup
 		for i := range buyers {
 			wg.Go(func() {
-				a := st.checkout("sneaker", fmt.Sprintf("buyer-%d", i), nil)
+				user := fmt.Sprintf("buyer-%d", i)
+				a := st.checkout("sneaker", user, nil)
+				for failed, deadline := false, time.Now().Add(20*time.Second); time.Now().Before(deadline); {
+					code, _ := a.json["error"].(string)
+					if a.status == 503 && code == "STORE_UNAVAILABLE" {
+						failed = true
+					} else if !failed || a.status != 409 || (code != "PURCHASE_IN_PROGRESS" && code != "ALREADY_PURCHASED") {
+						break
+					}
+					retried.Add(1)
+					time.Sleep(100 * time.Millisecond)
+					a = st.checkout("sneaker", user, nil)
+				}
 				switch {
 				case a.status == 200:
 					admitted.Add(1)
@@ -47,6 +64,9 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		if n := retried.Load(); n > 0 {
+			t.Logf("%d tries again after a 503 (a starved machine)", n)
+		}
 		if admitted.Load() != units || soldOut.Load() != buyers-units || other.Load() != 0 {
 			t.Fatalf("admitted %d, sold out %d, other %d", admitted.Load(), soldOut.Load(), other.Load())
 		}

@@ -189,7 +189,7 @@ func TestDemoMakefile_BannerFollowsTheVariablesEdgeqIsGiven(t *testing.T) {
 		absent    []string
 	}{{
 		name:     "defaults",
-		want:     []string{"http://127.0.0.1:8080/", "http://127.0.0.1:9090/metrics", "12 simulated shoppers", "room for 3 inside", "CROWD=0 make demo", "edgeq-bench crowd -url http://127.0.0.1:8080 -queue drop -size 12"},
+		want:     []string{"http://127.0.0.1:8080/", "http://127.0.0.1:9090/metrics", "http://127.0.0.1:9090/dashboard (off until EDGEQ_ADMIN_API_KEY is set", "12 simulated shoppers", "room for 3 inside", "CROWD=0 make demo", "edgeq-bench crowd -url http://127.0.0.1:8080 -queue drop -size 12"},
 		edgeqEnv: []string{"EDGEQ_ADMIN_LISTEN=127.0.0.1:9090", "EDGEQ_SERVER_LISTEN=127.0.0.1:8080", `EDGEQ_QUEUES='[{id: drop, title: "Sneaker drop", capacity: 3,`},
 	}, {
 		name:     "EDGEQ_ADMIN_LISTEN in the environment",
@@ -197,6 +197,12 @@ func TestDemoMakefile_BannerFollowsTheVariablesEdgeqIsGiven(t *testing.T) {
 		want:     []string{"http://127.0.0.1:9191/metrics", "http://127.0.0.1:9191/dashboard"},
 		edgeqEnv: []string{"EDGEQ_ADMIN_LISTEN=127.0.0.1:9191"},
 		absent:   []string{"9090"},
+	}, {
+		// With an admin key the dashboard is on: the banner says where, and never prints the key.
+		name:   "an admin key in the environment",
+		env:    []string{"EDGEQ_ADMIN_API_KEY=not-printed-key"},
+		want:   []string{"http://127.0.0.1:9090/dashboard (the password is the value of EDGEQ_ADMIN_API_KEY)"},
+		absent: []string{"not-printed-key", "off until"},
 	}, {
 		name:     "ADMIN_LISTEN on the command line wins",
 		env:      []string{"EDGEQ_ADMIN_LISTEN=127.0.0.1:9191"},
