@@ -190,11 +190,16 @@ build() {
 	echo "image: $archive ($NAME:$VERSION, $NAME:latest): $(mb "$size") uncompressed, $(mb "$gz") compressed (gzip)"
 }
 
-# free_port prints a TCP port on 127.0.0.1 that nothing listens on (checked, not reserved).
+# free_port prints a TCP port on 127.0.0.1 that nothing listens on (checked, not reserved) and that is
+# none of its arguments: below the kernel's ephemeral range, where the local end of any outgoing
+# connection could take it before edgeq binds it.
 free_port() {
-	local port
+	local low=32768 port
+	read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+	[ "$low" -gt 11024 ] || low=32768
 	for _ in $(seq 50); do
-		port=$((20000 + RANDOM % 40000))
+		port=$((10000 + RANDOM % (low - 10000)))
+		case " $* " in *" $port "*) continue ;; esac
 		if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
 			echo "$port"
 			return
@@ -247,7 +252,9 @@ check() {
 	# The image's own command (serve the baked-in example configuration) in front of the demo shop
 	# on this machine, on host networking; ports moved off the defaults by environment variables.
 	local shop_port edgeq_port admin_port
-	shop_port=$(free_port) edgeq_port=$(free_port) admin_port=$(free_port)
+	shop_port=$(free_port)
+	edgeq_port=$(free_port "$shop_port")
+	admin_port=$(free_port "$shop_port" "$edgeq_port")
 	CGO_ENABLED=0 "$GO" build -o "$store/demoshop" ./cmd/demoshop
 	"$store/demoshop" -listen "127.0.0.1:$shop_port" 2>"$store/shop.log" &
 	shop_pid=$!
