@@ -2,8 +2,8 @@ package admission
 
 // What a kind of its own package reaches of the pipeline (docs/architecture.md "Adding an admission
 // kind"): the store, its keys, the ledger, the answers, the admission library of Lua, a user's
-// "mine" identity, and the admin records the event worker keeps. A kind in this package uses the
-// same things through the Service's fields.
+// "mine" identity, and the admin records the event worker keeps. The kinds of this package use them
+// too; docs/architecture.md says which still shares internals of the pipeline.
 
 import (
 	"context"
