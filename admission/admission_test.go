@@ -34,7 +34,7 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		const buyers, units = 2000, 50
 		st := newStack(t, s, product("sneaker", units, 1))
-		st.startWorker()
+		st.StartWorker()
 		var admitted, soldOut, other, retried atomic.Int64
 		var wg sync.WaitGroup
 		for i := range buyers {
@@ -42,10 +42,10 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 				user := fmt.Sprintf("buyer-%d", i)
 				a := st.checkout("sneaker", user, nil)
 				for failed, deadline := false, time.Now().Add(20*time.Second); time.Now().Before(deadline); {
-					code, _ := a.json["error"].(string)
-					if a.status == 503 && code == "STORE_UNAVAILABLE" {
+					code, _ := a.JSON["error"].(string)
+					if a.Status == 503 && code == "STORE_UNAVAILABLE" {
 						failed = true
-					} else if !failed || a.status != 409 || (code != "PURCHASE_IN_PROGRESS" && code != "ALREADY_PURCHASED") {
+					} else if !failed || a.Status != 409 || (code != "PURCHASE_IN_PROGRESS" && code != "ALREADY_PURCHASED") {
 						break
 					}
 					retried.Add(1)
@@ -53,13 +53,13 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 					a = st.checkout("sneaker", user, nil)
 				}
 				switch {
-				case a.status == 200:
+				case a.Status == 200:
 					admitted.Add(1)
-				case a.status == 409 && a.json["error"] == "INSUFFICIENT_STOCK":
+				case a.Status == 409 && a.JSON["error"] == "INSUFFICIENT_STOCK":
 					soldOut.Add(1)
 				default:
 					other.Add(1)
-					t.Errorf("buyer %d: %d %s", i, a.status, a.body)
+					t.Errorf("buyer %d: %d %s", i, a.Status, a.Body)
 				}
 			})
 		}
@@ -70,28 +70,28 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 		if admitted.Load() != units || soldOut.Load() != buyers-units || other.Load() != 0 {
 			t.Fatalf("admitted %d, sold out %d, other %d", admitted.Load(), soldOut.Load(), other.Load())
 		}
-		if h := st.hits.Load(); h != units {
+		if h := st.Hits.Load(); h != units {
 			t.Fatalf("%d requests reached the origin, want exactly %d", h, units)
 		}
 		if r := st.remaining("sneaker"); r != 0 {
 			t.Fatalf("remaining stock %d", r)
 		}
 		eventually(t, 10*time.Second, "worker caught up", func() bool {
-			return num(st.adminGet("/api/admissions?page_size=1").json["total_count"]) == units
+			return num(st.AdminGet("/api/admissions?page_size=1").JSON["total_count"]) == units
 		})
-		lb := st.adminGet("/api/leaderboard")
-		items, _ := lb.json["items"].([]any)
+		lb := st.AdminGet("/api/leaderboard")
+		items, _ := lb.JSON["items"].([]any)
 		if len(items) != 1 || num(items[0].(map[string]any)["sales"]) != units {
-			t.Fatalf("leaderboard %s", lb.body)
+			t.Fatalf("leaderboard %s", lb.Body)
 		}
 		// Every admission the origin saw is in the admin views.
-		st.ids.Range(func(id, _ any) bool {
-			if a := st.adminGet("/api/admissions/" + id.(string)); a.status != 200 || a.json["state"] != "admitted" {
-				t.Errorf("admission %s: %d %s", id, a.status, a.body)
+		st.IDs.Range(func(id, _ any) bool {
+			if a := st.AdminGet("/api/admissions/" + id.(string)); a.Status != 200 || a.JSON["state"] != "admitted" {
+				t.Errorf("admission %s: %d %s", id, a.Status, a.Body)
 			}
 			return true
 		})
-		if p := st.adminGet("/api/products").json; num(p["total_count"]) != 1 {
+		if p := st.AdminGet("/api/products").JSON; num(p["total_count"]) != 1 {
 			t.Fatalf("products %v", p)
 		}
 		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "insufficient_stock")); got != buyers-units {
@@ -104,21 +104,21 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("sneaker", 100, 1))
-		st.delay.Store(int64(50 * time.Millisecond)) // keep the first in flight while the others arrive
+		st.Delay.Store(int64(50 * time.Millisecond)) // keep the first in flight while the others arrive
 		var ok, inProgress, already atomic.Int64
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
 				a := st.checkout("sneaker", "the-same-user", nil)
 				switch {
-				case a.status == 200:
+				case a.Status == 200:
 					ok.Add(1)
-				case a.json["error"] == "PURCHASE_IN_PROGRESS":
+				case a.JSON["error"] == "PURCHASE_IN_PROGRESS":
 					inProgress.Add(1)
-				case a.json["error"] == "ALREADY_PURCHASED":
+				case a.JSON["error"] == "ALREADY_PURCHASED":
 					already.Add(1)
 				default:
-					t.Errorf("%d %s", a.status, a.body)
+					t.Errorf("%d %s", a.Status, a.Body)
 				}
 			})
 		}
@@ -126,11 +126,11 @@ func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 		if ok.Load() != 1 || inProgress.Load()+already.Load() != 19 {
 			t.Fatalf("ok %d, in progress %d, already %d", ok.Load(), inProgress.Load(), already.Load())
 		}
-		if a := st.checkout("sneaker", "the-same-user", nil); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
-			t.Fatalf("afterwards: %d %s", a.status, a.body)
+		if a := st.checkout("sneaker", "the-same-user", nil); a.Status != 409 || a.JSON["error"] != "ALREADY_PURCHASED" {
+			t.Fatalf("afterwards: %d %s", a.Status, a.Body)
 		}
-		if st.hits.Load() != 1 || st.remaining("sneaker") != 99 {
-			t.Fatalf("origin hits %d, remaining %d", st.hits.Load(), st.remaining("sneaker"))
+		if st.Hits.Load() != 1 || st.remaining("sneaker") != 99 {
+			t.Fatalf("origin hits %d, remaining %d", st.Hits.Load(), st.remaining("sneaker"))
 		}
 	})
 }
@@ -142,8 +142,8 @@ func TestStock_ANextPurchaseAfterTheShopAnsweredWaitsForTheCommit(t *testing.T) 
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("sneaker", 100, 2))
 		hold := make(chan struct{})
-		st.hold.Store(hold)
-		req, _ := http.NewRequest("POST", st.public.URL+"/checkout/sneaker", strings.NewReader(""))
+		st.Hold.Store(hold)
+		req, _ := http.NewRequest("POST", st.Public.URL+"/checkout/sneaker", strings.NewReader(""))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("X-User", "quick-buyer")
 		first, err := http.DefaultClient.Do(req) // returns with the shop's headers; the body is held
@@ -153,19 +153,19 @@ func TestStock_ANextPurchaseAfterTheShopAnsweredWaitsForTheCommit(t *testing.T) 
 		if first.StatusCode != 200 {
 			t.Fatalf("first purchase: %d", first.StatusCode)
 		}
-		st.hold.Store(make(chan struct{})) // only the first answer is held
-		close(st.hold.Load().(chan struct{}))
+		st.Hold.Store(make(chan struct{})) // only the first answer is held
+		close(st.Hold.Load().(chan struct{}))
 		second := make(chan answer, 1)
 		go func() { second <- st.checkout("sneaker", "quick-buyer", nil) }()
 		time.Sleep(100 * time.Millisecond) // the second is at edgeq while the first answer is still copied
 		close(hold)
 		io.Copy(io.Discard, first.Body)
 		first.Body.Close()
-		if a := <-second; a.status != 200 {
-			t.Fatalf("second purchase within the limit of 2: %d %s", a.status, a.body)
+		if a := <-second; a.Status != 200 {
+			t.Fatalf("second purchase within the limit of 2: %d %s", a.Status, a.Body)
 		}
-		if a := st.checkout("sneaker", "quick-buyer", nil); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
-			t.Fatalf("third: %d %s", a.status, a.body)
+		if a := st.checkout("sneaker", "quick-buyer", nil); a.Status != 409 || a.JSON["error"] != "ALREADY_PURCHASED" {
+			t.Fatalf("third: %d %s", a.Status, a.Body)
 		}
 		if st.remaining("sneaker") != 98 {
 			t.Fatalf("remaining %d, want 98", st.remaining("sneaker"))
@@ -179,40 +179,40 @@ func TestStock_ANextPurchaseAfterTheShopAnsweredWaitsForTheCommit(t *testing.T) 
 func TestStock_OriginFailureGivesTheUnitBack(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStackReleasing(t, s, 500*time.Millisecond, []string{"5xx", "error", "timeout"}, product("last", 1, 1))
-		st.startWorker()
-		st.status.Store(500)
-		if a := st.checkout("last", "alice", nil); a.status != 500 {
-			t.Fatalf("origin 500: %d", a.status)
+		st.StartWorker()
+		st.Status.Store(500)
+		if a := st.checkout("last", "alice", nil); a.Status != 500 {
+			t.Fatalf("origin 500: %d", a.Status)
 		}
 		if r := st.remaining("last"); r != 1 {
 			t.Fatalf("after a 500 the unit is not back: remaining %d", r)
 		}
-		st.status.Store(200)
-		st.delay.Store(int64(2 * time.Second)) // beyond the proxy's 500 ms origin timeout
-		if a := st.checkout("last", "bob", nil); a.status != 504 {
-			t.Fatalf("slow origin: %d %s", a.status, a.body)
+		st.Status.Store(200)
+		st.Delay.Store(int64(2 * time.Second)) // beyond the proxy's 500 ms origin timeout
+		if a := st.checkout("last", "bob", nil); a.Status != 504 {
+			t.Fatalf("slow origin: %d %s", a.Status, a.Body)
 		}
 		if r := st.remaining("last"); r != 1 {
 			t.Fatalf("after a timeout the unit is not back: remaining %d", r)
 		}
-		st.delay.Store(0)
-		if a := st.checkout("last", "carol", nil); a.status != 200 {
-			t.Fatalf("a later buyer: %d %s", a.status, a.body)
+		st.Delay.Store(0)
+		if a := st.checkout("last", "carol", nil); a.Status != 200 {
+			t.Fatalf("a later buyer: %d %s", a.Status, a.Body)
 		}
 		// alice, refused by the origin, may buy again: her record was released.
-		if a := st.checkout("last", "alice", nil); a.status != 409 || a.json["error"] != "INSUFFICIENT_STOCK" {
-			t.Fatalf("alice after carol: %d %s", a.status, a.body)
+		if a := st.checkout("last", "alice", nil); a.Status != 409 || a.JSON["error"] != "INSUFFICIENT_STOCK" {
+			t.Fatalf("alice after carol: %d %s", a.Status, a.Body)
 		}
 		if r := st.remaining("last"); r != 0 {
 			t.Fatalf("remaining %d", r)
 		}
 		eventually(t, 10*time.Second, "events applied", func() bool {
-			return num(st.adminGet("/api/admissions").json["total_count"]) == 3
+			return num(st.AdminGet("/api/admissions").JSON["total_count"]) == 3
 		})
-		lb := st.adminGet("/api/leaderboard")
-		items, _ := lb.json["items"].([]any)
+		lb := st.AdminGet("/api/leaderboard")
+		items, _ := lb.JSON["items"].([]any)
 		if len(items) != 1 || num(items[0].(map[string]any)["sales"]) != 1 {
-			t.Fatalf("leaderboard after two releases and one sale: %s", lb.body)
+			t.Fatalf("leaderboard after two releases and one sale: %s", lb.Body)
 		}
 		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "released")); got != 2 {
 			t.Fatalf("released counter %v", got)
@@ -350,7 +350,7 @@ func TestStock_BadInput(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 1))
 		post := func(path, contentType, body string, header http.Header) answer {
-			req, _ := http.NewRequest("POST", st.public.URL+path, strings.NewReader(body))
+			req, _ := http.NewRequest("POST", st.Public.URL+path, strings.NewReader(body))
 			if contentType != "" {
 				req.Header.Set("Content-Type", contentType)
 			}
@@ -400,21 +400,21 @@ func TestStock_BadInput(t *testing.T) {
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
 				a := post(c.path, c.ct, c.body, c.header)
-				if a.status != c.status || a.json["error"] != c.code || a.json["success"] != false {
-					t.Fatalf("%d %s, want %d %s", a.status, a.body, c.status, c.code)
+				if a.Status != c.status || a.JSON["error"] != c.code || a.JSON["success"] != false {
+					t.Fatalf("%d %s, want %d %s", a.Status, a.Body, c.status, c.code)
 				}
 			})
 		}
 		for _, query := range []string{"p=p&p=q", "p=x&p=a;p=p"} { // Rack 2 splits at ";" too
-			req, _ := http.NewRequest("GET", st.public.URL+"/buy?"+query, nil)
+			req, _ := http.NewRequest("GET", st.Public.URL+"/buy?"+query, nil)
 			req.Header.Set("Accept", "application/json")
 			req.Header.Set("X-User", "u1")
-			if a := do(t, req); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "p" {
-				t.Errorf("query %s: %d %s", query, a.status, a.body)
+			if a := do(t, req); a.Status != 400 || a.JSON["error"] != "INVALID_REQUEST" || a.JSON["field"] != "p" {
+				t.Errorf("query %s: %d %s", query, a.Status, a.Body)
 			}
 		}
-		if st.hits.Load() != 0 {
-			t.Fatalf("%d bad requests reached the origin", st.hits.Load())
+		if st.Hits.Load() != 0 {
+			t.Fatalf("%d bad requests reached the origin", st.Hits.Load())
 		}
 		if r := st.remaining("p"); r != 10 {
 			t.Fatalf("stock changed: %d", r)
@@ -430,14 +430,14 @@ func TestStock_BadInput(t *testing.T) {
 		}
 		// The good versions of the same requests work, and the origin gets the body byte for byte.
 		a := post("/api/cart", "application/json", `{"items":[{"sku":"p","qty":1}],"note":"gift"}`, session)
-		if a.status != 200 {
-			t.Fatalf("JSON cart: %d %s", a.status, a.body)
+		if a.Status != 200 {
+			t.Fatalf("JSON cart: %d %s", a.Status, a.Body)
 		}
-		if got, _ := url.QueryUnescape(a.header.Get("X-Body")); got != `{"items":[{"sku":"p","qty":1}],"note":"gift"}` {
+		if got, _ := url.QueryUnescape(a.Header.Get("X-Body")); got != `{"items":[{"sku":"p","qty":1}],"note":"gift"}` {
 			t.Fatalf("the origin got %q", got)
 		}
-		if a := post("/checkout/p", form, "quantity=1", http.Header{"X-User": {"u2"}}); a.status != 200 {
-			t.Fatalf("form checkout: %d %s", a.status, a.body)
+		if a := post("/checkout/p", form, "quantity=1", http.Header{"X-User": {"u2"}}); a.Status != 200 {
+			t.Fatalf("form checkout: %d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -445,20 +445,20 @@ func TestStock_BadInput(t *testing.T) {
 // Browsers that run out of luck see the sold-out page, not JSON.
 func TestStock_SoldOutPageForBrowsers(t *testing.T) {
 	st := newStack(t, storetest.Embedded(t), product("p", 0, 1))
-	req, _ := http.NewRequest("POST", st.public.URL+"/checkout/p", strings.NewReader("quantity=1"))
+	req, _ := http.NewRequest("POST", st.Public.URL+"/checkout/p", strings.NewReader("quantity=1"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "text/html,application/xhtml+xml")
 	req.Header.Set("X-User", "u")
 	a := do(t, req)
-	if a.status != 409 || !strings.Contains(a.body, "Sold out") || !strings.HasPrefix(a.header.Get("Content-Type"), "text/html") {
-		t.Fatalf("%d %s", a.status, a.body)
+	if a.Status != 409 || !strings.Contains(a.Body, "Sold out") || !strings.HasPrefix(a.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("%d %s", a.Status, a.Body)
 	}
 	// Through a GET route too.
-	req, _ = http.NewRequest("GET", st.public.URL+"/buy?p=p", nil)
+	req, _ = http.NewRequest("GET", st.Public.URL+"/buy?p=p", nil)
 	req.Header.Set("Accept", "text/html")
 	req.Header.Set("X-User", "u")
-	if a := do(t, req); a.status != 409 || !strings.Contains(a.body, "Sold out") {
-		t.Fatalf("GET: %d", a.status)
+	if a := do(t, req); a.Status != 409 || !strings.Contains(a.Body, "Sold out") {
+		t.Fatalf("GET: %d", a.Status)
 	}
 }
 
@@ -467,8 +467,8 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 300, 1))
 		for i := range 120 {
-			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.status != 200 {
-				t.Fatal(a.body)
+			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.Status != 200 {
+				t.Fatal(a.Body)
 			}
 		}
 		// The first worker reads a batch, then dies before handling it.
@@ -486,14 +486,14 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 			t.Fatalf("the crashed worker left nothing pending: %+v %v", pending, err)
 		}
 		// A second worker takes over the pending entries once they are idle, and reads the rest.
-		st.startWorker()
+		st.StartWorker()
 		eventually(t, 15*time.Second, "all events applied", func() bool {
-			return num(st.adminGet("/api/admissions?page_size=1").json["total_count"]) == 120
+			return num(st.AdminGet("/api/admissions?page_size=1").JSON["total_count"]) == 120
 		})
-		lb := st.adminGet("/api/leaderboard")
-		items, _ := lb.json["items"].([]any)
+		lb := st.AdminGet("/api/leaderboard")
+		items, _ := lb.JSON["items"].([]any)
 		if len(items) != 1 || num(items[0].(map[string]any)["sales"]) != 120 {
-			t.Fatalf("leaderboard counts %s, want 120 exactly once", lb.body)
+			t.Fatalf("leaderboard counts %s, want 120 exactly once", lb.Body)
 		}
 		eventually(t, 5*time.Second, "nothing pending", func() bool {
 			p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Result()
@@ -526,7 +526,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		if after := s.Client.HGet(ctx, recordsKey(s.Keys, "p", first), first).Val(); after != before || after == "" {
 			t.Fatalf("a redelivered event changed its record: %s -> %s", before, after)
 		}
-		if num(st.adminGet("/api/leaderboard").json["items"].([]any)[0].(map[string]any)["sales"]) != 120 {
+		if num(st.AdminGet("/api/leaderboard").JSON["items"].([]any)[0].(map[string]any)["sales"]) != 120 {
 			t.Fatal("the leaderboard moved on a redelivery")
 		}
 	})
@@ -536,7 +536,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 func TestWorker_DeadLetters(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 1))
-		st.startWorker()
+		st.StartWorker()
 		ctx := context.Background()
 		// A malformed event, as a buggy or older writer might leave (its record is the script's).
 		adm := st.svc.o.IDs.NextString()
@@ -545,34 +545,34 @@ func TestWorker_DeadLetters(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "dead-lettered", func() bool {
-			return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1
+			return num(st.AdminGet("/api/dead-letters").JSON["total_count"]) == 1
 		})
 		// The gauge moves just after the dead letter is written.
 		eventually(t, 5*time.Second, "edgeq_dead_letters = 1", func() bool {
 			return testutil.ToFloat64(st.svc.metrics.deadLetters) == 1
 		})
-		dl := st.adminGet("/api/dead-letters").json["items"].([]any)[0].(map[string]any)
+		dl := st.AdminGet("/api/dead-letters").JSON["items"].([]any)[0].(map[string]any)
 		id := dl["id"].(string)
-		if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 409 {
-			t.Fatalf("retrying a malformed event: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.Status != 409 {
+			t.Fatalf("retrying a malformed event: %d %s", a.Status, a.Body)
 		}
 		// Fix it in place and retry.
 		fixed := fmt.Sprintf(`{"id":%q,"product_id":"p","stream_id":%q,"fields":{"type":"admitted","admission":%q,"user":"x","qty":"1","at":"1"},"error":"","failed_at":""}`, id, dl["stream_id"], adm)
 		s.Client.HSet(ctx, deadKey(s.Keys), id, fixed)
-		if a := st.adminGet("/api/admissions"); num(a.json["total_count"]) != 0 {
-			t.Fatalf("the dead event's admission is listed: %s", a.body)
+		if a := st.AdminGet("/api/admissions"); num(a.JSON["total_count"]) != 0 {
+			t.Fatalf("the dead event's admission is listed: %s", a.Body)
 		}
-		if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 200 {
-			t.Fatalf("retry: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.Status != 200 {
+			t.Fatalf("retry: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminGet("/api/admissions"); num(a.json["total_count"]) != 1 || !strings.Contains(a.body, adm) {
-			t.Fatalf("the retried event's admission: %s", a.body)
+		if a := st.AdminGet("/api/admissions"); num(a.JSON["total_count"]) != 1 || !strings.Contains(a.Body, adm) {
+			t.Fatalf("the retried event's admission: %s", a.Body)
 		}
-		if num(st.adminGet("/api/dead-letters").json["total_count"]) != 0 {
+		if num(st.AdminGet("/api/dead-letters").JSON["total_count"]) != 0 {
 			t.Fatal("the retried event is still a dead letter")
 		}
-		if a := st.adminSend("POST", "/api/dead-letters/nope/retry", "", ""); a.status != 404 {
-			t.Fatalf("unknown dead letter: %d", a.status)
+		if a := st.AdminSend("POST", "/api/dead-letters/nope/retry", "", ""); a.Status != 404 {
+			t.Fatalf("unknown dead letter: %d", a.Status)
 		}
 
 		// One that can never succeed is dismissed: gone from the list and the gauge, once.
@@ -580,20 +580,20 @@ func TestWorker_DeadLetters(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "dead-lettered again", func() bool {
-			return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1 && testutil.ToFloat64(st.svc.metrics.deadLetters) == 1
+			return num(st.AdminGet("/api/dead-letters").JSON["total_count"]) == 1 && testutil.ToFloat64(st.svc.metrics.deadLetters) == 1
 		})
-		id = st.adminGet("/api/dead-letters").json["items"].([]any)[0].(map[string]any)["id"].(string)
-		noKey, _ := http.NewRequest("DELETE", st.admin.URL+"/api/dead-letters/"+id, nil)
-		if a := do(t, noKey); a.status != 401 {
-			t.Fatalf("dismiss without the key: %d", a.status)
+		id = st.AdminGet("/api/dead-letters").JSON["items"].([]any)[0].(map[string]any)["id"].(string)
+		noKey, _ := http.NewRequest("DELETE", st.Admin.URL+"/api/dead-letters/"+id, nil)
+		if a := do(t, noKey); a.Status != 401 {
+			t.Fatalf("dismiss without the key: %d", a.Status)
 		}
-		if a := st.adminSend("DELETE", "/api/dead-letters/"+id, "", ""); a.status != 204 {
-			t.Fatalf("dismiss: %d %s", a.status, a.body)
+		if a := st.AdminSend("DELETE", "/api/dead-letters/"+id, "", ""); a.Status != 204 {
+			t.Fatalf("dismiss: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminSend("DELETE", "/api/dead-letters/"+id, "", ""); a.status != 404 {
-			t.Fatalf("dismiss again: %d %s", a.status, a.body)
+		if a := st.AdminSend("DELETE", "/api/dead-letters/"+id, "", ""); a.Status != 404 {
+			t.Fatalf("dismiss again: %d %s", a.Status, a.Body)
 		}
-		if n := num(st.adminGet("/api/dead-letters").json["total_count"]); n != 0 || testutil.ToFloat64(st.svc.metrics.deadLetters) != 0 {
+		if n := num(st.AdminGet("/api/dead-letters").JSON["total_count"]); n != 0 || testutil.ToFloat64(st.svc.metrics.deadLetters) != 0 {
 			t.Fatalf("after the dismissal: %v listed, gauge %v", n, testutil.ToFloat64(st.svc.metrics.deadLetters))
 		}
 	})
@@ -604,26 +604,26 @@ func TestWorker_DeadLetters(t *testing.T) {
 func TestAdmin_PaginationAndDelete(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 100, 3))
-		st.startWorker()
+		st.StartWorker()
 		for i := range 25 {
 			a := st.checkout("p", fmt.Sprintf("u%02d", i%5), nil)
-			if (i < 15 && a.status != 200) || (i >= 15 && a.json["error"] != "ALREADY_PURCHASED") {
-				t.Fatalf("checkout %d: %d %s", i, a.status, a.body)
+			if (i < 15 && a.Status != 200) || (i >= 15 && a.JSON["error"] != "ALREADY_PURCHASED") {
+				t.Fatalf("checkout %d: %d %s", i, a.Status, a.Body)
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
 		// u00..u04 bought 3 each (15 admissions); the other 10 were refused.
 		eventually(t, 10*time.Second, "worker", func() bool {
-			return num(st.adminGet("/api/admissions?page_size=1").json["total_count"]) == 15
+			return num(st.AdminGet("/api/admissions?page_size=1").JSON["total_count"]) == 15
 		})
 		var seen []string
 		var prev time.Time
 		for page := 1; page <= 3; page++ {
-			a := st.adminGet(fmt.Sprintf("/api/admissions?page=%d&page_size=6", page))
-			if num(a.json["page"]) != int64(page) || num(a.json["page_size"]) != 6 || num(a.json["total_count"]) != 15 {
-				t.Fatalf("page %d: %s", page, a.body)
+			a := st.AdminGet(fmt.Sprintf("/api/admissions?page=%d&page_size=6", page))
+			if num(a.JSON["page"]) != int64(page) || num(a.JSON["page_size"]) != 6 || num(a.JSON["total_count"]) != 15 {
+				t.Fatalf("page %d: %s", page, a.Body)
 			}
-			for _, it := range a.json["items"].([]any) {
+			for _, it := range a.JSON["items"].([]any) {
 				rec := it.(map[string]any)
 				at, err := time.Parse(time.RFC3339, rec["admitted_at"].(string))
 				if err != nil {
@@ -646,33 +646,33 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 		if len(uniq) != 15 {
 			t.Fatal("an admission showed on two pages")
 		}
-		again := st.adminGet("/api/admissions?page=2&page_size=6")
-		if fmt.Sprint(again.json["items"].([]any)[0].(map[string]any)["id"]) != seen[6] {
+		again := st.AdminGet("/api/admissions?page=2&page_size=6")
+		if fmt.Sprint(again.JSON["items"].([]any)[0].(map[string]any)["id"]) != seen[6] {
 			t.Fatal("the same page differs between calls")
 		}
-		if a := st.adminGet("/api/admissions?page=9&page_size=6"); len(a.json["items"].([]any)) != 0 {
-			t.Fatalf("past the end: %s", a.body)
+		if a := st.AdminGet("/api/admissions?page=9&page_size=6"); len(a.JSON["items"].([]any)) != 0 {
+			t.Fatalf("past the end: %s", a.Body)
 		}
 		// Per user, by the raw id or the pseudonym.
-		byRaw := st.adminGet("/api/users/u01/admissions")
-		if num(byRaw.json["total_count"]) != 3 {
-			t.Fatalf("u01: %s", byRaw.body)
+		byRaw := st.AdminGet("/api/users/u01/admissions")
+		if num(byRaw.JSON["total_count"]) != 3 {
+			t.Fatalf("u01: %s", byRaw.Body)
 		}
-		pseudonym := byRaw.json["items"].([]any)[0].(map[string]any)["user"].(string)
-		if strings.Contains(byRaw.body, `"u01"`) {
+		pseudonym := byRaw.JSON["items"].([]any)[0].(map[string]any)["user"].(string)
+		if strings.Contains(byRaw.Body, `"u01"`) {
 			t.Fatal("the raw user id is stored or shown")
 		}
-		if a := st.adminGet("/api/users/" + pseudonym + "/admissions?pseudonym=1"); num(a.json["total_count"]) != 3 {
-			t.Fatalf("by pseudonym: %s", a.body)
+		if a := st.AdminGet("/api/users/" + pseudonym + "/admissions?pseudonym=1"); num(a.JSON["total_count"]) != 3 {
+			t.Fatalf("by pseudonym: %s", a.Body)
 		}
 		// Delete one: gone from the entity and both indexes.
-		victim := byRaw.json["items"].([]any)[0].(map[string]any)["id"].(string)
-		if a := st.adminSend("DELETE", "/api/admissions/"+victim, "", ""); a.status != 200 {
-			t.Fatalf("delete: %d %s", a.status, a.body)
+		victim := byRaw.JSON["items"].([]any)[0].(map[string]any)["id"].(string)
+		if a := st.AdminSend("DELETE", "/api/admissions/"+victim, "", ""); a.Status != 200 {
+			t.Fatalf("delete: %d %s", a.Status, a.Body)
 		}
 		ctx := context.Background()
 		table := st.svc.stock().table
-		product := byRaw.json["items"].([]any)[0].(map[string]any)["product_id"].(string)
+		product := byRaw.JSON["items"].([]any)[0].(map[string]any)["product_id"].(string)
 		if n, _ := s.Client.HExists(ctx, recordsKey(s.Keys, product, victim), victim).Result(); n {
 			t.Fatal("the record survived")
 		}
@@ -682,15 +682,15 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 		if list := usersIndexed(t, st.svc, table, product)[pseudonym]; len(list) != 2 || slices.Contains(list, victim) {
 			t.Fatalf("the user index names %v, want the user's 2 other admissions", list)
 		}
-		if a := st.adminGet("/api/admissions/" + victim); a.status != 404 {
-			t.Fatalf("get after delete: %d", a.status)
+		if a := st.AdminGet("/api/admissions/" + victim); a.Status != 404 {
+			t.Fatalf("get after delete: %d", a.Status)
 		}
-		if a := st.adminSend("DELETE", "/api/admissions/"+victim, "", ""); a.status != 404 {
-			t.Fatalf("delete twice: %d", a.status)
+		if a := st.AdminSend("DELETE", "/api/admissions/"+victim, "", ""); a.Status != 404 {
+			t.Fatalf("delete twice: %d", a.Status)
 		}
 		for _, bad := range []string{"/api/admissions?page=0", "/api/admissions?page_size=101", "/api/admissions?page=x", "/api/leaderboard?limit=0"} {
-			if a := st.adminGet(bad); a.status != 400 {
-				t.Errorf("%s: %d", bad, a.status)
+			if a := st.AdminGet(bad); a.Status != 400 {
+				t.Errorf("%s: %d", bad, a.Status)
 			}
 		}
 	})
@@ -700,9 +700,9 @@ func TestAdmin_Products(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("cfg", 5, 1))
 		js := "application/json"
-		a := st.adminSend("POST", "/api/products", js, `{"id":"new","stock":3,"per_user_limit":2,"name":"New","price":500}`)
-		if a.status != 200 || num(a.json["remaining_stock"]) != 3 || num(a.json["total_stock"]) != 3 {
-			t.Fatalf("create: %d %s", a.status, a.body)
+		a := st.AdminSend("POST", "/api/products", js, `{"id":"new","stock":3,"per_user_limit":2,"name":"New","price":500}`)
+		if a.Status != 200 || num(a.JSON["remaining_stock"]) != 3 || num(a.JSON["total_stock"]) != 3 {
+			t.Fatalf("create: %d %s", a.Status, a.Body)
 		}
 		for name, c := range map[string]struct {
 			body   string
@@ -716,86 +716,86 @@ func TestAdmin_Products(t *testing.T) {
 			"limit 0":       {`{"id":"x","stock":1,"per_user_limit":0}`, 400},
 			"wrong type":    {`{"id":"x","stock":"1"}`, 400},
 		} {
-			if a := st.adminSend("POST", "/api/products", js, c.body); a.status != c.status {
-				t.Errorf("%s: %d %s", name, a.status, a.body)
+			if a := st.AdminSend("POST", "/api/products", js, c.body); a.Status != c.status {
+				t.Errorf("%s: %d %s", name, a.Status, a.Body)
 			}
 		}
-		if a := st.adminSend("POST", "/api/products/new/restock", js, `{"amount":7}`); a.status != 200 || num(a.json["remaining_stock"]) != 10 || num(a.json["total_stock"]) != 10 {
-			t.Fatalf("restock: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/products/new/restock", js, `{"amount":7}`); a.Status != 200 || num(a.JSON["remaining_stock"]) != 10 || num(a.JSON["total_stock"]) != 10 {
+			t.Fatalf("restock: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminSend("POST", "/api/products/new/restock", "application/x-www-form-urlencoded", "amount=1"); a.status != 200 {
-			t.Fatalf("restock by form: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/products/new/restock", "application/x-www-form-urlencoded", "amount=1"); a.Status != 200 {
+			t.Fatalf("restock by form: %d %s", a.Status, a.Body)
 		}
 		// JSON whatever the Content-Type: with parameters, and as `curl -d '{...}'` sends it (a form's).
 		for _, ct := range []string{"application/json; charset=utf-8", "application/x-www-form-urlencoded", ""} {
-			if a := st.adminSend("POST", "/api/products/new/restock", ct, ` {"amount": 1}`); a.status != 200 {
-				t.Fatalf("restock with JSON as %q: %d %s", ct, a.status, a.body)
+			if a := st.AdminSend("POST", "/api/products/new/restock", ct, ` {"amount": 1}`); a.Status != 200 {
+				t.Fatalf("restock with JSON as %q: %d %s", ct, a.Status, a.Body)
 			}
 		}
 		for _, body := range []string{`{"amount":0}`, `{"amount":-3}`, `{}`, `{"amount":"2"}`} {
-			if a := st.adminSend("POST", "/api/products/new/restock", js, body); a.status != 400 {
-				t.Errorf("restock %s: %d", body, a.status)
+			if a := st.AdminSend("POST", "/api/products/new/restock", js, body); a.Status != 400 {
+				t.Errorf("restock %s: %d", body, a.Status)
 			}
 		}
-		if a := st.adminSend("POST", "/api/products/zzz/restock", js, `{"amount":1}`); a.status != 404 {
-			t.Fatalf("restock unknown: %d", a.status)
+		if a := st.AdminSend("POST", "/api/products/zzz/restock", js, `{"amount":1}`); a.Status != 404 {
+			t.Fatalf("restock unknown: %d", a.Status)
 		}
 		// Public read, cached briefly, and 404 for unknown products.
-		req, _ := http.NewRequest("GET", st.public.URL+"/_edgeq/products/new", nil)
-		if a := do(t, req); a.status != 200 || num(a.json["remaining_stock"]) != 14 || a.json["name"] != "New" || len(a.json) != 6 {
-			t.Fatalf("public product: %d %s", a.status, a.body)
+		req, _ := http.NewRequest("GET", st.Public.URL+"/_edgeq/products/new", nil)
+		if a := do(t, req); a.Status != 200 || num(a.JSON["remaining_stock"]) != 14 || a.JSON["name"] != "New" || len(a.JSON) != 6 {
+			t.Fatalf("public product: %d %s", a.Status, a.Body)
 		}
-		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products/zzz", nil)
-		if a := do(t, req); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
-			t.Fatalf("public unknown: %d %s", a.status, a.body)
+		req, _ = http.NewRequest("GET", st.Public.URL+"/_edgeq/products/zzz", nil)
+		if a := do(t, req); a.Status != 404 || a.JSON["error"] != "PRODUCT_NOT_FOUND" {
+			t.Fatalf("public unknown: %d %s", a.Status, a.Body)
 		}
 		// The public list for the shop's pages: every product, sorted by id, public fields
 		// only, paged; bad paging is 400.
-		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products", nil)
-		if a := do(t, req); a.status != 200 || num(a.json["total_count"]) != 2 ||
-			a.json["items"].([]any)[1].(map[string]any)["id"] != "new" || len(a.json["items"].([]any)[1].(map[string]any)) != 6 ||
-			num(a.json["items"].([]any)[1].(map[string]any)["remaining_stock"]) != 14 {
-			t.Fatalf("public list: %d %s", a.status, a.body)
+		req, _ = http.NewRequest("GET", st.Public.URL+"/_edgeq/products", nil)
+		if a := do(t, req); a.Status != 200 || num(a.JSON["total_count"]) != 2 ||
+			a.JSON["items"].([]any)[1].(map[string]any)["id"] != "new" || len(a.JSON["items"].([]any)[1].(map[string]any)) != 6 ||
+			num(a.JSON["items"].([]any)[1].(map[string]any)["remaining_stock"]) != 14 {
+			t.Fatalf("public list: %d %s", a.Status, a.Body)
 		}
-		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products?page_size=1&page=2", nil)
-		if a := do(t, req); a.status != 200 || len(a.json["items"].([]any)) != 1 || a.json["items"].([]any)[0].(map[string]any)["id"] != "new" {
-			t.Fatalf("public list, page 2: %d %s", a.status, a.body)
+		req, _ = http.NewRequest("GET", st.Public.URL+"/_edgeq/products?page_size=1&page=2", nil)
+		if a := do(t, req); a.Status != 200 || len(a.JSON["items"].([]any)) != 1 || a.JSON["items"].([]any)[0].(map[string]any)["id"] != "new" {
+			t.Fatalf("public list, page 2: %d %s", a.Status, a.Body)
 		}
-		req, _ = http.NewRequest("GET", st.public.URL+"/_edgeq/products?page_size=1000", nil)
-		if a := do(t, req); a.status != 400 {
-			t.Fatalf("public list, page_size 1000: %d", a.status)
+		req, _ = http.NewRequest("GET", st.Public.URL+"/_edgeq/products?page_size=1000", nil)
+		if a := do(t, req); a.Status != 400 {
+			t.Fatalf("public list, page_size 1000: %d", a.Status)
 		}
-		if a := st.adminGet("/api/products"); num(a.json["total_count"]) != 2 || len(a.json["items"].([]any)) != 2 || num(a.json["page_size"]) != 2 {
-			t.Fatalf("list: %s", a.body)
+		if a := st.AdminGet("/api/products"); num(a.JSON["total_count"]) != 2 || len(a.JSON["items"].([]any)) != 2 || num(a.JSON["page_size"]) != 2 {
+			t.Fatalf("list: %s", a.Body)
 		}
 		// Pages of the list, sorted by id.
 		for page, id := range []string{"cfg", "new"} {
-			a := st.adminGet(fmt.Sprintf("/api/products?page=%d&page_size=1", page+1))
-			items, _ := a.json["items"].([]any)
-			if a.status != 200 || len(items) != 1 || items[0].(map[string]any)["id"] != id || num(a.json["total_count"]) != 2 ||
-				num(a.json["page"]) != int64(page+1) || num(a.json["page_size"]) != 1 {
-				t.Fatalf("list page %d: %s", page+1, a.body)
+			a := st.AdminGet(fmt.Sprintf("/api/products?page=%d&page_size=1", page+1))
+			items, _ := a.JSON["items"].([]any)
+			if a.Status != 200 || len(items) != 1 || items[0].(map[string]any)["id"] != id || num(a.JSON["total_count"]) != 2 ||
+				num(a.JSON["page"]) != int64(page+1) || num(a.JSON["page_size"]) != 1 {
+				t.Fatalf("list page %d: %s", page+1, a.Body)
 			}
 		}
-		if a := st.adminGet("/api/products?page=0"); a.status != 400 || a.json["field"] != "page" {
-			t.Fatalf("list with page=0: %d %s", a.status, a.body)
+		if a := st.AdminGet("/api/products?page=0"); a.Status != 400 || a.JSON["field"] != "page" {
+			t.Fatalf("list with page=0: %d %s", a.Status, a.Body)
 		}
 		// One product, as the list shows it; 404 unknown, 400 malformed.
-		list := st.adminGet("/api/products?page=2&page_size=1").json["items"].([]any)[0].(map[string]any)
-		if a := st.adminGet("/api/products/new"); a.status != 200 || !maps.Equal(a.json, list) || num(a.json["remaining_stock"]) != 14 {
-			t.Fatalf("one product: %d %s, the list has %v", a.status, a.body, list)
+		list := st.AdminGet("/api/products?page=2&page_size=1").JSON["items"].([]any)[0].(map[string]any)
+		if a := st.AdminGet("/api/products/new"); a.Status != 200 || !maps.Equal(a.JSON, list) || num(a.JSON["remaining_stock"]) != 14 {
+			t.Fatalf("one product: %d %s, the list has %v", a.Status, a.Body, list)
 		}
-		if a := st.adminGet("/api/products/zzz"); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
-			t.Fatalf("an unknown product: %d %s", a.status, a.body)
+		if a := st.AdminGet("/api/products/zzz"); a.Status != 404 || a.JSON["error"] != "PRODUCT_NOT_FOUND" {
+			t.Fatalf("an unknown product: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminGet("/api/products/no%20such"); a.status != 400 || a.json["field"] != "id" {
-			t.Fatalf("a malformed id: %d %s", a.status, a.body)
+		if a := st.AdminGet("/api/products/no%20such"); a.Status != 400 || a.JSON["field"] != "id" {
+			t.Fatalf("a malformed id: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminSend("DELETE", "/api/products/new", "", ""); a.status != 200 {
-			t.Fatalf("delete: %d", a.status)
+		if a := st.AdminSend("DELETE", "/api/products/new", "", ""); a.Status != 200 {
+			t.Fatalf("delete: %d", a.Status)
 		}
-		if a := st.adminSend("DELETE", "/api/products/new", "", ""); a.status != 404 {
-			t.Fatalf("delete twice: %d", a.status)
+		if a := st.AdminSend("DELETE", "/api/products/new", "", ""); a.Status != 404 {
+			t.Fatalf("delete twice: %d", a.Status)
 		}
 		// Seeding again from the configuration never overwrites live stock.
 		st.checkout("cfg", "someone", nil)
@@ -819,22 +819,22 @@ func TestStock_StoreUnreachable(t *testing.T) {
 		store.Keys{Prefix: "edgeq"})
 	st := newStack(t, dead)
 	a := st.checkout("p", "alice", nil)
-	if a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" || a.header.Get("Retry-After") == "" || st.hits.Load() != 0 {
-		t.Fatalf("closed route with the store down: %d %s (origin hits %d)", a.status, a.body, st.hits.Load())
+	if a.Status != 503 || a.JSON["error"] != "STORE_UNAVAILABLE" || a.Header.Get("Retry-After") == "" || st.Hits.Load() != 0 {
+		t.Fatalf("closed route with the store down: %d %s (origin hits %d)", a.Status, a.Body, st.Hits.Load())
 	}
 	// A shopper's browser gets the friendly page, about what it tried (not about a waiting room).
-	page, _ := http.NewRequest("POST", st.public.URL+"/checkout/p", strings.NewReader("quantity=1"))
+	page, _ := http.NewRequest("POST", st.Public.URL+"/checkout/p", strings.NewReader("quantity=1"))
 	page.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	page.Header.Set("Accept", "text/html")
 	page.Header.Set("X-User", "carol")
-	if a := do(t, page); a.status != 503 || a.header.Get("Retry-After") == "" || !strings.Contains(a.body, "briefly unavailable") ||
-		strings.Contains(a.body, "waiting room") || st.hits.Load() != 0 {
-		t.Fatalf("closed route with the store down, in a browser: %d %s", a.status, a.body)
+	if a := do(t, page); a.Status != 503 || a.Header.Get("Retry-After") == "" || !strings.Contains(a.Body, "briefly unavailable") ||
+		strings.Contains(a.Body, "waiting room") || st.Hits.Load() != 0 {
+		t.Fatalf("closed route with the store down, in a browser: %d %s", a.Status, a.Body)
 	}
-	req, _ := http.NewRequest("POST", st.public.URL+"/open-checkout/p", nil)
+	req, _ := http.NewRequest("POST", st.Public.URL+"/open-checkout/p", nil)
 	req.Header.Set("X-User", "bob")
-	if a := do(t, req); a.status != 200 || st.hits.Load() != 1 {
-		t.Fatalf("open route with the store down: %d %s (origin hits %d)", a.status, a.body, st.hits.Load())
+	if a := do(t, req); a.Status != 200 || st.Hits.Load() != 1 {
+		t.Fatalf("open route with the store down: %d %s (origin hits %d)", a.Status, a.Body, st.Hits.Load())
 	}
 	if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "bypassed")); got != 1 {
 		t.Fatalf("bypassed counter %v", got)
@@ -849,7 +849,7 @@ func TestStock_StoreUnreachable(t *testing.T) {
 func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 5, 1))
-		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
+		st.AddAuctions(auction("lot", "10.00", "1.00", time.Hour))
 		ctx := context.Background()
 		st.svc.compensateLater(st.svc.stock(), Claim{Owner: "p", User: "u", ID: "900"})
 		st.svc.compensateLater(st.svc.bid(), Claim{Owner: "lot", ID: "901"})
@@ -873,22 +873,22 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStackReleasing(t, s, 300*time.Millisecond, []string{"5xx", "error", "timeout"}, product("p", 3, 3))
-		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
-		if a := st.bid("lot", "first", "10.00"); a.status != 200 {
-			t.Fatal(a.body)
+		st.AddAuctions(auction("lot", "10.00", "1.00", time.Hour))
+		if a := st.Bid("lot", "first", "10.00"); a.Status != 200 {
+			t.Fatal(a.Body)
 		}
 		for i, fault := range []struct {
 			name   string
 			status int
 		}{{"hang", 504}, {"reset", 502}, {"garbage", 502}} {
-			st.fault.Store(fault.name)
-			if a := st.checkout("p", "u-"+fault.name, nil); a.status != fault.status {
-				t.Errorf("%s: checkout answered %d %s", fault.name, a.status, a.body)
+			st.Fault.Store(fault.name)
+			if a := st.checkout("p", "u-"+fault.name, nil); a.Status != fault.status {
+				t.Errorf("%s: checkout answered %d %s", fault.name, a.Status, a.Body)
 			}
-			if a := st.bid("lot", "u-"+fault.name, "50.00"); a.status != fault.status {
-				t.Errorf("%s: bid answered %d %s", fault.name, a.status, a.body)
+			if a := st.Bid("lot", "u-"+fault.name, "50.00"); a.Status != fault.status {
+				t.Errorf("%s: bid answered %d %s", fault.name, a.Status, a.Body)
 			}
-			st.fault.Store("")
+			st.Fault.Store("")
 			if r := st.remaining("p"); r != 3 {
 				t.Fatalf("%s: %d units left, want all 3 back", fault.name, r)
 			}
@@ -896,13 +896,13 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 				t.Fatalf("%s: %d buyers recorded, want the %d of the earlier retries", fault.name, n, i)
 			}
 			st.svc.bid().reads.forget("lot")
-			h := st.get("/_edgeq/auctions/lot/highest-bid")
-			if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "10.00" {
-				t.Fatalf("%s: highest bid %s, want the first bid back", fault.name, h.body)
+			h := st.Get("/_edgeq/auctions/lot/highest-bid")
+			if hb, _ := h.JSON["highest_bid"].(map[string]any); hb["amount"] != "10.00" {
+				t.Fatalf("%s: highest bid %s, want the first bid back", fault.name, h.Body)
 			}
 			// The buyer may try again at once: nothing of the failed attempt holds them back.
-			if a := st.checkout("p", "u-"+fault.name, nil); a.status != 200 {
-				t.Fatalf("%s: retry after the fault: %d %s", fault.name, a.status, a.body)
+			if a := st.checkout("p", "u-"+fault.name, nil); a.Status != 200 {
+				t.Fatalf("%s: retry after the fault: %d %s", fault.name, a.Status, a.Body)
 			}
 			s.Client.IncrBy(context.Background(), stockKey(s.Keys, "p"), 1) // put the unit back for the next case
 		}
@@ -918,62 +918,62 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 1, 1))
-		st.startWorker()
+		st.StartWorker()
 		first := st.checkout("p", "alice", nil)
-		if first.status != 200 {
-			t.Fatalf("purchase: %d %s", first.status, first.body)
+		if first.Status != 200 {
+			t.Fatalf("purchase: %d %s", first.Status, first.Body)
 		}
-		if a := st.checkout("p", "bob", nil); a.status != 409 || !strings.Contains(a.body, "INSUFFICIENT_STOCK") {
-			t.Fatalf("a second buyer of the only unit: %d %s", a.status, a.body)
+		if a := st.checkout("p", "bob", nil); a.Status != 409 || !strings.Contains(a.Body, "INSUFFICIENT_STOCK") {
+			t.Fatalf("a second buyer of the only unit: %d %s", a.Status, a.Body)
 		}
 		var id string
 		eventually(t, 5*time.Second, "the admission recorded", func() bool {
-			items, _ := st.adminGet("/api/admissions").json["items"].([]any)
+			items, _ := st.AdminGet("/api/admissions").JSON["items"].([]any)
 			if len(items) == 1 {
 				id = items[0].(map[string]any)["id"].(string)
 			}
 			return id != ""
 		})
-		noKey, _ := http.NewRequest("POST", st.admin.URL+"/api/admissions/"+id+"/cancel", nil)
-		if a := do(t, noKey); a.status != 401 {
-			t.Fatalf("cancel without the key: %d", a.status)
+		noKey, _ := http.NewRequest("POST", st.Admin.URL+"/api/admissions/"+id+"/cancel", nil)
+		if a := do(t, noKey); a.Status != 401 {
+			t.Fatalf("cancel without the key: %d", a.Status)
 		}
 		for _, bad := range []struct {
 			id     string
 			status int
 		}{{"not-an-id", 400}, {"12345", 404}} {
-			if a := st.adminSend("POST", "/api/admissions/"+bad.id+"/cancel", "", ""); a.status != bad.status {
-				t.Fatalf("cancel %s: %d %s", bad.id, a.status, a.body)
+			if a := st.AdminSend("POST", "/api/admissions/"+bad.id+"/cancel", "", ""); a.Status != bad.status {
+				t.Fatalf("cancel %s: %d %s", bad.id, a.Status, a.Body)
 			}
 		}
 		if st.remaining("p") != 0 {
 			t.Fatal("a refused cancel changed the stock")
 		}
-		a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", "")
-		if a.status != 200 || a.json["state"] != "cancelled" || num(a.json["remaining_stock"]) != 1 {
-			t.Fatalf("cancel: %d %s", a.status, a.body)
+		a := st.AdminSend("POST", "/api/admissions/"+id+"/cancel", "", "")
+		if a.Status != 200 || a.JSON["state"] != "cancelled" || num(a.JSON["remaining_stock"]) != 1 {
+			t.Fatalf("cancel: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.status != 409 || !strings.Contains(a.body, "ALREADY_GIVEN_BACK") {
-			t.Fatalf("cancel again: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.Status != 409 || !strings.Contains(a.Body, "ALREADY_GIVEN_BACK") {
+			t.Fatalf("cancel again: %d %s", a.Status, a.Body)
 		}
 		if st.remaining("p") != 1 {
 			t.Fatalf("stock after the cancel: %d", st.remaining("p"))
 		}
 		// The unit is sold again, and alice, whose purchase was cancelled, is not at her limit.
-		if a := st.checkout("p", "bob", nil); a.status != 200 {
-			t.Fatalf("the next buyer: %d %s", a.status, a.body)
+		if a := st.checkout("p", "bob", nil); a.Status != 200 {
+			t.Fatalf("the next buyer: %d %s", a.Status, a.Body)
 		}
 		eventually(t, 5*time.Second, "the cancel in the admin record and the leaderboard", func() bool {
-			rec := st.adminGet("/api/admissions/" + id)
-			lb, _ := st.adminGet("/api/leaderboard").json["items"].([]any)
-			return rec.json["state"] == "cancelled" && rec.json["cancelled_at"] != nil && len(lb) == 1 &&
+			rec := st.AdminGet("/api/admissions/" + id)
+			lb, _ := st.AdminGet("/api/leaderboard").JSON["items"].([]any)
+			return rec.JSON["state"] == "cancelled" && rec.JSON["cancelled_at"] != nil && len(lb) == 1 &&
 				num(lb[0].(map[string]any)["sales"]) == 1
 		})
-		if a := st.adminSend("POST", "/api/products/p/restock", "application/json", `{"amount": 1}`); a.status != 200 {
-			t.Fatalf("restock: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/products/p/restock", "application/json", `{"amount": 1}`); a.Status != 200 {
+			t.Fatalf("restock: %d %s", a.Status, a.Body)
 		}
-		if a := st.checkout("p", "alice", nil); a.status != 200 {
-			t.Fatalf("alice buys again after her cancelled purchase: %d %s", a.status, a.body)
+		if a := st.checkout("p", "alice", nil); a.Status != 200 {
+			t.Fatalf("alice buys again after her cancelled purchase: %d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -1022,14 +1022,14 @@ func TestSettle_TimeoutAfterTheRequestWasSentIsHeld(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		const units = 6
 		st := newStackTimeout(t, s, 200*time.Millisecond, product("p", units, 1))
-		st.startWorker()
-		st.delay.Store(int64(400 * time.Millisecond)) // every order is placed, after the timeout
+		st.StartWorker()
+		st.Delay.Store(int64(400 * time.Millisecond)) // every order is placed, after the timeout
 		var wg sync.WaitGroup
 		for wave := range 2 { // the second comes once the first's timeouts are in
 			for i := range units {
 				wg.Go(func() {
-					if a := st.checkout("p", "buyer-"+strconv.Itoa(wave)+"-"+strconv.Itoa(i), nil); a.status != 504 && a.status != 409 {
-						t.Errorf("buyer %d: %d %s", i, a.status, a.body)
+					if a := st.checkout("p", "buyer-"+strconv.Itoa(wave)+"-"+strconv.Itoa(i), nil); a.Status != 504 && a.Status != 409 {
+						t.Errorf("buyer %d: %d %s", i, a.Status, a.Body)
 					}
 				})
 			}
@@ -1037,18 +1037,18 @@ func TestSettle_TimeoutAfterTheRequestWasSentIsHeld(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // the shop finishes what it received
 		}
 		orders := 0
-		st.ids.Range(func(any, any) bool { orders++; return true })
+		st.IDs.Range(func(any, any) bool { orders++; return true })
 		if orders > units || st.remaining("p") != 0 {
 			t.Fatalf("the shop received %d orders for %d units; %d left", orders, units, st.remaining("p"))
 		}
-		list := st.adminGet("/api/admissions?state=admitted&older_than=0")
-		items, _ := list.json["items"].([]any)
+		list := st.AdminGet("/api/admissions?state=admitted&older_than=0")
+		items, _ := list.JSON["items"].([]any)
 		if len(items) != units {
-			t.Fatalf("%d unsettled, want %d: %s", len(items), units, list.body)
+			t.Fatalf("%d unsettled, want %d: %s", len(items), units, list.Body)
 		}
 		for _, it := range items {
 			if reason := it.(map[string]any)["reason"]; reason != "ambiguous" {
-				t.Fatalf("an unsettled admission's reason %v: %s", reason, list.body)
+				t.Fatalf("an unsettled admission's reason %v: %s", reason, list.Body)
 			}
 		}
 		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "ambiguous")); got != units {
@@ -1059,8 +1059,8 @@ func TestSettle_TimeoutAfterTheRequestWasSentIsHeld(t *testing.T) {
 		}
 		// The operator checks the shop and cancels one the shop has no order for: its unit goes back.
 		id := items[0].(map[string]any)["id"].(string)
-		if a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.status != 200 {
-			t.Fatalf("cancel: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.Status != 200 {
+			t.Fatalf("cancel: %d %s", a.Status, a.Body)
 		}
 		if st.remaining("p") != 1 {
 			t.Fatalf("after the cancel %d left", st.remaining("p"))

@@ -133,52 +133,52 @@ func TestAuctionsSource_AShopsAuctionIsBidOnWithoutAPush(t *testing.T) {
 		})
 		st.svc.UseAuctionsSource(shop.settings(2*time.Second, 1500*time.Millisecond))
 
-		if a := st.get("/_edgeq/auctions/vase/highest-bid"); a.status != 404 {
-			t.Fatalf("reads do not ask the shop: %d %s", a.status, a.body)
+		if a := st.Get("/_edgeq/auctions/vase/highest-bid"); a.Status != 404 {
+			t.Fatalf("reads do not ask the shop: %d %s", a.Status, a.Body)
 		}
 		if shop.requests.Load() != 0 {
 			t.Fatalf("a public read asked the shop")
 		}
-		if a := st.bid("vase", "alice", "12.00"); a.status != 200 {
-			t.Fatalf("first bid on the shop's auction: %d %s", a.status, a.body)
+		if a := st.Bid("vase", "alice", "12.00"); a.Status != 200 {
+			t.Fatalf("first bid on the shop's auction: %d %s", a.Status, a.Body)
 		}
-		if st.bidHits.Load() != 1 || shop.asked("vase") != 1 {
-			t.Fatalf("origin bids %d, shop asked %d times", st.bidHits.Load(), shop.asked("vase"))
+		if st.BidHits.Load() != 1 || shop.asked("vase") != 1 {
+			t.Fatalf("origin bids %d, shop asked %d times", st.BidHits.Load(), shop.asked("vase"))
 		}
-		h := st.get("/_edgeq/auctions/vase/highest-bid")
-		if hb, _ := h.json["highest_bid"].(map[string]any); h.status != 200 || hb["amount"] != "12.00" {
-			t.Fatalf("highest after the first bid: %d %s", h.status, h.body)
+		h := st.Get("/_edgeq/auctions/vase/highest-bid")
+		if hb, _ := h.JSON["highest_bid"].(map[string]any); h.Status != 200 || hb["amount"] != "12.00" {
+			t.Fatalf("highest after the first bid: %d %s", h.Status, h.Body)
 		}
 		// The shop's min_increment (0.50) and owner are in force.
-		if a := st.bid("vase", "bob", "12.25"); a.status != 409 || a.json["error"] != "BID_TOO_LOW" {
-			t.Fatalf("below highest + increment: %d %s", a.status, a.body)
+		if a := st.Bid("vase", "bob", "12.25"); a.Status != 409 || a.JSON["error"] != "BID_TOO_LOW" {
+			t.Fatalf("below highest + increment: %d %s", a.Status, a.Body)
 		}
-		if a := st.bid("vase", "bob", "12.50"); a.status != 200 {
-			t.Fatalf("highest + increment: %d %s", a.status, a.body)
+		if a := st.Bid("vase", "bob", "12.50"); a.Status != 200 {
+			t.Fatalf("highest + increment: %d %s", a.Status, a.Body)
 		}
-		if a := st.bid("vase", "SELLER-9", "20.00"); a.status != 403 || a.json["error"] != "SELF_BID" {
-			t.Fatalf("the shop's owner bids: %d %s", a.status, a.body)
+		if a := st.Bid("vase", "SELLER-9", "20.00"); a.Status != 403 || a.JSON["error"] != "SELF_BID" {
+			t.Fatalf("the shop's owner bids: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminGet("/api/auctions/vase"); a.json["starting_price"] != "10.00" || a.json["min_increment"] != "0.50" {
-			t.Fatalf("the auction as stored: %s", a.body)
+		if a := st.AdminGet("/api/auctions/vase"); a.JSON["starting_price"] != "10.00" || a.JSON["min_increment"] != "0.50" {
+			t.Fatalf("the auction as stored: %s", a.Body)
 		}
 		// Numbers are money too (as in YAML); min_increment 1.5.
-		if a := st.bid("chair", "alice", "24.99"); a.status != 400 || a.json["error"] != "INVALID_BID" {
-			t.Fatalf("below the shop's starting price: %d %s", a.status, a.body)
+		if a := st.Bid("chair", "alice", "24.99"); a.Status != 400 || a.JSON["error"] != "INVALID_BID" {
+			t.Fatalf("below the shop's starting price: %d %s", a.Status, a.Body)
 		}
-		if a := st.bid("chair", "alice", "25.00"); a.status != 200 {
-			t.Fatalf("at the starting price: %d %s", a.status, a.body)
+		if a := st.Bid("chair", "alice", "25.00"); a.Status != 200 {
+			t.Fatalf("at the starting price: %d %s", a.Status, a.Body)
 		}
 		// The store loses the auction (flushed, say): within cache_ttl the cached answer writes it
 		// again without asking the shop.
 		if err := s.Client.Del(context.Background(), auctionInfoKey(s.Keys, "chair")).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if a := st.bid("chair", "carol", "26.50"); a.status != 200 || shop.asked("chair") != 1 {
-			t.Fatalf("bid from the cached answer: %d %s, shop asked %d times", a.status, a.body, shop.asked("chair"))
+		if a := st.Bid("chair", "carol", "26.50"); a.Status != 200 || shop.asked("chair") != 1 {
+			t.Fatalf("bid from the cached answer: %d %s, shop asked %d times", a.Status, a.Body, shop.asked("chair"))
 		}
-		if a := st.bid("chair", "bob", "27.99"); a.status != 409 {
-			t.Fatalf("below the shop's increment of 1.50: %d %s", a.status, a.body)
+		if a := st.Bid("chair", "bob", "27.99"); a.Status != 409 {
+			t.Fatalf("below the shop's increment of 1.50: %d %s", a.Status, a.Body)
 		}
 		if shop.asked("vase") != 1 || shop.asked("chair") != 1 {
 			t.Fatalf("bids on fetched auctions asked the shop again: vase %d, chair %d", shop.asked("vase"), shop.asked("chair"))
@@ -186,15 +186,15 @@ func TestAuctionsSource_AShopsAuctionIsBidOnWithoutAPush(t *testing.T) {
 
 		// Not found: 404, remembered for cache_ttl, then asked again.
 		for range 3 {
-			if a := st.bid("nope", "alice", "5.00"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
-				t.Fatalf("unknown to the shop: %d %s", a.status, a.body)
+			if a := st.Bid("nope", "alice", "5.00"); a.Status != 404 || a.JSON["error"] != "AUCTION_NOT_FOUND" {
+				t.Fatalf("unknown to the shop: %d %s", a.Status, a.Body)
 			}
 		}
 		if shop.asked("nope") != 1 {
 			t.Fatalf("a not-found answer was not cached: asked %d times", shop.asked("nope"))
 		}
 		time.Sleep(1600 * time.Millisecond)
-		st.bid("nope", "alice", "5.00")
+		st.Bid("nope", "alice", "5.00")
 		if shop.asked("nope") != 2 {
 			t.Fatalf("after cache_ttl the shop is asked again: asked %d times", shop.asked("nope"))
 		}
@@ -205,8 +205,8 @@ func TestAuctionsSource_AShopsAuctionIsBidOnWithoutAPush(t *testing.T) {
 		// Turned off (a reload with url ""): unknown auctions are 404 again, without asking.
 		st.svc.UseAuctionsSource(config.AuctionsSource{})
 		before := shop.requests.Load()
-		if a := st.bid("other", "alice", "5.00"); a.status != 404 || shop.requests.Load() != before {
-			t.Fatalf("with auctions_source off: %d %s, shop asked %d more", a.status, a.body, shop.requests.Load()-before)
+		if a := st.Bid("other", "alice", "5.00"); a.Status != 404 || shop.requests.Load() != before {
+			t.Fatalf("with auctions_source off: %d %s, shop asked %d more", a.Status, a.Body, shop.requests.Load()-before)
 		}
 	})
 }
@@ -220,9 +220,9 @@ func TestAuctionsSource_PushedAndConfiguredAuctionsWin(t *testing.T) {
 		"race": shopAuction(`"1.00"`, `"1.00"`, time.Hour, ""),
 	})
 	st.svc.UseAuctionsSource(shop.settings(2*time.Second, time.Minute))
-	st.addAuctions(auction("lot", "50.00", "1.00", time.Hour))
-	if a := st.bid("lot", "alice", "10.00"); a.status != 400 || a.json["error"] != "INVALID_BID" || a.json["starting_price"] != "50.00" {
-		t.Fatalf("the configured starting price: %d %s", a.status, a.body)
+	st.AddAuctions(auction("lot", "50.00", "1.00", time.Hour))
+	if a := st.Bid("lot", "alice", "10.00"); a.Status != 400 || a.JSON["error"] != "INVALID_BID" || a.JSON["starting_price"] != "50.00" {
+		t.Fatalf("the configured starting price: %d %s", a.Status, a.Body)
 	}
 	if shop.requests.Load() != 0 {
 		t.Fatalf("a configured auction asked the shop")
@@ -231,16 +231,16 @@ func TestAuctionsSource_PushedAndConfiguredAuctionsWin(t *testing.T) {
 	// The operator pushes "race" while edgeq is asking the shop about it.
 	ends := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
 	push := func(id string) {
-		if a := st.adminSend("PUT", "/api/auctions/"+id, "application/json", `{"starting_price":"50.00","ends_at":"`+ends+`"}`); a.status != 200 {
-			t.Errorf("push: %d %s", a.status, a.body)
+		if a := st.AdminSend("PUT", "/api/auctions/"+id, "application/json", `{"starting_price":"50.00","ends_at":"`+ends+`"}`); a.Status != 200 {
+			t.Errorf("push: %d %s", a.Status, a.Body)
 		}
 	}
 	shop.before.Store(&push)
-	if a := st.bid("race", "alice", "10.00"); a.status != 400 || a.json["starting_price"] != "50.00" {
-		t.Fatalf("the shop's answer overwrote a pushed auction: %d %s", a.status, a.body)
+	if a := st.Bid("race", "alice", "10.00"); a.Status != 400 || a.JSON["starting_price"] != "50.00" {
+		t.Fatalf("the shop's answer overwrote a pushed auction: %d %s", a.Status, a.Body)
 	}
-	if a := st.adminGet("/api/auctions/race"); a.json["starting_price"] != "50.00" || shop.asked("race") != 1 {
-		t.Fatalf("stored: %s (shop asked %d times)", a.body, shop.asked("race"))
+	if a := st.AdminGet("/api/auctions/race"); a.JSON["starting_price"] != "50.00" || shop.asked("race") != 1 {
+		t.Fatalf("stored: %s (shop asked %d times)", a.Body, shop.asked("race"))
 	}
 }
 
@@ -253,7 +253,7 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			st := newStack(t, storetest.Redis(t))
-			st.addAuctions(auction("known", "1.00", "1.00", time.Hour))
+			st.AddAuctions(auction("known", "1.00", "1.00", time.Hour))
 			shop := newTestShop(t, nil)
 			st.svc.UseAuctionsSource(shop.settings(300*time.Millisecond, time.Minute))
 			if c.mode == "down" {
@@ -262,12 +262,12 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 				shop.mode.Store(c.mode)
 			}
 			for i := range 5 {
-				a := st.bid(fmt.Sprintf("new-%d", i), "alice", "5.00")
-				if a.status != 503 || a.json["error"] != "AUCTIONS_SOURCE_UNAVAILABLE" || a.header.Get("Retry-After") == "" {
-					t.Fatalf("bid %d on an unknown auction: %d %v %s", i, a.status, a.header, a.body)
+				a := st.Bid(fmt.Sprintf("new-%d", i), "alice", "5.00")
+				if a.Status != 503 || a.JSON["error"] != "AUCTIONS_SOURCE_UNAVAILABLE" || a.Header.Get("Retry-After") == "" {
+					t.Fatalf("bid %d on an unknown auction: %d %v %s", i, a.Status, a.Header, a.Body)
 				}
-				if strings.Contains(a.body, "SECRET") {
-					t.Fatalf("the shop's answer reached the bidder: %s", a.body)
+				if strings.Contains(a.Body, "SECRET") {
+					t.Fatalf("the shop's answer reached the bidder: %s", a.Body)
 				}
 			}
 			if st.sourceCount(c.result) != 5 || testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 1 {
@@ -275,18 +275,18 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 			}
 			asked := shop.requests.Load()
 			for _, id := range []string{"new-0", "new-9"} {
-				a := st.bid(id, "alice", "5.00")
-				retry, _ := strconv.Atoi(a.header.Get("Retry-After"))
-				if a.status != 503 || a.json["error"] != "AUCTIONS_SOURCE_UNAVAILABLE" || retry < 1 || retry > 2 {
-					t.Fatalf("bid while the breaker is open: %d Retry-After %q %s", a.status, a.header.Get("Retry-After"), a.body)
+				a := st.Bid(id, "alice", "5.00")
+				retry, _ := strconv.Atoi(a.Header.Get("Retry-After"))
+				if a.Status != 503 || a.JSON["error"] != "AUCTIONS_SOURCE_UNAVAILABLE" || retry < 1 || retry > 2 {
+					t.Fatalf("bid while the breaker is open: %d Retry-After %q %s", a.Status, a.Header.Get("Retry-After"), a.Body)
 				}
 			}
 			if shop.requests.Load() != asked || st.sourceCount("breaker_open") != 2 {
 				t.Fatalf("the open breaker let requests through: %d more, breaker_open %v", shop.requests.Load()-asked, st.sourceCount("breaker_open"))
 			}
 			for i := range 5 {
-				if a := st.bid("known", fmt.Sprintf("b%d", i), fmt.Sprintf("%d.00", 10+i)); a.status != 200 {
-					t.Fatalf("bid on a known auction while the shop fails: %d %s", a.status, a.body)
+				if a := st.Bid("known", fmt.Sprintf("b%d", i), fmt.Sprintf("%d.00", 10+i)); a.Status != 200 {
+					t.Fatalf("bid on a known auction while the shop fails: %d %s", a.Status, a.Body)
 				}
 			}
 			if shop.requests.Load() != asked || st.sourceCount("breaker_open") != 2 {
@@ -295,8 +295,8 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 			if m := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "auctions_source_unavailable")); m != 7 {
 				t.Fatalf("edgeq_admissions_total{result=auctions_source_unavailable} = %v, want 7", m)
 			}
-			if st.bidHits.Load() != 5 {
-				t.Fatalf("the origin got %d bids, want only the 5 on the known auction", st.bidHits.Load())
+			if st.BidHits.Load() != 5 {
+				t.Fatalf("the origin got %d bids, want only the 5 on the known auction", st.BidHits.Load())
 			}
 		})
 	}
@@ -306,27 +306,27 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 // a shop that does not answer, bids on a known one are answered.
 func TestAuctionsSource_KnownAuctionsNeverWaitForTheShop(t *testing.T) {
 	st := newStack(t, storetest.Redis(t))
-	st.addAuctions(auction("known", "1.00", "1.00", time.Hour))
+	st.AddAuctions(auction("known", "1.00", "1.00", time.Hour))
 	shop := newTestShop(t, map[string]string{"new": shopAuction(`"1.00"`, `"1.00"`, time.Hour, "")})
 	held := make(chan struct{})
 	shop.release.Store(&held)
 	st.svc.UseAuctionsSource(shop.settings(5*time.Second, time.Minute))
 	waiting := make(chan answer)
-	go func() { waiting <- st.bid("new", "alice", "5.00") }()
+	go func() { waiting <- st.Bid("new", "alice", "5.00") }()
 	eventually(t, 5*time.Second, "the shop is asked", func() bool { return shop.requests.Load() == 1 })
 	for i := range 3 {
-		if a := st.bid("known", fmt.Sprintf("b%d", i), fmt.Sprintf("%d.00", 10+i)); a.status != 200 {
-			t.Fatalf("bid on a known auction: %d %s", a.status, a.body)
+		if a := st.Bid("known", fmt.Sprintf("b%d", i), fmt.Sprintf("%d.00", 10+i)); a.Status != 200 {
+			t.Fatalf("bid on a known auction: %d %s", a.Status, a.Body)
 		}
 	}
 	select {
 	case a := <-waiting:
-		t.Fatalf("the bid on the unknown auction was answered before the shop: %d %s", a.status, a.body)
+		t.Fatalf("the bid on the unknown auction was answered before the shop: %d %s", a.Status, a.Body)
 	default:
 	}
 	close(held)
-	if a := <-waiting; a.status != 200 || shop.requests.Load() != 1 {
-		t.Fatalf("the bid on the shop's auction: %d %s (shop asked %d times)", a.status, a.body, shop.requests.Load())
+	if a := <-waiting; a.Status != 200 || shop.requests.Load() != 1 {
+		t.Fatalf("the bid on the shop's auction: %d %s (shop asked %d times)", a.Status, a.Body, shop.requests.Load())
 	}
 }
 
@@ -341,33 +341,33 @@ func TestAuctionsSource_BreakerClosesAfterTheCooldownWithAHealthyShop(t *testing
 	st.svc.UseAuctionsSource(shop.settings(time.Second, time.Minute))
 	shop.mode.Store("fail")
 	for i := range 5 {
-		st.bid(fmt.Sprintf("x%d", i), "alice", "5.00")
+		st.Bid(fmt.Sprintf("x%d", i), "alice", "5.00")
 	}
 	if shop.requests.Load() != 5 || testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 1 {
 		t.Fatalf("breaker not open after 5 failures: %d requests", shop.requests.Load())
 	}
 	// The cool-down passes; the probe fails: open again, the next bid is not let through.
 	time.Sleep(sourceCooldown + 100*time.Millisecond)
-	if a := st.bid("vase", "alice", "5.00"); a.status != 503 || shop.requests.Load() != 6 {
-		t.Fatalf("the probe: %d %s, %d requests", a.status, a.body, shop.requests.Load())
+	if a := st.Bid("vase", "alice", "5.00"); a.Status != 503 || shop.requests.Load() != 6 {
+		t.Fatalf("the probe: %d %s, %d requests", a.Status, a.Body, shop.requests.Load())
 	}
-	if a := st.bid("vase", "alice", "5.00"); a.status != 503 || shop.requests.Load() != 6 {
-		t.Fatalf("after a failed probe the breaker is open again: %d, %d requests", a.status, shop.requests.Load())
+	if a := st.Bid("vase", "alice", "5.00"); a.Status != 503 || shop.requests.Load() != 6 {
+		t.Fatalf("after a failed probe the breaker is open again: %d, %d requests", a.Status, shop.requests.Load())
 	}
 	// The shop recovers; the next probe closes the breaker.
 	shop.mode.Store("ok")
-	if a := st.bid("vase", "alice", "5.00"); a.status != 503 {
-		t.Fatalf("still open within the cool-down: %d %s", a.status, a.body)
+	if a := st.Bid("vase", "alice", "5.00"); a.Status != 503 {
+		t.Fatalf("still open within the cool-down: %d %s", a.Status, a.Body)
 	}
 	time.Sleep(sourceCooldown + 100*time.Millisecond)
-	if a := st.bid("vase", "alice", "5.00"); a.status != 200 || shop.requests.Load() != 7 {
-		t.Fatalf("the probe to a healthy shop: %d %s, %d requests", a.status, a.body, shop.requests.Load())
+	if a := st.Bid("vase", "alice", "5.00"); a.Status != 200 || shop.requests.Load() != 7 {
+		t.Fatalf("the probe to a healthy shop: %d %s, %d requests", a.Status, a.Body, shop.requests.Load())
 	}
 	if testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 0 {
 		t.Fatalf("breaker gauge still 1 after a successful probe")
 	}
-	if a := st.bid("chair", "alice", "5.00"); a.status != 200 || shop.requests.Load() != 8 {
-		t.Fatalf("closed again: %d %s, %d requests", a.status, a.body, shop.requests.Load())
+	if a := st.Bid("chair", "alice", "5.00"); a.Status != 200 || shop.requests.Load() != 8 {
+		t.Fatalf("closed again: %d %s, %d requests", a.Status, a.Body, shop.requests.Load())
 	}
 }
 
@@ -382,14 +382,14 @@ func TestAuctionsSource_ConcurrentFirstBidsMakeOneRequest(t *testing.T) {
 		var accepted, tooLow atomic.Int64
 		for i := range 50 {
 			wg.Go(func() {
-				a := st.bid("vase", fmt.Sprintf("u%d", i), fmt.Sprintf("%d.00", 1+i))
+				a := st.Bid("vase", fmt.Sprintf("u%d", i), fmt.Sprintf("%d.00", 1+i))
 				switch {
-				case a.status == 200:
+				case a.Status == 200:
 					accepted.Add(1)
-				case a.status == 409 && a.json["error"] == "BID_TOO_LOW":
+				case a.Status == 409 && a.JSON["error"] == "BID_TOO_LOW":
 					tooLow.Add(1)
 				default:
-					t.Errorf("bid %d: %d %s", i, a.status, a.body)
+					t.Errorf("bid %d: %d %s", i, a.Status, a.Body)
 				}
 			})
 		}
@@ -451,8 +451,8 @@ func TestAuctionsSource_AnswersAboutAnIdNeverOpenTheBreaker(t *testing.T) {
 	st.svc.UseAuctionsSource(shop.settings(time.Second, time.Minute))
 	for i := range 10 {
 		for _, id := range []string{fmt.Sprintf("bad-%d", i), fmt.Sprintf("gone-%d", i)} {
-			if a := st.bid(id, fmt.Sprintf("mallory-%d", i), "5.00"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
-				t.Fatalf("bid on %s: %d %s", id, a.status, a.body)
+			if a := st.Bid(id, fmt.Sprintf("mallory-%d", i), "5.00"); a.Status != 404 || a.JSON["error"] != "AUCTION_NOT_FOUND" {
+				t.Fatalf("bid on %s: %d %s", id, a.Status, a.Body)
 			}
 		}
 	}
@@ -460,13 +460,13 @@ func TestAuctionsSource_AnswersAboutAnIdNeverOpenTheBreaker(t *testing.T) {
 		st.sourceCount("error") != 0 {
 		t.Fatalf("after 20 answers about ids: breaker gauge %v, not_found %v, error %v", open, st.sourceCount("not_found"), st.sourceCount("error"))
 	}
-	if a := st.bid("vase", "alice", "5.00"); a.status != 200 {
-		t.Fatalf("a legitimate first bid on another auction: %d %s", a.status, a.body)
+	if a := st.Bid("vase", "alice", "5.00"); a.Status != 200 {
+		t.Fatalf("a legitimate first bid on another auction: %d %s", a.Status, a.Body)
 	}
 	// Cached as unknown: asking again within cache_ttl costs the shop nothing.
 	for _, id := range []string{"bad-0", "gone-0"} {
-		if a := st.bid(id, "mallory", "5.00"); a.status != 404 || shop.asked(id) != 1 {
-			t.Fatalf("bid on %s again: %d %s, shop asked %d times", id, a.status, a.body, shop.asked(id))
+		if a := st.Bid(id, "mallory", "5.00"); a.Status != 404 || shop.asked(id) != 1 {
+			t.Fatalf("bid on %s again: %d %s, shop asked %d times", id, a.Status, a.Body, shop.asked(id))
 		}
 	}
 }
@@ -482,15 +482,15 @@ func TestAuctionsSource_AnswersThatSayTheShopIsUnwellOpenTheBreaker(t *testing.T
 			shop.mode.Store("status")
 			shop.status.Store(int64(status))
 			for i := range 5 {
-				if a := st.bid(fmt.Sprintf("new-%d", i), "alice", "5.00"); a.status != 503 || a.json["error"] != "AUCTIONS_SOURCE_UNAVAILABLE" {
-					t.Fatalf("bid %d: %d %s", i, a.status, a.body)
+				if a := st.Bid(fmt.Sprintf("new-%d", i), "alice", "5.00"); a.Status != 503 || a.JSON["error"] != "AUCTIONS_SOURCE_UNAVAILABLE" {
+					t.Fatalf("bid %d: %d %s", i, a.Status, a.Body)
 				}
 			}
 			if open := testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen); open != 1 || st.sourceCount("error") != 5 {
 				t.Fatalf("after five %d answers: breaker gauge %v, error %v", status, open, st.sourceCount("error"))
 			}
-			if a := st.bid("new-9", "alice", "5.00"); a.status != 503 || shop.requests.Load() != 5 {
-				t.Fatalf("while open: %d %s, shop asked %d times", a.status, a.body, shop.requests.Load())
+			if a := st.Bid("new-9", "alice", "5.00"); a.Status != 503 || shop.requests.Load() != 5 {
+				t.Fatalf("while open: %d %s, shop asked %d times", a.Status, a.Body, shop.requests.Load())
 			}
 		})
 	}

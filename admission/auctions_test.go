@@ -44,18 +44,18 @@ func (o *bidOutcomes) record(t *testing.T, auction string, amount int64, a answe
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch {
-	case a.status == 200:
+	case a.Status == 200:
 		o.accepted[auction]++
-	case a.status == 409 && a.json["error"] == "BID_TOO_LOW":
-		h, err := money.Parse(fmt.Sprint(a.json["highest_amount"]))
+	case a.Status == 409 && a.JSON["error"] == "BID_TOO_LOW":
+		h, err := money.Parse(fmt.Sprint(a.JSON["highest_amount"]))
 		if err != nil {
-			t.Errorf("BID_TOO_LOW without a highest_amount: %s", a.body)
+			t.Errorf("BID_TOO_LOW without a highest_amount: %s", a.Body)
 		}
 		o.tooLow[auction] = append(o.tooLow[auction], tooLow{amount, h})
-	case a.status == 400 && a.json["error"] == "INVALID_BID" && a.json["starting_price"] != nil:
+	case a.Status == 400 && a.JSON["error"] == "INVALID_BID" && a.JSON["starting_price"] != nil:
 		o.invalid.Add(1)
 	default:
-		t.Errorf("bid of %s on %s: %d %s", money.Format(amount), auction, a.status, a.body)
+		t.Errorf("bid of %s on %s: %d %s", money.Format(amount), auction, a.Status, a.Body)
 	}
 }
 
@@ -67,7 +67,7 @@ type streamBid struct {
 
 func auctionEvents(t *testing.T, st *stack, auction string) []streamBid {
 	t.Helper()
-	msgs, err := st.store.Client.XRange(context.Background(), auctionEventsKey(st.store.Keys, auction), "-", "+").Result()
+	msgs, err := st.Store.Client.XRange(context.Background(), auctionEventsKey(st.Store.Keys, auction), "-", "+").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func checkAuction(t *testing.T, st *stack, id string, o *bidOutcomes) {
 		if i > 0 && e.amount <= events[i-1].amount {
 			t.Fatalf("auction %s: accepted bid %d (%d) does not beat the one before (%d)", id, i, e.amount, events[i-1].amount)
 		}
-		seen, ok := st.bids.Load(e.id)
+		seen, ok := st.Bids.Load(e.id)
 		if !ok {
 			t.Fatalf("auction %s: accepted bid %s never reached the origin", id, e.id)
 		}
@@ -121,19 +121,19 @@ func checkAuction(t *testing.T, st *stack, id string, o *bidOutcomes) {
 		}
 	}
 	st.svc.bid().reads.forget(id)
-	h := st.get("/_edgeq/auctions/" + id + "/highest-bid")
-	hb, _ := h.json["highest_bid"].(map[string]any)
-	if h.status != 200 || hb["bid_id"] != last.id || hb["amount"] != money.Format(last.amount) {
-		t.Fatalf("highest bid %s, want %s at %s", h.body, last.id, money.Format(last.amount))
+	h := st.Get("/_edgeq/auctions/" + id + "/highest-bid")
+	hb, _ := h.JSON["highest_bid"].(map[string]any)
+	if h.Status != 200 || hb["bid_id"] != last.id || hb["amount"] != money.Format(last.amount) {
+		t.Fatalf("highest bid %s, want %s at %s", h.Body, last.id, money.Format(last.amount))
 	}
 	// The history, newest first, is the stream backwards.
 	var history []string
 	for page := 1; ; page++ {
-		a := st.get(fmt.Sprintf("/_edgeq/auctions/%s/bids?page=%d&page_size=100", id, page))
-		if a.status != 200 || num(a.json["total_count"]) != int64(len(events)) {
-			t.Fatalf("history page %d: %d %s", page, a.status, a.body)
+		a := st.Get(fmt.Sprintf("/_edgeq/auctions/%s/bids?page=%d&page_size=100", id, page))
+		if a.Status != 200 || num(a.JSON["total_count"]) != int64(len(events)) {
+			t.Fatalf("history page %d: %d %s", page, a.Status, a.Body)
 		}
-		items, _ := a.json["items"].([]any)
+		items, _ := a.JSON["items"].([]any)
 		if len(items) == 0 {
 			break
 		}
@@ -146,11 +146,11 @@ func checkAuction(t *testing.T, st *stack, id string, o *bidOutcomes) {
 			t.Fatalf("history %v is not the accepted bids newest first", history)
 		}
 	}
-	stats := st.get("/_edgeq/auctions/" + id + "/stats")
-	growth, _ := stats.json["price_growth"].(map[string]any)
-	if num(stats.json["total_bids"]) != int64(len(events)) || num(stats.json["unique_bidders"]) != int64(len(users)) ||
+	stats := st.Get("/_edgeq/auctions/" + id + "/stats")
+	growth, _ := stats.JSON["price_growth"].(map[string]any)
+	if num(stats.JSON["total_bids"]) != int64(len(events)) || num(stats.JSON["unique_bidders"]) != int64(len(users)) ||
 		growth["current_highest"] != money.Format(last.amount) {
-		t.Fatalf("stats %s: want %d bids from %d bidders, highest %s", stats.body, len(events), len(users), money.Format(last.amount))
+		t.Fatalf("stats %s: want %d bids from %d bidders, highest %s", stats.Body, len(events), len(users), money.Format(last.amount))
 	}
 }
 
@@ -164,8 +164,8 @@ func randomBid(st *stack, auction string, i int) int64 {
 	case rand.IntN(20) == 0:
 		return 1 + rand.Int64N(9999)
 	case rand.IntN(2) == 0:
-		h := st.get("/_edgeq/auctions/" + auction + "/highest-bid")
-		if hb, ok := h.json["highest_bid"].(map[string]any); ok {
+		h := st.Get("/_edgeq/auctions/" + auction + "/highest-bid")
+		if hb, ok := h.JSON["highest_bid"].(map[string]any); ok {
 			cents, _ := money.Parse(fmt.Sprint(hb["amount"]))
 			return cents + 100 + rand.Int64N(500)
 		}
@@ -177,20 +177,20 @@ func randomBid(st *stack, auction string, i int) int64 {
 func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
-		st.startWorker()
+		st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		st.StartWorker()
 		o := newBidOutcomes()
 		var wg sync.WaitGroup
 		for i := range 1000 {
 			wg.Go(func() {
 				amount := randomBid(st, "lot", i)
-				o.record(t, "lot", amount, st.bid("lot", fmt.Sprintf("bidder-%d", i%300), money.Format(amount)))
+				o.record(t, "lot", amount, st.Bid("lot", fmt.Sprintf("bidder-%d", i%300), money.Format(amount)))
 			})
 		}
 		wg.Wait()
 		checkAuction(t, st, "lot", o)
-		if st.bidHits.Load() != int64(o.accepted["lot"]) {
-			t.Fatalf("%d bids reached the origin, %d were accepted", st.bidHits.Load(), o.accepted["lot"])
+		if st.BidHits.Load() != int64(o.accepted["lot"]) {
+			t.Fatalf("%d bids reached the origin, %d were accepted", st.BidHits.Load(), o.accepted["lot"])
 		}
 		t.Logf("%d accepted, %d too low, %d below the starting price", o.accepted["lot"], len(o.tooLow["lot"]), o.invalid.Load())
 		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "admitted")); got != float64(o.accepted["lot"]) {
@@ -203,7 +203,7 @@ func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
 		eventually(t, 15*time.Second, "bids indexed", func() bool {
 			var total int64
 			for u := range 300 {
-				total += num(st.adminGet(fmt.Sprintf("/api/users/bidder-%d/bids?page_size=1", u)).json["total_count"])
+				total += num(st.AdminGet(fmt.Sprintf("/api/users/bidder-%d/bids?page_size=1", u)).JSON["total_count"])
 			}
 			return total == int64(o.accepted["lot"])
 		})
@@ -218,7 +218,7 @@ func TestBid_TenAuctionsConcurrently(t *testing.T) {
 		for a := range 10 {
 			id := fmt.Sprintf("lot-%d", a)
 			ids = append(ids, id)
-			st.addAuctions(auction(id, "100.00", "1.00", time.Hour))
+			st.AddAuctions(auction(id, "100.00", "1.00", time.Hour))
 		}
 		o := newBidOutcomes()
 		var wg sync.WaitGroup
@@ -226,7 +226,7 @@ func TestBid_TenAuctionsConcurrently(t *testing.T) {
 			wg.Go(func() {
 				id := ids[i%10]
 				amount := randomBid(st, id, i/10)
-				o.record(t, id, amount, st.bid(id, fmt.Sprintf("bidder-%d", i%37), money.Format(amount)))
+				o.record(t, id, amount, st.Bid(id, fmt.Sprintf("bidder-%d", i%37), money.Format(amount)))
 			})
 		}
 		wg.Wait()
@@ -235,8 +235,8 @@ func TestBid_TenAuctionsConcurrently(t *testing.T) {
 			checkAuction(t, st, id, o)
 			total += o.accepted[id]
 		}
-		if st.bidHits.Load() != int64(total) {
-			t.Fatalf("%d bids reached the origin, %d were accepted", st.bidHits.Load(), total)
+		if st.BidHits.Load() != int64(total) {
+			t.Fatalf("%d bids reached the origin, %d were accepted", st.BidHits.Load(), total)
 		}
 	})
 }
@@ -246,14 +246,14 @@ func TestBid_TenAuctionsConcurrently(t *testing.T) {
 func TestBid_ReadsUnderLoad(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
-		if a := st.bid("lot", "first", "100.00"); a.status != 200 {
-			t.Fatal(a.body)
+		st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		if a := st.Bid("lot", "first", "100.00"); a.Status != 200 {
+			t.Fatal(a.Body)
 		}
 		client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 1000, MaxIdleConnsPerHost: 1000}}
 		defer client.CloseIdleConnections()
 		read := func() (map[string]any, error) {
-			resp, err := client.Get(st.public.URL + "/_edgeq/auctions/lot/highest-bid")
+			resp, err := client.Get(st.Public.URL + "/_edgeq/auctions/lot/highest-bid")
 			if err != nil {
 				return nil, err
 			}
@@ -304,7 +304,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 			wg.Go(func() {
 				if i%5 == 0 {
 					amount := 10100 + int64(i/5)*100 + rand.Int64N(300)
-					o.record(t, "lot", amount, st.bid("lot", fmt.Sprintf("bidder-%d", i%50), money.Format(amount)))
+					o.record(t, "lot", amount, st.Bid("lot", fmt.Sprintf("bidder-%d", i%50), money.Format(amount)))
 					return
 				}
 				body, err := read()
@@ -335,7 +335,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 func auctionState(t *testing.T, st *stack, id string) string {
 	t.Helper()
 	ctx := context.Background()
-	c, k := st.store.Client, st.store.Keys
+	c, k := st.Store.Client, st.Store.Keys
 	info := c.HGetAll(ctx, auctionInfoKey(k, id)).Val()
 	highest := c.HGetAll(ctx, auctionHighestKey(k, id)).Val()
 	bids := c.ZRangeWithScores(ctx, auctionBidsKey(k, id), 0, -1).Val()
@@ -350,9 +350,9 @@ func TestBid_BadInput(t *testing.T) {
 		st := newStack(t, s)
 		owned := auction("lot", "100.00", "1.00", time.Hour)
 		owned.Owner = "seller"
-		st.addAuctions(owned, auction("over", "100.00", "1.00", -time.Minute))
-		if a := st.bid("lot", "alice", "150.00"); a.status != 200 {
-			t.Fatal(a.body)
+		st.AddAuctions(owned, auction("over", "100.00", "1.00", -time.Minute))
+		if a := st.Bid("lot", "alice", "150.00"); a.Status != 200 {
+			t.Fatal(a.Body)
 		}
 		cases := []struct {
 			name, auction, user, amount string
@@ -376,23 +376,23 @@ func TestBid_BadInput(t *testing.T) {
 			{"no user", "lot", "", "200.00", 400, "INVALID_REQUEST"},
 		}
 		before, beforeOver := auctionState(t, st, "lot"), auctionState(t, st, "over")
-		hits := st.hits.Load()
+		hits := st.Hits.Load()
 		for _, c := range cases {
-			a := st.bid(c.auction, c.user, c.amount)
-			if a.status != c.status || a.json["error"] != c.code {
-				t.Errorf("%s: %d %s, want %d %s", c.name, a.status, a.body, c.status, c.code)
+			a := st.Bid(c.auction, c.user, c.amount)
+			if a.Status != c.status || a.JSON["error"] != c.code {
+				t.Errorf("%s: %d %s, want %d %s", c.name, a.Status, a.Body, c.status, c.code)
 			}
-			if c.code == "BID_TOO_LOW" && a.json["highest_amount"] != "150.00" {
-				t.Errorf("%s: highest_amount %v", c.name, a.json["highest_amount"])
+			if c.code == "BID_TOO_LOW" && a.JSON["highest_amount"] != "150.00" {
+				t.Errorf("%s: highest_amount %v", c.name, a.JSON["highest_amount"])
 			}
 		}
 		// An amount given twice: PHP and Rails would read the last, Go the first.
-		req, _ := http.NewRequest("POST", st.public.URL+"/auctions/lot/bid", strings.NewReader("amount=5000.00&amount=200.00"))
+		req, _ := http.NewRequest("POST", st.Public.URL+"/auctions/lot/bid", strings.NewReader("amount=5000.00&amount=200.00"))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Accept", "application/json")
 		req.Header.Set("X-User", "bob")
-		if a := do(t, req); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "amount" {
-			t.Errorf("amount twice: %d %s", a.status, a.body)
+		if a := do(t, req); a.Status != 400 || a.JSON["error"] != "INVALID_REQUEST" || a.JSON["field"] != "amount" {
+			t.Errorf("amount twice: %d %s", a.Status, a.Body)
 		}
 		if after := auctionState(t, st, "lot"); after != before {
 			t.Fatalf("refused bids changed the auction:\n%s\n%s", before, after)
@@ -400,17 +400,17 @@ func TestBid_BadInput(t *testing.T) {
 		if after := auctionState(t, st, "over"); after != beforeOver {
 			t.Fatalf("a bid on an ended auction changed it:\n%s\n%s", beforeOver, after)
 		}
-		if st.hits.Load() != hits {
-			t.Fatalf("%d refused bids reached the origin", st.hits.Load()-hits)
+		if st.Hits.Load() != hits {
+			t.Fatalf("%d refused bids reached the origin", st.Hits.Load()-hits)
 		}
 		// Below the starting price names it.
 		fresh := auction("fresh", "100.00", "1.00", time.Hour)
-		st.addAuctions(fresh)
-		if a := st.bid("fresh", "bob", "99.99"); a.status != 400 || a.json["error"] != "INVALID_BID" || a.json["starting_price"] != "100.00" {
-			t.Fatalf("below the starting price: %d %s", a.status, a.body)
+		st.AddAuctions(fresh)
+		if a := st.Bid("fresh", "bob", "99.99"); a.Status != 400 || a.JSON["error"] != "INVALID_BID" || a.JSON["starting_price"] != "100.00" {
+			t.Fatalf("below the starting price: %d %s", a.Status, a.Body)
 		}
-		if a := st.bid("fresh", "bob", "100.00"); a.status != 200 {
-			t.Fatalf("the starting price itself: %d %s", a.status, a.body)
+		if a := st.Bid("fresh", "bob", "100.00"); a.Status != 200 {
+			t.Fatalf("the starting price itself: %d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -419,25 +419,25 @@ func TestBid_BadInput(t *testing.T) {
 func TestBid_OriginFailureWithdraws(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
-		st.startWorker()
-		first := st.bid("lot", "alice", "150.00")
-		if first.status != 200 {
-			t.Fatal(first.body)
+		st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		st.StartWorker()
+		first := st.Bid("lot", "alice", "150.00")
+		if first.Status != 200 {
+			t.Fatal(first.Body)
 		}
 		firstID := auctionEvents(t, st, "lot")[0].id
-		st.status.Store(503)
-		if a := st.bid("lot", "bob", "200.00"); a.status != 503 {
-			t.Fatalf("failed origin: %d %s", a.status, a.body)
+		st.Status.Store(503)
+		if a := st.Bid("lot", "bob", "200.00"); a.Status != 503 {
+			t.Fatalf("failed origin: %d %s", a.Status, a.Body)
 		}
-		st.status.Store(200)
-		h := st.get("/_edgeq/auctions/lot/highest-bid")
-		if hb, _ := h.json["highest_bid"].(map[string]any); hb["bid_id"] != firstID || hb["amount"] != "150.00" {
-			t.Fatalf("after the withdrawal the highest is %s, want %s at 150.00", h.body, firstID)
+		st.Status.Store(200)
+		h := st.Get("/_edgeq/auctions/lot/highest-bid")
+		if hb, _ := h.JSON["highest_bid"].(map[string]any); hb["bid_id"] != firstID || hb["amount"] != "150.00" {
+			t.Fatalf("after the withdrawal the highest is %s, want %s at 150.00", h.Body, firstID)
 		}
-		stats := st.get("/_edgeq/auctions/lot/stats")
-		if num(stats.json["total_bids"]) != 1 || num(stats.json["unique_bidders"]) != 1 {
-			t.Fatalf("stats after the withdrawal: %s", stats.body)
+		stats := st.Get("/_edgeq/auctions/lot/stats")
+		if num(stats.JSON["total_bids"]) != 1 || num(stats.JSON["unique_bidders"]) != 1 {
+			t.Fatalf("stats after the withdrawal: %s", stats.Body)
 		}
 		events := auctionEvents(t, st, "lot")
 		if len(events) != 3 || events[1].typ != "bid" || events[2].typ != "withdrawn" || events[2].id != events[1].id {
@@ -453,18 +453,18 @@ func TestBid_OriginFailureWithdraws(t *testing.T) {
 			t.Fatalf("a second withdrawal changed the auction")
 		}
 		// The next bid must beat the restored highest, not the withdrawn one.
-		if a := st.bid("lot", "carol", "151.00"); a.status != 200 {
-			t.Fatalf("a bid above the restored highest: %d %s", a.status, a.body)
+		if a := st.Bid("lot", "carol", "151.00"); a.Status != 200 {
+			t.Fatalf("a bid above the restored highest: %d %s", a.Status, a.Body)
 		}
 		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "released")); got != 1 {
 			t.Fatalf("released counter %v", got)
 		}
 		// The worker shows bob's bid as withdrawn.
 		eventually(t, 10*time.Second, "withdrawal indexed", func() bool {
-			items, _ := st.adminGet("/api/users/bob/bids").json["items"].([]any)
+			items, _ := st.AdminGet("/api/users/bob/bids").JSON["items"].([]any)
 			return len(items) == 1 && items[0].(map[string]any)["state"] == "withdrawn"
 		})
-		bob := st.adminGet("/api/users/bob/bids").json["items"].([]any)[0].(map[string]any)
+		bob := st.AdminGet("/api/users/bob/bids").JSON["items"].([]any)[0].(map[string]any)
 		if bob["amount"] != "200.00" || bob["auction_id"] != "lot" || bob["withdrawn_at"] == nil || strings.Contains(fmt.Sprint(bob), "bob") {
 			t.Fatalf("bob's bid record %v", bob)
 		}
@@ -477,31 +477,31 @@ func TestBid_OriginFailureWithdraws(t *testing.T) {
 func TestBid_OriginRefusalWithdraws(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
-		if a := st.bid("lot", "alice", "150.00"); a.status != 200 {
-			t.Fatal(a.body)
+		st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		if a := st.Bid("lot", "alice", "150.00"); a.Status != 200 {
+			t.Fatal(a.Body)
 		}
-		st.status.Store(401)
-		if a := st.bidOn("/strict/auctions/", "lot", "mallory", "999999999999.99"); a.status != 401 {
-			t.Fatalf("refused by the shop: %d %s", a.status, a.body)
+		st.Status.Store(401)
+		if a := st.BidOn("/strict/auctions/", "lot", "mallory", "999999999999.99"); a.Status != 401 {
+			t.Fatalf("refused by the shop: %d %s", a.Status, a.Body)
 		}
-		h := st.get("/_edgeq/auctions/lot/highest-bid")
-		if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "150.00" {
-			t.Fatalf("after a refusal with 4xx in release_on the highest is %s", h.body)
+		h := st.Get("/_edgeq/auctions/lot/highest-bid")
+		if hb, _ := h.JSON["highest_bid"].(map[string]any); hb["amount"] != "150.00" {
+			t.Fatalf("after a refusal with 4xx in release_on the highest is %s", h.Body)
 		}
-		st.status.Store(200)
-		if a := st.bidOn("/strict/auctions/", "lot", "bob", "151.00"); a.status != 200 {
-			t.Fatalf("a real bid after the refused one: %d %s", a.status, a.body)
+		st.Status.Store(200)
+		if a := st.BidOn("/strict/auctions/", "lot", "bob", "151.00"); a.Status != 200 {
+			t.Fatalf("a real bid after the refused one: %d %s", a.Status, a.Body)
 		}
 		// The default release_on keeps what the shop refused with a 4xx.
-		st.status.Store(401)
-		if a := st.bid("lot", "mallory", "500.00"); a.status != 401 {
-			t.Fatalf("refused by the shop: %d %s", a.status, a.body)
+		st.Status.Store(401)
+		if a := st.Bid("lot", "mallory", "500.00"); a.Status != 401 {
+			t.Fatalf("refused by the shop: %d %s", a.Status, a.Body)
 		}
-		st.status.Store(200)
-		h = st.get("/_edgeq/auctions/lot/highest-bid")
-		if hb, _ := h.json["highest_bid"].(map[string]any); hb["amount"] != "500.00" {
-			t.Fatalf("under the default release_on a 4xx commits; the highest is %s", h.body)
+		st.Status.Store(200)
+		h = st.Get("/_edgeq/auctions/lot/highest-bid")
+		if hb, _ := h.JSON["highest_bid"].(map[string]any); hb["amount"] != "500.00" {
+			t.Fatalf("under the default release_on a 4xx commits; the highest is %s", h.Body)
 		}
 	})
 }
@@ -510,7 +510,7 @@ func TestBid_OriginRefusalWithdraws(t *testing.T) {
 func TestBid_WithdrawBelowTheHighest(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
 		ctx := context.Background()
 		bid := func(id, user string, cents int64) {
 			res, err := bidScript.Run(ctx, s.Client, bidKeys(s.Keys, "lot", id), id, user, cents, 60).Int64Slice()
@@ -550,18 +550,18 @@ func TestBid_WithdrawBelowTheHighest(t *testing.T) {
 func TestBid_Reads(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "100.00", "0.50", time.Hour), auction("quiet", "10.00", "1.00", time.Hour))
+		st.AddAuctions(auction("lot", "100.00", "0.50", time.Hour), auction("quiet", "10.00", "1.00", time.Hour))
 		for i := range 7 {
-			if a := st.bid("lot", fmt.Sprintf("u%d", i%3), money.Format(10000+int64(i)*50)); a.status != 200 {
-				t.Fatal(a.body)
+			if a := st.Bid("lot", fmt.Sprintf("u%d", i%3), money.Format(10000+int64(i)*50)); a.Status != 200 {
+				t.Fatal(a.Body)
 			}
 		}
 		var all []string
 		for page := 1; page <= 3; page++ {
-			a := st.get(fmt.Sprintf("/_edgeq/auctions/lot/bids?page=%d&page_size=3", page))
-			items, _ := a.json["items"].([]any)
-			if a.status != 200 || num(a.json["total_count"]) != 7 || num(a.json["page"]) != int64(page) || num(a.json["page_size"]) != 3 {
-				t.Fatalf("page %d: %s", page, a.body)
+			a := st.Get(fmt.Sprintf("/_edgeq/auctions/lot/bids?page=%d&page_size=3", page))
+			items, _ := a.JSON["items"].([]any)
+			if a.Status != 200 || num(a.JSON["total_count"]) != 7 || num(a.JSON["page"]) != int64(page) || num(a.JSON["page_size"]) != 3 {
+				t.Fatalf("page %d: %s", page, a.Body)
 			}
 			for _, it := range items {
 				all = append(all, it.(map[string]any)["amount"].(string))
@@ -571,48 +571,48 @@ func TestBid_Reads(t *testing.T) {
 		if !slices.Equal(all, want) {
 			t.Fatalf("history %v, want %v", all, want)
 		}
-		if a := st.get("/_edgeq/auctions/lot/bids?page=9"); a.status != 200 || len(a.json["items"].([]any)) != 0 || num(a.json["page_size"]) != 20 {
-			t.Fatalf("past the end: %d %s", a.status, a.body)
+		if a := st.Get("/_edgeq/auctions/lot/bids?page=9"); a.Status != 200 || len(a.JSON["items"].([]any)) != 0 || num(a.JSON["page_size"]) != 20 {
+			t.Fatalf("past the end: %d %s", a.Status, a.Body)
 		}
 		for _, q := range []string{"page=0", "page=x", "page_size=0", "page_size=101"} {
-			if a := st.get("/_edgeq/auctions/lot/bids?" + q); a.status != 400 || a.json["error"] != "INVALID_REQUEST" {
-				t.Errorf("%s: %d %s", q, a.status, a.body)
+			if a := st.Get("/_edgeq/auctions/lot/bids?" + q); a.Status != 400 || a.JSON["error"] != "INVALID_REQUEST" {
+				t.Errorf("%s: %d %s", q, a.Status, a.Body)
 			}
 		}
-		if a := st.get("/_edgeq/auctions/nope/bids"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
-			t.Fatalf("history of an unknown auction: %d %s", a.status, a.body)
+		if a := st.Get("/_edgeq/auctions/nope/bids"); a.Status != 404 || a.JSON["error"] != "AUCTION_NOT_FOUND" {
+			t.Fatalf("history of an unknown auction: %d %s", a.Status, a.Body)
 		}
-		stats := st.get("/_edgeq/auctions/lot/stats")
-		growth, _ := stats.json["price_growth"].(map[string]any)
-		if num(stats.json["total_bids"]) != 7 || num(stats.json["unique_bidders"]) != 3 || growth["start_price"] != "100.00" ||
+		stats := st.Get("/_edgeq/auctions/lot/stats")
+		growth, _ := stats.JSON["price_growth"].(map[string]any)
+		if num(stats.JSON["total_bids"]) != 7 || num(stats.JSON["unique_bidders"]) != 3 || growth["start_price"] != "100.00" ||
 			growth["current_highest"] != "103.00" || growth["growth_rate"] != 0.03 {
-			t.Fatalf("stats %s", stats.body)
+			t.Fatalf("stats %s", stats.Body)
 		}
-		quiet := st.get("/_edgeq/auctions/quiet/stats")
-		if g := quiet.json["price_growth"].(map[string]any); g["current_highest"] != nil || g["growth_rate"] != 0.0 {
-			t.Fatalf("stats without bids %s", quiet.body)
+		quiet := st.Get("/_edgeq/auctions/quiet/stats")
+		if g := quiet.JSON["price_growth"].(map[string]any); g["current_highest"] != nil || g["growth_rate"] != 0.0 {
+			t.Fatalf("stats without bids %s", quiet.Body)
 		}
-		if h := st.get("/_edgeq/auctions/quiet/highest-bid"); h.status != 200 || h.json["highest_bid"] != nil {
-			t.Fatalf("highest without bids %s", h.body)
+		if h := st.Get("/_edgeq/auctions/quiet/highest-bid"); h.Status != 200 || h.JSON["highest_bid"] != nil {
+			t.Fatalf("highest without bids %s", h.Body)
 		}
 		// Bidders appear as pseudonyms.
-		if h := st.get("/_edgeq/auctions/lot/highest-bid"); strings.Contains(h.body, "u0") || strings.Contains(h.body, "u1") {
-			t.Fatalf("a raw user id in a public read: %s", h.body)
+		if h := st.Get("/_edgeq/auctions/lot/highest-bid"); strings.Contains(h.Body, "u0") || strings.Contains(h.Body, "u1") {
+			t.Fatalf("a raw user id in a public read: %s", h.Body)
 		}
 
 		batch := func(body string) answer {
-			req, _ := http.NewRequest("POST", st.public.URL+"/_edgeq/bids/highest-bids/batch", strings.NewReader(body))
+			req, _ := http.NewRequest("POST", st.Public.URL+"/_edgeq/bids/highest-bids/batch", strings.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			return do(t, req)
 		}
 		a := batch(`{"auction_ids":["lot","quiet","nope"]}`)
 		var items []map[string]any
-		if err := json.Unmarshal([]byte(a.body), &items); err != nil || a.status != 200 || len(items) != 3 {
-			t.Fatalf("batch: %d %s", a.status, a.body)
+		if err := json.Unmarshal([]byte(a.Body), &items); err != nil || a.Status != 200 || len(items) != 3 {
+			t.Fatalf("batch: %d %s", a.Status, a.Body)
 		}
 		if items[0]["highest_bid"].(map[string]any)["amount"] != "103.00" || items[1]["highest_bid"] != nil ||
 			items[2]["highest_bid"] != nil || items[2]["error"] != "AUCTION_NOT_FOUND" || items[1]["error"] != nil {
-			t.Fatalf("batch items %s", a.body)
+			t.Fatalf("batch items %s", a.Body)
 		}
 		many := make([]string, 101)
 		for i := range many {
@@ -620,8 +620,8 @@ func TestBid_Reads(t *testing.T) {
 		}
 		for _, body := range []string{`{"auction_ids":[]}`, `{"auction_ids":[` + strings.Join(many, ",") + `]}`,
 			`{"auction_ids":["a.b"]}`, `{"auction_ids":"lot"}`, `not json`, `{"auction_ids":["lot"],"x":1}`} {
-			if a := batch(body); a.status != 400 {
-				t.Errorf("batch %.40s: %d %s", body, a.status, a.body)
+			if a := batch(body); a.Status != 400 {
+				t.Errorf("batch %.40s: %d %s", body, a.Status, a.Body)
 			}
 		}
 	})
@@ -632,62 +632,62 @@ func TestBid_AdminAuctions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
 		ends := time.Now().Add(time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
-		a := st.adminSend("PUT", "/api/auctions/vase", "application/json",
+		a := st.AdminSend("PUT", "/api/auctions/vase", "application/json",
 			`{"starting_price":"50.00","min_increment":"2.50","ends_at":"`+ends+`","owner":"seller"}`)
-		if a.status != 200 || a.json["starting_price"] != "50.00" || a.json["min_increment"] != "2.50" || a.json["ends_at"] != ends ||
-			a.json["ended"] != false || a.json["highest_bid"] != nil || strings.Contains(a.body, "seller") {
-			t.Fatalf("PUT: %d %s", a.status, a.body)
+		if a.Status != 200 || a.JSON["starting_price"] != "50.00" || a.JSON["min_increment"] != "2.50" || a.JSON["ends_at"] != ends ||
+			a.JSON["ended"] != false || a.JSON["highest_bid"] != nil || strings.Contains(a.Body, "seller") {
+			t.Fatalf("PUT: %d %s", a.Status, a.Body)
 		}
-		if b := st.bid("vase", "seller", "60.00"); b.status != 403 {
-			t.Fatalf("the owner bid on an auction made by the API: %d %s", b.status, b.body)
+		if b := st.Bid("vase", "seller", "60.00"); b.Status != 403 {
+			t.Fatalf("the owner bid on an auction made by the API: %d %s", b.Status, b.Body)
 		}
-		if b := st.bid("vase", "buyer", "50.00"); b.status != 200 {
-			t.Fatal(b.body)
+		if b := st.Bid("vase", "buyer", "50.00"); b.Status != 200 {
+			t.Fatal(b.Body)
 		}
-		if b := st.bid("vase", "other", "52.49"); b.status != 409 || b.json["highest_amount"] != "50.00" {
-			t.Fatalf("below the increment: %d %s", b.status, b.body)
+		if b := st.Bid("vase", "other", "52.49"); b.Status != 409 || b.JSON["highest_amount"] != "50.00" {
+			t.Fatalf("below the increment: %d %s", b.Status, b.Body)
 		}
-		g := st.adminGet("/api/auctions/vase")
-		if g.status != 200 || num(g.json["total_bids"]) != 1 || g.json["highest_bid"].(map[string]any)["amount"] != "50.00" {
-			t.Fatalf("GET: %d %s", g.status, g.body)
+		g := st.AdminGet("/api/auctions/vase")
+		if g.Status != 200 || num(g.JSON["total_bids"]) != 1 || g.JSON["highest_bid"].(map[string]any)["amount"] != "50.00" {
+			t.Fatalf("GET: %d %s", g.Status, g.Body)
 		}
-		list := st.adminGet("/api/auctions")
-		items, _ := list.json["items"].([]any)
-		if list.status != 200 || len(items) != 1 || num(list.json["total_count"]) != 1 ||
+		list := st.AdminGet("/api/auctions")
+		items, _ := list.JSON["items"].([]any)
+		if list.Status != 200 || len(items) != 1 || num(list.JSON["total_count"]) != 1 ||
 			items[0].(map[string]any)["id"] != "vase" || num(items[0].(map[string]any)["total_bids"]) != 1 {
-			t.Fatalf("list: %d %s", list.status, list.body)
+			t.Fatalf("list: %d %s", list.Status, list.Body)
 		}
-		if list := st.adminGet("/api/auctions?page=2&page_size=1"); list.status != 200 || len(list.json["items"].([]any)) != 0 ||
-			num(list.json["total_count"]) != 1 || num(list.json["page"]) != 2 {
-			t.Fatalf("list past the end: %d %s", list.status, list.body)
+		if list := st.AdminGet("/api/auctions?page=2&page_size=1"); list.Status != 200 || len(list.JSON["items"].([]any)) != 0 ||
+			num(list.JSON["total_count"]) != 1 || num(list.JSON["page"]) != 2 {
+			t.Fatalf("list past the end: %d %s", list.Status, list.Body)
 		}
-		if list := st.adminGet("/api/auctions?page_size=101"); list.status != 400 || list.json["field"] != "page_size" {
-			t.Fatalf("list with page_size=101: %d %s", list.status, list.body)
+		if list := st.AdminGet("/api/auctions?page_size=101"); list.Status != 400 || list.JSON["field"] != "page_size" {
+			t.Fatalf("list with page_size=101: %d %s", list.Status, list.Body)
 		}
 		before := auctionState(t, st, "vase")
 		for _, body := range []string{`{"starting_price":"abc","ends_at":"` + ends + `"}`, `{"starting_price":"10.00"}`,
 			`{"starting_price":"10.00","ends_at":"tomorrow"}`, `{"starting_price":"10.00","ends_at":"` + ends + `","extra":1}`,
 			`{"starting_price":"10.00","min_increment":"0","ends_at":"` + ends + `"}`} {
-			if a := st.adminSend("PUT", "/api/auctions/vase", "application/json", body); a.status != 400 {
-				t.Errorf("PUT %s: %d %s", body, a.status, a.body)
+			if a := st.AdminSend("PUT", "/api/auctions/vase", "application/json", body); a.Status != 400 {
+				t.Errorf("PUT %s: %d %s", body, a.Status, a.Body)
 			}
 		}
-		if a := st.adminSend("PUT", "/api/auctions/a.b", "application/json", `{"starting_price":"10.00","ends_at":"`+ends+`"}`); a.status != 400 {
-			t.Errorf("PUT with a bad id: %d %s", a.status, a.body)
+		if a := st.AdminSend("PUT", "/api/auctions/a.b", "application/json", `{"starting_price":"10.00","ends_at":"`+ends+`"}`); a.Status != 400 {
+			t.Errorf("PUT with a bad id: %d %s", a.Status, a.Body)
 		}
 		if after := auctionState(t, st, "vase"); after != before {
 			t.Fatalf("refused PUTs changed the auction")
 		}
-		if a := st.adminGet("/api/auctions/none"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
-			t.Fatalf("unknown: %d %s", a.status, a.body)
+		if a := st.AdminGet("/api/auctions/none"); a.Status != 404 || a.JSON["error"] != "AUCTION_NOT_FOUND" {
+			t.Fatalf("unknown: %d %s", a.Status, a.Body)
 		}
 		// Re-seeding from the configuration keeps the bids.
 		cfg := config.Auction{ID: "vase", StartingPrice: "50.00", MinIncrement: "5.00", EndsAt: time.Now().Add(time.Hour)}
 		if err := st.svc.Apply(context.Background(), &config.Config{Auctions: []config.Auction{cfg}}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if g := st.adminGet("/api/auctions/vase"); g.json["min_increment"] != "5.00" || num(g.json["total_bids"]) != 1 {
-			t.Fatalf("after seeding: %s", g.body)
+		if g := st.AdminGet("/api/auctions/vase"); g.JSON["min_increment"] != "5.00" || num(g.JSON["total_bids"]) != 1 {
+			t.Fatalf("after seeding: %s", g.Body)
 		}
 		// An unchanged entry is not written again on reload.
 		s.Client.HSet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment", 700)
@@ -697,8 +697,8 @@ func TestBid_AdminAuctions(t *testing.T) {
 		if v := s.Client.HGet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment").Val(); v != "700" {
 			t.Fatalf("an unchanged auction was rewritten: %s", v)
 		}
-		if a := st.adminSend("GET", "/api/users/buyer/bids?page_size=0", "", ""); a.status != 400 {
-			t.Fatalf("bad paging: %d", a.status)
+		if a := st.AdminSend("GET", "/api/users/buyer/bids?page_size=0", "", ""); a.Status != 400 {
+			t.Fatalf("bad paging: %d", a.Status)
 		}
 	})
 }
@@ -707,21 +707,21 @@ func TestBid_AdminAuctions(t *testing.T) {
 func TestBid_WorkerDeadLetters(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+		st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
 		ctx := context.Background()
 		stream := auctionEventsKey(s.Keys, "lot")
 		s.Client.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []string{"type", "bid", "bid", "9", "user", "x", "amount", "oops", "at", "1"}})
-		st.startWorker()
+		st.StartWorker()
 		eventually(t, 10*time.Second, "dead-lettered", func() bool {
-			return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1
+			return num(st.AdminGet("/api/dead-letters").JSON["total_count"]) == 1
 		})
-		items := st.adminGet("/api/dead-letters").json["items"].([]any)
+		items := st.AdminGet("/api/dead-letters").JSON["items"].([]any)
 		d := items[0].(map[string]any)
 		if d["auction_id"] != "lot" || d["product_id"] != nil || !strings.HasPrefix(d["id"].(string), "auction.lot.") {
 			t.Fatalf("dead letter %v", d)
 		}
-		if a := st.adminSend("POST", "/api/dead-letters/"+d["id"].(string)+"/retry", "", ""); a.status != 409 {
-			t.Fatalf("retrying a malformed event: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/dead-letters/"+d["id"].(string)+"/retry", "", ""); a.Status != 409 {
+			t.Fatalf("retrying a malformed event: %d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -765,17 +765,17 @@ func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if a := st.adminGet("/api/admissions/" + adm); a.json["state"] != "released" || a.json["released_at"] != "1970-01-01T00:00:02.000Z" {
-			t.Fatalf("admission after out-of-order entries: %s", a.body)
+		if a := st.AdminGet("/api/admissions/" + adm); a.JSON["state"] != "released" || a.JSON["released_at"] != "1970-01-01T00:00:02.000Z" {
+			t.Fatalf("admission after out-of-order entries: %s", a.Body)
 		}
-		if a := st.adminGet("/api/admissions"); num(a.json["total_count"]) != 1 {
-			t.Fatalf("listed: %s", a.body)
+		if a := st.AdminGet("/api/admissions"); num(a.JSON["total_count"]) != 1 {
+			t.Fatalf("listed: %s", a.Body)
 		}
-		items, _ := st.adminGet("/api/users/" + pseudo + "/bids?pseudonym=1").json["items"].([]any)
+		items, _ := st.AdminGet("/api/users/" + pseudo + "/bids?pseudonym=1").JSON["items"].([]any)
 		if len(items) != 1 || items[0].(map[string]any)["state"] != "withdrawn" {
 			t.Fatalf("bid after out-of-order entries: %v", items)
 		}
-		lb := st.adminGet("/api/leaderboard").json["items"].([]any)
+		lb := st.AdminGet("/api/leaderboard").JSON["items"].([]any)
 		if len(lb) != 0 {
 			t.Fatalf("leaderboard after an admission and its release: %v", lb)
 		}
@@ -790,7 +790,7 @@ func TestBid_TheAuctionsKeysGoAWeekAfterItsEnd(t *testing.T) {
 		st := newStack(t, s)
 		ctx := context.Background()
 		a := auction("lot", "1.00", "1.00", time.Hour)
-		st.addAuctions(a)
+		st.AddAuctions(a)
 		expiring := []string{auctionBidsKey(s.Keys, "lot"), auctionBiddersKey(s.Keys, "lot"), auctionEventsKey(s.Keys, "lot")}
 		check := func(end time.Time) {
 			t.Helper()
@@ -808,16 +808,16 @@ func TestBid_TheAuctionsKeysGoAWeekAfterItsEnd(t *testing.T) {
 			}
 		}
 		for i, amount := range []string{"2.00", "3.00", "4.00"} {
-			if r := st.bid("lot", fmt.Sprintf("b%d", i), amount); r.status != 200 {
-				t.Fatalf("bid %s: %d %s", amount, r.status, r.body)
+			if r := st.Bid("lot", fmt.Sprintf("b%d", i), amount); r.Status != 200 {
+				t.Fatalf("bid %s: %d %s", amount, r.Status, r.Body)
 			}
 		}
 		check(a.EndsAt)
 		// The end moves (the configuration says so): the next bid moves the TTLs.
 		a.EndsAt = a.EndsAt.Add(48 * time.Hour)
-		st.addAuctions(a)
-		if r := st.bid("lot", "b9", "5.00"); r.status != 200 {
-			t.Fatalf("bid after the end moved: %d %s", r.status, r.body)
+		st.AddAuctions(a)
+		if r := st.Bid("lot", "b9", "5.00"); r.Status != 200 {
+			t.Fatalf("bid after the end moved: %d %s", r.Status, r.Body)
 		}
 		check(a.EndsAt)
 	})

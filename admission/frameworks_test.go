@@ -23,7 +23,7 @@ func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 100, 100))
 		send := func(method, path, contentType, body string, header http.Header) answer {
-			req, _ := http.NewRequest(method, st.public.URL+path, strings.NewReader(body))
+			req, _ := http.NewRequest(method, st.Public.URL+path, strings.NewReader(body))
 			req.Header.Set("Accept", "application/json")
 			if contentType != "" {
 				req.Header.Set("Content-Type", contentType)
@@ -65,10 +65,10 @@ func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				before := st.hits.Load()
+				before := st.Hits.Load()
 				a := send(c.method, c.path, c.ct, c.body, c.header)
-				if a.status != 400 || a.json["error"] != "INVALID_REQUEST" || st.hits.Load() != before {
-					t.Fatalf("%d %s (origin reached %d times)", a.status, a.body, st.hits.Load()-before)
+				if a.Status != 400 || a.JSON["error"] != "INVALID_REQUEST" || st.Hits.Load() != before {
+					t.Fatalf("%d %s (origin reached %d times)", a.Status, a.Body, st.Hits.Load()-before)
 				}
 			})
 		}
@@ -81,13 +81,13 @@ func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.
 			if c.ct == jsonCT {
 				h = session
 			}
-			if a := send("POST", c.path, c.ct, c.body, h); a.status != 400 || a.json["field"] != "quantity" || a.json["message"] != c.message {
-				t.Fatalf("POST %s %s: %d %s", c.path, c.body, a.status, a.body)
+			if a := send("POST", c.path, c.ct, c.body, h); a.Status != 400 || a.JSON["field"] != "quantity" || a.JSON["message"] != c.message {
+				t.Fatalf("POST %s %s: %d %s", c.path, c.body, a.Status, a.Body)
 			}
 		}
-		if a := send("GET", "/buy?p=p", form, "p=q", user); a.status != 400 || a.json["field"] != "p" ||
-			a.json["message"] != "This field belongs in the query string, not in the request body." {
-			t.Fatalf("GET /buy?p=p with p in the body: %d %s", a.status, a.body)
+		if a := send("GET", "/buy?p=p", form, "p=q", user); a.Status != 400 || a.JSON["field"] != "p" ||
+			a.JSON["message"] != "This field belongs in the query string, not in the request body." {
+			t.Fatalf("GET /buy?p=p with p in the body: %d %s", a.Status, a.Body)
 		}
 		if r := st.remaining("p"); r != 100 {
 			t.Fatalf("ambiguous requests reserved units: %d left", r)
@@ -101,8 +101,8 @@ func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.
 			{"POST", "/checkout/p?other=1", form, "quantity=1", http.Header{"X-User": {"carol"}}},
 			{"GET", "/buy?p=p", "", "", http.Header{"X-User": {"dan"}}},
 		} {
-			if a := send(c.method, c.path, c.ct, c.body, c.header); a.status != 200 {
-				t.Fatalf("%s %s: %d %s", c.method, c.path, a.status, a.body)
+			if a := send(c.method, c.path, c.ct, c.body, c.header); a.Status != 200 {
+				t.Fatalf("%s %s: %d %s", c.method, c.path, a.Status, a.Body)
 			}
 		}
 	})
@@ -115,61 +115,61 @@ func TestAmbiguousFields_AreRefusedWhereOriginsWouldReadAnotherValue(t *testing.
 func TestIdentities_AreNormalisedBeforePseudonyms(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 100, 1))
-		st.startWorker()
-		st.addAuctions(func() config.Auction {
+		st.StartWorker()
+		st.AddAuctions(func() config.Auction {
 			a := auction("lot", "10.00", "1.00", time.Hour)
 			a.Owner = "seller-session"
 			return a
 		}())
 		buy := func(session string) answer {
-			req, _ := http.NewRequest("POST", st.public.URL+"/json-checkout/p", strings.NewReader(`{"quantity": 1}`))
+			req, _ := http.NewRequest("POST", st.Public.URL+"/json-checkout/p", strings.NewReader(`{"quantity": 1}`))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json")
 			req.Header.Set("Cookie", "shop_session="+session)
 			return do(t, req)
 		}
-		if a := buy("dave"); a.status != 200 {
-			t.Fatalf("first purchase: %d %s", a.status, a.body)
+		if a := buy("dave"); a.Status != 200 {
+			t.Fatalf("first purchase: %d %s", a.Status, a.Body)
 		}
 		// The commit of the first purchase is queued just after its answer (the committer): until it
 		// is applied the same user is told PURCHASE_IN_PROGRESS. Wait for it, then try the spellings.
 		eventually(t, 5*time.Second, "the first purchase settled", func() bool {
-			return buy("dave").json["error"] == "ALREADY_PURCHASED"
+			return buy("dave").JSON["error"] == "ALREADY_PURCHASED"
 		})
 		for _, spelling := range []string{"%64ave", "d%61ve", "DAVE", "Dave", "%20dave", "dave%20", "d%41ve"} {
-			if a := buy(spelling); a.status != 409 || a.json["error"] != "ALREADY_PURCHASED" {
-				t.Errorf("%s: %d %s", spelling, a.status, a.body)
+			if a := buy(spelling); a.Status != 409 || a.JSON["error"] != "ALREADY_PURCHASED" {
+				t.Errorf("%s: %d %s", spelling, a.Status, a.Body)
 			}
 		}
-		if n := st.hits.Load(); n != 1 {
+		if n := st.Hits.Load(); n != 1 {
 			t.Fatalf("%d purchases reached the shop, want 1", n)
 		}
 		if r := st.remaining("p"); r != 99 {
 			t.Fatalf("%d units left, want 99", r)
 		}
 		for _, empty := range []string{"%20", "+", "%09"} {
-			if a := buy(empty); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "user" {
-				t.Errorf("identity %q: %d %s", empty, a.status, a.body)
+			if a := buy(empty); a.Status != 400 || a.JSON["error"] != "INVALID_REQUEST" || a.JSON["field"] != "user" {
+				t.Errorf("identity %q: %d %s", empty, a.Status, a.Body)
 			}
 		}
 		bid := func(session string) answer {
-			req, _ := http.NewRequest("POST", st.public.URL+"/cookie/auctions/lot/bid", strings.NewReader("amount=20.00"))
+			req, _ := http.NewRequest("POST", st.Public.URL+"/cookie/auctions/lot/bid", strings.NewReader("amount=20.00"))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("Accept", "application/json")
 			req.Header.Set("Cookie", "shop_session="+session)
 			return do(t, req)
 		}
 		for _, spelling := range []string{"seller-session", "seller%2Dsession", "Seller-Session", "seller%2dsession"} {
-			if a := bid(spelling); a.status != 403 || a.json["error"] != "SELF_BID" {
-				t.Errorf("the owner as %s: %d %s", spelling, a.status, a.body)
+			if a := bid(spelling); a.Status != 403 || a.JSON["error"] != "SELF_BID" {
+				t.Errorf("the owner as %s: %d %s", spelling, a.Status, a.Body)
 			}
 		}
-		if a := bid("bidder"); a.status != 200 {
-			t.Fatalf("another bidder: %d %s", a.status, a.body)
+		if a := bid("bidder"); a.Status != 200 {
+			t.Fatalf("another bidder: %d %s", a.Status, a.Body)
 		}
 		// The admin API finds the buyer under any spelling too.
 		eventually(t, 10*time.Second, "the purchase listed under DAVE", func() bool {
-			return num(st.adminGet("/api/users/DAVE/admissions").json["total_count"]) == 1
+			return num(st.AdminGet("/api/users/DAVE/admissions").JSON["total_count"]) == 1
 		})
 	})
 }
@@ -182,7 +182,7 @@ func TestUnknownProducts_PassWhileTheGuardedOneSellsItsStock(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("flash", 5, 1))
 		add := func(sku, email string) answer {
-			req, _ := http.NewRequest("POST", st.public.URL+"/carts/c1/items",
+			req, _ := http.NewRequest("POST", st.Public.URL+"/carts/c1/items",
 				strings.NewReader(fmt.Sprintf(`{"sku": %q, "quantity": 1, "email": %q}`, sku, email)))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json")
@@ -193,19 +193,19 @@ func TestUnknownProducts_PassWhileTheGuardedOneSellsItsStock(t *testing.T) {
 		for i := range 50 {
 			wg.Go(func() {
 				switch a := add("flash", fmt.Sprintf("buyer%d@example.com", i)); {
-				case a.status == 200:
+				case a.Status == 200:
 					admitted.Add(1)
-				case a.status == 409 && strings.Contains(a.body, `"INSUFFICIENT_STOCK"`): // in the route's refusal.json shape
+				case a.Status == 409 && strings.Contains(a.Body, `"INSUFFICIENT_STOCK"`): // in the route's refusal.json shape
 					soldOut.Add(1)
 				default:
-					t.Errorf("flash for buyer %d: %d %s", i, a.status, a.body)
+					t.Errorf("flash for buyer %d: %d %s", i, a.Status, a.Body)
 				}
 			})
 			wg.Go(func() {
-				if a := add(fmt.Sprintf("tee-%d", i), fmt.Sprintf("buyer%d@example.com", i)); a.status == 200 {
+				if a := add(fmt.Sprintf("tee-%d", i), fmt.Sprintf("buyer%d@example.com", i)); a.Status == 200 {
 					others.Add(1)
 				} else {
-					t.Errorf("tee-%d: %d %s", i, a.status, a.body)
+					t.Errorf("tee-%d: %d %s", i, a.Status, a.Body)
 				}
 			})
 		}
@@ -215,7 +215,7 @@ func TestUnknownProducts_PassWhileTheGuardedOneSellsItsStock(t *testing.T) {
 				others.Load(), st.remaining("flash"))
 		}
 		admissions := 0
-		st.ids.Range(func(any, any) bool { admissions++; return true })
+		st.IDs.Range(func(any, any) bool { admissions++; return true })
 		if admissions != 5 {
 			t.Fatalf("%d requests reached the shop with an admission id, want 5", admissions)
 		}
@@ -225,31 +225,31 @@ func TestUnknownProducts_PassWhileTheGuardedOneSellsItsStock(t *testing.T) {
 		// The guest's e-mail is one buyer in any spelling.
 		st2 := newStack(t, s, product("limited", 5, 1))
 		add2 := func(email string) answer {
-			req, _ := http.NewRequest("POST", st2.public.URL+"/carts/c2/items",
+			req, _ := http.NewRequest("POST", st2.Public.URL+"/carts/c2/items",
 				strings.NewReader(fmt.Sprintf(`{"sku": "limited", "email": %q}`, email)))
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set("Accept", "application/json")
 			return do(t, req)
 		}
-		if a := add2("alice@example.com"); a.status != 200 {
-			t.Fatalf("first: %d %s", a.status, a.body)
+		if a := add2("alice@example.com"); a.Status != 200 {
+			t.Fatalf("first: %d %s", a.Status, a.Body)
 		}
-		if a := add2(" Alice@Example.COM "); a.status != 409 || !strings.Contains(a.body, `"ALREADY_PURCHASED"`) {
-			t.Fatalf("the same guest in capitals: %d %s", a.status, a.body)
+		if a := add2(" Alice@Example.COM "); a.Status != 409 || !strings.Contains(a.Body, `"ALREADY_PURCHASED"`) {
+			t.Fatalf("the same guest in capitals: %d %s", a.Status, a.Body)
 		}
 		// A route without pass still refuses unknown products, and an unknown auction passes on a bid
 		// route with pass.
-		if a := st2.checkout("nope", "u", nil); a.status != 404 || a.json["error"] != "PRODUCT_NOT_FOUND" {
-			t.Fatalf("unknown product on a refusing route: %d %s", a.status, a.body)
+		if a := st2.checkout("nope", "u", nil); a.Status != 404 || a.JSON["error"] != "PRODUCT_NOT_FOUND" {
+			t.Fatalf("unknown product on a refusing route: %d %s", a.Status, a.Body)
 		}
-		if a := st2.bidOn("/open/auctions/", "no-such-lot", "u", "5.00"); a.status != 200 || a.header.Get("X-Bid-Id") != "" {
-			t.Fatalf("unknown auction on a passing bid route: %d %s", a.status, a.body)
+		if a := st2.BidOn("/open/auctions/", "no-such-lot", "u", "5.00"); a.Status != 200 || a.Header.Get("X-Bid-Id") != "" {
+			t.Fatalf("unknown auction on a passing bid route: %d %s", a.Status, a.Body)
 		}
 		if got := testutil.ToFloat64(st2.svc.metrics.admissions.WithLabelValues("bid", "unknown_passed")); got != 1 {
 			t.Fatalf("bid unknown_passed = %v", got)
 		}
-		if a := st2.bid("no-such-lot", "u", "5.00"); a.status != 404 || a.json["error"] != "AUCTION_NOT_FOUND" {
-			t.Fatalf("unknown auction on a refusing bid route: %d %s", a.status, a.body)
+		if a := st2.Bid("no-such-lot", "u", "5.00"); a.Status != 404 || a.JSON["error"] != "AUCTION_NOT_FOUND" {
+			t.Fatalf("unknown auction on a refusing bid route: %d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -261,32 +261,32 @@ func TestRefusalJSON_InTheShopsShape(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("flash", 1, 1))
 		add := func(email string) answer {
-			req, _ := http.NewRequest("POST", st.public.URL+"/carts/c1/items",
+			req, _ := http.NewRequest("POST", st.Public.URL+"/carts/c1/items",
 				strings.NewReader(fmt.Sprintf(`{"sku": "flash", "email": %q}`, email)))
 			req.Header.Set("Content-Type", "application/json")
 			return do(t, req)
 		}
-		if a := add("first@example.com"); a.status != 200 {
-			t.Fatalf("first: %d %s", a.status, a.body)
+		if a := add("first@example.com"); a.Status != 200 {
+			t.Fatalf("first: %d %s", a.Status, a.Body)
 		}
 		a := add("second@example.com")
 		var shaped struct {
 			Error struct{ Message, Code, Left string } `json:"error"`
 		}
-		if err := json.Unmarshal([]byte(a.body), &shaped); err != nil || a.status != 409 ||
+		if err := json.Unmarshal([]byte(a.Body), &shaped); err != nil || a.Status != 409 ||
 			shaped.Error.Message != "Sorry, this item is sold out." || shaped.Error.Code != "INSUFFICIENT_STOCK" ||
-			shaped.Error.Left != "0" || a.header.Get("Content-Type") != "application/json; charset=utf-8" {
-			t.Fatalf("refusal: %d %s (%v)", a.status, a.body, err)
+			shaped.Error.Left != "0" || a.Header.Get("Content-Type") != "application/json; charset=utf-8" {
+			t.Fatalf("refusal: %d %s (%v)", a.Status, a.Body, err)
 		}
 		// A 400 from field reading takes the same shape; its message is escaped into the string.
-		req, _ := http.NewRequest("POST", st.public.URL+"/carts/c1/items", strings.NewReader(`{"sku": "flash", "email": "a@b", "Email": "x"}`))
+		req, _ := http.NewRequest("POST", st.Public.URL+"/carts/c1/items", strings.NewReader(`{"sku": "flash", "email": "a@b", "Email": "x"}`))
 		req.Header.Set("Content-Type", "application/json")
-		if a := do(t, req); a.status != 400 || json.Unmarshal([]byte(a.body), &shaped) != nil || shaped.Error.Code != "INVALID_REQUEST" {
-			t.Fatalf("ambiguous field: %d %s", a.status, a.body)
+		if a := do(t, req); a.Status != 400 || json.Unmarshal([]byte(a.Body), &shaped) != nil || shaped.Error.Code != "INVALID_REQUEST" {
+			t.Fatalf("ambiguous field: %d %s", a.Status, a.Body)
 		}
 		// Another route answers the standard body.
-		if a := st.checkout("flash", "carol", nil); a.json["error"] != "INSUFFICIENT_STOCK" || a.json["success"] != false {
-			t.Fatalf("standard body: %d %s", a.status, a.body)
+		if a := st.checkout("flash", "carol", nil); a.JSON["error"] != "INSUFFICIENT_STOCK" || a.JSON["success"] != false {
+			t.Fatalf("standard body: %d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -296,25 +296,25 @@ func TestRefusalJSON_InTheShopsShape(t *testing.T) {
 func TestBidTooLow_PageShowsTheHighestBidAndLeadsBack(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s)
-		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
-		if a := st.bid("lot", "alice", "25.00"); a.status != 200 {
-			t.Fatalf("first bid: %d %s", a.status, a.body)
+		st.AddAuctions(auction("lot", "10.00", "1.00", time.Hour))
+		if a := st.Bid("lot", "alice", "25.00"); a.Status != 200 {
+			t.Fatalf("first bid: %d %s", a.Status, a.Body)
 		}
 		page := func(referer string) answer {
-			req, _ := http.NewRequest("POST", st.public.URL+"/auctions/lot/bid", strings.NewReader("amount=12.00"))
+			req, _ := http.NewRequest("POST", st.Public.URL+"/auctions/lot/bid", strings.NewReader("amount=12.00"))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("Accept", "text/html")
 			req.Header.Set("X-User", "bob")
 			req.Header.Set("Referer", referer)
 			return do(t, req)
 		}
-		a := page(st.public.URL + "/auctions/lot?tab=bids")
-		if a.status != 409 || !strings.Contains(a.body, "The highest bid is now 25.00.") ||
-			!strings.Contains(a.body, `href="/auctions/lot?tab=bids"`) {
-			t.Fatalf("bid too low page: %d %s", a.status, a.body)
+		a := page(st.Public.URL + "/auctions/lot?tab=bids")
+		if a.Status != 409 || !strings.Contains(a.Body, "The highest bid is now 25.00.") ||
+			!strings.Contains(a.Body, `href="/auctions/lot?tab=bids"`) {
+			t.Fatalf("bid too low page: %d %s", a.Status, a.Body)
 		}
-		if a := page("https://evil.example/phish"); !strings.Contains(a.body, `href="/"`) || strings.Contains(a.body, "evil.example") {
-			t.Fatalf("another site's Referer: %s", a.body)
+		if a := page("https://evil.example/phish"); !strings.Contains(a.Body, `href="/"`) || strings.Contains(a.Body, "evil.example") {
+			t.Fatalf("another site's Referer: %s", a.Body)
 		}
 	})
 }

@@ -25,11 +25,11 @@ import (
 
 // addToCart posts the cart-add route's JSON (exact ids, unknown_product: pass) as email.
 func (st *stack) addToCart(sku, email string) answer {
-	st.t.Helper()
-	req, _ := http.NewRequest("POST", st.public.URL+"/carts/c1/items",
+	st.T.Helper()
+	req, _ := http.NewRequest("POST", st.Public.URL+"/carts/c1/items",
 		strings.NewReader(fmt.Sprintf(`{"sku": %q, "email": %q, "quantity": 1}`, sku, email)))
 	req.Header.Set("Content-Type", "application/json")
-	return do(st.t, req)
+	return do(st.T, req)
 }
 
 // Products and auctions created through the admin API are guarded in every
@@ -39,43 +39,43 @@ func TestIDMatch_AdminCreatedIDsAreGuardedInEverySpellingUntilDeleted(t *testing
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("42", 10, 1))
 		other := st.replica(2)
-		if a := st.adminSend("POST", "/api/products", "application/json", `{"id": "Sneaker-B", "stock": 5}`); a.status != 200 {
-			t.Fatalf("create Sneaker-B: %d %s", a.status, a.body)
+		if a := st.AdminSend("POST", "/api/products", "application/json", `{"id": "Sneaker-B", "stock": 5}`); a.Status != 200 {
+			t.Fatalf("create Sneaker-B: %d %s", a.Status, a.Body)
 		}
 		for _, edge := range []*stack{st, other} {
 			for i, sku := range []string{"sneaker-b", "SNEAKER-B", "042", "42abc"} {
-				before := st.hits.Load()
+				before := st.Hits.Load()
 				// (The cart route's refusal.json leaves the fields out.)
-				if a := edge.addToCart(sku, fmt.Sprintf("u%d@example.com", i)); a.status != 400 || !strings.Contains(a.body, "INVALID_REQUEST") || st.hits.Load() != before {
-					t.Errorf("sku %q: want 400 field product, origin untouched; got %d %s (origin reached %d times)", sku, a.status, a.body, st.hits.Load()-before)
+				if a := edge.addToCart(sku, fmt.Sprintf("u%d@example.com", i)); a.Status != 400 || !strings.Contains(a.Body, "INVALID_REQUEST") || st.Hits.Load() != before {
+					t.Errorf("sku %q: want 400 field product, origin untouched; got %d %s (origin reached %d times)", sku, a.Status, a.Body, st.Hits.Load()-before)
 				}
 			}
 		}
 		if n := st.remaining("Sneaker-B"); n != 5 {
 			t.Fatalf("Sneaker-B's stock %d after refusals, want 5", n)
 		}
-		if a := st.addToCart("jersey", "j@example.com"); a.status != 200 || a.header.Get("X-Body") == "" {
-			t.Fatalf("an unrelated id: %d %s", a.status, a.body)
+		if a := st.addToCart("jersey", "j@example.com"); a.Status != 200 || a.Header.Get("X-Body") == "" {
+			t.Fatalf("an unrelated id: %d %s", a.Status, a.Body)
 		}
-		if a := st.adminSend("DELETE", "/api/products/Sneaker-B", "", ""); a.status != 200 {
-			t.Fatalf("delete Sneaker-B: %d %s", a.status, a.body)
+		if a := st.AdminSend("DELETE", "/api/products/Sneaker-B", "", ""); a.Status != 200 {
+			t.Fatalf("delete Sneaker-B: %d %s", a.Status, a.Body)
 		}
-		if a := other.addToCart("sneaker-b", "after@example.com"); a.status != 200 {
-			t.Fatalf("sneaker-b once Sneaker-B is deleted: %d %s", a.status, a.body)
+		if a := other.addToCart("sneaker-b", "after@example.com"); a.Status != 200 {
+			t.Fatalf("sneaker-b once Sneaker-B is deleted: %d %s", a.Status, a.Body)
 		}
 
 		// Auctions: an auction pushed through the admin API, a bid route with unknown_product: pass.
 		ends := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-		if a := st.adminSend("PUT", "/api/auctions/Lot-B", "application/json",
-			fmt.Sprintf(`{"starting_price": "10.00", "ends_at": %q}`, ends)); a.status != 200 {
-			t.Fatalf("push Lot-B: %d %s", a.status, a.body)
+		if a := st.AdminSend("PUT", "/api/auctions/Lot-B", "application/json",
+			fmt.Sprintf(`{"starting_price": "10.00", "ends_at": %q}`, ends)); a.Status != 200 {
+			t.Fatalf("push Lot-B: %d %s", a.Status, a.Body)
 		}
-		before := st.bidHits.Load()
-		if a := other.bidOn("/open/auctions/", "lot-b", "bob", "5.00"); a.status != 400 || a.json["field"] != "auction" || st.bidHits.Load() != before {
-			t.Errorf("a bid on lot-b: %d %s", a.status, a.body)
+		before := st.BidHits.Load()
+		if a := other.BidOn("/open/auctions/", "lot-b", "bob", "5.00"); a.Status != 400 || a.JSON["field"] != "auction" || st.BidHits.Load() != before {
+			t.Errorf("a bid on lot-b: %d %s", a.Status, a.Body)
 		}
-		if a := other.bidOn("/open/auctions/", "lot-c", "bob", "5.00"); a.status != 200 {
-			t.Errorf("a bid on an unrelated auction: %d %s", a.status, a.body)
+		if a := other.BidOn("/open/auctions/", "lot-c", "bob", "5.00"); a.Status != 200 {
+			t.Errorf("a bid on an unrelated auction: %d %s", a.Status, a.Body)
 		}
 	})
 }
@@ -98,17 +98,17 @@ func TestIDMatch_IDsOfAnEarlierBuildAreGuardedAfterStart(t *testing.T) {
 		s.Client.SAdd(ctx, auctionIndexKey(s.Keys), "Old-Lot")
 
 		st := newStack(t, s)
-		st.startWorker() // indexes them at start
+		st.StartWorker() // indexes them at start
 		eventually(t, 5*time.Second, "old-1 refused", func() bool {
-			return st.addToCart("old-1", "a@example.com").status == 400
+			return st.addToCart("old-1", "a@example.com").Status == 400
 		})
 		// Auctions are indexed after products (one kind after the other): wait for them too.
 		eventually(t, 5*time.Second, "OLD-LOT refused", func() bool {
-			a := st.bidOn("/open/auctions/", "OLD-LOT", "bob", "50.00")
-			return a.status == 400 && a.json["field"] == "auction"
+			a := st.BidOn("/open/auctions/", "OLD-LOT", "bob", "50.00")
+			return a.Status == 400 && a.JSON["field"] == "auction"
 		})
-		if a := st.addToCart("Old-1", "a@example.com"); a.status != 200 || st.remaining("Old-1") != 4 {
-			t.Errorf("Old-1 itself: %d %s", a.status, a.body)
+		if a := st.addToCart("Old-1", "a@example.com"); a.Status != 200 || st.remaining("Old-1") != 4 {
+			t.Errorf("Old-1 itself: %d %s", a.Status, a.Body)
 		}
 	})
 }

@@ -65,16 +65,16 @@ func sqlExec(t *testing.T, url, statement string) {
 func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 300, 1))
-		st.addAuctions(auction("lot", "10.00", "1.00", time.Hour))
+		st.AddAuctions(auction("lot", "10.00", "1.00", time.Hour))
 		db := withLedger(t, st)
 		for i := range 120 {
-			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.status != 200 {
-				t.Fatal(a.body)
+			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.Status != 200 {
+				t.Fatal(a.Body)
 			}
 		}
 		for i := range 30 {
-			if a := st.bid("lot", fmt.Sprintf("b%d", i), fmt.Sprintf("%d.00", 10+i)); a.status != 200 {
-				t.Fatal(a.body)
+			if a := st.Bid("lot", fmt.Sprintf("b%d", i), fmt.Sprintf("%d.00", 10+i)); a.Status != 200 {
+				t.Fatal(a.Body)
 			}
 		}
 		// The first ledger worker writes a batch, then dies before acknowledging it.
@@ -98,7 +98,7 @@ func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
 			t.Fatal("the killed worker's batch is not in the ledger")
 		}
 		// The replica's own workers take the pending entries over once idle, and write the rest.
-		st.startWorker()
+		st.StartWorker()
 		eventually(t, 20*time.Second, "every event in the ledger", func() bool {
 			return sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE state = 'committed'") == 120 &&
 				sqlNumber(t, db, "SELECT count(*) FROM edgeq_bids WHERE state = 'committed'") == 30
@@ -121,11 +121,11 @@ func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
 			t.Fatalf("ledger writes %v: the taken-over batch was not written again", got)
 		}
 		// The admin history reads the ledger: committed shows.
-		page := st.adminGet("/api/admissions?page_size=5")
-		if page.status != 200 || num(page.json["total_count"]) != 120 || page.header.Get("Edgeq-Source") != "ledger" {
-			t.Fatalf("admin list: %d %s %v", page.status, page.body, page.header)
+		page := st.AdminGet("/api/admissions?page_size=5")
+		if page.Status != 200 || num(page.JSON["total_count"]) != 120 || page.Header.Get("Edgeq-Source") != "ledger" {
+			t.Fatalf("admin list: %d %s %v", page.Status, page.Body, page.Header)
 		}
-		if item := page.json["items"].([]any)[0].(map[string]any); item["state"] != "committed" || item["committed_at"] == "" {
+		if item := page.JSON["items"].([]any)[0].(map[string]any); item["state"] != "committed" || item["committed_at"] == "" {
 			t.Fatalf("admin list item %v", item)
 		}
 	})
@@ -154,7 +154,7 @@ func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
 		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: old}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		st.startWorker()
+		st.StartWorker()
 		eventually(t, 15*time.Second, "three admissions in the ledger", func() bool {
 			return sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE admitted_at IS NOT NULL") == 3
 		})
@@ -188,11 +188,11 @@ func TestLedger_RefusedEventsAreDeadLetteredAndRetried(t *testing.T) {
 	sqlExec(t, db, "ALTER TABLE edgeq_admissions ADD CONSTRAINT test_small CHECK (quantity < 3)")
 	// Bought together: one event names all three, and only the second is refused.
 	st.buyTogether("p", []string{"u0", "u1", "u2"}, []int64{1, 4, 2})
-	st.startWorker()
+	st.StartWorker()
 	eventually(t, 15*time.Second, "a ledger dead letter", func() bool {
-		return num(st.adminGet("/api/dead-letters").json["total_count"]) == 1
+		return num(st.AdminGet("/api/dead-letters").JSON["total_count"]) == 1
 	})
-	dead := st.adminGet("/api/dead-letters").json["items"].([]any)[0].(map[string]any)
+	dead := st.AdminGet("/api/dead-letters").JSON["items"].([]any)[0].(map[string]any)
 	id, _ := dead["id"].(string)
 	if dead["target"] != "ledger" || dead["fields"].(map[string]any)["qtys"] != "1 4 2" || len(id) < 7 || id[:7] != "ledger." {
 		t.Fatalf("dead letter %v", dead)
@@ -203,21 +203,21 @@ func TestLedger_RefusedEventsAreDeadLetteredAndRetried(t *testing.T) {
 	eventually(t, 10*time.Second, "the others written", func() bool {
 		return sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE state = 'committed' AND quantity IN (1, 2)") == 2
 	})
-	if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 409 || a.json["error"] != "RETRY_FAILED" {
-		t.Fatalf("a retry while the cause is still there: %d %s", a.status, a.body)
+	if a := st.AdminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.Status != 409 || a.JSON["error"] != "RETRY_FAILED" {
+		t.Fatalf("a retry while the cause is still there: %d %s", a.Status, a.Body)
 	}
 	sqlExec(t, db, "ALTER TABLE edgeq_admissions DROP CONSTRAINT test_small")
-	if a := st.adminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.status != 200 {
-		t.Fatalf("retry: %d %s", a.status, a.body)
+	if a := st.AdminSend("POST", "/api/dead-letters/"+id+"/retry", "", ""); a.Status != 200 {
+		t.Fatalf("retry: %d %s", a.Status, a.Body)
 	}
 	if n := sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE quantity = 4"); n != 1 {
 		t.Fatalf("the retried admission: %d rows", n)
 	}
-	if n := num(st.adminGet("/api/dead-letters").json["total_count"]); n != 0 {
+	if n := num(st.AdminGet("/api/dead-letters").JSON["total_count"]); n != 0 {
 		t.Fatalf("%v dead letters after the retry", n)
 	}
 	// The admin indexes have every admission once (the ledger's dead letter is not theirs).
-	if n := num(st.adminGet("/api/leaderboard").json["items"].([]any)[0].(map[string]any)["sales"]); n != 7 {
+	if n := num(st.AdminGet("/api/leaderboard").JSON["items"].([]any)[0].(map[string]any)["sales"]); n != 7 {
 		t.Fatalf("leaderboard %v, want 7 units", n)
 	}
 }
@@ -228,36 +228,36 @@ func TestLedger_ACancelledAdmissionShowsInTheLedger(t *testing.T) {
 	s := storetest.Redis(t)
 	st := newStack(t, s, product("p", 1, 1))
 	db := withLedger(t, st)
-	st.startWorker()
+	st.StartWorker()
 	first := st.checkout("p", "ann", nil)
-	id := strings.TrimPrefix(first.body, "origin took admission ")
-	if first.status != 200 || id == "" {
-		t.Fatalf("first purchase: %d %s", first.status, first.body)
+	id := strings.TrimPrefix(first.Body, "origin took admission ")
+	if first.Status != 200 || id == "" {
+		t.Fatalf("first purchase: %d %s", first.Status, first.Body)
 	}
-	if a := st.checkout("p", "ben", nil); a.status != 409 {
-		t.Fatalf("a purchase of the sold-out unit: %d", a.status)
+	if a := st.checkout("p", "ben", nil); a.Status != 409 {
+		t.Fatalf("a purchase of the sold-out unit: %d", a.Status)
 	}
 	// The shop's acceptance is committed after the answer, in a batch; the operator cancels the
 	// order once it shows as committed. (One cancelled before its commit landed is cancelled with no
 	// committed_at: the commit finds it settled and records nothing.)
 	eventually(t, 10*time.Second, "the commit in the admin view", func() bool {
-		return st.adminGet("/api/admissions/" + id).json["state"] == "committed"
+		return st.AdminGet("/api/admissions/" + id).JSON["state"] == "committed"
 	})
-	if a := st.adminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.status != 200 {
-		t.Fatalf("cancel: %d %s", a.status, a.body)
+	if a := st.AdminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.Status != 200 {
+		t.Fatalf("cancel: %d %s", a.Status, a.Body)
 	}
 	second := st.checkout("p", "ben", nil)
-	if second.status != 200 {
-		t.Fatalf("the cancelled unit does not sell again: %d %s", second.status, second.body)
+	if second.Status != 200 {
+		t.Fatalf("the cancelled unit does not sell again: %d %s", second.Status, second.Body)
 	}
-	again := strings.TrimPrefix(second.body, "origin took admission ")
+	again := strings.TrimPrefix(second.Body, "origin took admission ")
 	eventually(t, 10*time.Second, "both in the ledger", func() bool {
 		return sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE id = '"+id+"' AND state = 'cancelled'"+
 			" AND committed_at IS NOT NULL AND cancelled_at >= committed_at") == 1 &&
 			sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE id = '"+again+"' AND state = 'committed'") == 1
 	})
-	rec := st.adminGet("/api/admissions/" + id)
-	if rec.status != 200 || rec.json["state"] != "cancelled" || rec.header.Get("Edgeq-Source") != "ledger" {
-		t.Fatalf("admin view of the cancelled admission: %d %s", rec.status, rec.body)
+	rec := st.AdminGet("/api/admissions/" + id)
+	if rec.Status != 200 || rec.JSON["state"] != "cancelled" || rec.Header.Get("Edgeq-Source") != "ledger" {
+		t.Fatalf("admin view of the cancelled admission: %d %s", rec.Status, rec.Body)
 	}
 }

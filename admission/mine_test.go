@@ -9,29 +9,30 @@ import (
 
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/testutil/edgetest"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
 // mine asks GET /_edgeq/auctions/mine as user (the bid route's X-User header; "" sends none).
 func (st *stack) mine(user, query string) answer {
-	st.t.Helper()
-	req, _ := http.NewRequest("GET", st.public.URL+"/_edgeq/auctions/mine"+query, nil)
+	st.T.Helper()
+	req, _ := http.NewRequest("GET", st.Public.URL+"/_edgeq/auctions/mine"+query, nil)
 	req.Header.Set("Accept", "application/json")
 	if user != "" {
 		req.Header.Set("X-User", user)
 	}
-	return do(st.t, req)
+	return do(st.T, req)
 }
 
 // mineItems is the list's items by auction id.
 func mineItems(t *testing.T, a answer) map[string]map[string]any {
 	t.Helper()
-	if a.status != 200 {
-		t.Fatalf("auctions/mine: %d %s", a.status, a.body)
+	if a.Status != 200 {
+		t.Fatalf("auctions/mine: %d %s", a.Status, a.Body)
 	}
-	items, ok := a.json["items"].([]any)
+	items, ok := a.JSON["items"].([]any)
 	if !ok {
-		t.Fatalf("no items: %s", a.body)
+		t.Fatalf("no items: %s", a.Body)
 	}
 	out := map[string]map[string]any{}
 	for _, it := range items {
@@ -55,27 +56,27 @@ func TestMine_EachBidderSeesTheirOwnAuctions(t *testing.T) {
 
 func mineOfEachBidder(t *testing.T, st *stack) {
 	soon := auction("soon", "1.00", "1.00", 4*time.Second) // ends in 3 to 4 s (whole seconds)
-	st.addAuctions(auction("lamp", "1.00", "1.00", time.Hour), auction("desk", "1.00", "1.00", time.Hour), soon)
-	st.startWorker() // after the auctions: it lists their streams when it starts
+	st.AddAuctions(auction("lamp", "1.00", "1.00", time.Hour), auction("desk", "1.00", "1.00", time.Hour), soon)
+	st.StartWorker() // after the auctions: it lists their streams when it starts
 	for _, b := range []struct{ auction, user, amount string }{
 		{"lamp", "Alice", "10.00"}, {"lamp", "bob", "11.00"}, {"lamp", "alice", "12.00"},
 		{"desk", "bob", "10.00"},
 		{"soon", "alice", "10.00"}, {"soon", "bob", "11.00"},
 	} {
-		if a := st.bid(b.auction, b.user, b.amount); a.status != 200 {
-			t.Fatalf("%+v: %d %s", b, a.status, a.body)
+		if a := st.Bid(b.auction, b.user, b.amount); a.Status != 200 {
+			t.Fatalf("%+v: %d %s", b, a.Status, a.Body)
 		}
 	}
 	// Alice's bid on the desk is refused by the shop (strict route: 4xx withdraws): it is gone.
-	st.status.Store(409)
-	if a := st.bidOn("/strict/auctions/", "desk", "alice", "20.00"); a.status != 409 {
-		t.Fatalf("withdrawn bid: %d %s", a.status, a.body)
+	st.Status.Store(409)
+	if a := st.BidOn("/strict/auctions/", "desk", "alice", "20.00"); a.Status != 409 {
+		t.Fatalf("withdrawn bid: %d %s", a.Status, a.Body)
 	}
-	st.status.Store(200)
+	st.Status.Store(200)
 	// The worker records every bid (7, the withdrawal included) in each bidder's index.
 	eventually(t, 10*time.Second, "bids recorded", func() bool {
-		return num(st.mine("alice", "").json["total_count"]) == 2 && num(st.mine("bob", "").json["total_count"]) == 3 &&
-			strings.Contains(st.adminGet("/api/users/alice/bids").body, "withdrawn")
+		return num(st.mine("alice", "").JSON["total_count"]) == 2 && num(st.mine("bob", "").JSON["total_count"]) == 3 &&
+			strings.Contains(st.AdminGet("/api/users/alice/bids").Body, "withdrawn")
 	})
 
 	alice := mineItems(t, st.mine("alice", ""))
@@ -113,12 +114,12 @@ func mineOfEachBidder(t *testing.T, st *stack) {
 		for status, want := range filters {
 			a := st.mine(user, "?status="+status)
 			got := mineItems(t, a)
-			if len(got) != len(want) || num(a.json["total_count"]) != int64(len(want)) {
-				t.Errorf("%s status=%s: %s, want %v", user, status, a.body, want)
+			if len(got) != len(want) || num(a.JSON["total_count"]) != int64(len(want)) {
+				t.Errorf("%s status=%s: %s, want %v", user, status, a.Body, want)
 			}
 			for _, id := range want {
 				if got[id]["status"] != status {
-					t.Errorf("%s status=%s: %s missing: %s", user, status, id, a.body)
+					t.Errorf("%s status=%s: %s missing: %s", user, status, id, a.Body)
 				}
 			}
 		}
@@ -126,15 +127,15 @@ func mineOfEachBidder(t *testing.T, st *stack) {
 
 	// Nobody's identity: not the other bidder's, not the bidder's own, raw or pseudonymised.
 	for _, user := range []string{"alice", "bob"} {
-		body := st.mine(user, "").body
+		body := st.mine(user, "").Body
 		for _, secret := range []string{"alice", "bob", "Alice", st.svc.pseudonyms.of("alice"), st.svc.pseudonyms.of("bob"), "bidder"} {
 			if strings.Contains(body, secret) {
 				t.Errorf("%s's list carries %q: %s", user, secret, body)
 			}
 		}
 	}
-	if a := st.mine("carol", ""); a.status != 200 || num(a.json["total_count"]) != 0 || a.body == "" || !strings.Contains(a.body, `"items":[]`) {
-		t.Errorf("a bidder without bids: %d %s", a.status, a.body)
+	if a := st.mine("carol", ""); a.Status != 200 || num(a.JSON["total_count"]) != 0 || a.Body == "" || !strings.Contains(a.Body, `"items":[]`) {
+		t.Errorf("a bidder without bids: %d %s", a.Status, a.Body)
 	}
 }
 
@@ -143,22 +144,22 @@ func mineOfEachBidder(t *testing.T, st *stack) {
 func TestMine_PagingAndRefusals(t *testing.T) {
 	st := newStack(t, storetest.Redis(t))
 	for i := range 5 {
-		st.addAuctions(auction(fmt.Sprintf("lot%d", i), "1.00", "1.00", time.Hour))
+		st.AddAuctions(auction(fmt.Sprintf("lot%d", i), "1.00", "1.00", time.Hour))
 	}
-	st.startWorker()
+	st.StartWorker()
 	for i := range 5 {
-		if a := st.bid(fmt.Sprintf("lot%d", i), "dave", "5.00"); a.status != 200 {
-			t.Fatal(a.body)
+		if a := st.Bid(fmt.Sprintf("lot%d", i), "dave", "5.00"); a.Status != 200 {
+			t.Fatal(a.Body)
 		}
 	}
-	eventually(t, 10*time.Second, "bids recorded", func() bool { return num(st.mine("dave", "").json["total_count"]) == 5 })
+	eventually(t, 10*time.Second, "bids recorded", func() bool { return num(st.mine("dave", "").JSON["total_count"]) == 5 })
 	var seen []string
 	for page := 1; page <= 3; page++ {
 		a := st.mine("dave", fmt.Sprintf("?page=%d&page_size=2", page))
-		items, _ := a.json["items"].([]any)
-		if a.status != 200 || num(a.json["total_count"]) != 5 || num(a.json["page"]) != int64(page) || num(a.json["page_size"]) != 2 ||
+		items, _ := a.JSON["items"].([]any)
+		if a.Status != 200 || num(a.JSON["total_count"]) != 5 || num(a.JSON["page"]) != int64(page) || num(a.JSON["page_size"]) != 2 ||
 			len(items) != min(2, 5-2*(page-1)) {
-			t.Fatalf("page %d: %s", page, a.body)
+			t.Fatalf("page %d: %s", page, a.Body)
 		}
 		for _, it := range items {
 			seen = append(seen, it.(map[string]any)["auction_id"].(string))
@@ -168,33 +169,33 @@ func TestMine_PagingAndRefusals(t *testing.T) {
 	if strings.Join(seen, ",") != "lot4,lot3,lot2,lot1,lot0" {
 		t.Fatalf("pages: %v", seen)
 	}
-	if a := st.mine("dave", "?page=4&page_size=2"); a.status != 200 || len(a.json["items"].([]any)) != 0 {
-		t.Fatalf("past the end: %s", a.body)
+	if a := st.mine("dave", "?page=4&page_size=2"); a.Status != 200 || len(a.JSON["items"].([]any)) != 0 {
+		t.Fatalf("past the end: %s", a.Body)
 	}
 	for query, field := range map[string]string{"?status=open": "status", "?status=WON": "status", "?page=0": "page", "?page_size=101": "page_size"} {
-		if a := st.mine("dave", query); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != field {
-			t.Errorf("%s: %d %s", query, a.status, a.body)
+		if a := st.mine("dave", query); a.Status != 400 || a.JSON["error"] != "INVALID_REQUEST" || a.JSON["field"] != field {
+			t.Errorf("%s: %d %s", query, a.Status, a.Body)
 		}
 	}
-	if a := st.mine("", ""); a.status != 400 || a.json["error"] != "INVALID_REQUEST" || a.json["field"] != "user" {
-		t.Errorf("no identity: %d %s", a.status, a.body)
+	if a := st.mine("", ""); a.Status != 400 || a.JSON["error"] != "INVALID_REQUEST" || a.JSON["field"] != "user" {
+		t.Errorf("no identity: %d %s", a.Status, a.Body)
 	}
 
 	// The first bid route decides: a route identifying bidders by a form field reads it from the query.
 	byForm := config.Route{Name: "form-bid", Match: "POST /f/{id}", Admission: config.Admission{Type: "bid", Auction: "path:id", Amount: "form:amount", User: "form:customer"}}
-	if err := st.svc.UseIdentities([]config.Route{{Name: "browse", Match: "GET /"}, byForm, testRoutes()[4]}); err != nil {
+	if err := st.svc.UseIdentities([]config.Route{{Name: "browse", Match: "GET /"}, byForm, edgetest.Routes()[4]}); err != nil {
 		t.Fatal(err)
 	}
-	if a := st.mine("", "?customer=Dave"); num(a.json["total_count"]) != 5 {
-		t.Errorf("identified by the query: %d %s", a.status, a.body)
+	if a := st.mine("", "?customer=Dave"); num(a.JSON["total_count"]) != 5 {
+		t.Errorf("identified by the query: %d %s", a.Status, a.Body)
 	}
-	if a := st.mine("dave", ""); a.status != 400 || a.json["field"] != "user" {
-		t.Errorf("the header of a later bid route is not used: %d %s", a.status, a.body)
+	if a := st.mine("dave", ""); a.Status != 400 || a.JSON["field"] != "user" {
+		t.Errorf("the header of a later bid route is not used: %d %s", a.Status, a.Body)
 	}
 	if err := st.svc.UseIdentities(nil); err != nil {
 		t.Fatal(err)
 	}
-	if a := st.mine("dave", ""); a.status != 404 {
-		t.Errorf("without a bid route: %d %s", a.status, a.body)
+	if a := st.mine("dave", ""); a.Status != 404 {
+		t.Errorf("without a bid route: %d %s", a.Status, a.Body)
 	}
 }

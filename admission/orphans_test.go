@@ -113,25 +113,25 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 		}
 
 		// The admin view says why: the worker applies the released events.
-		sweeper.startWorker()
+		sweeper.StartWorker()
 		eventually(t, 10*time.Second, "the released orphan recorded with its reason", func() bool {
-			a := sweeper.adminGet("/api/admissions/" + released[0])
-			return a.status == 200 && a.json["state"] == "released" && a.json["reason"] == "orphaned"
+			a := sweeper.AdminGet("/api/admissions/" + released[0])
+			return a.Status == 200 && a.JSON["state"] == "released" && a.JSON["reason"] == "orphaned"
 		})
 		// The unsettled list marks the held ones and gives the tally the dashboard shows.
-		list := sweeper.adminGet("/api/admissions?state=admitted&older_than=0")
-		tally, _ := list.json["orphans"].(map[string]any)
-		if list.status != 200 || tally["held"] != float64(2) || tally["released"] != float64(2) {
-			t.Fatalf("unsettled list: %d %v", list.status, list.json)
+		list := sweeper.AdminGet("/api/admissions?state=admitted&older_than=0")
+		tally, _ := list.JSON["orphans"].(map[string]any)
+		if list.Status != 200 || tally["held"] != float64(2) || tally["released"] != float64(2) {
+			t.Fatalf("unsettled list: %d %v", list.Status, list.JSON)
 		}
 		marked := 0
-		for _, it := range list.json["items"].([]any) {
+		for _, it := range list.JSON["items"].([]any) {
 			if it.(map[string]any)["orphan"] == "held" {
 				marked++
 			}
 		}
 		if marked != 2 {
-			t.Fatalf("%d listed items marked held, want 2: %v", marked, list.json["items"])
+			t.Fatalf("%d listed items marked held, want 2: %v", marked, list.JSON["items"])
 		}
 		// Reloaded with release, the held one goes back too.
 		sweeper.svc.UseOrphans([]config.Route{{Name: "keep", Admission: config.Admission{Type: "stock", Orphans: config.OrphansRelease}}})

@@ -37,32 +37,32 @@ func TestAdminRecords_EarlierBuildsRecordsAreReadBeside(t *testing.T) {
 		s.Client.ZAdd(ctx, legacyUser, redis.Z{Score: float64(oldAt), Member: "1000"})
 		s.Client.ZAdd(ctx, st.svc.stock().table.Old.ByTime, redis.Z{Score: float64(oldAt), Member: "1000"})
 
-		st.startWorker()
+		st.StartWorker()
 		ids := st.buyTogether("p", []string{"ann"}, []int64{1})
 		eventually(t, 10*time.Second, "the new admission listed", func() bool {
 			return len(indexedIDs(t, st.svc, st.svc.stock().table, "p")) == 1
 		})
-		if a := st.adminGet("/api/admissions/1000"); a.status != 200 || num(a.json["quantity"]) != 2 {
-			t.Fatalf("the earlier build's record: %d %s", a.status, a.body)
+		if a := st.AdminGet("/api/admissions/1000"); a.Status != 200 || num(a.JSON["quantity"]) != 2 {
+			t.Fatalf("the earlier build's record: %d %s", a.Status, a.Body)
 		}
 		for _, path := range []string{"/api/users/ann/admissions", "/api/admissions"} {
-			a := st.adminGet(path)
+			a := st.AdminGet(path)
 			var got []string
-			for _, item := range a.json["items"].([]any) {
+			for _, item := range a.JSON["items"].([]any) {
 				got = append(got, item.(map[string]any)["id"].(string))
 			}
-			if want := []string{ids[0], "1000"}; !slices.Equal(got, want) || num(a.json["total_count"]) != 2 {
-				t.Fatalf("%s lists %v (total %v), want %v, newest first", path, got, a.json["total_count"], want)
+			if want := []string{ids[0], "1000"}; !slices.Equal(got, want) || num(a.JSON["total_count"]) != 2 {
+				t.Fatalf("%s lists %v (total %v), want %v, newest first", path, got, a.JSON["total_count"], want)
 			}
 		}
-		if a := st.adminSend("DELETE", "/api/admissions/1000", "", ""); a.status != 200 {
-			t.Fatalf("delete: %d %s", a.status, a.body)
+		if a := st.AdminSend("DELETE", "/api/admissions/1000", "", ""); a.Status != 200 {
+			t.Fatalf("delete: %d %s", a.Status, a.Body)
 		}
 		if s.Client.Exists(ctx, legacyKey).Val() != 0 || s.Client.ZScore(ctx, legacyUser, "1000").Err() == nil {
 			t.Fatal("the delete left the earlier build's keys")
 		}
-		if a := st.adminGet("/api/users/ann/admissions"); num(a.json["total_count"]) != 1 {
-			t.Fatalf("after the delete: %s", a.body)
+		if a := st.AdminGet("/api/users/ann/admissions"); num(a.JSON["total_count"]) != 1 {
+			t.Fatalf("after the delete: %s", a.Body)
 		}
 	})
 }
@@ -155,9 +155,9 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 				}
 			}
 			// The admin API shows what is left; the held admission is still settled by its record.
-			a := st.adminGet("/api/admissions?page_size=1")
-			if num(a.json["total_count"]) != int64(old-20+2) {
-				t.Fatalf("the admin list counts %v", a.json["total_count"])
+			a := st.AdminGet("/api/admissions?page_size=1")
+			if num(a.JSON["total_count"]) != int64(old-20+2) {
+				t.Fatalf("the admin list counts %v", a.JSON["total_count"])
 			}
 			if rec, found, err := svc.stock().adminRecord(ctx, held); err != nil || !found || rec.State != "admitted" {
 				t.Fatalf("the unsettled admission's record: %+v %v %v", rec, found, err)
@@ -188,7 +188,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 func TestAdminRecords_KeysExpireAfterTheRetention(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
-		st.startWorker()
+		st.StartWorker()
 		ctx := context.Background()
 		id := st.buyTogether("p", []string{"ann"}, []int64{1})[0]
 		eventually(t, 10*time.Second, "indexed", func() bool { return len(indexedIDs(t, st.svc, st.svc.stock().table, "p")) == 1 })
@@ -222,7 +222,7 @@ func TestAdminRecords_KeysExpireAfterTheRetention(t *testing.T) {
 func TestAdminRecords_EachOwnersRecordsUnderItsOwnTag(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
-		st.startWorker()
+		st.StartWorker()
 		ctx := context.Background()
 		var bought []string // oldest first
 		for _, b := range []struct{ product, user string }{{"p", "ann"}, {"q", "ann"}, {"q", "ben"}, {"p", "ann"}} {
@@ -230,28 +230,28 @@ func TestAdminRecords_EachOwnersRecordsUnderItsOwnTag(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		eventually(t, 10*time.Second, "all four listed", func() bool {
-			return num(st.adminGet("/api/admissions").json["total_count"]) == 4
+			return num(st.AdminGet("/api/admissions").JSON["total_count"]) == 4
 		})
 		ids := func(a answer) []string {
 			var out []string
-			for _, item := range a.json["items"].([]any) {
+			for _, item := range a.JSON["items"].([]any) {
 				out = append(out, item.(map[string]any)["id"].(string))
 			}
 			return out
 		}
 		newest := slices.Clone(bought)
 		slices.Reverse(newest)
-		if got := ids(st.adminGet("/api/admissions")); !slices.Equal(got, newest) {
+		if got := ids(st.AdminGet("/api/admissions")); !slices.Equal(got, newest) {
 			t.Fatalf("the admin list reads %v, want %v", got, newest)
 		}
-		if got := ids(st.adminGet("/api/admissions?page=2&page_size=3")); !slices.Equal(got, newest[3:]) {
+		if got := ids(st.AdminGet("/api/admissions?page=2&page_size=3")); !slices.Equal(got, newest[3:]) {
 			t.Fatalf("page 2 reads %v, want %v", got, newest[3:])
 		}
-		if got, want := ids(st.adminGet("/api/users/ann/admissions")), []string{bought[3], bought[1], bought[0]}; !slices.Equal(got, want) {
+		if got, want := ids(st.AdminGet("/api/users/ann/admissions")), []string{bought[3], bought[1], bought[0]}; !slices.Equal(got, want) {
 			t.Fatalf("ann's list reads %v, want %v", got, want)
 		}
-		if a := st.adminGet("/api/admissions/" + bought[2]); a.status != 200 || a.json["product_id"] != "q" {
-			t.Fatalf("one admission: %d %s", a.status, a.body)
+		if a := st.AdminGet("/api/admissions/" + bought[2]); a.Status != 200 || a.JSON["product_id"] != "q" {
+			t.Fatalf("one admission: %d %s", a.Status, a.Body)
 		}
 		for _, product := range []string{"p", "q"} {
 			for _, key := range []string{recordsKey(s.Keys, product, bought[0]), idsKey(s.Keys, product, recordsDay(bought[0])), usersKey(s.Keys, product)} {
@@ -302,8 +302,8 @@ func TestAdminRecords_PagesHoldEachRecordOnceWhenAppliedLate(t *testing.T) {
 		add("p", 1) // admitted first, applied last: at the tail of p's list
 		seen := map[string]int{}
 		for page := 1; page <= 5; page++ {
-			a := st.adminGet(fmt.Sprintf("/api/admissions?page=%d&page_size=1", page))
-			for _, item := range a.json["items"].([]any) {
+			a := st.AdminGet(fmt.Sprintf("/api/admissions?page=%d&page_size=1", page))
+			for _, item := range a.JSON["items"].([]any) {
 				seen[item.(map[string]any)["id"].(string)]++
 			}
 		}

@@ -37,10 +37,10 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		second := first.replica(2, products...)
 		replicas := []*stack{first, second}
 		lot := auction(auctionID, "100.00", "1.00", time.Hour)
-		first.addAuctions(lot)
-		second.addAuctions(lot)
-		first.startWorker()
-		second.startWorker()
+		first.AddAuctions(lot)
+		second.AddAuctions(lot)
+		first.StartWorker()
+		second.StartWorker()
 		ctx := context.Background()
 
 		// A watcher samples the stock while the sale runs.
@@ -75,10 +75,10 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		checkout := func(r int, productID, buyer string) (refusal string) {
 			a := replicas[r].checkout(productID, buyer, nil)
 			switch {
-			case a.status == 200:
-				id, ok := strings.CutPrefix(a.body, "origin took admission ")
+			case a.Status == 200:
+				id, ok := strings.CutPrefix(a.Body, "origin took admission ")
 				if !ok || id == "" {
-					t.Errorf("%s admitted without an admission id at the origin: %s", buyer, a.body)
+					t.Errorf("%s admitted without an admission id at the origin: %s", buyer, a.Body)
 					return ""
 				}
 				if node := nodeOf(t, id); node != uint64(r+1) {
@@ -93,11 +93,11 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 				perBuyer[sale{productID, buyer}]++
 				byReplica[r]++
 				return ""
-			case a.status == 409 && (a.json["error"] == "INSUFFICIENT_STOCK" || a.json["error"] == "PURCHASE_IN_PROGRESS" ||
-				a.json["error"] == "ALREADY_PURCHASED"):
-				return a.json["error"].(string)
+			case a.Status == 409 && (a.JSON["error"] == "INSUFFICIENT_STOCK" || a.JSON["error"] == "PURCHASE_IN_PROGRESS" ||
+				a.JSON["error"] == "ALREADY_PURCHASED"):
+				return a.JSON["error"].(string)
 			default:
-				t.Errorf("%s: %d %s", buyer, a.status, a.body)
+				t.Errorf("%s: %d %s", buyer, a.Status, a.Body)
 				return "?"
 			}
 		}
@@ -110,12 +110,12 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			r := j % 2
 			time.Sleep(rand.N(800 * time.Millisecond))
 			amount := 10000 + time.Since(start).Milliseconds()*200 + rand.Int64N(200)
-			a := replicas[r].bid(auctionID, fmt.Sprintf("bidder-%d", j%bidders), money.Format(amount))
+			a := replicas[r].Bid(auctionID, fmt.Sprintf("bidder-%d", j%bidders), money.Format(amount))
 			o.record(t, auctionID, amount, a)
-			if a.status != 200 {
+			if a.Status != 200 {
 				return
 			}
-			id := a.header.Get("X-Bid-Id")
+			id := a.Header.Get("X-Bid-Id")
 			if node := nodeOf(t, id); node != uint64(r+1) {
 				t.Errorf("replica %d accepted bid %s with an id of node %d", r+1, id, node)
 			}
@@ -220,7 +220,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			}
 		}
 		reached := 0
-		first.ids.Range(func(id, _ any) bool {
+		first.IDs.Range(func(id, _ any) bool {
 			reached++
 			if _, ok := admittedIDs[id.(string)]; !ok {
 				t.Errorf("admission %s reached the origin without a 200 to its buyer", id)
@@ -255,7 +255,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			t.Fatalf("%d bids answered 200, %d accepted in the store", len(acceptedIDs), len(events))
 		}
 		var maxAccepted int64
-		first.bids.Range(func(_, amount any) bool {
+		first.Bids.Range(func(_, amount any) bool {
 			cents, err := money.Parse(amount.(string))
 			if err != nil {
 				t.Errorf("the origin got amount %q", amount)
@@ -265,34 +265,34 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		})
 		for _, rp := range replicas {
 			rp.svc.bid().reads.forget(auctionID)
-			h := rp.get("/_edgeq/auctions/" + auctionID + "/highest-bid")
-			hb, _ := h.json["highest_bid"].(map[string]any)
-			if h.status != 200 || hb["amount"] != money.Format(maxAccepted) {
-				t.Fatalf("highest bid on a replica: %s, want the largest accepted, %s", h.body, money.Format(maxAccepted))
+			h := rp.Get("/_edgeq/auctions/" + auctionID + "/highest-bid")
+			hb, _ := h.JSON["highest_bid"].(map[string]any)
+			if h.Status != 200 || hb["amount"] != money.Format(maxAccepted) {
+				t.Fatalf("highest bid on a replica: %s, want the largest accepted, %s", h.Body, money.Format(maxAccepted))
 			}
 		}
-		if want := int64(reached + len(events)); first.hits.Load() != want {
-			t.Fatalf("%d requests reached the origin, want %d admissions + %d accepted bids", first.hits.Load(), reached, len(events))
+		if want := int64(reached + len(events)); first.Hits.Load() != want {
+			t.Fatalf("%d requests reached the origin, want %d admissions + %d accepted bids", first.Hits.Load(), reached, len(events))
 		}
 
 		// The two workers index every event exactly once.
 		eventually(t, 30*time.Second, "admissions indexed", func() bool {
-			return num(second.adminGet("/api/admissions?page_size=1").json["total_count"]) == int64(len(admittedIDs))
+			return num(second.AdminGet("/api/admissions?page_size=1").JSON["total_count"]) == int64(len(admittedIDs))
 		})
-		lb := first.adminGet("/api/leaderboard")
-		items, _ := lb.json["items"].([]any)
+		lb := first.AdminGet("/api/leaderboard")
+		items, _ := lb.JSON["items"].([]any)
 		sales := map[string]int64{}
 		for _, it := range items {
 			row, _ := it.(map[string]any)
 			sales[fmt.Sprint(row["product_id"])] = num(row["sales"])
 		}
 		if len(sales) != 2 || sales[productID] != units || sales[spareID] != collectors*perUser {
-			t.Fatalf("leaderboard %s, want %d and %d sales counted once", lb.body, units, collectors*perUser)
+			t.Fatalf("leaderboard %s, want %d and %d sales counted once", lb.Body, units, collectors*perUser)
 		}
 		eventually(t, 30*time.Second, "bids indexed", func() bool {
 			var total int64
 			for b := range bidders {
-				total += num(replicas[b%2].adminGet(fmt.Sprintf("/api/users/bidder-%d/bids?page_size=1", b)).json["total_count"])
+				total += num(replicas[b%2].AdminGet(fmt.Sprintf("/api/users/bidder-%d/bids?page_size=1", b)).JSON["total_count"])
 			}
 			return total == int64(len(events))
 		})

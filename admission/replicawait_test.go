@@ -53,23 +53,23 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	s, replica := storetest.Replicated(t, 150*time.Millisecond)
 	ctx := context.Background()
 	st := newStack(t, s, product("p", 100, 1))
-	st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
-	st.startWorker()
+	st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
+	st.StartWorker()
 
 	s.SetWaitReplicas(2, 50*time.Millisecond)
 	for _, path := range []string{"/checkout/p", "/open-checkout/p"} {
-		req, _ := http.NewRequest("POST", st.public.URL+path, strings.NewReader(url.Values{}.Encode()))
+		req, _ := http.NewRequest("POST", st.Public.URL+path, strings.NewReader(url.Values{}.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Accept", "application/json")
 		req.Header.Set("X-User", "ann")
-		if a := do(t, req); a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" {
-			t.Fatalf("%s with the replicas not confirming: %d %s", path, a.status, a.body)
+		if a := do(t, req); a.Status != 503 || a.JSON["error"] != "STORE_UNAVAILABLE" {
+			t.Fatalf("%s with the replicas not confirming: %d %s", path, a.Status, a.Body)
 		}
 	}
-	if a := st.bid("lot", "bea", "150.00"); a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" {
-		t.Fatalf("bid with the replicas not confirming: %d %s", a.status, a.body)
+	if a := st.Bid("lot", "bea", "150.00"); a.Status != 503 || a.JSON["error"] != "STORE_UNAVAILABLE" {
+		t.Fatalf("bid with the replicas not confirming: %d %s", a.Status, a.Body)
 	}
-	if n := st.hits.Load(); n != 0 {
+	if n := st.Hits.Load(); n != 0 {
 		t.Fatalf("%d unconfirmed admissions reached the shop", n)
 	}
 	if r := st.remaining("p"); r != 100 {
@@ -93,15 +93,15 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	// of the fifty buyers below timed out and they were answered 503. What is checked does not depend
 	// on it: the replica holds what the shop gets. (The timeout's own path is the 50 ms case above.)
 	s.SetWaitReplicas(1, 10*time.Second)
-	if a := st.checkout("p", "cal", nil); a.status != 200 {
-		t.Fatalf("checkout with the replica confirming: %d %s", a.status, a.body)
+	if a := st.checkout("p", "cal", nil); a.Status != 200 {
+		t.Fatalf("checkout with the replica confirming: %d %s", a.Status, a.Body)
 	}
 	// Read on the replica right after the answer: without the WAIT it would be 150 ms behind.
 	if n, err := replica.Get(ctx, stockKey(s.Keys, "p")).Int64(); err != nil || n != 99 {
 		t.Fatalf("the replica holds stock %d (%v) when the shop has the purchase, want 99", n, err)
 	}
-	if a := st.bid("lot", "bea", "150.00"); a.status != 200 {
-		t.Fatalf("bid with the replica confirming: %d %s", a.status, a.body)
+	if a := st.Bid("lot", "bea", "150.00"); a.Status != 200 {
+		t.Fatalf("bid with the replica confirming: %d %s", a.Status, a.Body)
 	}
 	if h := replica.HGet(ctx, auctionHighestKey(s.Keys, "lot"), "amount").Val(); h != "15000" {
 		t.Fatalf("the replica's highest bid %q when the shop has the bid, want 15000", h)
@@ -116,8 +116,8 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 		wg.Go(func() {
 			user := "buyer" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26))
 			a := st.checkout("p", user, nil)
-			if a.status != 200 {
-				missing <- a.body
+			if a.Status != 200 {
+				missing <- a.Body
 			}
 		})
 	}
@@ -126,7 +126,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	for m := range missing {
 		t.Errorf("a concurrent purchase: %s", m)
 	}
-	st.ids.Range(func(k, _ any) bool {
+	st.IDs.Range(func(k, _ any) bool {
 		id := k.(string)
 		if !replica.HExists(ctx, recordsKey(s.Keys, "p", id), id).Val() {
 			t.Errorf("admission %s reached the shop and is not on the replica", id)
@@ -145,13 +145,13 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	for i := range 50 {
 		lots = append(lots, auction(fmt.Sprintf("lot-%d", i), "100.00", "1.00", time.Hour))
 	}
-	st.addAuctions(lots...)
+	st.AddAuctions(lots...)
 	acked = storeWaits(t, s, "acked")
 	for i := range 50 {
 		wg.Go(func() {
 			lot := fmt.Sprintf("lot-%d", i)
-			if a := st.bid(lot, fmt.Sprintf("bidder-%d", i), "150.00"); a.status != 200 {
-				t.Errorf("a concurrent bid on %s: %d %s", lot, a.status, a.body)
+			if a := st.Bid(lot, fmt.Sprintf("bidder-%d", i), "150.00"); a.Status != 200 {
+				t.Errorf("a concurrent bid on %s: %d %s", lot, a.Status, a.Body)
 			} else if h := replica.HGet(ctx, auctionHighestKey(s.Keys, lot), "amount").Val(); h != "15000" {
 				t.Errorf("the replica's highest bid on %s is %q when the shop has the bid", lot, h)
 			}
@@ -171,21 +171,21 @@ func TestReplicaWait_AMasterRefusingWritesForWantOfReplicasIsNotBypassed(t *test
 	s, _ := storetest.Replicated(t, 0)
 	ctx := context.Background()
 	st := newStack(t, s, product("p", 10, 1))
-	st.addAuctions(auction("lot", "100.00", "1.00", time.Hour))
+	st.AddAuctions(auction("lot", "100.00", "1.00", time.Hour))
 	if err := s.Client.ConfigSet(ctx, "min-replicas-to-write", "2").Err(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Client.ConfigSet(context.Background(), "min-replicas-to-write", "0") })
-	req, _ := http.NewRequest("POST", st.public.URL+"/open-checkout/p", nil)
+	req, _ := http.NewRequest("POST", st.Public.URL+"/open-checkout/p", nil)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("X-User", "ann")
-	if a := do(t, req); a.status != 503 || a.json["error"] != "STORE_UNAVAILABLE" {
-		t.Fatalf("open checkout with the master refusing writes: %d %s", a.status, a.body)
+	if a := do(t, req); a.Status != 503 || a.JSON["error"] != "STORE_UNAVAILABLE" {
+		t.Fatalf("open checkout with the master refusing writes: %d %s", a.Status, a.Body)
 	}
-	if a := st.bid("lot", "bea", "150.00"); a.status != 503 {
-		t.Fatalf("bid with the master refusing writes: %d %s", a.status, a.body)
+	if a := st.Bid("lot", "bea", "150.00"); a.Status != 503 {
+		t.Fatalf("bid with the master refusing writes: %d %s", a.Status, a.Body)
 	}
-	if st.hits.Load() != 0 {
+	if st.Hits.Load() != 0 {
 		t.Fatal("a purchase the store refused reached the shop")
 	}
 	if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "replica_timeout")); got != 1 {

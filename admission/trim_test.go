@@ -64,7 +64,7 @@ func TestStreams_TrimmedOnlyBelowWhatEveryGroupAcknowledged(t *testing.T) {
 			st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock(), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
 		}
 
-		st.startWorker()
+		st.StartWorker()
 		buy(0, 80)
 		eventually(t, 20*time.Second, "the admin-index worker reads and acknowledges all 80", workerRead(80))
 		trimPass()
