@@ -4,7 +4,7 @@ package admission
 // them by type assertion, so a method that drifted from its interface (a rename of one side only)
 // would otherwise be skipped without a word.
 var (
-	// stock
+	// stock (the bid kind's are in its package)
 	_ Holder         = (*stockKind)(nil)
 	_ GroupedKind    = (*stockKind)(nil)
 	_ BusyKind       = (*stockKind)(nil)
@@ -19,16 +19,4 @@ var (
 	_ SeededKind     = (*stockKind)(nil)
 	_ LedgeredKind   = (*stockKind)(nil)
 	_ ReportedKind   = (*stockKind)(nil)
-	// bid
-	_ Discoverer     = (*bidKind)(nil)
-	_ RunnerKind     = (*bidKind)(nil)
-	_ ConfiguredKind = (*bidKind)(nil)
-	_ MinedKind      = (*bidKind)(nil)
-	_ TabledKind     = (*bidKind)(nil)
-	_ CachingKind    = (*bidKind)(nil)
-	_ PagedKind      = (*bidKind)(nil)
-	_ ViewedKind     = (*bidKind)(nil)
-	_ SeededKind     = (*bidKind)(nil)
-	_ LedgeredKind   = (*bidKind)(nil)
-	_ ReportedKind   = (*bidKind)(nil)
 )

@@ -13,7 +13,7 @@ import (
 // Every kind's refusals read in the shopper's language: a refusal a browser gets as the error page
 // (not one with a page of its own, such as the sold-out page) has its message, and its heading where
 // the kind gives one, in every language's texts, which the kind keeps beside its code
-// (texts/<kind>/<tag>.json, templates.RegisterTexts).
+// (a texts/<tag>.json of its own, templates.RegisterTexts).
 func TestKindCodes_EveryRefusalInEveryLanguage(t *testing.T) {
 	if err := templates.CheckLanguages(); err != nil {
 		t.Fatal(err)

@@ -24,8 +24,6 @@ type stack struct {
 	svc *Service
 }
 
-const adminKey = edgetest.AdminKey
-
 // The stack's helpers, under the names these tests use.
 type answer = edgetest.Answer
 
@@ -43,8 +41,6 @@ func newService(d edgetest.Deps) edgetest.Service {
 		Prefix: "/_edgeq", Responder: d.Responder, Logger: d.Logger, Registry: d.Registry,
 		Backoff:   []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
 		ClaimIdle: 300 * time.Millisecond,
-		// auctions_source's breaker: the default 5 failures, a cool-down short enough to wait for.
-		SourceCooldown: sourceCooldown,
 	})
 }
 
@@ -72,6 +68,9 @@ func (st *stack) replica(node int64, products ...config.Product) *stack {
 	st.T.Helper()
 	return wrap(st.Stack.Replica(node, products...))
 }
+
+// bids is the bid kind, its own package linked by kinds_link_test.go.
+func (st *stack) bids() Kind { return st.svc.kindOf(config.AdmissionBid) }
 
 // buyTogether admits purchases of one product in one reserve.lua call, as the reserver groups
 // requests that arrive together, and commits them, as a replica does once the shop accepted each: one

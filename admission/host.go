@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -88,3 +89,13 @@ func WritePage[T any](w http.ResponseWriter, items []T, total, page, size int64,
 
 // Prefix starts the paths of every kind's public reads (admission.prefix).
 func (s *Service) Prefix() string { return s.o.Prefix }
+
+// SourceBreaker is the circuit breaker of a kind's source of unknown owners when its settings leave
+// it unset: open after failures failures in a row, for cooldown (Options.SourceFailures and
+// SourceCooldown).
+func (s *Service) SourceBreaker() (failures int, cooldown time.Duration) {
+	return s.o.SourceFailures, s.o.SourceCooldown
+}
+
+// Kind is the linked kind whose routes' admission.type is name, nil when none is.
+func (s *Service) Kind(name string) Kind { return s.kindOf(name) }

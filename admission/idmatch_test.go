@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/metrics"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/luascript"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/proxy"
@@ -80,6 +82,10 @@ func TestIDMatch_AdminCreatedIDsAreGuardedInEverySpellingUntilDeleted(t *testing
 	})
 }
 
+// auctionScript is the bid kind's auction.lua, run as its package runs it, to write an auction as an
+// earlier build did.
+var auctionScript = Script("auction.lua", luascript.From(os.DirFS("bid"), "scripts").Read("auction.lua"))
+
 // Products and auctions that a build before id_match created (in the store's index, not in the
 // spellings index) are guarded in every spelling once a replica of this build has started (Run).
 func TestIDMatch_IDsOfAnEarlierBuildAreGuardedAfterStart(t *testing.T) {
@@ -90,12 +96,12 @@ func TestIDMatch_IDsOfAnEarlierBuildAreGuardedAfterStart(t *testing.T) {
 			"create", "Old", 100, "", 1, 5).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := auctionScript.Run(ctx, s.Client, []string{auctionInfoKey(s.Keys, "Old-Lot")}, 1000, 100,
+		if err := auctionScript.Run(ctx, s.Client, []string{s.Keys.Auction("Old-Lot", "info")}, 1000, 100,
 			time.Now().Add(time.Hour).UnixMilli(), "", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
 		s.Client.SAdd(ctx, productIndexKey(s.Keys), "Old-1")
-		s.Client.SAdd(ctx, auctionIndexKey(s.Keys), "Old-Lot")
+		s.Client.SAdd(ctx, New(Options{Store: s}).kindOf(config.AdmissionBid).OwnersKey(), "Old-Lot")
 
 		st := newStack(t, s)
 		st.StartWorker() // indexes them at start

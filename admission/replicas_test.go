@@ -16,6 +16,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/testutil/edgetest"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
 
@@ -103,7 +104,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		}
 		// Bidders arrive over most of a second with amounts rising with time, so that bids race across
 		// the replicas and many, not all, are accepted.
-		o := newBidOutcomes()
+		o := edgetest.NewBidOutcomes()
 		acceptedIDs := map[string]int{} // bid id -> replica that answered
 		start := time.Now()
 		bid := func(j int) {
@@ -111,7 +112,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			time.Sleep(rand.N(800 * time.Millisecond))
 			amount := 10000 + time.Since(start).Milliseconds()*200 + rand.Int64N(200)
 			a := replicas[r].Bid(auctionID, fmt.Sprintf("bidder-%d", j%bidders), money.Format(amount))
-			o.record(t, auctionID, amount, a)
+			o.Record(t, auctionID, amount, a)
 			if a.Status != 200 {
 				return
 			}
@@ -239,16 +240,16 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		}
 
 		// Bids: strictly increasing in acceptance order, each at the origin once, the highest the largest.
-		checkAuction(t, first, auctionID, o)
-		events := auctionEvents(t, first, auctionID)
+		edgetest.CheckAuction(t, first.Stack, auctionID, s.Keys.Auction(auctionID, "events"), o, func(id string) { forget(first.bids(), id) })
+		events := edgetest.AuctionEvents(t, first.Stack, s.Keys.Auction(auctionID, "events"))
 		bidsByReplica := [2]int{}
 		inStore := map[string]bool{}
 		for _, e := range events {
-			r, ok := acceptedIDs[e.id]
-			if !ok || inStore[e.id] {
-				t.Fatalf("accepted bid %s: answered 200 %v, twice in the store %v", e.id, ok, inStore[e.id])
+			r, ok := acceptedIDs[e.ID]
+			if !ok || inStore[e.ID] {
+				t.Fatalf("accepted bid %s: answered 200 %v, twice in the store %v", e.ID, ok, inStore[e.ID])
 			}
-			inStore[e.id] = true
+			inStore[e.ID] = true
 			bidsByReplica[r]++
 		}
 		if len(acceptedIDs) != len(events) {
@@ -264,7 +265,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			return true
 		})
 		for _, rp := range replicas {
-			rp.svc.bid().reads.forget(auctionID)
+			forget(rp.bids(), auctionID)
 			h := rp.Get("/_edgeq/auctions/" + auctionID + "/highest-bid")
 			hb, _ := h.JSON["highest_bid"].(map[string]any)
 			if h.Status != 200 || hb["amount"] != money.Format(maxAccepted) {
@@ -297,14 +298,14 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			return total == int64(len(events))
 		})
 		for _, stream := range []string{eventsKey(s.Keys, productID), admitsKey(s.Keys, productID), eventsKey(s.Keys, spareID),
-			admitsKey(s.Keys, spareID), auctionEventsKey(s.Keys, auctionID)} {
+			admitsKey(s.Keys, spareID), s.Keys.Auction(auctionID, "events")} {
 			eventually(t, 30*time.Second, "nothing pending on "+stream, func() bool {
 				p, err := s.Client.XPending(ctx, stream, groupName).Result()
 				return err == nil && p.Count == 0
 			})
 		}
 		t.Logf("admissions by replica %v, accepted bids by replica %v, %d too low, %d below the start",
-			byReplica, bidsByReplica, len(o.tooLow[auctionID]), o.invalid.Load())
+			byReplica, bidsByReplica, len(o.TooLow[auctionID]), o.Invalid.Load())
 	})
 }
 
@@ -330,7 +331,7 @@ func spreadIDs(t *testing.T, s *store.Store) (productID, auctionID string) {
 			continue
 		}
 		id := fmt.Sprintf("lot-%d", i)
-		if node := storetest.MasterOf(t, s, auctionInfoKey(s.Keys, id)); node != adm && node != productNode {
+		if node := storetest.MasterOf(t, s, s.Keys.Auction(id, "info")); node != adm && node != productNode {
 			auctionID = id
 		}
 	}

@@ -71,7 +71,7 @@ func TestCompensation_ShutdownLogsWhatIsLost(t *testing.T) {
 	logs := &syncBuffer{}
 	st.svc.logger = slog.New(slog.NewTextHandler(logs, nil))
 	st.svc.compensateLater(st.svc.stock(), Claim{Owner: "sneaker", User: "u", ID: "801"})
-	st.svc.compensateLater(st.svc.bid(), Claim{Owner: "lot", ID: "802"})
+	st.svc.compensateLater(st.bids(), Claim{Owner: "lot", ID: "802"})
 	st.svc.finishCompensations(500 * time.Millisecond)
 	out := logs.String()
 	for _, want := range []string{"id=801 type=stock product=sneaker", "id=802 type=bid auction=lot"} {

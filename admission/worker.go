@@ -218,3 +218,19 @@ func (s *Service) retry(ctx context.Context, fn func() error) error {
 		}
 	}
 }
+
+// Worker is the event worker driven one pass at a time, for tools that time the store's side of a
+// kind (benchmarks); Run drives its own.
+type Worker struct{ w *worker }
+
+// Worker is an event worker of its own consumer name, not running.
+func (s *Service) Worker(consumer string) *Worker {
+	return &Worker{&worker{s: s, consumer: consumer, groups: map[string]bool{}}}
+}
+
+// Pass reads what is new on every stream once and applies it, as each beat of Run does; it reports
+// whether it found anything.
+func (w *Worker) Pass(ctx context.Context) bool {
+	f, _ := w.w.pass(ctx)
+	return f != foundNothing
+}

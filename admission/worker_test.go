@@ -222,3 +222,59 @@ func TestFoundIn_AFullReadOfAnyStreamIsABacklog(t *testing.T) {
 		}
 	}
 }
+
+// After a take-over the worker may apply a release or withdrawal before the entry it undoes; the
+// record keeps the later state either way (a stock admission's record is the scripts' own, which
+// the release wrote: the worker only lists it).
+func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
+	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 10, 1))
+		ctx := context.Background()
+		const pseudo = "0123456789abcdef0123456789abcdef"
+		adm, bidID := st.svc.o.IDs.NextString(), st.svc.o.IDs.NextString()
+		s.Client.HSet(ctx, recordsKey(s.Keys, "p", adm), adm, "released u 1 1000 - 2000")
+		s.Client.SAdd(ctx, st.bids().OwnersKey(), "lot") // as the auction's creation indexes it
+		stock := func(msg redis.XMessage) func() error {
+			apply, err := st.svc.applier(ownerStream{kind: st.svc.stock(), owner: "p"}, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error { return apply(ctx) }
+		}
+		bid := func(msg redis.XMessage) func() error {
+			apply, err := st.svc.applier(ownerStream{kind: st.bids(), owner: "lot"}, msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return func() error { return apply(ctx) }
+		}
+		for _, apply := range []func() error{
+			stock(redis.XMessage{ID: "2-0", Values: map[string]any{"type": "released",
+				"admission": adm, "user": "u", "qty": "1", "at": "1000", "released_at": "2000"}}),
+			stock(redis.XMessage{ID: "1-0", Values: map[string]any{"type": "admitted",
+				"admission": adm, "user": "u", "qty": "1", "at": "1000"}}),
+			bid(redis.XMessage{ID: "2-0", Values: map[string]any{"type": "withdrawn",
+				"bid": bidID, "user": pseudo, "amount": "500", "at": "1000", "withdrawn_at": "2000"}}),
+			bid(redis.XMessage{ID: "1-0", Values: map[string]any{"type": "bid",
+				"bid": bidID, "user": pseudo, "amount": "500", "at": "1000"}}),
+		} {
+			if err := apply(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if a := st.AdminGet("/api/admissions/" + adm); a.JSON["state"] != "released" || a.JSON["released_at"] != "1970-01-01T00:00:02.000Z" {
+			t.Fatalf("admission after out-of-order entries: %s", a.Body)
+		}
+		if a := st.AdminGet("/api/admissions"); num(a.JSON["total_count"]) != 1 {
+			t.Fatalf("listed: %s", a.Body)
+		}
+		items, _ := st.AdminGet("/api/users/" + pseudo + "/bids?pseudonym=1").JSON["items"].([]any)
+		if len(items) != 1 || items[0].(map[string]any)["state"] != "withdrawn" {
+			t.Fatalf("bid after out-of-order entries: %v", items)
+		}
+		lb := st.AdminGet("/api/leaderboard").JSON["items"].([]any)
+		if len(lb) != 0 {
+			t.Fatalf("leaderboard after an admission and its release: %v", lb)
+		}
+	})
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/admission/bid"
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/money"
@@ -184,7 +185,7 @@ func rawBids(addr string, concurrency int, duration time.Duration) (load.Sample,
 	next.Store(1 << 40)
 	return load.Loop("bid.lua alone", concurrency, duration, func(client int) error {
 		n := next.Add(1)
-		code, err := svc.PlaceBid(ctx, "raw", "raw-"+strconv.Itoa(client), strconv.FormatInt(n, 10), n)
+		code, err := bid.Place(ctx, svc, "raw", "raw-"+strconv.Itoa(client), strconv.FormatInt(n, 10), n)
 		if err == nil && code > 1 { // 1 (too low) is a race lost to another client: an answer like any other
 			err = fmt.Errorf("bid.lua answered %d", code)
 		}

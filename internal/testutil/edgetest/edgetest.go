@@ -193,7 +193,7 @@ func (st *Stack) serveOrigin(w http.ResponseWriter, r *http.Request) {
 		w.(http.Flusher).Flush()
 		<-hold
 	}
-	io.WriteString(w, "origin took admission "+r.Header.Get(AdmissionHeader))
+	_, _ = io.WriteString(w, "origin took admission "+r.Header.Get(AdmissionHeader))
 }
 
 // fail answers as a broken origin does: "hang" never answers, "reset" closes the connection with a
@@ -209,13 +209,13 @@ func fail(t *testing.T, w http.ResponseWriter, r *http.Request, f string) {
 			return
 		}
 		if f == "garbage" {
-			buf.WriteString("SURPRISE\r\n\x00\x01 not http at all\r\n\r\n")
-			buf.Flush()
+			_, _ = buf.WriteString("SURPRISE\r\n\x00\x01 not http at all\r\n\r\n")
+			_ = buf.Flush()
 		}
 		if tcp, ok := conn.(*net.TCPConn); ok {
-			tcp.SetLinger(0) // a reset, not a clean close
+			_ = tcp.SetLinger(0) // a reset, not a clean close
 		}
-		conn.Close()
+		_ = conn.Close()
 	}
 }
 
@@ -303,10 +303,10 @@ func Do(t *testing.T, req *http.Request) Answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	raw, _ := io.ReadAll(resp.Body)
 	a := Answer{Status: resp.StatusCode, Header: resp.Header, Body: string(raw)}
-	json.Unmarshal(raw, &a.JSON)
+	_ = json.Unmarshal(raw, &a.JSON) // a body that is no JSON object leaves JSON nil
 	return a
 }
 
@@ -381,4 +381,28 @@ func Product(id string, stock int64, perUser int) config.Product {
 func Num(v any) int64 {
 	f, _ := v.(float64)
 	return int64(f)
+}
+
+// Admissions is the replica's edgeq_admissions_total of one kind and result (0 when it has none).
+func (st *Stack) Admissions(kind, result string) float64 {
+	st.T.Helper()
+	families, err := st.Reg.Gather()
+	if err != nil {
+		st.T.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "edgeq_admissions_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["type"] == kind && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

@@ -1,4 +1,4 @@
-package admission
+package bid
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/money"
@@ -89,7 +90,7 @@ func (c *auctionReads) forget(id string) {
 }
 
 // view returns the auction's snapshot, loading it when missing or older than readTTL.
-func (k *bidKind) view(ctx context.Context, id string) (*auctionView, error) {
+func (k *kind) view(ctx context.Context, id string) (*auctionView, error) {
 	c := &k.reads
 	c.mu.Lock()
 	if v, ok := c.entries[id]; ok && time.Since(v.at) < readTTL {
@@ -132,7 +133,7 @@ func (k *bidKind) view(ctx context.Context, id string) (*auctionView, error) {
 }
 
 // loadView reads an auction's info, highest bid and counts in one round trip.
-func (k *bidKind) loadView(ctx context.Context, id string) (*auctionView, error) {
+func (k *kind) loadView(ctx context.Context, id string) (*auctionView, error) {
 	s := k.s
 	pipe := s.Client().Pipeline()
 	info := pipe.HGetAll(ctx, auctionInfoKey(s.Keys(), id))
@@ -164,7 +165,7 @@ func (k *bidKind) loadView(ctx context.Context, id string) (*auctionView, error)
 }
 
 // page returns one page of the history, newest first (highest first: accepted bids only ever rise).
-func (k *bidKind) page(ctx context.Context, id string, v *auctionView, page, size int64) ([]Bid, error) {
+func (k *kind) page(ctx context.Context, id string, v *auctionView, page, size int64) ([]Bid, error) {
 	s := k.s
 	v.pageMu.Lock()
 	defer v.pageMu.Unlock()
@@ -189,7 +190,7 @@ func (k *bidKind) page(ctx context.Context, id string, v *auctionView, page, siz
 	return items, nil
 }
 
-func (k *bidKind) auctionFor(w http.ResponseWriter, r *http.Request) (string, *auctionView, bool) {
+func (k *kind) auctionFor(w http.ResponseWriter, r *http.Request) (string, *auctionView, bool) {
 	s := k.s
 	id, ok := s.PathID(w, r)
 	if !ok {
@@ -215,15 +216,15 @@ func highestBody(id string, v *auctionView) map[string]any {
 	return body
 }
 
-func (k *bidKind) handleHighest(w http.ResponseWriter, r *http.Request) {
+func (k *kind) handleHighest(w http.ResponseWriter, r *http.Request) {
 	if id, v, ok := k.auctionFor(w, r); ok {
 		web.WriteJSON(w, http.StatusOK, highestBody(id, v))
 	}
 }
 
-func (k *bidKind) handleHistory(w http.ResponseWriter, r *http.Request) {
+func (k *kind) handleHistory(w http.ResponseWriter, r *http.Request) {
 	s := k.s
-	page, size, e := Paging(r)
+	page, size, e := admission.Paging(r)
 	if e != nil {
 		s.Responder().Error(w, r, e)
 		return
@@ -240,7 +241,7 @@ func (k *bidKind) handleHistory(w http.ResponseWriter, r *http.Request) {
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": v.totalBids, "page": page, "page_size": size})
 }
 
-func (k *bidKind) handleStats(w http.ResponseWriter, r *http.Request) {
+func (k *kind) handleStats(w http.ResponseWriter, r *http.Request) {
 	id, v, ok := k.auctionFor(w, r)
 	if !ok {
 		return
@@ -260,7 +261,7 @@ func (k *bidKind) handleStats(w http.ResponseWriter, r *http.Request) {
 
 // handleBatch answers the highest bid of up to 100 auctions at once; unknown ids answer
 // "highest_bid": null with "error": "AUCTION_NOT_FOUND".
-func (k *bidKind) handleBatch(w http.ResponseWriter, r *http.Request) {
+func (k *kind) handleBatch(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	var body struct {
 		AuctionIDs []string `json:"auction_ids"`

@@ -1,4 +1,4 @@
-package admission
+package bid
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/ledger"
@@ -17,7 +18,7 @@ import (
 
 // Seed writes the configuration file's auctions: created when absent, updated otherwise (on a
 // reload only those whose entry changed). The owner is stored as a pseudonym, like bidders.
-func (k *bidKind) Seed(ctx context.Context, next, previous *config.Config) error {
+func (k *kind) Seed(ctx context.Context, next, previous *config.Config) error {
 	var errs []error
 	for _, a := range next.Auctions {
 		if previous != nil && slices.Contains(previous.Auctions, a) {
@@ -33,7 +34,7 @@ func (k *bidKind) Seed(ctx context.Context, next, previous *config.Config) error
 // writeAuction writes an auction to the store: created or updated, or, with createOnly (an auction
 // from auctions_source), created only if the store does not have it, in the same script call, so a
 // push that lands meanwhile is never overwritten.
-func (k *bidKind) writeAuction(ctx context.Context, a config.Auction, createOnly bool) error {
+func (k *kind) writeAuction(ctx context.Context, a config.Auction, createOnly bool) error {
 	s := k.s
 	start, err1 := money.Parse(a.StartingPrice)
 	inc, err2 := money.Parse(a.MinIncrement)
@@ -67,7 +68,7 @@ type Auction struct {
 	UniqueBidders int64  `json:"unique_bidders"`
 }
 
-func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
+func (k *kind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	id := r.PathValue("id")
 	var body struct {
@@ -76,7 +77,7 @@ func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 		EndsAt        *string `json:"ends_at"`
 		Owner         *string `json:"owner"`
 	}
-	if e := fields.DecodeJSON(w, r, MaxAdminBody, &body); e != nil {
+	if e := fields.DecodeJSON(w, r, admission.MaxAdminBody, &body); e != nil {
 		s.Responder().Error(w, r, e)
 		return
 	}
@@ -109,7 +110,7 @@ func (k *bidKind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 	k.writeAuctionJSON(w, r, id)
 }
 
-func (k *bidKind) adminGetAuction(w http.ResponseWriter, r *http.Request) {
+func (k *kind) adminGetAuction(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	if !config.ID.MatchString(r.PathValue("id")) {
 		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "id"))
@@ -120,8 +121,8 @@ func (k *bidKind) adminGetAuction(w http.ResponseWriter, r *http.Request) {
 
 // adminListAuctions lists the auctions (configured or created through the API) sorted by id
 // (listOwners), from the same short-lived per-replica views as the public reads.
-func (k *bidKind) adminListAuctions(w http.ResponseWriter, r *http.Request) {
-	ListOwners(k.s, w, r, k, func(ctx context.Context, id string) (Auction, bool, error) {
+func (k *kind) adminListAuctions(w http.ResponseWriter, r *http.Request) {
+	admission.ListOwners(k.s, w, r, k, func(ctx context.Context, id string) (Auction, bool, error) {
 		v, err := k.view(ctx, id)
 		if err != nil || !v.found {
 			return Auction{}, false, err
@@ -130,7 +131,7 @@ func (k *bidKind) adminListAuctions(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (k *bidKind) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id string) {
+func (k *kind) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id string) {
 	s := k.s
 	k.reads.forget(id)
 	v, err := k.view(r.Context(), id)
@@ -152,19 +153,19 @@ func auctionOf(id string, v *auctionView) Auction {
 }
 
 // adminUserBids lists a user's bids (userParam; from the worker's index), newest first.
-func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
+func (k *kind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	user, ok := s.PathUser(w, r)
 	if !ok {
 		return
 	}
-	page, size, e := Paging(r)
+	page, size, e := admission.Paging(r)
 	if e != nil {
 		s.Responder().Error(w, r, e)
 		return
 	}
 	ctx := r.Context()
-	if s.Ledger() != nil && FromLedger(s, w, r, page, size, bidRecordOf, func() ([]ledger.Bid, int64, error) {
+	if s.Ledger() != nil && admission.FromLedger(s, w, r, page, size, bidRecordOf, func() ([]ledger.Bid, int64, error) {
 		return s.Ledger().Bids(ctx, user, page, size)
 	}) {
 		return
@@ -174,5 +175,5 @@ func (k *bidKind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
 	}
-	WritePage(w, items, total, page, size, false)
+	admission.WritePage(w, items, total, page, size, false)
 }

@@ -1,4 +1,4 @@
-package admission
+package bid
 
 import (
 	"context"
@@ -356,10 +356,9 @@ func (b *breaker) failure(now time.Time) bool {
 	return false
 }
 
-// UseAuctionsSource puts auctions_source in force, at start and on every reload; "" turns it off.
+// useSource puts auctions_source in force, at start and on every reload; "" turns it off.
 // New settings start afresh: an empty cache and a closed breaker.
-func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
-	k := s.bid()
+func (k *kind) useSource(settings config.AuctionsSource) {
 	old := k.source.Load()
 	if old != nil && old.settings == settings {
 		return
@@ -367,13 +366,14 @@ func (s *Service) UseAuctionsSource(settings config.AuctionsSource) {
 	var next *auctionSource
 	if settings.On() {
 		failures, cooldown := settings.BreakerFailures, settings.BreakerOpenFor
+		defaultFailures, defaultCooldown := k.s.SourceBreaker()
 		if failures <= 0 {
-			failures = s.o.SourceFailures
+			failures = defaultFailures
 		}
 		if cooldown <= 0 {
-			cooldown = s.o.SourceCooldown
+			cooldown = defaultCooldown
 		}
-		next = newAuctionSource(settings, failures, cooldown, k.sourceMetrics, s.Logger(),
+		next = newAuctionSource(settings, failures, cooldown, k.sourceMetrics, k.s.Logger(),
 			func(ctx context.Context, a config.Auction) error { return k.writeAuction(ctx, a, true) })
 	} else {
 		k.sourceMetrics.breakerOpen.Set(0)

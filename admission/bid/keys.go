@@ -1,10 +1,22 @@
-package admission
+package bid
 
 import (
+	"embed"
 	"strconv"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/luascript"
+	"github.com/redis/go-redis/v9"
 )
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+// script is one of the kind's scripts after the admission library (admission.Script).
+func script(name string) *redis.Script {
+	return admission.Script(name, luascript.From(scriptFiles, "scripts").Read(name))
+}
 
 // The bid scripts.
 var (
@@ -22,7 +34,7 @@ func auctionBiddersKey(k store.Keys, auction string) string { return k.Auction(a
 func auctionEventsKey(k store.Keys, auction string) string  { return k.Auction(auction, "events") }
 func bidRecordKey(k store.Keys, auction, bid string) string { return k.Auction(auction, "bid:"+bid) }
 
-// The admin records of an auction's bids (records.go), written by the event worker: each day's bids'
+// The admin records of an auction's bids (admission/records.go), written by the event worker: each day's bids'
 // JSON (hash: id -> JSON), their ids in the order applied (list) and each bidder's ids (hash).
 func bidRecordsKey(k store.Keys, auction string, day int64) string {
 	return k.Auction(auction, "rec@"+strconv.FormatInt(day, 10))
@@ -41,23 +53,23 @@ func bidKeys(k store.Keys, auction, bid string) []string {
 // The index of auctions.
 func auctionIndexKey(k store.Keys) string { return k.Global("adm", "auctions") }
 
-// auctionSpellingsKey: the spellings index of auctions (spellings.go).
+// auctionSpellingsKey: the spellings index of auctions (admission/spellings.go).
 func auctionSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:auctions") }
 
 // bidTable: the worker writes the bids' records (JSON).
-func bidTable(k store.Keys) *AdminTable {
-	return &AdminTable{Owners: auctionIndexKey(k),
+func bidTable(k store.Keys) *admission.AdminTable {
+	return &admission.AdminTable{Owners: auctionIndexKey(k),
 		Records:     func(a string, day int64) string { return bidRecordsKey(k, a, day) },
 		IDs:         func(a string, day int64) string { return bidIDsKey(k, a, day) },
 		Users:       func(a string) string { return biddersKey(k, a) },
 		UserPattern: `"bidder":"([^"]*)"`,
-		UserOf:      JSONField("bidder"),
-		TimeOf:      JSONTime("bid_at"),
+		UserOf:      admission.JSONField("bidder"),
+		TimeOf:      admission.JSONTime("bid_at"),
 		Old:         oldBidTable(k)}
 }
 
-func oldBidTable(k store.Keys) *OldTable {
-	return &OldTable{Records: k.Global("adm", "bids"), ByTime: k.Global("adm", "bids_by_time"), ByUser: k.Global("adm", "bids_by_user"),
+func oldBidTable(k store.Keys) *admission.OldTable {
+	return &admission.OldTable{Records: k.Global("adm", "bids"), ByTime: k.Global("adm", "bids_by_time"), ByUser: k.Global("adm", "bids_by_user"),
 		UserField:    "bidder",
 		LegacyRecord: func(id string) string { return k.Global("adm", "b:"+id) },
 		LegacyUser:   func(user string) string { return k.Global("adm", "ubids:"+user) }}

@@ -1,4 +1,4 @@
-package admission
+package bid
 
 import (
 	"context"
@@ -8,150 +8,85 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/testutil/edgetest"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 )
 
-// bidOutcomes tallies what bidders were told.
-type bidOutcomes struct {
-	mu       sync.Mutex
-	accepted map[string]int // auction -> 200 answers
-	tooLow   map[string][]tooLow
-	invalid  atomic.Int64
+func TestMain(m *testing.M) { storetest.Main(m) }
+
+// stack is edgeq with admission in front of a counting origin (edgetest.Stack), and its service.
+type stack struct {
+	*edgetest.Stack
+	svc *admission.Service
 }
 
-type tooLow struct{ amount, highest int64 }
+// The stack's helpers, under the names these tests use.
+type answer = edgetest.Answer
 
-func newBidOutcomes() *bidOutcomes {
-	return &bidOutcomes{accepted: map[string]int{}, tooLow: map[string][]tooLow{}}
+var (
+	do             = edgetest.Do
+	auction        = edgetest.Auction
+	num            = edgetest.Num
+	newBidOutcomes = edgetest.NewBidOutcomes
+)
+
+// newService is one replica's admission service, as server builds it.
+func newService(d edgetest.Deps) edgetest.Service {
+	return admission.New(admission.Options{
+		Store: d.Store, IDs: ids.New(d.Node), IdentityKey: []byte("identity"), MaxBodyBytes: 4096, ClaimTTL: time.Minute,
+		Prefix: "/_edgeq", Responder: d.Responder, Logger: d.Logger, Registry: d.Registry,
+		Backoff:   []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
+		ClaimIdle: 300 * time.Millisecond,
+		// auctions_source's breaker: the default 5 failures, a cool-down short enough to wait for.
+		SourceCooldown: sourceCooldown,
+	})
 }
 
-// record files one answer; anything but 200, 409 BID_TOO_LOW or 400 INVALID_BID below the starting
-// price is an error.
-func (o *bidOutcomes) record(t *testing.T, auction string, amount int64, a answer) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch {
-	case a.Status == 200:
-		o.accepted[auction]++
-	case a.Status == 409 && a.JSON["error"] == "BID_TOO_LOW":
-		h, err := money.Parse(fmt.Sprint(a.JSON["highest_amount"]))
-		if err != nil {
-			t.Errorf("BID_TOO_LOW without a highest_amount: %s", a.Body)
-		}
-		o.tooLow[auction] = append(o.tooLow[auction], tooLow{amount, h})
-	case a.Status == 400 && a.JSON["error"] == "INVALID_BID" && a.JSON["starting_price"] != nil:
-		o.invalid.Add(1)
-	default:
-		t.Errorf("bid of %s on %s: %d %s", money.Format(amount), auction, a.Status, a.Body)
-	}
-}
-
-// streamBid is an entry of an auction's event stream.
-type streamBid struct {
-	typ, id, user string
-	amount        int64
-}
-
-func auctionEvents(t *testing.T, st *stack, auction string) []streamBid {
+func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
 	t.Helper()
-	msgs, err := st.Store.Client.XRange(context.Background(), auctionEventsKey(st.Store.Keys, auction), "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]streamBid, 0, len(msgs))
-	for _, m := range msgs {
-		cents, err := strconv.ParseInt(fmt.Sprint(m.Values["amount"]), 10, 64)
-		if err != nil {
-			t.Fatalf("event %v: %v", m.Values, err)
-		}
-		out = append(out, streamBid{typ: fmt.Sprint(m.Values["type"]), id: fmt.Sprint(m.Values["bid"]),
-			user: fmt.Sprint(m.Values["user"]), amount: cents})
-	}
-	return out
+	return newStackReleasing(t, s, 30*time.Second, nil, products...)
 }
 
-// checkAuction proves the bid invariants of one auction with no withdrawals: accepted bids (the
-// event stream, in acceptance order) strictly increase, each reached the origin with its amount,
-// their number is the number of 200 answers, and the highest bid, the history and the stats agree.
-func checkAuction(t *testing.T, st *stack, id string, o *bidOutcomes) {
+// newStackReleasing is newStack with the proxy's origin timeout and every admission route's
+// release_on set (nil: edgetest.Routes').
+func newStackReleasing(t *testing.T, s *store.Store, originTimeout time.Duration, releaseOn []string, products ...config.Product) *stack {
 	t.Helper()
-	events := auctionEvents(t, st, id)
-	if len(events) != o.accepted[id] {
-		t.Fatalf("auction %s: %d bid events, %d bids answered 200", id, len(events), o.accepted[id])
-	}
-	if len(events) == 0 {
-		t.Fatalf("auction %s: no bid accepted", id)
-	}
-	users := map[string]bool{}
-	amounts := map[int64]bool{}
-	for i, e := range events {
-		if e.typ != "bid" {
-			t.Fatalf("auction %s: unexpected event %+v", id, e)
-		}
-		if i > 0 && e.amount <= events[i-1].amount {
-			t.Fatalf("auction %s: accepted bid %d (%d) does not beat the one before (%d)", id, i, e.amount, events[i-1].amount)
-		}
-		seen, ok := st.Bids.Load(e.id)
-		if !ok {
-			t.Fatalf("auction %s: accepted bid %s never reached the origin", id, e.id)
-		}
-		if c, err := money.Parse(seen.(string)); err != nil || c != e.amount {
-			t.Fatalf("bid %s: origin saw %q, the store has %d", e.id, seen, e.amount)
-		}
-		users[e.user] = true
-		amounts[e.amount] = true
-	}
-	last := events[len(events)-1]
-	for _, r := range o.tooLow[id] {
-		if !amounts[r.highest] || r.amount >= r.highest+100 {
-			t.Fatalf("auction %s: a bid of %d refused as too low against %d", id, r.amount, r.highest)
-		}
-	}
-	st.svc.bid().reads.forget(id)
-	h := st.Get("/_edgeq/auctions/" + id + "/highest-bid")
-	hb, _ := h.JSON["highest_bid"].(map[string]any)
-	if h.Status != 200 || hb["bid_id"] != last.id || hb["amount"] != money.Format(last.amount) {
-		t.Fatalf("highest bid %s, want %s at %s", h.Body, last.id, money.Format(last.amount))
-	}
-	// The history, newest first, is the stream backwards.
-	var history []string
-	for page := 1; ; page++ {
-		a := st.Get(fmt.Sprintf("/_edgeq/auctions/%s/bids?page=%d&page_size=100", id, page))
-		if a.Status != 200 || num(a.JSON["total_count"]) != int64(len(events)) {
-			t.Fatalf("history page %d: %d %s", page, a.Status, a.Body)
-		}
-		items, _ := a.JSON["items"].([]any)
-		if len(items) == 0 {
-			break
-		}
-		for _, it := range items {
-			history = append(history, it.(map[string]any)["bid_id"].(string))
-		}
-	}
-	for i, e := range events {
-		if history[len(history)-1-i] != e.id {
-			t.Fatalf("history %v is not the accepted bids newest first", history)
-		}
-	}
-	stats := st.Get("/_edgeq/auctions/" + id + "/stats")
-	growth, _ := stats.JSON["price_growth"].(map[string]any)
-	if num(stats.JSON["total_bids"]) != int64(len(events)) || num(stats.JSON["unique_bidders"]) != int64(len(users)) ||
-		growth["current_highest"] != money.Format(last.amount) {
-		t.Fatalf("stats %s: want %d bids from %d bidders, highest %s", stats.Body, len(events), len(users), money.Format(last.amount))
-	}
+	e := edgetest.New(t, s, edgetest.Options{Build: newService, OriginTimeout: originTimeout, ReleaseOn: releaseOn, Products: products})
+	return &stack{Stack: e, svc: e.Svc.(*admission.Service)}
+}
+
+// kind is the stack's bid kind.
+func (st *stack) kind() *kind { return of(st.svc) }
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	wait.Until(t, within, what, cond)
+}
+
+// auctionEvents reads an auction's event stream.
+func auctionEvents(t *testing.T, st *stack, auction string) []edgetest.StreamBid {
+	t.Helper()
+	return edgetest.AuctionEvents(t, st.Stack, auctionEventsKey(st.Store.Keys, auction))
+}
+
+// checkAuction proves the bid invariants of one auction with no withdrawals (edgetest.CheckAuction).
+func checkAuction(t *testing.T, st *stack, id string, o *edgetest.BidOutcomes) {
+	t.Helper()
+	edgetest.CheckAuction(t, st.Stack, id, auctionEventsKey(st.Store.Keys, id), o, st.kind().reads.forget)
 }
 
 // randomBid waits for bidder i's moment and returns what it offers: one in twenty bids below the starting price of 100.00, half
@@ -184,19 +119,19 @@ func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
 		for i := range 1000 {
 			wg.Go(func() {
 				amount := randomBid(st, "lot", i)
-				o.record(t, "lot", amount, st.Bid("lot", fmt.Sprintf("bidder-%d", i%300), money.Format(amount)))
+				o.Record(t, "lot", amount, st.Bid("lot", fmt.Sprintf("bidder-%d", i%300), money.Format(amount)))
 			})
 		}
 		wg.Wait()
 		checkAuction(t, st, "lot", o)
-		if st.BidHits.Load() != int64(o.accepted["lot"]) {
-			t.Fatalf("%d bids reached the origin, %d were accepted", st.BidHits.Load(), o.accepted["lot"])
+		if st.BidHits.Load() != int64(o.Accepted["lot"]) {
+			t.Fatalf("%d bids reached the origin, %d were accepted", st.BidHits.Load(), o.Accepted["lot"])
 		}
-		t.Logf("%d accepted, %d too low, %d below the starting price", o.accepted["lot"], len(o.tooLow["lot"]), o.invalid.Load())
-		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "admitted")); got != float64(o.accepted["lot"]) {
+		t.Logf("%d accepted, %d too low, %d below the starting price", o.Accepted["lot"], len(o.TooLow["lot"]), o.Invalid.Load())
+		if got := st.Admissions("bid", "admitted"); got != float64(o.Accepted["lot"]) {
 			t.Fatalf("admitted counter %v", got)
 		}
-		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "bid_too_low")); got != float64(len(o.tooLow["lot"])) {
+		if got := st.Admissions("bid", "bid_too_low"); got != float64(len(o.TooLow["lot"])) {
 			t.Fatalf("bid_too_low counter %v", got)
 		}
 		// The worker indexes every accepted bid under its bidder.
@@ -205,7 +140,7 @@ func TestBid_ConcurrentBidsOnOneAuction(t *testing.T) {
 			for u := range 300 {
 				total += num(st.AdminGet(fmt.Sprintf("/api/users/bidder-%d/bids?page_size=1", u)).JSON["total_count"])
 			}
-			return total == int64(o.accepted["lot"])
+			return total == int64(o.Accepted["lot"])
 		})
 	})
 }
@@ -226,14 +161,14 @@ func TestBid_TenAuctionsConcurrently(t *testing.T) {
 			wg.Go(func() {
 				id := ids[i%10]
 				amount := randomBid(st, id, i/10)
-				o.record(t, id, amount, st.Bid(id, fmt.Sprintf("bidder-%d", i%37), money.Format(amount)))
+				o.Record(t, id, amount, st.Bid(id, fmt.Sprintf("bidder-%d", i%37), money.Format(amount)))
 			})
 		}
 		wg.Wait()
 		total := 0
 		for _, id := range ids {
 			checkAuction(t, st, id, o)
-			total += o.accepted[id]
+			total += o.Accepted[id]
 		}
 		if st.BidHits.Load() != int64(total) {
 			t.Fatalf("%d bids reached the origin, %d were accepted", st.BidHits.Load(), total)
@@ -266,7 +201,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 			return body, nil
 		}
 
-		loadsBefore := st.svc.bid().reads.loads.Load()
+		loadsBefore := st.kind().reads.loads.Load()
 		start := time.Now()
 		var failed atomic.Int64
 		var wg sync.WaitGroup
@@ -286,7 +221,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 		}
 		wg.Wait()
 		elapsed := time.Since(start)
-		loads := st.svc.bid().reads.loads.Load() - loadsBefore
+		loads := st.kind().reads.loads.Load() - loadsBefore
 		if failed.Load() != 0 {
 			t.Fatalf("%d of 5000 reads failed", failed.Load())
 		}
@@ -298,13 +233,13 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 
 		// Mixed: every read shows an accepted bid; the invariants hold afterwards.
 		o := newBidOutcomes()
-		o.accepted["lot"] = 1 // the first bid
+		o.Accepted["lot"] = 1 // the first bid
 		var seen sync.Map     // bid id -> amount a reader saw
 		for i := range 2500 {
 			wg.Go(func() {
 				if i%5 == 0 {
 					amount := 10100 + int64(i/5)*100 + rand.Int64N(300)
-					o.record(t, "lot", amount, st.Bid("lot", fmt.Sprintf("bidder-%d", i%50), money.Format(amount)))
+					o.Record(t, "lot", amount, st.Bid("lot", fmt.Sprintf("bidder-%d", i%50), money.Format(amount)))
 					return
 				}
 				body, err := read()
@@ -320,7 +255,7 @@ func TestBid_ReadsUnderLoad(t *testing.T) {
 		checkAuction(t, st, "lot", o)
 		accepted := map[string]string{}
 		for _, e := range auctionEvents(t, st, "lot") {
-			accepted[e.id] = money.Format(e.amount)
+			accepted[e.ID] = money.Format(e.Amount)
 		}
 		seen.Range(func(id, amount any) bool {
 			if accepted[id.(string)] != amount {
@@ -425,7 +360,7 @@ func TestBid_OriginFailureWithdraws(t *testing.T) {
 		if first.Status != 200 {
 			t.Fatal(first.Body)
 		}
-		firstID := auctionEvents(t, st, "lot")[0].id
+		firstID := auctionEvents(t, st, "lot")[0].ID
 		st.Status.Store(503)
 		if a := st.Bid("lot", "bob", "200.00"); a.Status != 503 {
 			t.Fatalf("failed origin: %d %s", a.Status, a.Body)
@@ -440,13 +375,13 @@ func TestBid_OriginFailureWithdraws(t *testing.T) {
 			t.Fatalf("stats after the withdrawal: %s", stats.Body)
 		}
 		events := auctionEvents(t, st, "lot")
-		if len(events) != 3 || events[1].typ != "bid" || events[2].typ != "withdrawn" || events[2].id != events[1].id {
+		if len(events) != 3 || events[1].Type != "bid" || events[2].Type != "withdrawn" || events[2].ID != events[1].ID {
 			t.Fatalf("events %+v", events)
 		}
 		// Withdrawal is idempotent: again, it changes nothing.
 		before := auctionState(t, st, "lot")
-		keys := bidKeys(s.Keys, "lot", events[1].id)
-		if code, err := withdrawScript.Run(context.Background(), s.Client, keys, events[1].id, 60).Int64(); err != nil || code != 2 {
+		keys := bidKeys(s.Keys, "lot", events[1].ID)
+		if code, err := withdrawScript.Run(context.Background(), s.Client, keys, events[1].ID, 60).Int64(); err != nil || code != 2 {
 			t.Fatalf("second withdrawal: %d %v", code, err)
 		}
 		if after := auctionState(t, st, "lot"); after != before {
@@ -456,7 +391,7 @@ func TestBid_OriginFailureWithdraws(t *testing.T) {
 		if a := st.Bid("lot", "carol", "151.00"); a.Status != 200 {
 			t.Fatalf("a bid above the restored highest: %d %s", a.Status, a.Body)
 		}
-		if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "released")); got != 1 {
+		if got := st.Admissions("bid", "released"); got != 1 {
 			t.Fatalf("released counter %v", got)
 		}
 		// The worker shows bob's bid as withdrawn.
@@ -722,62 +657,6 @@ func TestBid_WorkerDeadLetters(t *testing.T) {
 		}
 		if a := st.AdminSend("POST", "/api/dead-letters/"+d["id"].(string)+"/retry", "", ""); a.Status != 409 {
 			t.Fatalf("retrying a malformed event: %d %s", a.Status, a.Body)
-		}
-	})
-}
-
-// After a take-over the worker may apply a release or withdrawal before the entry it undoes; the
-// record keeps the later state either way (a stock admission's record is the scripts' own, which
-// the release wrote: the worker only lists it).
-func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
-	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
-		st := newStack(t, s, product("p", 10, 1))
-		ctx := context.Background()
-		const pseudo = "0123456789abcdef0123456789abcdef"
-		adm, bidID := st.svc.o.IDs.NextString(), st.svc.o.IDs.NextString()
-		s.Client.HSet(ctx, recordsKey(s.Keys, "p", adm), adm, "released u 1 1000 - 2000")
-		s.Client.SAdd(ctx, auctionIndexKey(s.Keys), "lot") // as the auction's creation indexes it
-		stock := func(msg redis.XMessage) func() error {
-			apply, err := st.svc.applier(ownerStream{kind: st.svc.stock(), owner: "p"}, msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return func() error { return apply(ctx) }
-		}
-		bid := func(msg redis.XMessage) func() error {
-			apply, err := st.svc.applier(ownerStream{kind: st.svc.bid(), owner: "lot"}, msg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return func() error { return apply(ctx) }
-		}
-		for _, apply := range []func() error{
-			stock(redis.XMessage{ID: "2-0", Values: map[string]any{"type": "released",
-				"admission": adm, "user": "u", "qty": "1", "at": "1000", "released_at": "2000"}}),
-			stock(redis.XMessage{ID: "1-0", Values: map[string]any{"type": "admitted",
-				"admission": adm, "user": "u", "qty": "1", "at": "1000"}}),
-			bid(redis.XMessage{ID: "2-0", Values: map[string]any{"type": "withdrawn",
-				"bid": bidID, "user": pseudo, "amount": "500", "at": "1000", "withdrawn_at": "2000"}}),
-			bid(redis.XMessage{ID: "1-0", Values: map[string]any{"type": "bid",
-				"bid": bidID, "user": pseudo, "amount": "500", "at": "1000"}}),
-		} {
-			if err := apply(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if a := st.AdminGet("/api/admissions/" + adm); a.JSON["state"] != "released" || a.JSON["released_at"] != "1970-01-01T00:00:02.000Z" {
-			t.Fatalf("admission after out-of-order entries: %s", a.Body)
-		}
-		if a := st.AdminGet("/api/admissions"); num(a.JSON["total_count"]) != 1 {
-			t.Fatalf("listed: %s", a.Body)
-		}
-		items, _ := st.AdminGet("/api/users/" + pseudo + "/bids?pseudonym=1").JSON["items"].([]any)
-		if len(items) != 1 || items[0].(map[string]any)["state"] != "withdrawn" {
-			t.Fatalf("bid after out-of-order entries: %v", items)
-		}
-		lb := st.AdminGet("/api/leaderboard").JSON["items"].([]any)
-		if len(lb) != 0 {
-			t.Fatalf("leaderboard after an admission and its release: %v", lb)
 		}
 	})
 }

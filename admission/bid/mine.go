@@ -1,7 +1,7 @@
-package admission
+package bid
 
 // A bidder's own auctions (GET {prefix}/auctions/mine, docs/reference.md "A bidder's own auctions"),
-// the bidder identified like the first bid route's user (mine.go).
+// the bidder identified like the first bid route's user (admission/mine.go).
 
 import (
 	"context"
@@ -50,7 +50,7 @@ const maxMineBids = 10_000
 // (docs/reference.md "A bidder's own auctions"): the auctions the bidder bid on, newest bid first, from
 // the bidder's own bid index that the event worker keeps (so a bid shows up once the worker has
 // recorded it, normally within a second).
-func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
+func (k *kind) handleMine(w http.ResponseWriter, r *http.Request) {
 	s := k.s
 	status := r.URL.Query().Get("status")
 	user, page, size, ok := s.Whose(w, r, k.bidders.Load(), func() *web.Error {
@@ -75,14 +75,14 @@ func (k *bidKind) handleMine(w http.ResponseWriter, r *http.Request) {
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items[lo:hi], "total_count": len(items), "page": page, "page_size": size})
 }
 
-// mine reads a bidder's auctions: the bidder's bids from the worker's records (records.go), grouped
+// mine reads a bidder's auctions: the bidder's bids from the worker's records (admission/records.go), grouped
 // by auction, then each auction's end and highest bid in one pipeline.
 // Withdrawn bids are left out: the shop refused them.
-func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
+func (k *kind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
 	s := k.s
 	byAuction := map[string]*MyAuction{}
 	var order []*MyAuction
-	add := func(rec BidRecord) {
+	add := func(rec Record) {
 		if rec.State == "withdrawn" {
 			return
 		}
@@ -121,7 +121,7 @@ func (k *bidKind) mine(ctx context.Context, bidder string) ([]MyAuction, error) 
 		}
 	}
 	for _, body := range found {
-		var rec BidRecord
+		var rec Record
 		if json.Unmarshal(body, &rec) == nil {
 			add(rec)
 		}

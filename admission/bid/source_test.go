@@ -1,4 +1,4 @@
-package admission
+package bid
 
 import (
 	"context"
@@ -117,7 +117,7 @@ func shopAuction(start, inc string, endsIn time.Duration, owner string) string {
 }
 
 func (st *stack) sourceCount(result string) float64 {
-	return testutil.ToFloat64(st.svc.bid().sourceMetrics.requests.WithLabelValues(result))
+	return testutil.ToFloat64(st.kind().sourceMetrics.requests.WithLabelValues(result))
 }
 
 // An auction the shop knows is bid on without anyone pushing it: fetched once, written to the store
@@ -131,7 +131,7 @@ func TestAuctionsSource_AShopsAuctionIsBidOnWithoutAPush(t *testing.T) {
 			"vase":  shopAuction(`"10.00"`, `"0.50"`, time.Hour, "Seller-9"),
 			"chair": strings.Replace(shopAuction(`25`, `1.5`, time.Hour, ""), `{`, `{"id":"chair",`, 1),
 		})
-		st.svc.UseAuctionsSource(shop.settings(2*time.Second, 1500*time.Millisecond))
+		st.kind().useSource(shop.settings(2*time.Second, 1500*time.Millisecond))
 
 		if a := st.Get("/_edgeq/auctions/vase/highest-bid"); a.Status != 404 {
 			t.Fatalf("reads do not ask the shop: %d %s", a.Status, a.Body)
@@ -203,7 +203,7 @@ func TestAuctionsSource_AShopsAuctionIsBidOnWithoutAPush(t *testing.T) {
 		}
 
 		// Turned off (a reload with url ""): unknown auctions are 404 again, without asking.
-		st.svc.UseAuctionsSource(config.AuctionsSource{})
+		st.kind().useSource(config.AuctionsSource{})
 		before := shop.requests.Load()
 		if a := st.Bid("other", "alice", "5.00"); a.Status != 404 || shop.requests.Load() != before {
 			t.Fatalf("with auctions_source off: %d %s, shop asked %d more", a.Status, a.Body, shop.requests.Load()-before)
@@ -219,7 +219,7 @@ func TestAuctionsSource_PushedAndConfiguredAuctionsWin(t *testing.T) {
 		"lot":  shopAuction(`"1.00"`, `"1.00"`, time.Hour, ""),
 		"race": shopAuction(`"1.00"`, `"1.00"`, time.Hour, ""),
 	})
-	st.svc.UseAuctionsSource(shop.settings(2*time.Second, time.Minute))
+	st.kind().useSource(shop.settings(2*time.Second, time.Minute))
 	st.AddAuctions(auction("lot", "50.00", "1.00", time.Hour))
 	if a := st.Bid("lot", "alice", "10.00"); a.Status != 400 || a.JSON["error"] != "INVALID_BID" || a.JSON["starting_price"] != "50.00" {
 		t.Fatalf("the configured starting price: %d %s", a.Status, a.Body)
@@ -255,7 +255,7 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 			st := newStack(t, storetest.Redis(t))
 			st.AddAuctions(auction("known", "1.00", "1.00", time.Hour))
 			shop := newTestShop(t, nil)
-			st.svc.UseAuctionsSource(shop.settings(300*time.Millisecond, time.Minute))
+			st.kind().useSource(shop.settings(300*time.Millisecond, time.Minute))
 			if c.mode == "down" {
 				shop.srv.Close() // connection refused
 			} else {
@@ -270,8 +270,8 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 					t.Fatalf("the shop's answer reached the bidder: %s", a.Body)
 				}
 			}
-			if st.sourceCount(c.result) != 5 || testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 1 {
-				t.Fatalf("after 5 failures: %s %v, breaker gauge %v", c.result, st.sourceCount(c.result), testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen))
+			if st.sourceCount(c.result) != 5 || testutil.ToFloat64(st.kind().sourceMetrics.breakerOpen) != 1 {
+				t.Fatalf("after 5 failures: %s %v, breaker gauge %v", c.result, st.sourceCount(c.result), testutil.ToFloat64(st.kind().sourceMetrics.breakerOpen))
 			}
 			asked := shop.requests.Load()
 			for _, id := range []string{"new-0", "new-9"} {
@@ -292,7 +292,7 @@ func TestAuctionsSource_BreakerOpensAndKnownAuctionsGoOn(t *testing.T) {
 			if shop.requests.Load() != asked || st.sourceCount("breaker_open") != 2 {
 				t.Fatalf("bids on a known auction consulted the source")
 			}
-			if m := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("bid", "auctions_source_unavailable")); m != 7 {
+			if m := st.Admissions("bid", "auctions_source_unavailable"); m != 7 {
 				t.Fatalf("edgeq_admissions_total{result=auctions_source_unavailable} = %v, want 7", m)
 			}
 			if st.BidHits.Load() != 5 {
@@ -310,7 +310,7 @@ func TestAuctionsSource_KnownAuctionsNeverWaitForTheShop(t *testing.T) {
 	shop := newTestShop(t, map[string]string{"new": shopAuction(`"1.00"`, `"1.00"`, time.Hour, "")})
 	held := make(chan struct{})
 	shop.release.Store(&held)
-	st.svc.UseAuctionsSource(shop.settings(5*time.Second, time.Minute))
+	st.kind().useSource(shop.settings(5*time.Second, time.Minute))
 	waiting := make(chan answer)
 	go func() { waiting <- st.Bid("new", "alice", "5.00") }()
 	eventually(t, 5*time.Second, "the shop is asked", func() bool { return shop.requests.Load() == 1 })
@@ -338,12 +338,12 @@ func TestAuctionsSource_BreakerClosesAfterTheCooldownWithAHealthyShop(t *testing
 		"vase":  shopAuction(`"1.00"`, `"1.00"`, time.Hour, ""),
 		"chair": shopAuction(`"1.00"`, `"1.00"`, time.Hour, ""),
 	})
-	st.svc.UseAuctionsSource(shop.settings(time.Second, time.Minute))
+	st.kind().useSource(shop.settings(time.Second, time.Minute))
 	shop.mode.Store("fail")
 	for i := range 5 {
 		st.Bid(fmt.Sprintf("x%d", i), "alice", "5.00")
 	}
-	if shop.requests.Load() != 5 || testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 1 {
+	if shop.requests.Load() != 5 || testutil.ToFloat64(st.kind().sourceMetrics.breakerOpen) != 1 {
 		t.Fatalf("breaker not open after 5 failures: %d requests", shop.requests.Load())
 	}
 	// The cool-down passes; the probe fails: open again, the next bid is not let through.
@@ -363,7 +363,7 @@ func TestAuctionsSource_BreakerClosesAfterTheCooldownWithAHealthyShop(t *testing
 	if a := st.Bid("vase", "alice", "5.00"); a.Status != 200 || shop.requests.Load() != 7 {
 		t.Fatalf("the probe to a healthy shop: %d %s, %d requests", a.Status, a.Body, shop.requests.Load())
 	}
-	if testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen) != 0 {
+	if testutil.ToFloat64(st.kind().sourceMetrics.breakerOpen) != 0 {
 		t.Fatalf("breaker gauge still 1 after a successful probe")
 	}
 	if a := st.Bid("chair", "alice", "5.00"); a.Status != 200 || shop.requests.Load() != 8 {
@@ -377,7 +377,7 @@ func TestAuctionsSource_ConcurrentFirstBidsMakeOneRequest(t *testing.T) {
 		st := newStack(t, s)
 		shop := newTestShop(t, map[string]string{"vase": shopAuction(`"1.00"`, `"0.01"`, time.Hour, "")})
 		shop.delay.Store(int64(300 * time.Millisecond)) // every bid arrives while the first waits
-		st.svc.UseAuctionsSource(shop.settings(5*time.Second, time.Minute))
+		st.kind().useSource(shop.settings(5*time.Second, time.Minute))
 		var wg sync.WaitGroup
 		var accepted, tooLow atomic.Int64
 		for i := range 50 {
@@ -448,7 +448,7 @@ func TestAuctionsSource_AnswersAreCheckedLikeTheConfigurationFile(t *testing.T) 
 func TestAuctionsSource_AnswersAboutAnIdNeverOpenTheBreaker(t *testing.T) {
 	st := newStack(t, storetest.Redis(t))
 	shop := newTestShop(t, map[string]string{"vase": shopAuction(`"1.00"`, `"1.00"`, time.Hour, "")})
-	st.svc.UseAuctionsSource(shop.settings(time.Second, time.Minute))
+	st.kind().useSource(shop.settings(time.Second, time.Minute))
 	for i := range 10 {
 		for _, id := range []string{fmt.Sprintf("bad-%d", i), fmt.Sprintf("gone-%d", i)} {
 			if a := st.Bid(id, fmt.Sprintf("mallory-%d", i), "5.00"); a.Status != 404 || a.JSON["error"] != "AUCTION_NOT_FOUND" {
@@ -456,7 +456,7 @@ func TestAuctionsSource_AnswersAboutAnIdNeverOpenTheBreaker(t *testing.T) {
 			}
 		}
 	}
-	if open := testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen); open != 0 || st.sourceCount("not_found") != 20 ||
+	if open := testutil.ToFloat64(st.kind().sourceMetrics.breakerOpen); open != 0 || st.sourceCount("not_found") != 20 ||
 		st.sourceCount("error") != 0 {
 		t.Fatalf("after 20 answers about ids: breaker gauge %v, not_found %v, error %v", open, st.sourceCount("not_found"), st.sourceCount("error"))
 	}
@@ -478,7 +478,7 @@ func TestAuctionsSource_AnswersThatSayTheShopIsUnwellOpenTheBreaker(t *testing.T
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			st := newStack(t, storetest.Redis(t))
 			shop := newTestShop(t, nil)
-			st.svc.UseAuctionsSource(shop.settings(time.Second, time.Minute))
+			st.kind().useSource(shop.settings(time.Second, time.Minute))
 			shop.mode.Store("status")
 			shop.status.Store(int64(status))
 			for i := range 5 {
@@ -486,7 +486,7 @@ func TestAuctionsSource_AnswersThatSayTheShopIsUnwellOpenTheBreaker(t *testing.T
 					t.Fatalf("bid %d: %d %s", i, a.Status, a.Body)
 				}
 			}
-			if open := testutil.ToFloat64(st.svc.bid().sourceMetrics.breakerOpen); open != 1 || st.sourceCount("error") != 5 {
+			if open := testutil.ToFloat64(st.kind().sourceMetrics.breakerOpen); open != 1 || st.sourceCount("error") != 5 {
 				t.Fatalf("after five %d answers: breaker gauge %v, error %v", status, open, st.sourceCount("error"))
 			}
 			if a := st.Bid("new-9", "alice", "5.00"); a.Status != 503 || shop.requests.Load() != 5 {

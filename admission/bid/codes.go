@@ -1,4 +1,4 @@
-package admission
+package bid
 
 import (
 	"embed"
@@ -11,7 +11,7 @@ import (
 )
 
 // The bid kind's codes (docs/reference.md "Bid admission", "Errors") and their texts in every
-// language (texts/bid/<tag>.json: a page's "msg.CODE" and "head.CODE").
+// language (texts/<tag>.json: a page's "msg.CODE" and "head.CODE").
 var (
 	errAuctionNotFound = web.NewError(vocab.NewCode(http.StatusNotFound, "AUCTION_NOT_FOUND"), "There is no such auction.")
 	errAuctionEnded    = web.NewError(vocab.NewCode(http.StatusConflict, "AUCTION_ENDED"), "This auction has ended.")
@@ -25,7 +25,7 @@ var (
 		"This auction's details cannot be fetched from the shop right now. Please try again in a moment.").WithRetryAfter(time.Second)
 )
 
-//go:embed texts/bid/*.json
+//go:embed texts/*.json
 var bidTexts embed.FS
 
-func init() { templates.RegisterTexts("the bid admission kind", bidTexts, "texts/bid") }
+func init() { templates.RegisterTexts("the bid admission kind", bidTexts, "texts") }

@@ -1,4 +1,4 @@
-package admission
+package bid
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/vocab"
@@ -16,7 +17,7 @@ import (
 
 // Bids in the ledger: the row each event writes, and what reconcile compares.
 
-func (k *bidKind) LedgerRow(auction string, msg redis.XMessage, b *ledger.Batch) error {
+func (k *kind) LedgerRow(auction string, msg redis.XMessage, b *ledger.Batch) error {
 	rec, _, err := parseBid(auction, msg)
 	if err != nil {
 		return err
@@ -27,14 +28,14 @@ func (k *bidKind) LedgerRow(auction string, msg redis.XMessage, b *ledger.Batch)
 	return nil
 }
 
-func bidRecordOf(b ledger.Bid) BidRecord {
-	return BidRecord{ID: b.ID, AuctionID: b.AuctionID, Bidder: b.Bidder, Amount: money.Format(b.AmountCents), State: b.State,
+func bidRecordOf(b ledger.Bid) Record {
+	return Record{ID: b.ID, AuctionID: b.AuctionID, Bidder: b.Bidder, Amount: money.Format(b.AmountCents), State: b.State,
 		BidAt: vocab.FormatMilli(b.BidAt), WithdrawnAt: vocab.FormatMilli(b.WithdrawnAt), CommittedAt: vocab.FormatMilli(b.CommittedAt),
 		cents: b.AmountCents}
 }
 
 // Reconcile compares the highest bid per auction and every bid record.
-func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
+func (k *kind) Reconcile(ctx context.Context, r *admission.Reconciliation) error {
 	s := k.s
 	standing, err := s.Ledger().BidsStanding(ctx)
 	if err != nil {
@@ -44,7 +45,7 @@ func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
-	r.Owners = append(r.Owners, Tally{N: len(auctions), Noun: "auctions"})
+	r.Owners = append(r.Owners, admission.Tally{N: len(auctions), Noun: "auctions"})
 	for _, a := range auctions {
 		amount, err := s.Client().HGet(ctx, auctionHighestKey(s.Keys(), a), "amount").Result()
 		if err != nil && err != redis.Nil {
@@ -52,7 +53,7 @@ func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 		}
 		cents, _ := strconv.ParseInt(amount, 10, 64)
 		if cents != standing[a].HighestCents {
-			r.Differences = append(r.Differences, Difference{Kind: "auction", Owner: a, What: "highest bid",
+			r.Differences = append(r.Differences, admission.Difference{Kind: "auction", Owner: a, What: "highest bid",
 				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
 		}
 	}
@@ -60,17 +61,17 @@ func (k *bidKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
-	return s.CompareRecords(ctx, r, StoreRecords{OwnerNoun: "auction",
+	return s.CompareRecords(ctx, r, admission.StoreRecords{OwnerNoun: "auction",
 		Noun: "bid", Open: ":{a:", Middle: "}:bid:", User: "bidder",
-		Read: func(owner, id string, h map[string]string) Compared {
+		Read: func(owner, id string, h map[string]string) admission.Compared {
 			cents, _ := strconv.ParseInt(h["amount"], 10, 64)
 			return bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
 		},
-		InLedger: Mapped(rows, bidCompared),
-		Lookup:   func(string) (Compared, bool, error) { return Compared{}, false, nil },
+		InLedger: admission.Mapped(rows, bidCompared),
+		Lookup:   func(string) (admission.Compared, bool, error) { return admission.Compared{}, false, nil },
 	})
 }
 
-func bidCompared(b ledger.Bid) Compared {
-	return Compared{b.ID, b.AuctionID, b.State, fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
+func bidCompared(b ledger.Bid) admission.Compared {
+	return admission.Compared{ID: b.ID, Owner: b.AuctionID, State: b.State, Detail: fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
 }

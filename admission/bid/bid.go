@@ -1,4 +1,10 @@
-package admission
+// Package bid is bid admission, an admission kind of its own package (docs/architecture.md "Adding
+// an admission kind"): an auction's bid is accepted only if it beats the highest by the minimum
+// increment. It owns its route fields' reading, its refusals and their texts in every language
+// (texts/), its Lua (scripts/), its keys, its auctions (the configuration file's, pushed by the shop,
+// or asked of auctions_source), its public reads, admin views and "mine" listing, its ledger rows
+// and its report series. It registers itself from its init: an import links it.
+package bid
 
 import (
 	"context"
@@ -11,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/group"
@@ -21,28 +28,28 @@ import (
 	"github.com/edgeq/edgeq/report"
 )
 
-// bidKind is bid admission (docs/reference.md "Bid admission"): one script accepts a bid only if it
+// kind is bid admission (docs/reference.md "Bid admission"): one script accepts a bid only if it
 // beats the highest by the minimum increment (the auction exists and runs, the bidder is not the
 // owner); a bid the origin refuses is withdrawn and the previous highest restored.
-type bidKind struct {
-	About
-	s     *Service
-	reads auctionReads // public auction reads (bid_auctions.go)
-	table *AdminTable  // the bids' admin records (records.go)
+type kind struct {
+	admission.About
+	s     *admission.Service
+	reads auctionReads          // public auction reads (auctions.go)
+	table *admission.AdminTable // the bids' admin records (admission/records.go)
 	// bids groups every auction's bids into pipelines (package group, one key).
-	bids *group.Batcher[struct{}, Claim, placed]
+	bids *group.Batcher[struct{}, admission.Claim, placed]
 	// source asks the shop about unknown auctions (auctions_source; nil when off); it follows
 	// reloads. sourceMetrics are its metrics, whichever source is in force.
 	source        atomic.Pointer[auctionSource]
 	sourceMetrics *sourceMetrics
-	// bidders is how GET {prefix}/auctions/mine identifies a bidder (mine.go); follows reloads.
-	bidders atomic.Pointer[MineIdentity]
+	// bidders is how GET {prefix}/auctions/mine identifies a bidder (admission/mine.go); follows reloads.
+	bidders atomic.Pointer[admission.MineIdentity]
 }
 
-func init() { Register(20, newBidKind) }
+func init() { admission.Register(20, newKind) }
 
-func newBidKind(s *Service) Kind {
-	k := &bidKind{About: About{Type: config.AdmissionBid, OwnerNoun: "auction", IDHeader: HeaderBidID, Dead: "auction.",
+func newKind(s *admission.Service) admission.Kind {
+	k := &kind{About: admission.About{Type: config.AdmissionBid, OwnerNoun: "auction", IDHeader: Header, Dead: "auction.",
 		Unknown: errAuctionNotFound, Codes: []*web.Error{errAuctionNotFound, errAuctionEnded, errSelfBid, errInvalidBid, errBidTooLow,
 			errAuctionsSourceUnavailable}},
 		s: s, reads: newAuctionReads(), table: bidTable(s.Keys()), sourceMetrics: newSourceMetrics()}
@@ -53,24 +60,24 @@ func newBidKind(s *Service) Kind {
 	return k
 }
 
-func (k *bidKind) Run(ctx context.Context)                     { k.bids.Run(ctx) }
-func (k *bidKind) MineIdentity() *atomic.Pointer[MineIdentity] { return &k.bidders }
-func (k *bidKind) AdminTable() *AdminTable                     { return k.table }
+func (k *kind) Run(ctx context.Context)                               { k.bids.Run(ctx) }
+func (k *kind) MineIdentity() *atomic.Pointer[admission.MineIdentity] { return &k.bidders }
+func (k *kind) AdminTable() *admission.AdminTable                     { return k.table }
 
 // Use puts auctions_source in force.
-func (k *bidKind) Use(cfg *config.Config) error {
-	k.s.UseAuctionsSource(cfg.AuctionsSource)
+func (k *kind) Use(cfg *config.Config) error {
+	k.useSource(cfg.AuctionsSource)
 	return nil
 }
 
 // SourceDown: auctions_source could not be asked.
-func (*bidKind) SourceDown() *web.Error { return errAuctionsSourceUnavailable }
+func (*kind) SourceDown() *web.Error { return errAuctionsSourceUnavailable }
 
-// HeaderBidID carries an accepted bid's id to the origin.
-const HeaderBidID = "Edgeq-Bid-Id"
+// Header carries an accepted bid's id to the origin.
+const Header = "Edgeq-Bid-Id"
 
 // Value is the amount: a decimal string, as integer cents.
-func (*bidKind) Value(text string, found bool) (int64, *web.Error) {
+func (*kind) Value(text string, found bool) (int64, *web.Error) {
 	if !found {
 		return 0, errInvalidBid.With("field", "amount").Because(fmt.Errorf("no amount"))
 	}
@@ -81,7 +88,7 @@ func (*bidKind) Value(text string, found bool) (int64, *web.Error) {
 	return cents, nil
 }
 
-func (k *bidKind) Reserve(ctx context.Context, c Claim) (*web.Error, error) {
+func (k *kind) Reserve(ctx context.Context, c admission.Claim) (*web.Error, error) {
 	code, highest, err := k.place(ctx, c)
 	if err != nil {
 		return nil, err // store.ErrNotAcked among them: the step withdraws the bid
@@ -91,8 +98,8 @@ func (k *bidKind) Reserve(ctx context.Context, c Claim) (*web.Error, error) {
 
 // Discover asks auctions_source about an auction the store does not know (bid.lua refused before
 // writing anything; the step first made sure it is no other spelling of a guarded auction, which the
-// shop may answer for: spellings.go). Known auctions never wait for the shop.
-func (k *bidKind) Discover(ctx context.Context, auction string) (bool, *web.Error, error) {
+// shop may answer for: admission/spellings.go). Known auctions never wait for the shop.
+func (k *kind) Discover(ctx context.Context, auction string) (bool, *web.Error, error) {
 	src := k.source.Load()
 	if src == nil {
 		return false, nil, nil
@@ -120,8 +127,8 @@ type placed struct {
 }
 
 // newBidder groups every auction's bids into pipelines (package group, one key).
-func (k *bidKind) newBidder() *group.Batcher[struct{}, Claim, placed] {
-	return group.New(bidBatchMax, func(ctx context.Context, _ struct{}, cs []Claim) ([]placed, error) {
+func (k *kind) newBidder() *group.Batcher[struct{}, admission.Claim, placed] {
+	return group.New(bidBatchMax, func(ctx context.Context, _ struct{}, cs []admission.Claim) ([]placed, error) {
 		return k.placeNow(ctx, cs), nil
 	})
 }
@@ -129,7 +136,7 @@ func (k *bidKind) newBidder() *group.Batcher[struct{}, Claim, placed] {
 // place runs bid.lua for one bid (in a pipeline with others while the bidder runs): its code and the
 // highest amount. With redis.wait_replicas the replicas are waited for: an accepted bid they did not
 // confirm in time comes with store.ErrNotAcked.
-func (k *bidKind) place(ctx context.Context, c Claim) (code, highest int64, err error) {
+func (k *kind) place(ctx context.Context, c admission.Claim) (code, highest int64, err error) {
 	p, err := k.bids.Do(ctx, struct{}{}, c)
 	if err != nil {
 		return 0, 0, err
@@ -138,10 +145,10 @@ func (k *bidKind) place(ctx context.Context, c Claim) (code, highest int64, err 
 }
 
 // placeNow sends bids now, in one pipeline per master (store.RunAckedAll).
-func (k *bidKind) placeNow(ctx context.Context, cs []Claim) []placed {
+func (k *kind) placeNow(ctx context.Context, cs []admission.Claim) []placed {
 	calls := make([]store.Call, len(cs))
 	for i, c := range cs {
-		calls[i] = store.Call{Keys: bidKeys(k.s.Keys(), c.Owner, c.ID), Args: []any{c.ID, c.User, c.Value, int64(RecordTTL / time.Second)}}
+		calls[i] = store.Call{Keys: bidKeys(k.s.Keys(), c.Owner, c.ID), Args: []any{c.ID, c.User, c.Value, int64(admission.RecordTTL / time.Second)}}
 	}
 	cmds, errs := k.s.Store().RunAckedAll(ctx, bidScript, calls)
 	out := make([]placed, len(cs))
@@ -189,46 +196,46 @@ func bidRefusal(code, highest int64) *web.Error {
 	return web.ErrStoreUnavailable.Because(fmt.Errorf("bid answered %d", code))
 }
 
-func (k *bidKind) Release(ctx context.Context, c Claim) (int64, error) {
+func (k *kind) Release(ctx context.Context, c admission.Claim) (int64, error) {
 	return withdrawScript.Run(ctx, k.s.Client(), bidKeys(k.s.Keys(), c.Owner, c.ID), c.ID,
-		int64(RecordTTL/time.Second)).Int64()
+		int64(admission.RecordTTL/time.Second)).Int64()
 }
 
 // Commits: a bid the shop accepted is committed only for the ledger. Nothing withdraws a bid after
 // the shop accepted it (a withdrawal follows the shop's refusal, or a store call whose answer was
 // lost before the bid reached the shop), so with the ledger off a commit would write a state that
 // nobody reads: one script call per bid saved on the auction's shard.
-func (k *bidKind) Commits() bool { return k.s.Ledger() != nil }
+func (k *kind) Commits() bool { return k.s.Ledger() != nil }
 
-func (k *bidKind) Commit(ctx context.Context, c Claim) error {
+func (k *kind) Commit(ctx context.Context, c admission.Claim) error {
 	if !k.Commits() {
 		return nil
 	}
-	return bidCommitScript.Run(ctx, k.s.Client(), bidKeys(k.s.Keys(), c.Owner, c.ID), c.ID, Flag(k.s.Ledger() != nil)).Err()
+	return bidCommitScript.Run(ctx, k.s.Client(), bidKeys(k.s.Keys(), c.Owner, c.ID), c.ID, admission.Flag(k.s.Ledger() != nil)).Err()
 }
 
-func (k *bidKind) Record(c Claim) string { return bidRecordKey(k.s.Keys(), c.Owner, c.ID) }
+func (k *kind) Record(c admission.Claim) string { return bidRecordKey(k.s.Keys(), c.Owner, c.ID) }
 
-func (k *bidKind) Forget(auction string) { k.reads.forget(auction) }
+func (k *kind) Forget(auction string) { k.reads.forget(auction) }
 
 // RefusalPage: a bidder whose bid is too low sees the highest bid and a way back to the auction.
-func (*bidKind) RefusalPage(e *web.Error) string {
+func (*kind) RefusalPage(e *web.Error) string {
 	if e.Code == errBidTooLow.Code {
 		return "bidtoolow.html"
 	}
 	return ""
 }
 
-// PlaceBid runs bid.lua alone: what every bid admission costs the store, for the benchmark that
+// Place runs bid.lua alone: what every bid admission costs the store, for the benchmark that
 // compares it with bids through edgeq. user is already a pseudonym; the answer is bid.lua's code (0
 // accepted, 1 too low, ...).
-func (s *Service) PlaceBid(ctx context.Context, auction, user, id string, cents int64) (code int64, err error) {
-	code, _, err = s.bid().place(ctx, Claim{Owner: auction, User: user, ID: id, Value: cents})
+func Place(ctx context.Context, s *admission.Service, auction, user, id string, cents int64) (code int64, err error) {
+	code, _, err = of(s).place(ctx, admission.Claim{Owner: auction, User: user, ID: id, Value: cents})
 	return code, err
 }
 
-// BidRecord is a bid as the admin API shows it (GET /api/users/{user}/bids), written by the worker.
-type BidRecord struct {
+// Record is a bid as the admin API shows it (GET /api/users/{user}/bids), written by the worker.
+type Record struct {
 	ID          string `json:"id"`
 	AuctionID   string `json:"auction_id"`
 	Bidder      string `json:"bidder"` // pseudonym
@@ -241,13 +248,13 @@ type BidRecord struct {
 	cents int64 // Amount in cents
 }
 
-func (k *bidKind) OwnersKey() string            { return auctionIndexKey(k.s.Keys()) }
-func (k *bidKind) SpellingsKey() string         { return auctionSpellingsKey(k.s.Keys()) }
-func (k *bidKind) Stream(auction string) string { return auctionEventsKey(k.s.Keys(), auction) }
+func (k *kind) OwnersKey() string            { return auctionIndexKey(k.s.Keys()) }
+func (k *kind) SpellingsKey() string         { return auctionSpellingsKey(k.s.Keys()) }
+func (k *kind) Stream(auction string) string { return auctionEventsKey(k.s.Keys(), auction) }
 
 // Parse reads an entry of an auction's stream (written by bid.lua, withdraw.lua and, with the ledger
 // on, the commit scripts; a "committed" entry is for the ledger alone).
-func (k *bidKind) Parse(auction string, msg redis.XMessage) ([]Application, error) {
+func (k *kind) Parse(auction string, msg redis.XMessage) ([]admission.Application, error) {
 	rec, _, err := parseBid(auction, msg)
 	if err != nil || rec.State == "committed" {
 		return nil, err
@@ -256,32 +263,32 @@ func (k *bidKind) Parse(auction string, msg redis.XMessage) ([]Application, erro
 	if err != nil {
 		return nil, err
 	}
-	return []Application{app}, nil
+	return []admission.Application{app}, nil
 }
 
 // parseBid reads an entry of an auction's stream into the bid it records (for a "committed" entry
 // only its id and state) and the bid's time in milliseconds.
-func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
-	e := Entry(msg)
+func parseBid(auction string, msg redis.XMessage) (Record, int64, error) {
+	e := admission.Entry(msg)
 	typ := e.Str("type")
 	if typ == "committed" {
 		c, err := e.Num("committed_at")
 		if e.Str("bid") == "" || err != nil {
-			return BidRecord{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+			return Record{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 		}
-		return BidRecord{ID: e.Str("bid"), AuctionID: auction, State: typ, CommittedAt: vocab.FormatUnixMilli(c)}, 0, nil
+		return Record{ID: e.Str("bid"), AuctionID: auction, State: typ, CommittedAt: vocab.FormatUnixMilli(c)}, 0, nil
 	}
 	amount, err1 := e.Num("amount")
 	at, err2 := e.Num("at")
 	if typ != "bid" && typ != "withdrawn" || e.Str("bid") == "" || e.Str("user") == "" || errors.Join(err1, err2) != nil {
-		return BidRecord{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
+		return Record{}, 0, fmt.Errorf("malformed event %s: %v", msg.ID, msg.Values)
 	}
-	rec := BidRecord{ID: e.Str("bid"), AuctionID: auction, Bidder: e.Str("user"), Amount: money.Format(amount),
+	rec := Record{ID: e.Str("bid"), AuctionID: auction, Bidder: e.Str("user"), Amount: money.Format(amount),
 		State: "accepted", BidAt: vocab.FormatUnixMilli(at), cents: amount}
 	if typ == "withdrawn" {
 		w, err := e.Num("withdrawn_at")
 		if err != nil {
-			return BidRecord{}, 0, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
+			return Record{}, 0, fmt.Errorf("malformed event %s: withdrawn_at", msg.ID)
 		}
 		rec.State, rec.WithdrawnAt = "withdrawn", vocab.FormatUnixMilli(w)
 	}
@@ -291,16 +298,16 @@ func parseBid(auction string, msg redis.XMessage) (BidRecord, int64, error) {
 // application is what a bid event writes, exactly once: the bid's JSON and its index entries. A
 // "bid" entry never overwrites a record that exists: if a take-over made the withdrawal land first,
 // the bid stays withdrawn.
-func (k *bidKind) application(rec BidRecord) (Application, error) {
+func (k *kind) application(rec Record) (admission.Application, error) {
 	body, err := json.Marshal(rec)
 	if err != nil {
-		return Application{}, err
+		return admission.Application{}, err
 	}
-	return Application{Table: k.table, Owner: rec.AuctionID, ID: rec.ID, User: rec.Bidder, Body: body, Overwrite: rec.State == "withdrawn"}, nil
+	return admission.Application{Table: k.table, Owner: rec.AuctionID, ID: rec.ID, User: rec.Bidder, Body: body, Overwrite: rec.State == "withdrawn"}, nil
 }
 
 // RegisterPublic adds the public auction reads.
-func (k *bidKind) RegisterPublic(mux *http.ServeMux) {
+func (k *kind) RegisterPublic(mux *http.ServeMux) {
 	p := k.s.Prefix()
 	mux.HandleFunc("GET "+p+"/auctions/{id}/highest-bid", k.handleHighest)
 	mux.HandleFunc("GET "+p+"/auctions/{id}/bids", k.handleHistory)
@@ -310,7 +317,7 @@ func (k *bidKind) RegisterPublic(mux *http.ServeMux) {
 }
 
 // RegisterAdmin adds the auction admin views.
-func (k *bidKind) RegisterAdmin(admin *http.ServeMux) {
+func (k *kind) RegisterAdmin(admin *http.ServeMux) {
 	admin.HandleFunc("PUT /api/auctions/{id}", k.adminPutAuction)
 	admin.HandleFunc("GET /api/auctions/{id}", k.adminGetAuction)
 	admin.HandleFunc("GET /api/auctions", k.adminListAuctions)
@@ -318,10 +325,11 @@ func (k *bidKind) RegisterAdmin(admin *http.ServeMux) {
 }
 
 // bid is the service's bid kind.
-func (s *Service) bid() *bidKind { return s.kindOf(config.AdmissionBid).(*bidKind) }
+// of is s's bid kind.
+func of(s *admission.Service) *kind { return s.Kind(config.AdmissionBid).(*kind) }
 
 // The report: an auction's accepted bids; a settlement counts nothing.
-func (*bidKind) ReportScope() report.Kind             { return report.Auction }
-func (*bidKind) ReportAdmitted(Claim) (string, int64) { return report.Accepted, 1 }
-func (*bidKind) ReportSettled(Claim) int64            { return 0 }
-func (*bidKind) ReportExtra(string) report.Extra      { return report.Extra{Firsts: report.Accepted} }
+func (*kind) ReportScope() report.Kind                       { return report.Auction }
+func (*kind) ReportAdmitted(admission.Claim) (string, int64) { return report.Accepted, 1 }
+func (*kind) ReportSettled(admission.Claim) int64            { return 0 }
+func (*kind) ReportExtra(string) report.Extra                { return report.Extra{Firsts: report.Accepted} }
