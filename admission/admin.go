@@ -68,12 +68,12 @@ func ListOwners[T any](s *Service, w http.ResponseWriter, r *http.Request, k Kin
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": len(ids), "page": page, "page_size": size})
 }
 
-// headerSource tells, with the ledger on, where an admin history answer was read: "ledger", or
+// HeaderSource tells, with the ledger on, where an admin history answer was read: "ledger", or
 // "store" when the ledger could not be read (or did not have the record yet).
-const headerSource = "Edgeq-Source"
+const HeaderSource = "Edgeq-Source"
 
 func writeLedgerPage[T any](w http.ResponseWriter, items []T, total, page, size int64) {
-	w.Header().Set(headerSource, "ledger")
+	w.Header().Set(HeaderSource, "ledger")
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "total_count": total, "page": page, "page_size": size})
 }
 
@@ -82,7 +82,7 @@ func writeLedgerPage[T any](w http.ResponseWriter, items []T, total, page, size 
 func FromLedger[R, T any](s *Service, w http.ResponseWriter, r *http.Request, page, size int64, of func(R) T, read func() ([]R, int64, error)) bool {
 	rows, total, err := read()
 	if err != nil {
-		s.ledgerReadFailed(r, err)
+		s.LedgerReadFailed(r, err)
 		return false
 	}
 	items := make([]T, len(rows))
@@ -93,9 +93,9 @@ func FromLedger[R, T any](s *Service, w http.ResponseWriter, r *http.Request, pa
 	return true
 }
 
-// ledgerReadFailed notes a history read that falls back to the store: the store keeps the last
+// LedgerReadFailed notes a history read that falls back to the store: the store keeps the last
 // records_retention of records.
-func (s *Service) ledgerReadFailed(r *http.Request, err error) {
+func (s *Service) LedgerReadFailed(r *http.Request, err error) {
 	web.RequestFrom(r.Context()).Logger().Warn("ledger: reading the history failed; answering from the store", "error", err.Error())
 }
 
@@ -129,9 +129,9 @@ func (s *Service) userParam(r *http.Request) (string, *web.Error) {
 	return user, nil
 }
 
-// writeFound answers v (200), or 404 notFound when it was not found, or 503 when the store could not
+// WriteFound answers v (200), or 404 notFound when it was not found, or 503 when the store could not
 // be read.
-func (s *Service) writeFound(w http.ResponseWriter, r *http.Request, v any, found bool, err error, notFound *web.Error) {
+func (s *Service) WriteFound(w http.ResponseWriter, r *http.Request, v any, found bool, err error, notFound *web.Error) {
 	switch {
 	case err != nil:
 		s.responder.Error(w, r, web.ErrStoreUnavailable.Because(err))

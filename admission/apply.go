@@ -75,7 +75,7 @@ func (s *Service) applyBatch(ctx context.Context, apps []Application) error {
 	byDay := map[day][]Application{}
 	for _, a := range apps {
 		o := owner{a.Table, a.Owner}
-		d := day{o, recordsDay(a.ID)}
+		d := day{o, RecordsDay(a.ID)}
 		if _, ok := days[o]; !ok {
 			owners = append(owners, o)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/store/luascript"
 	"github.com/edgeq/edgeq/internal/web"
+	"github.com/edgeq/edgeq/report"
 )
 
 // Client is the store every kind's scripts run on.
@@ -57,25 +58,68 @@ func Script(name, src string) *redis.Script {
 // ReadRecords reads a page of t's admin records, newest first, and how many there are: every
 // record's (user "") or one user's (its pseudonym, as Whose gives it).
 func (s *Service) ReadRecords(ctx context.Context, t *AdminTable, user string, page, size int64) ([]json.RawMessage, int64, error) {
-	found, total, err := s.page(ctx, t, user, page, size)
+	found, total, err := s.ReadStored(ctx, t, user, page, size)
 	if err != nil {
 		return nil, 0, err
 	}
 	out := make([]json.RawMessage, len(found))
 	for i, l := range found {
-		out[i] = json.RawMessage(l.body)
+		out[i] = json.RawMessage(l.Body)
 	}
 	return out, total, nil
 }
 
 // FindRecord reads t's admin record of admission id.
 func (s *Service) FindRecord(ctx context.Context, t *AdminTable, id string) (json.RawMessage, bool, error) {
-	_, st, found, err := s.locate(ctx, t, id)
+	st, found, err := s.FindStored(ctx, t, id)
 	if err != nil || !found {
 		return nil, false, err
 	}
-	return json.RawMessage(st.body), true, nil
+	return json.RawMessage(st.Body), true, nil
 }
+
+// StoredRecord is an admin record as the store keeps it: whose and which it is, its body (the event
+// worker's JSON, or the kind's own form where its scripts write the record) and the orphan sweep's
+// mark on it.
+type StoredRecord struct{ Owner, ID, Body, Mark string }
+
+// ReadStored is ReadRecords, each record as the store keeps it.
+func (s *Service) ReadStored(ctx context.Context, t *AdminTable, user string, page, size int64) ([]StoredRecord, int64, error) {
+	found, total, err := s.page(ctx, t, user, page, size)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]StoredRecord, len(found))
+	for i, l := range found {
+		out[i] = StoredRecord{Owner: l.owner, ID: l.id, Body: l.body, Mark: l.mark}
+	}
+	return out, total, nil
+}
+
+// FindStored is FindRecord, the record as the store keeps it.
+func (s *Service) FindStored(ctx context.Context, t *AdminTable, id string) (StoredRecord, bool, error) {
+	r, st, found, err := s.locate(ctx, t, id)
+	if err != nil || !found {
+		return StoredRecord{}, false, err
+	}
+	return StoredRecord{Owner: r.owner, ID: r.id, Body: st.body, Mark: st.mark}, true, nil
+}
+
+// Count counts one admission decision of k: the metrics' edgeq_admissions_total{type, result}.
+func (s *Service) Count(k Kind, result string) {
+	s.metrics.admissions.WithLabelValues(k.Name(), result).Inc()
+}
+
+// ReportScope is the report's series of one owner of a scope.
+func (s *Service) ReportScope(scope report.Kind, owner string) *report.Scope {
+	return s.tally.Scope(scope, owner)
+}
+
+// ClaimTTL is how long a user's in-flight claim holds (Options.ClaimTTL).
+func (s *Service) ClaimTTL() time.Duration { return s.o.ClaimTTL }
+
+// RecordsRetention is how long admin records are kept (admission.records_retention).
+func (s *Service) RecordsRetention() time.Duration { return s.o.RecordsRetention }
 
 // WritePage answers a page of items as every list does: items, total_count, page, page_size; with
 // the Edgeq-Source header "ledger" when they were read from the ledger.

@@ -7,9 +7,9 @@ import (
 	"github.com/edgeq/edgeq/internal/store"
 )
 
-// recordsDay is the day of an admission id's time, in days since 1970-01-01 UTC (0 for an id that
+// RecordsDay is the day of an admission id's time, in days since 1970-01-01 UTC (0 for an id that
 // is not a number).
-func recordsDay(admission string) int64 {
+func RecordsDay(admission string) int64 {
 	if n, err := strconv.ParseUint(admission, 10, 64); err == nil {
 		return ids.Time(n).Unix() / 86400
 	}

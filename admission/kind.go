@@ -70,6 +70,10 @@ type Kind interface {
 	Parse(owner string, msg redis.XMessage) ([]Application, error)
 }
 
+// HoldAmbiguous is why the pipeline holds an admission (Holder.Hold): the shop's answer never came
+// after the whole request was sent.
+const HoldAmbiguous = "ambiguous"
+
 // Holder is a kind whose admissions can be held unsettled for an operator, listed with why (a kind
 // whose admissions simply stand until given back has no need of it).
 type Holder interface {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"time"
 
@@ -112,4 +113,42 @@ func (s *Service) runLease(ctx context.Context) {
 		case <-time.After(leaseEvery):
 		}
 	}
+}
+
+// Leases are the replicas' liveness leases as a sweep of what dead replicas left reads them
+// (SweepingKind), on the store's clock.
+type Leases struct {
+	// OlderThan is the store's time less Options.OrphanAfter (origin.timeout): the shop has answered
+	// an admission from before it by now, or never will.
+	OlderThan time.Time
+	now       time.Time // the store's time less sweepMargin
+	leases    map[string]string
+}
+
+// SweepBatch bounds the admissions one sweep looks at per owner.
+const SweepBatch = sweepBatch
+
+// ReadLeases reads every replica's lease and the store's time.
+func (s *Service) ReadLeases(ctx context.Context) (*Leases, error) {
+	now, err := s.client.Time(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	leases, err := s.client.HGetAll(ctx, livenessKey(s.keys)).Result()
+	if err != nil {
+		return nil, err
+	}
+	// A lease counts as run out sweepMargin after it did (its replica stops sending before that).
+	return &Leases{OlderThan: now.Add(-s.o.OrphanAfter), now: now.Add(-sweepMargin), leases: leases}, nil
+}
+
+// RanOut reports whether node held a lease and it has run out; a node that never held one is taken
+// for alive.
+func (l *Leases) RanOut(node int64) bool {
+	until, ok := l.leases[strconv.FormatInt(node, 10)]
+	if !ok {
+		return false
+	}
+	ms, err := strconv.ParseInt(until, 10, 64)
+	return err == nil && ms < l.now.UnixMilli()
 }

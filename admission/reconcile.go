@@ -186,11 +186,13 @@ type StoreRecords struct {
 	Noun         string // "admission": the differences' Kind; its plural is the tally's
 	OwnerNoun    string // what the records' owners are: the kind's owner()
 	Open, Middle string // the record keys: "<prefix>" open "<owner>" middle "<id>"
-	Days         string // when set, the records are also fields of hashes "<prefix>" open "<owner>" days "<day>"
-	User         string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
-	Read         func(owner, id string, h map[string]string) Compared
-	InLedger     []Compared // the ledger's rows of the period (r.Since)
-	Lookup       func(id string) (Compared, bool, error)
+	Days         string // when set, the records are also fields of hashes "<prefix>" open "<owner>" days "<day>",
+	// each value read into the fields Read takes by ReadDay
+	ReadDay  func(value string) map[string]string
+	User     string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
+	Read     func(owner, id string, h map[string]string) Compared
+	InLedger []Compared // the ledger's rows of the period (r.Since)
+	Lookup   func(id string) (Compared, bool, error)
 }
 
 // CompareRecords compares every record of a kind the store has (the scripts' own, not the admin
@@ -213,8 +215,7 @@ func (s *Service) CompareRecords(ctx context.Context, r *Reconciliation, c Store
 	if err == nil && c.Days != "" {
 		err = s.scanDayRecords(ctx, s.keys.Prefix+c.Open+"*"+c.Days+"*", func(key, id, value string) {
 			if owner, _, ok := ownerAndID(key, c.Open, c.Days); ok {
-				rec := parseStoreRecord(value)
-				add(owner, id, map[string]string{"state": rec.state, "user": rec.user, "qty": rec.qty, "at": rec.at})
+				add(owner, id, c.ReadDay(value))
 			}
 		})
 	}

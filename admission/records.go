@@ -291,9 +291,9 @@ func (s *Service) bodies(ctx context.Context, t *AdminTable, refs []ref) ([]stor
 			case r.old:
 				oldIDs, oldAt = append(oldIDs, r.id), append(oldAt, i)
 			case t.scripted():
-				cmds[i] = p.HMGet(ctx, t.Records(r.owner, recordsDay(r.id)), r.id, r.id+":orphan")
+				cmds[i] = p.HMGet(ctx, t.Records(r.owner, RecordsDay(r.id)), r.id, r.id+":orphan")
 			default:
-				cmds[i] = p.HMGet(ctx, t.Records(r.owner, recordsDay(r.id)), r.id)
+				cmds[i] = p.HMGet(ctx, t.Records(r.owner, RecordsDay(r.id)), r.id)
 			}
 		}
 		return nil
@@ -345,13 +345,13 @@ func (s *Service) locate(ctx context.Context, t *AdminTable, id string) (ref, st
 	return ref{}, stored{}, false, nil
 }
 
-// errUnsettled: an operator may not delete the record of an admission still unsettled (its release
+// ErrUnsettled: an operator may not delete the record of an admission still unsettled (its release
 // and commit need it): settle it first.
-var errUnsettled = errors.New("the admission is unsettled: cancel or commit it first")
+var ErrUnsettled = errors.New("the admission is unsettled: cancel or commit it first")
 
-// deleteRecord removes a record and its index entries in one script, so no index is left pointing at
+// DeleteRecord removes a record and its index entries in one script, so no index is left pointing at
 // nothing; false when there was no record.
-func (s *Service) deleteRecord(ctx context.Context, t *AdminTable, id string) (bool, error) {
+func (s *Service) DeleteRecord(ctx context.Context, t *AdminTable, id string) (bool, error) {
 	r, st, found, err := s.locate(ctx, t, id)
 	if err != nil || !found {
 		return false, err
@@ -359,14 +359,20 @@ func (s *Service) deleteRecord(ctx context.Context, t *AdminTable, id string) (b
 	if r.old {
 		return s.oldDelete(ctx, t.Old, id)
 	}
-	day := recordsDay(id)
+	day := RecordsDay(id)
 	keys := []string{t.Records(r.owner, day), t.IDs(r.owner, day), t.Users(r.owner), t.Users(r.owner)}
 	if t.scripted() {
 		keys[3] = t.Unsettled(r.owner)
 	}
 	n, err := deleteScript.Run(ctx, s.client, keys, id, t.UserOf(st.body), Flag(t.scripted())).Int64()
 	if n < 0 {
-		return false, errUnsettled
+		return false, ErrUnsettled
 	}
 	return n > 0, err
+}
+
+// str is v when it is a string, "" otherwise (a reply's field that may be nil).
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }

@@ -192,7 +192,7 @@ func TestAdminRecords_KeysExpireAfterTheRetention(t *testing.T) {
 		ctx := context.Background()
 		id := st.buyTogether("p", []string{"ann"}, []int64{1})[0]
 		eventually(t, 10*time.Second, "indexed", func() bool { return len(indexedIDs(t, st.svc, st.svc.stock().table, "p")) == 1 })
-		day := recordsDay(id)
+		day := RecordsDay(id)
 		end := time.Unix((day+1)*86400, 0)
 		retention := st.svc.o.RecordsRetention
 		for key, want := range map[string]time.Time{
@@ -254,7 +254,7 @@ func TestAdminRecords_EachOwnersRecordsUnderItsOwnTag(t *testing.T) {
 			t.Fatalf("one admission: %d %s", a.Status, a.Body)
 		}
 		for _, product := range []string{"p", "q"} {
-			for _, key := range []string{recordsKey(s.Keys, product, bought[0]), idsKey(s.Keys, product, recordsDay(bought[0])), usersKey(s.Keys, product)} {
+			for _, key := range []string{recordsKey(s.Keys, product, bought[0]), idsKey(s.Keys, product, RecordsDay(bought[0])), usersKey(s.Keys, product)} {
 				if s.Client.Exists(ctx, key).Val() != 1 {
 					t.Fatalf("%s is missing", key)
 				}

@@ -22,9 +22,9 @@ func (s *Service) countAdmitted(k Kind, c Claim) {
 	}
 }
 
-// countSettled counts what c's settlement gives or keeps (series report.Committed, report.Released,
+// CountSettled counts what c's settlement gives or keeps (series report.Committed, report.Released,
 // report.Cancelled), for a kind that counts settlements.
-func (s *Service) countSettled(k Kind, c Claim, series string) {
+func (s *Service) CountSettled(k Kind, c Claim, series string) {
 	if rk, ok := k.(ReportedKind); ok {
 		if n := rk.ReportSettled(c); n > 0 {
 			s.tally.Scope(rk.ReportScope(), c.Owner).Add(series, n)

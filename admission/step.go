@@ -303,7 +303,7 @@ func (s *Service) settle(r *http.Request, k Kind, c Claim, releaseOn []config.Re
 			return
 		}
 		s.metrics.admissions.WithLabelValues(k.Name(), "released").Inc()
-		s.countSettled(k, c, report.Released)
+		s.CountSettled(k, c, report.Released)
 		logger().Info("admission given back", "type", k.Name(), "id", c.ID, k.Owner(), c.Owner,
 			"origin_status", statusOf(o), "result", code)
 		return
@@ -316,7 +316,7 @@ func (s *Service) settle(r *http.Request, k Kind, c Claim, releaseOn []config.Re
 		if h, ok := k.(Holder); ok {
 			ctx, cancel := storeCtx()
 			defer cancel()
-			if err := h.Hold(ctx, c, holdAmbiguous); err != nil {
+			if err := h.Hold(ctx, c, HoldAmbiguous); err != nil {
 				logger().Warn("marking an ambiguous admission failed", "type", k.Name(), "id", c.ID, "error", err.Error())
 			}
 		}
@@ -326,7 +326,7 @@ func (s *Service) settle(r *http.Request, k Kind, c Claim, releaseOn []config.Re
 		return
 	}
 	s.remember(k, c, false)
-	s.countSettled(k, c, report.Committed)
+	s.CountSettled(k, c, report.Committed)
 	if s.commitLater(k, c, st) {
 		handed = true
 		return

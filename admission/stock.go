@@ -374,7 +374,7 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 }
 
 // stock is the service's stock kind.
-func (s *Service) stock() *stockKind { return s.kindOf(config.AdmissionStock).(*stockKind) }
+func (s *Service) stock() *stockKind { return s.Kind(config.AdmissionStock).(*stockKind) }
 
 // The report: a product's units admitted and settled, and its stock sampled each tick.
 func (*stockKind) ReportScope() report.Kind               { return report.Product }
@@ -386,5 +386,5 @@ func (k *stockKind) ReportExtra(id string) report.Extra {
 
 // productReport is a product's scope in the report.
 func (s *Service) productReport(product string) *report.Scope {
-	return s.tally.Scope(report.Product, product)
+	return s.ReportScope(report.Product, product)
 }

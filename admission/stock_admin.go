@@ -22,13 +22,13 @@ import (
 // the store's admin records (records.go).
 func (k *stockKind) pageOf(ctx context.Context, buyer string, page, size int64) ([]Record, int64, error) {
 	s := k.s
-	found, total, err := s.page(ctx, k.table, buyer, page, size)
+	found, total, err := s.ReadStored(ctx, k.table, buyer, page, size)
 	if err != nil {
 		return nil, 0, err
 	}
 	records := make([]Record, 0, len(found))
 	for _, l := range found {
-		if rec, ok := stockRecord(l.ref, l.stored); ok {
+		if rec, ok := stockRecord(l); ok {
 			records = append(records, rec)
 		}
 	}
@@ -89,11 +89,11 @@ func (k *stockKind) admissionID(w http.ResponseWriter, r *http.Request) (string,
 // adminRecord is an admission's admin record.
 func (k *stockKind) adminRecord(ctx context.Context, id string) (Record, bool, error) {
 	s := k.s
-	r, st, found, err := s.locate(ctx, k.table, id)
+	st, found, err := s.FindStored(ctx, k.table, id)
 	if err != nil || !found {
 		return Record{}, false, err
 	}
-	rec, ok := stockRecord(r, st)
+	rec, ok := stockRecord(st)
 	return rec, ok, nil
 }
 
@@ -106,17 +106,17 @@ func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 	if s.Ledger() != nil {
 		a, found, err := s.Ledger().Admission(r.Context(), id)
 		if err == nil && found {
-			w.Header().Set(headerSource, "ledger")
+			w.Header().Set(HeaderSource, "ledger")
 			web.WriteJSON(w, http.StatusOK, recordOf(a))
 			return
 		}
 		if err != nil {
-			s.ledgerReadFailed(r, err)
+			s.LedgerReadFailed(r, err)
 		}
 		// Not in the ledger (yet): the store may have it, the ledger a moment behind.
 	}
 	rec, found, err := k.adminRecord(r.Context(), id)
-	s.writeFound(w, r, rec, found, err, errAdmissionNotFound)
+	s.WriteFound(w, r, rec, found, err, errAdmissionNotFound)
 }
 
 // adminDeleteAdmission removes an admission record and every index that names it in one transaction,
@@ -128,9 +128,9 @@ func (k *stockKind) adminDeleteAdmission(w http.ResponseWriter, r *http.Request)
 	if !ok {
 		return
 	}
-	deleted, err := s.deleteRecord(r.Context(), k.table, id)
+	deleted, err := s.DeleteRecord(r.Context(), k.table, id)
 	switch {
-	case errors.Is(err, errUnsettled):
+	case errors.Is(err, ErrUnsettled):
 		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "id").With("problems", err.Error()))
 	case err != nil:
 		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))

@@ -45,7 +45,7 @@ func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 			}
 			total, read = n, true
 		} else {
-			s.ledgerReadFailed(r, lerr)
+			s.LedgerReadFailed(r, lerr)
 		}
 	}
 	if !read {

@@ -41,7 +41,7 @@ func claimsKey(k store.Keys, product string) string { return k.Product(product, 
 // field per admission, scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an id that is
 // not a number (an operator's typo: it is never admitted) goes to day 0.
 func recordsKey(k store.Keys, product, admission string) string {
-	return dayRecordsKey(k, product, recordsDay(admission))
+	return dayRecordsKey(k, product, RecordsDay(admission))
 }
 
 // dayRecordsKey is the hash of a product's admission records of a day.
@@ -54,7 +54,7 @@ func dayRecordsKey(k store.Keys, product string, day int64) string {
 // scripts). One reserve.lua call sets it, from its latest purchase, on the hashes it wrote: a call that
 // spans midnight keeps the earlier day's a day longer.
 func (s *Service) recordsExpireAt(admission string, now time.Time) int64 {
-	end := (recordsDay(admission) + 1) * 86400
+	end := (RecordsDay(admission) + 1) * 86400
 	return max(end, now.Unix()) + s.recordKeep()
 }
 
@@ -62,7 +62,7 @@ func (s *Service) recordsExpireAt(admission string, now time.Time) int64 {
 // least recordTTL, which an unsettled admission's release and commit need. The event worker removes
 // the settled ones once past the retention (records.go), so a short retention still bounds them.
 func (s *Service) recordKeep() int64 {
-	return int64(max(s.o.RecordsRetention, RecordTTL) / time.Second)
+	return int64(max(s.RecordsRetention(), RecordTTL) / time.Second)
 }
 
 // The admin indexes of a product's admissions (records.go), written by the event worker: the ids of

@@ -80,7 +80,11 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 		unsettled[u.id] = true
 	}
 	return s.CompareRecords(ctx, r, StoreRecords{OwnerNoun: "product",
-		Noun: "admission", Open: ":{p:", Middle: "}:adm:", Days: "}:adm@", User: "user", // reserve.lua's, under the product's hash tag
+		Noun: "admission", Open: ":{p:", Middle: "}:adm:", Days: "}:adm@", User: "user",
+		ReadDay: func(value string) map[string]string {
+			rec := parseStoreRecord(value)
+			return map[string]string{"state": rec.state, "user": rec.user, "qty": rec.qty, "at": rec.at}
+		}, // reserve.lua's, under the product's hash tag
 		Read: func(owner, id string, h map[string]string) Compared {
 			qty, _ := strconv.ParseInt(h["qty"], 10, 64)
 			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: admissionState(h["state"], unsettled[id])})

@@ -59,23 +59,16 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	if err != nil || len(products) == 0 {
 		return
 	}
-	now, err := s.Client().Time(ctx).Result()
+	leases, err := s.ReadLeases(ctx)
 	if err != nil {
 		return
 	}
-	leases, err := s.Client().HGetAll(ctx, livenessKey(s.Keys())).Result()
-	if err != nil {
-		return
-	}
-	// Older than origin.timeout: its shop has answered by now, or never will.
-	upTo := strconv.FormatInt(now.Add(-s.o.OrphanAfter).UnixMilli(), 10)
-	// A lease counts as run out sweepMargin after it did (its replica stops sending before that).
-	now = now.Add(-sweepMargin)
+	upTo := strconv.FormatInt(leases.OlderThan.UnixMilli(), 10)
 	ranges := make([]*redis.StringSliceCmd, len(products))
 	_, _ = s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range products {
 			ranges[i] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: unsettledKey(s.Keys(), id), Start: "-inf", Stop: upTo,
-				ByScore: true, Count: sweepBatch})
+				ByScore: true, Count: SweepBatch})
 		}
 		return nil
 	})
@@ -90,7 +83,7 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 			if err != nil {
 				continue
 			}
-			if node := ids.NodeOf(n); leaseRanOut(leases, node, now) {
+			if node := ids.NodeOf(n); leases.RanOut(node) {
 				found = append(found, &orphan{product: product, id: id, node: node})
 			}
 		}
@@ -111,7 +104,7 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 		if o.record = recs[i]; o.record == nil || o.record.user == "" {
 			continue // its record is gone (a day or two old): only an operator can tell what it was
 		}
-		if o.record.orphan == holdAmbiguous {
+		if o.record.orphan == HoldAmbiguous {
 			continue // the shop may have it: held for an operator, whatever the route says
 		}
 		route := o.record.route
@@ -123,17 +116,6 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	}
 }
 
-// leaseRanOut reports whether node held a lease and it has run out; a node that never held one is
-// taken for alive.
-func leaseRanOut(leases map[string]string, node int64, now time.Time) bool {
-	until, ok := leases[strconv.FormatInt(node, 10)]
-	if !ok {
-		return false
-	}
-	ms, err := strconv.ParseInt(until, 10, 64)
-	return err == nil && ms < now.UnixMilli()
-}
-
 func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	code, err := releaseScript.Run(ctx, s.Client(), stockKeys(s.Keys(), o.product, o.id), o.id,
 		s.recordKeep(), "orphaned").Int64Slice()
@@ -142,7 +124,7 @@ func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
 	}
 	s.stock().Forget(o.product)
 	qty, _ := strconv.ParseInt(o.record.qty, 10, 64)
-	s.countSettled(s.stock(), Claim{Owner: o.product, Value: qty}, report.Released)
+	s.CountSettled(s.stock(), Claim{Owner: o.product, Value: qty}, report.Released)
 	s.stock().metrics.orphans.WithLabelValues(route, "released").Inc()
 	s.tallyOrphan(ctx, "released")
 	s.Logger().Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,

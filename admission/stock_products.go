@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,9 +30,6 @@ type Product struct {
 	TotalStock     int64  `json:"total_stock"`
 	RemainingStock int64  `json:"remaining_stock"`
 }
-
-// groupName is the consumer group of the admission worker on every product stream.
-const groupName = "edgeq-workers"
 
 // Seed writes the configuration file's products: a product absent from the store is created with
 // its stock; one present gets its metadata (name, price, image, per-user limit) updated and keeps its
@@ -76,15 +72,6 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 	k.products.forget(p.ID)
 	s.productReport(p.ID).Touch() // the report samples its stock from now on
 	return res[1] == 1, errors.Join(s.EnsureStreamGroup(ctx, eventsKey(s.Keys(), p.ID)), s.EnsureStreamGroup(ctx, admitsKey(s.Keys(), p.ID)))
-}
-
-// EnsureStreamGroup creates the worker's consumer group on an event stream, from its first event.
-func (s *Service) EnsureStreamGroup(ctx context.Context, stream string) error {
-	err := s.Client().XGroupCreateMkStream(ctx, stream, groupName, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return err
-	}
-	return nil
 }
 
 // product reads a product from the store; ok is false if there is none.
@@ -262,7 +249,7 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 func (k *stockKind) writeProductJSON(w http.ResponseWriter, r *http.Request, id string) {
 	s := k.s
 	p, found, err := k.product(r.Context(), id)
-	s.writeFound(w, r, p, found, err, errProductNotFound)
+	s.WriteFound(w, r, p, found, err, errProductNotFound)
 }
 
 func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {

@@ -67,12 +67,9 @@ func (s *Service) storeRecords(ctx context.Context, refs []recordRef) ([]*storeR
 	return out, nil
 }
 
-// Why an unsettled admission is held for an operator, as its record's mark says: its replica died
-// (orphans: hold), or the shop's answer never came after the whole request was sent.
-const (
-	holdOrphan    = "held"
-	holdAmbiguous = "ambiguous"
-)
+// holdOrphan: an unsettled admission is held for an operator because its replica died (orphans:
+// hold), as its record's mark says.
+const holdOrphan = "held"
 
 // markHold marks an admission's record held for an operator, and why, once: false when it was marked
 // already.
@@ -87,11 +84,6 @@ func (s *Service) markHold(ctx context.Context, product, id string, rec *storeRe
 func (k *stockKind) Hold(ctx context.Context, c Claim, why string) error {
 	_, err := k.s.markHold(ctx, c.Owner, c.ID, &storeRecord{}, why)
 	return err
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }
 
 // stockTable: the scripts write the admission records; the worker indexes them.
@@ -125,12 +117,12 @@ func stockTime(body string) int64 {
 
 // stockRecord reads a stock admission's admin record: the scripts' line (lib.lua: "<state> <user>
 // <qty> <at ms> <route> <given back at, ms>"), or an earlier build's JSON. false for a tombstone.
-func stockRecord(r ref, st stored) (Record, bool) {
-	if strings.HasPrefix(st.body, "{") {
+func stockRecord(st StoredRecord) (Record, bool) {
+	if strings.HasPrefix(st.Body, "{") {
 		var rec Record
-		return rec, json.Unmarshal([]byte(st.body), &rec) == nil
+		return rec, json.Unmarshal([]byte(st.Body), &rec) == nil
 	}
-	f := strings.Fields(st.body)
+	f := strings.Fields(st.Body)
 	if len(f) < 4 {
 		return Record{}, false
 	}
@@ -139,7 +131,7 @@ func stockRecord(r ref, st stored) (Record, bool) {
 	if errors.Join(err1, err2) != nil {
 		return Record{}, false
 	}
-	rec := Record{ID: r.id, ProductID: r.owner, User: f[1], Quantity: qty, State: f[0], AdmittedAt: vocab.FormatUnixMilli(at)}
+	rec := Record{ID: st.ID, ProductID: st.Owner, User: f[1], Quantity: qty, State: f[0], AdmittedAt: vocab.FormatUnixMilli(at)}
 	if len(f) >= 6 {
 		if given, err := strconv.ParseInt(f[5], 10, 64); err == nil {
 			switch rec.State {
@@ -150,7 +142,7 @@ func stockRecord(r ref, st stored) (Record, bool) {
 			}
 		}
 	}
-	if st.mark == "released" {
+	if st.Mark == "released" {
 		rec.Reason = "orphaned" // given back by the orphan sweep (stock_orphans.go)
 	}
 	return rec, true

@@ -45,7 +45,7 @@ func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 		}
 	}
 	args := make([]any, 0, 4+2*commits+4*(len(cs)-commits))
-	args = append(args, s.o.ClaimTTL.Milliseconds(), s.recordsExpireAt(latest, time.Now()), Flag(s.Ledger() != nil), commits)
+	args = append(args, s.ClaimTTL().Milliseconds(), s.recordsExpireAt(latest, time.Now()), Flag(s.Ledger() != nil), commits)
 	for _, c := range cs {
 		if c.Commit {
 			args = append(args, c.ID, c.User)

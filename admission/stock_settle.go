@@ -42,9 +42,9 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		s.Responder().Error(w, r, errAlreadyGivenBack.With("state", state))
 		return
 	}
-	forget(k, rec.ProductID)
-	s.metrics.admissions.WithLabelValues(k.Name(), "cancelled").Inc()
-	s.countSettled(k, c, report.Cancelled)
+	k.Forget(rec.ProductID)
+	s.Count(k, "cancelled")
+	s.CountSettled(k, c, report.Cancelled)
 	web.RequestFrom(ctx).Logger().Info("admission cancelled by an operator", "id", id, "product", rec.ProductID,
 		"quantity", rec.Quantity, "remaining_stock", res[1])
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "cancelled",
@@ -71,7 +71,7 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rec.State != "committed" {
-		s.countSettled(k, c, report.Committed) // the report's sold: an operator's commit is the shop's yes
+		s.CountSettled(k, c, report.Committed) // the report's sold: an operator's commit is the shop's yes
 	}
 	web.RequestFrom(ctx).Logger().Info("admission committed by an operator", "id", id, "product", rec.ProductID)
 	web.WriteJSON(w, http.StatusOK, map[string]any{"id": id, "product_id": rec.ProductID, "state": "committed"})

@@ -63,8 +63,8 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case stored[i] == nil:
-		case stored[i].orphan == holdAmbiguous:
-			rec.Reason = holdAmbiguous // the shop's answer never came after the whole request was sent
+		case stored[i].orphan == HoldAmbiguous:
+			rec.Reason = HoldAmbiguous // the shop's answer never came after the whole request was sent
 		default:
 			rec.Orphan = stored[i].orphan
 		}

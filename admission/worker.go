@@ -8,6 +8,7 @@ package admission
 import (
 	"context"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,6 +37,9 @@ func (s *Service) Run(ctx context.Context) {
 	w.run(ctx)
 	wg.Wait()
 }
+
+// groupName is the event worker's consumer group on every owner's streams.
+const groupName = "edgeq-workers"
 
 type worker struct {
 	s        *Service
@@ -233,4 +237,13 @@ func (s *Service) Worker(consumer string) *Worker {
 func (w *Worker) Pass(ctx context.Context) bool {
 	f, _ := w.w.pass(ctx)
 	return f != foundNothing
+}
+
+// EnsureStreamGroup creates the worker's consumer group on an event stream, from its first event.
+func (s *Service) EnsureStreamGroup(ctx context.Context, stream string) error {
+	err := s.client.XGroupCreateMkStream(ctx, stream, groupName, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return err
+	}
+	return nil
 }
