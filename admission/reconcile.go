@@ -186,8 +186,9 @@ type StoreRecords struct {
 	Noun         string // "admission": the differences' Kind; its plural is the tally's
 	OwnerNoun    string // what the records' owners are: the kind's owner()
 	Open, Middle string // the record keys: "<prefix>" open "<owner>" middle "<id>"
-	Days         string // when set, the records are also fields of hashes "<prefix>" open "<owner>" days "<day>",
-	// each value read into the fields Read takes by ReadDay
+	// Days, when set: the records are also fields of hashes "<prefix>" open "<owner>" days "<day>",
+	// each value read by ReadDay into the fields Read takes.
+	Days     string
 	ReadDay  func(value string) map[string]string
 	User     string // the field a record holds nothing without (a tombstone: a release of an id the store never saw)
 	Read     func(owner, id string, h map[string]string) Compared

@@ -19,7 +19,7 @@ import (
 // runs one). Entries are acknowledged once applied or dead-lettered; entries left pending by a consumer
 // that stopped are taken over after ClaimIdle. It returns when ctx ends.
 func (s *Service) Run(ctx context.Context) {
-	w := &worker{s: s, consumer: consumerName(), groups: map[string]bool{}, trim: trimmer{retired: map[string]bool{}}}
+	w := newWorker(s, consumerName())
 	var wg sync.WaitGroup
 	wg.Go(func() { s.runCompensations(ctx, time.Second) })
 	wg.Go(func() { s.runCommitter(ctx) })
@@ -40,6 +40,10 @@ func (s *Service) Run(ctx context.Context) {
 
 // groupName is the event worker's consumer group on every owner's streams.
 const groupName = "edgeq-workers"
+
+func newWorker(s *Service, consumer string) *worker {
+	return &worker{s: s, consumer: consumer, groups: map[string]bool{}, trim: trimmer{retired: map[string]bool{}}}
+}
 
 type worker struct {
 	s        *Service
@@ -229,7 +233,7 @@ type Worker struct{ w *worker }
 
 // Worker is an event worker of its own consumer name, not running.
 func (s *Service) Worker(consumer string) *Worker {
-	return &Worker{&worker{s: s, consumer: consumer, groups: map[string]bool{}}}
+	return &Worker{newWorker(s, consumer)}
 }
 
 // Pass reads what is new on every stream once and applies it, as each beat of Run does; it reports
