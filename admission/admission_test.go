@@ -275,12 +275,12 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 			t.Helper()
 			var batch []pendingCommit
 			for _, c := range ids {
-				batch = append(batch, pendingCommit{kind: st.svc.stock(), c: c, st: &settling{done: make(chan struct{})}})
+				batch = append(batch, pendingCommit{kind: stockOf(st.svc), c: c, st: &settling{done: make(chan struct{})}})
 			}
 			st.svc.applyCommits(ctx, batch)
 		}
 		unsettled := func(id string) bool {
-			return s.Client.ZScore(ctx, unsettledKey(s.Keys, "p"), id).Err() == nil
+			return s.Client.ZScore(ctx, groupedOf(st.svc).UnsettledSet("p"), id).Err() == nil
 		}
 		state := func(id string) string {
 			t.Helper()
@@ -291,7 +291,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 			t.Fatalf("first purchase: code %d", got[0])
 		}
 		// The claims expire with their product's sale: a claim TTL after the last one written.
-		if ttl := s.Client.PTTL(ctx, claimsKey(s.Keys, "p")).Val(); ttl <= 0 || ttl > time.Minute {
+		if ttl := s.Client.PTTL(ctx, groupedOf(st.svc).Claims("p")).Val(); ttl <= 0 || ttl > time.Minute {
 			t.Fatalf("the claims hash's TTL is %v, want up to the claim TTL (a minute)", ttl)
 		}
 		if got := reserve(c2); got[0] != 3 {
@@ -301,13 +301,13 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		if state("1") != "committed" || unsettled("1") {
 			t.Fatalf("after the commit: state %q, unsettled %v", state("1"), unsettled("1"))
 		}
-		if n := s.Client.HLen(ctx, claimsKey(s.Keys, "p")).Val(); n != 0 {
+		if n := s.Client.HLen(ctx, groupedOf(st.svc).Claims("p")).Val(); n != 0 {
 			t.Fatalf("%d claims after a batched commit, want none: the claim ends with its admission", n)
 		}
 		if got := reserve(c2); got[0] != 0 {
 			t.Fatalf("a purchase after the commit: code %d, want 0 (the settled claim is taken over)", got[0])
 		}
-		if held := s.Client.HGet(ctx, claimsKey(s.Keys, "p"), u).Val(); held != "2" {
+		if held := s.Client.HGet(ctx, groupedOf(st.svc).Claims("p"), u).Val(); held != "2" {
 			t.Fatalf("the claim holds %q, want 2", held)
 		}
 		if got := reserve(c3); got[0] != 3 {
@@ -315,7 +315,7 @@ func TestStock_ClaimsOfSettledAdmissionsAreTakenOver(t *testing.T) {
 		}
 		// A claim older than the claim TTL (a minute here) no longer counts, settled or not: the
 		// replica that admitted it may have died before the shop answered.
-		s.Client.ZAdd(ctx, unsettledKey(s.Keys, "p"), redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).UnixMilli()), Member: "2"})
+		s.Client.ZAdd(ctx, groupedOf(st.svc).UnsettledSet("p"), redis.Z{Score: float64(time.Now().Add(-2 * time.Minute).UnixMilli()), Member: "2"})
 		if got := reserve(c3); got[0] != 0 {
 			t.Fatalf("a purchase after the claim TTL: code %d, want 0", got[0])
 		}
@@ -423,7 +423,7 @@ func TestStock_BadInput(t *testing.T) {
 		if n, _ := s.Client.HLen(ctx, buyersKey(s.Keys, "p")).Result(); n != 0 {
 			t.Fatalf("buyer records: %d", n)
 		}
-		for _, stream := range []string{eventsKey(s.Keys, "p"), admitsKey(s.Keys, "p")} {
+		for _, stream := range []string{stockOf(st.svc).Stream("p"), admitsStream(stockOf(st.svc), "p")} {
 			if n, _ := s.Client.XLen(ctx, stream).Result(); n != 0 {
 				t.Fatalf("%s: %d entries", stream, n)
 			}
@@ -481,7 +481,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		defer cancel()
 		go w.run(ctx)
 		<-crashed
-		pending, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Result()
+		pending, err := s.Client.XPending(ctx, admitsStream(stockOf(st.svc), "p"), groupName).Result()
 		if err != nil || pending.Count == 0 {
 			t.Fatalf("the crashed worker left nothing pending: %+v %v", pending, err)
 		}
@@ -496,12 +496,12 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 			t.Fatalf("leaderboard counts %s, want 120 exactly once", lb.Body)
 		}
 		eventually(t, 5*time.Second, "nothing pending", func() bool {
-			p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Result()
+			p, err := s.Client.XPending(ctx, admitsStream(stockOf(st.svc), "p"), groupName).Result()
 			return err == nil && p.Count == 0
 		})
 		// Applying an event again (a redelivery) changes nothing.
-		msgs, _ := s.Client.XRange(ctx, admitsKey(s.Keys, "p"), "-", "+").Result()
-		apply, err := st.svc.applier(ownerStream{kind: st.svc.stock(), owner: "p"}, msgs[0])
+		msgs, _ := s.Client.XRange(ctx, admitsStream(stockOf(st.svc), "p"), "-", "+").Result()
+		apply, err := st.svc.applier(ownerStream{kind: stockOf(st.svc), owner: "p"}, msgs[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -513,11 +513,11 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 		if err := apply(ctx); err != nil { // twice
 			t.Fatal(err)
 		}
-		if n := len(indexedIDs(t, st.svc, st.svc.stock().table, "p")); n != 120 {
+		if n := len(indexedIDs(t, st.svc, tableOf(stockOf(st.svc)), "p")); n != 120 {
 			t.Fatalf("a redelivered event was indexed twice: %d admissions", n)
 		}
 		indexed := 0
-		for _, list := range usersIndexed(t, st.svc, st.svc.stock().table, "p") {
+		for _, list := range usersIndexed(t, st.svc, tableOf(stockOf(st.svc)), "p") {
 			indexed += len(list)
 		}
 		if indexed != 120 {
@@ -541,7 +541,7 @@ func TestWorker_DeadLetters(t *testing.T) {
 		// A malformed event, as a buggy or older writer might leave (its record is the script's).
 		adm := st.svc.o.IDs.NextString()
 		s.Client.HSet(ctx, recordsKey(s.Keys, "p", adm), adm, "admitted x 1 1")
-		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: []any{"type", "admitted", "admission", adm, "user", "x", "qty", "many", "at", "1"}}).Err(); err != nil {
+		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: stockOf(st.svc).Stream("p"), Values: []any{"type", "admitted", "admission", adm, "user", "x", "qty", "many", "at", "1"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "dead-lettered", func() bool {
@@ -576,7 +576,7 @@ func TestWorker_DeadLetters(t *testing.T) {
 		}
 
 		// One that can never succeed is dismissed: gone from the list and the gauge, once.
-		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: []any{"type", "admitted", "admission", "8", "user", "y", "qty", "none", "at", "1"}}).Err(); err != nil {
+		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: stockOf(st.svc).Stream("p"), Values: []any{"type", "admitted", "admission", "8", "user", "y", "qty", "none", "at", "1"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "dead-lettered again", func() bool {
@@ -671,7 +671,7 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 			t.Fatalf("delete: %d %s", a.Status, a.Body)
 		}
 		ctx := context.Background()
-		table := st.svc.stock().table
+		table := tableOf(stockOf(st.svc))
 		product := byRaw.JSON["items"].([]any)[0].(map[string]any)["product_id"].(string)
 		if n, _ := s.Client.HExists(ctx, recordsKey(s.Keys, product, victim), victim).Result(); n {
 			t.Fatal("the record survived")
@@ -851,7 +851,7 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 		st := newStack(t, s, product("p", 5, 1))
 		st.AddAuctions(auction("lot", "10.00", "1.00", time.Hour))
 		ctx := context.Background()
-		st.svc.compensateLater(st.svc.stock(), Claim{Owner: "p", User: "u", ID: "900"})
+		st.svc.compensateLater(stockOf(st.svc), Claim{Owner: "p", User: "u", ID: "900"})
 		st.svc.compensateLater(st.bids(), Claim{Owner: "lot", ID: "901"})
 		st.svc.compensateOnce(ctx)
 		if n := st.svc.PendingCompensations(); n != 0 {
@@ -1008,7 +1008,7 @@ func TestWorker_AppliesALargeReadInBoundedCalls(t *testing.T) {
 		if n, want := applies.Load(), int64((300+applyMax-1)/applyMax); n != want {
 			t.Fatalf("300 records applied in %d apply.lua calls, want %d of %d", n, want, applyMax)
 		}
-		if p := s.Client.XPending(ctx, admitsKey(s.Keys, "p"), groupName).Val(); p.Count != 0 {
+		if p := s.Client.XPending(ctx, admitsStream(stockOf(st.svc), "p"), groupName).Val(); p.Count != 0 {
 			t.Fatalf("%d entries left unacknowledged", p.Count)
 		}
 	})
@@ -1084,12 +1084,12 @@ func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
 			}
 			return c, res[0].code
 		}
-		claims := func() int64 { return s.Client.HLen(ctx, claimsKey(s.Keys, "p")).Val() }
+		claims := func() int64 { return s.Client.HLen(ctx, groupedOf(st.svc).Claims("p")).Val() }
 		a, code := reserve("ann")
 		if code != 0 || claims() != 1 {
 			t.Fatalf("ann's purchase: code %d, %d claims", code, claims())
 		}
-		if err := st.svc.stock().Commit(ctx, a); err != nil || claims() != 0 {
+		if err := stockOf(st.svc).Commit(ctx, a); err != nil || claims() != 0 {
 			t.Fatalf("after the commit: %v, %d claims", err, claims())
 		}
 		if _, code := reserve("ann"); code != 4 || claims() != 0 {
@@ -1102,7 +1102,7 @@ func TestStock_ClaimsHoldOnlyPurchasesInFlight(t *testing.T) {
 		if _, code := reserve("cy"); code != 1 || claims() != 1 {
 			t.Fatalf("cy, sold out: code %d (want 1), %d claims (want ben's)", code, claims())
 		}
-		if code, err := st.svc.stock().Release(ctx, b); err != nil || code != 0 || claims() != 0 {
+		if code, err := stockOf(st.svc).Release(ctx, b); err != nil || code != 0 || claims() != 0 {
 			t.Fatalf("ben's release: %d %v, %d claims", code, err, claims())
 		}
 	})

@@ -65,7 +65,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 				b.Fatal(err)
 			}
 			p1, s1 := storetest.RedisCPU(b, s.Client)
-			if left := s.Client.ZCard(ctx, unsettledKey(s.Keys, "p")).Val(); left != 0 {
+			if left := s.Client.ZCard(ctx, groupedOf(svc).UnsettledSet("p")).Val(); left != 0 {
 				b.Fatalf("%d admissions left unsettled", left)
 			}
 			if applied := indexedCount(b, svc); applied != n {

@@ -69,6 +69,15 @@ func (st *stack) replica(node int64, products ...config.Product) *stack {
 	return wrap(st.Stack.Replica(node, products...))
 }
 
+// stockOf is svc's stock kind as the pipeline holds it: a Kind, with its capabilities by assertion.
+func stockOf(svc *Service) Kind { return svc.kindOf(config.AdmissionStock) }
+
+// groupedOf is svc's stock kind as a GroupedKind: its admissions' stream, unsettled set and claims.
+func groupedOf(svc *Service) GroupedKind { return stockOf(svc).(GroupedKind) }
+
+// tableOf is k's admin table (TabledKind).
+func tableOf(k Kind) *AdminTable { return k.(TabledKind).AdminTable() }
+
 // bids is the bid kind, its own package linked by kinds_link_test.go.
 func (st *stack) bids() Kind { return st.svc.kindOf(config.AdmissionBid) }
 
@@ -84,7 +93,7 @@ func (st *stack) buyTogether(product string, users []string, qtys []int64) []str
 	for i, u := range users {
 		ids[i] = st.svc.o.IDs.NextString()
 		claims[i] = Claim{Owner: product, User: st.svc.pseudonyms.of(u), ID: ids[i], Value: qtys[i]}
-		commits[i] = pendingCommit{kind: st.svc.stock(), c: claims[i], st: &settling{done: make(chan struct{})}}
+		commits[i] = pendingCommit{kind: stockOf(st.svc), c: claims[i], st: &settling{done: make(chan struct{})}}
 	}
 	res, err := st.svc.reserveNow(ctx, product, claims)
 	if err != nil {
@@ -175,13 +184,13 @@ func usersIndexed(t testing.TB, svc *Service, table *AdminTable, owner string) m
 // indexedCount is how many ids every product's admin lists hold.
 func indexedCount(t testing.TB, svc *Service) int64 {
 	t.Helper()
-	products, err := svc.client.SMembers(context.Background(), productIndexKey(svc.keys)).Result()
+	products, err := svc.client.SMembers(context.Background(), stockOf(svc).OwnersKey()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
 	n := 0
 	for _, p := range products {
-		n += len(indexedIDs(t, svc, svc.stock().table, p))
+		n += len(indexedIDs(t, svc, tableOf(stockOf(svc)), p))
 	}
 	return int64(n)
 }

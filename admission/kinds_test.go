@@ -187,7 +187,7 @@ func kindCases() []kindCase {
 			}
 		},
 		form:    func(int) url.Values { return url.Values{"quantity": {"1"}} },
-		refused: url.Values{"quantity": {"1"}}, refusedUser: "u0", refusedCode: errAlreadyPurchased.Code, given: "released",
+		refused: url.Values{"quantity": {"1"}}, refusedUser: "u0", refusedCode: "ALREADY_PURCHASED", given: "released",
 		held: func(t *testing.T, svc *Service, owner string) int64 {
 			t.Helper()
 			left, err := svc.client.Get(context.Background(), stockKey(svc.keys, owner)).Int64()

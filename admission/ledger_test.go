@@ -89,7 +89,7 @@ func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
 		if !wrote.Load() {
 			t.Fatal("the doomed worker wrote nothing")
 		}
-		pending, err := s.Client.XPending(ctx, eventsKey(s.Keys, "p"), ledgerGroup).Result()
+		pending, err := s.Client.XPending(ctx, stockOf(st.svc).Stream("p"), ledgerGroup).Result()
 		if err != nil || pending.Count == 0 {
 			t.Fatalf("the killed worker left nothing pending: %+v %v", pending, err)
 		}
@@ -104,7 +104,7 @@ func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
 				sqlNumber(t, db, "SELECT count(*) FROM edgeq_bids WHERE state = 'committed'") == 30
 		})
 		eventually(t, 10*time.Second, "nothing pending for the ledger", func() bool {
-			p, err := s.Client.XPending(ctx, eventsKey(s.Keys, "p"), ledgerGroup).Result()
+			p, err := s.Client.XPending(ctx, stockOf(st.svc).Stream("p"), ledgerGroup).Result()
 			return err == nil && p.Count == 0
 		})
 		if n := sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions"); n != 120 {
@@ -141,7 +141,7 @@ func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
 		ctx := context.Background()
 		together := st.buyTogether("p", []string{"ann", "ben"}, []int64{2, 1})
 		admitted := 0 // the admits stream also holds the commit of both, one entry too
-		for _, m := range s.Client.XRange(ctx, admitsKey(s.Keys, "p"), "-", "+").Val() {
+		for _, m := range s.Client.XRange(ctx, admitsStream(stockOf(st.svc), "p"), "-", "+").Val() {
 			if m.Values["type"] == "admitted" {
 				admitted++
 			}
@@ -151,7 +151,7 @@ func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
 		}
 		// As reserve.lua of ec22d85 wrote it (its record and stock are not what the worker reads).
 		old := []any{"type", "admitted", "admission", "77", "user", st.svc.pseudonyms.of("cy"), "qty", "3", "at", "1795639697738"}
-		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: eventsKey(s.Keys, "p"), Values: old}).Err(); err != nil {
+		if err := s.Client.XAdd(ctx, &redis.XAddArgs{Stream: stockOf(st.svc).Stream("p"), Values: old}).Err(); err != nil {
 			t.Fatal(err)
 		}
 		st.StartWorker()
@@ -169,7 +169,7 @@ func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
 				t.Errorf("admission %s in the admin records: %+v %v %v", id, rec, found, err)
 			}
 		}
-		if ids := indexedIDs(t, st.svc, st.svc.stock().table, "p"); len(ids) != 2 {
+		if ids := indexedIDs(t, st.svc, tableOf(stockOf(st.svc)), "p"); len(ids) != 2 {
 			t.Fatalf("the admin lists hold %v, want the two admitted together", ids)
 		}
 		if n := sqlNumber(t, db, "SELECT count(*) FROM edgeq_admissions WHERE state = 'committed'"); n != 2 {

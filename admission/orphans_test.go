@@ -81,7 +81,7 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 			t.Fatalf("q remaining %d, want %d (held units stay taken)", got, units-2)
 		}
 		unsettled := func(product string) map[string]bool {
-			ids, err := s.Client.ZRange(ctx, unsettledKey(s.Keys, product), 0, -1).Result()
+			ids, err := s.Client.ZRange(ctx, groupedOf(sweeper.svc).UnsettledSet(product), 0, -1).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,12 +35,12 @@ func TestAdminRecords_EarlierBuildsRecordsAreReadBeside(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Client.ZAdd(ctx, legacyUser, redis.Z{Score: float64(oldAt), Member: "1000"})
-		s.Client.ZAdd(ctx, st.svc.stock().table.Old.ByTime, redis.Z{Score: float64(oldAt), Member: "1000"})
+		s.Client.ZAdd(ctx, tableOf(stockOf(st.svc)).Old.ByTime, redis.Z{Score: float64(oldAt), Member: "1000"})
 
 		st.StartWorker()
 		ids := st.buyTogether("p", []string{"ann"}, []int64{1})
 		eventually(t, 10*time.Second, "the new admission listed", func() bool {
-			return len(indexedIDs(t, st.svc, st.svc.stock().table, "p")) == 1
+			return len(indexedIDs(t, st.svc, tableOf(stockOf(st.svc)), "p")) == 1
 		})
 		if a := st.AdminGet("/api/admissions/1000"); a.Status != 200 || num(a.JSON["quantity"]) != 2 {
 			t.Fatalf("the earlier build's record: %d %s", a.Status, a.Body)
@@ -78,7 +78,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 			s := storetest.Redis(t)
 			st := newStack(t, s, product("p", 10, 5))
 			ctx := context.Background()
-			svc, table := st.svc, st.svc.stock().table
+			svc, table := st.svc, tableOf(stockOf(st.svc))
 			svc.o.RecordsRetention = time.Hour
 			// The old admissions: records as reserve.lua writes them, at a time past the retention and in
 			// the cutoff day (earlier days' keys expire whole).
@@ -96,7 +96,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 				apps = append(apps, Application{Table: table, Owner: "p", ID: id, User: user})
 			}
 			held := apps[0].ID // unsettled: its replica died and the route holds it
-			s.Client.ZAdd(ctx, unsettledKey(s.Keys, "p"), redis.Z{Score: float64(at.UnixMilli()), Member: held})
+			s.Client.ZAdd(ctx, groupedOf(st.svc).UnsettledSet("p"), redis.Z{Score: float64(at.UnixMilli()), Member: held})
 			svc.o.RecordsRetention = 48 * time.Hour // applied back then, within the retention
 			for from := 0; from < old; from += applyMax {
 				if err := svc.applyBatch(ctx, apps[from:min(from+applyMax, old)]); err != nil {
@@ -191,15 +191,15 @@ func TestAdminRecords_KeysExpireAfterTheRetention(t *testing.T) {
 		st.StartWorker()
 		ctx := context.Background()
 		id := st.buyTogether("p", []string{"ann"}, []int64{1})[0]
-		eventually(t, 10*time.Second, "indexed", func() bool { return len(indexedIDs(t, st.svc, st.svc.stock().table, "p")) == 1 })
+		eventually(t, 10*time.Second, "indexed", func() bool { return len(indexedIDs(t, st.svc, tableOf(stockOf(st.svc)), "p")) == 1 })
 		day := RecordsDay(id)
 		end := time.Unix((day+1)*86400, 0)
 		retention := st.svc.o.RecordsRetention
 		for key, want := range map[string]time.Time{
-			idsKey(s.Keys, "p", day):    end.Add(retention),
-			usersKey(s.Keys, "p"):       end.Add(retention),
-			recordsKey(s.Keys, "p", id): end.Add(max(retention, RecordTTL)),
-			claimsKey(s.Keys, "p"):      time.Time{}, // the claim ended with the commit: nothing left
+			idsKey(s.Keys, "p", day):      end.Add(retention),
+			usersKey(s.Keys, "p"):         end.Add(retention),
+			recordsKey(s.Keys, "p", id):   end.Add(max(retention, RecordTTL)),
+			groupedOf(st.svc).Claims("p"): time.Time{}, // the claim ended with the commit: nothing left
 		} {
 			if want.IsZero() {
 				if n := s.Client.Exists(ctx, key).Val(); n != 0 {
@@ -284,7 +284,7 @@ func TestAdminRecords_PagesHoldEachRecordOnceWhenAppliedLate(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
 		ctx := context.Background()
-		svc, table := st.svc, st.svc.stock().table
+		svc, table := st.svc, tableOf(stockOf(st.svc))
 		now := time.Now().UnixMilli()
 		var want []string
 		add := func(product string, ms int64) {

@@ -297,8 +297,8 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			}
 			return total == int64(len(events))
 		})
-		for _, stream := range []string{eventsKey(s.Keys, productID), admitsKey(s.Keys, productID), eventsKey(s.Keys, spareID),
-			admitsKey(s.Keys, spareID), s.Keys.Auction(auctionID, "events")} {
+		for _, stream := range []string{stockOf(first.svc).Stream(productID), admitsStream(stockOf(first.svc), productID), stockOf(first.svc).Stream(spareID),
+			admitsStream(stockOf(first.svc), spareID), s.Keys.Auction(auctionID, "events")} {
 			eventually(t, 30*time.Second, "nothing pending on "+stream, func() bool {
 				p, err := s.Client.XPending(ctx, stream, groupName).Result()
 				return err == nil && p.Count == 0

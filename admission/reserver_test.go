@@ -43,7 +43,7 @@ func TestReserve_RefusalsLeaveTheBuyersCountsAsTheyWere(t *testing.T) {
 			for i, r := range res {
 				codes = append(codes, r.code)
 				if r.code == 0 {
-					batch = append(batch, pendingCommit{kind: svc.stock(), c: cs[i], st: &settling{done: make(chan struct{})}})
+					batch = append(batch, pendingCommit{kind: stockOf(svc), c: cs[i], st: &settling{done: make(chan struct{})}})
 				}
 			}
 			svc.applyCommits(ctx, batch) // settled: the buyers' claims no longer hold their next purchase

@@ -46,7 +46,7 @@ func TestCompensation_ShutdownGivesBackWhatItCan(t *testing.T) {
 		if n := st.remaining("p"); n != 4 {
 			t.Fatalf("stock after the reserve: %d", n)
 		}
-		st.svc.compensateLater(st.svc.stock(), Claim{Owner: "p", User: "u", ID: "800"})
+		st.svc.compensateLater(stockOf(st.svc), Claim{Owner: "p", User: "u", ID: "800"})
 		stopped, stop := context.WithCancel(ctx)
 		stop() // the replica is already shutting down when the loop looks
 		st.svc.runCompensations(stopped, time.Hour)
@@ -70,7 +70,7 @@ func TestCompensation_ShutdownLogsWhatIsLost(t *testing.T) {
 	st := newStack(t, dead)
 	logs := &syncBuffer{}
 	st.svc.logger = slog.New(slog.NewTextHandler(logs, nil))
-	st.svc.compensateLater(st.svc.stock(), Claim{Owner: "sneaker", User: "u", ID: "801"})
+	st.svc.compensateLater(stockOf(st.svc), Claim{Owner: "sneaker", User: "u", ID: "801"})
 	st.svc.compensateLater(st.bids(), Claim{Owner: "lot", ID: "802"})
 	st.svc.finishCompensations(500 * time.Millisecond)
 	out := logs.String()

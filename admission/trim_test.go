@@ -27,7 +27,7 @@ func TestStreams_TrimmedOnlyBelowWhatEveryGroupAcknowledged(t *testing.T) {
 		st := newStack(t, s, product("p", 10_000, 1))
 		st.svc.o.StreamMaxEntries = 100
 		st.svc.o.TrimEvery = 20 * time.Millisecond
-		stream := admitsKey(s.Keys, "p")
+		stream := admitsStream(stockOf(st.svc), "p")
 		// The ledger's group, as a replica with the ledger on made it, and marked read: the ledger has
 		// stopped reading (PostgreSQL is away, or its replica hangs).
 		if err := s.Client.XGroupCreateMkStream(ctx, stream, ledgerGroup, "0").Err(); err != nil {
@@ -61,7 +61,7 @@ func TestStreams_TrimmedOnlyBelowWhatEveryGroupAcknowledged(t *testing.T) {
 		length := func() int64 { return s.Client.XLen(ctx, stream).Val() }
 		trimPass := func() {
 			// The worker trims every TrimEvery; a pass of the trim itself makes the test independent of when.
-			st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock(), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+			st.svc.trimStreams(ctx, [][]ownerStream{{{kind: stockOf(st.svc), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
 		}
 
 		st.StartWorker()
@@ -131,7 +131,7 @@ func TestStreams_AGroupNotCreatedYetHoldsTheWholeStream(t *testing.T) {
 		ctx := context.Background()
 		st := newStack(t, s, product("p", 10_000, 1))
 		st.svc.o.StreamMaxEntries = 1000
-		stream := admitsKey(s.Keys, "p")
+		stream := admitsStream(stockOf(st.svc), "p")
 		st.svc.markGroupRead(ctx, ledgerGroup) // the ledger runs, and has not listed this product yet
 		for i := range 700 {
 			u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
@@ -149,7 +149,7 @@ func TestStreams_AGroupNotCreatedYetHoldsTheWholeStream(t *testing.T) {
 		for _, m := range msgs[0].Messages {
 			s.Client.XAck(ctx, stream, groupName, m.ID)
 		}
-		st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock(), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+		st.svc.trimStreams(ctx, [][]ownerStream{{{kind: stockOf(st.svc), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
 		if n := s.Client.XLen(ctx, stream).Val(); n != 700 {
 			t.Fatalf("%d entries left, want 700: the ledger has not read any", n)
 		}
@@ -177,7 +177,7 @@ func TestReconcile_ListsStreamsTrimmedUnread(t *testing.T) {
 	st := newStack(t, s, product("p", 10_000, 1))
 	withLedger(t, st)
 	st.svc.o.StreamMaxEntries = 100
-	stream := admitsKey(s.Keys, "p")
+	stream := admitsStream(stockOf(st.svc), "p")
 	st.svc.markGroupRead(ctx, groupName)
 	for i := range 300 {
 		u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
@@ -185,7 +185,7 @@ func TestReconcile_ListsStreamsTrimmedUnread(t *testing.T) {
 			t.Fatalf("purchase %d: %v %v", i, res, err)
 		}
 	}
-	st.svc.trimStreams(ctx, [][]ownerStream{{{kind: st.svc.stock(), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
+	st.svc.trimStreams(ctx, [][]ownerStream{{{kind: stockOf(st.svc), owner: "p", admits: true}}}, &trimmer{retired: map[string]bool{}})
 	r, err := st.svc.Reconcile(ctx)
 	if err != nil {
 		t.Fatal(err)

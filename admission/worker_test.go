@@ -63,7 +63,7 @@ func TestWorker_OnePassReadsEveryProductInOnePipeline(t *testing.T) {
 				t.Fatalf("one pass applied %d admissions of the %d products sold", got, n)
 			}
 			for i := range n {
-				p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"+strconv.Itoa(i)), groupName).Result()
+				p, err := s.Client.XPending(ctx, admitsStream(stockOf(svc), "p"+strconv.Itoa(i)), groupName).Result()
 				if err != nil || p.Count != 0 {
 					t.Fatalf("product p%d: pending %+v %v", i, p, err)
 				}
@@ -117,7 +117,7 @@ func TestWorker_APassOverManyStreamsAppliesThemTogether(t *testing.T) {
 			t.Fatalf("%d XACKs for %d streams with entries", got, n)
 		}
 		for i := range n {
-			p, err := s.Client.XPending(ctx, admitsKey(s.Keys, "p"+strconv.Itoa(i)), groupName).Result()
+			p, err := s.Client.XPending(ctx, admitsStream(stockOf(svc), "p"+strconv.Itoa(i)), groupName).Result()
 			if err != nil || p.Count != 0 {
 				t.Fatalf("product p%d: pending %+v %v", i, p, err)
 			}
@@ -134,7 +134,7 @@ func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
 		old := float64(time.Now().Add(-UnsettledAfter - time.Minute).UnixMilli())
 		for p, n := range map[string]int{"p0": 2, "p3": 1, "p4": 3} {
 			for i := range n {
-				s.Client.ZAdd(ctx, unsettledKey(s.Keys, p), redis.Z{Score: old, Member: p + "-old-" + strconv.Itoa(i)})
+				s.Client.ZAdd(ctx, groupedOf(svc).UnsettledSet(p), redis.Z{Score: old, Member: p + "-old-" + strconv.Itoa(i)})
 			}
 		}
 		w.pass(ctx)
@@ -235,7 +235,7 @@ func TestWorker_OutOfOrderEntriesKeepTheFinalState(t *testing.T) {
 		s.Client.HSet(ctx, recordsKey(s.Keys, "p", adm), adm, "released u 1 1000 - 2000")
 		s.Client.SAdd(ctx, st.bids().OwnersKey(), "lot") // as the auction's creation indexes it
 		stock := func(msg redis.XMessage) func() error {
-			apply, err := st.svc.applier(ownerStream{kind: st.svc.stock(), owner: "p"}, msg)
+			apply, err := st.svc.applier(ownerStream{kind: stockOf(st.svc), owner: "p"}, msg)
 			if err != nil {
 				t.Fatal(err)
 			}

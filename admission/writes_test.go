@@ -142,7 +142,7 @@ func TestStockAdmission_AtMostFiveRedisWritesEachAmortizedOverABatch(t *testing.
 				t.Errorf("100 admissions wrote %d commands, %.2f each (%s); at most 5 each", total, float64(total)/100, strings.Join(by, ", "))
 			}
 			// What the batch did is all there: the units sold, none left unsettled, every record applied.
-			if left := s.Client.ZCard(ctx, unsettledKey(s.Keys, "p")).Val(); left != 0 {
+			if left := s.Client.ZCard(ctx, groupedOf(svc).UnsettledSet("p")).Val(); left != 0 {
 				t.Errorf("%d admissions left unsettled", left)
 			}
 			if n := indexedCount(t, svc); n != 200 {
