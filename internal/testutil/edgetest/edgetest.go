@@ -36,7 +36,7 @@ import (
 // AdminKey is the admin listener's bearer key.
 const AdminKey = "test-admin-key"
 
-// The headers that carry an admission's id and a bid's id to the origin, as the contract names them.
+// The headers that carry an admission's id and a bid's id to the origin (docs/reference.md).
 const (
 	AdmissionHeader = "Edgeq-Admission-Id"
 	BidHeader       = "Edgeq-Bid-Id"
