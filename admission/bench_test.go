@@ -48,7 +48,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 				if n == int64(group) {
 					send = claims // the first call: nothing to commit yet
 				}
-				res, err := svc.reserveNow(ctx, "p", send)
+				res, err := reserveNow(ctx, svc, "p", send)
 				if err != nil || res[len(send)-1].code != 0 {
 					b.Fatalf("reserve: %v %v", res, err)
 				}
@@ -61,7 +61,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if _, err := svc.reserveNow(ctx, "p", commits); err != nil { // the last call's commits
+			if _, err := reserveNow(ctx, svc, "p", commits); err != nil { // the last call's commits
 				b.Fatal(err)
 			}
 			p1, s1 := storetest.RedisCPU(b, s.Client)
@@ -98,7 +98,7 @@ func BenchmarkIdleWorkerPass(b *testing.B) {
 			// One admission each, applied, so that every stream and group exists.
 			for i := range ps {
 				c := Claim{Owner: ps[i].ID, User: svc.pseudonyms.of("u"), ID: strconv.Itoa(i + 1), Value: 1}
-				if res, err := svc.reserveNow(ctx, ps[i].ID, []Claim{c}); err != nil || res[0].code != 0 {
+				if res, err := reserveNow(ctx, svc, ps[i].ID, []Claim{c}); err != nil || res[0].code != 0 {
 					b.Fatalf("reserve: %v %v", res, err)
 				}
 			}

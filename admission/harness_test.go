@@ -95,7 +95,7 @@ func (st *stack) buyTogether(product string, users []string, qtys []int64) []str
 		claims[i] = Claim{Owner: product, User: st.svc.pseudonyms.of(u), ID: ids[i], Value: qtys[i]}
 		commits[i] = pendingCommit{kind: stockOf(st.svc), c: claims[i], st: &settling{done: make(chan struct{})}}
 	}
-	res, err := st.svc.reserveNow(ctx, product, claims)
+	res, err := reserveNow(ctx, st.svc, product, claims)
 	if err != nil {
 		st.T.Fatal(err)
 	}
@@ -135,22 +135,6 @@ func (st *stack) remaining(product string) int64 {
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	wait.Until(t, within, what, cond)
-}
-
-// storedRecord reads an admission's record as the stock scripts keep it (stockrecords.go): the zero
-// record when there is none.
-func storedRecord(t *testing.T, s *store.Store, product, id string) storeRecord {
-	t.Helper()
-	v, err := s.Client.HGet(context.Background(), recordsKey(s.Keys, product, id), id).Result()
-	if err != nil {
-		return storeRecord{}
-	}
-	return parseStoreRecord(v)
-}
-
-// orphanMark is the orphan sweep's mark on an admission's record ("held", "released" or "").
-func orphanMark(s *store.Store, product, id string) string {
-	return s.Client.HGet(context.Background(), recordsKey(s.Keys, product, id), id+":orphan").Val()
 }
 
 // indexedIDs is every id an owner's admin lists (records.go) hold, of the days within the retention.

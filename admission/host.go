@@ -143,3 +143,14 @@ func (s *Service) SourceBreaker() (failures int, cooldown time.Duration) {
 
 // Kind is the linked kind whose routes' admission.type is name, nil when none is.
 func (s *Service) Kind(name string) Kind { return s.kindOf(name) }
+
+// CommitNow commits cs, admissions of kind k the shop accepted, at once and in one batch, as the
+// committer sends the commits it gathered (commits.lua per owner): for a kind's tests, which settle
+// admissions they made themselves without a request in flight.
+func (s *Service) CommitNow(ctx context.Context, k Kind, cs ...Claim) {
+	batch := make([]pendingCommit, len(cs))
+	for i, c := range cs {
+		batch[i] = pendingCommit{kind: k, c: c, st: &settling{done: make(chan struct{})}}
+	}
+	s.applyCommits(ctx, batch)
+}

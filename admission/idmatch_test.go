@@ -82,6 +82,10 @@ func TestIDMatch_AdminCreatedIDsAreGuardedInEverySpellingUntilDeleted(t *testing
 	})
 }
 
+// productScript is the stock kind's product.lua, run as its package runs it, to write a product as an
+// earlier build did.
+var productScript = Script("product.lua", luascript.From(os.DirFS("stock"), "scripts").Read("product.lua"))
+
 // auctionScript is the bid kind's auction.lua, run as its package runs it, to write an auction as an
 // earlier build did.
 var auctionScript = Script("auction.lua", luascript.From(os.DirFS("bid"), "scripts").Read("auction.lua"))

@@ -165,7 +165,7 @@ func TestWorker_ReadsTheAdmissionsOfOlderBuildsToo(t *testing.T) {
 			if id == "77" {
 				continue // its record was that build's, gone with it: the ledger has it
 			}
-			if rec, found, err := st.svc.stock().adminRecord(ctx, id); err != nil || !found || rec.Quantity != qty {
+			if rec, found, err := adminRecord(ctx, st.svc, id); err != nil || !found || rec.Quantity != qty {
 				t.Errorf("admission %s in the admin records: %+v %v %v", id, rec, found, err)
 			}
 		}

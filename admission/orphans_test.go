@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
@@ -29,7 +27,7 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 			{Name: "add", Admission: config.Admission{Type: "stock", Orphans: config.OrphansRelease}},
 			{Name: "keep", Admission: config.Admission{Type: "stock", Orphans: config.OrphansHold}},
 		}
-		sweeper.svc.UseOrphans(routes)
+		useOrphans(t, sweeper.svc, routes)
 		if err := alive.svc.renewLease(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +41,7 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 		admit := func(st *stack, product, user, route string) string {
 			t.Helper()
 			c := Claim{Owner: product, User: st.svc.pseudonyms.of(user), ID: st.svc.o.IDs.NextString(), Value: 1, Route: route}
-			res, err := st.svc.reserveNow(ctx, product, []Claim{c})
+			res, err := reserveNow(ctx, st.svc, product, []Claim{c})
 			if err != nil || res[0].code != 0 {
 				t.Fatalf("admit %s: %v %v", user, res, err)
 			}
@@ -56,21 +54,21 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // older than origin.timeout (OrphanAfter)
 		young := admit(dead, "p", "g", "add")
 
-		sweeper.svc.sweepOrphans(ctx)
-		sweeper.svc.sweepOrphans(ctx) // again, as every replica's worker does: nothing twice
-		alive.svc.UseOrphans(routes)
+		sweep(ctx, sweeper.svc)
+		sweep(ctx, sweeper.svc) // again, as every replica's worker does: nothing twice
+		useOrphans(t, alive.svc, routes)
 		alive.svc.o.OrphanAfter = 200 * time.Millisecond
-		alive.svc.sweepOrphans(ctx)
+		sweep(ctx, alive.svc)
 
-		if got := testutil.ToFloat64(sweeper.svc.stock().metrics.orphans.WithLabelValues("add", "released")) +
-			testutil.ToFloat64(alive.svc.stock().metrics.orphans.WithLabelValues("add", "released")); got != 2 {
+		if got := sweeper.orphaned("add", "released") +
+			alive.orphaned("add", "released"); got != 2 {
 			t.Fatalf("released %v, want 2", got)
 		}
-		if got := testutil.ToFloat64(sweeper.svc.stock().metrics.orphans.WithLabelValues("keep", "held")) +
-			testutil.ToFloat64(alive.svc.stock().metrics.orphans.WithLabelValues("keep", "held")); got != 1 {
+		if got := sweeper.orphaned("keep", "held") +
+			alive.orphaned("keep", "held"); got != 1 {
 			t.Fatalf("held on route keep %v, want 1", got)
 		}
-		if got := testutil.ToFloat64(sweeper.svc.stock().metrics.orphans.WithLabelValues("gone", "held")); got != 1 {
+		if got := sweeper.orphaned("gone", "held"); got != 1 {
 			t.Fatalf("held on a route no longer configured %v, want 1", got)
 		}
 		// p: 2 released back, 3 still taken (the live replica's, the lease-less replica's, the young one).
@@ -134,8 +132,8 @@ func TestOrphans_ADeadReplicasUnsettledAdmissionsFollowTheRoute(t *testing.T) {
 			t.Fatalf("%d listed items marked held, want 2: %v", marked, list.JSON["items"])
 		}
 		// Reloaded with release, the held one goes back too.
-		sweeper.svc.UseOrphans([]config.Route{{Name: "keep", Admission: config.Admission{Type: "stock", Orphans: config.OrphansRelease}}})
-		sweeper.svc.sweepOrphans(ctx)
+		useOrphans(t, sweeper.svc, []config.Route{{Name: "keep", Admission: config.Admission{Type: "stock", Orphans: config.OrphansRelease}}})
+		sweep(ctx, sweeper.svc)
 		if got := sweeper.remaining("q"); got != units-1 {
 			t.Fatalf("after a reload to release, q remaining %d, want %d", got, units-1)
 		}

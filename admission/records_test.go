@@ -159,7 +159,7 @@ func TestAdminRecords_LeaveAfterTheRetentionWithOrWithoutTheLedger(t *testing.T)
 			if num(a.JSON["total_count"]) != int64(old-20+2) {
 				t.Fatalf("the admin list counts %v", a.JSON["total_count"])
 			}
-			if rec, found, err := svc.stock().adminRecord(ctx, held); err != nil || !found || rec.State != "admitted" {
+			if rec, found, err := adminRecord(ctx, svc, held); err != nil || !found || rec.State != "admitted" {
 				t.Fatalf("the unsettled admission's record: %+v %v %v", rec, found, err)
 			}
 			// Writes go on, and so does the trim, until every old record is gone.

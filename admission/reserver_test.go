@@ -34,7 +34,7 @@ func TestReserve_RefusalsLeaveTheBuyersCountsAsTheyWere(t *testing.T) {
 		}
 		reserve := func(cs ...Claim) []int64 {
 			t.Helper()
-			res, err := svc.reserveNow(ctx, "p", cs)
+			res, err := reserveNow(ctx, svc, "p", cs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func TestCompensation_ShutdownGivesBackWhatItCan(t *testing.T) {
 		logs := &syncBuffer{}
 		st.svc.logger = slog.New(slog.NewTextHandler(logs, nil))
 		ctx := context.Background()
-		if res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: "u", ID: "800", Value: 1}}); err != nil || res[0].code != 0 {
+		if res, err := reserveNow(ctx, st.svc, "p", []Claim{{Owner: "p", User: "u", ID: "800", Value: 1}}); err != nil || res[0].code != 0 {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
 		if n := st.remaining("p"); n != 4 {

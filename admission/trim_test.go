@@ -37,7 +37,7 @@ func TestStreams_TrimmedOnlyBelowWhatEveryGroupAcknowledged(t *testing.T) {
 		buy := func(from, to int) {
 			for i := from; i < to; i++ {
 				u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
-				res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: u, ID: strconv.Itoa(1_000_000 + i), Value: 1}})
+				res, err := reserveNow(ctx, st.svc, "p", []Claim{{Owner: "p", User: u, ID: strconv.Itoa(1_000_000 + i), Value: 1}})
 				if err != nil || res[0].code != 0 {
 					t.Fatalf("purchase %d: %v %v", i, res, err)
 				}
@@ -136,7 +136,7 @@ func TestStreams_AGroupNotCreatedYetHoldsTheWholeStream(t *testing.T) {
 		for i := range 700 {
 			u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
 			id := strconv.Itoa(2_000_000 + i)
-			if res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: u, ID: id, Value: 1}}); err != nil || res[0].code != 0 {
+			if res, err := reserveNow(ctx, st.svc, "p", []Claim{{Owner: "p", User: u, ID: id, Value: 1}}); err != nil || res[0].code != 0 {
 				t.Fatalf("purchase %d: %v %v", i, res, err)
 			}
 		}
@@ -181,7 +181,7 @@ func TestReconcile_ListsStreamsTrimmedUnread(t *testing.T) {
 	st.svc.markGroupRead(ctx, groupName)
 	for i := range 300 {
 		u := st.svc.pseudonyms.of("u" + strconv.Itoa(i))
-		if res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: u, ID: strconv.Itoa(3_000_000 + i), Value: 1}}); err != nil || res[0].code != 0 {
+		if res, err := reserveNow(ctx, st.svc, "p", []Claim{{Owner: "p", User: u, ID: strconv.Itoa(3_000_000 + i), Value: 1}}); err != nil || res[0].code != 0 {
 			t.Fatalf("purchase %d: %v %v", i, res, err)
 		}
 	}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -36,7 +35,7 @@ func workerOver(t *testing.T, s *store.Store, sold, unsold int) (*Service, *work
 	}
 	for _, p := range ps[:sold] {
 		c := Claim{Owner: p.ID, User: svc.pseudonyms.of("u"), ID: svc.o.IDs.NextString(), Value: 1}
-		if res, err := svc.reserveNow(ctx, p.ID, []Claim{c}); err != nil || res[0].code != 0 {
+		if res, err := reserveNow(ctx, svc, p.ID, []Claim{c}); err != nil || res[0].code != 0 {
 			t.Fatalf("reserve %s: %v %v", p.ID, res, err)
 		}
 	}
@@ -125,28 +124,6 @@ func TestWorker_APassOverManyStreamsAppliesThemTogether(t *testing.T) {
 	})
 }
 
-// edgeq_admissions_unsettled counts, over every product, the admissions neither committed nor given
-// back for longer than UnsettledAfter; newer ones do not count.
-func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
-	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
-		ctx := context.Background()
-		svc, w := workerOver(t, s, 5, 0) // one fresh unsettled admission each: not counted
-		old := float64(time.Now().Add(-UnsettledAfter - time.Minute).UnixMilli())
-		for p, n := range map[string]int{"p0": 2, "p3": 1, "p4": 3} {
-			for i := range n {
-				s.Client.ZAdd(ctx, groupedOf(svc).UnsettledSet(p), redis.Z{Score: old, Member: p + "-old-" + strconv.Itoa(i)})
-			}
-		}
-		w.pass(ctx)
-		if got := testutil.ToFloat64(svc.stock().metrics.unsettled); got != 6 {
-			t.Fatalf("edgeq_admissions_unsettled = %v, want 6", got)
-		}
-		if u, err := svc.unsettled(ctx, time.Now()); err != nil || len(u) != 5+6 {
-			t.Fatalf("the unsettled list: %d items, %v; want 11", len(u), err)
-		}
-	})
-}
-
 // Under a steady stream of admissions the event worker does not chase each one: a pass that found
 // some entries rests busyRest, so the next reads what gathered meanwhile (fewer reads, apply calls
 // and acknowledgements, each a round trip). Without the rest each pass would be followed by the
@@ -173,7 +150,7 @@ func TestWorker_ReadsWhatGatheredUnderLoadInFewerPasses(t *testing.T) {
 			wg.Go(func() {
 				for i := 0; time.Since(start) < 600*time.Millisecond; i++ {
 					c := Claim{Owner: "p", User: svc.pseudonyms.of(fmt.Sprintf("u%d-%d", b, i)), ID: svc.o.IDs.NextString(), Value: 1}
-					if res, err := svc.reserveNow(ctx, "p", []Claim{c}); err != nil || res[0].code != 0 {
+					if res, err := reserveNow(ctx, svc, "p", []Claim{c}); err != nil || res[0].code != 0 {
 						t.Errorf("reserve: %v %v", res, err)
 						return
 					}

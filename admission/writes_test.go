@@ -105,7 +105,7 @@ func TestStockAdmission_AtMostFiveRedisWritesEachAmortizedOverABatch(t *testing.
 							claims = append(claims, Claim{Owner: "p", User: svc.pseudonyms.of("buyer-" + n), ID: svc.o.IDs.NextString(), Value: 1})
 						}
 					}
-					res, err := svc.reserveNow(ctx, "p", append(commits, claims...))
+					res, err := reserveNow(ctx, svc, "p", append(commits, claims...))
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -13,45 +13,42 @@ import (
 	"testing"
 )
 
-// The admission kinds keep to their own files: a kind is a package of its own (admission/<kind>) or
-// still files of admission/ named after it (stock.go, stock_records.go); either registers it
-// (Register, in an init), and the pipeline's files, every other file of admission/, name no kind.
-// docs/architecture.md "Adding an admission kind" lists what a kind implements: these tests keep
-// both true.
+// Each admission kind is a package of its own (admission/<kind>) that registers itself (Register, in
+// an init), and admission/'s files, the pipeline, name no kind. docs/architecture.md "Adding an
+// admission kind" lists what a kind implements: these tests keep both true.
 
 const admissionDir = "../admission"
 
-// admissionKinds reads the registered kinds: prefixes are the file prefixes of admission/'s own kinds
-// (each file whose init calls Register), words every kind's name (those prefixes and the packages
-// under admission/ whose init calls Register) and the owner noun its Owner() method returns or its
-// About literal names.
-func admissionKinds(t *testing.T) (prefixes, words []string) {
+// admissionKinds reads the registered kinds' words: the name of every package under admission/ whose
+// init calls Register and the owner noun its Owner() method returns or its About literal names. A
+// file of admission/ itself that registers a kind is an error: a kind is a package.
+func admissionKinds(t *testing.T) (words []string) {
 	t.Helper()
+	var inPipeline []string
+	kindsIn(t, admissionDir, &inPipeline)
+	if len(inPipeline) > 0 {
+		t.Errorf("admission/ registers kinds in its own files %v: a kind is a package of its own (admission/<kind>)", inPipeline)
+	}
 	dirs, err := filepath.Glob(filepath.Join(admissionDir, "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	words, nouns := kindsIn(t, admissionDir, &prefixes), []string{}
 	for _, dir := range dirs {
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			continue
 		}
 		var registers []string
-		if n := kindsIn(t, dir, &registers); len(registers) > 0 {
-			words = append(words, filepath.Base(dir))
-			nouns = append(nouns, n...)
+		if nouns := kindsIn(t, dir, &registers); len(registers) > 0 {
+			words = append(append(words, filepath.Base(dir)), nouns...)
 		}
 	}
-	slices.Sort(prefixes)
-	words = append(words, prefixes...)
-	words = append(words, nouns...)
 	slices.Sort(words)
-	return prefixes, slices.Compact(words)
+	return slices.Compact(words)
 }
 
 // kindsIn reads the Go files of dir (tests left out): each file whose init calls Register is added
-// to registers (its name less .go), and the owner nouns of those files, and of the files named after
-// them, are returned.
+// to registers (its name less .go), and, when there is one, the owner nouns of every file are
+// returned.
 func kindsIn(t *testing.T, dir string, registers *[]string) (nouns []string) {
 	t.Helper()
 	fset := token.NewFileSet()
@@ -59,8 +56,6 @@ func kindsIn(t *testing.T, dir string, registers *[]string) (nouns []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed := map[string]*ast.File{}
-	pkg := filepath.Base(dir) != filepath.Base(admissionDir) // a kind's own package: every file is the kind's
 	for _, path := range files {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
@@ -69,21 +64,15 @@ func kindsIn(t *testing.T, dir string, registers *[]string) (nouns []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		parsed[filepath.Base(path)] = f
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Name.Name != "init" || fn.Recv != nil || !calls(fn.Body, "Register") {
+			if !ok {
 				continue
 			}
-			*registers = append(*registers, strings.TrimSuffix(filepath.Base(path), ".go"))
-		}
-	}
-	for name, f := range parsed {
-		if !pkg && !slices.ContainsFunc(*registers, func(p string) bool { return strings.HasPrefix(name, p) }) {
-			continue
-		}
-		for _, d := range f.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.Name == "Owner" {
+			if fn.Name.Name == "init" && fn.Recv == nil && calls(fn.Body, "Register") {
+				*registers = append(*registers, strings.TrimSuffix(filepath.Base(path), ".go"))
+			}
+			if fn.Recv != nil && fn.Name.Name == "Owner" {
 				if noun, ok := returnedString(fn); ok {
 					nouns = append(nouns, noun)
 				}
@@ -146,11 +135,10 @@ func returnedString(fn *ast.FuncDecl) (string, bool) {
 }
 
 func TestKinds_PipelineNamesNoKind(t *testing.T) {
-	prefixes, names := admissionKinds(t)
+	names := admissionKinds(t)
 	for _, want := range []string{"stock", "product", "bid", "auction"} {
 		if !slices.Contains(names, want) {
-			t.Fatalf("found the kinds' names %v (admission/'s own kinds %v): %q is missing (is Register still called from each kind's init?)",
-				names, prefixes, want)
+			t.Fatalf("found the kinds' names %v: %q is missing (is Register still called from each kind's init?)", names, want)
 		}
 	}
 	words := regexp.MustCompile(`(?i)\b(` + strings.Join(names, "|") + `)`)
@@ -161,8 +149,7 @@ func TestKinds_PipelineNamesNoKind(t *testing.T) {
 	pipeline := 0
 	for _, path := range files {
 		name := filepath.Base(path)
-		if strings.HasSuffix(name, "_test.go") ||
-			slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+		if strings.HasSuffix(name, "_test.go") {
 			continue
 		}
 		pipeline++

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/admission/stock"
 	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/inflight"
 	"github.com/edgeq/edgeq/internal/brand"
@@ -120,7 +121,7 @@ func build(cfg *config.Config, logger *slog.Logger, version string) (*parts, err
 	var adm *admission.Service // the room's sold_out_with reads its stock; built below
 	room = waitroom.New(waitroom.Options{
 		Stock: func(ctx context.Context, products []string) (bool, error) {
-			return adm.SoldOut(ctx, products)
+			return stock.SoldOut(ctx, adm, products)
 		},
 		Store:     st,
 		Keyring:   keyring,

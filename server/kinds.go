@@ -4,4 +4,5 @@ package server
 // (docs/architecture.md "Adding an admission kind"), so an import is all it takes to link one.
 import (
 	_ "github.com/edgeq/edgeq/admission/bid"
+	_ "github.com/edgeq/edgeq/admission/stock"
 )

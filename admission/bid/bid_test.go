@@ -18,9 +18,9 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
-	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/testutil/admissiontest"
 	"github.com/edgeq/edgeq/internal/testutil/edgetest"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/edgeq/edgeq/internal/testutil/wait"
@@ -44,17 +44,9 @@ var (
 	newBidOutcomes = edgetest.NewBidOutcomes
 )
 
-// newService is one replica's admission service, as server builds it.
-func newService(d edgetest.Deps) edgetest.Service {
-	return admission.New(admission.Options{
-		Store: d.Store, IDs: ids.New(d.Node), IdentityKey: []byte("identity"), MaxBodyBytes: 4096, ClaimTTL: time.Minute,
-		Prefix: "/_edgeq", Responder: d.Responder, Logger: d.Logger, Registry: d.Registry,
-		Backoff:   []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond},
-		ClaimIdle: 300 * time.Millisecond,
-		// auctions_source's breaker: the default 5 failures, a cool-down short enough to wait for.
-		SourceCooldown: sourceCooldown,
-	})
-}
+// newService is one replica's admission service, as server builds it, with auctions_source's breaker
+// at the default 5 failures and a cool-down short enough to wait for.
+var newService = admissiontest.Build(func(o *admission.Options) { o.SourceCooldown = sourceCooldown })
 
 func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
 	t.Helper()

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
+	"github.com/edgeq/edgeq/admission/stock"
 	"github.com/edgeq/edgeq/cmd/edgeq-bench/internal/load"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/redisserver"
@@ -225,9 +226,9 @@ func rawReserve(addr string, concurrency int, duration time.Duration) (load.Samp
 	svc := admission.New(admission.Options{Store: st}) // reserve.lua alone, with edgeq's defaults
 	return load.Loop("reserve.lua alone", concurrency, duration, func(int) error {
 		id := strconv.FormatInt(ids.Add(1), 10)
-		code, err := svc.Reserve(ctx, "bench", "raw-"+id, id)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("reserve.lua answered %d", code)
+		res, err := stock.Reserve(ctx, svc, "bench", []admission.Claim{{Owner: "bench", User: "raw-" + id, ID: id, Value: 1}})
+		if err == nil && res[0].Code != 0 {
+			err = fmt.Errorf("reserve.lua answered %d", res[0].Code)
 		}
 		return err
 	}), nil

@@ -13,7 +13,7 @@
 -- ARGV[1] claim TTL (ms)   ARGV[2] when the records hashes expire (unix s: a record TTL after the end
 -- of the latest purchase's day, keys.go recordsExpireAt)   ARGV[3] 1: the ledger is on
 -- ARGV[4] the number of commits c, then c pairs (admission id, user): commits riding this call
--- (stock_reserver.go), done first, as commits.lua does them: the admissions still unsettled leave the
+-- (reserver.go), done first, as commits.lua does them: the admissions still unsettled leave the
 -- unsettled set and their claims end (so a buyer's next purchase later in this call is not refused as
 -- in progress) and, with the ledger on, one committed entry names them on the admissions stream
 -- then per purchase: admission id, user pseudonym, quantity (an integer, as text), route name (what

@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/group"
@@ -25,61 +26,61 @@ import (
 // units of a product (a per-user in-flight claim, the per-user limit, no oversell) and records the
 // buyer; the origin's answer commits or releases them.
 type stockKind struct {
-	About
-	s        *Service
-	products productCache // public product reads (stock_products.go)
-	list     productList  // the public product list (stock_products.go)
-	table    *AdminTable  // the admissions' admin records (records.go)
+	admission.About
+	s        *admission.Service
+	products productCache          // public product reads (products.go)
+	list     productList           // the public product list (products.go)
+	table    *admission.AdminTable // the admissions' admin records (admission/records.go)
 	// reserves groups each product's purchases (and commits) into reserve.lua calls
-	// (stock_reserver.go).
-	reserves *group.Batcher[string, Claim, reserved]
-	// buyers is how GET {prefix}/admissions/mine identifies a buyer (mine.go); follows reloads.
-	buyers atomic.Pointer[MineIdentity]
-	// orphanPolicies: stock route name -> admission.orphans (stock_orphans.go); follows reloads.
+	// (reserver.go).
+	reserves *group.Batcher[string, admission.Claim, Reserved]
+	// buyers is how GET {prefix}/admissions/mine identifies a buyer (admission/mine.go); follows reloads.
+	buyers atomic.Pointer[admission.MineIdentity]
+	// orphanPolicies: stock route name -> admission.orphans (orphans.go); follows reloads.
 	orphanPolicies atomic.Pointer[map[string]string]
 	metrics        stockMetrics
 }
 
-func init() { Register(10, newStockKind) }
+func init() { admission.Register(10, newStockKind) }
 
-func newStockKind(s *Service) Kind {
-	k := &stockKind{About: About{Type: config.AdmissionStock, OwnerNoun: "product", IDHeader: HeaderAdmissionID,
+func newStockKind(s *admission.Service) admission.Kind {
+	k := &stockKind{About: admission.About{Type: config.AdmissionStock, OwnerNoun: "product", IDHeader: HeaderAdmissionID,
 		Unknown: errProductNotFound, Codes: []*web.Error{errInsufficientStock, errProductNotFound, errPurchaseInProgress, errAlreadyPurchased}},
 		s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.Keys()),
-		reserves: s.newReserver(), metrics: newStockMetrics(s.Registry())}
+		metrics: newStockMetrics(s.Registry())}
+	k.reserves = k.newReserver()
 	none := map[string]string{}
 	k.orphanPolicies.Store(&none)
 	return k
 }
 
-func (k *stockKind) Run(ctx context.Context)                     { k.reserves.Run(ctx) }
-func (k *stockKind) MineIdentity() *atomic.Pointer[MineIdentity] { return &k.buyers }
-func (k *stockKind) AdminTable() *AdminTable                     { return k.table }
+func (k *stockKind) Run(ctx context.Context)                               { k.reserves.Run(ctx) }
+func (k *stockKind) MineIdentity() *atomic.Pointer[admission.MineIdentity] { return &k.buyers }
+func (k *stockKind) AdminTable() *admission.AdminTable                     { return k.table }
 
 // Busy: the user's previous purchase of the product is still in flight.
 func (*stockKind) Busy() *web.Error { return errPurchaseInProgress }
 
 // Use takes the stock routes' orphans settings.
 func (k *stockKind) Use(cfg *config.Config) error {
-	k.s.UseOrphans(cfg.Routes)
+	k.UseOrphans(cfg.Routes)
 	return nil
 }
 
 // RideCommit: a stock admission's commit rides the product's next reservation call (the reserver
 // sends one at once when none is on its way): no call or round trip of its own.
-func (k *stockKind) RideCommit(c Claim, done func(applied bool)) bool {
+func (k *stockKind) RideCommit(c admission.Claim, done func(applied bool)) bool {
 	rides := c
 	rides.Commit = true
-	return k.reserves.Go(c.Owner, rides, func(r reserved, err error) { done(err == nil && !r.notAcked) })
+	return k.reserves.Go(c.Owner, rides, func(r Reserved, err error) { done(err == nil && !r.NotAcked) })
 }
 
-// Sweep sets the unsettled gauge and applies the orphans settings (stock_orphans.go).
+// Sweep sets the unsettled gauge and applies the orphans settings (orphans.go).
 func (k *stockKind) Sweep(ctx context.Context) {
-	s := k.s
-	if n, err := s.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
+	if n, err := k.unsettledCount(ctx, time.Now().Add(-UnsettledAfter)); err == nil {
 		k.metrics.unsettled.Set(float64(n))
 	}
-	s.sweepOrphans(ctx)
+	k.sweepOrphans(ctx)
 }
 
 // HeaderAdmissionID carries a stock admission's id to the origin.
@@ -99,17 +100,17 @@ func (*stockKind) Value(text string, found bool) (int64, *web.Error) {
 	return q, nil
 }
 
-func (k *stockKind) keys(c Claim) []string { return stockKeys(k.s.Keys(), c.Owner, c.ID) }
+func (k *stockKind) keys(c admission.Claim) []string { return stockKeys(k.s.Keys(), c.Owner, c.ID) }
 
-func (k *stockKind) Reserve(ctx context.Context, c Claim) (*web.Error, error) {
+func (k *stockKind) Reserve(ctx context.Context, c admission.Claim) (*web.Error, error) {
 	r, err := k.reserveOne(ctx, c)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
-	if r.notAcked {
+	if r.NotAcked {
 		return nil, fmt.Errorf("reserve: %w", store.ErrNotAcked)
 	}
-	return stockRefusal(r.code, r.remaining, r.limit), nil
+	return stockRefusal(r.Code, r.Remaining, r.Limit), nil
 }
 
 // stockRefusal maps reserve.lua's answer to a refusal, nil when admitted.
@@ -131,22 +132,22 @@ func stockRefusal(code, remaining, limit int64) *web.Error {
 	return web.ErrStoreUnavailable.Because(fmt.Errorf("reserve answered %d", code))
 }
 
-func (k *stockKind) Release(ctx context.Context, c Claim) (int64, error) {
-	res, err := releaseScript.Run(ctx, k.s.Client(), k.keys(c), c.ID, k.s.recordKeep()).Int64Slice()
+func (k *stockKind) Release(ctx context.Context, c admission.Claim) (int64, error) {
+	res, err := releaseScript.Run(ctx, k.s.Client(), k.keys(c), c.ID, k.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		return 0, fmt.Errorf("release: %v %v", res, err)
 	}
 	return res[0], nil
 }
 
-func (k *stockKind) Commit(ctx context.Context, c Claim) error {
-	return commitScript.Run(ctx, k.s.Client(), k.keys(c), c.ID, Flag(k.s.Ledger() != nil), c.User).Err()
+func (k *stockKind) Commit(ctx context.Context, c admission.Claim) error {
+	return commitScript.Run(ctx, k.s.Client(), k.keys(c), c.ID, admission.Flag(k.s.Ledger() != nil), c.User).Err()
 }
 
 // Commits: a stock admission's commit ends it (it leaves the unsettled set).
 func (*stockKind) Commits() bool { return true }
 
-func (k *stockKind) Record(c Claim) string { return recordsKey(k.s.Keys(), c.Owner, c.ID) }
+func (k *stockKind) Record(c admission.Claim) string { return recordsKey(k.s.Keys(), c.Owner, c.ID) }
 
 func (k *stockKind) UnsettledSet(product string) string { return unsettledKey(k.s.Keys(), product) }
 
@@ -162,15 +163,16 @@ func (*stockKind) RefusalPage(e *web.Error) string {
 	return ""
 }
 
-// Reserve runs reserve.lua alone for one unit of product, as user (already a pseudonym), under
-// admission id: what every stock admission costs the store, for the benchmark that compares it with
-// admissions through edgeq. The answer is reserve.lua's code (0 admitted, 1 insufficient stock, ...).
-func (s *Service) Reserve(ctx context.Context, product, user, id string) (code int64, err error) {
-	res, err := s.reserveNow(ctx, product, []Claim{{Owner: product, User: user, ID: id, Value: 1}})
+// Reserve runs reserve.lua once for cs, claims on one product whose users are already pseudonyms, as
+// the kind's batcher sends the purchases that arrive together, on svc's stock kind: the answers in cs's
+// order. It is what the store pays for stock admissions, for the benchmark that compares it with
+// admissions through edgeq, and for tests that group purchases themselves.
+func Reserve(ctx context.Context, svc *admission.Service, product string, cs []admission.Claim) ([]Reserved, error) {
+	res, err := svc.Kind(config.AdmissionStock).(*stockKind).reserveNow(ctx, product, cs)
 	if err != nil {
-		return 0, fmt.Errorf("reserve: %w", err)
+		return nil, fmt.Errorf("reserve: %w", err)
 	}
-	return res[0].code, nil
+	return res, nil
 }
 
 // Record is an admission as the admin API shows it, written by the worker from the events.
@@ -206,15 +208,15 @@ func (k *stockKind) AdmitsStream(product string) string { return admitsKey(k.s.K
 // with the ledger on, the commit scripts). The admin records are the scripts' own, so only an
 // admission is indexed: what gave its units back changed its record already, and a "committed" entry
 // is for the ledger alone.
-func (k *stockKind) Parse(product string, msg redis.XMessage) ([]Application, error) {
+func (k *stockKind) Parse(product string, msg redis.XMessage) ([]admission.Application, error) {
 	recs, _, err := parseAdmissions(product, msg)
 	if err != nil {
 		return nil, err
 	}
-	apps := make([]Application, 0, len(recs))
+	apps := make([]admission.Application, 0, len(recs))
 	for _, rec := range recs {
 		if rec.State == "admitted" {
-			apps = append(apps, Application{Table: k.table, Owner: product, ID: rec.ID, User: rec.User})
+			apps = append(apps, admission.Application{Table: k.table, Owner: product, ID: rec.ID, User: rec.User})
 		}
 	}
 	return apps, nil
@@ -239,7 +241,7 @@ func parseAdmissions(product string, msg redis.XMessage) ([]Record, int64, error
 // call's time and the space-separated lists admissions, users and qtys, one item per purchase
 // admitted) or commits.lua's (type "committed", committed_at and the admissions committed).
 func parseAdmitted(product string, msg redis.XMessage) ([]Record, int64, error) {
-	e := Entry(msg)
+	e := admission.Entry(msg)
 	ids, users, qtys := strings.Fields(e.Str("admissions")), strings.Fields(e.Str("users")), strings.Fields(e.Str("qtys"))
 	if e.Str("type") == "committed" {
 		c, err := e.Num("committed_at")
@@ -272,7 +274,7 @@ func parseAdmitted(product string, msg redis.XMessage) ([]Record, int64, error) 
 // parseAdmission reads an entry of a product's stream into the admission it records (for a
 // "committed" entry only its id and state) and the admission's time in milliseconds.
 func parseAdmission(product string, msg redis.XMessage) (Record, int64, error) {
-	e := Entry(msg)
+	e := admission.Entry(msg)
 	typ := e.Str("type")
 	if typ == "committed" {
 		c, err := e.Num("committed_at")
@@ -340,7 +342,8 @@ func admissionState(stored string, unsettled bool) string {
 
 // productRecord finds an admission by its record under its product (kept a day or two), for when the admin
 // indexes do not have it yet.
-func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, error) {
+func (k *stockKind) productRecord(ctx context.Context, id string) (Record, bool, error) {
+	s := k.s
 	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil {
 		return Record{}, false, err
@@ -349,7 +352,7 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 	for i, p := range products {
 		refs[i] = recordRef{p, id}
 	}
-	recs, err := s.storeRecords(ctx, refs)
+	recs, err := k.storeRecords(ctx, refs)
 	if err != nil {
 		return Record{}, false, err
 	}
@@ -373,18 +376,18 @@ func (s *Service) productRecord(ctx context.Context, id string) (Record, bool, e
 	return Record{}, false, nil
 }
 
-// stock is the service's stock kind.
-func (s *Service) stock() *stockKind { return s.Kind(config.AdmissionStock).(*stockKind) }
-
 // The report: a product's units admitted and settled, and its stock sampled each tick.
-func (*stockKind) ReportScope() report.Kind               { return report.Product }
-func (*stockKind) ReportAdmitted(c Claim) (string, int64) { return report.Admitted, max(c.Value, 1) }
-func (*stockKind) ReportSettled(c Claim) int64            { return max(c.Value, 1) }
+func (*stockKind) ReportScope() report.Kind { return report.Product }
+func (*stockKind) ReportAdmitted(c admission.Claim) (string, int64) {
+	return report.Admitted, max(c.Value, 1)
+}
+func (*stockKind) ReportSettled(c admission.Claim) int64 { return max(c.Value, 1) }
 func (k *stockKind) ReportExtra(id string) report.Extra {
 	return report.Extra{Aux: stockKey(k.s.Keys(), id), AuxGauge: report.Stock, Firsts: report.Admitted, Zeros: report.Stock}
 }
 
 // productReport is a product's scope in the report.
-func (s *Service) productReport(product string) *report.Scope {
+func (k *stockKind) productReport(product string) *report.Scope {
+	s := k.s
 	return s.ReportScope(report.Product, product)
 }

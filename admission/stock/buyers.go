@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"net/http"

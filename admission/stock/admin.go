@@ -1,8 +1,8 @@
-package admission
+package stock
 
 // The stock admin views (docs/reference.md "Stock admission"): admissions, every one or a buyer's,
 // newest first, from the ledger when it is on and from the store's indexes otherwise; one admission,
-// and its deletion; the products' sales leaderboard. Unsettled admissions are in stock_unsettled.go.
+// and its deletion; the products' sales leaderboard. Unsettled admissions are in unsettled.go.
 
 import (
 	"cmp"
@@ -13,13 +13,14 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/redis/go-redis/v9"
 )
 
 // pageOf lists a page of admissions, newest first: every buyer's (buyer "") or one buyer's, from
-// the store's admin records (records.go).
+// the store's admin records (admission/records.go).
 func (k *stockKind) pageOf(ctx context.Context, buyer string, page, size int64) ([]Record, int64, error) {
 	s := k.s
 	found, total, err := s.ReadStored(ctx, k.table, buyer, page, size)
@@ -39,12 +40,12 @@ func (k *stockKind) pageOf(ctx context.Context, buyer string, page, size int64) 
 // buyer's), from the store's admin records otherwise or when the ledger cannot be read.
 func (k *stockKind) writePage(w http.ResponseWriter, r *http.Request, buyer string) {
 	s := k.s
-	page, size, e := Paging(r)
+	page, size, e := admission.Paging(r)
 	if e != nil {
 		s.Responder().Error(w, r, e)
 		return
 	}
-	if s.Ledger() != nil && FromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
+	if s.Ledger() != nil && admission.FromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
 		return s.Ledger().Admissions(r.Context(), buyer, page, size)
 	}) {
 		return
@@ -68,7 +69,7 @@ func (k *stockKind) adminAdmissions(w http.ResponseWriter, r *http.Request) {
 		}
 		k.writePage(w, r, "")
 	case "admitted":
-		s.adminUnsettled(w, r)
+		k.adminUnsettled(w, r)
 	default:
 		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "state").With("problems", "state lists unsettled admissions: admitted"))
 	}
@@ -106,7 +107,7 @@ func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 	if s.Ledger() != nil {
 		a, found, err := s.Ledger().Admission(r.Context(), id)
 		if err == nil && found {
-			w.Header().Set(HeaderSource, "ledger")
+			w.Header().Set(admission.HeaderSource, "ledger")
 			web.WriteJSON(w, http.StatusOK, recordOf(a))
 			return
 		}
@@ -130,7 +131,7 @@ func (k *stockKind) adminDeleteAdmission(w http.ResponseWriter, r *http.Request)
 	}
 	deleted, err := s.DeleteRecord(r.Context(), k.table, id)
 	switch {
-	case errors.Is(err, ErrUnsettled):
+	case errors.Is(err, admission.ErrUnsettled):
 		s.Responder().Error(w, r, web.ErrInvalidRequest.With("field", "id").With("problems", err.Error()))
 	case err != nil:
 		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))

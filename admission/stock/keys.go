@@ -1,11 +1,23 @@
-package admission
+package stock
 
 import (
+	"embed"
 	"strconv"
 	"time"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/store/luascript"
+	"github.com/redis/go-redis/v9"
 )
+
+//go:embed scripts/*.lua
+var scriptFiles embed.FS
+
+// script is one of the kind's scripts after the admission library (admission.Script).
+func script(name string) *redis.Script {
+	return admission.Script(name, luascript.From(scriptFiles, "scripts").Read(name))
+}
 
 // The stock scripts.
 var (
@@ -38,10 +50,10 @@ func unsettledKey(k store.Keys, product string) string {
 func claimsKey(k store.Keys, product string) string { return k.Product(product, "claims") }
 
 // recordsKey: the hash of a product's admission records for the day of the admission id's time (a
-// field per admission, scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an id that is
-// not a number (an operator's typo: it is never admitted) goes to day 0.
-func recordsKey(k store.Keys, product, admission string) string {
-	return dayRecordsKey(k, product, RecordsDay(admission))
+// field per admission, admission/scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an
+// id that is not a number (an operator's typo: it is never admitted) goes to day 0.
+func recordsKey(k store.Keys, product, id string) string {
+	return dayRecordsKey(k, product, admission.RecordsDay(id))
 }
 
 // dayRecordsKey is the hash of a product's admission records of a day.
@@ -49,23 +61,25 @@ func dayRecordsKey(k store.Keys, product string, day int64) string {
 	return k.Product(product, "adm@"+strconv.FormatInt(day, 10))
 }
 
-// recordsExpireAt is when the records hash of an admission's day expires (unix s): the records' keep
-// (recordKeep) after the day ends, or after now when that is later (lib.lua record_keep, for the other
-// scripts). One reserve.lua call sets it, from its latest purchase, on the hashes it wrote: a call that
-// spans midnight keeps the earlier day's a day longer.
-func (s *Service) recordsExpireAt(admission string, now time.Time) int64 {
-	end := (RecordsDay(admission) + 1) * 86400
-	return max(end, now.Unix()) + s.recordKeep()
+// recordsExpireAt is when the records hash of the day of admission id expires (unix s): the
+// records' keep (recordKeep) after the day ends, or after now when that is later
+// (admission/scripts/lib.lua record_keep, for the other scripts). One reserve.lua call sets it,
+// from its latest purchase, on the hashes it wrote: a call that spans midnight keeps the earlier
+// day's a day longer.
+func (k *stockKind) recordsExpireAt(id string, now time.Time) int64 {
+	end := (admission.RecordsDay(id) + 1) * 86400
+	return max(end, now.Unix()) + k.recordKeep()
 }
 
 // recordKeep is how long (s) the stock scripts' records stay after their day: the retention, and at
 // least recordTTL, which an unsettled admission's release and commit need. The event worker removes
-// the settled ones once past the retention (records.go), so a short retention still bounds them.
-func (s *Service) recordKeep() int64 {
-	return int64(max(s.RecordsRetention(), RecordTTL) / time.Second)
+// the settled ones once past the retention (admission/records.go), so a short retention still bounds them.
+func (k *stockKind) recordKeep() int64 {
+	s := k.s
+	return int64(max(s.RecordsRetention(), admission.RecordTTL) / time.Second)
 }
 
-// The admin indexes of a product's admissions (records.go), written by the event worker: the ids of
+// The admin indexes of a product's admissions (admission/records.go), written by the event worker: the ids of
 // each day's admissions in the order they were applied (a list: a few bytes each), and each buyer's
 // ids (hash: user pseudonym -> ids, space-separated). The records themselves are the scripts' own.
 func idsKey(k store.Keys, product string, day int64) string {
@@ -73,21 +87,21 @@ func idsKey(k store.Keys, product string, day int64) string {
 }
 func usersKey(k store.Keys, product string) string { return k.Product(product, "users") }
 
-// legacyRecordKey: the hash per admission of builds before recordsKey, read beside it (lib.lua)
-// until the last of them expired (a record TTL after a rolling update).
-func legacyRecordKey(k store.Keys, product, admission string) string {
-	return k.Product(product, "adm:"+admission)
+// legacyRecordKey: the hash per admission of builds before recordsKey, read beside it
+// (admission/scripts/lib.lua) until the last of them expired (a record TTL after a rolling update).
+func legacyRecordKey(k store.Keys, product, id string) string {
+	return k.Product(product, "adm:"+id)
 }
 
 // stockKeys are the KEYS of release.lua, commit.lua and cancel.lua.
-func stockKeys(k store.Keys, product, admission string) []string {
+func stockKeys(k store.Keys, product, id string) []string {
 	return []string{infoKey(k, product), stockKey(k, product), buyersKey(k, product), claimsKey(k, product),
-		recordsKey(k, product, admission), eventsKey(k, product), unsettledKey(k, product),
-		legacyRecordKey(k, product, admission)}
+		recordsKey(k, product, id), eventsKey(k, product), unsettledKey(k, product),
+		legacyRecordKey(k, product, id)}
 }
 
 // productIndexKey: the set of product ids.
 func productIndexKey(k store.Keys) string { return k.Global("adm", "products") }
 
-// productSpellingsKey: the spellings index of products (spellings.go).
+// productSpellingsKey: the spellings index of products (admission/spellings.go).
 func productSpellingsKey(k store.Keys) string { return k.Global("adm", "spellings:products") }

@@ -11,7 +11,7 @@
 -- KEYS[8] record   hash   an earlier build's record of this admission (lib.lua)
 -- ARGV[1] admission id   ARGV[2] record TTL (s)
 -- ARGV[3] why, when it is not the origin's answer: "orphaned" (the orphan sweep gives back what a dead
---         replica left unsettled, stock_orphans.go); the record and the released event say so
+--         replica left unsettled, orphans.go); the record and the released event say so
 -- returns {code, remaining}: 0 released; 1 unknown admission; 2 already released (or cancelled by an
 --   operator: its units are back already); 3 already committed
 -- An unknown admission gets a tombstone (a released record), so that a reserve.lua call with this id

@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,7 +10,7 @@ import (
 type stockMetrics struct {
 	unsettled prometheus.Gauge
 	// orphans: unsettled admissions of dead replicas, by route and what became of them
-	// (stock_orphans.go).
+	// (orphans.go).
 	orphans *prometheus.CounterVec
 }
 

@@ -1,4 +1,4 @@
-package admission
+package stock
 
 // An operator settles a stock admission by hand (the admin API): cancel or commit.
 
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/edgeq/edgeq/report"
@@ -27,9 +28,9 @@ func (k *stockKind) adminCancel(w http.ResponseWriter, r *http.Request) {
 		s.Responder().Error(w, r, web.ErrInternal.Because(fmt.Errorf("admission %s: admitted_at %q", id, rec.AdmittedAt)))
 		return
 	}
-	c := Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
+	c := admission.Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
 	res, err := cancelScript.Run(ctx, s.Client(), k.keys(c), id, rec.User, rec.Quantity, at.UnixMilli(),
-		s.recordKeep()).Int64Slice()
+		k.recordKeep()).Int64Slice()
 	if err != nil || len(res) != 2 {
 		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(fmt.Errorf("cancel: %v %v", res, err)))
 		return
@@ -60,8 +61,8 @@ func (k *stockKind) adminCommit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	c := Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
-	code, err := commitScript.Run(ctx, s.Client(), k.keys(c), id, Flag(s.Ledger() != nil), rec.User).Int64()
+	c := admission.Claim{Owner: rec.ProductID, User: rec.User, ID: id, Value: rec.Quantity}
+	code, err := commitScript.Run(ctx, s.Client(), k.keys(c), id, admission.Flag(s.Ledger() != nil), rec.User).Int64()
 	if err != nil {
 		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
@@ -88,7 +89,7 @@ func (k *stockKind) settleable(w http.ResponseWriter, r *http.Request, id string
 	if err == nil && !found {
 		// Not in the admin indexes yet (the worker that read its event may have died with its replica:
 		// another takes it over after ClaimIdle): its record under its product tells.
-		rec, found, err = s.productRecord(r.Context(), id)
+		rec, found, err = k.productRecord(r.Context(), id)
 	}
 	switch {
 	case err != nil:

@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"embed"
@@ -10,7 +10,7 @@ import (
 )
 
 // The stock kind's codes (docs/reference.md "Stock admission", "Errors") and their texts in every
-// language (texts/stock/<tag>.json: a page's "msg.CODE" and "head.CODE").
+// language (texts/<tag>.json: a page's "msg.CODE" and "head.CODE").
 var (
 	errInsufficientStock  = web.NewError(vocab.NewCode(http.StatusConflict, "INSUFFICIENT_STOCK"), "Sorry, this item is sold out.")
 	errProductNotFound    = web.NewError(vocab.NewCode(http.StatusNotFound, "PRODUCT_NOT_FOUND"), "There is no such product.")
@@ -23,7 +23,7 @@ var (
 	errAlreadyGivenBack  = web.NewError(vocab.NewCode(http.StatusConflict, "ALREADY_GIVEN_BACK"), "This admission's units were given back already: it was released or cancelled.")
 )
 
-//go:embed texts/stock/*.json
+//go:embed texts/*.json
 var stockTexts embed.FS
 
-func init() { templates.RegisterTexts("the stock admission kind", stockTexts, "texts/stock") }
+func init() { templates.RegisterTexts("the stock admission kind", stockTexts, "texts") }

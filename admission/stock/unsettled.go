@@ -1,9 +1,9 @@
-package admission
+package stock
 
 // Unsettled admissions: those neither committed nor given back, indexed per product by
 // the time they were admitted. The admin API lists those older than older_than (GET
 // /api/admissions?state=admitted); the worker's gauge edgeq_admissions_unsettled counts those older
-// than UnsettledAfter; stock_orphans.go decides what becomes of those a dead replica left.
+// than UnsettledAfter; orphans.go decides what becomes of those a dead replica left.
 
 import (
 	"cmp"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -23,7 +24,8 @@ import (
 // older_than seconds (default 0), oldest first: normally none lasts longer than the origin
 // takes to answer; one that does was admitted by a replica that died before its settlement. The
 // operator checks the shop's order and commits or cancels it.
-func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
+func (k *stockKind) adminUnsettled(w http.ResponseWriter, r *http.Request) {
+	s := k.s
 	page, size, e := web.Paging(r, web.MaxPageSize)
 	if e != nil {
 		s.Responder().Error(w, r, e)
@@ -39,7 +41,7 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 		older = n
 	}
 	ctx := r.Context()
-	items, err := s.unsettled(ctx, time.Now().Add(-time.Duration(older)*time.Second))
+	items, err := k.unsettled(ctx, time.Now().Add(-time.Duration(older)*time.Second))
 	if err != nil {
 		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
@@ -49,7 +51,7 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 	for _, u := range items[lo:hi] {
 		refs = append(refs, recordRef{u.product, u.id})
 	}
-	stored, err := s.storeRecords(ctx, refs)
+	stored, err := k.storeRecords(ctx, refs)
 	if err != nil {
 		s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
@@ -63,8 +65,8 @@ func (s *Service) adminUnsettled(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case stored[i] == nil:
-		case stored[i].orphan == HoldAmbiguous:
-			rec.Reason = HoldAmbiguous // the shop's answer never came after the whole request was sent
+		case stored[i].orphan == admission.HoldAmbiguous:
+			rec.Reason = admission.HoldAmbiguous // the shop's answer never came after the whole request was sent
 		default:
 			rec.Orphan = stored[i].orphan
 		}
@@ -90,7 +92,8 @@ type unsettledAdmission struct {
 
 // unsettled reads every product's admissions not settled since before, oldest first: one
 // ZRANGEBYSCORE per product, all in one pipeline.
-func (s *Service) unsettled(ctx context.Context, before time.Time) ([]unsettledAdmission, error) {
+func (k *stockKind) unsettled(ctx context.Context, before time.Time) ([]unsettledAdmission, error) {
+	s := k.s
 	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil || len(products) == 0 {
 		return nil, err
@@ -119,7 +122,8 @@ func (s *Service) unsettled(ctx context.Context, before time.Time) ([]unsettledA
 
 // unsettledCount counts what unsettled lists, without reading it: one ZCOUNT per product, all in
 // one pipeline (the worker's gauge, every 5 s on every replica).
-func (s *Service) unsettledCount(ctx context.Context, before time.Time) (int64, error) {
+func (k *stockKind) unsettledCount(ctx context.Context, before time.Time) (int64, error) {
+	s := k.s
 	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil || len(products) == 0 {
 		return 0, err

@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/store"
 )
@@ -19,20 +20,23 @@ import (
 // reserveBatchMax bounds one call.
 const reserveBatchMax = 128
 
-type reserved struct {
-	code, remaining, limit int64
-	// notAcked: admitted on the master, but the replicas did not confirm it within redis.wait_timeout.
-	notAcked bool
+// Reserved is reserve.lua's answer to one purchase: its code (0 admitted, 1 insufficient stock, ...),
+// the stock left and the product's per-user limit.
+type Reserved struct {
+	Code, Remaining, Limit int64
+	// NotAcked: admitted on the master, but the replicas did not confirm it within redis.wait_timeout.
+	NotAcked bool
 }
 
 // newReserver groups the purchases of each product into reserve.lua calls (package group).
-func (s *Service) newReserver() *group.Batcher[string, Claim, reserved] {
-	return group.New(reserveBatchMax, s.reserveNow)
+func (k *stockKind) newReserver() *group.Batcher[string, admission.Claim, Reserved] {
+	return group.New(reserveBatchMax, k.reserveNow)
 }
 
 // reserveArgs are reserve.lua's KEYS and ARGV for purchases of one product, and the commits among
 // cs (claims with commit set: they go first, in one list).
-func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
+func (k *stockKind) reserveArgs(product string, cs []admission.Claim) ([]string, []any) {
+	s := k.s
 	keys := make([]string, 0, 6+len(cs))
 	keys = append(keys, infoKey(s.Keys(), product), stockKey(s.Keys(), product), buyersKey(s.Keys(), product), admitsKey(s.Keys(), product),
 		unsettledKey(s.Keys(), product), claimsKey(s.Keys(), product))
@@ -45,7 +49,7 @@ func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 		}
 	}
 	args := make([]any, 0, 4+2*commits+4*(len(cs)-commits))
-	args = append(args, s.ClaimTTL().Milliseconds(), s.recordsExpireAt(latest, time.Now()), Flag(s.Ledger() != nil), commits)
+	args = append(args, s.ClaimTTL().Milliseconds(), k.recordsExpireAt(latest, time.Now()), admission.Flag(s.Ledger() != nil), commits)
 	for _, c := range cs {
 		if c.Commit {
 			args = append(args, c.ID, c.User)
@@ -65,15 +69,16 @@ func (s *Service) reserveArgs(product string, cs []Claim) ([]string, []any) {
 // (store.RunAcked): when they do not confirm it in time, every purchase it admitted is answered
 // notAcked (the caller gives it back). A commit is answered code 0; notAcked when the master refused
 // to write (nothing was committed: the caller commits it another way).
-func (s *Service) reserveNow(ctx context.Context, product string, cs []Claim) ([]reserved, error) {
-	keys, args := s.reserveArgs(product, cs)
+func (k *stockKind) reserveNow(ctx context.Context, product string, cs []admission.Claim) ([]Reserved, error) {
+	s := k.s
+	keys, args := k.reserveArgs(product, cs)
 	cmd, err := s.Store().RunAcked(ctx, reserveScript, keys, args...)
 	if errors.Is(err, store.ErrNotAcked) && cmd.Err() != nil {
 		// The master refused to write (NOREPLICAS): nothing was taken; each purchase is answered as
 		// unconfirmed, and its give-back leaves a tombstone.
-		out := make([]reserved, len(cs))
+		out := make([]Reserved, len(cs))
 		for i := range out {
-			out[i].notAcked = true
+			out[i].NotAcked = true
 		}
 		return out, nil
 	}
@@ -95,33 +100,33 @@ func (s *Service) reserveNow(ctx context.Context, product string, cs []Claim) ([
 	if err != nil {
 		return nil, err
 	}
-	out := make([]reserved, len(cs))
+	out := make([]Reserved, len(cs))
 	for i, j := 0, 0; i < len(cs); i++ {
 		if cs[i].Commit {
-			continue // committed (a commit the replicas did not confirm in time is sent again after a failover: replay.go)
+			continue // committed (a commit the replicas did not confirm in time is sent again after a failover: admission/replay.go)
 		}
 		out[i] = got[j]
-		out[i].notAcked = notAcked && out[i].code == 0
+		out[i].NotAcked = notAcked && out[i].Code == 0
 		j++
 	}
 	return out, nil
 }
 
-func splitReserved(res []int64, err error, n int) ([]reserved, error) {
+func splitReserved(res []int64, err error, n int) ([]Reserved, error) {
 	if err == nil && len(res) != 3*n {
 		err = fmt.Errorf("reserve answered %v for %d purchases", res, n)
 	}
 	if err != nil {
 		return nil, err
 	}
-	out := make([]reserved, n)
+	out := make([]Reserved, n)
 	for i := range out {
-		out[i] = reserved{code: res[3*i], remaining: res[3*i+1], limit: res[3*i+2]}
+		out[i] = Reserved{Code: res[3*i], Remaining: res[3*i+1], Limit: res[3*i+2]}
 	}
 	return out, nil
 }
 
 // reserveOne reserves one purchase: grouped with others of its product when the reserver runs.
-func (k *stockKind) reserveOne(ctx context.Context, c Claim) (reserved, error) {
+func (k *stockKind) reserveOne(ctx context.Context, c admission.Claim) (Reserved, error) {
 	return k.reserves.Do(ctx, c.Owner, c)
 }

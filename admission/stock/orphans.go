@@ -1,4 +1,4 @@
-package admission
+package stock
 
 // Orphans (docs/reference.md "Orphaned admissions"): a replica that dies between admitting a purchase
 // and settling it leaves the units taken and the admission unsettled. edgeq can tell a dead replica
@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
@@ -31,17 +32,17 @@ import (
 func orphanTallyKey(k store.Keys) string { return k.Global("adm", "orphans") }
 
 // UseOrphans takes each route's admission.orphans, at start and on every reload.
-func (s *Service) UseOrphans(routes []config.Route) {
+func (k *stockKind) UseOrphans(routes []config.Route) {
 	policies := map[string]string{}
 	for _, r := range routes {
 		if r.Admission.Type == config.AdmissionStock {
 			policies[r.Name] = r.Admission.Orphans
 			for _, result := range []string{"held", "released"} {
-				s.stock().metrics.orphans.WithLabelValues(r.Name, result) // present at 0 for alerts and the dashboard
+				k.metrics.orphans.WithLabelValues(r.Name, result) // present at 0 for alerts and the dashboard
 			}
 		}
 	}
-	s.stock().orphanPolicies.Store(&policies)
+	k.orphanPolicies.Store(&policies)
 }
 
 // orphan is an unsettled admission a sweep looks at.
@@ -54,7 +55,8 @@ type orphan struct {
 // sweepOrphans finds the unsettled admissions of dead replicas and applies their routes' orphans
 // setting. Several replicas may sweep at once: the release is idempotent and the hold mark is set once,
 // so each is counted once.
-func (s *Service) sweepOrphans(ctx context.Context) {
+func (k *stockKind) sweepOrphans(ctx context.Context) {
+	s := k.s
 	products, err := s.Client().SMembers(ctx, productIndexKey(s.Keys())).Result()
 	if err != nil || len(products) == 0 {
 		return
@@ -68,7 +70,7 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	_, _ = s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range products {
 			ranges[i] = p.ZRangeArgs(ctx, redis.ZRangeArgs{Key: unsettledKey(s.Keys(), id), Start: "-inf", Stop: upTo,
-				ByScore: true, Count: SweepBatch})
+				ByScore: true, Count: admission.SweepBatch})
 		}
 		return nil
 	})
@@ -95,43 +97,45 @@ func (s *Service) sweepOrphans(ctx context.Context) {
 	for i, o := range found {
 		refs[i] = recordRef{o.product, o.id}
 	}
-	recs, err := s.storeRecords(ctx, refs)
+	recs, err := k.storeRecords(ctx, refs)
 	if err != nil {
 		return
 	}
-	policies := *s.stock().orphanPolicies.Load()
+	policies := *k.orphanPolicies.Load()
 	for i, o := range found {
 		if o.record = recs[i]; o.record == nil || o.record.user == "" {
 			continue // its record is gone (a day or two old): only an operator can tell what it was
 		}
-		if o.record.orphan == HoldAmbiguous {
+		if o.record.orphan == admission.HoldAmbiguous {
 			continue // the shop may have it: held for an operator, whatever the route says
 		}
 		route := o.record.route
 		if policies[route] == config.OrphansRelease {
-			s.releaseOrphan(ctx, o, route)
+			k.releaseOrphan(ctx, o, route)
 		} else if o.record.orphan == "" {
-			s.holdOrphan(ctx, o, route)
+			k.holdOrphan(ctx, o, route)
 		}
 	}
 }
 
-func (s *Service) releaseOrphan(ctx context.Context, o *orphan, route string) {
+func (k *stockKind) releaseOrphan(ctx context.Context, o *orphan, route string) {
+	s := k.s
 	code, err := releaseScript.Run(ctx, s.Client(), stockKeys(s.Keys(), o.product, o.id), o.id,
-		s.recordKeep(), "orphaned").Int64Slice()
+		k.recordKeep(), "orphaned").Int64Slice()
 	if err != nil || len(code) != 2 || code[0] != 0 {
 		return // another replica's sweep released it first, or the store is away: the next sweep sees
 	}
-	s.stock().Forget(o.product)
+	k.Forget(o.product)
 	qty, _ := strconv.ParseInt(o.record.qty, 10, 64)
-	s.CountSettled(s.stock(), Claim{Owner: o.product, Value: qty}, report.Released)
-	s.stock().metrics.orphans.WithLabelValues(route, "released").Inc()
-	s.tallyOrphan(ctx, "released")
+	s.CountSettled(k, admission.Claim{Owner: o.product, Value: qty}, report.Released)
+	k.metrics.orphans.WithLabelValues(route, "released").Inc()
+	k.tallyOrphan(ctx, "released")
 	s.Logger().Warn("an admission of a replica that died was given back (orphans: release)", "id", o.id,
 		"product", o.product, "route", route, "node", o.node)
 }
 
-func (s *Service) tallyOrphan(ctx context.Context, result string) {
+func (k *stockKind) tallyOrphan(ctx context.Context, result string) {
+	s := k.s
 	key := orphanTallyKey(s.Keys())
 	_, _ = s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
 		p.HIncrBy(ctx, key, result, 1)
@@ -140,13 +144,14 @@ func (s *Service) tallyOrphan(ctx context.Context, result string) {
 	})
 }
 
-func (s *Service) holdOrphan(ctx context.Context, o *orphan, route string) {
-	set, err := s.markHold(ctx, o.product, o.id, o.record, holdOrphan)
+func (k *stockKind) holdOrphan(ctx context.Context, o *orphan, route string) {
+	s := k.s
+	set, err := k.markHold(ctx, o.product, o.id, o.record, holdOrphan)
 	if err != nil || !set {
 		return
 	}
-	s.stock().metrics.orphans.WithLabelValues(route, "held").Inc()
-	s.tallyOrphan(ctx, "held")
+	k.metrics.orphans.WithLabelValues(route, "held").Inc()
+	k.tallyOrphan(ctx, "held")
 	s.Logger().Warn("an admission of a replica that died is held for an operator (orphans: hold): commit or cancel it",
 		"id", o.id, "product", o.product, "route", route, "node", o.node)
 }

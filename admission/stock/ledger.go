@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/vocab"
 )
@@ -41,7 +42,7 @@ func recordOf(a ledger.Admission) Record {
 }
 
 // Reconcile compares units held per product and every admission record.
-func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
+func (k *stockKind) Reconcile(ctx context.Context, r *admission.Reconciliation) error {
 	s := k.s
 	held, err := s.Ledger().UnitsHeld(ctx)
 	if err != nil {
@@ -51,7 +52,7 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
-	r.Owners = append(r.Owners, Tally{N: len(products), Noun: "products"})
+	r.Owners = append(r.Owners, admission.Tally{N: len(products), Noun: "products"})
 	for _, p := range products {
 		counts, err := s.Client().HVals(ctx, buyersKey(s.Keys(), p)).Result()
 		if err != nil {
@@ -63,7 +64,7 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 			units += n
 		}
 		if units != held[p] {
-			r.Differences = append(r.Differences, Difference{Kind: "product", Owner: p, What: "units held",
+			r.Differences = append(r.Differences, admission.Difference{Kind: "product", Owner: p, What: "units held",
 				Store: strconv.FormatInt(units, 10), Ledger: strconv.FormatInt(held[p], 10)})
 		}
 	}
@@ -71,7 +72,7 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	if err != nil {
 		return err
 	}
-	open, err := s.unsettled(ctx, time.Now().Add(time.Hour))
+	open, err := k.unsettled(ctx, time.Now().Add(time.Hour))
 	if err != nil {
 		return err
 	}
@@ -79,18 +80,18 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	for _, u := range open {
 		unsettled[u.id] = true
 	}
-	return s.CompareRecords(ctx, r, StoreRecords{OwnerNoun: "product",
+	return s.CompareRecords(ctx, r, admission.StoreRecords{OwnerNoun: "product",
 		Noun: "admission", Open: ":{p:", Middle: "}:adm:", Days: "}:adm@", User: "user",
 		ReadDay: func(value string) map[string]string {
 			rec := parseStoreRecord(value)
 			return map[string]string{"state": rec.state, "user": rec.user, "qty": rec.qty, "at": rec.at}
 		}, // reserve.lua's, under the product's hash tag
-		Read: func(owner, id string, h map[string]string) Compared {
+		Read: func(owner, id string, h map[string]string) admission.Compared {
 			qty, _ := strconv.ParseInt(h["qty"], 10, 64)
 			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: admissionState(h["state"], unsettled[id])})
 		},
-		InLedger: Mapped(rows, admissionCompared),
-		Lookup: func(id string) (Compared, bool, error) {
+		InLedger: admission.Mapped(rows, admissionCompared),
+		Lookup: func(id string) (admission.Compared, bool, error) {
 			// A record older than the ledger rows compared (about to expire from the store): alone.
 			a, found, err := s.Ledger().Admission(ctx, id)
 			return admissionCompared(a), found, err
@@ -98,6 +99,6 @@ func (k *stockKind) Reconcile(ctx context.Context, r *Reconciliation) error {
 	})
 }
 
-func admissionCompared(a ledger.Admission) Compared {
-	return Compared{a.ID, a.ProductID, a.State, fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
+func admissionCompared(a ledger.Admission) admission.Compared {
+	return admission.Compared{ID: a.ID, Owner: a.ProductID, State: a.State, Detail: fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
 }

@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/redis/go-redis/v9"
 )
 
-// The stock scripts' own records of admissions (scripts/lib.lua): a field of the product's hash for
+// The stock scripts' own records of admissions (admission/scripts/lib.lua): a field of the product's hash for
 // the day of the id's time (recordsKey), or, written by an earlier build, a hash per admission
-// (legacyRecordKey). Not the admin records (records.go), which the worker writes from the events.
+// (legacyRecordKey). Not the admin records (admission/records.go), which the worker writes from the events.
 
 // storeRecord is an admission's record as the stock scripts keep it.
 type storeRecord struct {
@@ -40,7 +41,8 @@ func parseStoreRecord(v string) storeRecord {
 
 // storeRecords reads the records of refs in one pipeline, both forms at once; nil for an admission
 // without one.
-func (s *Service) storeRecords(ctx context.Context, refs []recordRef) ([]*storeRecord, error) {
+func (k *stockKind) storeRecords(ctx context.Context, refs []recordRef) ([]*storeRecord, error) {
+	s := k.s
 	current := make([]*redis.SliceCmd, len(refs))
 	legacy := make([]*redis.SliceCmd, len(refs))
 	_, err := s.Client().Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -73,7 +75,8 @@ const holdOrphan = "held"
 
 // markHold marks an admission's record held for an operator, and why, once: false when it was marked
 // already.
-func (s *Service) markHold(ctx context.Context, product, id string, rec *storeRecord, why string) (bool, error) {
+func (k *stockKind) markHold(ctx context.Context, product, id string, rec *storeRecord, why string) (bool, error) {
+	s := k.s
 	if rec.legacy {
 		return s.Client().HSetNX(ctx, legacyRecordKey(s.Keys(), product, id), "orphan", why).Result()
 	}
@@ -81,14 +84,14 @@ func (s *Service) markHold(ctx context.Context, product, id string, rec *storeRe
 }
 
 // Hold marks a stock admission of this replica's (its record is of the current form) held, and why.
-func (k *stockKind) Hold(ctx context.Context, c Claim, why string) error {
-	_, err := k.s.markHold(ctx, c.Owner, c.ID, &storeRecord{}, why)
+func (k *stockKind) Hold(ctx context.Context, c admission.Claim, why string) error {
+	_, err := k.markHold(ctx, c.Owner, c.ID, &storeRecord{}, why)
 	return err
 }
 
 // stockTable: the scripts write the admission records; the worker indexes them.
-func stockTable(k store.Keys) *AdminTable {
-	return &AdminTable{Owners: productIndexKey(k),
+func stockTable(k store.Keys) *admission.AdminTable {
+	return &admission.AdminTable{Owners: productIndexKey(k),
 		Records:     func(p string, day int64) string { return dayRecordsKey(k, p, day) },
 		IDs:         func(p string, day int64) string { return idsKey(k, p, day) },
 		Users:       func(p string) string { return usersKey(k, p) },
@@ -99,8 +102,8 @@ func stockTable(k store.Keys) *AdminTable {
 		Old:         oldStockTable(k)}
 }
 
-func oldStockTable(k store.Keys) *OldTable {
-	return &OldTable{Records: k.Global("adm", "admissions"), ByTime: k.Global("adm", "by_time"), ByUser: k.Global("adm", "by_user"),
+func oldStockTable(k store.Keys) *admission.OldTable {
+	return &admission.OldTable{Records: k.Global("adm", "admissions"), ByTime: k.Global("adm", "by_time"), ByUser: k.Global("adm", "by_user"),
 		UserField:    "user",
 		LegacyRecord: func(id string) string { return k.Global("adm", "a:"+id) },
 		LegacyUser:   func(user string) string { return k.Global("adm", "user:"+user) }}
@@ -109,15 +112,16 @@ func oldStockTable(k store.Keys) *OldTable {
 // stockTime is a stock admission's time: its record's, or an earlier build's JSON's.
 func stockTime(body string) int64 {
 	if strings.HasPrefix(body, "{") {
-		return JSONTime("admitted_at")(body)
+		return admission.JSONTime("admitted_at")(body)
 	}
 	at, _ := strconv.ParseInt(parseStoreRecord(body).at, 10, 64)
 	return at
 }
 
-// stockRecord reads a stock admission's admin record: the scripts' line (lib.lua: "<state> <user>
-// <qty> <at ms> <route> <given back at, ms>"), or an earlier build's JSON. false for a tombstone.
-func stockRecord(st StoredRecord) (Record, bool) {
+// stockRecord reads a stock admission's admin record: the scripts' line (admission/scripts/lib.lua:
+// "<state> <user> <qty> <at ms> <route> <given back at, ms>"), or an earlier build's JSON. false
+// for a tombstone.
+func stockRecord(st admission.StoredRecord) (Record, bool) {
 	if strings.HasPrefix(st.Body, "{") {
 		var rec Record
 		return rec, json.Unmarshal([]byte(st.Body), &rec) == nil
@@ -143,7 +147,13 @@ func stockRecord(st StoredRecord) (Record, bool) {
 		}
 	}
 	if st.Mark == "released" {
-		rec.Reason = "orphaned" // given back by the orphan sweep (stock_orphans.go)
+		rec.Reason = "orphaned" // given back by the orphan sweep (orphans.go)
 	}
 	return rec, true
+}
+
+// str is a field of a script's answer as a string ("" when it is not one).
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }

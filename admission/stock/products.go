@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/web"
@@ -65,12 +66,13 @@ func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Prod
 		return false, errExistingProduct
 	}
 	// Outside the product's hash tag, so not in the script: the index serves listings, the worker's
-	// discovery and other spellings of the id (spellings.go), and each checks the product still exists.
+	// discovery and other spellings of the id (admission/spellings.go), and each checks the product
+	// still exists.
 	if err := s.IndexOwner(ctx, k, p.ID); err != nil {
 		return res[1] == 1, err
 	}
 	k.products.forget(p.ID)
-	s.productReport(p.ID).Touch() // the report samples its stock from now on
+	k.productReport(p.ID).Touch() // the report samples its stock from now on
 	return res[1] == 1, errors.Join(s.EnsureStreamGroup(ctx, eventsKey(s.Keys(), p.ID)), s.EnsureStreamGroup(ctx, admitsKey(s.Keys(), p.ID)))
 }
 
@@ -219,7 +221,7 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		Price        int64   `json:"price"`
 		ImageURL     string  `json:"image_url"`
 	}
-	if e := fields.DecodeJSON(w, r, MaxAdminBody, &body); e != nil {
+	if e := fields.DecodeJSON(w, r, admission.MaxAdminBody, &body); e != nil {
 		s.Responder().Error(w, r, e)
 		return
 	}
@@ -274,7 +276,7 @@ func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k.products.forget(id)
-	s.productReport(id).Add(report.Restocked, amount)
+	k.productReport(id).Add(report.Restocked, amount)
 	k.writeProductJSON(w, r, id)
 }
 
@@ -283,7 +285,7 @@ func (k *stockKind) adminRestock(w http.ResponseWriter, r *http.Request) {
 // the admin API's JSON-only endpoints read theirs.
 func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.Error) {
 	var amount int64
-	body, e := fields.Buffer(r, MaxAdminBody)
+	body, e := fields.Buffer(r, admission.MaxAdminBody)
 	if e != nil {
 		return 0, e
 	}
@@ -292,7 +294,7 @@ func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.
 		var body struct {
 			Amount *int64 `json:"amount"`
 		}
-		if e := fields.DecodeJSON(w, r, MaxAdminBody, &body); e != nil {
+		if e := fields.DecodeJSON(w, r, admission.MaxAdminBody, &body); e != nil {
 			return 0, e
 		}
 		if body.Amount == nil {
@@ -300,7 +302,7 @@ func (k *stockKind) amount(w http.ResponseWriter, r *http.Request) (int64, *web.
 		}
 		amount = *body.Amount
 	} else {
-		text, _, e := fields.New(r, MaxAdminBody).Body("amount")
+		text, _, e := fields.New(r, admission.MaxAdminBody).Body("amount")
 		if e != nil {
 			return 0, e
 		}
@@ -345,7 +347,7 @@ func (k *stockKind) adminDeleteProduct(w http.ResponseWriter, r *http.Request) {
 
 // adminListProducts lists the products sorted by id (listOwners).
 func (k *stockKind) adminListProducts(w http.ResponseWriter, r *http.Request) {
-	ListOwners(k.s, w, r, k, k.product)
+	admission.ListOwners(k.s, w, r, k, k.product)
 }
 
 // adminGetProduct is one product as the list shows it, read from the store (not the public read's
@@ -359,10 +361,10 @@ func (k *stockKind) adminGetProduct(w http.ResponseWriter, r *http.Request) {
 	k.writeProductJSON(w, r, id)
 }
 
-// SoldOut reports whether every one of the products has no stock left: a queue's sold_out_with
+// SoldOut reports whether every one of the products has no stock left in s's store: a queue's sold_out_with
 // (docs/operations.md "Running a drop"), read by the waiting room's tick. A product that does not exist
 // counts as not sold out, so a mistyped id never ends anyone's wait.
-func (s *Service) SoldOut(ctx context.Context, products []string) (bool, error) {
+func SoldOut(ctx context.Context, s *admission.Service, products []string) (bool, error) {
 	pipe := s.Client().Pipeline()
 	stocks := make([]*redis.StringCmd, len(products))
 	for i, id := range products {

@@ -1,4 +1,4 @@
-package admission
+package stock
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
@@ -19,10 +20,10 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 5))
 		ctx := context.Background()
-		ann := st.svc.pseudonyms.of("ann")
-		id := st.svc.o.IDs.NextString()
-		res, err := st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: ann, ID: id, Value: 2, Route: "checkout"}})
-		if err != nil || res[0].code != 0 {
+		ann := st.pseudonym("ann")
+		id := st.nextID()
+		res, err := st.kind().reserveNow(ctx, "p", []admission.Claim{{Owner: "p", User: ann, ID: id, Value: 2, Route: "checkout"}})
+		if err != nil || res[0].Code != 0 {
 			t.Fatalf("reserve: %v %v", res, err)
 		}
 		rec := storedRecord(t, s, "p", id)
@@ -33,7 +34,7 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 			t.Fatalf("the record's time %q", rec.at)
 		}
 		day := recordsKey(s.Keys, "p", id)
-		keep := time.Duration(st.svc.recordKeep()) * time.Second // the retention, at least a record TTL
+		keep := time.Duration(st.kind().recordKeep()) * time.Second // the retention, at least a record TTL
 		if ttl := s.Client.TTL(ctx, day).Val(); ttl < keep || ttl > keep+24*time.Hour+time.Minute {
 			t.Fatalf("the day's hash expires in %v, want between %v and a day more", ttl, keep)
 		}
@@ -41,16 +42,16 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 			t.Fatal("an admission wrote a hash of its own")
 		}
 		// A release that arrives before its admission (the caller gave up on the answer).
-		late := st.svc.o.IDs.NextString()
+		late := st.nextID()
 		if r, err := releaseScript.Run(ctx, s.Client, stockKeys(s.Keys, "p", late), late, 60).Int64Slice(); err != nil || r[0] != 1 {
 			t.Fatalf("release of an unknown id: %v %v", r, err)
 		}
 		if got := storedRecord(t, s, "p", late); got.state != "released" || got.user != "" {
 			t.Fatalf("the tombstone reads %+v", got)
 		}
-		bob := st.svc.pseudonyms.of("bob")
-		res, err = st.svc.reserveNow(ctx, "p", []Claim{{Owner: "p", User: bob, ID: late, Value: 1}})
-		if err != nil || res[0].code != 6 || st.remaining("p") != 8 {
+		bob := st.pseudonym("bob")
+		res, err = st.kind().reserveNow(ctx, "p", []admission.Claim{{Owner: "p", User: bob, ID: late, Value: 1}})
+		if err != nil || res[0].Code != 6 || st.remaining("p") != 8 {
 			t.Fatalf("the late admission: %v %v, remaining %d (want code 6, 8 left)", res, err, st.remaining("p"))
 		}
 		if s.Client.HExists(ctx, buyersKey(s.Keys, "p"), bob).Val() {
@@ -58,14 +59,14 @@ func TestStockRecords_AFieldOfTheDaysHash(t *testing.T) {
 		}
 		// The same call sent again (a client library resent it): admitted again, nothing more taken,
 		// before and after its commit.
-		again := []Claim{{Owner: "p", User: ann, ID: id, Value: 2, Route: "checkout"}}
+		again := []admission.Claim{{Owner: "p", User: ann, ID: id, Value: 2, Route: "checkout"}}
 		for _, when := range []string{"unsettled", "committed"} {
-			res, err = st.svc.reserveNow(ctx, "p", again)
-			if err != nil || res[0].code != 0 || st.remaining("p") != 8 || s.Client.HGet(ctx, buyersKey(s.Keys, "p"), ann).Val() != "2" {
+			res, err = st.kind().reserveNow(ctx, "p", again)
+			if err != nil || res[0].Code != 0 || st.remaining("p") != 8 || s.Client.HGet(ctx, buyersKey(s.Keys, "p"), ann).Val() != "2" {
 				t.Fatalf("the call sent again (%s): %v %v, remaining %d, bought %s", when, res, err, st.remaining("p"),
 					s.Client.HGet(ctx, buyersKey(s.Keys, "p"), ann).Val())
 			}
-			st.svc.applyCommits(ctx, []pendingCommit{{kind: st.svc.stock(), c: again[0], st: &settling{done: make(chan struct{})}}})
+			st.svc.CommitNow(ctx, st.kind(), again[0])
 		}
 	})
 }
@@ -76,12 +77,12 @@ func TestStockRecords_AnEarlierBuildsRecordIsKeptWhereItIs(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 5))
 		ctx := context.Background()
-		ann := st.svc.pseudonyms.of("ann")
+		ann := st.pseudonym("ann")
 		at := time.Now().UnixMilli()
 		old := func(id string) string {
 			key := legacyRecordKey(s.Keys, "p", id)
 			s.Client.HSet(ctx, key, "state", "admitted", "user", ann, "qty", "2", "at", at, "route", "checkout")
-			s.Client.Expire(ctx, key, RecordTTL)
+			s.Client.Expire(ctx, key, admission.RecordTTL)
 			s.Client.ZAdd(ctx, unsettledKey(s.Keys, "p"), redis.Z{Score: float64(at), Member: id})
 			s.Client.HIncrBy(ctx, buyersKey(s.Keys, "p"), ann, 2)
 			s.Client.DecrBy(ctx, stockKey(s.Keys, "p"), 2)
@@ -93,14 +94,14 @@ func TestStockRecords_AnEarlierBuildsRecordIsKeptWhereItIs(t *testing.T) {
 			t.Fatalf("remaining %d after three earlier admissions of 2", st.remaining("p"))
 		}
 
-		recs, err := st.svc.storeRecords(ctx, []recordRef{{"p", "2001"}, {"p", "2999"}})
+		recs, err := st.kind().storeRecords(ctx, []recordRef{{"p", "2001"}, {"p", "2999"}})
 		if err != nil || recs[0] == nil || !recs[0].legacy || recs[0].user != ann || recs[0].route != "checkout" || recs[1] != nil {
 			t.Fatalf("storeRecords: %+v %v", recs, err)
 		}
-		if a, found, err := st.svc.productRecord(ctx, "2001"); err != nil || !found || a.Quantity != 2 || a.State != "admitted" {
+		if a, found, err := st.kind().productRecord(ctx, "2001"); err != nil || !found || a.Quantity != 2 || a.State != "admitted" {
 			t.Fatalf("productRecord: %+v %v %v", a, found, err)
 		}
-		if set, err := st.svc.markHold(ctx, "p", "2001", recs[0], holdOrphan); err != nil || !set || s.Client.HGet(ctx, k1, "orphan").Val() != "held" {
+		if set, err := st.kind().markHold(ctx, "p", "2001", recs[0], holdOrphan); err != nil || !set || s.Client.HGet(ctx, k1, "orphan").Val() != "held" {
 			t.Fatalf("the orphan mark: %v %v", set, err)
 		}
 
