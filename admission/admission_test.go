@@ -38,7 +38,7 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 		for i := range buyers {
 			wg.Go(func() {
 				user := fmt.Sprintf("buyer-%d", i)
-				a := st.checkout("sneaker", user, nil)
+				a := st.Checkout("sneaker", user, nil)
 				for failed, deadline := false, time.Now().Add(20*time.Second); time.Now().Before(deadline); {
 					code, _ := a.JSON["error"].(string)
 					if a.Status == 503 && code == "STORE_UNAVAILABLE" {
@@ -48,7 +48,7 @@ func TestStock_FlashSaleNeverOversells(t *testing.T) {
 					}
 					retried.Add(1)
 					time.Sleep(100 * time.Millisecond)
-					a = st.checkout("sneaker", user, nil)
+					a = st.Checkout("sneaker", user, nil)
 				}
 				switch {
 				case a.Status == 200:
@@ -107,7 +107,7 @@ func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() {
-				a := st.checkout("sneaker", "the-same-user", nil)
+				a := st.Checkout("sneaker", "the-same-user", nil)
 				switch {
 				case a.Status == 200:
 					ok.Add(1)
@@ -124,7 +124,7 @@ func TestStock_OneUserConcurrentCheckoutsGetOne(t *testing.T) {
 		if ok.Load() != 1 || inProgress.Load()+already.Load() != 19 {
 			t.Fatalf("ok %d, in progress %d, already %d", ok.Load(), inProgress.Load(), already.Load())
 		}
-		if a := st.checkout("sneaker", "the-same-user", nil); a.Status != 409 || a.JSON["error"] != "ALREADY_PURCHASED" {
+		if a := st.Checkout("sneaker", "the-same-user", nil); a.Status != 409 || a.JSON["error"] != "ALREADY_PURCHASED" {
 			t.Fatalf("afterwards: %d %s", a.Status, a.Body)
 		}
 		if st.Hits.Load() != 1 || st.remaining("sneaker") != 99 {
@@ -154,7 +154,7 @@ func TestStock_ANextPurchaseAfterTheShopAnsweredWaitsForTheCommit(t *testing.T) 
 		st.Hold.Store(make(chan struct{})) // only the first answer is held
 		close(st.Hold.Load().(chan struct{}))
 		second := make(chan answer, 1)
-		go func() { second <- st.checkout("sneaker", "quick-buyer", nil) }()
+		go func() { second <- st.Checkout("sneaker", "quick-buyer", nil) }()
 		time.Sleep(100 * time.Millisecond) // the second is at edgeq while the first answer is still copied
 		close(hold)
 		io.Copy(io.Discard, first.Body)
@@ -162,7 +162,7 @@ func TestStock_ANextPurchaseAfterTheShopAnsweredWaitsForTheCommit(t *testing.T) 
 		if a := <-second; a.Status != 200 {
 			t.Fatalf("second purchase within the limit of 2: %d %s", a.Status, a.Body)
 		}
-		if a := st.checkout("sneaker", "quick-buyer", nil); a.Status != 409 || a.JSON["error"] != "ALREADY_PURCHASED" {
+		if a := st.Checkout("sneaker", "quick-buyer", nil); a.Status != 409 || a.JSON["error"] != "ALREADY_PURCHASED" {
 			t.Fatalf("third: %d %s", a.Status, a.Body)
 		}
 		if st.remaining("sneaker") != 98 {
@@ -179,7 +179,7 @@ func TestStock_OriginFailureGivesTheUnitBack(t *testing.T) {
 		st := newStackReleasing(t, s, 500*time.Millisecond, []string{"5xx", "error", "timeout"}, product("last", 1, 1))
 		st.StartWorker()
 		st.Status.Store(500)
-		if a := st.checkout("last", "alice", nil); a.Status != 500 {
+		if a := st.Checkout("last", "alice", nil); a.Status != 500 {
 			t.Fatalf("origin 500: %d", a.Status)
 		}
 		if r := st.remaining("last"); r != 1 {
@@ -187,18 +187,18 @@ func TestStock_OriginFailureGivesTheUnitBack(t *testing.T) {
 		}
 		st.Status.Store(200)
 		st.Delay.Store(int64(2 * time.Second)) // beyond the proxy's 500 ms origin timeout
-		if a := st.checkout("last", "bob", nil); a.Status != 504 {
+		if a := st.Checkout("last", "bob", nil); a.Status != 504 {
 			t.Fatalf("slow origin: %d %s", a.Status, a.Body)
 		}
 		if r := st.remaining("last"); r != 1 {
 			t.Fatalf("after a timeout the unit is not back: remaining %d", r)
 		}
 		st.Delay.Store(0)
-		if a := st.checkout("last", "carol", nil); a.Status != 200 {
+		if a := st.Checkout("last", "carol", nil); a.Status != 200 {
 			t.Fatalf("a later buyer: %d %s", a.Status, a.Body)
 		}
 		// alice, refused by the origin, may buy again: her record was released.
-		if a := st.checkout("last", "alice", nil); a.Status != 409 || a.JSON["error"] != "INSUFFICIENT_STOCK" {
+		if a := st.Checkout("last", "alice", nil); a.Status != 409 || a.JSON["error"] != "INSUFFICIENT_STOCK" {
 			t.Fatalf("alice after carol: %d %s", a.Status, a.Body)
 		}
 		if r := st.remaining("last"); r != 0 {
@@ -436,7 +436,7 @@ func TestWorker_TakeOverAfterCrash(t *testing.T) {
 	storetest.EachWithCluster(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 300, 1))
 		for i := range 120 {
-			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.Status != 200 {
+			if a := st.Checkout("p", fmt.Sprintf("u%d", i), nil); a.Status != 200 {
 				t.Fatal(a.Body)
 			}
 		}
@@ -575,7 +575,7 @@ func TestAdmin_PaginationAndDelete(t *testing.T) {
 		st := newStack(t, s, product("p", 100, 3))
 		st.StartWorker()
 		for i := range 25 {
-			a := st.checkout("p", fmt.Sprintf("u%02d", i%5), nil)
+			a := st.Checkout("p", fmt.Sprintf("u%02d", i%5), nil)
 			if (i < 15 && a.Status != 200) || (i >= 15 && a.JSON["error"] != "ALREADY_PURCHASED") {
 				t.Fatalf("checkout %d: %d %s", i, a.Status, a.Body)
 			}
@@ -672,7 +672,7 @@ func TestStock_StoreUnreachable(t *testing.T) {
 	dead := store.Wrap(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond}),
 		store.Keys{Prefix: "edgeq"})
 	st := newStack(t, dead)
-	a := st.checkout("p", "alice", nil)
+	a := st.Checkout("p", "alice", nil)
 	if a.Status != 503 || a.JSON["error"] != "STORE_UNAVAILABLE" || a.Header.Get("Retry-After") == "" || st.Hits.Load() != 0 {
 		t.Fatalf("closed route with the store down: %d %s (origin hits %d)", a.Status, a.Body, st.Hits.Load())
 	}
@@ -737,7 +737,7 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 			status int
 		}{{"hang", 504}, {"reset", 502}, {"garbage", 502}} {
 			st.Fault.Store(fault.name)
-			if a := st.checkout("p", "u-"+fault.name, nil); a.Status != fault.status {
+			if a := st.Checkout("p", "u-"+fault.name, nil); a.Status != fault.status {
 				t.Errorf("%s: checkout answered %d %s", fault.name, a.Status, a.Body)
 			}
 			if a := st.Bid("lot", "u-"+fault.name, "50.00"); a.Status != fault.status {
@@ -756,7 +756,7 @@ func TestOriginFaults_LeaveNothingBehind(t *testing.T) {
 				t.Fatalf("%s: highest bid %s, want the first bid back", fault.name, h.Body)
 			}
 			// The buyer may try again at once: nothing of the failed attempt holds them back.
-			if a := st.checkout("p", "u-"+fault.name, nil); a.Status != 200 {
+			if a := st.Checkout("p", "u-"+fault.name, nil); a.Status != 200 {
 				t.Fatalf("%s: retry after the fault: %d %s", fault.name, a.Status, a.Body)
 			}
 			s.Client.IncrBy(context.Background(), stockKey(s.Keys, "p"), 1) // put the unit back for the next case
@@ -774,11 +774,11 @@ func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 1, 1))
 		st.StartWorker()
-		first := st.checkout("p", "alice", nil)
+		first := st.Checkout("p", "alice", nil)
 		if first.Status != 200 {
 			t.Fatalf("purchase: %d %s", first.Status, first.Body)
 		}
-		if a := st.checkout("p", "bob", nil); a.Status != 409 || !strings.Contains(a.Body, "INSUFFICIENT_STOCK") {
+		if a := st.Checkout("p", "bob", nil); a.Status != 409 || !strings.Contains(a.Body, "INSUFFICIENT_STOCK") {
 			t.Fatalf("a second buyer of the only unit: %d %s", a.Status, a.Body)
 		}
 		var id string
@@ -815,7 +815,7 @@ func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
 			t.Fatalf("stock after the cancel: %d", st.remaining("p"))
 		}
 		// The unit is sold again, and alice, whose purchase was cancelled, is not at her limit.
-		if a := st.checkout("p", "bob", nil); a.Status != 200 {
+		if a := st.Checkout("p", "bob", nil); a.Status != 200 {
 			t.Fatalf("the next buyer: %d %s", a.Status, a.Body)
 		}
 		eventually(t, 5*time.Second, "the cancel in the admin record and the leaderboard", func() bool {
@@ -827,7 +827,7 @@ func TestCancel_TheUnitGoesBackAndIsSoldAgain(t *testing.T) {
 		if a := st.AdminSend("POST", "/api/products/p/restock", "application/json", `{"amount": 1}`); a.Status != 200 {
 			t.Fatalf("restock: %d %s", a.Status, a.Body)
 		}
-		if a := st.checkout("p", "alice", nil); a.Status != 200 {
+		if a := st.Checkout("p", "alice", nil); a.Status != 200 {
 			t.Fatalf("alice buys again after her cancelled purchase: %d %s", a.Status, a.Body)
 		}
 	})
@@ -883,7 +883,7 @@ func TestSettle_TimeoutAfterTheRequestWasSentIsHeld(t *testing.T) {
 		for wave := range 2 { // the second comes once the first's timeouts are in
 			for i := range units {
 				wg.Go(func() {
-					if a := st.checkout("p", "buyer-"+strconv.Itoa(wave)+"-"+strconv.Itoa(i), nil); a.Status != 504 && a.Status != 409 {
+					if a := st.Checkout("p", "buyer-"+strconv.Itoa(wave)+"-"+strconv.Itoa(i), nil); a.Status != 504 && a.Status != 409 {
 						t.Errorf("buyer %d: %d %s", i, a.Status, a.Body)
 					}
 				})

@@ -32,7 +32,7 @@ func TestMyAdmissions_EachBuyerSeesTheirOwn(t *testing.T) {
 		for i, b := range []struct{ user, product string }{
 			{"ann", "p"}, {"ben", "p"}, {"ann", "q"}, {"Ann", "r"}, {"cat", "q"},
 		} {
-			a := st.checkout(b.product, b.user, url.Values{"quantity": {"1"}})
+			a := st.Checkout(b.product, b.user, url.Values{"quantity": {"1"}})
 			if a.Status != 200 {
 				t.Fatalf("purchase %d: %d %s", i, a.Status, a.Body)
 			}

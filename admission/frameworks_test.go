@@ -239,7 +239,7 @@ func TestUnknownProducts_PassWhileTheGuardedOneSellsItsStock(t *testing.T) {
 		}
 		// A route without pass still refuses unknown products, and an unknown auction passes on a bid
 		// route with pass.
-		if a := st2.checkout("nope", "u", nil); a.Status != 404 || a.JSON["error"] != "PRODUCT_NOT_FOUND" {
+		if a := st2.Checkout("nope", "u", nil); a.Status != 404 || a.JSON["error"] != "PRODUCT_NOT_FOUND" {
 			t.Fatalf("unknown product on a refusing route: %d %s", a.Status, a.Body)
 		}
 		if a := st2.BidOn("/open/auctions/", "no-such-lot", "u", "5.00"); a.Status != 200 || a.Header.Get("X-Bid-Id") != "" {
@@ -285,7 +285,7 @@ func TestRefusalJSON_InTheShopsShape(t *testing.T) {
 			t.Fatalf("ambiguous field: %d %s", a.Status, a.Body)
 		}
 		// Another route answers the standard body.
-		if a := st.checkout("flash", "carol", nil); a.JSON["error"] != "INSUFFICIENT_STOCK" || a.JSON["success"] != false {
+		if a := st.Checkout("flash", "carol", nil); a.JSON["error"] != "INSUFFICIENT_STOCK" || a.JSON["success"] != false {
 			t.Fatalf("standard body: %d %s", a.Status, a.Body)
 		}
 	})

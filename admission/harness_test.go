@@ -2,8 +2,6 @@ package admission
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -106,21 +104,6 @@ func (st *stack) buyTogether(product string, users []string, qtys []int64) []str
 	}
 	st.svc.applyCommits(ctx, commits)
 	return ids
-}
-
-// checkout posts the checkout form as user.
-func (st *stack) checkout(product, user string, form url.Values) answer {
-	st.T.Helper()
-	if form == nil {
-		form = url.Values{}
-	}
-	req, _ := http.NewRequest("POST", st.Public.URL+"/checkout/"+product, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if user != "" {
-		req.Header.Set("X-User", user)
-	}
-	return do(st.T, req)
 }
 
 func (st *stack) remaining(product string) int64 {

@@ -8,6 +8,7 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"time"
@@ -53,6 +54,13 @@ func (s *Service) Registry() prometheus.Registerer { return s.o.Registry }
 // (scripts/lib.lua), named for traces, as every admission script is built.
 func Script(name, src string) *redis.Script {
 	return luascript.Named(name, redis.NewScript(scripts.Lib()+"\n"+src))
+}
+
+// Scripts loads a kind's scripts from the scripts/ directory of fsys (its embedded files), each built
+// as Script builds it: a kind's package keeps its script variables as Scripts(files)("reserve.lua").
+func Scripts(fsys fs.FS) func(name string) *redis.Script {
+	files := luascript.From(fsys, "scripts")
+	return func(name string) *redis.Script { return Script(name, files.Read(name)) }
 }
 
 // ReadRecords reads a page of t's admin records, newest first, and how many there are: every

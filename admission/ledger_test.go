@@ -68,7 +68,7 @@ func TestLedger_AWorkerKilledMidBatchLeavesNoDuplicateAndNoGap(t *testing.T) {
 		st.AddAuctions(auction("lot", "10.00", "1.00", time.Hour))
 		db := withLedger(t, st)
 		for i := range 120 {
-			if a := st.checkout("p", fmt.Sprintf("u%d", i), nil); a.Status != 200 {
+			if a := st.Checkout("p", fmt.Sprintf("u%d", i), nil); a.Status != 200 {
 				t.Fatal(a.Body)
 			}
 		}
@@ -229,12 +229,12 @@ func TestLedger_ACancelledAdmissionShowsInTheLedger(t *testing.T) {
 	st := newStack(t, s, product("p", 1, 1))
 	db := withLedger(t, st)
 	st.StartWorker()
-	first := st.checkout("p", "ann", nil)
+	first := st.Checkout("p", "ann", nil)
 	id := strings.TrimPrefix(first.Body, "origin took admission ")
 	if first.Status != 200 || id == "" {
 		t.Fatalf("first purchase: %d %s", first.Status, first.Body)
 	}
-	if a := st.checkout("p", "ben", nil); a.Status != 409 {
+	if a := st.Checkout("p", "ben", nil); a.Status != 409 {
 		t.Fatalf("a purchase of the sold-out unit: %d", a.Status)
 	}
 	// The shop's acceptance is committed after the answer, in a batch; the operator cancels the
@@ -246,7 +246,7 @@ func TestLedger_ACancelledAdmissionShowsInTheLedger(t *testing.T) {
 	if a := st.AdminSend("POST", "/api/admissions/"+id+"/cancel", "", ""); a.Status != 200 {
 		t.Fatalf("cancel: %d %s", a.Status, a.Body)
 	}
-	second := st.checkout("p", "ben", nil)
+	second := st.Checkout("p", "ben", nil)
 	if second.Status != 200 {
 		t.Fatalf("the cancelled unit does not sell again: %d %s", second.Status, second.Body)
 	}

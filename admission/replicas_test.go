@@ -74,7 +74,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		perBuyer := map[sale]int{}
 		byReplica := [2]int{}
 		checkout := func(r int, productID, buyer string) (refusal string) {
-			a := replicas[r].checkout(productID, buyer, nil)
+			a := replicas[r].Checkout(productID, buyer, nil)
 			switch {
 			case a.Status == 200:
 				id, ok := strings.CutPrefix(a.Body, "origin took admission ")

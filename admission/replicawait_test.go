@@ -93,7 +93,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	// of the fifty buyers below timed out and they were answered 503. What is checked does not depend
 	// on it: the replica holds what the shop gets. (The timeout's own path is the 50 ms case above.)
 	s.SetWaitReplicas(1, 10*time.Second)
-	if a := st.checkout("p", "cal", nil); a.Status != 200 {
+	if a := st.Checkout("p", "cal", nil); a.Status != 200 {
 		t.Fatalf("checkout with the replica confirming: %d %s", a.Status, a.Body)
 	}
 	// Read on the replica right after the answer: without the WAIT it would be 150 ms behind.
@@ -115,7 +115,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	for i := range 50 {
 		wg.Go(func() {
 			user := "buyer" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26))
-			a := st.checkout("p", user, nil)
+			a := st.Checkout("p", user, nil)
 			if a.Status != 200 {
 				missing <- a.Body
 			}

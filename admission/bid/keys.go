@@ -6,17 +6,13 @@ import (
 
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/store"
-	"github.com/edgeq/edgeq/internal/store/luascript"
-	"github.com/redis/go-redis/v9"
 )
 
 //go:embed scripts/*.lua
 var scriptFiles embed.FS
 
-// script is one of the kind's scripts after the admission library (admission.Script).
-func script(name string) *redis.Script {
-	return admission.Script(name, luascript.From(scriptFiles, "scripts").Read(name))
-}
+// script is one of the kind's scripts after the admission library (admission.Scripts).
+var script = admission.Scripts(scriptFiles)
 
 // The bid scripts.
 var (

@@ -2,9 +2,6 @@ package stock
 
 import (
 	"context"
-	"net/http"
-	"net/url"
-	"strings"
 	"testing"
 
 	"github.com/edgeq/edgeq/admission"
@@ -54,21 +51,6 @@ func (st *stack) pseudonym(user string) string {
 		st.T.Fatal(e)
 	}
 	return p
-}
-
-// checkout posts the checkout form as user.
-func (st *stack) checkout(product, user string, form url.Values) edgetest.Answer {
-	st.T.Helper()
-	if form == nil {
-		form = url.Values{}
-	}
-	req, _ := http.NewRequest("POST", st.Public.URL+"/checkout/"+product, strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if user != "" {
-		req.Header.Set("X-User", user)
-	}
-	return edgetest.Do(st.T, req)
 }
 
 func (st *stack) remaining(product string) int64 {

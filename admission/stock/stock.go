@@ -1,3 +1,11 @@
+// Package stock is stock admission, an admission kind of its own package (docs/architecture.md
+// "Adding an admission kind"): a purchase is admitted only while its product has units left, one
+// in-flight purchase per buyer and product, within the per-user limit, and reserve.lua calls carry
+// the purchases of a product that arrive together (reserver.go). It owns its route fields' reading,
+// its refusals and their texts in every language (texts/), its Lua (scripts/), its keys, its
+// products (the configuration file's and the admin API's), the sold-out page, the orphan sweep, its
+// public reads, admin views and "mine" listing, its ledger rows and its report series. It registers
+// itself from its init: an import links it.
 package stock
 
 import (

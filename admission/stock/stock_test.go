@@ -144,7 +144,7 @@ func TestAdmin_Products(t *testing.T) {
 			t.Fatalf("delete twice: %d", a.Status)
 		}
 		// Seeding again from the configuration never overwrites live stock.
-		st.checkout("cfg", "someone", nil)
+		st.Checkout("cfg", "someone", nil)
 		changed := product("cfg", 500, 2)
 		changed.Name = "Renamed"
 		if err := st.svc.Apply(context.Background(), &config.Config{Products: []config.Product{changed}}, &config.Config{Products: []config.Product{product("cfg", 5, 1)}}); err != nil {

@@ -342,7 +342,20 @@ func (st *Stack) BidOn(prefix, auction, user, amount string) Answer {
 	if amount != "" {
 		form.Set("amount", amount)
 	}
-	req, _ := http.NewRequest("POST", st.Public.URL+prefix+auction+"/bid", strings.NewReader(form.Encode()))
+	return st.PostForm(prefix+auction+"/bid", user, form)
+}
+
+// Checkout posts the checkout form of product as user.
+func (st *Stack) Checkout(product, user string, form url.Values) Answer {
+	st.T.Helper()
+	return st.PostForm("/checkout/"+product, user, form)
+}
+
+// PostForm posts form to path of the public listener as a JSON client, as user (the X-User header;
+// "": none).
+func (st *Stack) PostForm(path, user string, form url.Values) Answer {
+	st.T.Helper()
+	req, _ := http.NewRequest("POST", st.Public.URL+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
 	if user != "" {
