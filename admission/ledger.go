@@ -172,7 +172,7 @@ func (w *ledgerWorker) writeEach(ctx context.Context, msgs []entryOf, cause erro
 			continue
 		}
 		var refused error
-		for _, one := range rows.Rows() {
+		for _, one := range rows.Split() {
 			err := s.retry(ctx, func() error { return s.o.Ledger.Write(ctx, one) })
 			if ctx.Err() != nil {
 				return

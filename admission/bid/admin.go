@@ -11,7 +11,6 @@ import (
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
-	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/web"
 )
@@ -165,8 +164,8 @@ func (k *kind) adminUserBids(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if s.Ledger() != nil && admission.FromLedger(s, w, r, page, size, bidRecordOf, func() ([]ledger.Bid, int64, error) {
-		return s.Ledger().Bids(ctx, user, page, size)
+	if s.Ledger() != nil && admission.FromLedger(s, w, r, page, size, bidRecordOf, func() ([]Row, int64, error) {
+		return ledgerPage(ctx, s.Ledger(), user, page, size)
 	}) {
 		return
 	}

@@ -46,7 +46,10 @@ type kind struct {
 	bidders atomic.Pointer[admission.MineIdentity]
 }
 
-func init() { admission.Register(20, newKind) }
+func init() {
+	admission.Register(20, newKind)
+	registerTable()
+}
 
 func newKind(s *admission.Service) admission.Kind {
 	k := &kind{About: admission.About{Type: config.AdmissionBid, OwnerNoun: "auction", IDHeader: Header, Dead: "auction.",

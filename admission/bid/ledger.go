@@ -22,13 +22,13 @@ func (k *kind) LedgerRow(auction string, msg redis.XMessage, b *ledger.Batch) er
 	if err != nil {
 		return err
 	}
-	b.Bids = append(b.Bids, ledger.Bid{ID: rec.ID, AuctionID: rec.AuctionID, Bidder: rec.Bidder, AmountCents: rec.cents,
+	b.Rows = append(b.Rows, Row{ID: rec.ID, AuctionID: rec.AuctionID, Bidder: rec.Bidder, AmountCents: rec.cents,
 		State: rec.State, BidAt: vocab.ParseMilli(rec.BidAt), CommittedAt: vocab.ParseMilli(rec.CommittedAt),
 		WithdrawnAt: vocab.ParseMilli(rec.WithdrawnAt)})
 	return nil
 }
 
-func bidRecordOf(b ledger.Bid) Record {
+func bidRecordOf(b Row) Record {
 	return Record{ID: b.ID, AuctionID: b.AuctionID, Bidder: b.Bidder, Amount: money.Format(b.AmountCents), State: b.State,
 		BidAt: vocab.FormatMilli(b.BidAt), WithdrawnAt: vocab.FormatMilli(b.WithdrawnAt), CommittedAt: vocab.FormatMilli(b.CommittedAt),
 		cents: b.AmountCents}
@@ -37,7 +37,7 @@ func bidRecordOf(b ledger.Bid) Record {
 // Reconcile compares the highest bid per auction and every bid record.
 func (k *kind) Reconcile(ctx context.Context, r *admission.Reconciliation) error {
 	s := k.s
-	standing, err := s.Ledger().BidsStanding(ctx)
+	standing, err := standingBids(ctx, s.Ledger())
 	if err != nil {
 		return err
 	}
@@ -52,12 +52,12 @@ func (k *kind) Reconcile(ctx context.Context, r *admission.Reconciliation) error
 			return err
 		}
 		cents, _ := strconv.ParseInt(amount, 10, 64)
-		if cents != standing[a].HighestCents {
+		if cents != standing[a].highestCents {
 			r.Differences = append(r.Differences, admission.Difference{Kind: "auction", Owner: a, What: "highest bid",
-				Store: money.Format(cents), Ledger: money.Format(standing[a].HighestCents)})
+				Store: money.Format(cents), Ledger: money.Format(standing[a].highestCents)})
 		}
 	}
-	rows, err := s.Ledger().AllBids(ctx, r.Since)
+	rows, err := rowsSince(ctx, s.Ledger(), r.Since)
 	if err != nil {
 		return err
 	}
@@ -65,13 +65,13 @@ func (k *kind) Reconcile(ctx context.Context, r *admission.Reconciliation) error
 		Noun: "bid", Open: ":{a:", Middle: "}:bid:", User: "bidder",
 		Read: func(owner, id string, h map[string]string) admission.Compared {
 			cents, _ := strconv.ParseInt(h["amount"], 10, 64)
-			return bidCompared(ledger.Bid{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
+			return bidCompared(Row{ID: id, AuctionID: owner, AmountCents: cents, State: h["state"]})
 		},
 		InLedger: admission.Mapped(rows, bidCompared),
 		Lookup:   func(string) (admission.Compared, bool, error) { return admission.Compared{}, false, nil },
 	})
 }
 
-func bidCompared(b ledger.Bid) admission.Compared {
+func bidCompared(b Row) admission.Compared {
 	return admission.Compared{ID: b.ID, Owner: b.AuctionID, State: b.State, Detail: fmt.Sprintf("%s, %s, auction %s", b.State, money.Format(b.AmountCents), b.AuctionID)}
 }

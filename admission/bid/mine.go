@@ -105,7 +105,7 @@ func (k *kind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
 	var found []json.RawMessage
 	read := false
 	if s.Ledger() != nil {
-		if bids, _, err := s.Ledger().Bids(ctx, bidder, 1, maxMineBids); err == nil {
+		if bids, _, err := ledgerPage(ctx, s.Ledger(), bidder, 1, maxMineBids); err == nil {
 			for _, b := range bids {
 				add(bidRecordOf(b))
 			}

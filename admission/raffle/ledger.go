@@ -7,8 +7,6 @@ import (
 	"cmp"
 	"context"
 	"embed"
-	"fmt"
-	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -29,11 +27,7 @@ const table = "raffle_entries"
 var migrations embed.FS
 
 func registerTable() {
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		panic(err)
-	}
-	ledger.RegisterTable(ledger.Table{Name: table, Migrations: sub, Write: writeRows})
+	ledger.RegisterTable(ledger.Table{Name: table, Migrations: ledger.Dir(migrations, "migrations"), Write: writeRows})
 }
 
 // Row is an entry's ledger row. Zero fields and times are unknown (the event that carries them has
@@ -49,20 +43,11 @@ type Row struct {
 // Table names the row's ledger table.
 func (Row) Table() string { return table }
 
-func first(a, b time.Time) time.Time {
-	if a.IsZero() {
-		return b
-	}
-	return a
-}
-
 // merge folds b into a (same id), as the upsert does.
 func merge(a, b Row) Row {
 	a.Drawing, a.Entrant = cmp.Or(a.Drawing, b.Drawing), cmp.Or(a.Entrant, b.Entrant)
-	if ledger.Rank(b.State) > ledger.Rank(a.State) {
-		a.State = b.State
-	}
-	a.EnteredAt, a.CommittedAt, a.ReleasedAt = first(a.EnteredAt, b.EnteredAt), first(a.CommittedAt, b.CommittedAt), first(a.ReleasedAt, b.ReleasedAt)
+	a.State = ledger.Higher(a.State, b.State)
+	a.EnteredAt, a.CommittedAt, a.ReleasedAt = ledger.Known(a.EnteredAt, b.EnteredAt), ledger.Known(a.CommittedAt, b.CommittedAt), ledger.Known(a.ReleasedAt, b.ReleasedAt)
 	return a
 }
 
@@ -80,16 +65,10 @@ ON CONFLICT (id) DO UPDATE SET
 
 // writeRows upserts a batch's entries, one row per id, in id order.
 func writeRows(ctx context.Context, tx pgx.Tx, rows []ledger.Row) error {
-	entries := make([]Row, 0, len(rows))
-	for _, r := range rows {
-		e, ok := r.(Row)
-		if !ok {
-			return fmt.Errorf("%w: a %T is not a raffle row", ledger.ErrRefused, r)
-		}
-		entries = append(entries, e)
+	entries, err := ledger.Fold(rows, func(e Row) string { return e.ID }, merge)
+	if err != nil {
+		return err
 	}
-	entries = ledger.MergeByID(entries, func(e Row) string { return e.ID }, merge)
-	slices.SortFunc(entries, func(a, b Row) int { return cmp.Compare(a.ID, b.ID) })
 	n := len(entries)
 	id, drawing, entrant, state := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	entered, committed, released := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
@@ -97,7 +76,7 @@ func writeRows(ctx context.Context, tx pgx.Tx, rows []ledger.Row) error {
 		id[i], drawing[i], entrant[i], state[i] = e.ID, e.Drawing, e.Entrant, e.State
 		entered[i], committed[i], released[i] = ledger.TS(e.EnteredAt), ledger.TS(e.CommittedAt), ledger.TS(e.ReleasedAt)
 	}
-	_, err := tx.Exec(ctx, upsert, id, drawing, entrant, state, entered, committed, released)
+	_, err = tx.Exec(ctx, upsert, id, drawing, entrant, state, entered, committed, released)
 	return err
 }
 
@@ -116,7 +95,7 @@ func (k *kind) LedgerRow(drawing string, msg redis.XMessage, b *ledger.Batch) er
 	case "released":
 		row.ReleasedAt = at
 	}
-	b.Others = append(b.Others, row)
+	b.Rows = append(b.Rows, row)
 	return nil
 }
 

@@ -14,7 +14,6 @@ import (
 	"strconv"
 
 	"github.com/edgeq/edgeq/admission"
-	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/redis/go-redis/v9"
 )
@@ -45,8 +44,8 @@ func (k *stockKind) writePage(w http.ResponseWriter, r *http.Request, buyer stri
 		s.Responder().Error(w, r, e)
 		return
 	}
-	if s.Ledger() != nil && admission.FromLedger(s, w, r, page, size, recordOf, func() ([]ledger.Admission, int64, error) {
-		return s.Ledger().Admissions(r.Context(), buyer, page, size)
+	if s.Ledger() != nil && admission.FromLedger(s, w, r, page, size, recordOf, func() ([]Row, int64, error) {
+		return ledgerPage(r.Context(), s.Ledger(), buyer, page, size)
 	}) {
 		return
 	}
@@ -105,7 +104,7 @@ func (k *stockKind) adminAdmission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.Ledger() != nil {
-		a, found, err := s.Ledger().Admission(r.Context(), id)
+		a, found, err := ledgerRow(r.Context(), s.Ledger(), id)
 		if err == nil && found {
 			w.Header().Set(admission.HeaderSource, "ledger")
 			web.WriteJSON(w, http.StatusOK, recordOf(a))

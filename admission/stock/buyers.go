@@ -38,7 +38,7 @@ func (k *stockKind) handleMyAdmissions(w http.ResponseWriter, r *http.Request) {
 	var err error
 	read := false
 	if s.Ledger() != nil {
-		rows, n, lerr := s.Ledger().Admissions(r.Context(), buyer, page, size)
+		rows, n, lerr := ledgerPage(r.Context(), s.Ledger(), buyer, page, size)
 		if lerr == nil {
 			for _, a := range rows {
 				records = append(records, recordOf(a))

@@ -23,19 +23,19 @@ func (k *stockKind) LedgerRow(product string, msg redis.XMessage, b *ledger.Batc
 		return err
 	}
 	for _, rec := range recs {
-		b.Admissions = append(b.Admissions, ledgerAdmission(rec))
+		b.Rows = append(b.Rows, ledgerAdmission(rec))
 	}
 	return nil
 }
 
-func ledgerAdmission(rec Record) ledger.Admission {
-	return ledger.Admission{ID: rec.ID, ProductID: rec.ProductID, Buyer: rec.User, Quantity: rec.Quantity, State: rec.State,
+func ledgerAdmission(rec Record) Row {
+	return Row{ID: rec.ID, ProductID: rec.ProductID, Buyer: rec.User, Quantity: rec.Quantity, State: rec.State,
 		AdmittedAt: vocab.ParseMilli(rec.AdmittedAt), CommittedAt: vocab.ParseMilli(rec.CommittedAt),
 		ReleasedAt: vocab.ParseMilli(rec.ReleasedAt), CancelledAt: vocab.ParseMilli(rec.CancelledAt)}
 }
 
 // recordOf is the admin API's view of a ledger row.
-func recordOf(a ledger.Admission) Record {
+func recordOf(a Row) Record {
 	return Record{ID: a.ID, ProductID: a.ProductID, User: a.Buyer, Quantity: a.Quantity, State: a.State,
 		AdmittedAt: vocab.FormatMilli(a.AdmittedAt), ReleasedAt: vocab.FormatMilli(a.ReleasedAt),
 		CancelledAt: vocab.FormatMilli(a.CancelledAt), CommittedAt: vocab.FormatMilli(a.CommittedAt)}
@@ -44,7 +44,7 @@ func recordOf(a ledger.Admission) Record {
 // Reconcile compares units held per product and every admission record.
 func (k *stockKind) Reconcile(ctx context.Context, r *admission.Reconciliation) error {
 	s := k.s
-	held, err := s.Ledger().UnitsHeld(ctx)
+	held, err := unitsHeld(ctx, s.Ledger())
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (k *stockKind) Reconcile(ctx context.Context, r *admission.Reconciliation) 
 				Store: strconv.FormatInt(units, 10), Ledger: strconv.FormatInt(held[p], 10)})
 		}
 	}
-	rows, err := s.Ledger().AllAdmissions(ctx, r.Since)
+	rows, err := rowsSince(ctx, s.Ledger(), r.Since)
 	if err != nil {
 		return err
 	}
@@ -88,17 +88,17 @@ func (k *stockKind) Reconcile(ctx context.Context, r *admission.Reconciliation) 
 		}, // reserve.lua's, under the product's hash tag
 		Read: func(owner, id string, h map[string]string) admission.Compared {
 			qty, _ := strconv.ParseInt(h["qty"], 10, 64)
-			return admissionCompared(ledger.Admission{ID: id, ProductID: owner, Quantity: qty, State: admissionState(h["state"], unsettled[id])})
+			return admissionCompared(Row{ID: id, ProductID: owner, Quantity: qty, State: admissionState(h["state"], unsettled[id])})
 		},
 		InLedger: admission.Mapped(rows, admissionCompared),
 		Lookup: func(id string) (admission.Compared, bool, error) {
 			// A record older than the ledger rows compared (about to expire from the store): alone.
-			a, found, err := s.Ledger().Admission(ctx, id)
+			a, found, err := ledgerRow(ctx, s.Ledger(), id)
 			return admissionCompared(a), found, err
 		},
 	})
 }
 
-func admissionCompared(a ledger.Admission) admission.Compared {
+func admissionCompared(a Row) admission.Compared {
 	return admission.Compared{ID: a.ID, Owner: a.ProductID, State: a.State, Detail: fmt.Sprintf("%s, %d units, product %s", a.State, a.Quantity, a.ProductID)}
 }

@@ -49,7 +49,10 @@ type stockKind struct {
 	metrics        stockMetrics
 }
 
-func init() { admission.Register(10, newStockKind) }
+func init() {
+	admission.Register(10, newStockKind)
+	registerTable()
+}
 
 func newStockKind(s *admission.Service) admission.Kind {
 	k := &stockKind{About: admission.About{Type: config.AdmissionStock, OwnerNoun: "product", IDHeader: HeaderAdmissionID,

@@ -2,15 +2,15 @@
 // settlement, bid and withdrawal, one row per id, written behind the Redis fast path by the event
 // worker (admission/ledger.go) and read by the admin history lists and `edgeq reconcile`.
 //
-// edgeq owns its tables (edgeq_*): they are created and migrated at start from the SQL files embedded
-// in migrations/, each applied once, in order, under an advisory lock so that replicas starting
-// together do not race. Other packages (an admission kind of their own) add tables of theirs with
-// RegisterTable: their migrations run after edgeq's, under the same lock, and their rows ride in a
-// Batch's Others, written in the same transaction as the built-in rows (tables.go).
+// The ledger knows no kind: each admission kind registers its table (RegisterTable, tables.go) with
+// its migrations and the function that writes its rows, and reads it with Query. edgeq's own
+// migrations (migrations/: what every table shares, edgeq_state_rank) are applied first, then the
+// tables', each once, in order, under an advisory lock so that replicas starting together do not
+// race. A batch's rows of every table are written in one transaction.
 package ledger
 
-// The ledger's rows (Admission, Bid, Batch), its connection pool and its migrations. Writes are in
-// write.go, reads in read.go, registered tables in tables.go.
+// The ledger's batch, its connection pool and its migrations. Writes are in write.go, the helpers of
+// a table's reads in read.go, registered tables in tables.go.
 
 import (
 	"context"
@@ -33,51 +33,20 @@ var migrations embed.FS
 // migrationLock is the advisory lock key held while migrating ("edgeq" in ASCII).
 const migrationLock = 0x6564676571
 
-// Admission is one admission's row. Zero times and fields are unknown (an event that carries only
-// part of the record, such as "committed", reached the ledger first).
-type Admission struct {
-	ID, ProductID, Buyer string
-	Quantity             int64
-	State                string // admitted, committed, released, cancelled
-	AdmittedAt           time.Time
-	CommittedAt          time.Time
-	ReleasedAt           time.Time
-	CancelledAt          time.Time
-}
-
-// Bid is one bid's row.
-type Bid struct {
-	ID, AuctionID, Bidder string
-	AmountCents           int64
-	State                 string // accepted, committed, withdrawn
-	BidAt                 time.Time
-	CommittedAt           time.Time
-	WithdrawnAt           time.Time
-}
-
-// Batch is what one write puts in the ledger: events of any owners, in any order, repeats allowed.
+// Batch is what one write puts in the ledger: rows of registered tables (RegisterTable), of any
+// tables and owners, in any order, repeats allowed. Each table's Write gets its own.
 type Batch struct {
-	Admissions []Admission
-	Bids       []Bid
-	// Others are rows of registered tables (RegisterTable), of any tables, in any order, repeats
-	// allowed: each table's Write gets its own.
-	Others []Row
+	Rows []Row
 }
 
 // Len is the number of events in the batch.
-func (b Batch) Len() int { return len(b.Admissions) + len(b.Bids) + len(b.Others) }
+func (b Batch) Len() int { return len(b.Rows) }
 
-// Rows splits the batch into batches of one row each (to write them one by one).
-func (b Batch) Rows() []Batch {
+// Split splits the batch into batches of one row each (to write them one by one).
+func (b Batch) Split() []Batch {
 	out := make([]Batch, 0, b.Len())
-	for _, a := range b.Admissions {
-		out = append(out, Batch{Admissions: []Admission{a}})
-	}
-	for _, row := range b.Bids {
-		out = append(out, Batch{Bids: []Bid{row}})
-	}
-	for _, row := range b.Others {
-		out = append(out, Batch{Others: []Row{row}})
+	for _, row := range b.Rows {
+		out = append(out, Batch{Rows: []Row{row}})
 	}
 	return out
 }

@@ -1,7 +1,7 @@
 package ledger
 
-// Tables that other packages register: an admission kind of its own keeps its rows in the ledger
-// without the ledger knowing them. A table brings its migrations (applied after edgeq's, under the
+// Tables that other packages register: every admission kind keeps its rows in the ledger without
+// the ledger knowing them. A table brings its migrations (applied after edgeq's, under the
 // same lock, tracked in edgeq_table_migrations) and the function that writes its rows inside Write's
 // transaction. Query and QueryRow are for its reads.
 
@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Row is a row of a registered table, carried in a Batch's Others.
+// Row is a row of a registered table, carried in a Batch.
 type Row interface {
 	// Table is the Name the row's table was registered under.
 	Table() string
@@ -39,11 +39,21 @@ type Table struct {
 	Migrations fs.FS
 	// Write writes the table's rows of one batch inside the batch's transaction (an error rolls
 	// back the whole batch). rows are the batch's rows of this table in batch order, repeats
-	// included: fold them into one row per id (MergeByID) and write in id order, as the built-in
+	// included: fold them into one row per id (MergeByID) and write in id order, as the kinds'
 	// upserts do, so that writing them again, or in another order, changes nothing, and writers
 	// racing on the same ids wait for each other instead of deadlocking. An error that wraps
 	// ErrRefused, or PostgreSQL's refusal of the data, is a refusal (Refused).
 	Write func(ctx context.Context, tx pgx.Tx, rows []Row) error
+}
+
+// Dir is the directory dir of fsys (a table's embedded migrations/) as a Table's Migrations; a dir
+// fsys cannot open as one is a panic at registration.
+func Dir(fsys fs.FS, dir string) fs.FS {
+	sub, err := fs.Sub(fsys, dir)
+	if err != nil {
+		panic(fmt.Sprintf("ledger: migrations %s: %v", dir, err))
+	}
+	return sub
 }
 
 var tableName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
@@ -87,28 +97,28 @@ var ErrRefused = errors.New("refused")
 // (or a nil row). It wraps ErrRefused: the batch would fail again however often it is retried.
 var ErrUnregisteredTable = fmt.Errorf("%w: no table registered under this name", ErrRefused)
 
-// othersByTable groups a batch's Others by table, the tables in name order.
-func othersByTable(others []Row) ([]Table, [][]Row, error) {
-	if len(others) == 0 {
+// byTable groups a batch's rows by table, the tables in name order.
+func byTable(rows []Row) ([]Table, [][]Row, error) {
+	if len(rows) == 0 {
 		return nil, nil, nil
 	}
 	by := map[string][]Row{}
-	for _, r := range others {
+	for _, r := range rows {
 		if r == nil {
 			return nil, nil, fmt.Errorf("ledger: a nil row: %w", ErrUnregisteredTable)
 		}
 		by[r.Table()] = append(by[r.Table()], r)
 	}
 	names := slices.Sorted(maps.Keys(by))
-	tables, rows := make([]Table, len(names)), make([][]Row, len(names))
+	tables, grouped := make([]Table, len(names)), make([][]Row, len(names))
 	for i, name := range names {
 		t, ok := lookupTable(name)
 		if !ok {
 			return nil, nil, fmt.Errorf("ledger: row %T of table %q: %w", by[name][0], name, ErrUnregisteredTable)
 		}
-		tables[i], rows[i] = t, by[name]
+		tables[i], grouped[i] = t, by[name]
 	}
-	return tables, rows, nil
+	return tables, grouped, nil
 }
 
 // migration is one of a registered table's migration files.

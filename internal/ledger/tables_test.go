@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"os"
 	"slices"
@@ -23,8 +22,8 @@ import (
 	"github.com/edgeq/edgeq/internal/testutil/ledgertest"
 )
 
-// Two tables registered as an admission kind of another package registers its own: tickets (one
-// row per id, merged like the built-ins, states by ledger.Rank) and notes (to see two tables in one
+// Two tables registered as an admission kind registers its own: tickets (one row per id, merged as
+// the kinds' rows are, states by ledger.Rank) and notes (to see two tables in one
 // batch, and migrations in number order rather than name order).
 
 type ticket struct {
@@ -37,15 +36,8 @@ func (ticket) Table() string { return "ledger_test_tickets" }
 
 func (a ticket) merge(b ticket) ticket {
 	a.DrawID, a.Holder = cmp.Or(a.DrawID, b.DrawID), cmp.Or(a.Holder, b.Holder)
-	if ledger.Rank(b.State) > ledger.Rank(a.State) {
-		a.State = b.State
-	}
-	if a.DrawnAt.IsZero() {
-		a.DrawnAt = b.DrawnAt
-	}
-	if a.ClaimedAt.IsZero() {
-		a.ClaimedAt = b.ClaimedAt
-	}
+	a.State = ledger.Higher(a.State, b.State)
+	a.DrawnAt, a.ClaimedAt = ledger.Known(a.DrawnAt, b.DrawnAt), ledger.Known(a.ClaimedAt, b.ClaimedAt)
 	return a
 }
 
@@ -104,26 +96,12 @@ func record(ctx context.Context, table string) {
 	}
 }
 
-// rowsOf converts a table's rows to its own type; another type is refused (it would be again).
-func rowsOf[T ledger.Row](rows []ledger.Row) ([]T, error) {
-	out := make([]T, len(rows))
-	for i, r := range rows {
-		t, ok := r.(T)
-		if !ok {
-			return nil, fmt.Errorf("row %T: %w", r, ledger.ErrRefused)
-		}
-		out[i] = t
-	}
-	return out, nil
-}
-
 func writeTickets(ctx context.Context, tx pgx.Tx, rows []ledger.Row) error {
 	record(ctx, "ledger_test_tickets")
-	all, err := rowsOf[ticket](rows)
+	all, err := ledger.Fold(rows, func(t ticket) string { return t.ID }, ticket.merge)
 	if err != nil {
 		return err
 	}
-	all = ledger.MergeByID(all, func(t ticket) string { return t.ID }, ticket.merge)
 	n := len(all)
 	id, draw, holder, state := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	drawn, claimed := make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
@@ -137,11 +115,10 @@ func writeTickets(ctx context.Context, tx pgx.Tx, rows []ledger.Row) error {
 
 func writeNotes(ctx context.Context, tx pgx.Tx, rows []ledger.Row) error {
 	record(ctx, "ledger_test_notes")
-	all, err := rowsOf[note](rows)
+	all, err := ledger.Fold(rows, func(n note) string { return n.ID }, func(a, b note) note { a.Body = cmp.Or(a.Body, b.Body); return a })
 	if err != nil {
 		return err
 	}
-	all = ledger.MergeByID(all, func(n note) string { return n.ID }, func(a, b note) note { a.Body = cmp.Or(a.Body, b.Body); return a })
 	id, body := make([]string, len(all)), make([]string, len(all))
 	for i, n := range all {
 		id[i], body[i] = n.ID, n.Body
@@ -254,7 +231,7 @@ func TestRegisterTable_RefusesBadNamesTwiceAndNoWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if err := l.Write(context.Background(), ledger.Batch{Others: []ledger.Row{stray{ID: "1"}}}); !errors.Is(err, ledger.ErrUnregisteredTable) {
+	if err := l.Write(context.Background(), ledger.Batch{Rows: []ledger.Row{stray{ID: "1"}}}); !errors.Is(err, ledger.ErrUnregisteredTable) {
 		t.Errorf("a row of the table registered without Write: %v, want ErrUnregisteredTable", err)
 	}
 }
@@ -302,11 +279,13 @@ func TestTables_MigrateOnceEvenWhenReplicasStartTogether(t *testing.T) {
 }
 
 // A database edgeq migrated before tables could be registered (edgeq_schema_migrations and its rows,
-// no edgeq_table_migrations) keeps its schema and rows as they were and gains the tables.
+// the stock and bid tables of that build's migration 0001, no edgeq_table_migrations) keeps its
+// schema and rows as they were and gains the tables. (The stock and bid kinds take their tables
+// over: admission/stock's TestTable_ALedgerOfOlderBuildsKeepsItsRowsAndSchema.)
 func TestTables_AnExistingDeploymentKeepsItsSchemaAndGainsTheTables(t *testing.T) {
 	ctx := context.Background()
 	url := ledgertest.Database(t)
-	core, err := os.ReadFile("migrations/0001_records.sql")
+	core, err := os.ReadFile("testdata/0001_records_of_older_builds.sql")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,28 +326,22 @@ func TestTables_AnExistingDeploymentKeepsItsSchemaAndGainsTheTables(t *testing.T
 	if err != nil || len(got) != 1 || got[0].Version != 1 || got[0].Name != "0001_records.sql" || !got[0].At.Equal(applied) {
 		t.Fatalf("edgeq_schema_migrations %+v, %v; want only (1, 0001_records.sql, %v) as it was", got, err, applied)
 	}
-	old, found, err := l.Admission(ctx, "old")
-	if err != nil || !found || old.State != "admitted" || !old.AdmittedAt.Equal(at) {
-		t.Fatalf("the existing row: %+v %v %v", old, found, err)
+	var state string
+	var admitted time.Time
+	if err := l.QueryRow(ctx, "SELECT state, admitted_at FROM edgeq_admissions WHERE id = 'old'").Scan(&state, &admitted); err != nil || state != "admitted" || !admitted.Equal(at) {
+		t.Fatalf("the existing row: %s %v %v", state, admitted, err)
 	}
-	b := ledger.Batch{
-		Admissions: []ledger.Admission{{ID: "old", ProductID: "p0", State: "committed", CommittedAt: at.Add(time.Second)}},
-		Others:     []ledger.Row{ticket{ID: "t1", DrawID: "d1", Holder: "h1", State: "admitted", DrawnAt: at}},
-	}
+	b := ledger.Batch{Rows: []ledger.Row{ticket{ID: "t1", DrawID: "d1", Holder: "h1", State: "admitted", DrawnAt: at}}}
 	if err := l.Write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if a, _, _ := l.Admission(ctx, "old"); a.State != "committed" || a.Buyer != "b0" {
-		t.Errorf("the existing row after a write: %+v", a)
-	}
-	if got := tickets(t, l); len(got) != 1 || got[0] != b.Others[0] {
-		t.Errorf("tickets %+v, want %+v", got, b.Others)
+	if got := tickets(t, l); len(got) != 1 || got[0] != b.Rows[0] {
+		t.Errorf("tickets %+v, want %+v", got, b.Rows)
 	}
 }
 
-// A batch's built-in rows and registered tables' rows are written in one transaction: a row one
-// table refuses leaves none of the batch written (the admission, the bid and the other table's
-// rows written before it included), and Refused says so; split into rows (as the worker does after
+// A batch's rows of every table are written in one transaction: a row one table refuses leaves none
+// of the batch written (the other table's rows, written before it, included), and Refused says so; split into rows (as the worker does after
 // a refusal), everything but the refused row is written. The tables are called in name order,
 // whatever the batch's order.
 func TestWrite_RegisteredTablesShareTheBatchTransaction(t *testing.T) {
@@ -378,16 +351,14 @@ func TestWrite_RegisteredTablesShareTheBatchTransaction(t *testing.T) {
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	refused := ticket{ID: "t2", DrawID: "d1", Holder: "refused", State: "admitted", DrawnAt: at}
 	b := ledger.Batch{
-		Admissions: []ledger.Admission{{ID: "201", ProductID: "p1", Buyer: "b1", Quantity: 1, State: "admitted", AdmittedAt: at}},
-		Bids:       []ledger.Bid{{ID: "301", AuctionID: "a1", Bidder: "b1", AmountCents: 700, State: "accepted", BidAt: at}},
-		Others: []ledger.Row{
+		Rows: []ledger.Row{
 			ticket{ID: "t1", DrawID: "d1", Holder: "h1", State: "admitted", DrawnAt: at},
 			refused,
 			note{ID: "n1", Body: "first"},
 		},
 	}
-	if b.Len() != 5 || len(b.Rows()) != 5 {
-		t.Fatalf("Len %d, %d rows; want 5 and 5", b.Len(), len(b.Rows()))
+	if b.Len() != 3 || len(b.Split()) != 3 {
+		t.Fatalf("Len %d, %d rows; want 3 and 3", b.Len(), len(b.Split()))
 	}
 	err := l.Write(ctx, b)
 	var pg *pgconn.PgError
@@ -397,20 +368,14 @@ func TestWrite_RegisteredTablesShareTheBatchTransaction(t *testing.T) {
 	if want := []string{"ledger_test_notes", "ledger_test_tickets"}; !slices.Equal(called, want) {
 		t.Errorf("tables called %q, want %q (name order)", called, want)
 	}
-	if _, found, err := l.Admission(ctx, "201"); found || err != nil {
-		t.Errorf("the refused batch's admission was written (%v, %v)", found, err)
-	}
-	if _, total, err := l.Bids(ctx, "b1", 1, 10); total != 0 || err != nil {
-		t.Errorf("the refused batch's bid was written (%d, %v)", total, err)
-	}
 	if n, tk := count(t, l, "ledger_test_notes"), tickets(t, l); n != 0 || len(tk) != 0 {
 		t.Errorf("the refused batch left %d notes and tickets %+v", n, tk)
 	}
 
 	var refusedRows int
-	for _, one := range b.Rows() {
+	for _, one := range b.Split() {
 		if err := l.Write(ctx, one); err != nil {
-			if !ledger.Refused(err) || len(one.Others) != 1 || one.Others[0] != refused {
+			if !ledger.Refused(err) || len(one.Rows) != 1 || one.Rows[0] != refused {
 				t.Errorf("row %+v: %v", one, err)
 			}
 			refusedRows++
@@ -418,12 +383,6 @@ func TestWrite_RegisteredTablesShareTheBatchTransaction(t *testing.T) {
 	}
 	if refusedRows != 1 {
 		t.Errorf("%d rows refused one by one, want 1", refusedRows)
-	}
-	if _, found, err := l.Admission(ctx, "201"); !found || err != nil {
-		t.Errorf("admission written one by one: %v %v", found, err)
-	}
-	if _, total, err := l.Bids(ctx, "b1", 1, 10); total != 1 || err != nil {
-		t.Errorf("bid written one by one: %d %v", total, err)
 	}
 	if n, tk := count(t, l, "ledger_test_notes"), tickets(t, l); n != 1 || len(tk) != 1 || tk[0].ID != "t1" {
 		t.Errorf("written one by one: %d notes, tickets %+v; want 1 and t1", n, tk)
@@ -437,10 +396,7 @@ func TestWrite_AnUnregisteredRowIsRefusedAndWritesNothing(t *testing.T) {
 	l := open(t, ledgertest.Database(t))
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
 	for _, bad := range []ledger.Row{stray{ID: "s1"}, nil} {
-		b := ledger.Batch{
-			Admissions: []ledger.Admission{{ID: "401", ProductID: "p1", Buyer: "b1", Quantity: 1, State: "admitted", AdmittedAt: at}},
-			Others:     []ledger.Row{ticket{ID: "t4", DrawID: "d1", State: "admitted", DrawnAt: at}, bad},
-		}
+		b := ledger.Batch{Rows: []ledger.Row{note{ID: "n4", Body: "kept"}, ticket{ID: "t4", DrawID: "d1", State: "admitted", DrawnAt: at}, bad}}
 		err := l.Write(ctx, b)
 		if !ledger.Refused(err) || !errors.Is(err, ledger.ErrUnregisteredTable) || !errors.Is(err, ledger.ErrRefused) {
 			t.Fatalf("row %#v: %v; want ErrUnregisteredTable, Refused", bad, err)
@@ -448,36 +404,33 @@ func TestWrite_AnUnregisteredRowIsRefusedAndWritesNothing(t *testing.T) {
 		if bad != nil && !strings.Contains(err.Error(), "ledger_test_nowhere") {
 			t.Errorf("error %q does not name the table", err)
 		}
-		if _, found, err := l.Admission(ctx, "401"); found || err != nil {
-			t.Fatalf("the refused batch's admission was written (%v, %v)", found, err)
+		if n := count(t, l, "ledger_test_notes"); n != 0 {
+			t.Fatalf("the refused batch's note was written (%d)", n)
 		}
 		if got := tickets(t, l); len(got) != 0 {
 			t.Fatalf("the refused batch's ticket was written: %+v", got)
 		}
 	}
-	b := ledger.Batch{
-		Admissions: []ledger.Admission{{ID: "401", ProductID: "p1", Buyer: "b1", Quantity: 1, State: "admitted", AdmittedAt: at}},
-		Others:     []ledger.Row{ticket{ID: "t4", DrawID: "d1", State: "admitted", DrawnAt: at}, stray{ID: "s1"}},
-	}
+	b := ledger.Batch{Rows: []ledger.Row{note{ID: "n4", Body: "kept"}, ticket{ID: "t4", DrawID: "d1", State: "admitted", DrawnAt: at}, stray{ID: "s1"}}}
 	var refused []ledger.Row
-	for _, one := range b.Rows() {
+	for _, one := range b.Split() {
 		if err := l.Write(ctx, one); err != nil {
 			if !errors.Is(err, ledger.ErrUnregisteredTable) {
 				t.Fatal(err)
 			}
-			refused = append(refused, one.Others...)
+			refused = append(refused, one.Rows...)
 		}
 	}
 	if len(refused) != 1 || refused[0] != (stray{ID: "s1"}) {
 		t.Errorf("refused one by one: %+v, want the stray row", refused)
 	}
-	if _, found, _ := l.Admission(ctx, "401"); !found || len(tickets(t, l)) != 1 {
+	if count(t, l, "ledger_test_notes") != 1 || len(tickets(t, l)) != 1 {
 		t.Errorf("the rows of registered tables were not written one by one")
 	}
 }
 
-// A registered table's rows, like the built-ins, give the same row whatever their order and
-// repeats, in one batch or many, mixed with other tables' rows.
+// A registered table's rows give the same row whatever their order and repeats, in one batch or many,
+// mixed with other tables' rows.
 func TestWrite_RegisteredRowsInAnyOrderAndRepeatsGiveTheSameRow(t *testing.T) {
 	ctx := context.Background()
 	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
@@ -495,23 +448,7 @@ func TestWrite_RegisteredRowsInAnyOrderAndRepeatsGiveTheSameRow(t *testing.T) {
 	}
 	for round := range 6 {
 		l := open(t, ledgertest.Database(t))
-		order := rand.Perm(len(events))
-		var all ledger.Batch
-		for _, j := range order {
-			all.Others = append(all.Others, events[j])
-			if round%2 == 0 { // even rounds: one batch per event, each with a repeat of it
-				if err := l.Write(ctx, ledger.Batch{Others: []ledger.Row{events[j], events[j]}}); err != nil {
-					t.Fatalf("order %v: %v", order, err)
-				}
-			}
-		}
-		if round%2 == 1 { // odd rounds: everything in one batch, written twice
-			for range 2 {
-				if err := l.Write(ctx, all); err != nil {
-					t.Fatalf("order %v: %v", order, err)
-				}
-			}
-		}
+		order := ledgertest.WriteInAnyOrder(t, l, events, round)
 		if got := tickets(t, l); !slices.Equal(got, want) {
 			t.Errorf("order %v: tickets\n%+v, want\n%+v", order, got, want)
 		}
@@ -547,5 +484,25 @@ func TestQuery_MigratesFirstAndReportsWhyItCannot(t *testing.T) {
 	defer l2.Close()
 	if err := l2.QueryRow(ctx, "SELECT count(*) FROM ledger_test_tickets").Scan(&one); err != nil || one != 0 {
 		t.Errorf("QueryRow before any Migrate: %d %v", one, err)
+	}
+}
+
+// impostor names the tickets table but is not its row type.
+type impostor struct{ ID string }
+
+func (impostor) Table() string { return "ledger_test_tickets" }
+
+// A row of another type than its table's (Fold) is refused, and nothing of its batch is written.
+func TestWrite_ARowOfAnotherTypeIsRefused(t *testing.T) {
+	ctx := context.Background()
+	l := open(t, ledgertest.Database(t))
+	at := time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+	b := ledger.Batch{Rows: []ledger.Row{ticket{ID: "t5", DrawID: "d1", State: "admitted", DrawnAt: at}, impostor{ID: "t6"}}}
+	err := l.Write(ctx, b)
+	if !ledger.Refused(err) || !strings.Contains(err.Error(), "impostor") {
+		t.Fatalf("a batch with an impostor row: %v; want a refusal naming it", err)
+	}
+	if got := tickets(t, l); len(got) != 0 {
+		t.Errorf("the refused batch's ticket was written: %+v", got)
 	}
 }

@@ -8,10 +8,12 @@ package ledgertest
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/internal/ledger"
 	"github.com/edgeq/edgeq/internal/testutil/pgserver"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
@@ -67,4 +69,40 @@ func Database(t testing.TB) string {
 		t.Fatalf("ledgertest: create a database: %v", err)
 	}
 	return url
+}
+
+// WriteInAnyOrder writes a table's events in a random order, repeats included, in the way of round:
+// even rounds one batch per event, each with the event twice; odd rounds every event in one batch,
+// written twice. It returns the order, for the test's messages; what the rows then hold is the test's
+// to check (the same whatever the order).
+func WriteInAnyOrder(t testing.TB, l *ledger.Ledger, events []ledger.Row, round int) []int {
+	t.Helper()
+	ctx := context.Background()
+	order := rand.Perm(len(events))
+	var all ledger.Batch
+	for _, j := range order {
+		all.Rows = append(all.Rows, events[j])
+		if round%2 == 0 {
+			if err := l.Write(ctx, ledger.Batch{Rows: []ledger.Row{events[j], events[j]}}); err != nil {
+				t.Fatalf("order %v: %v", order, err)
+			}
+		}
+	}
+	for range round % 2 * 2 {
+		if err := l.Write(ctx, all); err != nil {
+			t.Fatalf("order %v: %v", order, err)
+		}
+	}
+	return order
+}
+
+// Open opens a ledger on a new, empty database (Database), closed when the test ends.
+func Open(t testing.TB) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.Open(context.Background(), Database(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
 }
