@@ -142,7 +142,7 @@ func BenchmarkIDMatch(b *testing.B) {
 	p := proxy.New(proxy.Options{Origin: originURL, OriginTimeout: 10 * time.Second, Prefix: "/_edgeq",
 		Steps: []proxy.Step{svc}, Responder: svc.responder, Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger})
 	table, err := p.Compile([]config.Route{{Name: "cart", Match: "POST /cart", OnStoreError: config.OnStoreErrorClosed,
-		Admission: config.Admission{Type: config.AdmissionStock, Product: "json:sku", User: "json:email",
+		Admission: config.Admission{Type: config.AdmissionStock, Own: map[string]string{"product": "json:sku"}, User: "json:email",
 			UnknownOwner: config.UnknownPass, ReleaseOn: []string{"5xx", "error"}}}})
 	if err != nil {
 		b.Fatal(err)

@@ -232,9 +232,12 @@ type registration struct {
 // registered are the kinds linked in, sorted by rank.
 var registered []registration
 
-// Register adds a kind: called once from the init of the kind's own file, with its place among the
-// kinds and its constructor (run by New for each Service).
-func Register(rank int, newKind func(s *Service) Kind) {
+// Register adds a kind: called once from the init of the kind's package, with its place among the
+// kinds, what the configuration knows of its routes (config.RegisterAdmissionKind, at the same place)
+// and its constructor (run by New for each Service).
+func Register(rank int, routes config.AdmissionKind, newKind func(s *Service) Kind) {
+	routes.Order = rank
+	config.RegisterAdmissionKind(routes)
 	registered = append(registered, registration{rank, newKind})
 	sort.SliceStable(registered, func(i, j int) bool { return registered[i].rank < registered[j].rank })
 }

@@ -179,7 +179,7 @@ func kindCases() []kindCase {
 	}
 	return []kindCase{{
 		typ:   config.AdmissionStock,
-		route: config.Admission{Product: "path:owner", Quantity: "form:quantity"},
+		route: config.Admission{Own: map[string]string{"product": "path:owner", "quantity": "form:quantity"}},
 		open: func(t *testing.T, svc *Service, owner string) {
 			t.Helper()
 			if err := svc.Apply(context.Background(), &config.Config{Products: []config.Product{product(owner, 10, 1)}}, nil); err != nil {
@@ -198,7 +198,7 @@ func kindCases() []kindCase {
 		},
 	}, {
 		typ:   config.AdmissionBid,
-		route: config.Admission{Auction: "path:owner", Amount: "form:amount"},
+		route: config.Admission{Own: map[string]string{"auction": "path:owner", "amount": "form:amount"}},
 		open: func(t *testing.T, svc *Service, owner string) {
 			t.Helper()
 			a := config.Auction{ID: owner, StartingPrice: "1.00", MinIncrement: "1.00", EndsAt: time.Now().Add(time.Hour)}
@@ -213,7 +213,7 @@ func kindCases() []kindCase {
 		},
 	}, {
 		typ:   "entry",
-		route: config.Admission{Product: "path:owner"},
+		route: config.Admission{Own: map[string]string{"product": "path:owner"}},
 		open: func(t *testing.T, svc *Service, owner string) {
 			svc.kindOf("entry").(*entryKind).openDrawing(t, owner)
 		},

@@ -182,7 +182,7 @@ func TestMine_PagingAndRefusals(t *testing.T) {
 	}
 
 	// The first bid route decides: a route identifying bidders by a form field reads it from the query.
-	byForm := config.Route{Name: "form-bid", Match: "POST /f/{id}", Admission: config.Admission{Type: "bid", Auction: "path:id", Amount: "form:amount", User: "form:customer"}}
+	byForm := config.Route{Name: "form-bid", Match: "POST /f/{id}", Admission: config.Admission{Type: "bid", Own: map[string]string{"auction": "path:id", "amount": "form:amount"}, User: "form:customer"}}
 	if err := st.svc.UseIdentities([]config.Route{{Name: "browse", Match: "GET /"}, byForm, edgetest.Routes()[4]}); err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,8 @@ type kind struct {
 }
 
 func init() {
-	admission.Register(20, newKind)
+	admission.Register(20, config.AdmissionKind{Type: config.AdmissionBid, Owner: "auction", Value: "amount",
+		ValueRequired: true, Fields: []string{"auction", "amount"}}, newKind)
 	registerTable()
 }
 

@@ -4,8 +4,8 @@
 // edgeq (server.Run) with its route field, its codes and their texts in every language, its ledger
 // table, `edgeq reconcile`, its report series, its admin views and its users' own listing.
 //
-// Everything it adds is registered from this package's init: the kind (admission.Register), its route
-// field (config.RegisterAdmissionKind), its texts (templates.RegisterTexts), its report scope
+// Everything it adds is registered from this package's init: the kind and its route field
+// (admission.Register), its texts (templates.RegisterTexts), its report scope
 // (report.RegisterScope) and its ledger table (ledger.RegisterTable).
 package raffle
 
@@ -55,8 +55,7 @@ var source string
 var script = admission.Script("raffle.lua", source)
 
 func init() {
-	admission.Register(30, newKind)
-	config.RegisterAdmissionKind(config.AdmissionKind{Type: Type, Owner: Field, Fields: []string{Field}})
+	admission.Register(30, config.AdmissionKind{Type: Type, Owner: Field, Fields: []string{Field}}, newKind)
 	templates.RegisterTexts("the raffle admission kind", texts, "texts")
 	report.RegisterScope(Scope, report.ScopeInfo{Name: "drawings", Noun: "drawing",
 		Series: []string{report.Admitted, report.Committed, report.Released}})

@@ -50,7 +50,8 @@ type stockKind struct {
 }
 
 func init() {
-	admission.Register(10, newStockKind)
+	admission.Register(10, config.AdmissionKind{Type: config.AdmissionStock, Owner: "product", Value: "quantity",
+		Orphans: true, Fields: []string{"product", "quantity"}}, newStockKind)
 	registerTable()
 }
 

@@ -67,7 +67,12 @@ func node(v reflect.Value, secret bool) *yaml.Node {
 		m := &yaml.Node{Kind: yaml.MappingNode}
 		for i := 0; i < v.NumField(); i++ {
 			f := v.Type().Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if f.IsExported() && opts == "inline" && f.Type.Kind() == reflect.Map {
+				// The kinds' own route fields (Admission.Own), in key order, where the field stands.
+				m.Content = append(m.Content, node(v.Field(i), false).Content...)
+				continue
+			}
 			if !f.IsExported() || name == "" || name == "-" {
 				continue
 			}

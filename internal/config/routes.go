@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -102,13 +103,13 @@ const (
 // Admission is the atomic check a route runs on Redis before the origin sees the request. Type "" means
 // the route has no admission step. The field sources use the syntax of FieldSource.
 type Admission struct {
-	Type      string   `yaml:"type"`
-	Product   string   `yaml:"product"`
-	Auction   string   `yaml:"auction"`
-	Amount    string   `yaml:"amount"`
-	User      string   `yaml:"user"`
-	Quantity  string   `yaml:"quantity"`
-	ReleaseOn []string `yaml:"release_on"`
+	Type string `yaml:"type"`
+	// Own holds the route fields the kinds read (AdmissionKind.Fields), by name: stock's
+	// `product: path:id` and `quantity: form:qty`, bid's `auction` and `amount`, a raffle's `drawing`.
+	// The route's kind says which it reads (validation refuses the others).
+	Own       map[string]string `yaml:",inline"`
+	User      string            `yaml:"user"`
+	ReleaseOn []string          `yaml:"release_on"`
 	// UnknownOwner (unknown_product, for products and auctions alike): refuse (404 PRODUCT_NOT_FOUND / AUCTION_NOT_FOUND) or pass (forwarded without
 	// admission, counted as unknown_passed) a product or auction edgeq does not know.
 	UnknownOwner string `yaml:"unknown_product"`
@@ -120,9 +121,6 @@ type Admission struct {
 	// liveness lease, once older than origin.timeout: hold (listed for an operator) or release (the
 	// units go back).
 	Orphans string `yaml:"orphans"`
-	// Own holds the route fields of kinds that name fields of their own (AdmissionKind.Fields), by
-	// name: a raffle's `drawing: path:id`.
-	Own map[string]string `yaml:",inline"`
 }
 
 // Admission.Orphans values.
@@ -144,11 +142,13 @@ const (
 )
 
 // An AdmissionKind is what the configuration knows of one admission.type: the fields its routes
-// fill. The admission package implements the kind; route validation reads only this entry, so a kind
-// of its own package adds itself with RegisterAdmissionKind (docs/architecture.md "Adding an
-// admission kind").
+// fill. The kind's package implements it and adds this entry with RegisterAdmissionKind; route
+// validation reads only the entry (docs/architecture.md "Adding an admission kind").
 type AdmissionKind struct {
 	Type string
+	// Order places the kind among the others where they are listed (in errors): admission.Register
+	// sets it to the kind's rank.
+	Order int
 	// Owner and Value name the route fields (admission.<field>) that say what a claim is about and
 	// how much it asks; Value is "" for a kind without a value, ValueRequired when a request must give
 	// one.
@@ -156,30 +156,32 @@ type AdmissionKind struct {
 	ValueRequired bool
 	// Orphans is true for a kind whose units a dead replica can hold (admission.orphans: release).
 	Orphans bool
-	// Fields are the route fields of the kind's own, beyond product, auction, quantity and amount:
-	// admission.<field> keys decoded into Admission.Own. Owner and Value may name them.
+	// Fields are the route fields the kind reads: admission.<field> keys decoded into
+	// Admission.Own. Owner and Value name two of them.
 	Fields []string
 }
 
-// AdmissionKinds are the admission types, in the order errors list them.
-var AdmissionKinds = []AdmissionKind{
-	{Type: AdmissionStock, Owner: "product", Value: "quantity", Orphans: true},
-	{Type: AdmissionBid, Owner: "auction", Value: "amount", ValueRequired: true},
-}
+// AdmissionKinds are the registered admission types, in Order.
+var AdmissionKinds []AdmissionKind
 
 // RegisterAdmissionKind adds a kind's entry to AdmissionKinds: called from the init of the kind's
-// package. A type registered twice, or an own field that is already a key of admission:, panics.
+// package. A type registered twice, or a field that is a shared key of admission: or another kind's,
+// panics.
 func RegisterAdmissionKind(k AdmissionKind) {
 	keys := fieldsByKey(admissionType)
 	for _, f := range k.Fields {
-		if _, taken := keys[f]; taken || f == "" || f != strings.ToLower(f) {
+		if _, taken := keys[f]; taken || ownField(f) || f == "" || f != strings.ToLower(f) {
 			panic(fmt.Sprintf("config: admission kind %q: field %q is taken or not a lower-case key", k.Type, f))
 		}
 	}
 	if _, dup := AdmissionKindOf(k.Type); dup || k.Type == "" {
 		panic(fmt.Sprintf("config: admission kind %q registered twice or empty", k.Type))
 	}
-	AdmissionKinds = append(AdmissionKinds, k)
+	at := slices.IndexFunc(AdmissionKinds, func(e AdmissionKind) bool { return e.Order > k.Order })
+	if at < 0 {
+		at = len(AdmissionKinds)
+	}
+	AdmissionKinds = slices.Insert(AdmissionKinds, at, k)
 }
 
 // ownField reports whether some registered kind reads the route field name of its own.
@@ -204,13 +206,10 @@ func AdmissionKindOf(typ string) (AdmissionKind, bool) {
 	return AdmissionKind{}, false
 }
 
-// Fields are the route's admission field settings by name (product, auction, quantity, amount, and
-// the kinds' own).
+// Fields are the route's admission field settings by name (a copy of Own, never nil).
 func (a Admission) Fields() map[string]string {
-	fields := map[string]string{"product": a.Product, "auction": a.Auction, "quantity": a.Quantity, "amount": a.Amount}
-	for name, value := range a.Own {
-		fields[name] = value
-	}
+	fields := make(map[string]string, len(a.Own))
+	maps.Copy(fields, a.Own)
 	return fields
 }
 

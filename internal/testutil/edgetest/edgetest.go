@@ -113,33 +113,33 @@ func Routes() []config.Route {
 		return r
 	}
 	return []config.Route{
-		route("checkout", "POST /checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User", Quantity: "form:quantity"}),
-		route("cart", "POST /api/cart", config.Admission{Product: "json:items.0.sku", User: "cookie:session", Quantity: "json:items.0.qty"}),
-		route("buy", "GET /buy", config.Admission{Product: "query:p", User: "header:X-User"}),
-		open("open-checkout", route("open-checkout", "POST /open-checkout/{product}", config.Admission{Product: "path:product", User: "header:X-User"})),
+		route("checkout", "POST /checkout/{product}", config.Admission{Own: map[string]string{"product": "path:product", "quantity": "form:quantity"}, User: "header:X-User"}),
+		route("cart", "POST /api/cart", config.Admission{Own: map[string]string{"product": "json:items.0.sku", "quantity": "json:items.0.qty"}, User: "cookie:session"}),
+		route("buy", "GET /buy", config.Admission{Own: map[string]string{"product": "query:p"}, User: "header:X-User"}),
+		open("open-checkout", route("open-checkout", "POST /open-checkout/{product}", config.Admission{Own: map[string]string{"product": "path:product"}, User: "header:X-User"})),
 		{Name: "bid", Match: "POST /auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
-			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"}}},
+			Type: "bid", Own: map[string]string{"auction": "path:id", "amount": "form:amount"}, User: "header:X-User", ReleaseOn: []string{"5xx", "error"}}},
 		// A shop's own session cookie as the buyer and the bidder, and a JSON body with top-level keys.
-		route("json-checkout", "POST /json-checkout/{product}", config.Admission{Product: "path:product", User: "cookie:shop_session", Quantity: "json:quantity"}),
+		route("json-checkout", "POST /json-checkout/{product}", config.Admission{Own: map[string]string{"product": "path:product", "quantity": "json:quantity"}, User: "cookie:shop_session"}),
 		{Name: "cookie-bid", Match: "POST /cookie/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
-			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "cookie:shop_session", ReleaseOn: []string{"5xx", "error"}}},
+			Type: "bid", Own: map[string]string{"auction": "path:id", "amount": "form:amount"}, User: "cookie:shop_session", ReleaseOn: []string{"5xx", "error"}}},
 		// A cart: one add-to-cart URL for every product, the SKU and a guest's e-mail in the JSON body;
 		// only the products edgeq knows are guarded.
 		func() config.Route {
-			r := route("cart-add", "POST /carts/{cart}/items", config.Admission{Product: "json:sku", User: "json:email", Quantity: "json:quantity"})
+			r := route("cart-add", "POST /carts/{cart}/items", config.Admission{Own: map[string]string{"product": "json:sku", "quantity": "json:quantity"}, User: "json:email"})
 			r.Admission.UnknownOwner = config.UnknownPass
 			// The shop's cart script reads error.message.
 			r.Refusal.JSON = `{"error": {"message": "{{.Message}}", "code": "{{.Code}}", "left": "{{index .Fields "remaining_stock"}}"}}`
 			return r
 		}(),
 		{Name: "open-bid", Match: "POST /open/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
-			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"5xx", "error"},
+			Type: "bid", Own: map[string]string{"auction": "path:id", "amount": "form:amount"}, User: "header:X-User", ReleaseOn: []string{"5xx", "error"},
 			UnknownOwner: config.UnknownPass}},
 		// As config.example.yaml's bid route: a bid the shop refuses with a 4xx is withdrawn.
 		{Name: "strict-bid", Match: "POST /strict/auctions/{id}/bid", OnStoreError: "closed", Admission: config.Admission{
-			Type: "bid", Auction: "path:id", Amount: "form:amount", User: "header:X-User", ReleaseOn: []string{"4xx", "5xx", "error"}}},
+			Type: "bid", Own: map[string]string{"auction": "path:id", "amount": "form:amount"}, User: "header:X-User", ReleaseOn: []string{"4xx", "5xx", "error"}}},
 		// One buyer per browser: the visitor id edgeq gives it.
-		route("visitor-checkout", "POST /visitor/checkout/{product}", config.Admission{Product: "path:product", User: config.UserVisitor}),
+		route("visitor-checkout", "POST /visitor/checkout/{product}", config.Admission{Own: map[string]string{"product": "path:product"}, User: config.UserVisitor}),
 	}
 }
 
