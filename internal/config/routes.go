@@ -216,8 +216,7 @@ func (a Admission) Fields() map[string]string {
 // Sources are the route's field sources of its kind's owner and value ("" when it has none).
 func (a Admission) Sources() (owner, value string) {
 	k, _ := AdmissionKindOf(a.Type)
-	fields := a.Fields()
-	return fields[k.Owner], fields[k.Value]
+	return a.Own[k.Owner], a.Own[k.Value]
 }
 
 func (a *Admission) applyDefaults() {
