@@ -717,7 +717,7 @@ func TestCompensation_TombstoneStopsALateCall(t *testing.T) {
 		}
 		// The bid script's code 6 (a tombstone) is no refusal of the kind's own.
 		e, err := st.bids().Reserve(ctx, Claim{Owner: "lot", User: "u", ID: "901", Value: 2000})
-		if err != nil || e == nil || e.Cause == nil || e.Cause.Error() != "bid answered 6" || s.Client.Exists(ctx, s.Keys.Auction("lot", "highest")).Val() != 0 {
+		if err != nil || e == nil || e.Cause == nil || e.Cause.Error() != "bid answered 6" || s.Client.Exists(ctx, s.Keys.Entity("a", "lot", "highest")).Val() != 0 {
 			t.Fatalf("a late bid after its compensation: %v %v", e, err)
 		}
 	})

@@ -100,7 +100,7 @@ func TestIDMatch_IDsOfAnEarlierBuildAreGuardedAfterStart(t *testing.T) {
 			"create", "Old", 100, "", 1, 5).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := auctionScript.Run(ctx, s.Client, []string{s.Keys.Auction("Old-Lot", "info")}, 1000, 100,
+		if err := auctionScript.Run(ctx, s.Client, []string{s.Keys.Entity("a", "Old-Lot", "info")}, 1000, 100,
 			time.Now().Add(time.Hour).UnixMilli(), "", "0").Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -209,7 +209,7 @@ func kindCases() []kindCase {
 		form:    func(i int) url.Values { return url.Values{"amount": {strconv.Itoa(10*(i+1)) + ".00"}} },
 		refused: url.Values{"amount": {"10.00"}}, refusedUser: "late", refusedCode: "BID_TOO_LOW", given: "withdrawn",
 		held: func(t *testing.T, svc *Service, owner string) int64 {
-			return hget(t, svc.client, svc.keys.Auction(owner, "highest"), "amount")
+			return hget(t, svc.client, svc.keys.Entity("a", owner, "highest"), "amount")
 		},
 	}, {
 		typ:   "entry",

@@ -240,8 +240,8 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		}
 
 		// Bids: strictly increasing in acceptance order, each at the origin once, the highest the largest.
-		edgetest.CheckAuction(t, first.Stack, auctionID, s.Keys.Auction(auctionID, "events"), o, func(id string) { forget(first.bids(), id) })
-		events := edgetest.AuctionEvents(t, first.Stack, s.Keys.Auction(auctionID, "events"))
+		edgetest.CheckAuction(t, first.Stack, auctionID, s.Keys.Entity("a", auctionID, "events"), o, func(id string) { forget(first.bids(), id) })
+		events := edgetest.AuctionEvents(t, first.Stack, s.Keys.Entity("a", auctionID, "events"))
 		bidsByReplica := [2]int{}
 		inStore := map[string]bool{}
 		for _, e := range events {
@@ -298,7 +298,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 			return total == int64(len(events))
 		})
 		for _, stream := range []string{stockOf(first.svc).Stream(productID), admitsStream(stockOf(first.svc), productID), stockOf(first.svc).Stream(spareID),
-			admitsStream(stockOf(first.svc), spareID), s.Keys.Auction(auctionID, "events")} {
+			admitsStream(stockOf(first.svc), spareID), s.Keys.Entity("a", auctionID, "events")} {
 			eventually(t, 30*time.Second, "nothing pending on "+stream, func() bool {
 				p, err := s.Client.XPending(ctx, stream, groupName).Result()
 				return err == nil && p.Count == 0
@@ -331,7 +331,7 @@ func spreadIDs(t *testing.T, s *store.Store) (productID, auctionID string) {
 			continue
 		}
 		id := fmt.Sprintf("lot-%d", i)
-		if node := storetest.MasterOf(t, s, s.Keys.Auction(id, "info")); node != adm && node != productNode {
+		if node := storetest.MasterOf(t, s, s.Keys.Entity("a", id, "info")); node != adm && node != productNode {
 			auctionID = id
 		}
 	}

@@ -75,7 +75,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	if r := st.remaining("p"); r != 100 {
 		t.Fatalf("stock %d after refused admissions, want 100 (given back)", r)
 	}
-	if h := s.Client.HGet(ctx, s.Keys.Auction("lot", "highest"), "amount").Val(); h != "" {
+	if h := s.Client.HGet(ctx, s.Keys.Entity("a", "lot", "highest"), "amount").Val(); h != "" {
 		t.Fatalf("an unconfirmed bid is the highest: %s", h)
 	}
 	if got := testutil.ToFloat64(st.svc.metrics.admissions.WithLabelValues("stock", "replica_timeout")); got != 2 {
@@ -103,7 +103,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 	if a := st.Bid("lot", "bea", "150.00"); a.Status != 200 {
 		t.Fatalf("bid with the replica confirming: %d %s", a.Status, a.Body)
 	}
-	if h := replica.HGet(ctx, s.Keys.Auction("lot", "highest"), "amount").Val(); h != "15000" {
+	if h := replica.HGet(ctx, s.Keys.Entity("a", "lot", "highest"), "amount").Val(); h != "15000" {
 		t.Fatalf("the replica's highest bid %q when the shop has the bid, want 15000", h)
 	}
 
@@ -152,7 +152,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 			lot := fmt.Sprintf("lot-%d", i)
 			if a := st.Bid(lot, fmt.Sprintf("bidder-%d", i), "150.00"); a.Status != 200 {
 				t.Errorf("a concurrent bid on %s: %d %s", lot, a.Status, a.Body)
-			} else if h := replica.HGet(ctx, s.Keys.Auction(lot, "highest"), "amount").Val(); h != "15000" {
+			} else if h := replica.HGet(ctx, s.Keys.Entity("a", lot, "highest"), "amount").Val(); h != "15000" {
 				t.Errorf("the replica's highest bid on %s is %q when the shop has the bid", lot, h)
 			}
 		})

@@ -38,20 +38,20 @@ func reserveNow(ctx context.Context, svc *Service, product string, cs []Claim) (
 }
 
 // A product's keys, under its hash tag.
-func infoKey(k store.Keys, product string) string   { return k.Product(product, "info") }
-func stockKey(k store.Keys, product string) string  { return k.Product(product, "stock") }
-func buyersKey(k store.Keys, product string) string { return k.Product(product, "buyers") }
+func infoKey(k store.Keys, product string) string   { return k.Entity("p", product, "info") }
+func stockKey(k store.Keys, product string) string  { return k.Entity("p", product, "stock") }
+func buyersKey(k store.Keys, product string) string { return k.Entity("p", product, "buyers") }
 
 // recordsKey is the hash of the records of the day of admission id (a field each).
 func recordsKey(k store.Keys, product, id string) string {
-	return k.Product(product, "adm@"+strconv.FormatInt(RecordsDay(id), 10))
+	return k.Entity("p", product, "adm@"+strconv.FormatInt(RecordsDay(id), 10))
 }
 
 // idsKey and usersKey are a product's admin lists: a day's ids, and each buyer's.
 func idsKey(k store.Keys, product string, day int64) string {
-	return k.Product(product, "ids@"+strconv.FormatInt(day, 10))
+	return k.Entity("p", product, "ids@"+strconv.FormatInt(day, 10))
 }
-func usersKey(k store.Keys, product string) string { return k.Product(product, "users") }
+func usersKey(k store.Keys, product string) string { return k.Entity("p", product, "users") }
 
 // productIndexKey is the set of product ids.
 func productIndexKey(k store.Keys) string { return k.Global("adm", "products") }

@@ -64,7 +64,7 @@ func TestFlush_CountsGaugesAndWaitsReadBackAsWritten(t *testing.T) {
 		w.Flush(ctx, tally, Queue, extra)
 
 		p := tally.Scope(Product, "sneaker")
-		stock := s.Keys.Product("sneaker", "stock")
+		stock := s.Keys.Entity("p", "sneaker", "stock")
 		s.Client.Set(ctx, stock, 2, 0)
 		p.Add(Admitted, 1)
 		pextra := func(string) Extra { return Extra{Aux: stock, AuxGauge: Stock, Firsts: Admitted, Zeros: Stock} }

@@ -109,19 +109,10 @@ func quarterKey(k store.Keys, kind Kind, id string, day time.Time) string {
 	return entityKey(k, kind, id, "repq@"+day.UTC().Format(dayFormat))
 }
 
-// entityKey is a key of one scope: under its queue's, product's or auction's hash tag, or for a
-// registered scope under the tag of its kind's letter and the owner's id ("{t:<id>}"), as a product's
-// is "{p:<id>}".
+// entityKey is a key of one scope, under the hash tag of its kind's letter and its id: a queue's
+// "{q:<id>}", a product's "{p:<id>}", a registered scope's "{t:<id>}".
 func entityKey(k store.Keys, kind Kind, id, part string) string {
-	switch kind {
-	case Queue:
-		return k.Queue(id, part)
-	case Product:
-		return k.Product(id, part)
-	case Auction:
-		return k.Auction(id, part)
-	}
-	return k.Global(string(rune(kind))+":"+id, part)
+	return k.Entity(string(rune(kind)), id, part)
 }
 
 // dayStart is the UTC midnight that starts t's day.

@@ -22,23 +22,27 @@ var (
 	auctionScript   = script("auction.lua")
 )
 
-// Auction keys carry the auction's hash tag ({a:<id>}).
-func auctionInfoKey(k store.Keys, auction string) string    { return k.Auction(auction, "info") }
-func auctionHighestKey(k store.Keys, auction string) string { return k.Auction(auction, "highest") }
-func auctionBidsKey(k store.Keys, auction string) string    { return k.Auction(auction, "bids") }
-func auctionBiddersKey(k store.Keys, auction string) string { return k.Auction(auction, "bidders") }
-func auctionEventsKey(k store.Keys, auction string) string  { return k.Auction(auction, "events") }
-func bidRecordKey(k store.Keys, auction, bid string) string { return k.Auction(auction, "bid:"+bid) }
+// tag is the auctions' hash tag letter: an auction's keys carry {a:<id>}.
+const tag = "a"
+
+func auctionInfoKey(k store.Keys, auction string) string    { return k.Entity(tag, auction, "info") }
+func auctionHighestKey(k store.Keys, auction string) string { return k.Entity(tag, auction, "highest") }
+func auctionBidsKey(k store.Keys, auction string) string    { return k.Entity(tag, auction, "bids") }
+func auctionBiddersKey(k store.Keys, auction string) string { return k.Entity(tag, auction, "bidders") }
+func auctionEventsKey(k store.Keys, auction string) string  { return k.Entity(tag, auction, "events") }
+func bidRecordKey(k store.Keys, auction, bid string) string {
+	return k.Entity(tag, auction, "bid:"+bid)
+}
 
 // The admin records of an auction's bids (admission/records.go), written by the event worker: each day's bids'
 // JSON (hash: id -> JSON), their ids in the order applied (list) and each bidder's ids (hash).
 func bidRecordsKey(k store.Keys, auction string, day int64) string {
-	return k.Auction(auction, "rec@"+strconv.FormatInt(day, 10))
+	return k.Entity(tag, auction, "rec@"+strconv.FormatInt(day, 10))
 }
 func bidIDsKey(k store.Keys, auction string, day int64) string {
-	return k.Auction(auction, "ids@"+strconv.FormatInt(day, 10))
+	return k.Entity(tag, auction, "ids@"+strconv.FormatInt(day, 10))
 }
-func biddersKey(k store.Keys, auction string) string { return k.Auction(auction, "users") }
+func biddersKey(k store.Keys, auction string) string { return k.Entity(tag, auction, "users") }
 
 // bidKeys are the KEYS of bid.lua, withdraw.lua and bidcommit.lua.
 func bidKeys(k store.Keys, auction, bid string) []string {

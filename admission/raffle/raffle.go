@@ -97,7 +97,7 @@ func recordTime(body string) int64 {
 }
 
 // key is one of a drawing's keys, under its hash tag.
-func (k *kind) key(drawing, part string) string { return k.s.Keys().Global("r:"+drawing, part) }
+func (k *kind) key(drawing, part string) string { return k.s.Keys().Entity("r", drawing, part) }
 
 func (*kind) Value(string, bool) (int64, *web.Error) { return 1, nil }
 func (*kind) Commits() bool                          { return true }

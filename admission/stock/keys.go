@@ -25,25 +25,28 @@ var (
 	restockScript = script("restock.lua")
 )
 
-// Product keys carry the product's hash tag ({p:<id>}), so one script sees them all on one Cluster slot.
-func infoKey(k store.Keys, product string) string   { return k.Product(product, "info") }
-func stockKey(k store.Keys, product string) string  { return k.Product(product, "stock") }
-func buyersKey(k store.Keys, product string) string { return k.Product(product, "buyers") }
-func eventsKey(k store.Keys, product string) string { return k.Product(product, "events") }
+// tag is the products' hash tag letter: a product's keys carry {p:<id>}, so one script sees them all
+// on one Cluster slot.
+const tag = "p"
+
+func infoKey(k store.Keys, product string) string   { return k.Entity(tag, product, "info") }
+func stockKey(k store.Keys, product string) string  { return k.Entity(tag, product, "stock") }
+func buyersKey(k store.Keys, product string) string { return k.Entity(tag, product, "buyers") }
+func eventsKey(k store.Keys, product string) string { return k.Entity(tag, product, "events") }
 
 // admitsKey: the product's admissions stream. reserve.lua adds one entry per call, naming every
 // purchase the call admitted; the other events (released, cancelled, committed) go to eventsKey. The
 // workers read both. It is a stream of its own so that a replica of an older build, whose workers
 // read only the events stream and would not understand a grouped entry, never sees one (docs/deploy.md).
-func admitsKey(k store.Keys, product string) string { return k.Product(product, "admits") }
+func admitsKey(k store.Keys, product string) string { return k.Entity(tag, product, "admits") }
 func unsettledKey(k store.Keys, product string) string {
-	return k.Product(product, "unsettled")
+	return k.Entity(tag, product, "unsettled")
 }
 
 // claimsKey: the in-flight claims of a product's buyers (hash: user pseudonym -> admission id). A
 // claim counts only while its admission is unsettled and younger than the claim TTL (reserve.lua), so
 // nothing deletes one: a settled admission's claim is stale by itself.
-func claimsKey(k store.Keys, product string) string { return k.Product(product, "claims") }
+func claimsKey(k store.Keys, product string) string { return k.Entity(tag, product, "claims") }
 
 // recordsKey: the hash of a product's admission records for the day of the admission id's time (a
 // field per admission, admission/scripts/lib.lua), "<day>" counted in days since 1970-01-01 UTC; an
@@ -54,7 +57,7 @@ func recordsKey(k store.Keys, product, id string) string {
 
 // dayRecordsKey is the hash of a product's admission records of a day.
 func dayRecordsKey(k store.Keys, product string, day int64) string {
-	return k.Product(product, "adm@"+strconv.FormatInt(day, 10))
+	return k.Entity(tag, product, "adm@"+strconv.FormatInt(day, 10))
 }
 
 // recordsExpireAt is when the records hash of the day of admission id expires (unix s): the
@@ -79,14 +82,14 @@ func (k *stockKind) recordKeep() int64 {
 // each day's admissions in the order they were applied (a list: a few bytes each), and each buyer's
 // ids (hash: user pseudonym -> ids, space-separated). The records themselves are the scripts' own.
 func idsKey(k store.Keys, product string, day int64) string {
-	return k.Product(product, "ids@"+strconv.FormatInt(day, 10))
+	return k.Entity(tag, product, "ids@"+strconv.FormatInt(day, 10))
 }
-func usersKey(k store.Keys, product string) string { return k.Product(product, "users") }
+func usersKey(k store.Keys, product string) string { return k.Entity(tag, product, "users") }
 
 // legacyRecordKey: the hash per admission of builds before recordsKey, read beside it
 // (admission/scripts/lib.lua) until the last of them expired (a record TTL after a rolling update).
 func legacyRecordKey(k store.Keys, product, id string) string {
-	return k.Product(product, "adm:"+id)
+	return k.Entity(tag, product, "adm:"+id)
 }
 
 // stockKeys are the KEYS of release.lua, commit.lua and cancel.lua.

@@ -42,8 +42,8 @@ func FuzzEntityKeys(f *testing.F) {
 		}
 		for _, c := range []struct{ key, tag string }{
 			{k.Queue(id, part), "q:" + id},
-			{k.Product(id, part), "p:" + id},
-			{k.Auction(id, part), "a:" + id},
+			{k.Entity("p", id, part), "p:" + id},
+			{k.Entity("a", id, part), "a:" + id},
 		} {
 			if got := hashTag(c.key); got != c.tag {
 				t.Fatalf("key %q hashes on %q, want %q", c.key, got, c.tag)

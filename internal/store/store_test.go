@@ -23,8 +23,8 @@ func TestKeys_ExactStringsWithHashTags(t *testing.T) {
 	k := store.Keys{Prefix: "edgeq"}
 	cases := map[string]string{
 		k.Queue("drop", "counter"):          "edgeq:{q:drop}:counter",
-		k.Product("1", "stock"):             "edgeq:{p:1}:stock",
-		k.Auction("42", "highest"):          "edgeq:{a:42}:highest",
+		k.Entity("p", "1", "stock"):         "edgeq:{p:1}:stock",
+		k.Entity("a", "42", "highest"):      "edgeq:{a:42}:highest",
 		k.Global("admissions", "by_time"):   "edgeq:{admissions}:by_time",
 		k.IDNodes():                         "edgeq:{edgeq}:id_nodes",
 		store.Keys{"shop1"}.Queue("q", "x"): "shop1:{q:q}:x",

@@ -11,22 +11,12 @@ const (
 	Result = attribute.Key("edgeq.result") // what a step decided: passed, admitted, ok, or a code
 	Code   = attribute.Key("edgeq.code")   // the error code edgeq answered with
 	Kind   = attribute.Key("edgeq.admission.kind")
-	// Product and Auction are the owner ids of stock and bid admissions.
-	Product = attribute.Key("edgeq.product")
-	Auction = attribute.Key("edgeq.auction")
 	// Entries, Streams and Linked describe an event worker's pass.
 	Entries = attribute.Key("edgeq.worker.entries")
 	Streams = attribute.Key("edgeq.worker.streams")
 	Linked  = attribute.Key("edgeq.worker.linked")
 )
 
-// Owner is the attribute of an admission kind's owner: Product for "product", Auction for "auction".
-func Owner(owner string) attribute.Key {
-	switch owner {
-	case "product":
-		return Product
-	case "auction":
-		return Auction
-	}
-	return attribute.Key("edgeq." + owner)
-}
+// Owner is the attribute of an admission kind's owner id, by the kind's noun: "edgeq.product" for
+// stock's products, "edgeq.auction" for bid's auctions.
+func Owner(owner string) attribute.Key { return attribute.Key("edgeq." + owner) }

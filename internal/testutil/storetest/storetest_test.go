@@ -154,7 +154,7 @@ func TestClusterIsReal(t *testing.T) {
 	}
 	owners := map[string]bool{}
 	for i := range 20 {
-		key := s.Keys.Product(strconv.Itoa(i), "stock")
+		key := s.Keys.Entity("p", strconv.Itoa(i), "stock")
 		if err := client.Set(ctx, key, i, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +176,7 @@ func TestClusterIsReal(t *testing.T) {
 
 	var a, b string
 	for i := 0; b == ""; i++ {
-		key := s.Keys.Product(strconv.Itoa(i), "x")
+		key := s.Keys.Entity("p", strconv.Itoa(i), "x")
 		if a == "" {
 			a = key
 		} else if redisSlot(t, client, key) != redisSlot(t, client, a) {
@@ -187,7 +187,7 @@ func TestClusterIsReal(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 		t.Fatalf("a script over keys of two tags: %v, want CROSSSLOT", err)
 	}
-	same := []string{s.Keys.Product("0", "a"), s.Keys.Product("0", "b")}
+	same := []string{s.Keys.Entity("p", "0", "a"), s.Keys.Entity("p", "0", "b")}
 	if err := client.Eval(ctx, "redis.call('SET', KEYS[1], 1) redis.call('SET', KEYS[2], 1) return 1", same).Err(); err != nil {
 		t.Fatalf("a script over keys of one tag: %v", err)
 	}
