@@ -27,9 +27,7 @@ import (
 // beside reserve.lua called directly on the same redis-server, in one run.
 func admissionBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("admission", flag.ContinueOnError)
-	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
-	concurrency := fs.Int("concurrency", 64, "concurrent clients")
-	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
+	duration, concurrency, rounds := roundFlags(fs)
 	pinCPU := fs.Int("redis-cpu", -1, "pin redis-server to this CPU and this process to the others (as Redis on a core of its own); -1: no pinning")
 	cpuProfile := fs.String("cpuprofile", "", "write CPU profiles of this process (edgeq, the origin and the load) during the first admission round to this file and the first round of the same POST passed through to this file + \".passthrough\"")
 	graphqlBody := fs.Bool("graphql", false, "measure stock admission with a GraphQL body (a graphql: route) beside the same admission with a plain JSON body, instead")

@@ -27,9 +27,7 @@ import (
 // stopped for -outage while admissions went on.
 func ledgerBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
-	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
-	concurrency := fs.Int("concurrency", 64, "concurrent clients")
-	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
+	duration, concurrency, rounds := roundFlags(fs)
 	// The outage's backlog must stay under a stream's length bound (100,000 entries, two per
 	// admission with the ledger on): what goes beyond it is trimmed before the ledger reads it.
 	outage := fs.Duration("outage", 4*time.Second, "how long PostgreSQL is stopped while admissions go on")

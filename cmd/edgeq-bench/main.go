@@ -189,3 +189,11 @@ func printTable(w io.Writer, f loadFlags, samples []load.Sample) {
 			s.Percentile(0.50).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
 	}
 }
+
+// roundFlags adds the flags of a benchmark of alternating measurement rounds: how long each round
+// loads, with how many clients, and how many rounds of each measurement.
+func roundFlags(fs *flag.FlagSet) (duration *time.Duration, concurrency, rounds *int) {
+	return fs.Duration("duration", 4*time.Second, "load time of each measurement round"),
+		fs.Int("concurrency", 64, "concurrent clients"),
+		fs.Int("rounds", 3, "alternating rounds of each measurement")
+}

@@ -25,9 +25,7 @@ import (
 // admission shares (one per grouped reserve call).
 func replicasBench(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("replicas", flag.ContinueOnError)
-	duration := fs.Duration("duration", 4*time.Second, "load time of each measurement round")
-	concurrency := fs.Int("concurrency", 64, "concurrent clients")
-	rounds := fs.Int("rounds", 3, "alternating rounds of each measurement")
+	duration, concurrency, rounds := roundFlags(fs)
 	delay := fs.Duration("delay", 0, "one-way delay of the replication link (0: the replica on loopback; 1ms: about a replica in another zone)")
 	if err := fs.Parse(args); err != nil {
 		return err
