@@ -31,6 +31,7 @@ import (
 
 	"github.com/edgeq/edgeq/internal/group"
 	"github.com/edgeq/edgeq/internal/store"
+	"github.com/edgeq/edgeq/internal/vocab"
 )
 
 // Results of a check, the values of the verification counter's result label.
@@ -62,7 +63,7 @@ const (
 
 // Checker issues and checks challenges. Safe for concurrent use.
 type Checker struct {
-	key   []byte
+	macs  vocab.MAC
 	store *store.Store // spends solved challenges; nil keeps no record (tests of the format alone)
 	now   func() time.Time
 	tag   [4]byte // random: this checker's challenges' series differ from every other replica's
@@ -88,7 +89,7 @@ const spendBatchMax = 256
 
 // New returns a checker whose MACs use key (32 bytes or more) and which spends solutions in st.
 func New(key []byte, st *store.Store) *Checker {
-	c := &Checker{key: key, store: st, now: time.Now}
+	c := &Checker{macs: vocab.NewMAC(key), store: st, now: time.Now}
 	rand.Read(c.tag[:])
 	c.spends = group.New(spendBatchMax, c.spendNow)
 	return c
@@ -173,9 +174,12 @@ func (c *Checker) Issue(scope, bind string, difficulty int, ttl time.Duration) C
 }
 
 func (c *Checker) mac(payload, scope, bind string) string {
-	m := hmac.New(sha256.New, c.key)
-	m.Write([]byte("edgeq pow v1\x00" + payload + "\x00" + scope + "\x00" + bind))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:macLen])
+	sum := c.macs.Sum(func(msg []byte) []byte {
+		msg = append(append(msg, "edgeq pow v1\x00"...), payload...)
+		msg = append(append(append(msg, 0), scope...), 0)
+		return append(msg, bind...)
+	})
+	return base64.RawURLEncoding.EncodeToString(sum[:macLen])
 }
 
 // ErrStore is returned with ResultStoreError.

@@ -2,7 +2,11 @@ package pow
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,5 +186,35 @@ func BenchmarkSolve16(b *testing.B) {
 	for range b.N {
 		ch := c.Issue("q:drop", "v", 16, time.Minute)
 		Solve(context.Background(), ch.Value, 16)
+	}
+}
+
+// A challenge's MAC is HMAC-SHA-256 under the key of "edgeq pow v1", the payload, the scope and the
+// visitor, NUL-separated, cut to macLen and base64url: what replicas of every build issue and check,
+// so a challenge fetched from one is accepted by another during a rolling update.
+func TestIssue_TheMACOfTheFormat(t *testing.T) {
+	ch := New(testKey, nil).Issue("q:drop", "visitor", 3, time.Minute)
+	payload, mac, ok := strings.Cut(ch.Value, ".")
+	if !ok {
+		t.Fatalf("challenge %q has no MAC", ch.Value)
+	}
+	h := hmac.New(sha256.New, testKey)
+	h.Write([]byte("edgeq pow v1\x00" + payload + "\x00q:drop\x00visitor"))
+	if want := base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:macLen]); mac != want {
+		t.Fatalf("MAC %q, want %q", mac, want)
+	}
+}
+
+// BenchmarkIssueAndCheck is edgeq's side of one proof-of-work join without the store: a challenge
+// issued (GET pow_challenge) and its solution checked (the join), difficulty 0 so that no solving
+// is measured.
+func BenchmarkIssueAndCheck(b *testing.B) {
+	c := New(testKey, nil)
+	b.ReportAllocs()
+	for range b.N {
+		ch := c.Issue("q:drop", "visitor", 0, time.Minute)
+		if result, _ := c.Check(ch.Value, "1", "q:drop", "visitor"); result != ResultSuccess {
+			b.Fatal(result)
+		}
 	}
 }
