@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -28,7 +30,7 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 			ctx := context.Background()
 			svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 				Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-			if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("p", 1<<50, 1)}}, nil); err != nil {
+			if err := svc.Apply(ctx, products.With(&config.Config{}, product("p", 1<<50, 1)), nil); err != nil {
 				b.Fatal(err)
 			}
 			w := &worker{s: svc, consumer: "bench", groups: map[string]bool{}}
@@ -82,17 +84,17 @@ func BenchmarkStockReserveAndCommit(b *testing.B) {
 // ledger worker another). It reports Redis's CPU per pass (redis-µs/pass) and the round trips a pass
 // makes (trips/pass): both grow with the number of products, and Redis is one core for every replica.
 func BenchmarkIdleWorkerPass(b *testing.B) {
-	for _, products := range []int{10, 100, 1000} {
-		b.Run("products="+strconv.Itoa(products), func(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run("products="+strconv.Itoa(n), func(b *testing.B) {
 			s := storetest.Redis(b)
 			ctx := context.Background()
 			svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 				Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-			ps := make([]config.Product, products)
+			ps := make([]products.Product, n)
 			for i := range ps {
 				ps[i] = product("p"+strconv.Itoa(i), 100, 1)
 			}
-			if err := svc.Apply(ctx, &config.Config{Products: ps}, nil); err != nil {
+			if err := svc.Apply(ctx, products.With(&config.Config{}, ps...), nil); err != nil {
 				b.Fatal(err)
 			}
 			// One admission each, applied, so that every stream and group exists.

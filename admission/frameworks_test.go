@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -116,7 +117,7 @@ func TestIdentities_AreNormalisedBeforePseudonyms(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 100, 1))
 		st.StartWorker()
-		st.AddAuctions(func() config.Auction {
+		st.AddAuctions(func() auctions.Auction {
 			a := auction("lot", "10.00", "1.00", time.Hour)
 			a.Owner = "seller-session"
 			return a

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
@@ -42,19 +44,19 @@ func newService(d edgetest.Deps) edgetest.Service {
 	})
 }
 
-func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
+func newStack(t *testing.T, s *store.Store, products ...products.Product) *stack {
 	t.Helper()
 	return newStackTimeout(t, s, 30*time.Second, products...)
 }
 
 // newStackTimeout is newStack with the proxy's origin timeout set.
-func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, products ...config.Product) *stack {
+func newStackTimeout(t *testing.T, s *store.Store, originTimeout time.Duration, products ...products.Product) *stack {
 	t.Helper()
 	return newStackReleasing(t, s, originTimeout, nil, products...)
 }
 
 // newStackReleasing is newStackTimeout with every admission route's release_on set (nil: edgetest.Routes').
-func newStackReleasing(t *testing.T, s *store.Store, originTimeout time.Duration, releaseOn []string, products ...config.Product) *stack {
+func newStackReleasing(t *testing.T, s *store.Store, originTimeout time.Duration, releaseOn []string, products ...products.Product) *stack {
 	t.Helper()
 	return wrap(edgetest.New(t, s, edgetest.Options{Build: newService, OriginTimeout: originTimeout, ReleaseOn: releaseOn, Products: products}))
 }
@@ -62,7 +64,7 @@ func newStackReleasing(t *testing.T, s *store.Store, originTimeout time.Duration
 func wrap(e *edgetest.Stack) *stack { return &stack{Stack: e, svc: e.Svc.(*Service)} }
 
 // replica is another replica in front of st's origin, on st's store (edgetest.Stack.Replica).
-func (st *stack) replica(node int64, products ...config.Product) *stack {
+func (st *stack) replica(node int64, products ...products.Product) *stack {
 	st.T.Helper()
 	return wrap(st.Stack.Replica(node, products...))
 }

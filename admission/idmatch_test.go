@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -133,7 +135,7 @@ func BenchmarkIDMatch(b *testing.B) {
 	logger := slog.New(slog.DiscardHandler)
 	svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), MaxBodyBytes: 4096, ClaimTTL: time.Minute,
 		Prefix: "/_edgeq", Responder: &web.Responder{Brand: "edgeq", Lang: "en"}, Logger: logger, Registry: prometheus.NewRegistry()})
-	if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("sneaker-a", 1<<50, 1)}}, nil); err != nil {
+	if err := svc.Apply(ctx, products.With(&config.Config{}, product("sneaker-a", 1<<50, 1)), nil); err != nil {
 		b.Fatal(err)
 	}
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))

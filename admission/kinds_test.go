@@ -25,6 +25,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -182,7 +185,7 @@ func kindCases() []kindCase {
 		route: config.Admission{Own: map[string]string{"product": "path:owner", "quantity": "form:quantity"}},
 		open: func(t *testing.T, svc *Service, owner string) {
 			t.Helper()
-			if err := svc.Apply(context.Background(), &config.Config{Products: []config.Product{product(owner, 10, 1)}}, nil); err != nil {
+			if err := svc.Apply(context.Background(), products.With(&config.Config{}, product(owner, 10, 1)), nil); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -201,8 +204,8 @@ func kindCases() []kindCase {
 		route: config.Admission{Own: map[string]string{"auction": "path:owner", "amount": "form:amount"}},
 		open: func(t *testing.T, svc *Service, owner string) {
 			t.Helper()
-			a := config.Auction{ID: owner, StartingPrice: "1.00", MinIncrement: "1.00", EndsAt: time.Now().Add(time.Hour)}
-			if err := svc.Apply(context.Background(), &config.Config{Auctions: []config.Auction{a}}, nil); err != nil {
+			a := auctions.Auction{ID: owner, StartingPrice: "1.00", MinIncrement: "1.00", EndsAt: time.Now().Add(time.Hour)}
+			if err := svc.Apply(context.Background(), auctions.With(&config.Config{}, a), nil); err != nil {
 				t.Fatal(err)
 			}
 		},

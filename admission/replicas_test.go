@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/money"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/edgetest"
@@ -33,7 +34,7 @@ func TestReplicas_StockAndBidInvariants(t *testing.T) {
 		const collectors, spare = 100, 10_000
 		productID, auctionID := spreadIDs(t, s)
 		const spareID = "spare"
-		products := []config.Product{product(productID, units, perUser), product(spareID, spare, perUser)}
+		products := []products.Product{product(productID, units, perUser), product(spareID, spare, perUser)}
 		first := newStack(t, s, products...)
 		second := first.replica(2, products...)
 		replicas := []*stack{first, second}

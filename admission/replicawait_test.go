@@ -10,10 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
@@ -141,7 +142,7 @@ func TestReplicaWait_AnAdmissionReachesTheShopOnlyOnceTheReplicasHoldIt(t *testi
 
 	// Fifty bids at once on fifty auctions: every one is on the replica when the shop sees it, and
 	// the bids that queued up together went in one pipeline with one WAIT.
-	var lots []config.Auction
+	var lots []auctions.Auction
 	for i := range 50 {
 		lots = append(lots, auction(fmt.Sprintf("lot-%d", i), "100.00", "1.00", time.Hour))
 	}

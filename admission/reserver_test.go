@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/internal/config"
@@ -24,7 +26,7 @@ func TestReserve_RefusalsLeaveTheBuyersCountsAsTheyWere(t *testing.T) {
 		ctx := t.Context()
 		svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-		if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("p", 5, 2)}}, nil); err != nil {
+		if err := svc.Apply(ctx, products.With(&config.Config{}, product("p", 5, 2)), nil); err != nil {
 			t.Fatal(err)
 		}
 		n := 0

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -26,11 +28,11 @@ func workerOver(t *testing.T, s *store.Store, sold, unsold int) (*Service, *work
 	ctx := context.Background()
 	svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-	ps := make([]config.Product, sold+unsold)
+	ps := make([]products.Product, sold+unsold)
 	for i := range ps {
 		ps[i] = product("p"+strconv.Itoa(i), 10, 1)
 	}
-	if err := svc.Apply(ctx, &config.Config{Products: ps}, nil); err != nil {
+	if err := svc.Apply(ctx, products.With(&config.Config{}, ps...), nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range ps[:sold] {
@@ -135,7 +137,7 @@ func TestWorker_ReadsWhatGatheredUnderLoadInFewerPasses(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		svc, w := workerOver(t, s, 0, 0)
-		if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("p", 100_000, 1)}}, nil); err != nil {
+		if err := svc.Apply(ctx, products.With(&config.Config{}, product("p", 100_000, 1)), nil); err != nil {
 			t.Fatal(err)
 		}
 		w.claimAt = time.Now().Add(time.Hour) // the take-over sweep is left out

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
@@ -80,7 +82,7 @@ func TestStockAdmission_AtMostFiveRedisWritesEachAmortizedOverABatch(t *testing.
 				o.Ledger = l
 			}
 			svc := New(o)
-			if err := svc.Apply(ctx, &config.Config{Products: []config.Product{product("p", 1<<40, 1)}}, nil); err != nil {
+			if err := svc.Apply(ctx, products.With(&config.Config{}, product("p", 1<<40, 1)), nil); err != nil {
 				t.Fatal(err)
 			}
 			w := &worker{s: svc, consumer: "test", groups: map[string]bool{}}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/edgeq/edgeq/internal/testutil/wait"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/edgeq/edgeq/internal/testutil/wait"
 )
 
 // instance is edgeq running in-process on loopback ports chosen by the kernel.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/edgeq/edgeq/botcheck"
 	"github.com/edgeq/edgeq/internal/config"
 )
@@ -55,7 +57,7 @@ func warnings(cfg *config.Config) []string {
 				"offices and carrier NAT)")
 		}
 		for _, id := range q.SoldOutWith {
-			if !slices.ContainsFunc(cfg.Products, func(p config.Product) bool { return p.ID == id }) {
+			if !slices.ContainsFunc(products.Of(cfg), func(p products.Product) bool { return p.ID == id }) {
 				out = append(out, "queues["+q.ID+"].sold_out_with names "+id+", which is not among products: "+
 					"unless it is created through the admin API, the queue never sells out")
 			}

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
@@ -19,8 +21,8 @@ import (
 // reload only those whose entry changed). The owner is stored as a pseudonym, like bidders.
 func (k *kind) Seed(ctx context.Context, next, previous *config.Config) error {
 	var errs []error
-	for _, a := range next.Auctions {
-		if previous != nil && slices.Contains(previous.Auctions, a) {
+	for _, a := range auctions.Of(next) {
+		if previous != nil && slices.Contains(auctions.Of(previous), a) {
 			continue
 		}
 		if err := k.writeAuction(ctx, a, false); err != nil {
@@ -33,7 +35,7 @@ func (k *kind) Seed(ctx context.Context, next, previous *config.Config) error {
 // writeAuction writes an auction to the store: created or updated, or, with createOnly (an auction
 // from auctions_source), created only if the store does not have it, in the same script call, so a
 // push that lands meanwhile is never overwritten.
-func (k *kind) writeAuction(ctx context.Context, a config.Auction, createOnly bool) error {
+func (k *kind) writeAuction(ctx context.Context, a auctions.Auction, createOnly bool) error {
 	s := k.s
 	start, err1 := money.Parse(a.StartingPrice)
 	inc, err2 := money.Parse(a.MinIncrement)
@@ -80,7 +82,7 @@ func (k *kind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 		s.Responder().Error(w, r, e)
 		return
 	}
-	a := config.Auction{ID: id, MinIncrement: "1.00"}
+	a := auctions.Auction{ID: id, MinIncrement: "1.00"}
 	if body.StartingPrice != nil {
 		a.StartingPrice = *body.StartingPrice
 	}
@@ -98,7 +100,7 @@ func (k *kind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 		}
 		a.EndsAt = t
 	}
-	if err := config.ValidateAuction(a); err != nil {
+	if err := auctions.Validate(a); err != nil {
 		s.Responder().Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
 		return
 	}

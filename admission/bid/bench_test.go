@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
@@ -22,20 +24,20 @@ import (
 func BenchmarkBidPlace(b *testing.B) {
 	// perPass: the bids between two passes of the event worker, about what 25 ms (its rest after a
 	// pass that found work) hold at 10,000 bids a second.
-	const auctions, pipeline, perPass = 64, 16, 256
+	const lots, pipeline, perPass = 64, 16, 256
 	s := storetest.Redis(b)
 	ctx := context.Background()
 	svc := admission.New(admission.Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-	as := make([]config.Auction, auctions)
+	as := make([]auctions.Auction, lots)
 	for i := range as {
 		as[i] = auction("a"+strconv.Itoa(i), "1.00", "0.01", time.Hour)
 	}
-	if err := svc.Apply(ctx, &config.Config{Auctions: as}, nil); err != nil {
+	if err := svc.Apply(ctx, auctions.With(&config.Config{}, as...), nil); err != nil {
 		b.Fatal(err)
 	}
 	w := svc.Worker("bench")
-	amounts := make([]int64, auctions)
+	amounts := make([]int64, lots)
 	for i := range amounts {
 		amounts[i] = 100
 	}
@@ -44,7 +46,7 @@ func BenchmarkBidPlace(b *testing.B) {
 	p0, s0 := storetest.RedisCPU(b, s.Client)
 	for b.Loop() {
 		for i := range cs {
-			a := int(n % auctions)
+			a := int(n % lots)
 			n++
 			id := strconv.FormatInt(n, 10)
 			amounts[a]++

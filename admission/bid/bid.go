@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
@@ -70,7 +72,7 @@ func (k *kind) AdminTable() *admission.AdminTable                     { return k
 
 // Use puts auctions_source in force.
 func (k *kind) Use(cfg *config.Config) error {
-	k.useSource(cfg.AuctionsSource)
+	k.useSource(auctions.SourceOf(cfg))
 	return nil
 }
 

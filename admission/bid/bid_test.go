@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
@@ -48,14 +51,14 @@ var (
 // at the default 5 failures and a cool-down short enough to wait for.
 var newService = admissiontest.Build(func(o *admission.Options) { o.SourceCooldown = sourceCooldown })
 
-func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
+func newStack(t *testing.T, s *store.Store, products ...products.Product) *stack {
 	t.Helper()
 	return newStackReleasing(t, s, 30*time.Second, nil, products...)
 }
 
 // newStackReleasing is newStack with the proxy's origin timeout and every admission route's
 // release_on set (nil: edgetest.Routes').
-func newStackReleasing(t *testing.T, s *store.Store, originTimeout time.Duration, releaseOn []string, products ...config.Product) *stack {
+func newStackReleasing(t *testing.T, s *store.Store, originTimeout time.Duration, releaseOn []string, products ...products.Product) *stack {
 	t.Helper()
 	e := edgetest.New(t, s, edgetest.Options{Build: newService, OriginTimeout: originTimeout, ReleaseOn: releaseOn, Products: products})
 	return &stack{Stack: e, svc: e.Svc.(*admission.Service)}
@@ -609,8 +612,8 @@ func TestBid_AdminAuctions(t *testing.T) {
 			t.Fatalf("unknown: %d %s", a.Status, a.Body)
 		}
 		// Re-seeding from the configuration keeps the bids.
-		cfg := config.Auction{ID: "vase", StartingPrice: "50.00", MinIncrement: "5.00", EndsAt: time.Now().Add(time.Hour)}
-		if err := st.svc.Apply(context.Background(), &config.Config{Auctions: []config.Auction{cfg}}, nil); err != nil {
+		cfg := auctions.Auction{ID: "vase", StartingPrice: "50.00", MinIncrement: "5.00", EndsAt: time.Now().Add(time.Hour)}
+		if err := st.svc.Apply(context.Background(), auctions.With(&config.Config{}, cfg), nil); err != nil {
 			t.Fatal(err)
 		}
 		if g := st.AdminGet("/api/auctions/vase"); g.JSON["min_increment"] != "5.00" || num(g.JSON["total_bids"]) != 1 {
@@ -618,7 +621,7 @@ func TestBid_AdminAuctions(t *testing.T) {
 		}
 		// An unchanged entry is not written again on reload.
 		s.Client.HSet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment", 700)
-		if err := st.svc.Apply(context.Background(), &config.Config{Auctions: []config.Auction{cfg}}, &config.Config{Auctions: []config.Auction{cfg}}); err != nil {
+		if err := st.svc.Apply(context.Background(), auctions.With(&config.Config{}, cfg), auctions.With(&config.Config{}, cfg)); err != nil {
 			t.Fatal(err)
 		}
 		if v := s.Client.HGet(context.Background(), auctionInfoKey(s.Keys, "vase"), "min_increment").Val(); v != "700" {

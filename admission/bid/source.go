@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,12 +30,12 @@ import (
 // it is still absent: auctions configured or pushed (PUT /api/auctions/{id}) always win. Known auctions
 // never come here (bid.lua answers before), so a failing shop costs them nothing.
 type auctionSource struct {
-	settings config.AuctionsSource
+	settings auctions.Source
 	client   *http.Client
 	metrics  *sourceMetrics
 	logger   *slog.Logger
 	// create writes a found auction to the store, create-only.
-	create  func(ctx context.Context, a config.Auction) error
+	create  func(ctx context.Context, a auctions.Auction) error
 	breaker *breaker
 
 	mu      sync.Mutex
@@ -49,7 +51,7 @@ const maxSourceBody = 64 << 10
 
 // sourced is a cached answer of the shop.
 type sourced struct {
-	auction config.Auction
+	auction auctions.Auction
 	found   bool
 	at      time.Time
 }
@@ -98,8 +100,8 @@ func newSourceMetrics() *sourceMetrics {
 	return m
 }
 
-func newAuctionSource(settings config.AuctionsSource, failures int, cooldown time.Duration, m *sourceMetrics,
-	logger *slog.Logger, create func(context.Context, config.Auction) error) *auctionSource {
+func newAuctionSource(settings auctions.Source, failures int, cooldown time.Duration, m *sourceMetrics,
+	logger *slog.Logger, create func(context.Context, auctions.Auction) error) *auctionSource {
 	cache, _ := lru.New[string, sourced](sourceCacheSize) // only a size <= 0 fails
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 16 // bids on many new auctions at once: keep connections to the shop
@@ -173,12 +175,12 @@ func (s *auctionSource) ask(ctx context.Context, id string) sourceResult {
 // fetch asks the shop: 200 with the auction; a 4xx about the id asked for (404, 410, 400, ...) when
 // it has none; an answer that says the shop is unwell (unwell) is a failure, as is a 200 that is not
 // an auction. result is the metrics label; status is the shop's (0 when it did not answer).
-func (s *auctionSource) fetch(ctx context.Context, id string) (a config.Auction, found bool, status int, result string, err error) {
+func (s *auctionSource) fetch(ctx context.Context, id string) (a auctions.Auction, found bool, status int, result string, err error) {
 	// The request serves every bid waiting on this auction: it does not end with the bidder who
 	// started it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.settings.Timeout)
 	defer cancel()
-	target := strings.Replace(s.settings.URL, config.AuctionsSourceID, url.PathEscape(id), 1)
+	target := strings.Replace(s.settings.URL, auctions.SourceID, url.PathEscape(id), 1)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return a, false, 0, sourceError, err
@@ -244,7 +246,7 @@ func failure(ctx context.Context) string {
 // defaults to 1.00 as in the file. An "id" field, when there, must be the id asked for (a URL
 // template that points at the wrong resource shows up here). Other fields (a title, images) are
 // the shop's and are ignored.
-func parseSourcedAuction(id string, body []byte) (config.Auction, error) {
+func parseSourcedAuction(id string, body []byte) (auctions.Auction, error) {
 	var doc struct {
 		ID            json.RawMessage `json:"id"`
 		StartingPrice json.RawMessage `json:"starting_price"`
@@ -253,9 +255,9 @@ func parseSourcedAuction(id string, body []byte) (config.Auction, error) {
 		Owner         *string         `json:"owner"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		return config.Auction{}, fmt.Errorf("the answer is not an auction object: %w", err)
+		return auctions.Auction{}, fmt.Errorf("the answer is not an auction object: %w", err)
 	}
-	a := config.Auction{ID: id, MinIncrement: "1.00"}
+	a := auctions.Auction{ID: id, MinIncrement: "1.00"}
 	var err error
 	var problems []error
 	if doc.ID != nil {
@@ -280,7 +282,7 @@ func parseSourcedAuction(id string, body []byte) (config.Auction, error) {
 		a.Owner = *doc.Owner
 	}
 	if len(problems) == 0 {
-		if err := config.ValidateAuction(a); err != nil {
+		if err := auctions.Validate(a); err != nil {
 			problems = append(problems, errors.New(config.OneLine(err)))
 		}
 	}
@@ -358,7 +360,7 @@ func (b *breaker) failure(now time.Time) bool {
 
 // useSource puts auctions_source in force, at start and on every reload; "" turns it off.
 // New settings start afresh: an empty cache and a closed breaker.
-func (k *kind) useSource(settings config.AuctionsSource) {
+func (k *kind) useSource(settings auctions.Source) {
 	old := k.source.Load()
 	if old != nil && old.settings == settings {
 		return
@@ -374,7 +376,7 @@ func (k *kind) useSource(settings config.AuctionsSource) {
 			cooldown = defaultCooldown
 		}
 		next = newAuctionSource(settings, failures, cooldown, k.sourceMetrics, k.s.Logger(),
-			func(ctx context.Context, a config.Auction) error { return k.writeAuction(ctx, a, true) })
+			func(ctx context.Context, a auctions.Auction) error { return k.writeAuction(ctx, a, true) })
 	} else {
 		k.sourceMetrics.breakerOpen.Set(0)
 	}

@@ -13,9 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/storetest"
 )
@@ -106,8 +107,8 @@ func (shop *testShop) asked(id string) int64 {
 }
 
 // settings is auctions_source pointing at the shop.
-func (shop *testShop) settings(timeout, cacheTTL time.Duration) config.AuctionsSource {
-	return config.AuctionsSource{URL: shop.srv.URL + "/api/auctions/{id}", Timeout: timeout, CacheTTL: cacheTTL}
+func (shop *testShop) settings(timeout, cacheTTL time.Duration) auctions.Source {
+	return auctions.Source{URL: shop.srv.URL + "/api/auctions/{id}", Timeout: timeout, CacheTTL: cacheTTL}
 }
 
 func shopAuction(start, inc string, endsIn time.Duration, owner string) string {
@@ -203,7 +204,7 @@ func TestAuctionsSource_AShopsAuctionIsBidOnWithoutAPush(t *testing.T) {
 		}
 
 		// Turned off (a reload with url ""): unknown auctions are 404 again, without asking.
-		st.kind().useSource(config.AuctionsSource{})
+		st.kind().useSource(auctions.Source{})
 		before := shop.requests.Load()
 		if a := st.Bid("other", "alice", "5.00"); a.Status != 404 || shop.requests.Load() != before {
 			t.Fatalf("with auctions_source off: %d %s, shop asked %d more", a.Status, a.Body, shop.requests.Load()-before)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
@@ -30,7 +32,7 @@ var (
 	do      = edgetest.Do
 )
 
-func newStack(t *testing.T, s *store.Store, products ...config.Product) *stack {
+func newStack(t *testing.T, s *store.Store, products ...products.Product) *stack {
 	t.Helper()
 	e := edgetest.New(t, s, edgetest.Options{Build: admissiontest.Build(nil), Products: products})
 	// A node of their own: the service's ids (node 1) never meet them.

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
@@ -37,8 +39,8 @@ type Product struct {
 // live stock. On a reload only products whose entry changed are written.
 func (k *stockKind) Seed(ctx context.Context, next, previous *config.Config) error {
 	var errs []error
-	for _, p := range next.Products {
-		if previous != nil && slices.Contains(previous.Products, p) {
+	for _, p := range products.Of(next) {
+		if previous != nil && slices.Contains(products.Of(previous), p) {
 			continue
 		}
 		if _, err := k.writeProduct(ctx, "seed", p); err != nil {
@@ -52,7 +54,7 @@ var errExistingProduct = errors.New("admission: product exists")
 
 // writeProduct creates (mode "create") or seeds (mode "seed") a product, registers it in the product
 // index and gives its event stream the worker's consumer group.
-func (k *stockKind) writeProduct(ctx context.Context, mode string, p config.Product) (created bool, err error) {
+func (k *stockKind) writeProduct(ctx context.Context, mode string, p products.Product) (created bool, err error) {
 	s := k.s
 	res, err := productScript.Run(ctx, s.Client(), []string{infoKey(s.Keys(), p.ID), stockKey(s.Keys(), p.ID)},
 		mode, p.Name, p.Price, p.ImageURL, p.PerUserLimit, p.Stock).Int64Slice()
@@ -229,11 +231,11 @@ func (k *stockKind) adminCreateProduct(w http.ResponseWriter, r *http.Request) {
 		s.Responder().Error(w, r, web.ErrInvalidRequest.With("problems", "id and stock are required"))
 		return
 	}
-	p := config.Product{ID: *body.ID, Stock: *body.Stock, PerUserLimit: 1, Name: body.Name, Price: body.Price, ImageURL: body.ImageURL}
+	p := products.Product{ID: *body.ID, Stock: *body.Stock, PerUserLimit: 1, Name: body.Name, Price: body.Price, ImageURL: body.ImageURL}
 	if body.PerUserLimit != nil {
 		p.PerUserLimit = *body.PerUserLimit
 	}
-	if err := config.ValidateProduct(p); err != nil {
+	if err := products.Validate(p); err != nil {
 		s.Responder().Error(w, r, web.ErrInvalidRequest.With("problems", config.OneLine(err)).Because(err))
 		return
 	}

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/store"
@@ -147,7 +149,7 @@ func TestAdmin_Products(t *testing.T) {
 		st.Checkout("cfg", "someone", nil)
 		changed := product("cfg", 500, 2)
 		changed.Name = "Renamed"
-		if err := st.svc.Apply(context.Background(), &config.Config{Products: []config.Product{changed}}, &config.Config{Products: []config.Product{product("cfg", 5, 1)}}); err != nil {
+		if err := st.svc.Apply(context.Background(), products.With(&config.Config{}, changed), products.With(&config.Config{}, product("cfg", 5, 1))); err != nil {
 			t.Fatal(err)
 		}
 		p, _, _ := st.kind().product(context.Background(), "cfg")

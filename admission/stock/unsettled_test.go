@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -28,11 +30,11 @@ func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
 		svc := admission.New(admission.Options{Store: s, IDs: gen, IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
 		k := svc.Kind(config.AdmissionStock).(*stockKind)
-		ps := make([]config.Product, 5)
+		ps := make([]products.Product, 5)
 		for i := range ps {
 			ps[i] = product("p"+strconv.Itoa(i), 10, 1)
 		}
-		if err := svc.Apply(ctx, &config.Config{Products: ps}, nil); err != nil {
+		if err := svc.Apply(ctx, products.With(&config.Config{}, ps...), nil); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range ps {

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
@@ -177,8 +179,8 @@ func rawBids(addr string, concurrency int, duration time.Duration) (load.Sample,
 	st := store.Wrap(client, store.Keys{Prefix: "edgeq"})
 	ctx := context.Background()
 	svc := admission.New(admission.Options{Store: st}) // bid.lua alone, with edgeq's defaults
-	if err := svc.Apply(ctx, &config.Config{Auctions: []config.Auction{{ID: "raw", StartingPrice: "1.00", MinIncrement: "0.01",
-		EndsAt: time.Now().Add(time.Hour)}}}, nil); err != nil {
+	if err := svc.Apply(ctx, auctions.With(&config.Config{}, auctions.Auction{ID: "raw", StartingPrice: "1.00", MinIncrement: "0.01",
+		EndsAt: time.Now().Add(time.Hour)}), nil); err != nil {
 		return load.Sample{}, err
 	}
 	var next atomic.Int64

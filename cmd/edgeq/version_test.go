@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,7 +153,15 @@ func TestVersion_ReleaseOfATaggedCommitSaysTheTag(t *testing.T) {
 // (ignored ones such as bin/ and node_modules/ left out), and none that the working tree deleted.
 func copyWorkingTree(t *testing.T, root, clone string) {
 	t.Helper()
-	for _, name := range strings.Split(command(t, root, nil, "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"), "\x00") {
+	names := strings.Split(command(t, root, nil, "git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"), "\x00")
+	// A file of the clone's commit that the working tree no longer lists (renamed or removed from the
+	// index) goes, so the build sees the working tree's files alone.
+	for _, name := range strings.Split(command(t, clone, nil, "git", "ls-files", "-z"), "\x00") {
+		if name != "" && !slices.Contains(names, name) {
+			os.Remove(filepath.Join(clone, name))
+		}
+	}
+	for _, name := range names {
 		if name == "" {
 			continue
 		}

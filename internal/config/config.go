@@ -25,8 +25,6 @@ type Config struct {
 	Challenge   Challenge   `yaml:"challenge"`
 	Queues      []Queue     `yaml:"queues"`
 	Routes      []Route     `yaml:"routes"`
-	Products    []Product   `yaml:"products"`
-	Auctions    []Auction   `yaml:"auctions"`
 	Limits      Limits      `yaml:"limits"`
 	Pages       Pages       `yaml:"pages"`
 	StoreHealth StoreHealth `yaml:"store_health"`
@@ -36,9 +34,9 @@ type Config struct {
 	Log         Log         `yaml:"log"`
 	Tracing     Tracing     `yaml:"tracing"`
 
-	// AuctionsSource fetches auctions edgeq does not know from the shop (docs/reference.md
-	// "Auctions from the shop").
-	AuctionsSource AuctionsSource `yaml:"auctions_source"`
+	// Sections are the registered sections (RegisterSection) by name, defaults filled in and the
+	// file's sections decoded over them; in the file and when printed they follow routes:.
+	Sections map[string]Section `yaml:"-"`
 }
 
 // Ledger is the durable record in PostgreSQL (docs/reference.md "Ledger"); off when PostgresURL is "".
@@ -245,50 +243,6 @@ func (q *Queue) applyDefaults() {
 	q.MaxSession = 2 * time.Hour
 }
 
-// Product is a stock-admitted item. Stock is only the initial stock: it is seeded when the product is
-// absent from the store and never overwrites live stock.
-type Product struct {
-	ID           string `yaml:"id"`
-	Stock        int64  `yaml:"stock"`
-	PerUserLimit int    `yaml:"per_user_limit"`
-	Name         string `yaml:"name"`
-	Price        int64  `yaml:"price"`
-	ImageURL     string `yaml:"image_url"`
-}
-
-func (p *Product) applyDefaults() { p.PerUserLimit = 1 }
-
-// Auction is a bid-admitted item. Money values are decimal strings with at most two places.
-type Auction struct {
-	ID            string    `yaml:"id"`
-	StartingPrice string    `yaml:"starting_price"`
-	MinIncrement  string    `yaml:"min_increment"`
-	EndsAt        time.Time `yaml:"ends_at"`
-	Owner         string    `yaml:"owner"`
-}
-
-func (a *Auction) applyDefaults() { a.MinIncrement = "1.00" }
-
-// AuctionsSource is where edgeq asks the shop about an auction a bid names but the store does not
-// know (docs/reference.md "Auctions from the shop"): URL with "{id}" in it ("" = off), answered with a
-// JSON object with the fields of an auctions[] entry. Timeout bounds one request; CacheTTL is how long
-// an answer (found or not found) is remembered per auction on a replica. The circuit breaker opens
-// after BreakerFailures failures in a row (answers that say the shop is unwell, never one about the id
-// asked for) and stays open for BreakerOpenFor.
-type AuctionsSource struct {
-	URL             string        `yaml:"url"`
-	Timeout         time.Duration `yaml:"timeout"`
-	CacheTTL        time.Duration `yaml:"cache_ttl"`
-	BreakerFailures int           `yaml:"breaker_failures"`
-	BreakerOpenFor  time.Duration `yaml:"breaker_open_for"`
-}
-
-// On reports whether auctions are fetched from the shop.
-func (s AuctionsSource) On() bool { return s.URL != "" }
-
-// AuctionsSourceID is the placeholder of the auction id in auctions_source.url.
-const AuctionsSourceID = "{id}"
-
 // Limits are per-client-IP rate limits; 0 turns one off.
 type Limits struct {
 	JoinPerIPPerMinute   int `yaml:"join_per_ip_per_minute"`
@@ -367,8 +321,7 @@ func Default() *Config {
 		},
 		Queues:   []Queue{},
 		Routes:   []Route{},
-		Products: []Product{},
-		Auctions: []Auction{},
+		Sections: defaultSections(),
 		Limits:   Limits{JoinPerIPPerMinute: 30, StatusPerIPPerMinute: 120, TurnstilePerIPPerMinute: 30},
 		Pages:    Pages{DefaultLanguage: "en", Brand: "edgeq"},
 		StoreHealth: StoreHealth{
@@ -379,10 +332,6 @@ func Default() *Config {
 		},
 		Log:     Log{Level: "info", Format: "json"},
 		Tracing: Tracing{SampleRatio: DefaultSampleRatio, Headers: map[string]string{}},
-
-		// A short timeout, so a bid on an unknown auction waits little for a slow shop.
-		AuctionsSource: AuctionsSource{Timeout: 100 * time.Millisecond, CacheTTL: 60 * time.Second,
-			BreakerFailures: 5, BreakerOpenFor: 10 * time.Second},
 	}
 }
 

@@ -28,6 +28,10 @@ func (p Problem) Error() string {
 // maps, so list elements get theirs here, before their own keys are decoded over them.
 type defaulter interface{ applyDefaults() }
 
+// ItemDefaulter is implemented by the items of a registered section's list whose fields have
+// defaults: Defaults sets them, before the item's own keys are decoded over them.
+type ItemDefaulter interface{ Defaults() }
+
 var (
 	durationType = reflect.TypeFor[time.Duration]()
 	timeType     = reflect.TypeFor[time.Time]()
@@ -164,8 +168,11 @@ func (d *decoder) decodeSlice(path string, in any, out reflect.Value) {
 	result := reflect.MakeSlice(out.Type(), len(list), len(list))
 	for i, item := range list {
 		elem := result.Index(i)
-		if def, ok := elem.Addr().Interface().(defaulter); ok {
+		switch def := elem.Addr().Interface().(type) {
+		case defaulter:
 			def.applyDefaults()
+		case ItemDefaulter:
+			def.Defaults()
 		}
 		d.decode(fmt.Sprintf("%s[%d]", path, i), item, elem)
 	}

@@ -28,7 +28,8 @@ func Load(path string) (*Config, error) {
 	// A variable that is set wins even when empty, so an operator can clear a key from the file.
 	v.AllowEmptyEnv(true)
 	// Viper only consults the environment for keys it has been told about, so bind every key.
-	for _, key := range append(leafKeys(reflect.TypeFor[Config](), ""), challengeKeys("challenge")[1:]...) {
+	keys := append(leafKeys(reflect.TypeFor[Config](), ""), challengeKeys("challenge")[1:]...)
+	for _, key := range append(keys, sectionKeys()...) {
 		if err := v.BindEnv(key); err != nil {
 			return nil, fmt.Errorf("config: bind %s: %w", key, err)
 		}
@@ -43,7 +44,9 @@ func Load(path string) (*Config, error) {
 
 	cfg := Default()
 	d := &decoder{}
-	d.decode("", normalize(v.AllSettings()), reflect.ValueOf(cfg).Elem())
+	tree := normalize(v.AllSettings()).(map[string]any)
+	d.decodeSections(tree, cfg)
+	d.decode("", tree, reflect.ValueOf(cfg).Elem())
 	cfg.fillDerived()
 	problems := d.problems
 	for _, p := range cfg.problems() {

@@ -21,10 +21,28 @@ const Masked = "********"
 func Print(cfg *Config, w io.Writer) error {
 	enc := yaml.NewEncoder(w)
 	enc.SetIndent(2)
-	if err := enc.Encode(node(reflect.ValueOf(cfg).Elem(), false)); err != nil {
+	if err := enc.Encode(withSections(node(reflect.ValueOf(cfg).Elem(), false), cfg)); err != nil {
 		return err
 	}
 	return enc.Close()
+}
+
+// withSections puts the registered sections into m, the file's mapping, after routes:.
+func withSections(m *yaml.Node, cfg *Config) *yaml.Node {
+	var content []*yaml.Node
+	for _, s := range sectionSpecs() {
+		if v, ok := cfg.Sections[s.Name]; ok {
+			content = append(content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s.Name}, node(reflect.ValueOf(v).Elem(), false))
+		}
+	}
+	at := len(m.Content)
+	for i := 0; i < len(m.Content); i += 2 {
+		if m.Content[i].Value == "routes" {
+			at = i + 2
+		}
+	}
+	m.Content = slices.Insert(m.Content, at, content...)
+	return m
 }
 
 func node(v reflect.Value, secret bool) *yaml.Node {

@@ -1,13 +1,15 @@
 package config
 
 import (
+	"maps"
 	"reflect"
 	"strings"
 )
 
 // hotKeys are the top-level and nested keys a reload applies without a restart (docs/reference.md
 // "Configuration").
-var hotKeys = []string{"origins", "queues", "routes", "products", "auctions", "auctions_source", "log.level"}
+// Registered sections say for themselves (SectionSpec.Hot).
+var hotKeys = []string{"origins", "queues", "routes", "log.level"}
 
 // RestartKeys lists the keys whose values differ between old and next but only take effect after a
 // restart (listeners, store, keys, ...). A reload applies the rest and logs these as ignored.
@@ -25,6 +27,11 @@ func RestartKeys(old, next *Config) []string {
 	for name, settings := range old.Challenge.Settings {
 		if !reflect.DeepEqual(settings, next.Challenge.Settings[name]) {
 			changed = append(changed, "challenge."+name)
+		}
+	}
+	for _, s := range sectionSpecs() {
+		if !s.Hot && !reflect.DeepEqual(old.Sections[s.Name], next.Sections[s.Name]) {
+			changed = append(changed, s.Name)
 		}
 	}
 	return changed
@@ -54,6 +61,15 @@ func WithHot(running, next *Config) *Config {
 	ov, nv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(next).Elem()
 	for _, key := range hotKeys {
 		fieldAt(ov, key).Set(fieldAt(nv, key))
+	}
+	out.Sections = maps.Clone(running.Sections)
+	for _, s := range sectionSpecs() {
+		if v, ok := next.Sections[s.Name]; s.Hot && ok {
+			if out.Sections == nil {
+				out.Sections = map[string]Section{}
+			}
+			out.Sections[s.Name] = v
+		}
 	}
 	return &out
 }

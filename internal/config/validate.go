@@ -139,9 +139,7 @@ func (cfg *Config) problems() []Problem {
 	checkEach(c, "queues", cfg.Queues, func(q Queue) string { return q.ID }, checkQueue)
 	cfg.checkRoutes(c)
 	cfg.checkOrigins(c)
-	checkEach(c, "products", cfg.Products, func(pr Product) string { return pr.ID }, checkProduct)
-	checkEach(c, "auctions", cfg.Auctions, func(a Auction) string { return a.ID }, checkAuction)
-	checkAuctionsSource(c, cfg.AuctionsSource)
+	cfg.checkSections(c)
 
 	c.atLeast("limits.join_per_ip_per_minute", int64(cfg.Limits.JoinPerIPPerMinute), 0)
 	c.atLeast("limits.status_per_ip_per_minute", int64(cfg.Limits.StatusPerIPPerMinute), 0)

@@ -67,7 +67,6 @@ func (cfg *Config) checkRoutes(c *check) {
 		checkGraphQL(c, p, r)
 		cfg.checkAdmission(c, p+".admission", r, wildcards)
 	}
-	cfg.checkIDMatch(c)
 }
 
 // checkRouteHost checks the site a route applies to (docs/reference.md "Several sites"): routes[].host

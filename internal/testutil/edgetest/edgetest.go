@@ -20,6 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/edgeq/edgeq/admin"
@@ -71,7 +74,7 @@ type Options struct {
 	// ReleaseOn, when set, is every admission route's release_on (Routes' otherwise).
 	ReleaseOn []string
 	// Products are seeded as the configuration file does.
-	Products []config.Product
+	Products []products.Product
 }
 
 // Stack is edgeq with admission in front of a counting origin.
@@ -222,16 +225,16 @@ func fail(t *testing.T, w http.ResponseWriter, r *http.Request, f string) {
 // Replica is another edgeq replica in front of st's origin, on st's store, as a second process would
 // be: its own node id (so its own admission and bid ids), service, proxy, listeners and metrics. What
 // reaches the origin is counted on st.
-func (st *Stack) Replica(node int64, products ...config.Product) *Stack {
+func (st *Stack) Replica(node int64, ps ...products.Product) *Stack {
 	st.T.Helper()
 	r := &Stack{T: st.T, Store: st.Store, Origin: st.Origin, o: st.o}
-	r.edge(node, products)
+	r.edge(node, ps)
 	return r
 }
 
 // edge builds edgeq in front of st.Origin: the admission service with ids of node, seeded with
 // products, its proxy and public listener, and its admin listener.
-func (st *Stack) edge(node int64, products []config.Product) {
+func (st *Stack) edge(node int64, ps []products.Product) {
 	t := st.T
 	t.Helper()
 	st.Reg = prometheus.NewRegistry()
@@ -252,7 +255,7 @@ func (st *Stack) edge(node int64, products []config.Product) {
 	if err := st.Svc.UseIdentities(routes); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Svc.Apply(context.Background(), &config.Config{Products: products}, nil); err != nil {
+	if err := st.Svc.Apply(context.Background(), products.With(&config.Config{}, ps...), nil); err != nil {
 		t.Fatal(err)
 	}
 	originURL, _ := url.Parse(st.Origin.URL)
@@ -373,21 +376,21 @@ func (st *Stack) Get(path string) Answer {
 }
 
 // AddAuctions seeds auctions as the configuration file does.
-func (st *Stack) AddAuctions(auctions ...config.Auction) {
+func (st *Stack) AddAuctions(list ...auctions.Auction) {
 	st.T.Helper()
-	if err := st.Svc.Apply(context.Background(), &config.Config{Auctions: auctions}, nil); err != nil {
+	if err := st.Svc.Apply(context.Background(), auctions.With(&config.Config{}, list...), nil); err != nil {
 		st.T.Fatal(err)
 	}
 }
 
 // Auction is an auction of the configuration file that ends endsIn from now.
-func Auction(id, start, inc string, endsIn time.Duration) config.Auction {
-	return config.Auction{ID: id, StartingPrice: start, MinIncrement: inc, EndsAt: time.Now().Add(endsIn).UTC().Truncate(time.Second)}
+func Auction(id, start, inc string, endsIn time.Duration) auctions.Auction {
+	return auctions.Auction{ID: id, StartingPrice: start, MinIncrement: inc, EndsAt: time.Now().Add(endsIn).UTC().Truncate(time.Second)}
 }
 
 // Product is a product of the configuration file.
-func Product(id string, stock int64, perUser int) config.Product {
-	return config.Product{ID: id, Stock: stock, PerUserLimit: perUser, Name: "Product " + id, Price: 100}
+func Product(id string, stock int64, perUser int) products.Product {
+	return products.Product{ID: id, Stock: stock, PerUserLimit: perUser, Name: "Product " + id, Price: 100}
 }
 
 // Num is a JSON number as an integer (0 when v is not a number).

@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -126,72 +125,5 @@ func checkSessions(c *check, p string, q Queue) {
 		if _, err := ParseCIDR(text); err != nil {
 			c.add(fmt.Sprintf("%s.bypass_cidrs[%d]", p, i), "%v", err)
 		}
-	}
-}
-
-// ValidateProduct checks one product with the rules of the configuration file (for products created
-// through the admin API); problem paths start at the product's own keys.
-func ValidateProduct(pr Product) error {
-	return validateOne(func(c *check) { checkProduct(c, "", pr) })
-}
-
-func checkProduct(c *check, p string, pr Product) {
-	c.id(p+".id", pr.ID)
-	c.atLeast(p+".stock", pr.Stock, 0)
-	c.atLeast(p+".per_user_limit", int64(pr.PerUserLimit), 1)
-	c.atLeast(p+".price", pr.Price, 0)
-	if len(pr.Name) > 200 {
-		c.add(p+".name", "must be at most 200 characters")
-	}
-	if pr.ImageURL != "" && !strings.HasPrefix(pr.ImageURL, "/") {
-		c.httpURL(p+".image_url", pr.ImageURL)
-	}
-}
-
-// ValidateAuction checks one auction with the rules of the configuration file (PUT /api/auctions).
-func ValidateAuction(a Auction) error {
-	return validateOne(func(c *check) { checkAuction(c, "", a) })
-}
-
-func checkAuction(c *check, p string, a Auction) {
-	c.id(p+".id", a.ID)
-	c.money(p+".starting_price", a.StartingPrice)
-	c.money(p+".min_increment", a.MinIncrement)
-	if a.EndsAt.IsZero() {
-		c.add(p+".ends_at", "required (RFC 3339 time such as 2026-12-01T12:00:00Z)")
-	}
-	if len(a.Owner) > 256 {
-		c.add(p+".owner", "must be at most 256 characters")
-	}
-}
-
-// checkAuctionsSource checks auctions_source (docs/reference.md "Auctions from the shop"). The timeout
-// is bounded because a bid on an unknown auction waits for it; the cache keeps the shop from being
-// asked about one auction more than once a second per replica.
-func checkAuctionsSource(c *check, s AuctionsSource) {
-	if s.URL != "" {
-		if strings.Count(s.URL, AuctionsSourceID) != 1 {
-			c.add("auctions_source.url", "%q must contain %s once: it is replaced by the auction id", s.URL, AuctionsSourceID)
-		}
-		c.httpURL("auctions_source.url", strings.ReplaceAll(s.URL, AuctionsSourceID, "id"))
-		if u, err := url.Parse(strings.ReplaceAll(s.URL, AuctionsSourceID, "id")); err == nil && (u.User != nil || u.Fragment != "") {
-			c.add("auctions_source.url", "must not carry credentials or a fragment")
-		}
-	}
-	c.durationAtLeast("auctions_source.timeout", s.Timeout, time.Millisecond)
-	if s.Timeout > 10*time.Second {
-		c.add("auctions_source.timeout", "must be at most 10s, not %s: a bid on an unknown auction waits for it", s.Timeout)
-	}
-	c.durationAtLeast("auctions_source.cache_ttl", s.CacheTTL, time.Second)
-	if s.CacheTTL > 24*time.Hour {
-		c.add("auctions_source.cache_ttl", "must be at most 24h, not %s", s.CacheTTL)
-	}
-	c.atLeast("auctions_source.breaker_failures", int64(s.BreakerFailures), 1)
-	if s.BreakerFailures > 1000 {
-		c.add("auctions_source.breaker_failures", "must be at most 1000, not %d", s.BreakerFailures)
-	}
-	c.durationAtLeast("auctions_source.breaker_open_for", s.BreakerOpenFor, time.Second)
-	if s.BreakerOpenFor > time.Hour {
-		c.add("auctions_source.breaker_open_for", "must be at most 1h, not %s: bids on new auctions are refused meanwhile", s.BreakerOpenFor)
 	}
 }
