@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/edgeq/edgeq/admission/stock/products"
 
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/edgetest"
@@ -70,7 +71,7 @@ func (st *stack) replica(node int64, products ...products.Product) *stack {
 }
 
 // stockOf is svc's stock kind as the pipeline holds it: a Kind, with its capabilities by assertion.
-func stockOf(svc *Service) Kind { return svc.kindOf(config.AdmissionStock) }
+func stockOf(svc *Service) Kind { return svc.kindOf(products.Kind) }
 
 // groupedOf is svc's stock kind as a GroupedKind: its admissions' stream, unsettled set and claims.
 func groupedOf(svc *Service) GroupedKind { return stockOf(svc).(GroupedKind) }
@@ -79,7 +80,7 @@ func groupedOf(svc *Service) GroupedKind { return stockOf(svc).(GroupedKind) }
 func tableOf(k Kind) *AdminTable { return k.(TabledKind).AdminTable() }
 
 // bids is the bid kind, its own package linked by kinds_link_test.go.
-func (st *stack) bids() Kind { return st.svc.kindOf(config.AdmissionBid) }
+func (st *stack) bids() Kind { return st.svc.kindOf(auctions.Kind) }
 
 // buyTogether admits purchases of one product in one reserve.lua call, as the reserver groups
 // requests that arrive together, and commits them, as a replica does once the shop accepted each: one

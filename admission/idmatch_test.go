@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/bid/auctions"
+
 	"github.com/edgeq/edgeq/admission/stock/products"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,7 +109,7 @@ func TestIDMatch_IDsOfAnEarlierBuildAreGuardedAfterStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Client.SAdd(ctx, productIndexKey(s.Keys), "Old-1")
-		s.Client.SAdd(ctx, New(Options{Store: s}).kindOf(config.AdmissionBid).OwnersKey(), "Old-Lot")
+		s.Client.SAdd(ctx, New(Options{Store: s}).kindOf(auctions.Kind).OwnersKey(), "Old-Lot")
 
 		st := newStack(t, s)
 		st.StartWorker() // indexes them at start
@@ -144,7 +146,7 @@ func BenchmarkIDMatch(b *testing.B) {
 	p := proxy.New(proxy.Options{Origin: originURL, OriginTimeout: 10 * time.Second, Prefix: "/_edgeq",
 		Steps: []proxy.Step{svc}, Responder: svc.responder, Metrics: metrics.New(prometheus.NewRegistry()), Logger: logger})
 	table, err := p.Compile([]config.Route{{Name: "cart", Match: "POST /cart", OnStoreError: config.OnStoreErrorClosed,
-		Admission: config.Admission{Type: config.AdmissionStock, Own: map[string]string{"product": "json:sku"}, User: "json:email",
+		Admission: config.Admission{Type: products.Kind, Own: map[string]string{"product": "json:sku"}, User: "json:email",
 			UnknownOwner: config.UnknownPass, ReleaseOn: []string{"5xx", "error"}}}})
 	if err != nil {
 		b.Fatal(err)

@@ -181,7 +181,7 @@ func kindCases() []kindCase {
 		return n
 	}
 	return []kindCase{{
-		typ:   config.AdmissionStock,
+		typ:   products.Kind,
 		route: config.Admission{Own: map[string]string{"product": "path:owner", "quantity": "form:quantity"}},
 		open: func(t *testing.T, svc *Service, owner string) {
 			t.Helper()
@@ -200,7 +200,7 @@ func kindCases() []kindCase {
 			return 10 - left
 		},
 	}, {
-		typ:   config.AdmissionBid,
+		typ:   auctions.Kind,
 		route: config.Admission{Own: map[string]string{"auction": "path:owner", "amount": "form:amount"}},
 		open: func(t *testing.T, svc *Service, owner string) {
 			t.Helper()

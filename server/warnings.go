@@ -97,7 +97,7 @@ func notes(cfg *config.Config) []string {
 		}
 	}
 	for _, r := range cfg.Routes {
-		if r.Admission.Type == config.AdmissionStock && r.Admission.User == config.UserToken {
+		if r.Admission.Type == products.Kind && r.Admission.User == config.UserToken {
 			out = append(out, "routes["+r.Name+"].admission.user is token: per_user_limit counts one place in line, "+
 				"not one person, so a buyer who completes an order and joins the queue again can buy again; "+
 				"user: visitor counts one browser, and the shop's signed-in session (cookie:NAME) one account")

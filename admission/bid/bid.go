@@ -49,13 +49,13 @@ type kind struct {
 }
 
 func init() {
-	admission.Register(20, config.AdmissionKind{Type: config.AdmissionBid, Owner: "auction", Value: "amount",
+	admission.Register(20, config.AdmissionKind{Type: auctions.Kind, Owner: "auction", Value: "amount",
 		ValueRequired: true, Fields: []string{"auction", "amount"}}, newKind)
 	registerTable()
 }
 
 func newKind(s *admission.Service) admission.Kind {
-	k := &kind{About: admission.About{Type: config.AdmissionBid, OwnerNoun: "auction", IDHeader: Header, Dead: "auction.",
+	k := &kind{About: admission.About{Type: auctions.Kind, OwnerNoun: "auction", IDHeader: Header, Dead: "auction.",
 		Unknown: errAuctionNotFound, Codes: []*web.Error{errAuctionNotFound, errAuctionEnded, errSelfBid, errInvalidBid, errBidTooLow,
 			errAuctionsSourceUnavailable}},
 		s: s, reads: newAuctionReads(), table: bidTable(s.Keys()), sourceMetrics: newSourceMetrics()}
@@ -332,7 +332,7 @@ func (k *kind) RegisterAdmin(admin *http.ServeMux) {
 
 // bid is the service's bid kind.
 // of is s's bid kind.
-func of(s *admission.Service) *kind { return s.Kind(config.AdmissionBid).(*kind) }
+func of(s *admission.Service) *kind { return s.Kind(auctions.Kind).(*kind) }
 
 // The report: an auction's accepted bids; a settlement counts nothing.
 func (*kind) ReportScope() report.Kind                       { return report.Auction }

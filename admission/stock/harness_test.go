@@ -7,7 +7,6 @@ import (
 	"github.com/edgeq/edgeq/admission/stock/products"
 
 	"github.com/edgeq/edgeq/admission"
-	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
 	"github.com/edgeq/edgeq/internal/store"
 	"github.com/edgeq/edgeq/internal/testutil/admissiontest"
@@ -40,7 +39,7 @@ func newStack(t *testing.T, s *store.Store, products ...products.Product) *stack
 }
 
 // kind is the stack's stock kind.
-func (st *stack) kind() *stockKind { return st.svc.Kind(config.AdmissionStock).(*stockKind) }
+func (st *stack) kind() *stockKind { return st.svc.Kind(products.Kind).(*stockKind) }
 
 // nextID is an admission id for a claim the test makes itself.
 func (st *stack) nextID() string { return st.ids.NextString() }

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/edgeq/edgeq/admission"
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/ids"
@@ -35,7 +37,7 @@ func orphanTallyKey(k store.Keys) string { return k.Global("adm", "orphans") }
 func (k *stockKind) UseOrphans(routes []config.Route) {
 	policies := map[string]string{}
 	for _, r := range routes {
-		if r.Admission.Type == config.AdmissionStock {
+		if r.Admission.Type == products.Kind {
 			policies[r.Name] = r.Admission.Orphans
 			for _, result := range []string{"held", "released"} {
 				k.metrics.orphans.WithLabelValues(r.Name, result) // present at 0 for alerts and the dashboard

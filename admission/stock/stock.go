@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/edgeq/edgeq/admission/stock/products"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/edgeq/edgeq/admission"
@@ -50,13 +52,13 @@ type stockKind struct {
 }
 
 func init() {
-	admission.Register(10, config.AdmissionKind{Type: config.AdmissionStock, Owner: "product", Value: "quantity",
+	admission.Register(10, config.AdmissionKind{Type: products.Kind, Owner: "product", Value: "quantity",
 		Orphans: true, Fields: []string{"product", "quantity"}}, newStockKind)
 	registerTable()
 }
 
 func newStockKind(s *admission.Service) admission.Kind {
-	k := &stockKind{About: admission.About{Type: config.AdmissionStock, OwnerNoun: "product", IDHeader: HeaderAdmissionID,
+	k := &stockKind{About: admission.About{Type: products.Kind, OwnerNoun: "product", IDHeader: HeaderAdmissionID,
 		Unknown: errProductNotFound, Codes: []*web.Error{errInsufficientStock, errProductNotFound, errPurchaseInProgress, errAlreadyPurchased}},
 		s: s, products: productCache{entries: map[string]cachedProduct{}}, table: stockTable(s.Keys()),
 		metrics: newStockMetrics(s.Registry())}
@@ -180,7 +182,7 @@ func (*stockKind) RefusalPage(e *web.Error) string {
 // order. It is what the store pays for stock admissions, for the benchmark that compares it with
 // admissions through edgeq, and for tests that group purchases themselves.
 func Reserve(ctx context.Context, svc *admission.Service, product string, cs []admission.Claim) ([]Reserved, error) {
-	res, err := svc.Kind(config.AdmissionStock).(*stockKind).reserveNow(ctx, product, cs)
+	res, err := svc.Kind(products.Kind).(*stockKind).reserveNow(ctx, product, cs)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}

@@ -29,7 +29,7 @@ func TestWorker_TheUnsettledGaugeCountsEveryProduct(t *testing.T) {
 		gen := ids.New(1)
 		svc := admission.New(admission.Options{Store: s, IDs: gen, IdentityKey: []byte("k"), ClaimTTL: time.Minute,
 			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry()})
-		k := svc.Kind(config.AdmissionStock).(*stockKind)
+		k := svc.Kind(products.Kind).(*stockKind)
 		ps := make([]products.Product, 5)
 		for i := range ps {
 			ps[i] = product("p"+strconv.Itoa(i), 10, 1)

@@ -135,12 +135,6 @@ const (
 	UnknownPass   = "pass"
 )
 
-// Admission.Type values.
-const (
-	AdmissionStock = "stock"
-	AdmissionBid   = "bid"
-)
-
 // An AdmissionKind is what the configuration knows of one admission.type: the fields its routes
 // fill. The kind's package implements it and adds this entry with RegisterAdmissionKind; route
 // validation reads only the entry (docs/architecture.md "Adding an admission kind").

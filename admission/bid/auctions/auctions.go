@@ -12,6 +12,9 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 )
 
+// Kind is the bid kind's admission.type in a route.
+const Kind = "bid"
+
 // The sections' names, their keys in the file.
 const (
 	Section       = "auctions"
@@ -43,7 +46,7 @@ type List []Auction
 
 // Check checks every auction (config.Owners).
 func (l *List) Check(c config.Checker, cfg *config.Config) {
-	config.Owners(c, cfg, Section, config.AdmissionBid, *l, func(a Auction) string { return a.ID }, check)
+	config.Owners(c, cfg, Section, Kind, *l, func(a Auction) string { return a.ID }, check)
 }
 
 // Validate checks one auction with the rules of the file (PUT /api/auctions, the shop's answers).

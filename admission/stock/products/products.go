@@ -12,6 +12,9 @@ import (
 // Section is the section's name, its key in the file.
 const Section = "products"
 
+// Kind is the stock kind's admission.type in a route.
+const Kind = "stock"
+
 func init() {
 	config.RegisterSection(config.SectionSpec{Name: Section, Order: 10, Hot: true, New: func() config.Section { return &List{} }})
 }
@@ -35,7 +38,7 @@ type List []Product
 
 // Check checks every product (config.Owners).
 func (l *List) Check(c config.Checker, cfg *config.Config) {
-	config.Owners(c, cfg, Section, config.AdmissionStock, *l, func(p Product) string { return p.ID }, check)
+	config.Owners(c, cfg, Section, Kind, *l, func(p Product) string { return p.ID }, check)
 }
 
 // Validate checks one product with the rules of the file (for products created through the admin
