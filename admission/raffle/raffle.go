@@ -6,7 +6,8 @@
 //
 // Everything it adds is registered from this package's init: the kind and its route field
 // (admission.Register), its texts (templates.RegisterTexts), its report scope
-// (report.RegisterScope) and its ledger table (ledger.RegisterTable).
+// (report.RegisterScope), its ledger table (ledger.RegisterTable) and its section of the file,
+// drawings: (config.RegisterSection).
 package raffle
 
 import (
@@ -60,6 +61,7 @@ func init() {
 	report.RegisterScope(Scope, report.ScopeInfo{Name: "drawings", Noun: "drawing",
 		Series: []string{report.Admitted, report.Committed, report.Released}})
 	registerTable()
+	registerSection()
 }
 
 // kind is the raffle: its admin table and the identity of its users' own listing.
@@ -77,6 +79,7 @@ var (
 	_ admission.ViewedKind   = (*kind)(nil)
 	_ admission.LedgeredKind = (*kind)(nil)
 	_ admission.ReportedKind = (*kind)(nil)
+	_ admission.SeededKind   = (*kind)(nil)
 )
 
 func newKind(s *admission.Service) admission.Kind {

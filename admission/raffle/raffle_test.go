@@ -42,6 +42,12 @@ type edge struct {
 
 func start(t *testing.T, text string) *edge {
 	t.Helper()
+	return startReloading(t, text, nil)
+}
+
+// startReloading is start with a value of reload forcing a reload, as SIGHUP does.
+func startReloading(t *testing.T, text string, reload <-chan struct{}) *edge {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "edgeq.yaml")
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
@@ -50,7 +56,7 @@ func start(t *testing.T, text string) *edge {
 	ctx, cancel := context.WithCancel(context.Background())
 	started, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: io.Discard, Started: func(public, admin net.Addr) {
+		done <- server.Run(ctx, server.Options{ConfigPath: path, LogOutput: io.Discard, Reload: reload, Started: func(public, admin net.Addr) {
 			e.public, e.admin = "http://"+public.String(), "http://"+admin.String()
 			close(started)
 		}})
@@ -293,5 +299,70 @@ routes:
 	}
 	if len(r.Differences) != 1 || r.Differences[0].String() != "drawing d1: entries held: store 3, ledger 2" {
 		t.Fatalf("reconcile after the count changed: %v", r.Differences)
+	}
+}
+
+// The kind's own section of the file, drawings:, opens its drawings at start and on a reload, and is
+// checked with the file: nothing outside this package knows it either.
+func TestRaffle_TheFileOpensItsDrawings(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "entered") }))
+	defer origin.Close()
+	prefix := storetest.UniquePrefix()
+	file := func(drawings string) string {
+		return fmt.Sprintf(`
+server: {listen: "127.0.0.1:0"}
+admin: {listen: "127.0.0.1:0", api_key: "test-key"}
+origin: {url: %q}
+redis: {addr: %q, key_prefix: %q}
+log: {level: warn}
+identity: {secret: "the-raffle's-identity-secret-0123456789abcdef"}
+routes:
+  - name: enter
+    match: "POST /enter/{id}"
+    admission: {type: raffle, drawing: "path:id", user: "header:X-User"}
+drawings: %s
+`, origin.URL, storetest.RedisAddr(t), prefix, drawings)
+	}
+
+	// A file whose drawings are wrong does not start, and says where.
+	path := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(path, []byte(file(`[{id: "not an id"}, {id: d0}, {id: d0}, {idd: d1}]`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := server.Run(context.Background(), server.Options{ConfigPath: path, LogOutput: io.Discard})
+	for _, want := range []string{`drawings[0].id: "not an id" must be 1-64 characters`, `drawings[2].id: "d0" is already the id of drawings[1]`,
+		"drawings[3].idd: unknown key"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a file with bad drawings: %v, want %q", err, want)
+		}
+	}
+
+	// The drawings it lists are open from the start; another is not.
+	reload := make(chan struct{})
+	e := startReloading(t, file(`[{id: d0}]`), reload)
+	if status, body := admin(t, e, "GET", "/api/drawings/d0"); status != http.StatusOK || !strings.Contains(body, `"entries":0`) {
+		t.Fatalf("d0, listed in the file: %d %s", status, body)
+	}
+	if status, body := enter(t, e, "d0", "alice"); status != http.StatusOK || body != "entered" {
+		t.Fatalf("alice enters d0: %d %s", status, body)
+	}
+	if status, body := enter(t, e, "d2", "alice"); status != http.StatusNotFound || !strings.Contains(body, `"DRAWING_NOT_FOUND"`) {
+		t.Fatalf("d2, not listed yet: %d %s", status, body)
+	}
+
+	// Listed on a reload, d2 opens; d0 keeps its entry.
+	if err := os.WriteFile(e.config, []byte(file(`[{id: d0}, {id: d2}]`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload <- struct{}{}
+	wait.Until(t, 10*time.Second, "d2 open after the reload", func() bool {
+		status, _ := admin(t, e, "GET", "/api/drawings/d2")
+		return status == http.StatusOK
+	})
+	if status, body := enter(t, e, "d2", "alice"); status != http.StatusOK || body != "entered" {
+		t.Fatalf("alice enters d2 after the reload: %d %s", status, body)
+	}
+	if status, body := admin(t, e, "GET", "/api/drawings/d0"); status != http.StatusOK || !strings.Contains(body, `"entries":1`) {
+		t.Fatalf("d0 after the reload: %d %s", status, body)
 	}
 }

@@ -46,11 +46,7 @@ func (k *kind) adminOpen(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx := r.Context()
-	created, err := k.s.Client().HSetNX(ctx, k.key(id, "drawing"), "entries", 0).Result()
-	if err == nil {
-		err = k.s.IndexOwner(ctx, k, id)
-	}
+	created, err := k.open(r.Context(), id)
 	if err != nil {
 		k.s.Responder().Error(w, r, web.ErrStoreUnavailable.Because(err))
 		return
