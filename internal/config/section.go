@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -38,13 +39,17 @@ var (
 )
 
 // RegisterSection adds a section: called from the init of the package that owns it. A name that is a
-// key of Config's own, or registered twice, panics.
+// key of Config's own, registered twice or not in lower case panics.
 func RegisterSection(s SectionSpec) {
 	sectionMu.Lock()
 	defer sectionMu.Unlock()
 	_, builtIn := fieldsByKey(reflect.TypeFor[Config]())[s.Name]
 	if builtIn || s.Name == "" || slices.ContainsFunc(specs, func(o SectionSpec) bool { return o.Name == s.Name }) {
 		panic(fmt.Sprintf("config: section %q registered twice or a key of the file's own", s.Name))
+	}
+	if s.Name != strings.ToLower(s.Name) {
+		// The file's keys are read in lower case (normalize): the section would never be found.
+		panic(fmt.Sprintf("config: section %q: want a lower-case name", s.Name))
 	}
 	if k := reflect.TypeOf(s.New()); k.Kind() != reflect.Pointer || (k.Elem().Kind() != reflect.Struct && k.Elem().Kind() != reflect.Slice) {
 		panic(fmt.Sprintf("config: section %q: want a pointer to a struct or a slice, not %s", s.Name, k))

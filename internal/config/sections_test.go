@@ -94,8 +94,8 @@ func TestSections_PrintedAfterRoutes(t *testing.T) {
 	}
 }
 
-func TestRegisterSection_RefusesAKeyOfTheFileAndATakenName(t *testing.T) {
-	for _, name := range []string{"routes", products.Section, ""} {
+func TestRegisterSection_RefusesAKeyOfTheFileATakenNameAndCapitals(t *testing.T) {
+	for _, name := range []string{"routes", products.Section, "", "Lottery"} {
 		func() {
 			defer func() {
 				if recover() == nil {
