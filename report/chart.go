@@ -54,22 +54,37 @@ func downsample(values []int64, gauge, peak bool, per int) []int64 {
 	return out
 }
 
-// lineChart draws lines over times (the start of each point); id names the title and description.
-func lineChart(id, title, desc string, times []time.Time, step time.Duration, lines []line, gauge bool) template.HTML {
-	per := (len(times) + maxChartPoints - 1) / maxChartPoints
+// lineChart draws lines over times (the start of each point) up to end, the range's end; id names the
+// title and description. A chart of counts leaves out its last point when that point covers less time
+// than the others (the minute in progress, a range ending mid-step): drawn, its smaller count would
+// read as a fall at the right edge. A note says so; the CSV and the JSON keep the point.
+func lineChart(id, title, desc string, times []time.Time, step time.Duration, end time.Time, lines []line, gauge bool) template.HTML {
+	per := max((len(times)+maxChartPoints-1)/maxChartPoints, 1)
 	var top int64 = 1
 	drawn := make([][]int64, len(lines))
 	for i, l := range lines {
 		drawn[i] = downsample(l.values, gauge, l.peak, per)
+	}
+	n := 0
+	if len(drawn) > 0 {
+		n = len(drawn[0])
+	}
+	cut, partial := false, time.Duration(0) // whether the last point is left out, and the time it covers
+	if last := (n - 1) * per; !gauge && n > 1 && last < len(times) {
+		if covered := end.Sub(times[last]); covered < step*time.Duration(per) {
+			cut, partial = true, max(covered, 0)
+			n--
+			for i := range drawn {
+				drawn[i] = drawn[i][:n]
+			}
+		}
+	}
+	for i := range drawn {
 		for _, v := range drawn[i] {
 			top = max(top, v)
 		}
 	}
 	top = niceCeil(top)
-	n := 0
-	if len(drawn) > 0 {
-		n = len(drawn[0])
-	}
 	x := func(i int) float64 {
 		if n <= 1 {
 			return padL
@@ -99,11 +114,18 @@ func lineChart(id, title, desc string, times []time.Time, step time.Duration, li
 			fmt.Fprintf(&b, `<polyline class="%s l%d" points="%s"/>`, l.class, i, strings.Join(pts, " "))
 		}
 	}
-	timeLabels(&b, times, step)
+	timeLabels(&b, times[:min(n*per, len(times))], step)
 	legend(&b, lines)
+	var notes []string
 	if per > 1 && !gauge {
-		fmt.Fprintf(&b, `<text class="note" x="%d" y="%d" text-anchor="end">per %s</text>`, chartW-padR, padT+10,
-			html.EscapeString(humanDuration(step*time.Duration(per))))
+		notes = append(notes, "per "+humanDuration(step*time.Duration(per)))
+	}
+	if cut {
+		notes = append(notes, "the last "+humanDuration(partial.Truncate(time.Second))+" (part of a point) not drawn")
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(&b, `<text class="note" x="%d" y="%d" text-anchor="end">%s</text>`, chartW-padR, padT+10,
+			html.EscapeString(strings.Join(notes, "; ")))
 	}
 	b.WriteString(`</svg>`)
 	//nolint:gosec // SVG this function writes, every text in it through html.EscapeString

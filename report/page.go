@@ -224,11 +224,11 @@ func charts(r *Report) []chart {
 		{"Arrivals and tokens issued", lineChart("arrivals", "Arrivals and tokens issued "+unit,
 			fmt.Sprintf("%s joined and %s were served between %s and %s.", thousands(r.Summary.Joined),
 				thousands(r.Summary.Served), r.From.Format("15:04"), r.To.Format("15:04")),
-			se.Minute, step, []line{{"joined", "c1", se.Joined, false}, {"served", "c2", se.Served, false},
+			se.Minute, step, r.To, []line{{"joined", "c1", se.Joined, false}, {"served", "c2", se.Served, false},
 				{"left", "c3", se.GaveUp, false}, {"turned away", "c4", turnedAway(se.TurnedAway), false}}, false)},
 		{"Waiting and inside", lineChart("waiting", "Visitors waiting and inside over time",
 			fmt.Sprintf("At most %s waited at once.", thousands(maxOf(se.Waiting))),
-			se.Minute, step, []line{{"waiting", "c1", se.Waiting, true}, {"inside", "c2", se.Active, true}}, true)},
+			se.Minute, step, r.To, []line{{"waiting", "c1", se.Waiting, true}, {"inside", "c2", se.Active, true}}, true)},
 	}
 	labels, counts := waitDistribution(r)
 	if r.Summary.Served > 0 {
@@ -239,18 +239,18 @@ func charts(r *Report) []chart {
 		p := se.Products[ps.ID]
 		id := "p-" + ps.ID
 		out = append(out, chart{"Product " + ps.ID + ": stock", lineChart(id+"-stock", "Stock of "+ps.ID+" over time",
-			fmt.Sprintf("%s units left at the end.", thousands(max(last(p.Stock), 0))), se.Minute, step,
+			fmt.Sprintf("%s units left at the end.", thousands(max(last(p.Stock), 0))), se.Minute, step, r.To,
 			[]line{{"stock", "c2", p.Stock, false}}, true)})
 		out = append(out, chart{"Product " + ps.ID + ": sales and refusals", lineChart(id+"-sales",
 			"Admissions, sales and refusals of "+ps.ID+" "+unit, fmt.Sprintf("%s admitted, %s sold, %s refused.",
-				thousands(ps.Admitted), thousands(ps.Sold), thousands(sum(ps.Refused))), se.Minute, step,
+				thousands(ps.Admitted), thousands(ps.Sold), thousands(sum(ps.Refused))), se.Minute, step, r.To,
 			[]line{{"admitted", "c1", p.Admitted, false}, {"sold", "c2", p.Sold, false}, {"refused", "c3", p.Refused, false}}, false)})
 	}
 	for _, as := range r.Auctions {
 		a := se.Auctions[as.ID]
 		out = append(out, chart{"Auction " + as.ID + ": bids", lineChart("a-"+as.ID, "Bids on "+as.ID+" "+unit,
 			fmt.Sprintf("%s bids accepted, %s refused.", thousands(as.Accepted), thousands(sum(as.Refused))),
-			se.Minute, step, []line{{"accepted", "c1", a.Accepted, false}, {"refused", "c3", a.Refused, false}}, false)})
+			se.Minute, step, r.To, []line{{"accepted", "c1", a.Accepted, false}, {"refused", "c3", a.Refused, false}}, false)})
 	}
 	out = append(out, scopeCharts(r, step, unit)...)
 	if r.Summary.Turnstile.Passed+r.Summary.Turnstile.Failed == 0 {

@@ -68,7 +68,7 @@ func scopeCharts(r *Report, step time.Duration, unit string) []chart {
 			owner := words(info.Noun) + " " + ss.ID
 			// The chart's id is the scope's name and the owner's place: an owner's id may hold anything.
 			out = append(out, chart{capital(owner), lineChart(fmt.Sprintf("s-%s-%d", name, i),
-				capital(andList(names))+" of "+owner+" "+unit, strings.Join(said, ", ")+".", se.Minute, step, lines, false)})
+				capital(andList(names))+" of "+owner+" "+unit, strings.Join(said, ", ")+".", se.Minute, step, r.To, lines, false)})
 		}
 	}
 	return out
