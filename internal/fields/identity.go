@@ -3,6 +3,7 @@ package fields
 import (
 	"errors"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
@@ -45,20 +46,29 @@ func Identity(raw, kind string) (string, *web.Error) {
 // cherokeeCapitals maps Cherokee small letters to their capitals, as Unicode's case folding does
 // (CaseFolding.txt folds Cherokee to the capitals, encoded first, for stability). x/text's Fold maps
 // the capitals to the small letters and the small letters back, so folding alone is not idempotent
-// there (FuzzIdentity: "Ꮜ" gave "ꮜ", which gave "Ꮜ"); after this step it is.
+// there (FuzzIdentity: "Ꮜ" gave "ꮜ", which gave "Ꮜ"); after this step it is. Every other byte stays
+// as it was, bytes that are not UTF-8 too, as normalising and folding leave them: rewritten here as
+// U+FFFD, they would make the result depend on whether a Cherokee letter stood beside them
+// (FuzzIdentity: "\xeaꮮ" gave "\xeaᏞ", which gave "\uFFFDᏞ").
 func cherokeeCapitals(s string) string {
 	if !strings.ContainsFunc(s, isCherokeeSmall) {
 		return s
 	}
-	return strings.Map(func(r rune) rune {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r >= 0xAB70 && r <= 0xABBF: // CHEROKEE SMALL LETTER A .. YA -> U+13A0 .. U+13EF
-			return r - 0xAB70 + 0x13A0
+			b.WriteRune(r - 0xAB70 + 0x13A0)
 		case r >= 0x13F8 && r <= 0x13FD: // CHEROKEE SMALL LETTER YE .. MV -> U+13F0 .. U+13F5
-			return r - 8
+			b.WriteRune(r - 8)
+		default:
+			b.WriteString(s[i : i+size])
 		}
-		return r
-	}, s)
+		i += size
+	}
+	return b.String()
 }
 
 func isCherokeeSmall(r rune) bool { return r >= 0xAB70 && r <= 0xABBF || r >= 0x13F8 && r <= 0x13FD }
