@@ -82,7 +82,8 @@ func (k *kind) adminPutAuction(w http.ResponseWriter, r *http.Request) {
 		s.Responder().Error(w, r, e)
 		return
 	}
-	a := auctions.Auction{ID: id, MinIncrement: "1.00"}
+	a := auctions.Auction{ID: id}
+	a.Defaults() // the file's defaults for what the body leaves out
 	if body.StartingPrice != nil {
 		a.StartingPrice = *body.StartingPrice
 	}

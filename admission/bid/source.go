@@ -257,7 +257,8 @@ func parseSourcedAuction(id string, body []byte) (auctions.Auction, error) {
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return auctions.Auction{}, fmt.Errorf("the answer is not an auction object: %w", err)
 	}
-	a := auctions.Auction{ID: id, MinIncrement: "1.00"}
+	a := auctions.Auction{ID: id}
+	a.Defaults() // the file's defaults for what the answer leaves out
 	var err error
 	var problems []error
 	if doc.ID != nil {
