@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/config"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -61,7 +62,7 @@ func (s *Service) PageHandler() http.Handler {
 			}
 			return
 		}
-		q := url.Values{"queue": {rep.Queue}, "from": {rep.From.Format(time.RFC3339)}, "to": {rep.To.Format(time.RFC3339)},
+		q := url.Values{"queue": {rep.Queue}, "from": {vocab.FormatTime(rep.From)}, "to": {vocab.FormatTime(rep.To)},
 			"format": {"csv"}}
 		if step := r.URL.Query().Get("step"); step != "" {
 			q.Set("step", step)

@@ -14,6 +14,7 @@ import (
 	"github.com/edgeq/edgeq/internal/config"
 	"github.com/edgeq/edgeq/internal/fields"
 	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 )
 
@@ -150,7 +151,7 @@ func (k *kind) writeAuctionJSON(w http.ResponseWriter, r *http.Request, id strin
 
 func auctionOf(id string, v *auctionView) Auction {
 	return Auction{ID: id, StartingPrice: money.Format(v.startCents), MinIncrement: money.Format(v.incCents),
-		EndsAt: v.endsAt.Format(time.RFC3339), Ended: !time.Now().Before(v.endsAt), HighestBid: v.highest,
+		EndsAt: vocab.FormatTime(v.endsAt), Ended: !time.Now().Before(v.endsAt), HighestBid: v.highest,
 		TotalBids: v.totalBids, UniqueBidders: v.bidders}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/edgeq/edgeq/internal/money"
+	"github.com/edgeq/edgeq/internal/vocab"
 	"github.com/edgeq/edgeq/internal/web"
 	"github.com/redis/go-redis/v9"
 )
@@ -149,7 +150,7 @@ func (k *kind) mine(ctx context.Context, bidder string) ([]MyAuction, error) {
 			continue // the auction is gone from the store: nothing to say about it
 		}
 		endsAt := time.UnixMilli(endsMs).UTC()
-		a.EndsAt = endsAt.Format(time.RFC3339)
+		a.EndsAt = vocab.FormatTime(endsAt)
 		h := highest[i].Val()
 		if bidderOfHighest, ok := h[0].(string); ok {
 			a.IsHighest = bidderOfHighest == bidder

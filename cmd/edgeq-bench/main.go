@@ -182,7 +182,13 @@ func printTable(w io.Writer, f loadFlags, samples []load.Sample) {
 		_, _ = fmt.Fprintln(w, s)
 	}
 	_, _ = fmt.Fprintln(w)
-	_, _ = fmt.Fprintln(w, "| target | requests/s | p50 | p99 |")
+	sampleTable(w, "target", samples)
+}
+
+// sampleTable writes samples as a Markdown table, a row each: the heading of the first column (what a
+// row measures), the requests a second, and the p50 and p99 latencies.
+func sampleTable(w io.Writer, heading string, samples []load.Sample) {
+	_, _ = fmt.Fprintf(w, "| %s | requests/s | p50 | p99 |\n", heading)
 	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|")
 	for _, s := range samples {
 		_, _ = fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(),

@@ -175,11 +175,7 @@ func waitroomBench(args []string, w io.Writer) error {
 		_, _ = fmt.Fprintln(w, n)
 	}
 	_, _ = fmt.Fprintln(w)
-	_, _ = fmt.Fprintln(w, "| measurement | requests/s | p50 | p99 |")
-	_, _ = fmt.Fprintln(w, "|---|---:|---:|---:|")
-	for _, s := range samples {
-		_, _ = fmt.Fprintf(w, "| %s | %.0f | %s | %s |\n", s.Name, s.RPS(), s.Percentile(0.5).Round(time.Microsecond), s.Percentile(0.99).Round(time.Microsecond))
-	}
+	sampleTable(w, "measurement", samples)
 	return nil
 }
 

@@ -101,9 +101,22 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// configFlags are the flags of a command that reads the configuration: -config, EDGEQ_CONFIG by default.
+func configFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := newFlags(name, stderr)
+	return fs, fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+}
+
+// toolLogger is the logger of a command that runs once against the store: warnings and errors alone,
+// and go-redis's dial retries at debug, so that an unreachable Redis is one line.
+func toolLogger(stderr io.Writer) *slog.Logger {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store.RouteClientLogs(logger)
+	return logger
+}
+
 func serve(args []string, stderr io.Writer) int {
-	fs := newFlags("serve", stderr)
-	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	fs, configPath := configFlags("serve", stderr)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
@@ -135,8 +148,7 @@ func serve(args []string, stderr io.Writer) int {
 }
 
 func check(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("check", stderr)
-	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	fs, configPath := configFlags("check", stderr)
 	print := fs.Bool("print", false, "print the effective configuration (defaults and EDGEQ_* applied, secrets masked)")
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
@@ -241,8 +253,7 @@ func printVersion(args []string, stdout, stderr io.Writer) int {
 // reconcile compares the store with the ledger (docs/operations.md, "The ledger"): 0 when they
 // agree, 1 when they differ (each difference on a line of stdout), 3 when they could not be compared.
 func reconcile(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("reconcile", stderr)
-	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	fs, configPath := configFlags("reconcile", stderr)
 	wait := fs.Duration("wait", time.Minute, "how long to let the ledger catch up before comparing")
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
@@ -253,8 +264,7 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store.RouteClientLogs(logger) // go-redis's dial retries at debug: an unreachable Redis is one line
+	logger := toolLogger(stderr)
 	r, err := server.Reconcile(ctx, *configPath, *wait, logger)
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, "edgeq reconcile:", err)
@@ -274,8 +284,7 @@ func reconcile(args []string, stdout, stderr io.Writer) int {
 // writeReport writes a queue's report page to a file (docs/operations.md, "After the drop"): 0 when
 // written, 1 when it could not be, 2 for bad usage.
 func writeReport(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("report", stderr)
-	configPath := fs.String("config", os.Getenv("EDGEQ_CONFIG"), "configuration file (YAML)")
+	fs, configPath := configFlags("report", stderr)
 	queue := fs.String("queue", "", "the queue's id")
 	from := fs.String("from", "", "start of the range, RFC 3339 (default: 24 hours before -to; without -from and -to, the drop's own span)")
 	to := fs.String("to", "", "end of the range, RFC 3339 (default: now; without -from and -to, the drop's own span)")
@@ -289,8 +298,7 @@ func writeReport(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	store.RouteClientLogs(logger)
+	logger := toolLogger(stderr)
 	var page bytes.Buffer
 	if err := server.WriteReport(ctx, server.ReportOptions{ConfigPath: *configPath, Queue: *queue, From: *from, To: *to}, &page, logger); err != nil {
 		_, _ = fmt.Fprintln(stderr, "edgeq report:", err)
