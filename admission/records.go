@@ -115,7 +115,9 @@ func newestFirst(a, b listed) int {
 // the owners' lists of each day, each newest first in the order its records were applied (which is the
 // order of their times, but for an event applied late, after a take-over): the merge takes, at each
 // step, the list whose next record is the newest, so it is one sequence whatever the page, and its
-// first page*size are among the last page*size of each list. Pages of it hold each record once.
+// first page*size are among the last page*size of each list. Pages of it hold each record once. When
+// one list alone holds records (one owner, one day), the merge is that list: the page's ids are read
+// from their place in it, and only the page's records, whatever its depth.
 func (s *Service) page(ctx context.Context, t *AdminTable, user string, page, size int64) ([]listed, int64, error) {
 	owners, err := s.client.SMembers(ctx, t.Owners).Result()
 	if err != nil {
@@ -123,8 +125,9 @@ func (s *Service) page(ctx context.Context, t *AdminTable, user string, page, si
 	}
 	var seqs [][]ref
 	var total int64
+	windowed := false
 	if user == "" {
-		seqs, total, err = s.newestOfAll(ctx, t, owners, page*size)
+		seqs, total, windowed, err = s.newestOfAll(ctx, t, owners, page, size)
 	} else {
 		var refs []ref
 		refs, err = s.allOfUser(ctx, t, owners, user)
@@ -152,11 +155,14 @@ func (s *Service) page(ctx context.Context, t *AdminTable, user string, page, si
 		}
 	}
 	var all []listed
-	if user != "" {
+	switch {
+	case windowed:
+		return found[0], total, nil
+	case user != "":
 		all = found[0]
 		slices.SortFunc(all, newestFirst)
 		total = int64(len(all))
-	} else {
+	default:
 		all = mergeNewest(found, page*size)
 	}
 	lo, hi, _ := web.Window(int64(len(all)), page, size)
@@ -184,40 +190,68 @@ func mergeNewest(seqs [][]listed, limit int64) []listed {
 	return out
 }
 
-// newestOfAll reads the newest n records of every owner's lists of the days within the retention and
-// of the earlier builds' table, each a sequence newest first, and how many records all of them hold.
-func (s *Service) newestOfAll(ctx context.Context, t *AdminTable, owners []string, n int64) ([][]ref, int64, error) {
+// newestOfAll reads, for a page of every record, the newest page*size ids of every owner's lists of
+// the days within the retention and of the earlier builds' table, each a sequence newest first, and
+// how many records all of them hold. windowed: one list alone holds records, and the one sequence
+// returned is the page's ids alone, read from their place in it.
+func (s *Service) newestOfAll(ctx context.Context, t *AdminTable, owners []string, page, size int64) (
+	seqs [][]ref, total int64, windowed bool, err error) {
 	type list struct {
-		owner string
-		size  *redis.IntCmd
-		ids   *redis.StringSliceCmd
+		owner, key string
+		size       *redis.IntCmd
+		ids        *redis.StringSliceCmd
 	}
-	var lists []list
+	var lists []*list
 	var oldSize *redis.IntCmd
-	var oldIDs *redis.StringSliceCmd
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	days := s.recordDays(time.Now())
+	_, err = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, o := range owners {
-			for _, day := range s.recordDays(time.Now()) {
+			for _, day := range days {
 				key := t.IDs(o, day)
-				lists = append(lists, list{o, p.LLen(ctx, key), p.LRange(ctx, key, -n, -1)})
+				lists = append(lists, &list{owner: o, key: key, size: p.LLen(ctx, key)})
 			}
 		}
 		if t.Old != nil {
-			oldSize, oldIDs = p.ZCard(ctx, t.Old.ByTime), p.ZRevRange(ctx, t.Old.ByTime, 0, n-1)
+			oldSize = p.ZCard(ctx, t.Old.ByTime)
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, 0, err
+		return nil, 0, false, err
+	}
+	var held []*list
+	for _, l := range lists {
+		if n := l.size.Val(); n > 0 {
+			total += n
+			held = append(held, l)
+		}
+	}
+	var old int64
+	if t.Old != nil {
+		old = oldSize.Val()
+		total += old
+	}
+	n := page * size
+	var oldIDs *redis.StringSliceCmd
+	windowed = len(held) == 1 && old == 0
+	_, err = s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, l := range held {
+			if windowed { // the page's place from the list's tail, its newest: [-n, -n+size-1]
+				l.ids = p.LRange(ctx, l.key, -n, -n+size-1)
+			} else {
+				l.ids = p.LRange(ctx, l.key, -n, -1)
+			}
+		}
+		if old > 0 {
+			oldIDs = p.ZRevRange(ctx, t.Old.ByTime, 0, n-1)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, 0, false, err
 	}
 	seen := map[string]bool{}
-	var seqs [][]ref
-	var total int64
-	if t.Old != nil {
-		total = oldSize.Val()
-	}
-	for _, l := range lists {
-		total += l.size.Val()
+	for _, l := range held {
 		var seq []ref
 		ids := l.ids.Val()
 		for j := len(ids) - 1; j >= 0; j-- { // the list's tail is its newest
@@ -228,17 +262,17 @@ func (s *Service) newestOfAll(ctx context.Context, t *AdminTable, owners []strin
 		}
 		seqs = append(seqs, seq)
 	}
-	var old []ref
-	if t.Old == nil {
-		return append(seqs, old), total, nil
+	if old == 0 {
+		return seqs, total, windowed, nil
 	}
+	var olds []ref
 	for _, id := range oldIDs.Val() {
 		if !seen[id] {
 			seen[id] = true
-			old = append(old, ref{id: id, old: true})
+			olds = append(olds, ref{id: id, old: true})
 		}
 	}
-	return append(seqs, old), total, nil
+	return append(seqs, olds), total, false, nil
 }
 
 // allOfUser reads every record of a user within the retention: each owner's users hash, and the
@@ -279,36 +313,64 @@ func (s *Service) allOfUser(ctx context.Context, t *AdminTable, owners []string,
 	return refs, nil
 }
 
-// bodies reads the records of refs, in order; a zero stored for one there is none of.
+// hmgetFields is the most fields one HMGET of bodies asks for: a deep page of several lists reads
+// many records of one day's hash, in commands of this size, so none holds Redis for long.
+const hmgetFields = 1024
+
+// bodies reads the records of refs, in order; a zero stored for one there is none of. The records of
+// one day's hash are read together, a command for up to hmgetFields fields.
 func (s *Service) bodies(ctx context.Context, t *AdminTable, refs []ref) ([]stored, error) {
 	out := make([]stored, len(refs))
-	cmds := make([]*redis.SliceCmd, len(refs))
+	type read struct {
+		key    string
+		fields []string
+		at     []int // the refs' places in out
+		cmd    *redis.SliceCmd
+	}
+	var reads []*read
+	open := map[string]*read{}
 	var oldIDs []string
 	var oldAt []int
+	for i, r := range refs {
+		if r.old {
+			oldIDs, oldAt = append(oldIDs, r.id), append(oldAt, i)
+			continue
+		}
+		key := t.Records(r.owner, RecordsDay(r.id))
+		rd := open[key]
+		if rd == nil || len(rd.fields) >= hmgetFields {
+			rd = &read{key: key}
+			open[key] = rd
+			reads = append(reads, rd)
+		}
+		rd.fields, rd.at = append(rd.fields, r.id), append(rd.at, i)
+		if t.scripted() {
+			rd.fields = append(rd.fields, r.id+":orphan")
+		}
+	}
 	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, r := range refs {
-			switch {
-			case r.old:
-				oldIDs, oldAt = append(oldIDs, r.id), append(oldAt, i)
-			case t.scripted():
-				cmds[i] = p.HMGet(ctx, t.Records(r.owner, RecordsDay(r.id)), r.id, r.id+":orphan")
-			default:
-				cmds[i] = p.HMGet(ctx, t.Records(r.owner, RecordsDay(r.id)), r.id)
-			}
+		for _, rd := range reads {
+			rd.cmd = p.HMGet(ctx, rd.key, rd.fields...)
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	for i, c := range cmds {
-		if c == nil {
-			continue
+	per := 1
+	if t.scripted() {
+		per = 2 // the record and its orphan mark
+	}
+	for _, rd := range reads {
+		v := rd.cmd.Val()
+		if len(v) != len(rd.fields) {
+			continue // the command failed: its records are unknown
 		}
-		v := c.Val()
-		out[i].body = str(v[0])
-		if len(v) > 1 {
-			out[i].mark = str(v[1])
+		for j, i := range rd.at {
+			out[i].body = str(v[j*per])
+			if per == 2 {
+				out[i].mark = str(v[j*per+1])
+			}
 		}
 	}
 	old, err := s.oldBodies(ctx, t.Old, oldIDs)

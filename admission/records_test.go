@@ -314,3 +314,61 @@ func TestAdminRecords_PagesHoldEachRecordOnceWhenAppliedLate(t *testing.T) {
 		}
 	})
 }
+
+// One list alone holding records (one product, one day) is read from the page's place in it: every
+// page of every size holds the records newest first, each once, and a page past the end is empty;
+// with a second product's list the merge gives the same pages for the first product's records.
+func TestAdminRecords_PagesOfOneListAreReadFromTheirPlace(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		st := newStack(t, s, product("p", 100, 5), product("q", 100, 5))
+		ctx := context.Background()
+		svc, table := st.svc, tableOf(stockOf(st.svc))
+		now := time.Now().UnixMilli()
+		var newest []string
+		for i := range 23 {
+			id := svc.o.IDs.NextString()
+			user := fmt.Sprintf("u%d", i)
+			s.Client.HSet(ctx, recordsKey(s.Keys, "p", id), id, fmt.Sprintf("admitted %s 1 %d", user, now+int64(i)))
+			if err := svc.applyBatch(ctx, []Application{{Table: table, Owner: "p", ID: id, User: user}}); err != nil {
+				t.Fatal(err)
+			}
+			newest = append([]string{id}, newest...)
+		}
+		pages := func(size int64) [][]string {
+			var out [][]string
+			for page := int64(1); ; page++ {
+				found, total, err := svc.page(ctx, table, "", page, size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if total != int64(len(newest)) {
+					t.Fatalf("total %d, want %d", total, len(newest))
+				}
+				if len(found) == 0 {
+					return out
+				}
+				var got []string
+				for _, l := range found {
+					got = append(got, l.id)
+				}
+				out = append(out, got)
+			}
+		}
+		for _, size := range []int64{1, 5, 7, 23, 100} {
+			got := pages(size)
+			if want := slices.Collect(slices.Chunk(newest, int(size))); !slices.EqualFunc(got, want, slices.Equal) {
+				t.Fatalf("pages of %d: %v, want %v", size, got, want)
+			}
+		}
+		// A second list: the merge, whose pages of p's records are the same.
+		id := svc.o.IDs.NextString()
+		s.Client.HSet(ctx, recordsKey(s.Keys, "q", id), id, fmt.Sprintf("admitted q0 1 %d", now-1000))
+		if err := svc.applyBatch(ctx, []Application{{Table: table, Owner: "q", ID: id, User: "q0"}}); err != nil {
+			t.Fatal(err)
+		}
+		newest = append(newest, id)
+		if got, want := pages(7), slices.Collect(slices.Chunk(newest, 7)); !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("pages of 7 across two products: %v, want %v", got, want)
+		}
+	})
+}
