@@ -123,3 +123,47 @@ func BenchmarkIdleWorkerPass(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdminListPage reads a page of every admin record (GET /api/admissions) from 20,000 records:
+// the newest page and the one halfway down, with the records in one product's list (read from the
+// page's place) and in two products' (merged), on the package's private redis-server.
+func BenchmarkAdminListPage(b *testing.B) {
+	const records, size = 20000, 20
+	for _, owners := range []int{1, 2} {
+		s := storetest.Redis(b)
+		ctx := context.Background()
+		svc := New(Options{Store: s, IDs: ids.New(1), IdentityKey: []byte("k"), ClaimTTL: time.Minute,
+			Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(), RecordsRetention: 24 * time.Hour})
+		ps := []products.Product{product("p0", 1<<40, 1), product("p1", 1<<40, 1)}
+		if err := svc.Apply(ctx, products.With(&config.Config{}, ps...), nil); err != nil {
+			b.Fatal(err)
+		}
+		table := tableOf(stockOf(svc))
+		now := time.Now().UnixMilli()
+		for at := 0; at < records; at += 500 {
+			var apps []Application
+			pipe := s.Client.Pipeline()
+			for i := at; i < at+500; i++ {
+				owner, id, user := "p"+strconv.Itoa(i%owners), svc.o.IDs.NextString(), "u"+strconv.Itoa(i)
+				pipe.HSet(ctx, recordsKey(s.Keys, owner, id), id, "admitted "+user+" 1 "+strconv.FormatInt(now+int64(i), 10))
+				apps = append(apps, Application{Table: table, Owner: owner, ID: id, User: user})
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if err := svc.applyBatch(ctx, apps); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, page := range []int64{1, records / size / 2} {
+			b.Run("owners="+strconv.Itoa(owners)+"/page="+strconv.FormatInt(page, 10), func(b *testing.B) {
+				for b.Loop() {
+					found, total, err := svc.page(ctx, table, "", page, size)
+					if err != nil || len(found) != size || total != records {
+						b.Fatalf("page %d: %d records of %d, %v", page, len(found), total, err)
+					}
+				}
+			})
+		}
+	}
+}

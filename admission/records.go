@@ -105,9 +105,12 @@ type listed struct {
 
 // newestFirst orders records by time, newest first, equal times by id, from the highest.
 func newestFirst(a, b listed) int {
+	if c := cmp.Compare(b.at, a.at); c != 0 {
+		return c // the ids are read only for equal times: a deep page's merge compares many records
+	}
 	x, _ := strconv.ParseUint(a.id, 10, 64)
 	y, _ := strconv.ParseUint(b.id, 10, 64)
-	return cmp.Or(cmp.Compare(b.at, a.at), cmp.Compare(y, x), cmp.Compare(b.id, a.id))
+	return cmp.Or(cmp.Compare(y, x), cmp.Compare(b.id, a.id))
 }
 
 // page reads a page of a table's records, newest first, and how many there are: every record's (user
@@ -136,10 +139,7 @@ func (s *Service) page(ctx context.Context, t *AdminTable, user string, page, si
 	if err != nil {
 		return nil, 0, err
 	}
-	var refs []ref
-	for _, seq := range seqs {
-		refs = append(refs, seq...)
-	}
+	refs := slices.Concat(seqs...)
 	bodies, err := s.bodies(ctx, t, refs)
 	if err != nil {
 		return nil, 0, err
@@ -147,6 +147,7 @@ func (s *Service) page(ctx context.Context, t *AdminTable, user string, page, si
 	found := make([][]listed, len(seqs))
 	i := 0
 	for k, seq := range seqs {
+		found[k] = make([]listed, 0, len(seq))
 		for range seq {
 			if b := bodies[i]; b.body != "" {
 				found[k] = append(found[k], listed{refs[i], b, t.TimeOf(b.body)})
@@ -172,7 +173,11 @@ func (s *Service) page(ctx context.Context, t *AdminTable, user string, page, si
 // mergeNewest merges sequences each newest first into one, up to limit records: at each step the
 // sequence whose next record is the newest gives it.
 func mergeNewest(seqs [][]listed, limit int64) []listed {
-	var out []listed
+	held := 0
+	for _, seq := range seqs {
+		held += len(seq)
+	}
+	out := make([]listed, 0, min(limit, int64(held)))
 	next := make([]int, len(seqs))
 	for int64(len(out)) < limit {
 		best := -1
