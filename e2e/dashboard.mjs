@@ -25,6 +25,7 @@ export async function dashboard() {
   const b = await browser({ viewport: { width: 1400, height: 1000 }, httpCredentials: { username: 'operator', password: env.EDGEQ_ADMIN_KEY } });
   const { page } = b;
   try {
+    const opened = Date.now(); // no sample of the page is older
     const resp = await page.goto(env.EDGEQ_ADMIN_URL + '/dashboard');
     expect(resp.status() === 200, 'dashboard answered ' + resp.status());
     const card = await queueCard(page, 'sale');
@@ -34,6 +35,13 @@ export async function dashboard() {
     log('at first', JSON.stringify(before));
     // Numbers move while the sale runs.
     await page.waitForFunction(() => Number(document.body.dataset.polls || 0) >= 6, null, { timeout: 20000 });
+    // The rates wait for samples spanning their window (15 s, a poll a second) rather than make a
+    // minute's rate of a few seconds.
+    const early = await page.evaluate(() => ({ at: Date.now(),
+      arrivals: document.querySelector('[data-queue="sale"] [data-f="arrivals"]').textContent }));
+    log('rates early', JSON.stringify({ seconds: (early.at - opened) / 1000, arrivals: early.arrivals }));
+    expect(early.at - opened >= 15000 || early.arrivals === 'measuring',
+      'a rate ' + (early.at - opened) + ' ms after the page opened: ' + early.arrivals);
     const after = { positions: await field(card, 'positions'), stock: await jersey.textContent() };
     log('later', JSON.stringify(after));
     expect(after.positions !== before.positions, 'serving/assigned did not move: ' + after.positions);
@@ -84,7 +92,10 @@ export async function dashboard() {
     expect((await api('/api/queue/sale')).capacity === 8, 'a refused capacity changed the queue');
 
     expect(b.dialogs.length === 0 && b.consoleErrors.length === 0, 'dialogs/errors: ' + b.dialogs + b.consoleErrors);
-    // Arrivals and served per minute are measured over the same window.
+    // Arrivals and served per minute are measured over the same window, once the samples span it.
+    await page.waitForTimeout(Math.max(0, opened + 16000 - Date.now()));
+    await page.waitForFunction(() => /\d/.test(document.querySelector('[data-queue="sale"] [data-f="served"]').textContent),
+      null, { timeout: 10000 }).catch(() => {});
     const rates = { arrivals: await field(card, 'arrivals'), served: await field(card, 'served') };
     log('rates', JSON.stringify(rates));
     expect(/^[\d.,]+$/.test(rates.arrivals) && /^[\d.,]+$/.test(rates.served), 'rates: ' + JSON.stringify(rates));

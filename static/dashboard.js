@@ -75,18 +75,22 @@
     return json;
   }
 
-  // rate returns the change per minute of field over the last RATE_WINDOW_MS of samples.
+  // rate returns the change per minute of field over the last RATE_WINDOW_MS of samples; NaN until the
+  // samples span the whole window (the page opened moments ago): a step of one or two seconds made a
+  // minute's rate would show one visitor as sixty.
   function rate(samples, field) {
-    if (samples.length < 2) return NaN;
     const last = samples[samples.length - 1];
-    let first = samples[0];
     for (let i = samples.length - 2; i >= 0; i--) {
-      first = samples[i];
-      if (last.t - samples[i].t >= RATE_WINDOW_MS) break;
+      const first = samples[i];
+      if (last.t - first.t >= RATE_WINDOW_MS) {
+        return Math.max(0, (last[field] - first[field]) / ((last.t - first.t) / 60000));
+      }
     }
-    const dt = (last.t - first.t) / 60000;
-    return dt > 0 ? Math.max(0, (last[field] - first[field]) / dt) : NaN;
+    return NaN;
   }
+
+  // perMinute writes a rate, or says it is still being measured.
+  function perMinute(r) { return isFinite(r) ? fmt(r, 1) : 'measuring'; }
 
   function record(map, key, sample) {
     let list = map.get(key);
@@ -193,8 +197,8 @@
       set('waiting', fmt(q.waiting_num));
       set('positions', fmt(q.serving_pos) + ' / ' + fmt(q.assigned_pos));
       set('inside', fmt(q.active_num) + ' / ' + fmt(q.capacity));
-      set('arrivals', fmt(arrivals, 1));
-      set('served', fmt(served, 1));
+      set('arrivals', perMinute(arrivals));
+      set('served', perMinute(served));
       // A queue that serves nobody now (paused, not open yet, sold out) has no ETA to show.
       const moving = !q.state || q.state === 'open' || q.state === 'closed';
       // Invitations: shown for queues that have some, or take only invited visitors.
@@ -259,7 +263,7 @@
       const samples = record(bidHistory, a.id, { t: now, total: a.total_bids });
       const h = a.highest_bid;
       return [a.id, h ? h.amount : '— (from ' + a.starting_price + ')', fmt(a.total_bids),
-        fmt(rate(samples, 'total'), 1), a.ended ? 'ended' : new Date(a.ends_at).toLocaleString()];
+        perMinute(rate(samples, 'total')), a.ended ? 'ended' : new Date(a.ends_at).toLocaleString()];
     }), 5);
   }
 
