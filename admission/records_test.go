@@ -283,18 +283,10 @@ func TestAdminRecords_EachOwnersRecordsUnderItsOwnTag(t *testing.T) {
 func TestAdminRecords_PagesHoldEachRecordOnceWhenAppliedLate(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		st := newStack(t, s, product("p", 10, 5), product("q", 10, 5))
-		ctx := context.Background()
-		svc, table := st.svc, tableOf(stockOf(st.svc))
-		now := time.Now().UnixMilli()
+		svc, now := st.svc, time.Now().UnixMilli()
 		var want []string
 		add := func(product string, ms int64) {
-			id := svc.o.IDs.NextString()
-			user := fmt.Sprintf("u%d", len(want))
-			s.Client.HSet(ctx, recordsKey(s.Keys, product, id), id, fmt.Sprintf("admitted %s 1 %d", user, now+ms))
-			if err := svc.applyBatch(ctx, []Application{{Table: table, Owner: product, ID: id, User: user}}); err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, id)
+			want = append(want, applyRecord(t, s, svc, product, fmt.Sprintf("u%d", len(want)), now+ms))
 		}
 		add("p", 100) // the newest
 		add("q", 50)
@@ -326,13 +318,7 @@ func TestAdminRecords_PagesOfOneListAreReadFromTheirPlace(t *testing.T) {
 		now := time.Now().UnixMilli()
 		var newest []string
 		for i := range 23 {
-			id := svc.o.IDs.NextString()
-			user := fmt.Sprintf("u%d", i)
-			s.Client.HSet(ctx, recordsKey(s.Keys, "p", id), id, fmt.Sprintf("admitted %s 1 %d", user, now+int64(i)))
-			if err := svc.applyBatch(ctx, []Application{{Table: table, Owner: "p", ID: id, User: user}}); err != nil {
-				t.Fatal(err)
-			}
-			newest = append([]string{id}, newest...)
+			newest = append([]string{applyRecord(t, s, svc, "p", fmt.Sprintf("u%d", i), now+int64(i))}, newest...)
 		}
 		pages := func(size int64) [][]string {
 			var out [][]string
@@ -361,14 +347,22 @@ func TestAdminRecords_PagesOfOneListAreReadFromTheirPlace(t *testing.T) {
 			}
 		}
 		// A second list: the merge, whose pages of p's records are the same.
-		id := svc.o.IDs.NextString()
-		s.Client.HSet(ctx, recordsKey(s.Keys, "q", id), id, fmt.Sprintf("admitted q0 1 %d", now-1000))
-		if err := svc.applyBatch(ctx, []Application{{Table: table, Owner: "q", ID: id, User: "q0"}}); err != nil {
-			t.Fatal(err)
-		}
-		newest = append(newest, id)
+		newest = append(newest, applyRecord(t, s, svc, "q", "q0", now-1000))
 		if got, want := pages(7), slices.Collect(slices.Chunk(newest, 7)); !slices.EqualFunc(got, want, slices.Equal) {
 			t.Fatalf("pages of 7 across two products: %v, want %v", got, want)
 		}
 	})
+}
+
+// applyRecord writes a stock admission's record of user at ms, as reserve.lua does, and has the event
+// worker index it under product; its id.
+func applyRecord(t *testing.T, s *store.Store, svc *Service, product, user string, ms int64) string {
+	t.Helper()
+	ctx := context.Background()
+	id := svc.o.IDs.NextString()
+	s.Client.HSet(ctx, recordsKey(s.Keys, product, id), id, fmt.Sprintf("admitted %s 1 %d", user, ms))
+	if err := svc.applyBatch(ctx, []Application{{Table: tableOf(stockOf(svc)), Owner: product, ID: id, User: user}}); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
